@@ -1,0 +1,93 @@
+//! The contract every backend implements. A backend only translates a [`Plan`]: it never re-derives
+//! hazards, and it submits exactly the plan's edges (or a stronger ordering it documents).
+
+use crate::error::{BindError, SlotError};
+use crate::graph::{BufferId, Scalar, SlotId};
+use crate::plan::Plan;
+
+/// Where a buffer's memory comes from at instantiation.
+#[derive(Clone, Debug)]
+pub enum BufferBinding<M> {
+    /// The exec allocates (and frees) the buffer.
+    Allocate,
+    /// Memory the user owns and keeps alive for the exec's lifetime; its length is checked.
+    External(M),
+}
+
+/// A backend: turns a plan plus bindings into a retained [`Exec`].
+pub trait Backend {
+    /// One kernel's implementation on this backend (a host function, a CUDA function, a pipeline).
+    type Kernel;
+    /// User-owned memory this backend can bind a buffer to.
+    type Memory;
+    type Exec: Exec;
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    fn name(&self) -> &'static str;
+
+    /// Instantiates `plan`. `kernels[k]` implements the graph's kernel `k`; `buffers[b]` binds buffer
+    /// `b` (views must be `Allocate`: they share their root's memory). On error nothing is left alive.
+    fn instantiate(&self, plan: &Plan, kernels: Vec<Self::Kernel>, buffers: Vec<BufferBinding<Self::Memory>>) -> Result<Self::Exec, Self::Error>;
+}
+
+/// A retained, replayable instantiation of a plan.
+pub trait Exec {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    fn plan(&self) -> &Plan;
+    /// Submits one replay of the whole plan. On asynchronous backends it returns once submitted.
+    fn replay(&mut self) -> Result<(), Self::Error>;
+    /// Blocks until every submitted replay finished; reports any failure of theirs.
+    fn wait(&mut self) -> Result<(), Self::Error>;
+    /// Patches a slot for the following replays. Refused while a replay is in flight.
+    fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<(), Self::Error>;
+    /// Writes bytes into a buffer (no replay in flight).
+    fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
+    /// Reads bytes of a buffer (no replay in flight).
+    fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), Self::Error>;
+}
+
+/// Checks a slot patch against the plan: known slot, same type.
+pub fn check_slot(plan: &Plan, slot: SlotId, value: Scalar) -> Result<(), SlotError> {
+    let decl = plan.graph().slots().get(slot.index()).ok_or(SlotError::Unknown(slot.0))?;
+    if decl.ty != value.ty {
+        return Err(SlotError::WrongType { slot: decl.name.clone(), expected: decl.ty.as_str(), got: value.ty.as_str() });
+    }
+    Ok(())
+}
+
+/// Checks the shape of bindings against the plan: one kernel per signature, one binding per buffer, no
+/// external binding of a view, and external lengths equal to the declared sizes.
+pub fn check_bindings<M>(plan: &Plan, kernel_count: usize, buffers: &[BufferBinding<M>], len_of: impl Fn(&M) -> u64) -> Result<(), BindError> {
+    let g = plan.graph();
+    if kernel_count != g.kernels().len() {
+        return Err(BindError::Signature {
+            kernel: "*".into(),
+            reason: format!("{} implementations given for {} kernels", kernel_count, g.kernels().len()),
+        });
+    }
+    if buffers.len() != g.buffers().len() {
+        return Err(BindError::BufferSize { buffer: "*".into(), expected: g.buffers().len() as u64, got: buffers.len() as u64 });
+    }
+    for (i, (decl, b)) in g.buffers().iter().zip(buffers).enumerate() {
+        if let BufferBinding::External(m) = b {
+            if decl.root.index() != i {
+                return Err(BindError::BindView { buffer: decl.name.clone(), root: g.buffer(decl.root).name.clone() });
+            }
+            let got = len_of(m);
+            if got != decl.size {
+                return Err(BindError::BufferSize { buffer: decl.name.clone(), expected: decl.size, got });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that an in-bounds `len`-byte access at `offset` fits buffer `buffer`.
+pub fn check_range(plan: &Plan, buffer: BufferId, offset: u64, len: u64) -> Result<(), String> {
+    let b = plan.graph().buffers().get(buffer.index()).ok_or_else(|| format!("unknown buffer id {buffer}"))?;
+    if offset.checked_add(len).is_none_or(|e| e > b.size) {
+        return Err(format!("range {offset}+{len} lies outside buffer `{}` of {} bytes", b.name, b.size));
+    }
+    Ok(())
+}

@@ -1,0 +1,490 @@
+//! Declarative graph files (TOML). Every error names the file, the line of the offending entry and the
+//! offending name; nothing is guessed (a buffer param without a declared access, an unknown arg, a
+//! missing arg, a value out of its type's range are all errors).
+//!
+//! ```toml
+//! [[buffer]]
+//! name = "a"
+//! size = 4096            # bytes
+//! init = "iota"          # zero | iota | const:V | random:SEED
+//! [[kernel]]
+//! name = "mix"
+//! params = [{ name = "out", access = "read_write" }, { name = "n", scalar = "u32" }]
+//! host = "builtin:mix"   # one implementation per backend, by backend name
+//! [[node]]
+//! kernel = "mix"
+//! grid = [1, 1, 1]
+//! block = [256, 1, 1]
+//! args = { out = { buffer = "a", offset = 0, len = 1024 }, n = 256 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::graph::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, ParamKind, Scalar, ScalarType, Slice};
+
+/// A graph-file error: `path:line: message`.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct FileError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// How a buffer is initialised before the first replay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BufferInit {
+    Zero,
+    /// u32 element index: bytes [4i, 4i+4) hold i.
+    Iota,
+    /// Every u32 element holds the value.
+    Const(u32),
+    /// xorshift64* u32 stream from the seed.
+    Random(u64),
+    /// Every f32 element holds the value.
+    ConstF32(f32),
+}
+
+impl BufferInit {
+    pub fn parse(s: &str) -> Option<BufferInit> {
+        match s {
+            "zero" => return Some(BufferInit::Zero),
+            "iota" => return Some(BufferInit::Iota),
+            _ => {}
+        }
+        let (kind, v) = s.split_once(':')?;
+        match kind {
+            "const" => parse_u32(v).map(BufferInit::Const),
+            "random" => v.parse().ok().map(BufferInit::Random),
+            "f32" => v.parse().ok().map(BufferInit::ConstF32),
+            _ => None,
+        }
+    }
+
+    /// Fills `out` (the buffer's bytes). A trailing partial element gets the element's low bytes.
+    pub fn fill(&self, out: &mut [u8]) {
+        let mut rng = match self {
+            BufferInit::Random(seed) => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            _ => 0,
+        };
+        for (i, chunk) in out.chunks_mut(4).enumerate() {
+            let v: u32 = match *self {
+                BufferInit::Zero => 0,
+                BufferInit::Iota => i as u32,
+                BufferInit::Const(c) => c,
+                BufferInit::ConstF32(f) => f.to_bits(),
+                BufferInit::Random(_) => {
+                    rng ^= rng >> 12;
+                    rng ^= rng << 25;
+                    rng ^= rng >> 27;
+                    (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
+                }
+            };
+            let b = v.to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+    }
+}
+
+fn parse_u32(s: &str) -> Option<u32> {
+    if let Some(h) = s.strip_prefix("0x") {
+        u32::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+/// One kernel implementation reference for one backend: a source/file and optionally the entry symbol
+/// and a capability flag (e.g. PDL-capable on CUDA).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum ImplSpec {
+    Path(String),
+    Detailed {
+        source: String,
+        #[serde(default)]
+        entry: Option<String>,
+        #[serde(default)]
+        pdl: Option<bool>,
+    },
+}
+
+impl ImplSpec {
+    pub fn source(&self) -> &str {
+        match self {
+            ImplSpec::Path(s) => s,
+            ImplSpec::Detailed { source, .. } => source,
+        }
+    }
+    pub fn entry(&self) -> Option<&str> {
+        match self {
+            ImplSpec::Path(_) => None,
+            ImplSpec::Detailed { entry, .. } => entry.as_deref(),
+        }
+    }
+    pub fn pdl(&self) -> Option<bool> {
+        match self {
+            ImplSpec::Path(_) => None,
+            ImplSpec::Detailed { pdl, .. } => *pdl,
+        }
+    }
+}
+
+/// A parsed graph file: the recorded graph plus what a runner needs beside it.
+#[derive(Clone, Debug)]
+pub struct GraphFile {
+    pub path: PathBuf,
+    pub graph: Graph,
+    /// Per buffer (by id): its initial contents (views: `None`).
+    pub inits: Vec<Option<BufferInit>>,
+    /// Per kernel (by id): backend name → implementation.
+    pub impls: Vec<BTreeMap<String, ImplSpec>>,
+    /// Per kernel (by id): the line it was declared on.
+    pub kernel_lines: Vec<usize>,
+}
+
+impl GraphFile {
+    /// The directory relative implementation paths resolve against.
+    pub fn base_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+    /// Error for kernel `k` about its implementation on a backend.
+    pub fn kernel_error(&self, k: usize, message: impl Into<String>) -> FileError {
+        FileError { path: self.path.clone(), line: self.kernel_lines.get(k).copied(), message: message.into() }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    #[serde(default)]
+    buffer: Vec<Spanned<BufferSpec>>,
+    #[serde(default)]
+    slot: Vec<Spanned<SlotSpec>>,
+    #[serde(default)]
+    kernel: Vec<Spanned<KernelSpec>>,
+    #[serde(default)]
+    node: Vec<Spanned<NodeSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BufferSpec {
+    name: String,
+    size: u64,
+    #[serde(default)]
+    init: Option<String>,
+    #[serde(default)]
+    view: Option<ViewSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewSpec {
+    of: String,
+    offset: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlotSpec {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+    #[serde(default)]
+    value: Option<toml::Value>,
+}
+
+#[derive(Deserialize)]
+struct KernelSpec {
+    name: String,
+    params: Vec<ParamSpec>,
+    #[serde(flatten)]
+    impls: BTreeMap<String, ImplSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParamSpec {
+    name: String,
+    #[serde(default)]
+    access: Option<String>,
+    #[serde(default)]
+    scalar: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeSpec {
+    #[serde(default)]
+    kernel: Option<String>,
+    #[serde(default)]
+    grid: Option<Vec<u32>>,
+    #[serde(default)]
+    block: Option<Vec<u32>>,
+    #[serde(default)]
+    shared: Option<u32>,
+    #[serde(default)]
+    args: Option<BTreeMap<String, toml::Value>>,
+    #[serde(default)]
+    copy: Option<CopySpec>,
+    #[serde(default)]
+    fill: Option<FillSpec>,
+    #[serde(default)]
+    after: Vec<u32>,
+    /// Records the node this many times in a row (default 1).
+    #[serde(default)]
+    repeat: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CopySpec {
+    src: toml::Value,
+    dst: toml::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FillSpec {
+    dst: toml::Value,
+    value: u32,
+}
+
+struct Ctx<'a> {
+    path: &'a Path,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line(&self, offset: usize) -> usize {
+        self.src[..offset.min(self.src.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    }
+    fn err(&self, offset: usize, message: impl Into<String>) -> FileError {
+        FileError { path: self.path.to_path_buf(), line: Some(self.line(offset)), message: message.into() }
+    }
+}
+
+/// Reads and parses a graph file. `impl_keys` lists the backend names a kernel may name an
+/// implementation for; any other extra key on a kernel is an error (a typo must not be ignored).
+pub fn load(path: &Path, impl_keys: &[&str]) -> Result<GraphFile, FileError> {
+    let src = std::fs::read_to_string(path)
+        .map_err(|e| FileError { path: path.to_path_buf(), line: None, message: format!("cannot read: {e}") })?;
+    parse(&src, path, impl_keys)
+}
+
+/// Parses graph-file text; `path` is used for messages and relative implementation paths.
+pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, FileError> {
+    let cx = Ctx { path, src };
+    let spec: FileSpec = toml::from_str(src).map_err(|e| {
+        let line = e.span().map(|s| cx.line(s.start));
+        FileError { path: path.to_path_buf(), line, message: e.message().to_string() }
+    })?;
+    let mut g = Graph::new();
+    let mut inits = Vec::new();
+    for b in &spec.buffer {
+        let at = b.span().start;
+        let b = b.get_ref();
+        let id = match &b.view {
+            None => g.add_buffer(&b.name, b.size),
+            Some(v) => {
+                let parent = g
+                    .buffer_by_name(&v.of)
+                    .ok_or_else(|| cx.err(at, format!("view `{}`: unknown buffer `{}` (declare it above)", b.name, v.of)))?;
+                g.add_view(&b.name, parent, v.offset, b.size)
+            }
+        }
+        .map_err(|e| cx.err(at, e.to_string()))?;
+        let init = match (&b.init, &b.view) {
+            (Some(_), Some(_)) => return Err(cx.err(at, format!("view `{}` cannot have an init (initialise its root)", b.name))),
+            (None, Some(_)) => None,
+            (None, None) => Some(BufferInit::Zero),
+            (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| {
+                cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V)", b.name))
+            })?),
+        };
+        debug_assert_eq!(id.index(), inits.len());
+        inits.push(init);
+    }
+    for s in &spec.slot {
+        let at = s.span().start;
+        let s = s.get_ref();
+        let ty = ScalarType::parse(&s.ty).ok_or_else(|| cx.err(at, format!("slot `{}`: unknown type `{}`", s.name, s.ty)))?;
+        let v = match &s.value {
+            None => Scalar { ty, bits: 0 },
+            Some(v) => scalar_from_toml(ty, v).map_err(|m| cx.err(at, format!("slot `{}`: {m}", s.name)))?,
+        };
+        g.add_slot(&s.name, v).map_err(|e| cx.err(at, e.to_string()))?;
+    }
+    let mut impls = Vec::new();
+    let mut kernel_lines = Vec::new();
+    for k in &spec.kernel {
+        let at = k.span().start;
+        let k = k.get_ref();
+        let mut sig = KernelSig::new(&k.name);
+        for p in &k.params {
+            sig = match (&p.access, &p.scalar) {
+                (Some(a), None) => sig.buffer(
+                    &p.name,
+                    Access::parse(a).ok_or_else(|| {
+                        cx.err(at, format!("kernel `{}` param `{}`: unknown access `{a}` (read, write, read_write)", k.name, p.name))
+                    })?,
+                ),
+                (None, Some(t)) => sig.scalar(
+                    &p.name,
+                    ScalarType::parse(t).ok_or_else(|| cx.err(at, format!("kernel `{}` param `{}`: unknown scalar type `{t}`", k.name, p.name)))?,
+                ),
+                (None, None) => {
+                    return Err(cx.err(
+                        at,
+                        format!("kernel `{}` param `{}`: declare `access` (read, write, read_write) or `scalar`; none is assumed", k.name, p.name),
+                    ))
+                }
+                (Some(_), Some(_)) => return Err(cx.err(at, format!("kernel `{}` param `{}`: both `access` and `scalar` given", k.name, p.name))),
+            };
+        }
+        for key in k.impls.keys() {
+            if !impl_keys.contains(&key.as_str()) {
+                return Err(cx.err(at, format!("kernel `{}`: unknown key `{key}` (backends: {})", k.name, impl_keys.join(", "))));
+            }
+        }
+        g.add_kernel(sig).map_err(|e| cx.err(at, e.to_string()))?;
+        impls.push(k.impls.clone());
+        kernel_lines.push(cx.line(at));
+    }
+    // `after` may name a later node; those edges are added once every node is recorded.
+    let mut pending = Vec::new();
+    for n in &spec.node {
+        let at = n.span().start;
+        let spec = n.get_ref();
+        for _ in 0..spec.repeat.unwrap_or(1) {
+            add_node(&mut g, spec, &cx, at, &mut pending)?;
+        }
+    }
+    for (id, before, at) in pending {
+        g.add_edge(before, id).map_err(|e| cx.err(at, e.to_string()))?;
+    }
+    Ok(GraphFile { path: path.to_path_buf(), graph: g, inits, impls, kernel_lines })
+}
+
+fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<(NodeId, NodeId, usize)>) -> Result<NodeId, FileError> {
+    let idx = g.nodes().len();
+    let after: Vec<NodeId> = n.after.iter().map(|&a| NodeId(a)).collect();
+    let forward: Vec<NodeId> = after.iter().copied().filter(|a| a.index() >= idx).collect();
+    let backward: Vec<NodeId> = after.iter().copied().filter(|a| a.index() < idx).collect();
+    if forward.iter().any(|a| a.index() == idx) {
+        return Err(cx.err(at, format!("node {idx}: `after` names the node itself")));
+    }
+    let kinds = n.kernel.is_some() as u8 + n.copy.is_some() as u8 + n.fill.is_some() as u8;
+    if kinds != 1 {
+        return Err(cx.err(at, format!("node {idx}: give exactly one of `kernel`, `copy`, `fill`")));
+    }
+    let id = if let Some(kname) = &n.kernel {
+        let k = g.kernel_by_name(kname).ok_or_else(|| cx.err(at, format!("node {idx}: unknown kernel `{kname}`")))?;
+        let dims = |v: &Option<Vec<u32>>, what: &str| -> Result<[u32; 3], FileError> {
+            let v = v.as_ref().ok_or_else(|| cx.err(at, format!("node {idx} ({kname}): `{what}` is required")))?;
+            if v.is_empty() || v.len() > 3 {
+                return Err(cx.err(at, format!("node {idx} ({kname}): `{what}` needs 1 to 3 dimensions")));
+            }
+            let mut d = [1u32; 3];
+            d[..v.len()].copy_from_slice(v);
+            Ok(d)
+        };
+        let launch = Launch::new(dims(&n.grid, "grid")?, dims(&n.block, "block")?).shared(n.shared.unwrap_or(0));
+        let sig = g.kernel(k).clone();
+        let empty = BTreeMap::new();
+        let given = n.args.as_ref().unwrap_or(&empty);
+        for name in given.keys() {
+            if sig.param_index(name).is_none() {
+                return Err(cx.err(at, format!("node {idx} ({kname}): kernel has no param `{name}`")));
+            }
+        }
+        let mut args = Vec::with_capacity(sig.params.len());
+        for p in &sig.params {
+            let v = given.get(&p.name).ok_or_else(|| cx.err(at, format!("node {idx} ({kname}): missing arg `{}`", p.name)))?;
+            let here = |m: String| cx.err(at, format!("node {idx} ({kname}), param `{}`: {m}", p.name));
+            args.push(match &p.kind {
+                ParamKind::Buffer(_) => Arg::Buffer(slice_from_toml(g, v).map_err(here)?),
+                ParamKind::Scalar(ty) => match v {
+                    toml::Value::Table(t) if t.contains_key("slot") => {
+                        let name = t.get("slot").and_then(|s| s.as_str()).ok_or_else(|| here("`slot` must be a slot name".into()))?;
+                        Arg::Slot(g.slot_by_name(name).ok_or_else(|| here(format!("unknown slot `{name}`")))?)
+                    }
+                    other => Arg::Scalar(scalar_from_toml(*ty, other).map_err(here)?),
+                },
+            });
+        }
+        g.add_launch(k, launch, &args, &backward)
+    } else if let Some(c) = &n.copy {
+        let here = |m: String| cx.err(at, format!("node {idx} (copy): {m}"));
+        let src = slice_from_toml(g, &c.src).map_err(|m| here(format!("src: {m}")))?;
+        let dst = slice_from_toml(g, &c.dst).map_err(|m| here(format!("dst: {m}")))?;
+        g.add_copy(src, dst, &backward)
+    } else if let Some(f) = &n.fill {
+        let dst = slice_from_toml(g, &f.dst).map_err(|m| cx.err(at, format!("node {idx} (fill): dst: {m}")))?;
+        g.add_fill(dst, f.value, &backward)
+    } else {
+        unreachable!("exactly one kind checked above")
+    }
+    .map_err(|e| cx.err(at, e.to_string()))?;
+    for f in forward {
+        pending.push((id, f, at));
+    }
+    Ok(id)
+}
+
+fn slice_from_toml(g: &Graph, v: &toml::Value) -> Result<Slice, String> {
+    let lookup = |name: &str| -> Result<BufferId, String> { g.buffer_by_name(name).ok_or_else(|| format!("unknown buffer `{name}`")) };
+    match v {
+        toml::Value::String(name) => Ok(g.whole(lookup(name)?)),
+        toml::Value::Table(t) => {
+            for k in t.keys() {
+                if !["buffer", "offset", "len"].contains(&k.as_str()) {
+                    return Err(format!("unknown key `{k}` in buffer arg (buffer, offset, len)"));
+                }
+            }
+            let name = t.get("buffer").and_then(|b| b.as_str()).ok_or("a buffer arg needs `buffer = \"name\"`")?;
+            let b = lookup(name)?;
+            let size = g.buffer(b).size;
+            let int = |k: &str| -> Result<Option<u64>, String> {
+                match t.get(k) {
+                    None => Ok(None),
+                    Some(toml::Value::Integer(i)) if *i >= 0 => Ok(Some(*i as u64)),
+                    Some(_) => Err(format!("`{k}` must be a non-negative integer")),
+                }
+            };
+            let offset = int("offset")?.unwrap_or(0);
+            let len = match int("len")? {
+                Some(l) => l,
+                None => size.checked_sub(offset).ok_or_else(|| format!("offset {offset} is past the end of `{name}` ({size} bytes)"))?,
+            };
+            Ok(Slice { buffer: b, offset, len })
+        }
+        _ => Err("expected a buffer name or { buffer, offset, len }".into()),
+    }
+}
+
+fn scalar_from_toml(ty: ScalarType, v: &toml::Value) -> Result<Scalar, String> {
+    let range = |lo: i128, hi: i128, i: i64| -> Result<(), String> {
+        if (i as i128) < lo || (i as i128) > hi {
+            Err(format!("{i} does not fit a {}", ty.as_str()))
+        } else {
+            Ok(())
+        }
+    };
+    match (ty, v) {
+        (ScalarType::U32, toml::Value::Integer(i)) => range(0, u32::MAX as i128, *i).map(|_| Scalar::u32(*i as u32)),
+        (ScalarType::I32, toml::Value::Integer(i)) => range(i32::MIN as i128, i32::MAX as i128, *i).map(|_| Scalar::i32(*i as i32)),
+        (ScalarType::U64, toml::Value::Integer(i)) => range(0, i64::MAX as i128, *i).map(|_| Scalar::u64(*i as u64)),
+        (ScalarType::I64, toml::Value::Integer(i)) => Ok(Scalar::i64(*i)),
+        (ScalarType::F32, toml::Value::Float(f)) => Ok(Scalar::f32(*f as f32)),
+        (ScalarType::F32, toml::Value::Integer(i)) => Ok(Scalar::f32(*i as f32)),
+        (ScalarType::F64, toml::Value::Float(f)) => Ok(Scalar::f64(*f)),
+        (ScalarType::F64, toml::Value::Integer(i)) => Ok(Scalar::f64(*i as f64)),
+        (_, other) => Err(format!("expected a {} value, got `{other}`", ty.as_str())),
+    }
+}

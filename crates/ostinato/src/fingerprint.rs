@@ -1,0 +1,111 @@
+//! A stable fingerprint of a plan's shape: FNV-1a 64 over an explicit canonical encoding (independent of
+//! Rust's `Hash` layout, pointer values and slot values), so it is equal across runs, builds and hosts.
+
+use crate::graph::{Arg, Graph, NodeOp, ParamKind};
+use crate::plan::PlanOptions;
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn bytes(&mut self, b: &[u8]) {
+        for &x in b {
+            self.0 ^= x as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.bytes(s.as_bytes());
+    }
+}
+
+pub(crate) fn fingerprint(g: &Graph, options: &PlanOptions) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.str("ostinato-plan-v1");
+    h.u64(options.max_lanes as u64);
+    h.u64(g.buffers().len() as u64);
+    for b in g.buffers() {
+        h.str(&b.name);
+        h.u64(b.size);
+        h.u64(b.root.0 as u64);
+        h.u64(b.root_offset);
+    }
+    h.u64(g.kernels().len() as u64);
+    for k in g.kernels() {
+        h.str(&k.name);
+        h.u64(k.params.len() as u64);
+        for p in &k.params {
+            h.str(&p.name);
+            match p.kind {
+                ParamKind::Buffer(m) => h.str(m.as_str()),
+                ParamKind::Scalar(t) => h.str(t.as_str()),
+            }
+        }
+    }
+    h.u64(g.slots().len() as u64);
+    for s in g.slots() {
+        h.str(&s.name);
+        h.str(s.ty.as_str());
+    }
+    h.u64(g.nodes().len() as u64);
+    for n in g.nodes() {
+        match &n.op {
+            NodeOp::Kernel { kernel, launch, args } => {
+                h.u64(1);
+                h.u64(kernel.0 as u64);
+                for d in launch.grid.iter().chain(&launch.block) {
+                    h.u64(*d as u64);
+                }
+                h.u64(launch.shared_bytes as u64);
+                for a in args {
+                    match a {
+                        Arg::Buffer(s) => {
+                            h.u64(1);
+                            h.u64(s.buffer.0 as u64);
+                            h.u64(s.offset);
+                            h.u64(s.len);
+                        }
+                        Arg::Whole(b) => {
+                            h.u64(2);
+                            h.u64(b.0 as u64);
+                        }
+                        Arg::Scalar(v) => {
+                            h.u64(3);
+                            h.str(v.ty.as_str());
+                            h.u64(v.bits);
+                        }
+                        Arg::Slot(s) => {
+                            h.u64(4);
+                            h.u64(s.0 as u64);
+                        }
+                    }
+                }
+            }
+            NodeOp::Copy { src, dst } => {
+                h.u64(2);
+                for s in [src, dst] {
+                    h.u64(s.buffer.0 as u64);
+                    h.u64(s.offset);
+                    h.u64(s.len);
+                }
+            }
+            NodeOp::Fill { dst, value } => {
+                h.u64(3);
+                h.u64(dst.buffer.0 as u64);
+                h.u64(dst.offset);
+                h.u64(dst.len);
+                h.u64(*value as u64);
+            }
+        }
+        let mut after: Vec<u32> = n.after.iter().map(|a| a.0).collect();
+        after.sort_unstable();
+        h.u64(after.len() as u64);
+        for a in after {
+            h.u64(a as u64);
+        }
+    }
+    h.0
+}

@@ -1,0 +1,622 @@
+//! Recording a kernel DAG: buffers, kernel signatures, slots and nodes with declared access.
+//!
+//! Every `add_*` call validates its input completely before anything is stored, so an error leaves the
+//! graph exactly as it was (nothing half-recorded). Errors name the node (by index and kernel) and the
+//! param they are about.
+
+use crate::error::GraphError;
+
+/// How a kernel param touches its buffer extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Access {
+    pub fn reads(self) -> bool {
+        matches!(self, Access::Read | Access::ReadWrite)
+    }
+    pub fn writes(self) -> bool {
+        matches!(self, Access::Write | Access::ReadWrite)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::ReadWrite => "read_write",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Access> {
+        match s {
+            "read" => Some(Access::Read),
+            "write" => Some(Access::Write),
+            "read_write" => Some(Access::ReadWrite),
+            _ => None,
+        }
+    }
+}
+
+/// The type of a by-value kernel param; fixes its byte size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScalarType {
+    U32,
+    I32,
+    F32,
+    U64,
+    I64,
+    F64,
+}
+
+impl ScalarType {
+    pub fn size(self) -> usize {
+        match self {
+            ScalarType::U32 | ScalarType::I32 | ScalarType::F32 => 4,
+            ScalarType::U64 | ScalarType::I64 | ScalarType::F64 => 8,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScalarType::U32 => "u32",
+            ScalarType::I32 => "i32",
+            ScalarType::F32 => "f32",
+            ScalarType::U64 => "u64",
+            ScalarType::I64 => "i64",
+            ScalarType::F64 => "f64",
+        }
+    }
+    pub fn parse(s: &str) -> Option<ScalarType> {
+        Some(match s {
+            "u32" => ScalarType::U32,
+            "i32" => ScalarType::I32,
+            "f32" => ScalarType::F32,
+            "u64" => ScalarType::U64,
+            "i64" => ScalarType::I64,
+            "f64" => ScalarType::F64,
+            _ => return None,
+        })
+    }
+}
+
+/// One param of a kernel signature.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A device pointer to a buffer extent, with the mode the kernel touches it in.
+    Buffer(Access),
+    /// A value passed by copy.
+    Scalar(ScalarType),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ParamSig {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+/// A kernel's name and ordered params. Implementations are bound per backend at instantiation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSig {
+    pub name: String,
+    pub params: Vec<ParamSig>,
+}
+
+impl KernelSig {
+    pub fn new(name: impl Into<String>) -> Self {
+        KernelSig { name: name.into(), params: Vec::new() }
+    }
+    /// Adds a buffer param with its access mode.
+    pub fn buffer(mut self, name: impl Into<String>, access: Access) -> Self {
+        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Buffer(access) });
+        self
+    }
+    /// Adds a by-value param.
+    pub fn scalar(mut self, name: impl Into<String>, ty: ScalarType) -> Self {
+        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Scalar(ty) });
+        self
+    }
+    pub fn param_index(&self, name: &str) -> Option<usize> {
+        self.params.iter().position(|p| p.name == name)
+    }
+}
+
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+id_type!(
+    /// A logical buffer (or a view of one) in a [`Graph`].
+    BufferId
+);
+id_type!(
+    /// A kernel signature in a [`Graph`].
+    KernelId
+);
+id_type!(
+    /// A named, typed, patchable scalar.
+    SlotId
+);
+id_type!(
+    /// A node, numbered in recording order from 0.
+    NodeId
+);
+
+/// A logical buffer. A view shares the allocation of its `root` buffer at `root_offset`; hazards are
+/// computed on the root allocation, so views of one allocation order correctly against each other.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BufferDecl {
+    pub name: String,
+    pub size: u64,
+    pub root: BufferId,
+    pub root_offset: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SlotDecl {
+    pub name: String,
+    pub ty: ScalarType,
+    pub initial: Scalar,
+}
+
+/// A scalar value: its type and little-endian bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scalar {
+    pub ty: ScalarType,
+    pub bits: u64,
+}
+
+impl Scalar {
+    pub fn u32(v: u32) -> Self {
+        Scalar { ty: ScalarType::U32, bits: v as u64 }
+    }
+    pub fn i32(v: i32) -> Self {
+        Scalar { ty: ScalarType::I32, bits: v as u32 as u64 }
+    }
+    pub fn f32(v: f32) -> Self {
+        Scalar { ty: ScalarType::F32, bits: v.to_bits() as u64 }
+    }
+    pub fn u64(v: u64) -> Self {
+        Scalar { ty: ScalarType::U64, bits: v }
+    }
+    pub fn i64(v: i64) -> Self {
+        Scalar { ty: ScalarType::I64, bits: v as u64 }
+    }
+    pub fn f64(v: f64) -> Self {
+        Scalar { ty: ScalarType::F64, bits: v.to_bits() }
+    }
+    /// The value's little-endian bytes; the first `ty.size()` are the value as the kernel receives it.
+    pub fn le_bytes(&self) -> [u8; 8] {
+        self.bits.to_le_bytes()
+    }
+    /// Copies the value's `ty.size()` bytes into `out` (which must be exactly that long).
+    pub fn write_to(&self, out: &mut [u8]) {
+        out.copy_from_slice(&self.le_bytes()[..self.ty.size()]);
+    }
+    /// Builds a scalar from exactly `ty.size()` little-endian bytes.
+    pub fn from_bytes(ty: ScalarType, bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != ty.size() {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        b[..bytes.len()].copy_from_slice(bytes);
+        Some(Scalar { ty, bits: u64::from_le_bytes(b) })
+    }
+    pub fn as_u32(&self) -> u32 {
+        self.bits as u32
+    }
+    pub fn as_f32(&self) -> f32 {
+        f32::from_bits(self.bits as u32)
+    }
+}
+
+/// A byte extent of a buffer: the declared reach of one access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slice {
+    pub buffer: BufferId,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A kernel argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arg {
+    /// A buffer extent; must match a buffer param.
+    Buffer(Slice),
+    /// The whole of a buffer; resolved to a [`Slice`] when the node is recorded.
+    Whole(BufferId),
+    /// A fixed value; must match a scalar param's type.
+    Scalar(Scalar),
+    /// A patchable slot; its type must match the scalar param's.
+    Slot(SlotId),
+}
+
+/// Launch geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+}
+
+impl Launch {
+    pub fn new(grid: [u32; 3], block: [u32; 3]) -> Self {
+        Launch { grid, block, shared_bytes: 0 }
+    }
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        Launch::new([blocks, 1, 1], [threads, 1, 1])
+    }
+    pub fn shared(mut self, bytes: u32) -> Self {
+        self.shared_bytes = bytes;
+        self
+    }
+}
+
+/// What a node does. Buffer args are resolved: every `Arg::Whole` became an `Arg::Buffer`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeOp {
+    Kernel { kernel: KernelId, launch: Launch, args: Vec<Arg> },
+    /// Copies `src` to `dst` (equal lengths, not overlapping on one allocation).
+    Copy { src: Slice, dst: Slice },
+    /// Writes the u32 `value` repeatedly over `dst` (4-byte aligned offset and length).
+    Fill { dst: Slice, value: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Node {
+    pub op: NodeOp,
+    /// Explicit orderings: this node runs after each of these.
+    pub after: Vec<NodeId>,
+}
+
+/// One declared access of a node on a root allocation, in bytes of that allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootAccess {
+    pub root: BufferId,
+    pub start: u64,
+    pub end: u64,
+    pub access: Access,
+    /// Index of the param (kernels) or 0 = src / 1 = dst (copies), 0 (fills).
+    pub param: usize,
+}
+
+/// The recorded program: buffers, kernels, slots and nodes in recording order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Graph {
+    pub(crate) buffers: Vec<BufferDecl>,
+    pub(crate) kernels: Vec<KernelSig>,
+    pub(crate) slots: Vec<SlotDecl>,
+    pub(crate) nodes: Vec<Node>,
+}
+
+impl Graph {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn buffers(&self) -> &[BufferDecl] {
+        &self.buffers
+    }
+    pub fn kernels(&self) -> &[KernelSig] {
+        &self.kernels
+    }
+    pub fn slots(&self) -> &[SlotDecl] {
+        &self.slots
+    }
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+    pub fn buffer(&self, id: BufferId) -> &BufferDecl {
+        &self.buffers[id.index()]
+    }
+    pub fn kernel(&self, id: KernelId) -> &KernelSig {
+        &self.kernels[id.index()]
+    }
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.index()]
+    }
+    pub fn buffer_by_name(&self, name: &str) -> Option<BufferId> {
+        self.buffers.iter().position(|b| b.name == name).map(|i| BufferId(i as u32))
+    }
+    pub fn kernel_by_name(&self, name: &str) -> Option<KernelId> {
+        self.kernels.iter().position(|k| k.name == name).map(|i| KernelId(i as u32))
+    }
+    pub fn slot_by_name(&self, name: &str) -> Option<SlotId> {
+        self.slots.iter().position(|s| s.name == name).map(|i| SlotId(i as u32))
+    }
+
+    /// A short human name for a node: `node 3 (mix)`.
+    pub fn describe_node(&self, id: NodeId) -> String {
+        match self.nodes.get(id.index()).map(|n| &n.op) {
+            Some(NodeOp::Kernel { kernel, .. }) => format!("node {} ({})", id, self.kernels[kernel.index()].name),
+            Some(NodeOp::Copy { .. }) => format!("node {} (copy)", id),
+            Some(NodeOp::Fill { .. }) => format!("node {} (fill)", id),
+            None => format!("node {} (unknown)", id),
+        }
+    }
+
+    /// Declares a buffer (its own allocation) of `size` bytes.
+    pub fn add_buffer(&mut self, name: impl Into<String>, size: u64) -> Result<BufferId, GraphError> {
+        let name = name.into();
+        self.check_new_buffer_name(&name)?;
+        if size == 0 {
+            return Err(GraphError::EmptyBuffer { buffer: name });
+        }
+        let id = BufferId(self.buffers.len() as u32);
+        self.buffers.push(BufferDecl { name, size, root: id, root_offset: 0 });
+        Ok(id)
+    }
+
+    /// Declares `name` as a view of `len` bytes at `offset` in `parent`. Views alias their parent's
+    /// allocation; hazards between them are computed on that allocation.
+    pub fn add_view(&mut self, name: impl Into<String>, parent: BufferId, offset: u64, len: u64) -> Result<BufferId, GraphError> {
+        let name = name.into();
+        self.check_new_buffer_name(&name)?;
+        let p = self.buffers.get(parent.index()).ok_or(GraphError::UnknownBuffer { id: parent.0 })?;
+        if len == 0 {
+            return Err(GraphError::EmptyBuffer { buffer: name });
+        }
+        if offset.checked_add(len).is_none_or(|end| end > p.size) {
+            return Err(GraphError::ViewOutOfRange { view: name, parent: p.name.clone(), offset, len, parent_size: p.size });
+        }
+        let (root, root_offset) = (p.root, p.root_offset + offset);
+        let id = BufferId(self.buffers.len() as u32);
+        self.buffers.push(BufferDecl { name, size: len, root, root_offset });
+        Ok(id)
+    }
+
+    fn check_new_buffer_name(&self, name: &str) -> Result<(), GraphError> {
+        if name.is_empty() {
+            return Err(GraphError::EmptyName { what: "buffer" });
+        }
+        if self.buffer_by_name(name).is_some() {
+            return Err(GraphError::DuplicateName { what: "buffer", name: name.to_string() });
+        }
+        Ok(())
+    }
+
+    /// Declares a kernel signature.
+    pub fn add_kernel(&mut self, sig: KernelSig) -> Result<KernelId, GraphError> {
+        if sig.name.is_empty() {
+            return Err(GraphError::EmptyName { what: "kernel" });
+        }
+        if self.kernel_by_name(&sig.name).is_some() {
+            return Err(GraphError::DuplicateName { what: "kernel", name: sig.name });
+        }
+        for (i, p) in sig.params.iter().enumerate() {
+            if p.name.is_empty() {
+                return Err(GraphError::EmptyName { what: "kernel param" });
+            }
+            if sig.params[..i].iter().any(|q| q.name == p.name) {
+                return Err(GraphError::DuplicateName { what: "kernel param", name: format!("{}.{}", sig.name, p.name) });
+            }
+        }
+        let id = KernelId(self.kernels.len() as u32);
+        self.kernels.push(sig);
+        Ok(id)
+    }
+
+    /// Declares a patchable scalar slot with its initial value.
+    pub fn add_slot(&mut self, name: impl Into<String>, initial: Scalar) -> Result<SlotId, GraphError> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(GraphError::EmptyName { what: "slot" });
+        }
+        if self.slot_by_name(&name).is_some() {
+            return Err(GraphError::DuplicateName { what: "slot", name });
+        }
+        let id = SlotId(self.slots.len() as u32);
+        self.slots.push(SlotDecl { name, ty: initial.ty, initial });
+        Ok(id)
+    }
+
+    /// The whole extent of a buffer.
+    pub fn whole(&self, buffer: BufferId) -> Slice {
+        let size = self.buffers.get(buffer.index()).map_or(0, |b| b.size);
+        Slice { buffer, offset: 0, len: size }
+    }
+
+    fn next_node(&self) -> NodeId {
+        NodeId(self.nodes.len() as u32)
+    }
+
+    fn check_slice(&self, node: NodeId, what: &str, s: Slice) -> Result<(), GraphError> {
+        let b = self.buffers.get(s.buffer.index()).ok_or_else(|| GraphError::BadArg {
+            node: node.0,
+            param: what.to_string(),
+            reason: format!("unknown buffer id {}", s.buffer),
+        })?;
+        if s.len == 0 {
+            return Err(GraphError::EmptySlice { node: node.0, param: what.to_string(), buffer: b.name.clone() });
+        }
+        if s.offset.checked_add(s.len).is_none_or(|end| end > b.size) {
+            return Err(GraphError::SliceOutOfRange {
+                node: node.0,
+                param: what.to_string(),
+                buffer: b.name.clone(),
+                offset: s.offset,
+                len: s.len,
+                size: b.size,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_after(&self, node: NodeId, after: &[NodeId]) -> Result<(), GraphError> {
+        for a in after {
+            if a.index() >= self.nodes.len() {
+                return Err(GraphError::UnknownNode { node: node.0, referenced: a.0 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a kernel launch. `args` are in signature order, one per param.
+    pub fn add_launch(&mut self, kernel: KernelId, launch: Launch, args: &[Arg], after: &[NodeId]) -> Result<NodeId, GraphError> {
+        let node = self.next_node();
+        let sig = self.kernels.get(kernel.index()).ok_or(GraphError::UnknownKernel { node: node.0, id: kernel.0 })?;
+        let kname = sig.name.clone();
+        if args.len() != sig.params.len() {
+            return Err(GraphError::ArgCount { node: node.0, kernel: kname, expected: sig.params.len(), got: args.len() });
+        }
+        if launch.grid.contains(&0) || launch.block.contains(&0) {
+            return Err(GraphError::BadLaunch { node: node.0, kernel: kname, reason: "grid and block dimensions must be >= 1".into() });
+        }
+        let mut resolved = Vec::with_capacity(args.len());
+        for (p, a) in sig.params.iter().zip(args) {
+            let bad = |reason: String| GraphError::BadArg { node: node.0, param: format!("{kname}.{}", p.name), reason };
+            let r = match (&p.kind, *a) {
+                (ParamKind::Buffer(_), Arg::Buffer(s)) => {
+                    self.check_slice(node, &format!("{kname}.{}", p.name), s)?;
+                    Arg::Buffer(s)
+                }
+                (ParamKind::Buffer(_), Arg::Whole(b)) => {
+                    let s = self.whole(b);
+                    self.check_slice(node, &format!("{kname}.{}", p.name), Slice { buffer: b, ..s })?;
+                    Arg::Buffer(s)
+                }
+                (ParamKind::Buffer(m), _) => return Err(bad(format!("is a {} buffer param but got a scalar or slot", m.as_str()))),
+                (ParamKind::Scalar(ty), Arg::Scalar(v)) => {
+                    if v.ty != *ty {
+                        return Err(bad(format!("expects a {} but got a {}", ty.as_str(), v.ty.as_str())));
+                    }
+                    Arg::Scalar(v)
+                }
+                (ParamKind::Scalar(ty), Arg::Slot(s)) => {
+                    let slot = self.slots.get(s.index()).ok_or_else(|| bad(format!("unknown slot id {s}")))?;
+                    if slot.ty != *ty {
+                        return Err(GraphError::SlotType {
+                            node: node.0,
+                            param: format!("{kname}.{}", p.name),
+                            slot: slot.name.clone(),
+                            expected: ty.as_str(),
+                            got: slot.ty.as_str(),
+                        });
+                    }
+                    Arg::Slot(s)
+                }
+                (ParamKind::Scalar(ty), _) => return Err(bad(format!("is a {} scalar param but got a buffer", ty.as_str()))),
+            };
+            resolved.push(r);
+        }
+        self.check_after(node, after)?;
+        self.nodes.push(Node { op: NodeOp::Kernel { kernel, launch, args: resolved }, after: after.to_vec() });
+        Ok(node)
+    }
+
+    /// Records a copy of `src` into `dst`.
+    pub fn add_copy(&mut self, src: Slice, dst: Slice, after: &[NodeId]) -> Result<NodeId, GraphError> {
+        let node = self.next_node();
+        self.check_slice(node, "copy.src", src)?;
+        self.check_slice(node, "copy.dst", dst)?;
+        if src.len != dst.len {
+            return Err(GraphError::BadArg { node: node.0, param: "copy".into(), reason: format!("src is {} bytes but dst is {}", src.len, dst.len) });
+        }
+        let (rs, rd) = (self.root_extent(src), self.root_extent(dst));
+        if rs.0 == rd.0 && rs.1 < rd.2 && rd.1 < rs.2 {
+            return Err(GraphError::BadArg { node: node.0, param: "copy".into(), reason: "src and dst overlap on one allocation".into() });
+        }
+        self.check_after(node, after)?;
+        self.nodes.push(Node { op: NodeOp::Copy { src, dst }, after: after.to_vec() });
+        Ok(node)
+    }
+
+    /// Records a fill of `dst` with the repeated u32 `value`.
+    pub fn add_fill(&mut self, dst: Slice, value: u32, after: &[NodeId]) -> Result<NodeId, GraphError> {
+        let node = self.next_node();
+        self.check_slice(node, "fill.dst", dst)?;
+        if dst.offset % 4 != 0 || dst.len % 4 != 0 {
+            return Err(GraphError::BadArg {
+                node: node.0,
+                param: "fill.dst".into(),
+                reason: format!("offset {} and length {} must be multiples of 4", dst.offset, dst.len),
+            });
+        }
+        self.check_after(node, after)?;
+        self.nodes.push(Node { op: NodeOp::Fill { dst, value }, after: after.to_vec() });
+        Ok(node)
+    }
+
+    /// Adds an explicit ordering `before` → `after` between two recorded nodes, in either recording
+    /// direction. Cycles are reported by [`crate::Plan::compile`].
+    pub fn add_edge(&mut self, before: NodeId, after: NodeId) -> Result<(), GraphError> {
+        let n = self.nodes.len();
+        if before.index() >= n {
+            return Err(GraphError::UnknownNode { node: after.0, referenced: before.0 });
+        }
+        if after.index() >= n {
+            return Err(GraphError::UnknownNode { node: before.0, referenced: after.0 });
+        }
+        if before == after {
+            return Err(GraphError::SelfEdge { node: after.0 });
+        }
+        let list = &mut self.nodes[after.index()].after;
+        if !list.contains(&before) {
+            list.push(before);
+        }
+        Ok(())
+    }
+
+    /// (root, start, end) of a slice on its root allocation.
+    pub fn root_extent(&self, s: Slice) -> (BufferId, u64, u64) {
+        let b = &self.buffers[s.buffer.index()];
+        let start = b.root_offset + s.offset;
+        (b.root, start, start + s.len)
+    }
+
+    /// Every declared access of a node, on root allocations.
+    pub fn accesses(&self, id: NodeId) -> Vec<RootAccess> {
+        let mut out = Vec::new();
+        self.for_each_access(id, |a| out.push(a));
+        out
+    }
+
+    /// Calls `f` for every declared access of a node (no allocation).
+    pub fn for_each_access(&self, id: NodeId, mut f: impl FnMut(RootAccess)) {
+        let mut push = |s: Slice, access: Access, param: usize| {
+            let (root, start, end) = self.root_extent(s);
+            f(RootAccess { root, start, end, access, param })
+        };
+        match &self.nodes[id.index()].op {
+            NodeOp::Kernel { kernel, args, .. } => {
+                let sig = &self.kernels[kernel.index()];
+                for (i, (p, a)) in sig.params.iter().zip(args).enumerate() {
+                    if let (ParamKind::Buffer(m), Arg::Buffer(s)) = (&p.kind, a) {
+                        push(*s, *m, i);
+                    }
+                }
+            }
+            NodeOp::Copy { src, dst } => {
+                push(*src, Access::Read, 0);
+                push(*dst, Access::Write, 1);
+            }
+            NodeOp::Fill { dst, .. } => push(*dst, Access::Write, 0),
+        }
+    }
+
+    /// The name of param `param` of a node, for messages.
+    pub fn param_name(&self, id: NodeId, param: usize) -> String {
+        match &self.nodes[id.index()].op {
+            NodeOp::Kernel { kernel, .. } => {
+                let sig = &self.kernels[kernel.index()];
+                sig.params.get(param).map_or_else(|| format!("#{param}"), |p| p.name.clone())
+            }
+            NodeOp::Copy { .. } => (if param == 0 { "src" } else { "dst" }).to_string(),
+            NodeOp::Fill { .. } => "dst".to_string(),
+        }
+    }
+}

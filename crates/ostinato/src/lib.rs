@@ -1,0 +1,32 @@
+//! Ostinato core: record a kernel DAG with declared byte-range access, plan exactly the orderings the
+//! data flow needs, and hand the plan to a backend. This crate knows no GPU.
+//!
+//! ```
+//! use ostinato::{Access, Arg, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+//! let mut g = Graph::new();
+//! let x = g.add_buffer("x", 4096).unwrap();
+//! let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+//! let a = g.add_launch(k, Launch::linear(4, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(1024))], &[]).unwrap();
+//! let b = g.add_launch(k, Launch::linear(4, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(1024))], &[]).unwrap();
+//! let plan = Plan::compile(&g).unwrap();
+//! assert_eq!(plan.edges().len(), 1);
+//! assert_eq!((plan.edges()[0].from, plan.edges()[0].to), (a, b));
+//! ```
+#![deny(unsafe_code)]
+
+pub mod backend;
+pub mod error;
+pub mod file;
+mod fingerprint;
+pub mod graph;
+pub mod lanes;
+pub mod plan;
+
+pub use backend::{check_bindings, check_range, check_slot, Backend, BufferBinding, Exec};
+pub use error::{BindError, GraphError, PlanError, SlotError};
+pub use graph::{
+    Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess,
+    Scalar, ScalarType, Slice, SlotDecl, SlotId,
+};
+pub use lanes::Lanes;
+pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};

@@ -1,0 +1,426 @@
+//! Planning: hazards → the transitive reduction of (hazards ∪ explicit edges) → order, lanes, fingerprint.
+//!
+//! Algorithm (n nodes, e hazard-frontier edges, a accesses; see `docs/design.md`):
+//! 1. Per root allocation an interval map holds, for every byte range, its last writer and the readers
+//!    since. A node's hazard predecessors are that frontier over its extents: a reader depends on the last
+//!    writer; a writer on the last writer and every reader since. Every other hazard pair is implied
+//!    transitively (an earlier access of a byte conflicts with that byte's later writer), so the frontier's
+//!    closure equals the closure of the full hazard relation. O(a log a + e).
+//! 2. Explicit edges are added; Kahn's algorithm with a min-heap gives the order (recording order where
+//!    edges allow) and finds cycles.
+//! 3. In that order, each node keeps a predecessor `p` iff `p` is not an ancestor of another predecessor:
+//!    predecessors are visited latest first and ancestor bitsets (triangular, n²/2 bits) are OR-ed in.
+//!    O(e · n/64).
+//! 4. Each kept edge carries the hazard kinds computed directly from the two nodes' declared accesses.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::error::PlanError;
+use crate::graph::{Access, Arg, Graph, NodeId, NodeOp, SlotId};
+use crate::lanes::Lanes;
+
+/// Hazard kinds carried by an edge, as bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hazards(pub u8);
+
+impl Hazards {
+    pub const RAW: Hazards = Hazards(1);
+    pub const WAR: Hazards = Hazards(2);
+    pub const WAW: Hazards = Hazards(4);
+    pub fn contains(self, other: Hazards) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    /// True when the consumer must see the producer's writes (RAW); WAR/WAW need only execution order.
+    pub fn needs_visibility(self) -> bool {
+        self.contains(Hazards::RAW)
+    }
+    pub fn names(self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.contains(Hazards::RAW) {
+            v.push("RAW");
+        }
+        if self.contains(Hazards::WAR) {
+            v.push("WAR");
+        }
+        if self.contains(Hazards::WAW) {
+            v.push("WAW");
+        }
+        v
+    }
+}
+
+impl std::ops::BitOr for Hazards {
+    type Output = Hazards;
+    fn bitor(self, o: Hazards) -> Hazards {
+        Hazards(self.0 | o.0)
+    }
+}
+
+/// The hazard kinds between an earlier access `a` and a later access `b` of overlapping bytes.
+pub fn hazard_between(a: Access, b: Access) -> Hazards {
+    let mut h = Hazards::default();
+    if a.writes() && b.reads() {
+        h = h | Hazards::RAW;
+    }
+    if a.reads() && b.writes() {
+        h = h | Hazards::WAR;
+    }
+    if a.writes() && b.writes() {
+        h = h | Hazards::WAW;
+    }
+    h
+}
+
+/// One ordering the plan keeps: `from` completes before `to` starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Edge {
+    pub from: NodeId,
+    pub to: NodeId,
+    /// Direct hazards between the two nodes' declared accesses (empty for a pure explicit edge).
+    pub hazards: Hazards,
+    /// The user asked for this ordering explicitly.
+    pub explicit: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Upper bound on lanes (streams/queues) for backends that submit to several; 1..=64.
+    pub max_lanes: usize,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { max_lanes: 4 }
+    }
+}
+
+/// A compiled plan: the graph, its minimal edges, an order, lanes and a fingerprint. Immutable.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    graph: Graph,
+    options: PlanOptions,
+    edges: Vec<Edge>,
+    preds: Vec<Vec<u32>>,
+    succs: Vec<Vec<u32>>,
+    order: Vec<NodeId>,
+    lanes: Lanes,
+    fingerprint: u64,
+    slot_uses: Vec<Vec<(NodeId, usize)>>,
+}
+
+impl Plan {
+    /// Plans `graph` with default options.
+    pub fn compile(graph: &Graph) -> Result<Plan, PlanError> {
+        Self::compile_with(graph, PlanOptions::default())
+    }
+
+    pub fn compile_with(graph: &Graph, options: PlanOptions) -> Result<Plan, PlanError> {
+        if options.max_lanes == 0 || options.max_lanes > 64 {
+            return Err(PlanError::BadOption(format!("max_lanes must be 1..=64, got {}", options.max_lanes)));
+        }
+        let n = graph.nodes().len();
+        let mut preds = hazard_frontier_preds(graph);
+        for (v, node) in graph.nodes().iter().enumerate() {
+            for a in &node.after {
+                preds[v].push(a.0);
+            }
+            preds[v].sort_unstable();
+            preds[v].dedup();
+        }
+        let order = topo_order(n, &preds)?;
+        let kept = reduce(n, &preds, &order);
+        let mut edges = Vec::new();
+        for (v, ps) in kept.iter().enumerate() {
+            let to = NodeId(v as u32);
+            for &p in ps {
+                let from = NodeId(p);
+                let explicit = graph.node(to).after.contains(&from);
+                edges.push(Edge { from, to, hazards: direct_hazards(graph, from, to), explicit });
+            }
+        }
+        Ok(Self::assemble(graph.clone(), options, edges, order))
+    }
+
+    fn assemble(graph: Graph, options: PlanOptions, mut edges: Vec<Edge>, order: Vec<NodeId>) -> Plan {
+        let n = graph.nodes().len();
+        edges.sort_unstable_by_key(|e| (e.from, e.to));
+        let mut preds = vec![Vec::new(); n];
+        let mut succs = vec![Vec::new(); n];
+        for e in &edges {
+            preds[e.to.index()].push(e.from.0);
+            succs[e.from.index()].push(e.to.0);
+        }
+        let lanes = Lanes::build(&order, &preds, options.max_lanes);
+        let mut slot_uses = vec![Vec::new(); graph.slots().len()];
+        for (v, node) in graph.nodes().iter().enumerate() {
+            if let NodeOp::Kernel { args, .. } = &node.op {
+                for (i, a) in args.iter().enumerate() {
+                    if let Arg::Slot(s) = a {
+                        slot_uses[s.index()].push((NodeId(v as u32), i));
+                    }
+                }
+            }
+        }
+        let fingerprint = crate::fingerprint::fingerprint(&graph, &options);
+        Plan { graph, options, edges, preds, succs, order, lanes, fingerprint, slot_uses }
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+    pub fn options(&self) -> PlanOptions {
+        self.options
+    }
+    /// The kept edges, sorted by (from, to).
+    pub fn edges(&self) -> &[Edge] {
+        &self.edges
+    }
+    pub fn node_count(&self) -> usize {
+        self.graph.nodes().len()
+    }
+    /// Direct predecessors of a node in the reduced graph.
+    pub fn preds(&self, n: NodeId) -> &[u32] {
+        &self.preds[n.index()]
+    }
+    pub fn succs(&self, n: NodeId) -> &[u32] {
+        &self.succs[n.index()]
+    }
+    /// A topological order: recording order wherever the explicit edges allow it.
+    pub fn order(&self) -> &[NodeId] {
+        &self.order
+    }
+    pub fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+    /// A stable 64-bit fingerprint of everything that shapes the plan (not slot values).
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+    /// The (node, arg index) pairs that read a slot.
+    pub fn slot_uses(&self, slot: SlotId) -> &[(NodeId, usize)] {
+        &self.slot_uses[slot.index()]
+    }
+    pub fn edge(&self, from: NodeId, to: NodeId) -> Option<&Edge> {
+        self.edges.binary_search_by_key(&(from, to), |e| (e.from, e.to)).ok().map(|i| &self.edges[i])
+    }
+
+    /// A copy of this plan with one edge removed: a deliberately WRONG plan, for testing that checkers
+    /// and differential tests catch a missing ordering. Never use it to run real work.
+    #[doc(hidden)]
+    pub fn without_edge_for_testing(&self, from: NodeId, to: NodeId) -> Plan {
+        let edges = self.edges.iter().copied().filter(|e| !(e.from == from && e.to == to)).collect();
+        Self::assemble(self.graph.clone(), self.options, edges, self.order.clone())
+    }
+
+    /// A human explanation of every edge: which params of which nodes conflict on which bytes.
+    pub fn explain(&self) -> String {
+        let g = &self.graph;
+        let mut s = String::new();
+        for e in &self.edges {
+            let kinds = if e.hazards.is_empty() { "explicit".to_string() } else { e.hazards.names().join("+") };
+            s.push_str(&format!("{} -> {}: {}", g.describe_node(e.from), g.describe_node(e.to), kinds));
+            if e.explicit && !e.hazards.is_empty() {
+                s.push_str(" (also explicit)");
+            }
+            s.push('\n');
+            for a in g.accesses(e.from) {
+                for b in g.accesses(e.to) {
+                    let h = hazard_between(a.access, b.access);
+                    if a.root == b.root && a.start < b.end && b.start < a.end && !h.is_empty() {
+                        let (lo, hi) = (a.start.max(b.start), a.end.min(b.end));
+                        s.push_str(&format!(
+                            "    {}: `{}` {} / `{}` {} on `{}` bytes [{lo}, {hi})\n",
+                            h.names().join("+"),
+                            g.param_name(e.from, a.param),
+                            a.access.as_str(),
+                            g.param_name(e.to, b.param),
+                            b.access.as_str(),
+                            g.buffer(a.root).name
+                        ));
+                    }
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Hazard kinds between two nodes' declared accesses, `from` taken as the earlier.
+pub fn direct_hazards(g: &Graph, from: NodeId, to: NodeId) -> Hazards {
+    let mut h = Hazards::default();
+    g.for_each_access(from, |a| {
+        g.for_each_access(to, |b| {
+            if a.root == b.root && a.start < b.end && b.start < a.end {
+                h = h | hazard_between(a.access, b.access);
+            }
+        })
+    });
+    h
+}
+
+/// Per-byte-range state of one allocation: the last writer and the readers since it.
+#[derive(Clone, Debug)]
+struct Segment {
+    end: u64,
+    writer: Option<u32>,
+    readers: Vec<u32>,
+}
+
+/// Splits the segment containing `x` (strictly inside) so that a segment starts at `x`.
+fn split_at(map: &mut BTreeMap<u64, Segment>, x: u64) {
+    let hit = map.range(..x).next_back().map(|(s, seg)| (*s, seg.end));
+    if let Some((start, end)) = hit {
+        if start < x && x < end {
+            let right = {
+                let seg = map.get_mut(&start).expect("segment found above");
+                seg.end = x;
+                Segment { end, writer: seg.writer, readers: seg.readers.clone() }
+            };
+            map.insert(x, right);
+        }
+    }
+}
+
+/// For every node, its hazard-frontier predecessors (unsorted, may repeat).
+fn hazard_frontier_preds(g: &Graph) -> Vec<Vec<u32>> {
+    let n = g.nodes().len();
+    let mut maps: Vec<BTreeMap<u64, Segment>> = vec![BTreeMap::new(); g.buffers().len()];
+    let mut preds = vec![Vec::new(); n];
+    let mut acc = Vec::new();
+    for v in 0..n {
+        acc.clear();
+        g.for_each_access(NodeId(v as u32), |a| acc.push(a));
+        // 1. Predecessors, from the state before this node.
+        for a in &acc {
+            let map = &maps[a.root.index()];
+            let first = map.range(..=a.start).next_back().map_or(a.start, |(s, _)| *s);
+            for (_, seg) in map.range(first..a.end) {
+                if seg.end <= a.start {
+                    continue;
+                }
+                if let Some(w) = seg.writer {
+                    preds[v].push(w);
+                }
+                if a.access.writes() {
+                    preds[v].extend_from_slice(&seg.readers);
+                }
+            }
+        }
+        // 2. Update: reads first, then writes (a node's own write subsumes its read).
+        for pass_writes in [false, true] {
+            for a in acc.iter().filter(|a| a.access.writes() == pass_writes) {
+                let map = &mut maps[a.root.index()];
+                split_at(map, a.start);
+                split_at(map, a.end);
+                if pass_writes {
+                    let keys: Vec<u64> = map.range(a.start..a.end).map(|(k, _)| *k).collect();
+                    for k in keys {
+                        map.remove(&k);
+                    }
+                    map.insert(a.start, Segment { end: a.end, writer: Some(v as u32), readers: Vec::new() });
+                } else {
+                    let mut cursor = a.start;
+                    let mut gaps = Vec::new();
+                    for (&s, seg) in map.range_mut(a.start..a.end) {
+                        if s > cursor {
+                            gaps.push((cursor, s));
+                        }
+                        if seg.readers.last() != Some(&(v as u32)) {
+                            seg.readers.push(v as u32);
+                        }
+                        cursor = seg.end;
+                    }
+                    if cursor < a.end {
+                        gaps.push((cursor, a.end));
+                    }
+                    for (s, e) in gaps {
+                        map.insert(s, Segment { end: e, writer: None, readers: vec![v as u32] });
+                    }
+                }
+            }
+        }
+    }
+    preds
+}
+
+/// Kahn's algorithm, smallest node first; on a cycle, returns one cycle's nodes.
+fn topo_order(n: usize, preds: &[Vec<u32>]) -> Result<Vec<NodeId>, PlanError> {
+    let mut indeg: Vec<u32> = preds.iter().map(|p| p.len() as u32).collect();
+    let mut succs = vec![Vec::new(); n];
+    for (v, ps) in preds.iter().enumerate() {
+        for &p in ps {
+            succs[p as usize].push(v as u32);
+        }
+    }
+    let mut heap: BinaryHeap<Reverse<u32>> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(v)) = heap.pop() {
+        order.push(NodeId(v));
+        for &s in &succs[v as usize] {
+            indeg[s as usize] -= 1;
+            if indeg[s as usize] == 0 {
+                heap.push(Reverse(s));
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Every unemitted node has an unemitted predecessor: walk predecessors until one repeats.
+    let start = (0..n).find(|&v| indeg[v] > 0).expect("some node was not emitted");
+    let mut seen = vec![usize::MAX; n];
+    let mut path = Vec::new();
+    let mut v = start;
+    while seen[v] == usize::MAX {
+        seen[v] = path.len();
+        path.push(v as u32);
+        v = *preds[v].iter().find(|&&p| indeg[p as usize] > 0).expect("an unemitted node has an unemitted pred") as usize;
+    }
+    let mut cycle = path[seen[v]..].to_vec();
+    cycle.reverse(); // walked against the edges; report in execution direction
+    let min_at = cycle.iter().enumerate().min_by_key(|(_, &x)| x).map_or(0, |(i, _)| i);
+    cycle.rotate_left(min_at);
+    Err(PlanError::Cycle { cycle })
+}
+
+/// Keeps, for each node, the predecessors that are not ancestors of another predecessor.
+fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Vec<Vec<u32>> {
+    let mut pos = vec![0usize; n];
+    for (i, v) in order.iter().enumerate() {
+        pos[v.index()] = i;
+    }
+    // Triangular bitsets: the node at position p stores its ancestors' positions (< p) in ceil(p/64) words.
+    let words = |p: usize| p.div_ceil(64);
+    let mut offset = vec![0usize; n + 1];
+    for p in 0..n {
+        offset[p + 1] = offset[p] + words(p);
+    }
+    let mut anc = vec![0u64; offset[n]];
+    let mut covered = vec![0u64; words(n)];
+    let mut kept = vec![Vec::new(); n];
+    let mut ps: Vec<usize> = Vec::new();
+    for (p_v, v) in order.iter().enumerate() {
+        ps.clear();
+        ps.extend(preds[v.index()].iter().map(|&u| pos[u as usize]));
+        ps.sort_unstable_by(|a, b| b.cmp(a));
+        let wv = words(p_v);
+        covered[..wv].fill(0);
+        for &pu in ps.iter() {
+            if covered[pu / 64] >> (pu % 64) & 1 == 0 {
+                kept[v.index()].push(order[pu].0);
+                let src = &anc[offset[pu]..offset[pu + 1]];
+                for (c, a) in covered.iter_mut().zip(src) {
+                    *c |= *a;
+                }
+                covered[pu / 64] |= 1 << (pu % 64);
+            }
+        }
+        anc[offset[p_v]..offset[p_v + 1]].copy_from_slice(&covered[..wv]);
+        kept[v.index()].sort_unstable();
+    }
+    kept
+}

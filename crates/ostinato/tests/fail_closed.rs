@@ -1,0 +1,174 @@
+//! Every fail-closed case of the design (BRIEF §4) returns its specific error, names the node and param,
+//! and leaves the graph exactly as it was.
+
+use std::path::Path;
+
+use ostinato::file::{self, FileError};
+use ostinato::{check_slot, Access, Arg, Graph, GraphError, KernelSig, Launch, NodeId, Plan, PlanError, Scalar, ScalarType, Slice, SlotError};
+
+fn base() -> (Graph, ostinato::BufferId, ostinato::KernelId) {
+    let mut g = Graph::new();
+    let a = g.add_buffer("a", 64).unwrap();
+    let k = g
+        .add_kernel(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n", ScalarType::U32))
+        .unwrap();
+    g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(a), Arg::Scalar(Scalar::u32(4))], &[]).unwrap();
+    (g, a, k)
+}
+
+#[test]
+fn slice_outside_its_buffer_names_node_and_param() {
+    let (mut g, a, k) = base();
+    let before = g.clone();
+    let e = g
+        .add_launch(k, Launch::linear(1, 32), &[Arg::Buffer(Slice { buffer: a, offset: 60, len: 8 }), Arg::Whole(a), Arg::Scalar(Scalar::u32(1))], &[])
+        .unwrap_err();
+    assert_eq!(e, GraphError::SliceOutOfRange { node: 1, param: "mix.out".into(), buffer: "a".into(), offset: 60, len: 8, size: 64 });
+    assert!(e.to_string().contains("node 1, param `mix.out`"), "{e}");
+    assert_eq!(g, before, "a refused node must leave the graph unchanged");
+    // offset + len overflow is also out of range, not a wrap-around
+    let e = g
+        .add_launch(k, Launch::linear(1, 1), &[Arg::Buffer(Slice { buffer: a, offset: u64::MAX, len: 2 }), Arg::Whole(a), Arg::Scalar(Scalar::u32(1))], &[])
+        .unwrap_err();
+    assert!(matches!(e, GraphError::SliceOutOfRange { node: 1, .. }));
+}
+
+#[test]
+fn slot_of_the_wrong_type_is_refused() {
+    let (mut g, a, k) = base();
+    let s = g.add_slot("pos", Scalar::u64(0)).unwrap();
+    let before = g.clone();
+    let e = g.add_launch(k, Launch::linear(1, 1), &[Arg::Whole(a), Arg::Whole(a), Arg::Slot(s)], &[]).unwrap_err();
+    assert_eq!(e, GraphError::SlotType { node: 1, param: "mix.n".into(), slot: "pos".into(), expected: "u32", got: "u64" });
+    assert_eq!(g, before);
+    // patching a slot with a value of another size/type is refused too
+    let s32 = g.add_slot("pos32", Scalar::u32(0)).unwrap();
+    g.add_launch(k, Launch::linear(1, 1), &[Arg::Whole(a), Arg::Whole(a), Arg::Slot(s32)], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    assert_eq!(check_slot(&plan, s32, Scalar::u64(3)), Err(SlotError::WrongType { slot: "pos32".into(), expected: "u32", got: "u64" }));
+    assert_eq!(check_slot(&plan, ostinato::SlotId(9), Scalar::u32(3)), Err(SlotError::Unknown(9)));
+    assert_eq!(check_slot(&plan, s32, Scalar::u32(3)), Ok(()));
+}
+
+#[test]
+fn scalar_for_buffer_param_and_wrong_arg_count_are_refused() {
+    let (mut g, a, k) = base();
+    let e = g.add_launch(k, Launch::linear(1, 1), &[Arg::Scalar(Scalar::u32(1)), Arg::Whole(a), Arg::Scalar(Scalar::u32(1))], &[]).unwrap_err();
+    assert!(matches!(&e, GraphError::BadArg { node: 1, param, .. } if param == "mix.out"), "{e}");
+    let e = g.add_launch(k, Launch::linear(1, 1), &[Arg::Whole(a)], &[]).unwrap_err();
+    assert_eq!(e, GraphError::ArgCount { node: 1, kernel: "mix".into(), expected: 3, got: 1 });
+    let e = g.add_launch(k, Launch::linear(1, 1), &[Arg::Whole(a), Arg::Whole(a), Arg::Scalar(Scalar::f32(1.0))], &[]).unwrap_err();
+    assert!(matches!(&e, GraphError::BadArg { node: 1, param, .. } if param == "mix.n"), "{e}");
+    let e = g.add_launch(k, Launch::new([0, 1, 1], [32, 1, 1]), &[Arg::Whole(a), Arg::Whole(a), Arg::Scalar(Scalar::u32(1))], &[]).unwrap_err();
+    assert!(matches!(e, GraphError::BadLaunch { node: 1, .. }));
+    assert_eq!(g.nodes().len(), 1);
+}
+
+#[test]
+fn cycle_through_explicit_edges_is_reported_with_its_nodes() {
+    let (mut g, a, k) = base();
+    let n1 = g.add_launch(k, Launch::linear(1, 1), &[Arg::Whole(a), Arg::Whole(a), Arg::Scalar(Scalar::u32(1))], &[]).unwrap();
+    // hazard order says 0 -> 1; the explicit edge says 1 -> 0
+    g.add_edge(n1, NodeId(0)).unwrap();
+    let e = Plan::compile(&g).unwrap_err();
+    assert_eq!(e, PlanError::Cycle { cycle: vec![0, 1] });
+    assert_eq!(e.to_string(), "explicit edges make a cycle: node 0 -> node 1 -> node 0");
+    assert_eq!(g.add_edge(NodeId(0), NodeId(0)), Err(GraphError::SelfEdge { node: 0 }));
+    assert_eq!(g.add_edge(NodeId(0), NodeId(7)), Err(GraphError::UnknownNode { node: 0, referenced: 7 }));
+}
+
+#[test]
+fn duplicate_names_views_and_empty_extents_are_refused() {
+    let (mut g, a, _) = base();
+    assert!(matches!(g.add_buffer("a", 4), Err(GraphError::DuplicateName { what: "buffer", .. })));
+    assert!(matches!(g.add_buffer("z", 0), Err(GraphError::EmptyBuffer { .. })));
+    assert!(matches!(g.add_view("v", a, 60, 8), Err(GraphError::ViewOutOfRange { .. })));
+    assert!(matches!(g.add_fill(Slice { buffer: a, offset: 0, len: 0 }, 1, &[]), Err(GraphError::EmptySlice { node: 1, .. })));
+    assert!(matches!(g.add_fill(Slice { buffer: a, offset: 2, len: 4 }, 1, &[]), Err(GraphError::BadArg { node: 1, .. })));
+    let v = g.add_view("v", a, 0, 16).unwrap();
+    assert!(matches!(g.add_copy(Slice { buffer: a, offset: 8, len: 8 }, Slice { buffer: v, offset: 4, len: 8 }, &[]), Err(GraphError::BadArg { .. })));
+}
+
+fn parse(src: &str) -> Result<file::GraphFile, FileError> {
+    file::parse(src, Path::new("g.toml"), &["host", "cuda"])
+}
+
+const KERNEL: &str = r#"
+[[buffer]]
+name = "a"
+size = 64
+[[kernel]]
+name = "mix"
+params = [{ name = "out", access = "read_write" }, { name = "n", scalar = "u32" }]
+host = "builtin:mix"
+"#;
+
+#[test]
+fn file_buffer_param_without_access_is_an_error_with_line() {
+    let src = "[[buffer]]\nname = \"a\"\nsize = 64\n\n[[kernel]]\nname = \"k\"\nparams = [{ name = \"out\" }]\n";
+    let e = parse(src).unwrap_err();
+    assert_eq!(e.line, Some(5), "{e}");
+    assert!(e.to_string().starts_with("g.toml:5: kernel `k` param `out`: declare `access`"), "{e}");
+}
+
+#[test]
+fn file_errors_name_line_node_and_param() {
+    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = {{ buffer = \"a\", offset = 60, len = 8 }}, n = 4 }}\n"))
+        .unwrap_err();
+    assert_eq!(e.line, Some(10), "{e}");
+    assert!(e.message.contains("node 0, param `mix.out`") && e.message.contains("outside buffer `a`"), "{e}");
+
+    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = \"nope\", n = 4 }}\n")).unwrap_err();
+    assert!(e.message.contains("unknown buffer `nope`"), "{e}");
+    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = \"a\" }}\n")).unwrap_err();
+    assert!(e.message.contains("missing arg `n`"), "{e}");
+    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = \"a\", n = -1 }}\n")).unwrap_err();
+    assert!(e.message.contains("-1 does not fit a u32"), "{e}");
+    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = \"a\", n = 1, m = 2 }}\n")).unwrap_err();
+    assert!(e.message.contains("no param `m`"), "{e}");
+    let e = parse(&KERNEL.replace("host = ", "hots = ")).unwrap_err();
+    assert!(e.message.contains("unknown key `hots`"), "{e}");
+    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = \"a\", n = 1 }}\nafter = [0]\n")).unwrap_err();
+    assert!(e.message.contains("names the node itself"), "{e}");
+    let e = parse("[[buffer]]\nname = \"a\"\nsize = 4\nsizee = 5\n").unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+}
+
+#[test]
+fn file_forward_after_can_close_a_cycle_and_plan_reports_it() {
+    let node = "[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = { out = \"a\", n = 1 }\n";
+    let src = format!("{KERNEL}\n{node}after = [1]\n{node}");
+    let f = parse(&src).unwrap();
+    assert_eq!(Plan::compile(&f.graph).unwrap_err(), PlanError::Cycle { cycle: vec![0, 1] });
+}
+
+#[test]
+fn file_example_from_the_issue_parses_and_plans() {
+    let src = r#"
+[[buffer]]
+name = "a"
+size = 4096
+init = "iota"
+[[kernel]]
+name = "mix"
+params = [{ name = "out", access = "read_write" }, { name = "inp", access = "read" },
+          { name = "n_out", scalar = "u32" }, { name = "n_in", scalar = "u32" }, { name = "salt", scalar = "u32" }]
+host = "builtin:mix"
+[[node]]
+kernel = "mix"
+grid = [1, 1, 1]
+block = [256, 1, 1]
+args = { out = { buffer = "a", offset = 0, len = 1024 }, inp = "a", n_out = 256, n_in = 1024, salt = 7 }
+[[node]]
+kernel = "mix"
+grid = [1, 1, 1]
+block = [256, 1, 1]
+args = { out = { buffer = "a", offset = 1024, len = 1024 }, inp = { buffer = "a", offset = 2048 }, n_out = 256, n_in = 512, salt = 7 }
+"#;
+    let f = parse(src).unwrap();
+    let p = Plan::compile(&f.graph).unwrap();
+    // node 0 writes [0,1024) and reads all; node 1 writes [1024,2048): WAR on [1024,2048)
+    assert_eq!(p.edges().len(), 1);
+    assert!(p.edges()[0].hazards.contains(ostinato::Hazards::WAR));
+    assert!(!p.edges()[0].hazards.contains(ostinato::Hazards::RAW));
+}
