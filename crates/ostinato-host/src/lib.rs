@@ -1,1 +1,236 @@
+//! Ostinato's host-CPU backend: executes a [`Plan`] on a pool of worker threads, honouring exactly the
+//! plan's edges through dependency counters. It is the test oracle (serial mode runs the plan's order on
+//! the caller's thread), the fallback device, and it carries a race checker that fails a replay when
+//! two nodes that touch overlapping bytes, one of them writing, were not ordered.
 
+#![deny(unsafe_code)]
+
+pub mod builtins;
+mod checker;
+pub mod decode;
+pub mod kernel;
+pub mod memory;
+mod pool;
+pub mod random_graphs;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use ostinato::{check_bindings, check_range, check_slot, Arg, Backend, BindError, BufferBinding, BufferId, Exec, NodeOp, ParamKind, Plan, Scalar, SlotError, SlotId};
+
+pub use kernel::{BufView, HostKernel, KernelCtx};
+pub use memory::HostMemory;
+
+use kernel::PreparedArg;
+use pool::{Pool, PreparedOp, Shared};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error(transparent)]
+    Slot(#[from] SlotError),
+    #[error("race: {first} and {second} (param `{second_param}`) touch `{buffer}` bytes [{lo}, {hi}) with a write but no ordering between them")]
+    Race { first: String, second: String, second_param: String, buffer: String, lo: u64, hi: u64 },
+    #[error("{node}: kernel fault: {message}")]
+    Kernel { node: String, message: String },
+    #[error("{operation}: {reason}")]
+    Usage { operation: &'static str, reason: String },
+    #[error("cannot start a worker thread: {0}")]
+    Thread(String),
+}
+
+/// The host backend. `threads == 0` runs each replay serially, in plan order, on the calling thread.
+#[derive(Clone, Copy, Debug)]
+pub struct HostBackend {
+    pub threads: usize,
+    /// Turns on the happens-before race checker (costs a lock per node).
+    pub check_races: bool,
+}
+
+impl HostBackend {
+    pub fn new(threads: usize) -> Self {
+        HostBackend { threads, check_races: false }
+    }
+    /// The serial reference executor (the oracle).
+    pub fn serial() -> Self {
+        HostBackend { threads: 0, check_races: false }
+    }
+    pub fn with_race_checker(mut self, on: bool) -> Self {
+        self.check_races = on;
+        self
+    }
+    /// One worker per available core.
+    pub fn default_threads() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+impl Backend for HostBackend {
+    type Kernel = HostKernel;
+    type Memory = Arc<HostMemory>;
+    type Exec = HostExec;
+    type Error = HostError;
+
+    fn name(&self) -> &'static str {
+        "host"
+    }
+
+    fn instantiate(&self, plan: &Plan, kernels: Vec<HostKernel>, buffers: Vec<BufferBinding<Arc<HostMemory>>>) -> Result<HostExec, HostError> {
+        let g = plan.graph();
+        check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
+        for (sig, k) in g.kernels().iter().zip(&kernels) {
+            k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
+        }
+        // Memory per root allocation; views resolve to their root.
+        let memory: Vec<Arc<HostMemory>> = g
+            .buffers()
+            .iter()
+            .zip(buffers)
+            .map(|(decl, b)| match b {
+                BufferBinding::External(m) => m,
+                BufferBinding::Allocate => Arc::new(HostMemory::zeroed(if decl.root_offset == 0 { decl.size } else { 0 })),
+            })
+            .collect();
+        let root_of = |s: &ostinato::Slice| {
+            let (root, start, _) = g.root_extent(*s);
+            (root.index(), start)
+        };
+        let mut ops = Vec::with_capacity(plan.node_count());
+        for node in g.nodes() {
+            ops.push(match &node.op {
+                NodeOp::Kernel { kernel, launch, args } => {
+                    let sig = g.kernel(*kernel);
+                    let args = sig
+                        .params
+                        .iter()
+                        .zip(args)
+                        .map(|(p, a)| match (&p.kind, a) {
+                            (ParamKind::Buffer(access), Arg::Buffer(s)) => {
+                                let (root, start) = root_of(s);
+                                PreparedArg::Buffer { root, start, len: s.len, access: *access }
+                            }
+                            (_, Arg::Scalar(v)) => PreparedArg::Scalar(*v),
+                            (ParamKind::Scalar(ty), Arg::Slot(s)) => PreparedArg::Slot { index: s.index(), ty: *ty },
+                            _ => unreachable!("the graph resolved and type-checked every arg when recording"),
+                        })
+                        .collect();
+                    PreparedOp::Kernel { kernel: kernel.index(), args, launch: *launch }
+                }
+                NodeOp::Copy { src, dst } => PreparedOp::Copy { src: root_of(src), dst: root_of(dst), len: src.len },
+                NodeOp::Fill { dst, value } => PreparedOp::Fill { dst: root_of(dst), len: dst.len, value: *value },
+            });
+        }
+        let slots = g.slots().iter().map(|s| AtomicU64::new(s.initial.bits)).collect();
+        let checker = self.check_races.then(|| checker::RaceChecker::new(plan));
+        let shared = Arc::new(Shared::new(Arc::new(plan.clone()), ops, kernels, memory, slots, checker));
+        let pool = if self.threads == 0 { None } else { Some(Pool::spawn(shared.clone(), self.threads)?) };
+        Ok(HostExec { shared, pool, in_flight: false })
+    }
+}
+
+/// A retained host instantiation of a plan.
+pub struct HostExec {
+    shared: Arc<Shared>,
+    pool: Option<Pool>,
+    in_flight: bool,
+}
+
+impl HostExec {
+    /// The memory behind a buffer (its root allocation) and the buffer's offset in it.
+    pub fn memory(&self, buffer: BufferId) -> Option<(Arc<HostMemory>, u64)> {
+        let g = self.shared.plan.graph();
+        let decl = g.buffers().get(buffer.index())?;
+        Some((self.shared.memory[decl.root.index()].clone(), decl.root_offset))
+    }
+
+    fn idle(&self, operation: &'static str) -> Result<(), HostError> {
+        if self.in_flight {
+            return Err(HostError::Usage { operation, reason: "a replay is in flight; call wait() first".into() });
+        }
+        Ok(())
+    }
+}
+
+impl Exec for HostExec {
+    type Error = HostError;
+
+    fn plan(&self) -> &Plan {
+        &self.shared.plan
+    }
+
+    fn replay(&mut self) -> Result<(), HostError> {
+        if self.in_flight {
+            self.wait()?;
+        }
+        match &self.pool {
+            None => {
+                if let Some(c) = &self.shared.checker {
+                    c.reset();
+                }
+                for &v in self.shared.plan.order() {
+                    self.shared.execute(v)?;
+                }
+                Ok(())
+            }
+            Some(_) => {
+                self.shared.start();
+                self.in_flight = true;
+                Ok(())
+            }
+        }
+    }
+
+    fn wait(&mut self) -> Result<(), HostError> {
+        if !self.in_flight {
+            return Ok(());
+        }
+        self.shared.wait_idle();
+        self.in_flight = false;
+        match self.shared.take_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<(), HostError> {
+        self.idle("set_slot")?;
+        check_slot(&self.shared.plan, slot, value)?;
+        self.shared.slots[slot.index()].store(value.bits, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), HostError> {
+        self.idle("write_buffer")?;
+        check_range(&self.shared.plan, buffer, offset, data.len() as u64).map_err(|reason| HostError::Usage { operation: "write_buffer", reason })?;
+        let (m, base) = self.memory(buffer).ok_or(HostError::Usage { operation: "write_buffer", reason: "unknown buffer".into() })?;
+        m.write(base + offset, data);
+        Ok(())
+    }
+
+    fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), HostError> {
+        self.idle("read_buffer")?;
+        check_range(&self.shared.plan, buffer, offset, out.len() as u64).map_err(|reason| HostError::Usage { operation: "read_buffer", reason })?;
+        let (m, base) = self.memory(buffer).ok_or(HostError::Usage { operation: "read_buffer", reason: "unknown buffer".into() })?;
+        m.read(base + offset, out);
+        Ok(())
+    }
+}
+
+impl Drop for HostExec {
+    fn drop(&mut self) {
+        self.shared.wait_idle();
+    }
+}
+
+/// Binds every kernel of `plan` by looking up its reference in `lookup` (for example
+/// [`builtins::lookup`]); a missing reference is an error naming the kernel.
+pub fn bind_kernels(plan: &Plan, reference: impl Fn(usize) -> Option<String>, lookup: impl Fn(&str) -> Option<HostKernel>) -> Result<Vec<HostKernel>, HostError> {
+    let mut out = Vec::new();
+    for (i, sig) in plan.graph().kernels().iter().enumerate() {
+        let r = reference(i).ok_or_else(|| BindError::Missing { kernel: sig.name.clone(), backend: "host".into() })?;
+        let k = lookup(&r).ok_or_else(|| BindError::Signature { kernel: sig.name.clone(), reason: format!("no host kernel `{r}`") })?;
+        out.push(k);
+    }
+    Ok(out)
+}

@@ -91,3 +91,36 @@ pub fn check_range(plan: &Plan, buffer: BufferId, offset: u64, len: u64) -> Resu
     }
     Ok(())
 }
+
+/// Writes every buffer's initial contents (`None` entries, such as views, are skipped).
+pub fn write_inits<E: Exec>(exec: &mut E, inits: &[Option<crate::file::BufferInit>]) -> Result<(), E::Error> {
+    let sizes: Vec<u64> = exec.plan().graph().buffers().iter().map(|b| b.size).collect();
+    for (i, (init, size)) in inits.iter().zip(sizes).enumerate() {
+        if let Some(init) = init {
+            let mut bytes = vec![0u8; size as usize];
+            init.fill(&mut bytes);
+            exec.write_buffer(BufferId(i as u32), 0, &bytes)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads every root buffer (views are read through their roots): `(id, bytes)` in buffer order.
+pub fn read_roots<E: Exec>(exec: &mut E) -> Result<Vec<(BufferId, Vec<u8>)>, E::Error> {
+    let roots: Vec<(BufferId, u64)> = exec
+        .plan()
+        .graph()
+        .buffers()
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| b.root.index() == *i)
+        .map(|(i, b)| (BufferId(i as u32), b.size))
+        .collect();
+    let mut out = Vec::with_capacity(roots.len());
+    for (id, size) in roots {
+        let mut bytes = vec![0u8; size as usize];
+        exec.read_buffer(id, 0, &mut bytes)?;
+        out.push((id, bytes));
+    }
+    Ok(out)
+}

@@ -6,7 +6,7 @@
 //! [[buffer]]
 //! name = "a"
 //! size = 4096            # bytes
-//! init = "iota"          # zero | iota | const:V | random:SEED
+//! init = "iota"          # zero | iota | const:V | random:SEED | f32:V | randf:SEED:SCALE
 //! [[kernel]]
 //! name = "mix"
 //! params = [{ name = "out", access = "read_write" }, { name = "n", scalar = "u32" }]
@@ -47,6 +47,8 @@ pub enum BufferInit {
     Random(u64),
     /// Every f32 element holds the value.
     ConstF32(f32),
+    /// f32 elements uniform in [-scale, scale) from the seed.
+    RandomF32 { seed: u64, scale: f32 },
 }
 
 impl BufferInit {
@@ -61,6 +63,10 @@ impl BufferInit {
             "const" => parse_u32(v).map(BufferInit::Const),
             "random" => v.parse().ok().map(BufferInit::Random),
             "f32" => v.parse().ok().map(BufferInit::ConstF32),
+            "randf" => {
+                let (seed, scale) = v.split_once(':')?;
+                Some(BufferInit::RandomF32 { seed: seed.parse().ok()?, scale: scale.parse().ok()? })
+            }
             _ => None,
         }
     }
@@ -68,8 +74,14 @@ impl BufferInit {
     /// Fills `out` (the buffer's bytes). A trailing partial element gets the element's low bytes.
     pub fn fill(&self, out: &mut [u8]) {
         let mut rng = match self {
-            BufferInit::Random(seed) => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            BufferInit::Random(seed) | BufferInit::RandomF32 { seed, .. } => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             _ => 0,
+        };
+        let mut next = move || {
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
         };
         for (i, chunk) in out.chunks_mut(4).enumerate() {
             let v: u32 = match *self {
@@ -77,12 +89,8 @@ impl BufferInit {
                 BufferInit::Iota => i as u32,
                 BufferInit::Const(c) => c,
                 BufferInit::ConstF32(f) => f.to_bits(),
-                BufferInit::Random(_) => {
-                    rng ^= rng >> 12;
-                    rng ^= rng << 25;
-                    rng ^= rng >> 27;
-                    (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
-                }
+                BufferInit::Random(_) => next(),
+                BufferInit::RandomF32 { scale, .. } => ((next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).mul_add(scale, 0.0).to_bits(),
             };
             let b = v.to_le_bytes();
             chunk.copy_from_slice(&b[..chunk.len()]);
@@ -304,7 +312,7 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
             (None, Some(_)) => None,
             (None, None) => Some(BufferInit::Zero),
             (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| {
-                cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V)", b.name))
+                cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V, randf:SEED:SCALE)", b.name))
             })?),
         };
         debug_assert_eq!(id.index(), inits.len());

@@ -18,11 +18,12 @@ pub mod backend;
 pub mod error;
 pub mod file;
 mod fingerprint;
+pub mod frontier;
 pub mod graph;
 pub mod lanes;
 pub mod plan;
 
-pub use backend::{check_bindings, check_range, check_slot, Backend, BufferBinding, Exec};
+pub use backend::{check_bindings, check_range, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{
     Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess,

@@ -14,9 +14,10 @@
 //! 4. Each kept edge carries the hazard kinds computed directly from the two nodes' declared accesses.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 use crate::error::PlanError;
+use crate::frontier::AccessFrontier;
 use crate::graph::{Access, Arg, Graph, NodeId, NodeOp, SlotId};
 use crate::lanes::Lanes;
 
@@ -262,87 +263,19 @@ pub fn direct_hazards(g: &Graph, from: NodeId, to: NodeId) -> Hazards {
     h
 }
 
-/// Per-byte-range state of one allocation: the last writer and the readers since it.
-#[derive(Clone, Debug)]
-struct Segment {
-    end: u64,
-    writer: Option<u32>,
-    readers: Vec<u32>,
-}
-
-/// Splits the segment containing `x` (strictly inside) so that a segment starts at `x`.
-fn split_at(map: &mut BTreeMap<u64, Segment>, x: u64) {
-    let hit = map.range(..x).next_back().map(|(s, seg)| (*s, seg.end));
-    if let Some((start, end)) = hit {
-        if start < x && x < end {
-            let right = {
-                let seg = map.get_mut(&start).expect("segment found above");
-                seg.end = x;
-                Segment { end, writer: seg.writer, readers: seg.readers.clone() }
-            };
-            map.insert(x, right);
-        }
-    }
-}
-
 /// For every node, its hazard-frontier predecessors (unsorted, may repeat).
 fn hazard_frontier_preds(g: &Graph) -> Vec<Vec<u32>> {
     let n = g.nodes().len();
-    let mut maps: Vec<BTreeMap<u64, Segment>> = vec![BTreeMap::new(); g.buffers().len()];
+    let mut frontier = AccessFrontier::new(g.buffers().len());
     let mut preds = vec![Vec::new(); n];
     let mut acc = Vec::new();
-    for v in 0..n {
+    for (v, pv) in preds.iter_mut().enumerate() {
         acc.clear();
         g.for_each_access(NodeId(v as u32), |a| acc.push(a));
-        // 1. Predecessors, from the state before this node.
         for a in &acc {
-            let map = &maps[a.root.index()];
-            let first = map.range(..=a.start).next_back().map_or(a.start, |(s, _)| *s);
-            for (_, seg) in map.range(first..a.end) {
-                if seg.end <= a.start {
-                    continue;
-                }
-                if let Some(w) = seg.writer {
-                    preds[v].push(w);
-                }
-                if a.access.writes() {
-                    preds[v].extend_from_slice(&seg.readers);
-                }
-            }
+            frontier.conflicts(a, |u, _, _| pv.push(u));
         }
-        // 2. Update: reads first, then writes (a node's own write subsumes its read).
-        for pass_writes in [false, true] {
-            for a in acc.iter().filter(|a| a.access.writes() == pass_writes) {
-                let map = &mut maps[a.root.index()];
-                split_at(map, a.start);
-                split_at(map, a.end);
-                if pass_writes {
-                    let keys: Vec<u64> = map.range(a.start..a.end).map(|(k, _)| *k).collect();
-                    for k in keys {
-                        map.remove(&k);
-                    }
-                    map.insert(a.start, Segment { end: a.end, writer: Some(v as u32), readers: Vec::new() });
-                } else {
-                    let mut cursor = a.start;
-                    let mut gaps = Vec::new();
-                    for (&s, seg) in map.range_mut(a.start..a.end) {
-                        if s > cursor {
-                            gaps.push((cursor, s));
-                        }
-                        if seg.readers.last() != Some(&(v as u32)) {
-                            seg.readers.push(v as u32);
-                        }
-                        cursor = seg.end;
-                    }
-                    if cursor < a.end {
-                        gaps.push((cursor, a.end));
-                    }
-                    for (s, e) in gaps {
-                        map.insert(s, Segment { end: e, writer: None, readers: vec![v as u32] });
-                    }
-                }
-            }
-        }
+        frontier.record(v as u32, &acc);
     }
     preds
 }

@@ -1,0 +1,179 @@
+//! Host kernels of the decode-shaped workload (f32, plain loops). Their CUDA twins live in
+//! `kernels/decode.cu` with the same signatures; results agree within the benchmark's stated f32
+//! tolerance (summation order differs).
+
+use ostinato::{Access, KernelSig, ScalarType};
+
+use crate::kernel::{BufView, HostKernel};
+
+fn sum_squares(x: &BufView, n: usize) -> Result<f32, String> {
+    let mut s = 0.0f32;
+    for i in 0..n {
+        let v = x.load_f32(i)?;
+        s += v * v;
+    }
+    Ok(s)
+}
+
+/// `rmsnorm(out: write f32[n], x: read f32[n], w: read f32[n], n: u32, eps: f32)`.
+pub fn rmsnorm() -> HostKernel {
+    let sig = KernelSig::new("rmsnorm")
+        .buffer("out", Access::Write)
+        .buffer("x", Access::Read)
+        .buffer("w", Access::Read)
+        .scalar("n", ScalarType::U32)
+        .scalar("eps", ScalarType::F32);
+    HostKernel::new(sig, |cx| {
+        let (out, x, w, n, eps) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.u32(3)? as usize, cx.f32(4)?);
+        let scale = 1.0 / (sum_squares(&x, n)? / n as f32 + eps).sqrt();
+        for i in 0..n {
+            out.store_f32(i, x.load_f32(i)? * scale * w.load_f32(i)?)?;
+        }
+        Ok(())
+    })
+}
+
+/// `gemv(y: write f32[m], w: read f32[m*k], x: read f32[k], m: u32, k: u32)`: y = W x, W row-major.
+pub fn gemv() -> HostKernel {
+    let sig = KernelSig::new("gemv")
+        .buffer("y", Access::Write)
+        .buffer("w", Access::Read)
+        .buffer("x", Access::Read)
+        .scalar("m", ScalarType::U32)
+        .scalar("k", ScalarType::U32);
+    HostKernel::new(sig, |cx| {
+        let (y, w, x, m, k) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.u32(3)? as usize, cx.u32(4)? as usize);
+        let xs: Vec<f32> = (0..k).map(|j| x.load_f32(j)).collect::<Result<_, _>>()?;
+        for i in 0..m {
+            let mut acc = 0.0f32;
+            for (j, xv) in xs.iter().enumerate() {
+                acc += w.load_f32(i * k + j)? * xv;
+            }
+            y.store_f32(i, acc)?;
+        }
+        Ok(())
+    })
+}
+
+/// `rope(qk: read_write f32[heads*head_dim], pos: u32, heads: u32, head_dim: u32)`: rotates each
+/// (2i, 2i+1) pair of each head by pos · 10000^(-2i/head_dim).
+pub fn rope() -> HostKernel {
+    let sig = KernelSig::new("rope")
+        .buffer("qk", Access::ReadWrite)
+        .scalar("pos", ScalarType::U32)
+        .scalar("heads", ScalarType::U32)
+        .scalar("head_dim", ScalarType::U32);
+    HostKernel::new(sig, |cx| {
+        let (qk, pos, heads, hd) = (cx.buffer(0)?, cx.u32(1)?, cx.u32(2)? as usize, cx.u32(3)? as usize);
+        for h in 0..heads {
+            for i in 0..hd / 2 {
+                let theta = pos as f32 * 10000f32.powf(-2.0 * i as f32 / hd as f32);
+                let (s, c) = theta.sin_cos();
+                let (a, b) = (h * hd + 2 * i, h * hd + 2 * i + 1);
+                let (x0, x1) = (qk.load_f32(a)?, qk.load_f32(b)?);
+                qk.store_f32(a, x0 * c - x1 * s)?;
+                qk.store_f32(b, x0 * s + x1 * c)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `kv_store(kcache: read_write f32[max_seq*kv], vcache: read_write f32[max_seq*kv], k: read f32[kv],
+/// v: read f32[kv], pos: u32, kv: u32)`: writes row `pos` of both caches.
+pub fn kv_store() -> HostKernel {
+    let sig = KernelSig::new("kv_store")
+        .buffer("kcache", Access::ReadWrite)
+        .buffer("vcache", Access::ReadWrite)
+        .buffer("k", Access::Read)
+        .buffer("v", Access::Read)
+        .scalar("pos", ScalarType::U32)
+        .scalar("kv", ScalarType::U32);
+    HostKernel::new(sig, |cx| {
+        let (kc, vc, k, v, pos, kv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?, cx.u32(4)? as usize, cx.u32(5)? as usize);
+        for i in 0..kv {
+            kc.store_f32(pos * kv + i, k.load_f32(i)?)?;
+            vc.store_f32(pos * kv + i, v.load_f32(i)?)?;
+        }
+        Ok(())
+    })
+}
+
+/// `attention(out: write f32[heads*hd], q: read f32[heads*hd], kcache: read, vcache: read, pos: u32,
+/// heads: u32, kv_heads: u32, head_dim: u32)`: causal attention of one token over cache rows 0..=pos,
+/// grouped-query (head h reads kv head h / (heads / kv_heads)).
+pub fn attention() -> HostKernel {
+    let sig = KernelSig::new("attention")
+        .buffer("out", Access::Write)
+        .buffer("q", Access::Read)
+        .buffer("kcache", Access::Read)
+        .buffer("vcache", Access::Read)
+        .scalar("pos", ScalarType::U32)
+        .scalar("heads", ScalarType::U32)
+        .scalar("kv_heads", ScalarType::U32)
+        .scalar("head_dim", ScalarType::U32);
+    HostKernel::new(sig, |cx| {
+        let (out, q, kc, vc) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?);
+        let (pos, heads, kvh, hd) = (cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize, cx.u32(7)? as usize);
+        if kvh == 0 || heads % kvh != 0 {
+            return Err(format!("attention: heads {heads} is not a multiple of kv_heads {kvh}"));
+        }
+        let group = heads / kvh;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut scores = vec![0.0f32; pos + 1];
+        for h in 0..heads {
+            let kvo = (h / group) * hd;
+            let mut max = f32::NEG_INFINITY;
+            for (t, sc) in scores.iter_mut().enumerate() {
+                let mut d = 0.0f32;
+                for i in 0..hd {
+                    d += q.load_f32(h * hd + i)? * kc.load_f32(t * kvh * hd + kvo + i)?;
+                }
+                *sc = d * scale;
+                max = max.max(*sc);
+            }
+            let mut sum = 0.0f32;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - max).exp();
+                sum += *sc;
+            }
+            for i in 0..hd {
+                let mut acc = 0.0f32;
+                for (t, sc) in scores.iter().enumerate() {
+                    acc += sc * vc.load_f32(t * kvh * hd + kvo + i)?;
+                }
+                out.store_f32(h * hd + i, acc / sum)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `add(x: read_write f32[n], y: read f32[n], n: u32)`: x += y (the residual stream).
+pub fn add() -> HostKernel {
+    let sig = KernelSig::new("add").buffer("x", Access::ReadWrite).buffer("y", Access::Read).scalar("n", ScalarType::U32);
+    HostKernel::new(sig, |cx| {
+        let (x, y, n) = (cx.buffer(0)?, cx.buffer(1)?, cx.u32(2)? as usize);
+        for i in 0..n {
+            x.store_f32(i, x.load_f32(i)? + y.load_f32(i)?)?;
+        }
+        Ok(())
+    })
+}
+
+/// `silu_mul(out: write f32[n], gate_up: read f32[2n], n: u32)`: out = silu(gate) * up.
+pub fn silu_mul() -> HostKernel {
+    let sig = KernelSig::new("silu_mul").buffer("out", Access::Write).buffer("gate_up", Access::Read).scalar("n", ScalarType::U32);
+    HostKernel::new(sig, |cx| {
+        let (out, gu, n) = (cx.buffer(0)?, cx.buffer(1)?, cx.u32(2)? as usize);
+        for i in 0..n {
+            let g = gu.load_f32(i)?;
+            out.store_f32(i, g / (1.0 + (-g).exp()) * gu.load_f32(n + i)?)?;
+        }
+        Ok(())
+    })
+}
+
+pub fn all() -> Vec<HostKernel> {
+    vec![rmsnorm(), gemv(), rope(), kv_store(), attention(), add(), silu_mul()]
+}

@@ -1,0 +1,147 @@
+//! What a host kernel sees: typed, bounds- and access-checked views of its declared extents, its
+//! scalars (slots read at the replay's value) and its launch geometry.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ostinato::{Access, KernelSig, Launch, ParamKind, Scalar, ScalarType};
+
+use crate::memory::HostMemory;
+
+/// A kernel's host implementation: its signature (checked against the graph's) and its body.
+#[derive(Clone)]
+pub struct HostKernel {
+    pub sig: KernelSig,
+    pub body: Arc<dyn Fn(&KernelCtx) -> Result<(), String> + Send + Sync>,
+}
+
+impl std::fmt::Debug for HostKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostKernel({})", self.sig.name)
+    }
+}
+
+impl HostKernel {
+    pub fn new(sig: KernelSig, body: impl Fn(&KernelCtx) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        HostKernel { sig, body: Arc::new(body) }
+    }
+
+    /// Checks this implementation against the graph's signature: same count, same kinds in order.
+    pub fn check_signature(&self, graph_sig: &KernelSig) -> Result<(), String> {
+        if self.sig.params.len() != graph_sig.params.len() {
+            return Err(format!("the graph declares {} params, the implementation {}", graph_sig.params.len(), self.sig.params.len()));
+        }
+        for (g, h) in graph_sig.params.iter().zip(&self.sig.params) {
+            if g.kind != h.kind {
+                return Err(format!("param `{}` is {} in the graph but {} in the implementation (`{}`)", g.name, describe(&g.kind), describe(&h.kind), h.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn describe(k: &ParamKind) -> String {
+    match k {
+        ParamKind::Buffer(a) => format!("a {} buffer", a.as_str()),
+        ParamKind::Scalar(t) => format!("a {} scalar", t.as_str()),
+    }
+}
+
+/// A resolved argument of a prepared node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PreparedArg {
+    Buffer { root: usize, start: u64, len: u64, access: Access },
+    Scalar(Scalar),
+    Slot { index: usize, ty: ScalarType },
+}
+
+/// The context a kernel body runs with.
+pub struct KernelCtx<'a> {
+    pub(crate) args: &'a [PreparedArg],
+    pub(crate) memory: &'a [Arc<HostMemory>],
+    pub(crate) slots: &'a [AtomicU64],
+    pub launch: Launch,
+}
+
+impl KernelCtx<'_> {
+    /// The buffer view of param `i`.
+    pub fn buffer(&self, i: usize) -> Result<BufView<'_>, String> {
+        match self.args.get(i) {
+            Some(PreparedArg::Buffer { root, start, len, access }) => {
+                Ok(BufView { mem: &self.memory[*root], start: *start, len: *len, access: *access, param: i })
+            }
+            _ => Err(format!("param {i} is not a buffer")),
+        }
+    }
+
+    /// The scalar value of param `i` (a slot's current value for slot args).
+    pub fn scalar(&self, i: usize) -> Result<Scalar, String> {
+        match self.args.get(i) {
+            Some(PreparedArg::Scalar(s)) => Ok(*s),
+            Some(PreparedArg::Slot { index, ty }) => Ok(Scalar { ty: *ty, bits: self.slots[*index].load(Ordering::Acquire) }),
+            _ => Err(format!("param {i} is not a scalar")),
+        }
+    }
+
+    pub fn u32(&self, i: usize) -> Result<u32, String> {
+        self.scalar(i).map(|s| s.as_u32())
+    }
+    pub fn f32(&self, i: usize) -> Result<f32, String> {
+        self.scalar(i).map(|s| s.as_f32())
+    }
+}
+
+/// A view of one declared extent. Every access is checked: outside the extent, or a store through a
+/// `read` param, is a fault of the kernel (it broke its declared access) and fails the replay.
+#[derive(Clone, Copy)]
+pub struct BufView<'a> {
+    mem: &'a HostMemory,
+    start: u64,
+    len: u64,
+    access: Access,
+    param: usize,
+}
+
+impl BufView<'_> {
+    /// Bytes in the extent.
+    pub fn len_bytes(&self) -> u64 {
+        self.len
+    }
+    /// Whole 4-byte elements in the extent.
+    pub fn len_u32(&self) -> usize {
+        (self.len / 4) as usize
+    }
+
+    #[inline]
+    fn at(&self, i: usize, write: bool) -> Result<u64, String> {
+        let off = (i as u64) * 4;
+        if off + 4 > self.len {
+            return Err(format!("param {} element {i} lies outside its declared extent of {} bytes", self.param, self.len));
+        }
+        if write && !self.access.writes() {
+            return Err(format!("param {} is declared `{}` but the kernel writes it", self.param, self.access.as_str()));
+        }
+        if !write && !self.access.reads() {
+            return Err(format!("param {} is declared `{}` but the kernel reads it", self.param, self.access.as_str()));
+        }
+        Ok(self.start + off)
+    }
+
+    #[inline]
+    pub fn load_u32(&self, i: usize) -> Result<u32, String> {
+        Ok(self.mem.load_u32(self.at(i, false)?))
+    }
+    #[inline]
+    pub fn store_u32(&self, i: usize, v: u32) -> Result<(), String> {
+        self.mem.store_u32(self.at(i, true)?, v);
+        Ok(())
+    }
+    #[inline]
+    pub fn load_f32(&self, i: usize) -> Result<f32, String> {
+        self.load_u32(i).map(f32::from_bits)
+    }
+    #[inline]
+    pub fn store_f32(&self, i: usize, v: f32) -> Result<(), String> {
+        self.store_u32(i, v.to_bits())
+    }
+}

@@ -1,0 +1,260 @@
+//! The replay engine: persistent worker threads that run a plan's nodes as their dependency counters
+//! reach zero. No per-level barrier: a node starts the moment its last predecessor finishes. A worker
+//! that makes exactly one successor ready runs it itself (no queue round trip). Nothing is allocated
+//! per replay: counters are reset in place and the ready queue has its full capacity from the start.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use ostinato::{NodeId, Plan};
+
+use crate::checker::RaceChecker;
+use crate::kernel::{HostKernel, KernelCtx, PreparedArg};
+use crate::memory::HostMemory;
+use crate::HostError;
+
+/// A node resolved for execution.
+pub(crate) enum PreparedOp {
+    Kernel { kernel: usize, args: Vec<PreparedArg>, launch: ostinato::Launch },
+    Copy { src: (usize, u64), dst: (usize, u64), len: u64 },
+    Fill { dst: (usize, u64), len: u64, value: u32 },
+}
+
+/// Everything the workers share with the exec.
+pub(crate) struct Shared {
+    pub plan: Arc<Plan>,
+    pub ops: Vec<PreparedOp>,
+    pub kernels: Vec<HostKernel>,
+    pub memory: Vec<Arc<HostMemory>>,
+    pub slots: Vec<AtomicU64>,
+    pub checker: Option<RaceChecker>,
+    pending: Vec<AtomicU32>,
+    remaining: AtomicUsize,
+    failed: AtomicBool,
+    error: Mutex<Option<HostError>>,
+    queue: Mutex<Queue>,
+    work: Condvar,
+    done: Condvar,
+}
+
+struct Queue {
+    ready: VecDeque<u32>,
+    shutdown: bool,
+    running: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        plan: Arc<Plan>,
+        ops: Vec<PreparedOp>,
+        kernels: Vec<HostKernel>,
+        memory: Vec<Arc<HostMemory>>,
+        slots: Vec<AtomicU64>,
+        checker: Option<RaceChecker>,
+    ) -> Self {
+        let n = plan.node_count();
+        Shared {
+            plan,
+            ops,
+            kernels,
+            memory,
+            slots,
+            checker,
+            pending: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            remaining: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            queue: Mutex::new(Queue { ready: VecDeque::with_capacity(n), shutdown: false, running: false }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Runs one node's work (checker first, if on).
+    pub(crate) fn execute(&self, v: NodeId) -> Result<(), HostError> {
+        if let Some(c) = &self.checker {
+            c.on_start(self.plan.graph(), v)?;
+        }
+        let g = self.plan.graph();
+        match &self.ops[v.index()] {
+            PreparedOp::Kernel { kernel, args, launch } => {
+                let k = &self.kernels[*kernel];
+                let cx = KernelCtx { args, memory: &self.memory, slots: &self.slots, launch: *launch };
+                let fault = |message: String| HostError::Kernel { node: g.describe_node(v), message };
+                match catch_unwind(AssertUnwindSafe(|| (k.body)(&cx))) {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(m)) => Err(fault(m)),
+                    Err(p) => Err(fault(format!("panicked: {}", panic_message(&p)))),
+                }
+            }
+            PreparedOp::Copy { src, dst, len } => {
+                let (s, d) = (&self.memory[src.0], &self.memory[dst.0]);
+                if (src.1 | dst.1 | len) % 4 == 0 {
+                    for off in (0..*len).step_by(4) {
+                        d.store_u32(dst.1 + off, s.load_u32(src.1 + off));
+                    }
+                } else {
+                    for off in 0..*len {
+                        d.store_u8(dst.1 + off, s.load_u8(src.1 + off));
+                    }
+                }
+                Ok(())
+            }
+            PreparedOp::Fill { dst, len, value } => {
+                let m = &self.memory[dst.0];
+                for i in 0..len / 4 {
+                    m.store_u32(dst.1 + 4 * i, *value);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn record_error(&self, e: HostError) {
+        self.failed.store(true, Ordering::Release);
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    }
+
+    pub(crate) fn take_error(&self) -> Option<HostError> {
+        self.failed.store(false, Ordering::Relaxed);
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Runs `v`, then releases its successors; returns one successor to run next on this thread.
+    fn run_and_release(&self, v: u32) -> Option<u32> {
+        // After a failure the remaining nodes are released without running, so the replay ends.
+        if !self.failed.load(Ordering::Acquire) {
+            if let Err(e) = self.execute(NodeId(v)) {
+                self.record_error(e);
+            }
+        }
+        let mut next = None;
+        for &s in self.plan.succs(NodeId(v)) {
+            // AcqRel: the successor's reads see this node's writes (and all its other predecessors').
+            if self.pending[s as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+                match next {
+                    None => next = Some(s),
+                    Some(_) => {
+                        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                        q.ready.push_back(s);
+                        self.work.notify_one();
+                    }
+                }
+            }
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.running = false;
+            self.done.notify_all();
+        }
+        next
+    }
+
+    /// Starts a replay: resets counters in place and queues the roots.
+    pub(crate) fn start(&self) {
+        let n = self.plan.node_count();
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if n == 0 {
+            return;
+        }
+        if let Some(c) = &self.checker {
+            c.reset();
+        }
+        for (i, p) in self.pending.iter().enumerate() {
+            p.store(self.plan.preds(NodeId(i as u32)).len() as u32, Ordering::Relaxed);
+        }
+        self.remaining.store(n, Ordering::Release);
+        q.running = true;
+        for i in 0..n as u32 {
+            if self.plan.preds(NodeId(i)).is_empty() {
+                q.ready.push_back(i);
+            }
+        }
+        self.work.notify_all();
+    }
+
+    /// Blocks until the replay in flight (if any) finished.
+    pub(crate) fn wait_idle(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        while q.running {
+            q = self.done.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn worker(&self) {
+        loop {
+            let v = {
+                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if let Some(v) = q.ready.pop_front() {
+                        break v;
+                    }
+                    if q.shutdown {
+                        return;
+                    }
+                    q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            let mut next = Some(v);
+            while let Some(v) = next {
+                next = self.run_and_release(v);
+            }
+        }
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into())
+}
+
+/// The worker threads of one exec.
+pub(crate) struct Pool {
+    pub shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    pub(crate) fn spawn(shared: Arc<Shared>, threads: usize) -> Result<Pool, HostError> {
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let s = shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("ostinato-host-{i}"))
+                .spawn(move || s.worker())
+                .map_err(|e| HostError::Thread(e.to_string()));
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    let mut pool = Pool { shared, threads: handles };
+                    pool.shutdown();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Pool { shared, threads: handles })
+    }
+
+    fn shutdown(&mut self) {
+        {
+            let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.shutdown = true;
+            self.shared.work.notify_all();
+        }
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.wait_idle();
+        self.shutdown();
+    }
+}

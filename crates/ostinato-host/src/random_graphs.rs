@@ -1,0 +1,97 @@
+//! Random order-sensitive programs for differential tests (host vs host, host vs GPU): `mix` nodes
+//! (`out = out*3 + inp + salt`, wrapping u32), copies, fills, views, explicit edges and slots. Any
+//! missing ordering changes the result. Within one `mix` node `out` and `inp` never overlap, so a GPU
+//! (whose threads run in any order) computes the same bits as the host.
+
+use ostinato::file::BufferInit;
+use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, Scalar, ScalarType, Slice, SlotId};
+
+/// A generated program: the graph and each buffer's initial contents.
+pub struct RandomProgram {
+    pub graph: Graph,
+    pub inits: Vec<Option<BufferInit>>,
+    /// The slot every `salt` may read (patched between replays by tests).
+    pub salt_slot: SlotId,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The `mix` signature (same as the built-in host and CUDA kernels).
+pub fn mix_sig() -> KernelSig {
+    KernelSig::new("mix")
+        .buffer("out", Access::ReadWrite)
+        .buffer("inp", Access::Read)
+        .scalar("n_out", ScalarType::U32)
+        .scalar("n_in", ScalarType::U32)
+        .scalar("salt", ScalarType::U32)
+}
+
+/// Generates a program of `nodes` nodes from `seed`.
+pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut g = Graph::new();
+    let mut inits = Vec::new();
+    let nbuf = 1 + r.below(4);
+    for b in 0..nbuf {
+        let words = 8 + r.below(120);
+        let id = g.add_buffer(format!("b{b}"), 4 * words).expect("fresh name, non-zero size");
+        inits.push(Some(BufferInit::Random(seed ^ (b + 1))));
+        if r.below(3) == 0 {
+            let off = 4 * r.below(words / 2);
+            let len = 4 * (1 + r.below(words - off / 4));
+            let _ = g.add_view(format!("v{b}"), id, off, len).map(|_| inits.push(None));
+        }
+    }
+    let mix = g.add_kernel(mix_sig()).expect("fresh kernel");
+    let salt_slot = g.add_slot("salt", Scalar::u32(r.below(1000) as u32)).expect("fresh slot");
+    let nb = g.buffers().len() as u64;
+    let slice = |r: &mut Rng, g: &Graph| {
+        let b = BufferId(r.below(nb) as u32);
+        let words = g.buffer(b).size / 4;
+        let off = r.below(words);
+        let len = 1 + r.below((words - off).min(24));
+        Slice { buffer: b, offset: 4 * off, len: 4 * len }
+    };
+    let overlaps = |g: &Graph, a: Slice, b: Slice| {
+        let (ra, sa, ea) = g.root_extent(a);
+        let (rb, sb, eb) = g.root_extent(b);
+        ra == rb && sa < eb && sb < ea
+    };
+    while g.nodes().len() < nodes {
+        let i = g.nodes().len();
+        let after: Vec<NodeId> = if i > 0 && r.below(8) == 0 { vec![NodeId(r.below(i as u64) as u32)] } else { vec![] };
+        match r.below(12) {
+            0 => {
+                let (s, d) = (slice(&mut r, &g), slice(&mut r, &g));
+                let len = s.len.min(d.len);
+                let _ = g.add_copy(Slice { len, ..s }, Slice { len, ..d }, &after);
+            }
+            1 => {
+                let _ = g.add_fill(slice(&mut r, &g), r.next() as u32, &after);
+            }
+            _ => {
+                let out = slice(&mut r, &g);
+                let inp = slice(&mut r, &g);
+                if overlaps(&g, out, inp) {
+                    continue;
+                }
+                let salt = if r.below(3) == 0 { Arg::Slot(salt_slot) } else { Arg::Scalar(Scalar::u32(r.next() as u32)) };
+                let launch = Launch::linear(1 + r.below(3) as u32, 32 << r.below(3));
+                let args = [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), salt];
+                g.add_launch(mix, launch, &args, &after).expect("valid by construction");
+            }
+        }
+    }
+    RandomProgram { graph: g, inits, salt_slot }
+}

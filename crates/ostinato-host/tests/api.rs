@@ -1,0 +1,101 @@
+//! The host backend's contract: bind errors, kernel faults, slot patching and in-flight refusals.
+
+use std::sync::Arc;
+
+use ostinato::{Access, Arg, Backend, BindError, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType, Slice};
+use ostinato_host::{builtins, HostBackend, HostError, HostKernel, HostMemory};
+
+fn add_one_graph(n_arg: u32, extent: u64) -> (Graph, ostinato::SlotId) {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 64).unwrap();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    let s = g.add_slot("n", Scalar::u32(n_arg)).unwrap();
+    g.add_launch(k, Launch::linear(1, 32), &[Arg::Buffer(Slice { buffer: x, offset: 0, len: extent }), Arg::Slot(s)], &[]).unwrap();
+    (g, s)
+}
+
+fn alloc_all(g: &Graph) -> Vec<BufferBinding<Arc<HostMemory>>> {
+    g.buffers().iter().map(|_| BufferBinding::Allocate).collect()
+}
+
+#[test]
+fn a_kernel_bound_with_a_mismatching_signature_is_refused() {
+    let (g, _) = add_one_graph(4, 64);
+    let plan = Plan::compile(&g).unwrap();
+    let err = HostBackend::new(1).instantiate(&plan, vec![builtins::mix()], alloc_all(&g)).err().unwrap();
+    let HostError::Bind(BindError::Signature { kernel, reason }) = &err else { panic!("{err}") };
+    assert_eq!(kernel, "add_one");
+    assert!(reason.contains("2 params") && reason.contains("5"), "{reason}");
+    // same count, wrong mode
+    let wrong = HostKernel::new(KernelSig::new("add_one").buffer("x", Access::Read).scalar("n", ScalarType::U32), |_| Ok(()));
+    let err = HostBackend::new(1).instantiate(&plan, vec![wrong], alloc_all(&g)).err().unwrap();
+    assert!(err.to_string().contains("param `x` is a read_write buffer in the graph but a read buffer"), "{err}");
+}
+
+#[test]
+fn external_memory_of_the_wrong_length_is_refused() {
+    let (g, _) = add_one_graph(4, 64);
+    let plan = Plan::compile(&g).unwrap();
+    let err = HostBackend::new(1)
+        .instantiate(&plan, vec![builtins::add_one()], vec![BufferBinding::External(Arc::new(HostMemory::zeroed(32)))])
+        .err()
+        .unwrap();
+    assert!(matches!(err, HostError::Bind(BindError::BufferSize { expected: 64, got: 32, .. })), "{err}");
+}
+
+#[test]
+fn a_kernel_that_leaves_its_declared_extent_fails_the_replay_by_name() {
+    // n = 16 elements but only 32 bytes (8 elements) declared
+    let (g, _) = add_one_graph(16, 32);
+    let plan = Plan::compile(&g).unwrap();
+    for threads in [0, 2] {
+        let mut exec = HostBackend::new(threads).instantiate(&plan, vec![builtins::add_one()], alloc_all(&g)).unwrap();
+        let err = exec.replay().and_then(|_| exec.wait()).unwrap_err();
+        assert_eq!(err.to_string(), "node 0 (add_one): kernel fault: param 0 element 8 lies outside its declared extent of 32 bytes");
+    }
+}
+
+#[test]
+fn slots_patch_between_replays_and_are_refused_in_flight() {
+    let (g, s) = add_one_graph(4, 64);
+    let plan = Plan::compile(&g).unwrap();
+    let mut exec = HostBackend::new(2).instantiate(&plan, vec![builtins::add_one()], alloc_all(&g)).unwrap();
+    for n in [4u32, 8, 16] {
+        exec.set_slot(s, Scalar::u32(n)).unwrap();
+        exec.replay().unwrap();
+        assert!(matches!(exec.set_slot(s, Scalar::u32(1)), Err(HostError::Usage { operation: "set_slot", .. })));
+        exec.wait().unwrap();
+    }
+    let mut out = vec![0u8; 64];
+    exec.read_buffer(ostinato::BufferId(0), 0, &mut out).unwrap();
+    let v: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert_eq!(&v[..4], &[3.0; 4]);
+    assert_eq!(&v[4..8], &[2.0; 4]);
+    assert_eq!(&v[8..16], &[1.0; 8]);
+    assert!(matches!(exec.set_slot(s, Scalar::f32(1.0)), Err(HostError::Slot(_))));
+}
+
+#[test]
+fn views_share_their_root_allocation() {
+    let mut g = Graph::new();
+    let a = g.add_buffer("a", 64).unwrap();
+    let hi = g.add_view("hi", a, 32, 32).unwrap();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(hi), Arg::Scalar(Scalar::u32(8))], &[]).unwrap();
+    g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Scalar(Scalar::u32(16))], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    assert_eq!(plan.edges().len(), 1, "the view and its root overlap");
+    let mut exec = HostBackend::new(2).with_race_checker(true).instantiate(&plan, vec![builtins::add_one()], alloc_all(&g)).unwrap();
+    exec.replay().unwrap();
+    exec.wait().unwrap();
+    let mut out = vec![0u8; 64];
+    exec.read_buffer(a, 0, &mut out).unwrap();
+    let v: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert_eq!(&v[..8], &[1.0; 8]);
+    assert_eq!(&v[8..], &[2.0; 8]);
+    let err = HostBackend::new(1)
+        .instantiate(&plan, vec![builtins::add_one()], vec![BufferBinding::Allocate, BufferBinding::External(Arc::new(HostMemory::zeroed(32)))])
+        .err()
+        .unwrap();
+    assert!(matches!(err, HostError::Bind(BindError::BindView { .. })), "{err}");
+}
