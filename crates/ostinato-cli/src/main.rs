@@ -1,1 +1,174 @@
-fn main() {}
+//! `ostinato`: the command-line shell. It parses arguments and prints; the work is in the library
+//! crates (`ostinato` core, backends, `ostinato-bench`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ostinato::file;
+use ostinato::{Plan, PlanOptions};
+use ostinato_bench::run::{self, BackendChoice, RunOptions};
+use ostinato_cuda::{CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
+
+#[derive(Parser)]
+#[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Host,
+    Cuda,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Graph,
+    Eager,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PdlArg {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TriggerArg {
+    Never,
+    Entry,
+    AfterWrites,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List what each backend finds.
+    Devices,
+    /// Plan a graph file and print its edges.
+    Plan {
+        file: PathBuf,
+        /// One JSON object: nodes, edges, hazards, lanes, waits, fingerprint.
+        #[arg(long)]
+        json: bool,
+        /// Explain every edge: which params conflict on which bytes.
+        #[arg(long)]
+        explain: bool,
+        #[arg(long, default_value_t = 4)]
+        max_lanes: usize,
+    },
+    /// Run a graph file on a backend.
+    Run {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = BackendArg::Host)]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 1)]
+        replays: usize,
+        /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
+        #[arg(long)]
+        check: bool,
+        /// Write each buffer's final bytes to DIR/<name>.bin.
+        #[arg(long)]
+        dump: Option<PathBuf>,
+        /// Host worker threads (0 = serial on the calling thread).
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, value_enum, default_value_t = ModeArg::Graph)]
+        mode: ModeArg,
+        #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
+        pdl: PdlArg,
+        /// Where built-in kernels let dependents launch.
+        #[arg(long, value_enum, default_value_t = TriggerArg::Entry)]
+        trigger: TriggerArg,
+        /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
+        #[arg(long)]
+        device: Option<String>,
+        #[arg(long, default_value_t = 4)]
+        max_lanes: usize,
+    },
+    /// Run the dispatch benchmark matrix and write results.json, REPORT.md and a chart.
+    Bench(ostinato_bench::cli::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(c: Command) -> Result<(), String> {
+    match c {
+        Command::Devices => {
+            print!("{}", ostinato_bench::devices::describe());
+            Ok(())
+        }
+        Command::Plan { file, json, explain, max_lanes } => {
+            let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
+            let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
+            if json {
+                println!("{}", plan.to_json());
+            } else {
+                println!(
+                    "{}: {} nodes, {} edges, {} lanes, fingerprint {:016x}",
+                    file.display(),
+                    plan.node_count(),
+                    plan.edges().len(),
+                    plan.lanes().count(),
+                    plan.fingerprint()
+                );
+                for e in plan.edges() {
+                    let kinds = if e.hazards.is_empty() { "explicit".to_string() } else { e.hazards.names().join("+") };
+                    println!("  {} -> {}  {kinds}{}", e.from, e.to, if e.explicit && !e.hazards.is_empty() { " (explicit)" } else { "" });
+                }
+            }
+            if explain {
+                print!("{}", plan.explain());
+            }
+            Ok(())
+        }
+        Command::Run { file, backend, replays, check, dump, threads, mode, pdl, trigger, device, max_lanes } => {
+            let backend = match backend {
+                BackendArg::Host => BackendChoice::Host { threads: threads.unwrap_or_else(ostinato_host::HostBackend::default_threads) },
+                BackendArg::Cuda => {
+                    let mode = match mode {
+                        ModeArg::Graph => ExecMode::Graph,
+                        ModeArg::Eager => ExecMode::Eager,
+                    };
+                    let pdl = PdlPolicy::new(match pdl {
+                        PdlArg::Auto => PdlMode::Auto,
+                        PdlArg::On => PdlMode::On,
+                        PdlArg::Off => PdlMode::Off,
+                    });
+                    let trigger = match trigger {
+                        TriggerArg::Never => PdlTrigger::Never,
+                        TriggerArg::Entry => PdlTrigger::AtEntry,
+                        TriggerArg::AfterWrites => PdlTrigger::AfterWrites,
+                    };
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger }, device }
+                }
+            };
+            let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, max_lanes }).map_err(|e| e.to_string())?;
+            for n in &r.notes {
+                println!("{n}");
+            }
+            println!(
+                "{}: {} nodes, {} edges, {} replays in {:.3} ms{}",
+                file.display(),
+                r.nodes,
+                r.edges,
+                r.replays,
+                r.seconds * 1e3,
+                if r.checked { ", check passed (bitwise equal to the host serial oracle)" } else { "" }
+            );
+            Ok(())
+        }
+        Command::Bench(args) => ostinato_bench::cli::bench(args),
+    }
+}

@@ -1,1 +1,27 @@
+//! Ostinato's CUDA backend. It only translates a [`ostinato::Plan`]: one explicit CUDA graph built node
+//! by node from the plan's edges (programmatic PDL edges where the measured policy says they pay), or
+//! eager per-lane streams. The driver is loaded at run time through cudarc's `sys` layer; with no
+//! driver every entry point returns [`CudaError::NoDriver`].
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+
+pub mod device;
+mod error;
+mod exec;
+mod ffi;
+pub mod lower;
+pub mod module;
+pub mod nvrtc;
+pub mod raw;
+
+pub use device::{Device, DeviceInfo, DeviceSelector};
+pub use error::{CudaError, Result};
+pub use exec::{device_bytes, CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode};
+pub use lower::{Dims, PdlMode, PdlPolicy};
+pub use module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+
+/// True when a CUDA driver library can be loaded and initialised.
+pub fn driver_available() -> bool {
+    device::driver_version().is_ok()
+}

@@ -357,3 +357,23 @@ fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Vec<Vec<u32>> {
     }
     kept
 }
+
+impl Plan {
+    /// The plan as one JSON object: `nodes` (count), `edges` ([from, to] pairs), `hazards` (per edge),
+    /// `explicit` (per edge), `order`, `lanes` (node lists), `waits` (cross-lane waits) and `fingerprint`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let g = &self.graph;
+        serde_json::json!({
+            "nodes": self.node_count(),
+            "buffers": g.buffers().len(),
+            "kernels": g.kernels().iter().map(|k| k.name.clone()).collect::<Vec<_>>(),
+            "edges": self.edges.iter().map(|e| [e.from.0, e.to.0]).collect::<Vec<_>>(),
+            "hazards": self.edges.iter().map(|e| e.hazards.names()).collect::<Vec<_>>(),
+            "explicit": self.edges.iter().map(|e| e.explicit).collect::<Vec<_>>(),
+            "order": self.order.iter().map(|n| n.0).collect::<Vec<_>>(),
+            "lanes": self.lanes.all().iter().map(|l| l.iter().map(|n| n.0).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            "waits": (0..self.node_count()).map(|v| self.lanes.waits(NodeId(v as u32)).iter().map(|n| n.0).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            "fingerprint": format!("{:016x}", self.fingerprint),
+        })
+    }
+}

@@ -1,0 +1,46 @@
+//! `ostinato devices`: what each backend finds.
+
+use std::fmt::Write as _;
+
+/// One line (or more) per backend.
+pub fn describe() -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "host: {} worker threads available", ostinato_host::HostBackend::default_threads());
+    match ostinato_cuda::device::list() {
+        Err(ostinato_cuda::CudaError::NoDriver) => {
+            let _ = writeln!(s, "cuda: no CUDA driver found");
+        }
+        Err(e) => {
+            let _ = writeln!(s, "cuda: error: {e}");
+        }
+        Ok(list) if list.is_empty() => {
+            let _ = writeln!(s, "cuda: driver present, no devices");
+        }
+        Ok(list) => {
+            for d in list {
+                let _ = writeln!(
+                    s,
+                    "cuda:{} {} {} {} {} SMs, {:.1} GiB, {} (driver {}.{})",
+                    d.ordinal,
+                    d.name,
+                    d.uuid,
+                    d.pci_bus_id,
+                    d.sm_count,
+                    d.total_mem as f64 / (1u64 << 30) as f64,
+                    d.arch(),
+                    d.driver_version / 1000,
+                    d.driver_version % 1000 / 10
+                );
+            }
+            match ostinato_cuda::nvrtc::version() {
+                Ok(((maj, min), path)) => {
+                    let _ = writeln!(s, "nvrtc: {maj}.{min} ({path})");
+                }
+                Err(e) => {
+                    let _ = writeln!(s, "nvrtc: {e}");
+                }
+            }
+        }
+    }
+    s
+}

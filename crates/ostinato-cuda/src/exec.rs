@@ -1,0 +1,339 @@
+//! The CUDA exec: a plan lowered once into either one explicit CUDA graph (default; replay is one
+//! `cuGraphLaunch`) or eager per-lane streams with events for the cross-lane waits the plan kept.
+
+use std::sync::Arc;
+
+use ostinato::{check_bindings, check_range, check_slot, Backend, BindError, BufferBinding, BufferId, Exec, NodeId, ParamKind, Plan, Scalar, SlotId};
+
+use crate::device::Device;
+use crate::error::{CudaError, Result};
+use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
+use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy};
+use crate::module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecMode {
+    /// One explicit CUDA graph built node by node from the plan's edges.
+    Graph,
+    /// Node-by-node launches, one stream per lane, events for cross-lane edges.
+    Eager,
+}
+
+impl ExecMode {
+    pub fn parse(s: &str) -> Option<ExecMode> {
+        match s {
+            "graph" => Some(ExecMode::Graph),
+            "eager" => Some(ExecMode::Eager),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecMode::Graph => "graph",
+            ExecMode::Eager => "eager",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    pub mode: ExecMode,
+    pub pdl: PdlPolicy,
+    /// Trigger placement compiled into the internal copy/fill kernels.
+    pub trigger: PdlTrigger,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy::default(), trigger: PdlTrigger::AtEntry }
+    }
+}
+
+/// Device memory the user owns (it must outlive the exec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub ptr: u64,
+    pub len: u64,
+}
+
+/// The CUDA backend on one device.
+pub struct CudaBackend {
+    ctx: Arc<Context>,
+    device_arch: String,
+    options: CudaOptions,
+    helpers: Option<(Function, Function, bool)>,
+}
+
+impl CudaBackend {
+    /// A backend on `device`. Loads the internal copy/fill kernels (NVRTC, cached).
+    pub fn new(device: &Device, options: CudaOptions) -> Result<CudaBackend> {
+        let m = LoadedModule::load(device, &ModuleSource::builtin(), options.trigger)?;
+        let copy_sig = ostinato::KernelSig::new("ostinato_copy")
+            .buffer("dst", ostinato::Access::Write)
+            .buffer("src", ostinato::Access::Read)
+            .scalar("n", ostinato::ScalarType::U64);
+        let fill_sig = ostinato::KernelSig::new("ostinato_fill")
+            .buffer("dst", ostinato::Access::Write)
+            .scalar("value", ostinato::ScalarType::U32)
+            .scalar("n_words", ostinato::ScalarType::U64);
+        let copy = m.kernel("ostinato_copy", &copy_sig, None)?;
+        let fill = m.kernel("ostinato_fill", &fill_sig, None)?;
+        let pdl = copy.pdl_capable && fill.pdl_capable;
+        Ok(CudaBackend { ctx: device.ctx.clone(), device_arch: device.info().arch(), options, helpers: Some((copy.func, fill.func, pdl)) })
+    }
+    pub fn options(&self) -> CudaOptions {
+        self.options
+    }
+    pub fn arch(&self) -> &str {
+        &self.device_arch
+    }
+}
+
+enum Submission {
+    Graph { _graph: Graph, exec: GraphExec, nodes: Vec<GraphNode> },
+    Eager { streams: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
+}
+
+/// A retained CUDA instantiation of a plan.
+pub struct CudaExec {
+    plan: Plan,
+    lowering: Lowering,
+    ctx: Arc<Context>,
+    _allocs: Vec<DeviceAlloc>,
+    /// Device address of each root allocation (by buffer id; views hold 0).
+    base: Vec<u64>,
+    funcs: Vec<Function>,
+    args: Vec<KernelArgs>,
+    submission: Submission,
+    main: Stream,
+    timer: (Event, Event),
+}
+
+impl Backend for CudaBackend {
+    type Kernel = CudaKernel;
+    type Memory = DeviceMemory;
+    type Exec = CudaExec;
+    type Error = CudaError;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn instantiate(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>) -> Result<CudaExec> {
+        self.ctx.bind()?;
+        let g = plan.graph();
+        check_bindings(plan, kernels.len(), &buffers, |m| m.len)?;
+        for (sig, k) in g.kernels().iter().zip(&kernels) {
+            let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
+            if kinds(sig) != kinds(&k.sig) {
+                return Err(BindError::Signature { kernel: sig.name.clone(), reason: format!("implementation `{}` was checked against another signature", k.name) }.into());
+            }
+        }
+        let (copy_fn, fill_fn, helpers_pdl) = self.helpers.clone().ok_or(CudaError::Usage { op: "instantiate", reason: "helper kernels not loaded".into() })?;
+        let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
+        let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
+
+        // Memory: one allocation per root buffer unless bound externally.
+        let mut allocs = Vec::new();
+        let mut base = vec![0u64; g.buffers().len()];
+        for (i, (decl, b)) in g.buffers().iter().zip(&buffers).enumerate() {
+            if decl.root.index() != i {
+                continue;
+            }
+            base[i] = match b {
+                BufferBinding::External(m) => m.ptr,
+                BufferBinding::Allocate => {
+                    let a = DeviceAlloc::new(&self.ctx, decl.size as usize).map_err(|e| e.at(format!("buffer `{}`", decl.name)))?;
+                    let p = a.ptr();
+                    allocs.push(a);
+                    p
+                }
+            };
+        }
+        let value = |a: &ArgValue| match a {
+            ArgValue::Pointer { root, offset } => base[root.index()] + offset,
+            ArgValue::Bits(b) => *b,
+            ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
+        };
+        let mut funcs = Vec::with_capacity(lowering.launches.len());
+        let mut args = Vec::with_capacity(lowering.launches.len());
+        for l in &lowering.launches {
+            funcs.push(match l.callee {
+                Callee::Kernel(k) => kernels[k.index()].func.clone(),
+                Callee::Copy => copy_fn.clone(),
+                Callee::Fill => fill_fn.clone(),
+            });
+            args.push(KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()));
+        }
+        let main = Stream::new(&self.ctx)?;
+        let submission = match self.options.mode {
+            crate::ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main)?,
+            crate::ExecMode::Eager => {
+                let mut streams = vec![];
+                for _ in 0..plan.lanes().count().max(1) {
+                    streams.push(Stream::new(&self.ctx)?);
+                }
+                let mut done: Vec<Option<Event>> = (0..plan.node_count()).map(|_| None).collect();
+                for v in 0..plan.node_count() {
+                    for w in plan.lanes().waits(NodeId(v as u32)) {
+                        if done[w.index()].is_none() {
+                            done[w.index()] = Some(Event::new(false)?);
+                        }
+                    }
+                }
+                let lane_end = (0..streams.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
+                Submission::Eager { streams, done, start: Event::new(false)?, lane_end }
+            }
+        };
+        let timer = (Event::new(true)?, Event::new(true)?);
+        Ok(CudaExec { plan: plan.clone(), lowering, ctx: self.ctx.clone(), _allocs: allocs, base, funcs, args, submission, main, timer })
+    }
+}
+
+fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream) -> Result<Submission> {
+    let g = plan.graph();
+    let mut graph = Graph::new()?;
+    let mut nodes = Vec::with_capacity(low.launches.len());
+    for (i, l) in low.launches.iter().enumerate() {
+        nodes.push(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(|e| e.at(g.describe_node(l.node)))?);
+    }
+    let from: Vec<GraphNode> = low.edges.iter().map(|e| nodes[e.from.index()]).collect();
+    let to: Vec<GraphNode> = low.edges.iter().map(|e| nodes[e.to.index()]).collect();
+    let prog: Vec<bool> = low.edges.iter().map(|e| e.programmatic).collect();
+    graph.add_edges(&from, &to, &prog)?;
+    let exec = graph.instantiate()?;
+    exec.upload(stream)?;
+    stream.synchronize()?;
+    Ok(Submission::Graph { _graph: graph, exec, nodes })
+}
+
+impl CudaExec {
+    /// The lowering this exec submits (what the golden tests pin).
+    pub fn lowering(&self) -> &Lowering {
+        &self.lowering
+    }
+    /// Number of programmatic (PDL) edges in the submission.
+    pub fn programmatic_edges(&self) -> usize {
+        match &self.submission {
+            Submission::Graph { .. } => self.lowering.edges.iter().filter(|e| e.programmatic).count(),
+            Submission::Eager { .. } => self.lowering.eager_pdl.iter().filter(|p| **p).count(),
+        }
+    }
+    /// Device address of a buffer (views included).
+    pub fn device_ptr(&self, buffer: BufferId) -> Option<u64> {
+        let d = self.plan.graph().buffers().get(buffer.index())?;
+        Some(self.base[d.root.index()] + d.root_offset)
+    }
+
+    fn enqueue(&mut self) -> Result<()> {
+        match &self.submission {
+            Submission::Graph { exec, .. } => exec.launch(&self.main),
+            Submission::Eager { streams, done, start, lane_end } => {
+                let lanes = self.plan.lanes();
+                start.record(&self.main)?;
+                for s in &streams[1..] {
+                    s.wait_event(start)?;
+                }
+                for &v in self.plan.order() {
+                    let lane = lanes.lane_of(v);
+                    let s = if lane == 0 { &self.main } else { &streams[lane] };
+                    for w in lanes.waits(v) {
+                        if let Some(e) = &done[w.index()] {
+                            s.wait_event(e)?;
+                        }
+                    }
+                    let i = v.index();
+                    let pdl = self.lowering.eager_pdl[i] && lanes.waits(v).is_empty();
+                    s.launch(&self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?;
+                    if let Some(e) = &done[i] {
+                        e.record(s)?;
+                    }
+                }
+                for (l, s) in streams.iter().enumerate().skip(1) {
+                    lane_end[l].record(s)?;
+                    self.main.wait_event(&lane_end[l])?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Enqueues `count` replays between two timing events and returns the GPU time in milliseconds.
+    pub fn replay_timed(&mut self, count: usize) -> Result<f64> {
+        self.timer.0.record(&self.main)?;
+        for _ in 0..count {
+            self.enqueue()?;
+        }
+        self.timer.1.record(&self.main)?;
+        self.timer.1.synchronize()?;
+        Ok(self.timer.1.elapsed_ms_since(&self.timer.0)? as f64)
+    }
+}
+
+impl Exec for CudaExec {
+    type Error = CudaError;
+
+    fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    #[inline]
+    fn replay(&mut self) -> Result<()> {
+        self.enqueue()
+    }
+
+    fn wait(&mut self) -> Result<()> {
+        self.main.synchronize()
+    }
+
+    /// Patches a slot. Launches already enqueued keep the values they were launched with (CUDA snapshots
+    /// kernel params at launch), so this is safe even while replays are in flight.
+    fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<()> {
+        check_slot(&self.plan, slot, value)?;
+        for &(node, arg) in self.plan.slot_uses(slot) {
+            let i = node.index();
+            if self.args[i].get(arg) == value.bits {
+                continue;
+            }
+            self.args[i].set(arg, value.bits);
+            if let Submission::Graph { exec, nodes, .. } = &self.submission {
+                exec.set_kernel_params(nodes[i], &self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i])
+                    .map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
+        check_range(&self.plan, buffer, offset, data.len() as u64).map_err(|reason| CudaError::Usage { op: "write_buffer", reason })?;
+        self.ctx.bind()?;
+        self.main.synchronize()?;
+        let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "write_buffer", reason: "unknown buffer".into() })?;
+        crate::ffi::copy_to_device(p + offset, data)
+    }
+
+    fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
+        check_range(&self.plan, buffer, offset, out.len() as u64).map_err(|reason| CudaError::Usage { op: "read_buffer", reason })?;
+        self.ctx.bind()?;
+        self.main.synchronize()?;
+        let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "read_buffer", reason: "unknown buffer".into() })?;
+        crate::ffi::copy_to_host(out, p + offset)
+    }
+}
+
+impl Drop for CudaExec {
+    fn drop(&mut self) {
+        let _ = self.main.synchronize();
+        if let Submission::Eager { streams, .. } = &self.submission {
+            for s in streams {
+                let _ = s.synchronize();
+            }
+        }
+    }
+}
+
+/// The device allocation size of a plan's buffers (for reports).
+pub fn device_bytes(plan: &Plan) -> u64 {
+    let g = plan.graph();
+    g.buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.size).sum()
+}

@@ -1,0 +1,521 @@
+//! The only place that calls the CUDA driver. Thin owning wrappers over cudarc's `sys` layer (loaded at
+//! run time); every handle lives in a type that frees it, every call's result becomes a [`CudaError`]
+//! with the operation and the driver's code name. Nothing here caches or re-binds on the hot path.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{c_void, CStr, CString};
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys;
+
+use crate::error::{CudaError, Result};
+use crate::lower::Dims;
+
+fn name_of(code: sys::CUresult) -> String {
+    let mut p: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: cuGetErrorName writes a pointer to a static string (or leaves it null) for any code.
+    let r = unsafe { sys::cuGetErrorName(code, &mut p) };
+    if r != sys::CUresult::CUDA_SUCCESS || p.is_null() {
+        return format!("CUDA_ERROR_{}", code as u32);
+    }
+    // SAFETY: the driver returned a NUL-terminated static string.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+#[inline]
+fn check(op: &'static str, code: sys::CUresult) -> Result<()> {
+    if code == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(CudaError::Driver { op, code: code as u32, name: name_of(code), context: String::new() })
+    }
+}
+
+/// Loads libcuda and calls `cuInit` once; `Err(NoDriver)` when no driver library is present.
+pub(crate) fn init() -> Result<()> {
+    static INIT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    let r = INIT.get_or_init(|| {
+        // SAFETY: only tries to dlopen the library by its candidate names; never panics.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(String::new());
+        }
+        // SAFETY: cuInit has no preconditions.
+        check("cuInit", unsafe { sys::cuInit(0) }).map_err(|e| e.to_string())
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(m) if m.is_empty() => Err(CudaError::NoDriver),
+        Err(m) => Err(CudaError::Usage { op: "cuInit", reason: m.clone() }),
+    }
+}
+
+pub(crate) fn driver_version() -> Result<i32> {
+    init()?;
+    let mut v = 0;
+    // SAFETY: writes one int.
+    check("cuDriverGetVersion", unsafe { sys::cuDriverGetVersion(&mut v) })?;
+    Ok(v)
+}
+
+pub(crate) fn require_driver(op: &'static str, needed: i32) -> Result<()> {
+    let found = driver_version()?;
+    if found < needed {
+        return Err(CudaError::DriverTooOld { op, needed, found });
+    }
+    Ok(())
+}
+
+pub(crate) fn device_count() -> Result<i32> {
+    init()?;
+    let mut n = 0;
+    // SAFETY: writes one int.
+    check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut n) })?;
+    Ok(n)
+}
+
+/// Raw facts about one device.
+pub(crate) struct RawDevice {
+    pub handle: sys::CUdevice,
+    pub name: String,
+    pub uuid: [u8; 16],
+    pub pci_bus_id: String,
+}
+
+pub(crate) fn device(ordinal: i32) -> Result<RawDevice> {
+    init()?;
+    let mut handle = 0;
+    // SAFETY: writes one device handle.
+    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut handle, ordinal) })?;
+    let mut name = [0 as std::ffi::c_char; 256];
+    // SAFETY: the buffer holds 256 chars and the driver NUL-terminates within that length.
+    check("cuDeviceGetName", unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), 256, handle) })?;
+    // SAFETY: NUL-terminated above.
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: writes one CUuuid.
+    check("cuDeviceGetUuid_v2", unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, handle) })?;
+    let mut bus = [0 as std::ffi::c_char; 64];
+    // SAFETY: the buffer holds 64 chars.
+    check("cuDeviceGetPCIBusId", unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 64, handle) })?;
+    // SAFETY: NUL-terminated above.
+    let pci_bus_id = unsafe { CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
+    Ok(RawDevice { handle, name, uuid: uuid.bytes.map(|b| b as u8), pci_bus_id })
+}
+
+pub(crate) fn device_attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> Result<i32> {
+    let mut v = 0;
+    // SAFETY: writes one int for a valid device and attribute enum.
+    check("cuDeviceGetAttribute", unsafe { sys::cuDeviceGetAttribute(&mut v, attr, dev) })?;
+    Ok(v)
+}
+
+pub(crate) fn device_total_mem(dev: sys::CUdevice) -> Result<usize> {
+    let mut v = 0;
+    // SAFETY: writes one size.
+    check("cuDeviceTotalMem_v2", unsafe { sys::cuDeviceTotalMem_v2(&mut v, dev) })?;
+    Ok(v)
+}
+
+/// The device's primary context, retained for our lifetime and made current on the creating thread.
+pub(crate) struct Context {
+    ctx: sys::CUcontext,
+    dev: sys::CUdevice,
+}
+
+impl Context {
+    pub(crate) fn retain(dev: sys::CUdevice) -> Result<Arc<Context>> {
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: retains the primary context of a valid device.
+        check("cuDevicePrimaryCtxRetain", unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) })?;
+        let c = Arc::new(Context { ctx, dev });
+        c.bind()?;
+        Ok(c)
+    }
+    /// Makes the context current on the calling thread.
+    pub(crate) fn bind(&self) -> Result<()> {
+        // SAFETY: the context is retained while self lives.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.ctx) })
+    }
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        // SAFETY: no arguments; operates on the current context.
+        check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: releases the retain taken in `retain`.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+/// A device allocation.
+pub(crate) struct DeviceAlloc {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    _ctx: Arc<Context>,
+}
+
+impl DeviceAlloc {
+    pub(crate) fn new(ctx: &Arc<Context>, len: usize) -> Result<DeviceAlloc> {
+        let mut ptr = 0;
+        // SAFETY: allocates `len` bytes in the current context.
+        check("cuMemAlloc_v2", unsafe { sys::cuMemAlloc_v2(&mut ptr, len.max(1)) })?;
+        Ok(DeviceAlloc { ptr, len, _ctx: ctx.clone() })
+    }
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for DeviceAlloc {
+    fn drop(&mut self) {
+        // SAFETY: frees our own allocation once.
+        let _ = unsafe { sys::cuMemFree_v2(self.ptr) };
+    }
+}
+
+/// Copies host bytes to device address `dst` (synchronous). The caller checked the range.
+pub(crate) fn copy_to_device(dst: u64, src: &[u8]) -> Result<()> {
+    // SAFETY: src is a valid host slice; dst is a device range the caller bounds-checked.
+    check("cuMemcpyHtoD_v2", unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr() as *const c_void, src.len()) })
+}
+
+/// Copies device bytes at `src` into `dst` (synchronous). The caller checked the range.
+pub(crate) fn copy_to_host(dst: &mut [u8], src: u64) -> Result<()> {
+    // SAFETY: dst is a valid host slice; src is a device range the caller bounds-checked.
+    check("cuMemcpyDtoH_v2", unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()) })
+}
+
+/// A loaded module; functions keep it alive.
+pub(crate) struct Module {
+    module: sys::CUmodule,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: a CUmodule may be used from any thread whose current context is the module's.
+unsafe impl Send for Module {}
+// SAFETY: as above; lookups are read-only.
+unsafe impl Sync for Module {}
+
+impl Module {
+    /// Loads a PTX (NUL-terminated text) or cubin image.
+    pub(crate) fn load(ctx: &Arc<Context>, image: &[u8]) -> Result<Arc<Module>> {
+        let mut owned;
+        let data = if image.last() == Some(&0) || image.starts_with(b"\x7fELF") {
+            image
+        } else {
+            owned = image.to_vec();
+            owned.push(0);
+            &owned[..]
+        };
+        let mut module = std::ptr::null_mut();
+        // SAFETY: data is a complete PTX (NUL-terminated) or ELF image that outlives the call.
+        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut module, data.as_ptr() as *const c_void) })?;
+        Ok(Arc::new(Module { module, _ctx: ctx.clone() }))
+    }
+
+    pub(crate) fn function(self: &Arc<Self>, name: &str) -> Result<Function> {
+        let cname = CString::new(name).map_err(|_| CudaError::Usage { op: "cuModuleGetFunction", reason: format!("name `{name}` has a NUL") })?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) }).map_err(|e| e.at(format!("kernel `{name}`")))?;
+        Ok(Function { f, _module: self.clone() })
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: unloads our own module once; functions hold an Arc so none outlive it.
+        let _ = unsafe { sys::cuModuleUnload(self.module) };
+    }
+}
+
+/// A kernel function of a loaded module.
+#[derive(Clone)]
+pub(crate) struct Function {
+    f: sys::CUfunction,
+    _module: Arc<Module>,
+}
+
+impl Function {
+    /// (offset, size) of each param, from `cuFuncGetParamInfo` (driver 12.4+); `None` on older drivers.
+    pub(crate) fn param_layout(&self) -> Result<Option<Vec<(usize, usize)>>> {
+        if driver_version()? < 12040 {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        for i in 0.. {
+            let (mut off, mut size) = (0usize, 0usize);
+            // SAFETY: valid function; writes two sizes; an index past the end returns an error code.
+            let r = unsafe { sys::cuFuncGetParamInfo(self.f, i, &mut off, &mut size) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                if r == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
+                    break;
+                }
+                check("cuFuncGetParamInfo", r)?;
+            }
+            out.push((off, size));
+        }
+        Ok(Some(out))
+    }
+}
+
+/// Argument storage for one launch: each value in its own 8-byte-aligned cell, plus the pointer array
+/// the driver reads. The pointer array points into `cells`, which never reallocates after `new`.
+pub(crate) struct KernelArgs {
+    cells: Box<[u64]>,
+    ptrs: Box<[*mut c_void]>,
+}
+
+impl KernelArgs {
+    pub(crate) fn new(values: &[u64]) -> KernelArgs {
+        let mut cells: Box<[u64]> = values.into();
+        let ptrs = cells.iter_mut().map(|c| c as *mut u64 as *mut c_void).collect();
+        KernelArgs { cells, ptrs }
+    }
+    pub(crate) fn set(&mut self, i: usize, v: u64) {
+        self.cells[i] = v;
+    }
+    pub(crate) fn get(&self, i: usize) -> u64 {
+        self.cells[i]
+    }
+    fn as_driver(&mut self) -> *mut *mut c_void {
+        self.ptrs.as_mut_ptr()
+    }
+}
+
+
+pub(crate) struct Stream {
+    s: sys::CUstream,
+    _ctx: Arc<Context>,
+}
+
+impl Stream {
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Stream> {
+        let mut s = std::ptr::null_mut();
+        // SAFETY: creates a non-blocking stream in the current context.
+        check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) })?;
+        Ok(Stream { s, _ctx: ctx.clone() })
+    }
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        // SAFETY: valid stream.
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.s) })
+    }
+    pub(crate) fn wait_event(&self, e: &Event) -> Result<()> {
+        // SAFETY: valid stream and event.
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(self.s, e.e, 0) })
+    }
+    /// Launches `f`; `pdl` sets programmatic stream serialization (the kernel must `griddepcontrol.wait`).
+    pub(crate) fn launch(&self, f: &Function, d: Dims, args: &mut KernelArgs, pdl: bool) -> Result<()> {
+        if !pdl {
+            // SAFETY: f is loaded; args hold exactly the kernel's params (checked at bind time).
+            return check("cuLaunchKernel", unsafe {
+                sys::cuLaunchKernel(f.f, d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2], d.shared, self.s, args.as_driver(), std::ptr::null_mut())
+            });
+        }
+        // SAFETY: the attribute is a plain-old-data union; zeroed is a valid starting value.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: d.grid[0],
+            gridDimY: d.grid[1],
+            gridDimZ: d.grid[2],
+            blockDimX: d.block[0],
+            blockDimY: d.block[1],
+            blockDimZ: d.block[2],
+            sharedMemBytes: d.shared,
+            hStream: self.s,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: cfg and attr outlive the call; args as above.
+        check("cuLaunchKernelEx", unsafe { sys::cuLaunchKernelEx(&cfg, f.f, args.as_driver(), std::ptr::null_mut()) })
+    }
+    pub(crate) fn begin_capture(&self) -> Result<()> {
+        // SAFETY: valid stream; global capture mode.
+        check("cuStreamBeginCapture_v2", unsafe { sys::cuStreamBeginCapture_v2(self.s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL) })
+    }
+    pub(crate) fn end_capture(&self) -> Result<Graph> {
+        let mut g = std::ptr::null_mut();
+        // SAFETY: ends the capture begun on this stream; writes the captured graph.
+        check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(self.s, &mut g) })?;
+        Ok(Graph { g })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: destroys our own stream once (pending work completes first, per the driver).
+        let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+    }
+}
+
+pub(crate) struct Event {
+    e: sys::CUevent,
+}
+
+impl Event {
+    pub(crate) fn new(timing: bool) -> Result<Event> {
+        let flags = if timing { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
+        let mut e = std::ptr::null_mut();
+        // SAFETY: creates an event in the current context.
+        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut e, flags as u32) })?;
+        Ok(Event { e })
+    }
+    pub(crate) fn record(&self, s: &Stream) -> Result<()> {
+        // SAFETY: valid event and stream.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(self.e, s.s) })
+    }
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        // SAFETY: valid event.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.e) })
+    }
+    /// Milliseconds from `start` to `self` (both recorded with timing on and completed).
+    pub(crate) fn elapsed_ms_since(&self, start: &Event) -> Result<f32> {
+        let mut ms = 0f32;
+        // SAFETY: valid events; writes one float.
+        check("cuEventElapsedTime", unsafe { sys::cuEventElapsedTime(&mut ms, start.e, self.e) })?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroys our own event once.
+        let _ = unsafe { sys::cuEventDestroy_v2(self.e) };
+    }
+}
+
+/// A CUDA graph under construction (or captured).
+pub(crate) struct Graph {
+    g: sys::CUgraph,
+}
+
+/// A node handle of a [`Graph`] (valid while the graph lives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GraphNode(sys::CUgraphNode);
+
+impl Graph {
+    pub(crate) fn new() -> Result<Graph> {
+        let mut g = std::ptr::null_mut();
+        // SAFETY: creates an empty graph.
+        check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut g, 0) })?;
+        Ok(Graph { g })
+    }
+
+    fn kernel_params(f: &Function, d: Dims, args: &mut KernelArgs) -> sys::CUDA_KERNEL_NODE_PARAMS {
+        sys::CUDA_KERNEL_NODE_PARAMS {
+            func: f.f,
+            gridDimX: d.grid[0],
+            gridDimY: d.grid[1],
+            gridDimZ: d.grid[2],
+            blockDimX: d.block[0],
+            blockDimY: d.block[1],
+            blockDimZ: d.block[2],
+            sharedMemBytes: d.shared,
+            kernelParams: args.as_driver(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        }
+    }
+
+    /// Adds a kernel node with no dependencies (edges are added with [`Graph::add_edges`]).
+    pub(crate) fn add_kernel(&mut self, f: &Function, d: Dims, args: &mut KernelArgs) -> Result<GraphNode> {
+        let p = Self::kernel_params(f, d, args);
+        let mut n = std::ptr::null_mut();
+        // SAFETY: the driver copies the params (and the arg values they point to) during the call.
+        check("cuGraphAddKernelNode_v2", unsafe { sys::cuGraphAddKernelNode_v2(&mut n, self.g, std::ptr::null(), 0, &p) })?;
+        Ok(GraphNode(n))
+    }
+
+    /// Adds edges `from[i] -> to[i]`; `programmatic[i]` makes an edge a programmatic (PDL) dependency
+    /// from the producer's programmatic port (needs driver 12.3+).
+    pub(crate) fn add_edges(&mut self, from: &[GraphNode], to: &[GraphNode], programmatic: &[bool]) -> Result<()> {
+        if from.is_empty() {
+            return Ok(());
+        }
+        require_driver("cuGraphAddDependencies_v2", 12030)?;
+        let f: Vec<sys::CUgraphNode> = from.iter().map(|n| n.0).collect();
+        let t: Vec<sys::CUgraphNode> = to.iter().map(|n| n.0).collect();
+        let data: Vec<sys::CUgraphEdgeData> = programmatic
+            .iter()
+            .map(|&p| sys::CUgraphEdgeData {
+                from_port: if p { sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8 } else { 0 },
+                to_port: 0,
+                type_: if p { sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8 } else { 0 },
+                reserved: [0; 5],
+            })
+            .collect();
+        // SAFETY: the three arrays have equal length and outlive the call; nodes belong to this graph.
+        check("cuGraphAddDependencies_v2", unsafe { sys::cuGraphAddDependencies_v2(self.g, f.as_ptr(), t.as_ptr(), data.as_ptr(), f.len()) })
+    }
+
+    pub(crate) fn instantiate(&self) -> Result<GraphExec> {
+        let mut e = std::ptr::null_mut();
+        // SAFETY: instantiates a complete graph.
+        check("cuGraphInstantiateWithFlags", unsafe { sys::cuGraphInstantiateWithFlags(&mut e, self.g, 0) })?;
+        Ok(GraphExec { e })
+    }
+
+    pub(crate) fn node_count(&self) -> Result<usize> {
+        let mut n = 0usize;
+        // SAFETY: with a null array the driver only writes the count.
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.g, std::ptr::null_mut(), &mut n) })?;
+        Ok(n)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: destroys our own graph once.
+        let _ = unsafe { sys::cuGraphDestroy(self.g) };
+    }
+}
+
+/// An instantiated, uploaded graph.
+pub(crate) struct GraphExec {
+    e: sys::CUgraphExec,
+}
+
+impl GraphExec {
+    pub(crate) fn upload(&self, s: &Stream) -> Result<()> {
+        // SAFETY: valid exec and stream.
+        check("cuGraphUpload", unsafe { sys::cuGraphUpload(self.e, s.s) })
+    }
+    #[inline]
+    pub(crate) fn launch(&self, s: &Stream) -> Result<()> {
+        // SAFETY: valid exec and stream.
+        check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(self.e, s.s) })
+    }
+    /// Replaces a kernel node's params for future launches (launches already enqueued keep theirs).
+    pub(crate) fn set_kernel_params(&self, node: GraphNode, f: &Function, d: Dims, args: &mut KernelArgs) -> Result<()> {
+        let p = Graph::kernel_params(f, d, args);
+        // SAFETY: node belongs to the graph this exec came from (which the caller keeps alive); the
+        // driver copies the params during the call.
+        check("cuGraphExecKernelNodeSetParams_v2", unsafe { sys::cuGraphExecKernelNodeSetParams_v2(self.e, node.0, &p) })
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // SAFETY: destroys our own exec once.
+        let _ = unsafe { sys::cuGraphExecDestroy(self.e) };
+    }
+}
+
+/// Device attribute ids used for provenance.
+pub(crate) mod attr {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    pub const SM_COUNT: A = A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+    pub const CC_MAJOR: A = A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR;
+    pub const CC_MINOR: A = A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR;
+    pub const CLOCK_KHZ: A = A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE;
+    pub const MEM_CLOCK_KHZ: A = A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE;
+}

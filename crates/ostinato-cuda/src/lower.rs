@@ -1,0 +1,276 @@
+//! Pure translation of a [`Plan`] into what the CUDA backend submits: one kernel launch per node (copies
+//! and fills become the internal `ostinato_copy` / `ostinato_fill` kernels), one graph dependency per
+//! plan edge, and the PDL decision per edge. No driver calls: golden tests pin the output.
+
+use std::fmt::Write as _;
+
+use ostinato::{Arg, BufferId, KernelId, NodeId, NodeOp, Plan, SlotId};
+
+/// Launch geometry in driver terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared: u32,
+}
+
+impl Dims {
+    pub fn blocks(&self) -> u64 {
+        self.grid.iter().map(|&g| g as u64).product()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PdlMode {
+    /// Programmatic edges where the measured policy says they pay.
+    Auto,
+    /// Programmatic edges into every PDL-capable kernel.
+    On,
+    /// Full-completion edges only.
+    Off,
+}
+
+impl PdlMode {
+    pub fn parse(s: &str) -> Option<PdlMode> {
+        match s {
+            "auto" => Some(PdlMode::Auto),
+            "on" => Some(PdlMode::On),
+            "off" => Some(PdlMode::Off),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PdlMode::Auto => "auto",
+            PdlMode::On => "on",
+            PdlMode::Off => "off",
+        }
+    }
+}
+
+/// `auto`'s threshold, measured on the H200 (docs/fences.md): programmatic edges paid for producers
+/// and consumers of up to this many blocks and lost from the largest grid measured above it.
+pub const AUTO_MAX_BLOCKS: u64 = 1024;
+
+/// The per-edge PDL policy. The data behind `auto` is in `docs/fences.md`; override it here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdlPolicy {
+    pub mode: PdlMode,
+    /// Under `auto`, an edge is programmatic only when both its kernels launch at most this many blocks.
+    pub auto_max_blocks: u64,
+}
+
+impl Default for PdlPolicy {
+    fn default() -> Self {
+        PdlPolicy { mode: PdlMode::Auto, auto_max_blocks: AUTO_MAX_BLOCKS }
+    }
+}
+
+impl PdlPolicy {
+    pub fn new(mode: PdlMode) -> Self {
+        PdlPolicy { mode, ..Self::default() }
+    }
+    /// Whether an ordering producer → consumer may be programmatic.
+    pub fn programmatic(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool) -> bool {
+        consumer_capable
+            && match self.mode {
+                PdlMode::Off => false,
+                PdlMode::On => true,
+                PdlMode::Auto => producer.blocks() <= self.auto_max_blocks && consumer.blocks() <= self.auto_max_blocks,
+            }
+    }
+}
+
+/// What a node calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Callee {
+    Kernel(KernelId),
+    Copy,
+    Fill,
+}
+
+/// One kernel argument value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgValue {
+    /// Device address of `offset` bytes into root allocation `root`.
+    Pointer { root: BufferId, offset: u64 },
+    /// Raw little-endian bits of a scalar.
+    Bits(u64),
+    /// The current value of a slot.
+    Slot(SlotId),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLaunch {
+    pub node: NodeId,
+    pub callee: Callee,
+    pub dims: Dims,
+    pub args: Vec<ArgValue>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphEdge {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub programmatic: bool,
+}
+
+/// The full translation of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lowering {
+    pub launches: Vec<NodeLaunch>,
+    pub edges: Vec<GraphEdge>,
+    /// Eager mode: launch node `i` with programmatic stream serialization (relaxing its wait on the
+    /// previous node of its lane).
+    pub eager_pdl: Vec<bool>,
+}
+
+const COPY_BLOCK: u32 = 256;
+
+fn helper_dims(words: u64) -> Dims {
+    let blocks = words.div_ceil(COPY_BLOCK as u64).clamp(1, 1024) as u32;
+    Dims { grid: [blocks, 1, 1], block: [COPY_BLOCK, 1, 1], shared: 0 }
+}
+
+/// Translates `plan`. `kernel_pdl[k]` says whether kernel `k`'s implementation is PDL-capable;
+/// `helpers_pdl` the same for the internal copy/fill kernels.
+pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPolicy) -> Lowering {
+    let g = plan.graph();
+    let ptr = |s: &ostinato::Slice| {
+        let (root, start, _) = g.root_extent(*s);
+        ArgValue::Pointer { root, offset: start }
+    };
+    let mut launches = Vec::with_capacity(plan.node_count());
+    let mut capable = Vec::with_capacity(plan.node_count());
+    for (i, node) in g.nodes().iter().enumerate() {
+        let node_id = NodeId(i as u32);
+        let (callee, dims, args, pdl) = match &node.op {
+            NodeOp::Kernel { kernel, launch, args } => {
+                let args = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Buffer(s) => ptr(s),
+                        Arg::Scalar(v) => ArgValue::Bits(v.bits),
+                        Arg::Slot(s) => ArgValue::Slot(*s),
+                        Arg::Whole(_) => unreachable!("the graph resolves whole-buffer args when recording"),
+                    })
+                    .collect();
+                let dims = Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes };
+                (Callee::Kernel(*kernel), dims, args, kernel_pdl.get(kernel.index()).copied().unwrap_or(false))
+            }
+            NodeOp::Copy { src, dst } => (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl),
+            NodeOp::Fill { dst, value } => {
+                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
+            }
+        };
+        launches.push(NodeLaunch { node: node_id, callee, dims, args });
+        capable.push(pdl);
+    }
+    let edges = plan
+        .edges()
+        .iter()
+        .map(|e| GraphEdge {
+            from: e.from,
+            to: e.to,
+            programmatic: policy.programmatic(&launches[e.from.index()].dims, &launches[e.to.index()].dims, capable[e.to.index()]),
+        })
+        .collect();
+    let lanes = plan.lanes();
+    let mut eager_pdl = vec![false; plan.node_count()];
+    for lane in lanes.all() {
+        for w in lane.windows(2) {
+            let (u, v) = (w[0].index(), w[1].index());
+            eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v]);
+        }
+    }
+    Lowering { launches, edges, eager_pdl }
+}
+
+impl Lowering {
+    /// A stable text form, for golden tests and `ostinato plan --explain --backend cuda`.
+    pub fn describe(&self, plan: &Plan) -> String {
+        let g = plan.graph();
+        let mut s = String::new();
+        for l in &self.launches {
+            let name = match l.callee {
+                Callee::Kernel(k) => g.kernel(k).name.as_str(),
+                Callee::Copy => "ostinato_copy",
+                Callee::Fill => "ostinato_fill",
+            };
+            let args: Vec<String> = l
+                .args
+                .iter()
+                .map(|a| match a {
+                    ArgValue::Pointer { root, offset } => format!("&{}+{offset}", g.buffer(*root).name),
+                    ArgValue::Bits(b) => format!("{b}"),
+                    ArgValue::Slot(s) => format!("${}", g.slots()[s.index()].name),
+                })
+                .collect();
+            let _ = writeln!(s, "kernel n{} {name}<<<{:?},{:?},{}>>>({})", l.node, l.dims.grid, l.dims.block, l.dims.shared, args.join(", "));
+        }
+        for e in &self.edges {
+            let _ = writeln!(s, "edge n{} -> n{}{}", e.from, e.to, if e.programmatic { " programmatic" } else { "" });
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ostinato::{Access, Graph, KernelSig, Launch, Scalar, ScalarType, Slice};
+
+    fn chain(blocks: u32) -> Plan {
+        let mut g = Graph::new();
+        let a = g.add_buffer("a", 4096).unwrap();
+        let b = g.add_buffer("b", 4096).unwrap();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        let pos = g.add_slot("pos", Scalar::u32(5)).unwrap();
+        g.add_launch(k, Launch::linear(blocks, 256), &[Arg::Whole(a), Arg::Slot(pos)], &[]).unwrap();
+        g.add_launch(k, Launch::linear(blocks, 256), &[Arg::Buffer(Slice { buffer: a, offset: 1024, len: 1024 }), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+        g.add_copy(Slice { buffer: a, offset: 0, len: 4096 }, Slice { buffer: b, offset: 0, len: 4096 }, &[]).unwrap();
+        g.add_fill(Slice { buffer: b, offset: 0, len: 16 }, 7, &[]).unwrap();
+        Plan::compile(&g).unwrap()
+    }
+
+    #[test]
+    fn golden_graph_lowering_auto_small_grids() {
+        let plan = chain(1);
+        let low = lower(&plan, &[true], true, PdlPolicy::default());
+        assert_eq!(
+            low.describe(&plan),
+            "kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, $pos)\n\
+             kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+1024, 256)\n\
+             kernel n2 ostinato_copy<<<[4, 1, 1],[256, 1, 1],0>>>(&b+0, &a+0, 4096)\n\
+             kernel n3 ostinato_fill<<<[1, 1, 1],[256, 1, 1],0>>>(&b+0, 7, 4)\n\
+             edge n0 -> n1 programmatic\n\
+             edge n1 -> n2 programmatic\n\
+             edge n2 -> n3 programmatic\n"
+        );
+        assert_eq!(low.eager_pdl, vec![false, true, true, true]);
+    }
+
+    #[test]
+    fn auto_keeps_full_edges_for_large_grids_and_incapable_consumers() {
+        let plan = chain(8192);
+        let low = lower(&plan, &[true], true, PdlPolicy::default());
+        let prog: Vec<bool> = low.edges.iter().map(|e| e.programmatic).collect();
+        assert_eq!(prog, vec![false, false, true], "8192-block producers or consumers: PDL measured to lose; the small copy -> fill edge keeps it");
+        let low = lower(&chain(1), &[false], true, PdlPolicy::new(PdlMode::On));
+        let prog: Vec<bool> = low.edges.iter().map(|e| e.programmatic).collect();
+        assert_eq!(prog, vec![false, true, true], "never programmatic into a kernel that does not wait");
+        let low = lower(&chain(1), &[true], true, PdlPolicy::new(PdlMode::Off));
+        assert!(low.edges.iter().all(|e| !e.programmatic) && low.eager_pdl.iter().all(|p| !p));
+        let low = lower(&chain(8192), &[true], true, PdlPolicy::new(PdlMode::On));
+        assert!(low.edges.iter().all(|e| e.programmatic));
+    }
+
+    #[test]
+    fn one_graph_edge_per_plan_edge() {
+        let plan = chain(1);
+        let low = lower(&plan, &[true], true, PdlPolicy::default());
+        let pairs: Vec<(u32, u32)> = low.edges.iter().map(|e| (e.from.0, e.to.0)).collect();
+        let want: Vec<(u32, u32)> = plan.edges().iter().map(|e| (e.from.0, e.to.0)).collect();
+        assert_eq!(pairs, want);
+    }
+}

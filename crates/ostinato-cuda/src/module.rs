@@ -1,0 +1,306 @@
+//! Kernel modules: CUDA C compiled at run time with NVRTC (cached on disk by source, options, NVRTC and
+//! driver version), PTX, or cubin. Kernels are looked up by name, their param layout is checked against
+//! the graph's signature, and their PDL capability is certified from the PTX (or declared by the user
+//! for cubin).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ostinato::{KernelSig, ParamKind};
+
+use crate::device::Device;
+use crate::error::{CudaError, Result};
+use crate::ffi::{self, Function, Module};
+use crate::nvrtc;
+
+/// The built-in kernels (`builtin:<name>`) and the internal copy/fill kernels.
+pub const BUILTIN_SOURCE: &str = concat!(include_str!("../../../kernels/ostinato.cu"), "\n", include_str!("../../../kernels/decode.cu"));
+
+/// Where a PDL-capable kernel lets its dependents launch (the `OST_TRIGGER` macro of our sources).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PdlTrigger {
+    /// Never triggers: dependents launch when it completes.
+    Never,
+    /// Triggers at entry, before waiting on its own predecessors.
+    AtEntry,
+    /// Triggers after its last write.
+    AfterWrites,
+}
+
+impl PdlTrigger {
+    fn define(self) -> String {
+        format!("-DOST_TRIGGER={}", self as u8)
+    }
+    pub fn parse(s: &str) -> Option<PdlTrigger> {
+        match s {
+            "never" => Some(PdlTrigger::Never),
+            "entry" => Some(PdlTrigger::AtEntry),
+            "after-writes" | "exit" => Some(PdlTrigger::AfterWrites),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PdlTrigger::Never => "never",
+            PdlTrigger::AtEntry => "entry",
+            PdlTrigger::AfterWrites => "after-writes",
+        }
+    }
+}
+
+/// Source of a module.
+#[derive(Clone, Debug)]
+pub enum ModuleSource {
+    CudaC { name: String, source: String },
+    Ptx { name: String, text: String },
+    Cubin { name: String, bytes: Vec<u8> },
+}
+
+impl ModuleSource {
+    /// Reads a file: `.cu` → CUDA C, `.ptx` → PTX, `.cubin` → cubin.
+    pub fn from_path(path: &Path) -> Result<ModuleSource> {
+        let io = |e: std::io::Error| CudaError::Io { path: path.display().to_string(), message: e.to_string() };
+        let name = path.display().to_string();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("cu") => Ok(ModuleSource::CudaC { name, source: std::fs::read_to_string(path).map_err(io)? }),
+            Some("ptx") => Ok(ModuleSource::Ptx { name, text: std::fs::read_to_string(path).map_err(io)? }),
+            Some("cubin") => Ok(ModuleSource::Cubin { name, bytes: std::fs::read(path).map_err(io)? }),
+            _ => Err(CudaError::Io { path: name, message: "expected a .cu, .ptx or .cubin file".into() }),
+        }
+    }
+    pub fn builtin() -> ModuleSource {
+        ModuleSource::CudaC { name: "builtin".into(), source: BUILTIN_SOURCE.into() }
+    }
+}
+
+/// A loaded module, with its PTX when known (for PDL certification).
+pub struct LoadedModule {
+    module: Arc<Module>,
+    ptx: Option<String>,
+    name: String,
+}
+
+/// A kernel bound for the CUDA backend.
+#[derive(Clone)]
+pub struct CudaKernel {
+    pub(crate) func: Function,
+    pub name: String,
+    /// The kernel waits (`griddepcontrol.wait`) before touching memory, so programmatic edges into it
+    /// are safe.
+    pub pdl_capable: bool,
+    /// How `pdl_capable` was established: "ptx" (inspected), "declared" or "none".
+    pub pdl_evidence: &'static str,
+    /// The signature it was checked against.
+    pub sig: KernelSig,
+}
+
+impl std::fmt::Debug for CudaKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaKernel({}, pdl={} by {})", self.name, self.pdl_capable, self.pdl_evidence)
+    }
+}
+
+fn fnv(seed: u64, parts: &[&[u8]]) -> u64 {
+    let mut h = seed;
+    for p in parts {
+        for &b in *p {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The on-disk NVRTC cache directory: `OSTINATO_CACHE_DIR`, else `$XDG_CACHE_HOME/ostinato/nvrtc`, else
+/// `~/.cache/ostinato/nvrtc`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("OSTINATO_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ostinato").join("nvrtc")
+}
+
+/// Compiles CUDA C to PTX for `device`, through the cache. Returns (ptx, cache hit).
+pub fn compile_cached(device: &Device, name: &str, source: &str, trigger: PdlTrigger) -> Result<(String, bool)> {
+    let arch = device.info().arch().replace("sm_", "compute_");
+    let options = vec![format!("--gpu-architecture={arch}"), "-default-device".into(), "--std=c++17".into(), trigger.define()];
+    let ((maj, min), _) = nvrtc::version()?;
+    let driver = device.info().driver_version.to_string();
+    let ver = format!("{maj}.{min}");
+    let joined = options.join(" ");
+    let parts: Vec<&[u8]> = vec![source.as_bytes(), joined.as_bytes(), ver.as_bytes(), driver.as_bytes()];
+    let key = format!("{:016x}{:016x}", fnv(0xcbf2_9ce4_8422_2325, &parts), fnv(0x6c62_272e_07bb_0142, &parts));
+    let dir = cache_dir();
+    let path = dir.join(format!("{key}.ptx"));
+    if let Ok(ptx) = std::fs::read_to_string(&path) {
+        if ptx.contains(".entry") || ptx.contains(".version") {
+            return Ok((ptx, true));
+        }
+    }
+    let ptx = nvrtc::compile_ptx(source, name, &options)?;
+    // Best effort: a cache that cannot be written only costs a recompile next time.
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, &ptx).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    Ok((ptx, false))
+}
+
+impl LoadedModule {
+    pub fn load(device: &Device, source: &ModuleSource, trigger: PdlTrigger) -> Result<LoadedModule> {
+        device.bind_to_thread()?;
+        let (image, ptx, name) = match source {
+            ModuleSource::CudaC { name, source } => {
+                let (ptx, _) = compile_cached(device, name, source, trigger)?;
+                (ptx.clone().into_bytes(), Some(ptx), name.clone())
+            }
+            ModuleSource::Ptx { name, text } => (text.clone().into_bytes(), Some(text.clone()), name.clone()),
+            ModuleSource::Cubin { name, bytes } => (bytes.clone(), None, name.clone()),
+        };
+        let module = Module::load(&device.ctx, &image).map_err(|e| e.at(format!("module `{name}`")))?;
+        Ok(LoadedModule { module, ptx, name })
+    }
+
+    /// Looks up `entry`, checks it against `sig`, and settles its PDL capability: certified from the PTX
+    /// when there is PTX (a declaration that the PTX contradicts is an error), else as declared.
+    pub fn kernel(&self, entry: &str, sig: &KernelSig, declared_pdl: Option<bool>) -> Result<CudaKernel> {
+        let func = self.module.function(entry).map_err(|e| e.at(format!("module `{}`", self.name)))?;
+        let kerr = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason };
+        if let Some(layout) = func.param_layout()? {
+            if layout.len() != sig.params.len() {
+                return Err(kerr(format!("`{entry}` takes {} params but the graph's signature has {}", layout.len(), sig.params.len())));
+            }
+            for (p, (_, size)) in sig.params.iter().zip(&layout) {
+                let want = match p.kind {
+                    ParamKind::Buffer(_) => 8,
+                    ParamKind::Scalar(t) => t.size(),
+                };
+                if *size != want {
+                    return Err(kerr(format!("param `{}` is {want} bytes in the graph but {size} bytes in `{entry}`", p.name)));
+                }
+            }
+        }
+        let (pdl_capable, pdl_evidence) = match (&self.ptx, declared_pdl) {
+            (Some(ptx), declared) => match certify_pdl(ptx, entry) {
+                Ok(()) => (declared.unwrap_or(true), "ptx"),
+                Err(why) if declared == Some(true) => return Err(kerr(format!("declared PDL-capable but its PTX says otherwise: {why}"))),
+                Err(_) => (false, "ptx"),
+            },
+            (None, Some(d)) => (d, "declared"),
+            (None, None) => (false, "none"),
+        };
+        Ok(CudaKernel { func, name: sig.name.clone(), pdl_capable, pdl_evidence, sig: sig.clone() })
+    }
+}
+
+/// Certifies from PTX that `entry` executes `griddepcontrol.wait` before any instruction that could
+/// touch global memory or leave straight-line code. Conservative: any `ld`/`st`/`atom`/`red`/`cp`/
+/// `prefetch` other than `ld.param`, any branch, call or return before the wait fails certification.
+pub fn certify_pdl(ptx: &str, entry: &str) -> std::result::Result<(), String> {
+    let start = ptx
+        .match_indices(".entry")
+        .map(|(i, _)| i)
+        .find(|&i| {
+            let rest = ptx[i + 6..].trim_start();
+            rest.starts_with(entry) && rest[entry.len()..].trim_start().starts_with('(')
+        })
+        .ok_or_else(|| format!("no `.entry {entry}` in the PTX"))?;
+    let body_at = ptx[start..].find('{').map(|b| start + b).ok_or("entry has no body")?;
+    for raw in ptx[body_at + 1..].lines() {
+        let line = raw.split("//").next().unwrap_or("").trim();
+        if line.is_empty() || line.starts_with('.') || line.ends_with(':') || line == "{" {
+            continue;
+        }
+        if line.starts_with('}') {
+            return Err("the body ends without `griddepcontrol.wait`".into());
+        }
+        // Drop a guard predicate (`@%p1 ` / `@!%p1 `): a guarded instruction may still execute.
+        let instr = match line.strip_prefix('@') {
+            Some(rest) => rest.split_once(char::is_whitespace).map_or("", |x| x.1).trim_start(),
+            None => line,
+        };
+        let mnemonic = instr.split(char::is_whitespace).next().unwrap_or("");
+        if mnemonic.starts_with("griddepcontrol.wait") {
+            return Ok(());
+        }
+        let touches = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "ldu.", "tex.", "suld.", "sust."]
+            .iter()
+            .any(|p| mnemonic.starts_with(p))
+            && !mnemonic.starts_with("ld.param");
+        let leaves = ["bra", "call", "ret", "exit", "brx."].iter().any(|p| mnemonic.starts_with(p));
+        if touches || leaves {
+            return Err(format!("`{line}` comes before `griddepcontrol.wait`"));
+        }
+    }
+    Err("no `griddepcontrol.wait` found".into())
+}
+
+/// Resolves a graph file's CUDA implementation reference: `builtin:<entry>` or a path (relative to
+/// `base`) with an optional entry name (default: the kernel's name).
+pub fn resolve_source(reference: &str, base: &Path) -> Result<ModuleSource> {
+    if reference.starts_with("builtin:") || reference == "builtin" {
+        return Ok(ModuleSource::builtin());
+    }
+    let p = Path::new(reference);
+    ModuleSource::from_path(&if p.is_absolute() { p.to_path_buf() } else { base.join(p) })
+}
+
+/// The driver's version, for cache keys and provenance.
+pub fn driver_version() -> Result<i32> {
+    ffi::driver_version()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::certify_pdl;
+
+    const GOOD: &str = r#"
+.visible .entry add_one(
+	.param .u64 add_one_param_0,
+	.param .u32 add_one_param_1
+)
+{
+	.reg .b32 	%r<8>;
+	ld.param.u64 	%rd3, [add_one_param_0];
+	ld.param.u32 	%r2, [add_one_param_1];
+	griddepcontrol.launch_dependents;
+	griddepcontrol.wait;
+	mov.u32 	%r3, %ctaid.x;
+	@%p1 bra 	$L__BB0_3;
+	ld.global.f32 	%f1, [%rd1];
+}
+"#;
+
+    #[test]
+    fn certifies_a_kernel_that_waits_first() {
+        assert_eq!(certify_pdl(GOOD, "add_one"), Ok(()));
+    }
+
+    #[test]
+    fn rejects_memory_access_or_branch_before_the_wait() {
+        let branch_first = GOOD.replace("griddepcontrol.wait;", "").replace("ld.global.f32", "griddepcontrol.wait;\n\tld.global.f32");
+        let e = certify_pdl(&branch_first, "add_one").unwrap_err();
+        assert!(e.contains("bra"), "{e}");
+        let load_first = GOOD.replace("griddepcontrol.launch_dependents;", "ld.global.f32 %f9, [%rd3];");
+        assert!(certify_pdl(&load_first, "add_one").unwrap_err().contains("ld.global"));
+        let generic = GOOD.replace("griddepcontrol.launch_dependents;", "st.u32 [%rd3], %r2;");
+        assert!(certify_pdl(&generic, "add_one").is_err());
+        assert!(certify_pdl(&GOOD.replace("griddepcontrol.wait;", ""), "add_one").is_err());
+        assert!(certify_pdl(GOOD, "other").unwrap_err().contains("no `.entry other`"));
+    }
+
+    #[test]
+    fn entry_names_must_match_exactly() {
+        let two = GOOD.replace("add_one(", "add_one_x(") + &GOOD.replace("griddepcontrol.wait;", "ld.global.f32 %f1, [%rd1];");
+        assert!(certify_pdl(&two, "add_one").is_err());
+        assert!(certify_pdl(&two, "add_one_x").is_ok());
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds (here, on the developer machine) everything the GPU machine runs, into .devbin/:
+# the `ostinato` binary and every test binary of the workspace. The GPU machine has no Rust toolchain.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .devbin && mkdir -p .devbin/tests
+cargo build --release -p ostinato-cli
+cp target/release/ostinato .devbin/
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        name = m["target"]["name"] + ("-lib" if m["target"]["kind"][0] == "lib" else "")
+        shutil.copy(m["executable"], os.path.join(".devbin/tests", m["target"]["name"].replace("-", "_") + "__" + m["target"]["kind"][0]))
+'
+# Only the crates that touch the GPU need to run there; the rest run in CI.
+find .devbin/tests -type f ! -name 'gpu_*' ! -name 'ostinato_cuda__lib' -delete
+strip .devbin/ostinato .devbin/tests/*
+cp -r examples kernels .devbin/
+ls -la .devbin .devbin/tests
+du -sh .devbin

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (builds nothing): every GPU test, CLI checks on the example graphs, and the
+# benchmark. Logs go to $OUT (default ./gpu-out). Usage: scripts/gpu-check.sh [quick|full|tests]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+WHAT=${1:-full}
+BIN=.devbin
+export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
+export PATH=/usr/local/cuda/bin:$PATH
+status=0
+step() { echo "== $*"; }
+{
+  step "machine"; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; uname -r
+  step "devices"; $BIN/ostinato devices
+} 2>&1 | tee "$OUT/machine.log"
+if [[ "$WHAT" != bench ]]; then
+  step "tests" | tee "$OUT/tests.log"
+  for t in $BIN/tests/*; do
+    echo "--- $(basename "$t")" >>"$OUT/tests.log"
+    if ! "$t" --test-threads=1 >>"$OUT/tests.log" 2>&1; then echo "FAILED: $t"; status=1; fi
+  done
+  grep -E "^test result|FAILED|SKIP|panicked|compared" "$OUT/tests.log" | sort | uniq -c | tee "$OUT/tests.summary"
+  step "cli" | tee "$OUT/cli.log"
+  for f in examples/mix.toml examples/add_one_serial_941.toml; do
+    for mode in graph eager; do for pdl in auto on off; do
+      $BIN/ostinato run "$f" --backend cuda --mode $mode --pdl $pdl --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f $mode $pdl"; status=1; }
+    done; done
+  done
+  tail -n 12 "$OUT/cli.log"
+fi
+if [[ "$WHAT" == full || "$WHAT" == bench ]]; then
+  step "bench"
+  $BIN/ostinato bench --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+exit $status
