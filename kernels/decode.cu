@@ -91,7 +91,7 @@ extern "C" __global__ void attention(float* out, const float* q, const float* kc
     scores[t] = d * scale;
   }
   __syncthreads();
-  float m = -INFINITY;
+  float m = -3.402823466e38f;
   for (unsigned t = threadIdx.x; t <= pos; t += blockDim.x) m = fmaxf(m, scores[t]);
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, o));
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;

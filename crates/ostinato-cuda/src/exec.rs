@@ -203,6 +203,11 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
     graph.add_edges(&from, &to, &prog)?;
     let exec = graph.instantiate()?;
     exec.upload(stream)?;
+    // Resolve the patch entry point now (the driver symbol is looked up, and cached, on first use), so
+    // that no later set_slot pays for it: re-set one node's unchanged params.
+    if let Some(i) = (0..low.launches.len()).find(|&i| low.launches[i].args.iter().any(|a| matches!(a, ArgValue::Slot(_)))) {
+        exec.set_kernel_params(nodes[i], &funcs[i], low.launches[i].dims, &mut args[i])?;
+    }
     stream.synchronize()?;
     Ok(Submission::Graph { _graph: graph, exec, nodes })
 }
@@ -256,6 +261,17 @@ impl CudaExec {
                 Ok(())
             }
         }
+    }
+
+    /// Records the start timing event on the exec's stream (see [`CudaExec::timer_stop_ms`]).
+    pub fn timer_start(&mut self) -> Result<()> {
+        self.timer.0.record(&self.main)
+    }
+    /// Records the stop event, waits for it, and returns the GPU milliseconds since `timer_start`.
+    pub fn timer_stop_ms(&mut self) -> Result<f64> {
+        self.timer.1.record(&self.main)?;
+        self.timer.1.synchronize()?;
+        Ok(self.timer.1.elapsed_ms_since(&self.timer.0)? as f64)
     }
 
     /// Enqueues `count` replays between two timing events and returns the GPU time in milliseconds.

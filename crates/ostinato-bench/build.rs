@@ -1,0 +1,16 @@
+//! Embeds the commit the binary was built from, and whether the tree was dirty, for report provenance.
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let o = Command::new("git").args(args).output().ok()?;
+    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+fn main() {
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    println!("cargo:rustc-env=OSTINATO_BUILD_COMMIT={commit}");
+    println!("cargo:rustc-env=OSTINATO_BUILD_DIRTY={}", dirty.map_or("unknown".to_string(), |d| d.to_string()));
+    println!("cargo:rerun-if-changed=../../.git/HEAD");
+    println!("cargo:rerun-if-changed=../../.git/index");
+}

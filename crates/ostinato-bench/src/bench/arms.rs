@@ -1,0 +1,390 @@
+//! The arms of the matrix, on identical kernels. Ostinato arms instantiate the plan through a backend;
+//! CUDA baselines submit the same kernels with the same arguments the way a skilled user writes them by
+//! hand (eager streams; stream capture with fork/join; capture with PDL launch attributes).
+
+use std::time::Instant;
+
+use ostinato::{read_roots, Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
+use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
+use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
+use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, ExecMode, PdlMode, PdlTrigger};
+use ostinato_host::{builtins, HostBackend, HostExec};
+
+use super::workload::Workload;
+
+/// Which arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArmKind {
+    /// Node-by-node launches on one stream (4 streams for independent chains, with events).
+    Eager,
+    /// A graph captured from those launches (fork/join over 4 streams for independent chains).
+    Captured,
+    /// The same capture with the PDL launch attribute on every launch (the expert's variant).
+    CapturedPdl,
+    /// Ostinato, explicit graph, auto PDL policy.
+    Ostinato,
+    /// Ablation: Ostinato's graph with PDL off.
+    OstinatoPdlOff,
+    /// Ablation: Ostinato's graph with PDL on every capable edge.
+    OstinatoPdlOn,
+    /// Ablation: Ostinato's plan launched eagerly over lanes.
+    OstinatoEager,
+    /// Host backend, serial program order on one thread.
+    HostSerial,
+    /// Ostinato on the host backend: the plan on a thread pool.
+    OstinatoHost,
+}
+
+impl ArmKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArmKind::Eager => "eager",
+            ArmKind::Captured => "captured",
+            ArmKind::CapturedPdl => "captured-pdl",
+            ArmKind::Ostinato => "ostinato",
+            ArmKind::OstinatoPdlOff => "ostinato-pdl-off",
+            ArmKind::OstinatoPdlOn => "ostinato-pdl-on",
+            ArmKind::OstinatoEager => "ostinato-eager",
+            ArmKind::HostSerial => "host-serial",
+            ArmKind::OstinatoHost => "ostinato-host",
+        }
+    }
+    pub const CUDA: [ArmKind; 7] =
+        [ArmKind::Eager, ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn, ArmKind::OstinatoEager];
+    pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
+}
+
+/// One timed sample: GPU (or wall, on the host) microseconds for the whole sample, host submission
+/// microseconds, and the outputs the oracle checks.
+pub struct RawSample {
+    pub gpu_us: Option<f64>,
+    pub host_us: f64,
+    pub outputs: Vec<Vec<u8>>,
+}
+
+/// A prepared arm: call `sample` repeatedly.
+pub trait Arm {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String>;
+}
+
+fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+/// Buffers some node writes: the only ones a sample must reset.
+pub fn written_roots(plan: &Plan) -> Vec<bool> {
+    let g = plan.graph();
+    let mut w = vec![false; g.buffers().len()];
+    for n in 0..g.nodes().len() {
+        g.for_each_access(ostinato::NodeId(n as u32), |a| {
+            if a.access.writes() {
+                w[a.root.index()] = true;
+            }
+        });
+    }
+    w
+}
+
+fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
+    w.slot_schedule.as_ref().map(|(s, v)| (*s, v[r % v.len()]))
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Ostinato on CUDA
+
+pub struct OstinatoCuda {
+    exec: CudaExec,
+    written: Vec<bool>,
+    first: bool,
+}
+
+impl OstinatoCuda {
+    pub fn new(device: &Device, w: &Workload, kernels: Vec<CudaKernel>, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+        let (mode, pdl) = match kind {
+            ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto),
+            ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off),
+            ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On),
+            _ => (ExecMode::Eager, PdlMode::Auto),
+        };
+        let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
+        let backend = CudaBackend::new(device, CudaOptions { mode, pdl: PdlPolicy::new(pdl), trigger: PdlTrigger::AtEntry }).map_err(err("backend"))?;
+        let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+        let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
+        load_all(&mut exec, init).map_err(err("init"))?;
+        Ok(OstinatoCuda { written: written_roots(&plan), exec, first: true })
+    }
+}
+
+fn load_all<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>]) -> Result<(), E::Error> {
+    for (i, b) in init.iter().enumerate() {
+        if let Some(b) = b {
+            exec.write_buffer(BufferId(i as u32), 0, b)?;
+        }
+    }
+    Ok(())
+}
+
+fn reset<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>], written: &[bool]) -> Result<(), E::Error> {
+    for (i, b) in init.iter().enumerate() {
+        if let (Some(b), true) = (b, written[i]) {
+            exec.write_buffer(BufferId(i as u32), 0, b)?;
+        }
+    }
+    Ok(())
+}
+
+fn read_checked<E: Exec>(exec: &mut E, w: &Workload) -> Result<Vec<Vec<u8>>, E::Error> {
+    let mut out = Vec::new();
+    for &b in &w.checked {
+        let mut v = vec![0u8; w.graph.buffer(b).size as usize];
+        exec.read_buffer(b, 0, &mut v)?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+impl Arm for OstinatoCuda {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+        if !self.first {
+            reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
+        }
+        self.first = false;
+        self.exec.timer_start().map_err(err("timer"))?;
+        let t = Instant::now();
+        for r in 0..w.replays {
+            if let Some((s, v)) = slot_value(w, r) {
+                self.exec.set_slot(s, v).map_err(err("set_slot"))?;
+            }
+            self.exec.replay().map_err(err("replay"))?;
+        }
+        let host_us = t.elapsed().as_secs_f64() * 1e6;
+        let gpu_us = self.exec.timer_stop_ms().map_err(err("timer"))? * 1e3;
+        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))? })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Hand-written CUDA baselines
+
+pub struct Baseline {
+    kind: ArmKind,
+    kernels: Vec<CudaKernel>,
+    streams: Vec<Stream>,
+    done: Vec<Option<Event>>,
+    fork: Event,
+    joins: Vec<Event>,
+    timer: (Event, Event),
+    bufs: Vec<Option<Buffer>>,
+    base: Vec<u64>,
+    launches: Vec<ostinato_cuda::lower::NodeLaunch>,
+    args: Vec<Args>,
+    /// Captured arms: one graph per distinct slot value (all the sample's replays), else one.
+    graphs: Vec<CapturedGraph>,
+    written: Vec<bool>,
+}
+
+impl Baseline {
+    pub fn new(device: &Device, w: &Workload, kernels: Vec<CudaKernel>, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+        let g = &w.graph;
+        if g.nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. })) {
+            return Err("baselines submit kernel nodes only".into());
+        }
+        let plan = Plan::compile(g).map_err(err("plan"))?;
+        let low = lower(&plan, &vec![true; g.kernels().len()], true, PdlPolicy::new(PdlMode::Off));
+        let mut bufs = Vec::new();
+        let mut base = vec![0u64; g.buffers().len()];
+        for (i, b) in g.buffers().iter().enumerate() {
+            if b.root.index() == i {
+                let buf = Buffer::new(device, b.size as usize).map_err(err("alloc"))?;
+                if let Some(bytes) = &init[i] {
+                    buf.write(0, bytes).map_err(err("init"))?;
+                }
+                base[i] = buf.ptr();
+                bufs.push(Some(buf));
+            } else {
+                bufs.push(None);
+            }
+        }
+        let value = |a: &ArgValue| match a {
+            ArgValue::Pointer { root, offset } => base[root.index()] + offset,
+            ArgValue::Bits(b) => *b,
+            ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
+        };
+        let args = low.launches.iter().map(|l| Args::new(&l.args.iter().map(value).collect::<Vec<_>>())).collect();
+        let streams = (0..w.streams.max(1)).map(|_| Stream::new(device)).collect::<Result<Vec<_>, _>>().map_err(err("stream"))?;
+        let mut done: Vec<Option<Event>> = (0..g.nodes().len()).map(|_| None).collect();
+        for u in &w.user {
+            for n in &u.waits {
+                if done[n.index()].is_none() {
+                    done[n.index()] = Some(Event::new(false).map_err(err("event"))?);
+                }
+            }
+        }
+        let joins = (0..streams.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>, _>>().map_err(err("event"))?;
+        let mut b = Baseline {
+            kind,
+            kernels,
+            streams,
+            done,
+            fork: Event::new(false).map_err(err("event"))?,
+            joins,
+            timer: (Event::new(true).map_err(err("event"))?, Event::new(true).map_err(err("event"))?),
+            bufs,
+            base,
+            launches: low.launches,
+            args,
+            graphs: Vec::new(),
+            written: written_roots(&plan),
+        };
+        if matches!(kind, ArmKind::Captured | ArmKind::CapturedPdl) {
+            let values = match &w.slot_schedule {
+                Some((_, v)) => v.len(),
+                None => 1,
+            };
+            for r in 0..values {
+                b.set_slot(w, r);
+                b.streams[0].begin_capture().map_err(err("begin capture"))?;
+                let enq = b.enqueue(w, kind == ArmKind::CapturedPdl);
+                let graph = b.streams[0].end_capture().map_err(err("end capture"))?;
+                enq?;
+                b.graphs.push(graph);
+            }
+        }
+        Ok(b)
+    }
+
+    fn set_slot(&mut self, w: &Workload, r: usize) {
+        if let Some((slot, v)) = slot_value(w, r) {
+            for (i, node) in w.graph.nodes().iter().enumerate() {
+                if let NodeOp::Kernel { args, .. } = &node.op {
+                    for (j, a) in args.iter().enumerate() {
+                        if *a == Arg::Slot(slot) {
+                            self.args[i].set(j, v.bits);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One replay in recording order, as the user schedule says (fork/join over the streams).
+    fn enqueue(&mut self, w: &Workload, pdl: bool) -> Result<(), String> {
+        let multi = self.streams.len() > 1;
+        if multi {
+            self.streams[0].record(&self.fork).map_err(err("fork"))?;
+            for s in &self.streams[1..] {
+                s.wait(&self.fork).map_err(err("fork"))?;
+            }
+        }
+        for (i, u) in w.user.iter().enumerate() {
+            let s = &self.streams[u.stream];
+            for n in &u.waits {
+                if let Some(e) = &self.done[n.index()] {
+                    s.wait(e).map_err(err("wait"))?;
+                }
+            }
+            let l = &self.launches[i];
+            let k = match l.callee {
+                ostinato_cuda::lower::Callee::Kernel(k) => &self.kernels[k.index()],
+                _ => return Err("baselines submit kernel nodes only".into()),
+            };
+            s.launch(k, l.dims, &mut self.args[i], pdl).map_err(|e| format!("launch node {i}: {e}"))?;
+            if let Some(e) = &self.done[i] {
+                s.record(e).map_err(err("record"))?;
+            }
+        }
+        if multi {
+            for (j, s) in self.streams.iter().enumerate().skip(1) {
+                s.record(&self.joins[j]).map_err(err("join"))?;
+                self.streams[0].wait(&self.joins[j]).map_err(err("join"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Arm for Baseline {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+        for (i, b) in self.bufs.iter().enumerate() {
+            if let (Some(b), Some(bytes), true) = (b, &init[i], self.written[i]) {
+                b.write(0, bytes).map_err(err("reset"))?;
+            }
+        }
+        let s0 = &self.streams[0];
+        s0.record(&self.timer.0).map_err(err("timer"))?;
+        let t = Instant::now();
+        for r in 0..w.replays {
+            match self.kind {
+                ArmKind::Eager => {
+                    self.set_slot(w, r);
+                    self.enqueue(w, false)?;
+                }
+                _ => {
+                    let gi = if self.graphs.len() > 1 { r % self.graphs.len() } else { 0 };
+                    self.graphs[gi].launch(&self.streams[0]).map_err(err("graph launch"))?;
+                }
+            }
+        }
+        let host_us = t.elapsed().as_secs_f64() * 1e6;
+        let s0 = &self.streams[0];
+        s0.record(&self.timer.1).map_err(err("timer"))?;
+        self.timer.1.synchronize().map_err(err("sync"))?;
+        let gpu_us = self.timer.1.elapsed_ms_since(&self.timer.0).map_err(err("timer"))? * 1e3;
+        let mut outputs = Vec::new();
+        for &b in &w.checked {
+            let decl = w.graph.buffer(b);
+            let mut v = vec![0u8; decl.size as usize];
+            let root = decl.root.index();
+            let buf = self.bufs[root].as_ref().ok_or("checked buffer has no allocation")?;
+            buf.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
+            outputs.push(v);
+        }
+        let _ = &self.base;
+        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Host backend arms
+
+pub struct HostArm {
+    exec: HostExec,
+    written: Vec<bool>,
+}
+
+impl HostArm {
+    pub fn new(w: &Workload, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+        let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
+        let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).map_err(err("bind"))?;
+        let threads = if kind == ArmKind::HostSerial { 0 } else { HostBackend::default_threads() };
+        let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+        let mut exec = HostBackend::new(threads).instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
+        load_all(&mut exec, init).map_err(err("init"))?;
+        Ok(HostArm { written: written_roots(&plan), exec })
+    }
+}
+
+impl Arm for HostArm {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+        reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
+        let t = Instant::now();
+        for r in 0..w.replays {
+            if let Some((s, v)) = slot_value(w, r) {
+                self.exec.set_slot(s, v).map_err(err("set_slot"))?;
+            }
+            self.exec.replay().map_err(err("replay"))?;
+            self.exec.wait().map_err(err("wait"))?;
+        }
+        let host_us = t.elapsed().as_secs_f64() * 1e6;
+        Ok(RawSample { gpu_us: None, host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))? })
+    }
+}
+
+/// The oracle: the host backend's serial execution of the same replays from the same initial state.
+pub fn oracle(w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Vec<Vec<u8>>, String> {
+    let mut arm = HostArm::new(w, ArmKind::HostSerial, init)?;
+    let s = arm.sample(w, init)?;
+    let _ = read_roots(&mut arm.exec);
+    Ok(s.outputs)
+}

@@ -1,0 +1,272 @@
+//! `ostinato bench`: the dispatch matrix (BRIEF §7) with every sample checked by the host oracle,
+//! medians with bootstrap intervals, a tie band, arm order rotated per row, provenance measured at run
+//! time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
+
+pub mod arms;
+pub mod provenance;
+pub mod report;
+pub mod stats;
+pub mod workload;
+
+use std::path::Path;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::cli::BenchArgs;
+use arms::{Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
+use workload::{Check, DecodeShape, Workload};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchBackend {
+    Cuda,
+    Host,
+}
+
+#[derive(Serialize, Clone, Copy, Debug)]
+pub struct Stat {
+    pub median: f64,
+    pub ci_lo: f64,
+    pub ci_hi: f64,
+}
+
+fn stat(v: &[f64]) -> Option<Stat> {
+    let median = stats::median(v)?;
+    let (ci_lo, ci_hi) = stats::bootstrap_ci(v)?;
+    Some(Stat { median, ci_lo, ci_hi })
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct SampleResult {
+    pub warmup: bool,
+    pub gpu_us_per_dispatch: Option<f64>,
+    pub host_us_per_dispatch: f64,
+    pub oracle_ok: bool,
+    pub oracle_detail: Option<String>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct ArmResult {
+    pub arm: &'static str,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub samples: Vec<SampleResult>,
+    /// GPU time per dispatch (CUDA: events), timed samples only.
+    pub gpu_us_per_dispatch: Option<Stat>,
+    /// Host submission time per dispatch (host backend: wall time of the whole replay).
+    pub host_us_per_dispatch: Option<Stat>,
+}
+
+impl ArmResult {
+    /// The metric rows are ranked by: GPU time on CUDA, wall time on the host backend.
+    pub fn metric(&self) -> Option<Stat> {
+        self.gpu_us_per_dispatch.or(self.host_us_per_dispatch)
+    }
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RowResult {
+    pub id: String,
+    pub family: &'static str,
+    pub dispatches_per_replay: usize,
+    pub replays_per_sample: usize,
+    pub check: String,
+    /// Every sample of every arm passed its oracle check.
+    pub ok: bool,
+    pub arm_order: Vec<&'static str>,
+    pub arms: Vec<ArmResult>,
+}
+
+/// The matrix for a backend.
+pub fn matrix(backend: BenchBackend, quick: bool) -> Vec<Workload> {
+    let mut rows = Vec::new();
+    let (counts, blocks): (&[usize], &[u32]) = match (backend, quick) {
+        (BenchBackend::Cuda, false) => (&[1, 50, 200, 941], &[128, 1024, 8192]),
+        (BenchBackend::Cuda, true) => (&[1, 941], &[8192]),
+        (BenchBackend::Host, false) => (&[1, 50, 200, 941], &[128]),
+        (BenchBackend::Host, true) => (&[1, 50, 941], &[]),
+    };
+    for independent in [false, true] {
+        for &c in counts {
+            rows.push(workload::dispatch_grid(c, 1, independent, 1));
+        }
+        for &b in blocks {
+            rows.push(workload::dispatch_grid(941, b, independent, 1));
+        }
+    }
+    let fans: &[usize] = if quick { &[4] } else { &[4, 16, 64] };
+    for &k in fans {
+        rows.push(workload::fan(k, 1024, 1));
+    }
+    rows.push(match backend {
+        BenchBackend::Cuda => workload::decode(DecodeShape::LLAMA_1B, 4),
+        BenchBackend::Host => workload::decode(DecodeShape { layers: if quick { 2 } else { 4 }, ..DecodeShape::HOST_SMALL }, 2),
+    });
+    rows
+}
+
+fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+    for (i, (w, g)) in want.iter().zip(got).enumerate() {
+        match check {
+            Check::Exact => {
+                if let Some(at) = w.iter().zip(g).position(|(a, b)| a != b) {
+                    return Err(format!("checked buffer #{i} differs first at byte {at}"));
+                }
+            }
+            Check::RelL2(tol) => {
+                let f = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect::<Vec<f64>>();
+                let (wv, gv) = (f(w), f(g));
+                if gv.iter().any(|x| !x.is_finite()) {
+                    return Err(format!("checked buffer #{i} has a NaN or infinity"));
+                }
+                let num: f64 = wv.iter().zip(&gv).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+                let den: f64 = wv.iter().map(|a| a * a).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
+                if num / den > tol {
+                    return Err(format!("checked buffer #{i}: relative L2 error {:.3e} > {tol:.0e}", num / den));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
+    w.graph
+        .buffers()
+        .iter()
+        .zip(&w.inits)
+        .map(|(b, i)| {
+            i.map(|init| {
+                let mut v = vec![0u8; b.size as usize];
+                init.fill(&mut v);
+                v
+            })
+        })
+        .collect()
+}
+
+struct CudaCtx {
+    device: ostinato_cuda::Device,
+    module: ostinato_cuda::LoadedModule,
+}
+
+fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, String> {
+    if matches!(kind, ArmKind::HostSerial | ArmKind::OstinatoHost) {
+        return Ok(Box::new(HostArm::new(w, kind, init)?));
+    }
+    let cx = cuda.ok_or("no CUDA device")?;
+    let kernels = w.graph.kernels().iter().map(|k| cx.module.kernel(&k.name, k, None)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    Ok(match kind {
+        ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, init)?),
+        _ => Box::new(OstinatoCuda::new(&cx.device, w, kernels, kind, init)?),
+    })
+}
+
+fn run_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmups: usize, samples: usize) -> ArmResult {
+    let mut out = ArmResult { arm: kind.name(), ok: false, error: None, samples: Vec::new(), gpu_us_per_dispatch: None, host_us_per_dispatch: None };
+    let mut arm = match make_arm(kind, w, cuda, init) {
+        Ok(a) => a,
+        Err(e) => {
+            out.error = Some(e);
+            return out;
+        }
+    };
+    let per = (w.dispatches * w.replays) as f64;
+    for i in 0..warmups + samples {
+        let s: RawSample = match arm.sample(w, init) {
+            Ok(s) => s,
+            Err(e) => {
+                out.error = Some(e);
+                return out;
+            }
+        };
+        let verdict = compare(w.check, want, &s.outputs);
+        out.samples.push(SampleResult {
+            warmup: i < warmups,
+            gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
+            host_us_per_dispatch: s.host_us / per,
+            oracle_ok: verdict.is_ok(),
+            oracle_detail: verdict.err(),
+        });
+    }
+    let timed: Vec<&SampleResult> = out.samples.iter().filter(|s| !s.warmup).collect();
+    out.ok = out.samples.iter().all(|s| s.oracle_ok);
+    out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
+    out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
+    out
+}
+
+/// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
+pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
+    let backend = match args.backend.as_deref() {
+        Some("host") => BenchBackend::Host,
+        Some("cuda") => BenchBackend::Cuda,
+        Some(other) => return Err(format!("unknown backend `{other}` (cuda, host)")),
+        None => {
+            if ostinato_cuda::driver_available() && ostinato_cuda::device::list().is_ok_and(|l| !l.is_empty()) {
+                BenchBackend::Cuda
+            } else {
+                eprintln!("no CUDA device found: running the HOST-BACKEND matrix (labelled as such in the report)");
+                BenchBackend::Host
+            }
+        }
+    };
+    if args.samples < 1 {
+        return Err("--samples must be at least 1".into());
+    }
+    let cuda = if backend == BenchBackend::Cuda {
+        let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        let module = ostinato_cuda::LoadedModule::load(&device, &ostinato_cuda::ModuleSource::builtin(), ostinato_cuda::PdlTrigger::AtEntry).map_err(|e| e.to_string())?;
+        Some(CudaCtx { device, module })
+    } else {
+        None
+    };
+    let clock_before = provenance::sm_clock_mhz();
+    let mut rows_in = matrix(backend, args.quick);
+    if let Some(f) = &args.filter {
+        rows_in.retain(|w| w.id.contains(f.as_str()));
+    }
+    let arms: &[ArmKind] = if backend == BenchBackend::Cuda { &ArmKind::CUDA } else { &ArmKind::HOST };
+    let pb = ProgressBar::new((rows_in.len() * arms.len()) as u64);
+    pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?);
+    let mut rows = Vec::new();
+    for (ri, w) in rows_in.iter().enumerate() {
+        pb.set_message(format!("{} (oracle)", w.id));
+        let init = init_bytes(w);
+        let want = arms::oracle(w, &init);
+        let mut order: Vec<ArmKind> = arms.to_vec();
+        order.rotate_left(ri % arms.len());
+        let mut results = Vec::new();
+        for &kind in &order {
+            pb.set_message(format!("{} {}", w.id, kind.name()));
+            let r = match &want {
+                Ok(want) => run_arm(kind, w, cuda.as_ref(), &init, want, args.warmups, args.samples),
+                Err(e) => ArmResult { arm: kind.name(), ok: false, error: Some(format!("oracle failed: {e}")), samples: vec![], gpu_us_per_dispatch: None, host_us_per_dispatch: None },
+            };
+            results.push(r);
+            pb.inc(1);
+        }
+        // Report arms in a fixed order; the run order is kept in `arm_order`.
+        results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
+        rows.push(RowResult {
+            id: w.id.clone(),
+            family: w.family,
+            dispatches_per_replay: w.dispatches,
+            replays_per_sample: w.replays,
+            check: match w.check {
+                Check::Exact => "exact".into(),
+                Check::RelL2(t) => format!("f32 relative L2 <= {t:.0e}"),
+            },
+            ok: results.iter().all(|r| r.ok),
+            arm_order: order.iter().map(|a| a.name()).collect(),
+            arms: results,
+        });
+    }
+    pb.finish_and_clear();
+    let prov = provenance::collect(backend, cuda.as_ref().map(|c| c.device.info()), clock_before, args);
+    report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
+    println!("{}", report::headline(backend, &rows));
+    println!("wrote {}/results.json, REPORT.md, chart.svg", args.out.display());
+    Ok(rows)
+}

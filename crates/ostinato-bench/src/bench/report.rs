@@ -1,0 +1,256 @@
+//! The three outputs: `results.json` (every sample, per-arm medians and intervals, oracle verdicts,
+//! provenance), `REPORT.md` (headline, per-family tables, wins/ties/losses with the tie band, failures)
+//! and `chart.svg` (time per dispatch by row and arm, log scale).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use super::provenance::Provenance;
+use super::stats::{self, Verdict};
+use super::{BenchBackend, RowResult};
+use crate::cli::BenchArgs;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Comparison {
+    family: String,
+    versus: &'static str,
+    rows: usize,
+    median_speedup: f64,
+    wins: usize,
+    ties: usize,
+    losses: usize,
+}
+
+#[derive(Serialize)]
+struct Results<'a> {
+    schema_version: u32,
+    provenance: &'a Provenance,
+    protocol: serde_json::Value,
+    rows: &'a [RowResult],
+    summary: Vec<Comparison>,
+    failed_rows: Vec<&'a str>,
+}
+
+/// The arm rows are ranked against.
+pub fn ours(backend: BenchBackend) -> &'static str {
+    match backend {
+        BenchBackend::Cuda => "ostinato",
+        BenchBackend::Host => "ostinato-host",
+    }
+}
+
+fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
+    let a = row.arms.iter().find(|a| a.arm == arm)?;
+    a.metric().map(|s| (s.median, (s.ci_lo, s.ci_hi)))
+}
+
+fn summarize(backend: BenchBackend, rows: &[RowResult]) -> Vec<Comparison> {
+    let us = ours(backend);
+    let mut out = Vec::new();
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    families.dedup();
+    families.push("all");
+    let baselines: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).filter(|a| *a != us).collect()).unwrap_or_default();
+    for fam in families {
+        for &b in &baselines {
+            let mut ratios = Vec::new();
+            let (mut wins, mut ties, mut losses) = (0, 0, 0);
+            for r in rows.iter().filter(|r| r.ok && (fam == "all" || r.family == fam)) {
+                if let (Some(o), Some(t)) = (metric(r, us), metric(r, b)) {
+                    ratios.push(t.0 / o.0);
+                    match stats::verdict(o, t) {
+                        Verdict::Win => wins += 1,
+                        Verdict::Tie => ties += 1,
+                        Verdict::Loss => losses += 1,
+                    }
+                }
+            }
+            if let Some(m) = stats::median(&ratios) {
+                out.push(Comparison { family: fam.to_string(), versus: b, rows: ratios.len(), median_speedup: m, wins, ties, losses });
+            }
+        }
+    }
+    out
+}
+
+fn label(backend: BenchBackend, p: &Provenance) -> String {
+    match backend {
+        BenchBackend::Cuda => format!("CUDA on {}", p.device_name.as_deref().unwrap_or("?")),
+        BenchBackend::Host => format!("HOST BACKEND (no GPU): {} threads of {}", p.host_threads, p.host_cpu),
+    }
+}
+
+fn fmt(v: Option<(f64, (f64, f64))>) -> String {
+    match v {
+        Some((m, (lo, hi))) => format!("{m:.3} [{lo:.3}, {hi:.3}]"),
+        None => "—".into(),
+    }
+}
+
+/// A one-paragraph headline for the terminal and the README.
+pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
+    let mut s = String::new();
+    let failed = rows.iter().filter(|r| !r.ok).count();
+    let _ = writeln!(s, "{} rows, {} failed their oracle", rows.len(), failed);
+    for c in summarize(backend, rows).iter().filter(|c| c.family == "all") {
+        let _ = writeln!(s, "{} vs {}: median speedup {:.2}x over {} rows ({} wins, {} ties, {} losses)", ours(backend), c.versus, c.median_speedup, c.rows, c.wins, c.ties, c.losses);
+    }
+    s
+}
+
+fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[RowResult]) -> String {
+    let us = ours(backend);
+    let mut s = String::new();
+    let unit = if backend == BenchBackend::Cuda { "GPU µs per dispatch (CUDA events)" } else { "wall µs per dispatch (host backend)" };
+    let _ = writeln!(s, "# Ostinato dispatch benchmark — {}\n", label(backend, p));
+    let _ = writeln!(
+        s,
+        "Made by `{}` on {} from commit `{}` (dirty: {}). Device {} {} ({}), CUDA driver {}, NVIDIA driver {}, NVRTC {}; SM clock {} MHz before, {} MHz after (max {}). Host: {} ({} threads).\n",
+        p.command_line.join(" "),
+        p.date_utc,
+        p.build_commit,
+        p.build_dirty,
+        p.device_name.as_deref().unwrap_or("—"),
+        p.device_uuid.as_deref().unwrap_or(""),
+        p.compute_capability.as_deref().unwrap_or("—"),
+        p.cuda_driver_version.as_deref().unwrap_or("—"),
+        p.nvidia_driver.as_deref().unwrap_or("—"),
+        p.nvrtc_version.as_deref().unwrap_or("—"),
+        p.sm_clock_mhz_before.map_or("—".into(), |c| c.to_string()),
+        p.sm_clock_mhz_after.map_or("—".into(), |c| c.to_string()),
+        p.sm_clock_mhz_max.map_or("—".into(), |c| c.to_string()),
+        p.host_cpu,
+        p.host_threads
+    );
+    let _ = writeln!(
+        s,
+        "Protocol: {} warm-ups and {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        args.warmups,
+        args.samples,
+        stats::TIE_BAND * 100.0
+    );
+    let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
+    let _ = writeln!(s, "| family | versus | rows | median speedup | wins | ties | losses |\n|---|---|---|---|---|---|---|");
+    for c in summarize(backend, rows) {
+        let _ = writeln!(s, "| {} | {} | {} | {:.2}× | {} | {} | {} |", c.family, c.versus, c.rows, c.median_speedup, c.wins, c.ties, c.losses);
+    }
+    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    families.dedup();
+    for fam in families {
+        let _ = writeln!(s, "\n## {fam}: {unit}, median [95% CI]\n");
+        let _ = writeln!(s, "| row | {} | ok |", arms.join(" | "));
+        let _ = writeln!(s, "|---|{}---|", "---|".repeat(arms.len()));
+        for r in rows.iter().filter(|r| r.family == fam) {
+            let cells: Vec<String> = arms.iter().map(|a| fmt(metric(r, a))).collect();
+            let _ = writeln!(s, "| {} | {} | {} |", r.id, cells.join(" | "), if r.ok { "yes" } else { "**FAILED**" });
+        }
+    }
+    let _ = writeln!(s, "\n## Host submission µs per dispatch (median)\n");
+    let _ = writeln!(s, "| row | {} |", arms.join(" | "));
+    let _ = writeln!(s, "|---|{}", "---|".repeat(arms.len()));
+    for r in rows {
+        let cells: Vec<String> = arms
+            .iter()
+            .map(|a| r.arms.iter().find(|x| x.arm == *a).and_then(|x| x.host_us_per_dispatch).map_or("—".into(), |h| format!("{:.3}", h.median)))
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", r.id, cells.join(" | "));
+    }
+    let _ = writeln!(s, "\n## Losses of {us} (outside the tie band)\n");
+    let mut any = false;
+    for r in rows.iter().filter(|r| r.ok) {
+        for a in &arms {
+            if let (Some(o), Some(t)) = (metric(r, us), metric(r, a)) {
+                if *a != us && stats::verdict(o, t) == Verdict::Loss {
+                    any = true;
+                    let _ = writeln!(s, "- {}: {a} is {:.2}× faster ({:.3} vs {:.3} µs)", r.id, o.0 / t.0, t.0, o.0);
+                }
+            }
+        }
+    }
+    if !any {
+        let _ = writeln!(s, "none");
+    }
+    let _ = writeln!(s, "\n## Failures (never ranked)\n");
+    let mut failed = false;
+    for r in rows {
+        for a in r.arms.iter().filter(|a| !a.ok) {
+            failed = true;
+            let why = a.error.clone().or_else(|| a.samples.iter().find_map(|s| s.oracle_detail.clone())).unwrap_or_default();
+            let _ = writeln!(s, "- {} / {}: {why}", r.id, a.arm);
+        }
+    }
+    if !failed {
+        let _ = writeln!(s, "none: every sample of every arm matched the oracle");
+    }
+    s
+}
+
+fn chart(path: &Path, backend: BenchBackend, p: &Provenance, rows: &[RowResult]) -> Result<(), String> {
+    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let vals: Vec<f64> = rows.iter().flat_map(|r| arms.iter().filter_map(move |a| metric(r, a).map(|m| m.0))).filter(|v| *v > 0.0).collect();
+    let (lo, hi) = vals.iter().fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(*v), h.max(*v)));
+    let (lo, hi) = if vals.is_empty() { (0.01, 10.0) } else { (lo / 1.5, hi * 1.5) };
+    let width = 160 + 70 * rows.len() as u32;
+    let root = SVGBackend::new(path, (width.max(900), 620)).into_drawing_area();
+    let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let unit = if backend == BenchBackend::Cuda { "GPU µs per dispatch (log)" } else { "wall µs per dispatch (log)" };
+    let mut c = ChartBuilder::on(&root)
+        .caption(format!("Ostinato dispatch matrix — {}", label(backend, p)), ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(150)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..(rows.len() as f64 - 0.5), (lo..hi).log_scale())
+        .map_err(e)?;
+    let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    c.configure_mesh()
+        .x_labels(rows.len().max(1))
+        .x_label_formatter(&|x| ids.get(x.round() as usize).filter(|_| (x - x.round()).abs() < 1e-6).cloned().unwrap_or_default())
+        .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
+        .y_desc(unit)
+        .draw()
+        .map_err(e)?;
+    for (ai, a) in arms.iter().enumerate() {
+        let color = Palette99::pick(ai).to_rgba();
+        let pts: Vec<(f64, f64)> = rows.iter().enumerate().filter_map(|(i, r)| metric(r, a).filter(|_| r.ok).map(|m| (i as f64 + (ai as f64 - arms.len() as f64 / 2.0) * 0.06, m.0))).collect();
+        c.draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled())))
+            .map_err(e)?
+            .label(a.to_string())
+            .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
+    }
+    c.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.9)).draw().map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[RowResult]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let results = Results {
+        schema_version: SCHEMA_VERSION,
+        provenance: p,
+        protocol: serde_json::json!({
+            "warmups": args.warmups,
+            "samples": args.samples,
+            "statistic": "median",
+            "interval": "95% percentile bootstrap of the median, 2000 resamples",
+            "tie_band": stats::TIE_BAND,
+            "oracle": "every sample, warm-ups included, against the host backend's serial execution",
+            "arm_order": "rotated per row",
+            "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
+        }),
+        rows,
+        summary: summarize(backend, rows),
+        failed_rows: rows.iter().filter(|r| !r.ok).map(|r| r.id.as_str()).collect(),
+    };
+    let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+    let w = |name: &str, data: &str| std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()));
+    w("results.json", &json)?;
+    w("REPORT.md", &markdown(backend, p, args, rows))?;
+    chart(&dir.join("chart.svg"), backend, p, rows)
+}
