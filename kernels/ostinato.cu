@@ -8,7 +8,7 @@
 #define OST_TRIGGER 1
 #endif
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(OST_NO_PDL)
 #define OST_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define OST_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
 #else

@@ -10,7 +10,7 @@ pub struct BenchArgs {
     /// A shorter matrix (fewer rows and samples).
     #[arg(long)]
     pub quick: bool,
-    /// Only rows whose id contains this text.
+    /// Only rows whose id contains one of these comma-separated texts.
     #[arg(long)]
     pub filter: Option<String>,
     #[arg(long, default_value_t = 7)]
@@ -19,6 +19,32 @@ pub struct BenchArgs {
     pub warmups: usize,
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// Where every arm's kernels let dependents launch: entry, after-writes, never, disabled.
+    #[arg(long, default_value = "entry")]
+    pub trigger: String,
+    /// Override the auto PDL policy's block limit.
+    #[arg(long)]
+    pub pdl_max_blocks: Option<u64>,
+    /// Override the auto PDL policy's fan limit.
+    #[arg(long)]
+    pub pdl_max_fanout: Option<usize>,
+}
+
+impl BenchArgs {
+    pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
+        ostinato_cuda::PdlTrigger::parse(&self.trigger).ok_or_else(|| format!("unknown trigger `{}` (entry, after-writes, never, disabled)", self.trigger))
+    }
+    /// The auto policy with any overrides.
+    pub fn auto_policy(&self) -> ostinato_cuda::PdlPolicy {
+        let mut p = ostinato_cuda::PdlPolicy::default();
+        if let Some(b) = self.pdl_max_blocks {
+            p.auto_max_blocks = b;
+        }
+        if let Some(f) = self.pdl_max_fanout {
+            p.auto_max_fanout = f;
+        }
+        p
+    }
 }
 
 pub fn bench(args: BenchArgs) -> Result<(), String> {

@@ -179,10 +179,15 @@ impl Drop for DeviceAlloc {
     }
 }
 
-/// Copies host bytes to device address `dst` (synchronous). The caller checked the range.
+/// Copies host bytes to device address `dst` and returns once they are on the device. The caller
+/// checked the range. (`cuMemcpyHtoD` from pageable memory may return while the DMA is still in flight,
+/// and it does not order against non-blocking streams: without the synchronize a kernel launched next
+/// could read stale bytes — the benchmark's oracle caught exactly that.)
 pub(crate) fn copy_to_device(dst: u64, src: &[u8]) -> Result<()> {
     // SAFETY: src is a valid host slice; dst is a device range the caller bounds-checked.
-    check("cuMemcpyHtoD_v2", unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr() as *const c_void, src.len()) })
+    check("cuMemcpyHtoD_v2", unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr() as *const c_void, src.len()) })?;
+    // SAFETY: no arguments; waits for the current context's work, the copy included.
+    check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
 }
 
 /// Copies device bytes at `src` into `dst` (synchronous). The caller checked the range.

@@ -52,17 +52,24 @@ impl PdlMode {
 /// and consumers of up to this many blocks and lost from the largest grid measured above it.
 pub const AUTO_MAX_BLOCKS: u64 = 1024;
 
+/// `auto`'s fan limit (docs/fences.md).
+pub const AUTO_MAX_FANOUT: usize = 4;
+
 /// The per-edge PDL policy. The data behind `auto` is in `docs/fences.md`; override it here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PdlPolicy {
     pub mode: PdlMode,
     /// Under `auto`, an edge is programmatic only when both its kernels launch at most this many blocks.
     pub auto_max_blocks: u64,
+    /// Under `auto`, an edge is programmatic only when its producer has at most this many successors
+    /// and its consumer at most this many predecessors (wide fans of early-launched waiters measured
+    /// to lose).
+    pub auto_max_fanout: usize,
 }
 
 impl Default for PdlPolicy {
     fn default() -> Self {
-        PdlPolicy { mode: PdlMode::Auto, auto_max_blocks: AUTO_MAX_BLOCKS }
+        PdlPolicy { mode: PdlMode::Auto, auto_max_blocks: AUTO_MAX_BLOCKS, auto_max_fanout: AUTO_MAX_FANOUT }
     }
 }
 
@@ -70,13 +77,14 @@ impl PdlPolicy {
     pub fn new(mode: PdlMode) -> Self {
         PdlPolicy { mode, ..Self::default() }
     }
-    /// Whether an ordering producer → consumer may be programmatic.
-    pub fn programmatic(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool) -> bool {
+    /// Whether an ordering producer → consumer may be programmatic. `fan` is the larger of the
+    /// producer's successor count and the consumer's predecessor count.
+    pub fn programmatic(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool, fan: usize) -> bool {
         consumer_capable
             && match self.mode {
                 PdlMode::Off => false,
                 PdlMode::On => true,
-                PdlMode::Auto => producer.blocks() <= self.auto_max_blocks && consumer.blocks() <= self.auto_max_blocks,
+                PdlMode::Auto => producer.blocks() <= self.auto_max_blocks && consumer.blocks() <= self.auto_max_blocks && fan <= self.auto_max_fanout,
             }
     }
 }
@@ -172,7 +180,12 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         .map(|e| GraphEdge {
             from: e.from,
             to: e.to,
-            programmatic: policy.programmatic(&launches[e.from.index()].dims, &launches[e.to.index()].dims, capable[e.to.index()]),
+            programmatic: policy.programmatic(
+                &launches[e.from.index()].dims,
+                &launches[e.to.index()].dims,
+                capable[e.to.index()],
+                plan.succs(e.from).len().max(plan.preds(e.to).len()),
+            ),
         })
         .collect();
     let lanes = plan.lanes();
@@ -180,7 +193,8 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
     for lane in lanes.all() {
         for w in lane.windows(2) {
             let (u, v) = (w[0].index(), w[1].index());
-            eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v]);
+            let fan = plan.succs(w[0]).len().max(plan.preds(w[1]).len());
+            eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan);
         }
     }
     Lowering { launches, edges, eager_pdl }

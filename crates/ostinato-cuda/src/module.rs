@@ -25,17 +25,23 @@ pub enum PdlTrigger {
     AtEntry,
     /// Triggers after its last write.
     AfterWrites,
+    /// Compiled without any `griddepcontrol` (not PDL-capable; for measurement).
+    Disabled,
 }
 
 impl PdlTrigger {
     fn define(self) -> String {
-        format!("-DOST_TRIGGER={}", self as u8)
+        match self {
+            PdlTrigger::Disabled => "-DOST_NO_PDL=1".into(),
+            t => format!("-DOST_TRIGGER={}", t as u8),
+        }
     }
     pub fn parse(s: &str) -> Option<PdlTrigger> {
         match s {
             "never" => Some(PdlTrigger::Never),
             "entry" => Some(PdlTrigger::AtEntry),
             "after-writes" | "exit" => Some(PdlTrigger::AfterWrites),
+            "disabled" => Some(PdlTrigger::Disabled),
             _ => None,
         }
     }
@@ -44,6 +50,7 @@ impl PdlTrigger {
             PdlTrigger::Never => "never",
             PdlTrigger::AtEntry => "entry",
             PdlTrigger::AfterWrites => "after-writes",
+            PdlTrigger::Disabled => "disabled",
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use ostinato::{read_roots, Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
+use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
 use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, ExecMode, PdlMode, PdlTrigger};
@@ -61,7 +61,12 @@ pub struct RawSample {
     pub gpu_us: Option<f64>,
     pub host_us: f64,
     pub outputs: Vec<Vec<u8>>,
+    /// Host µs of one replay call, averaged over a burst of back-to-back calls after the timed part.
+    pub replay_call_us: Option<f64>,
 }
+
+/// Replay calls per burst of the replay-cost probe.
+pub const CALL_BURST: usize = 20;
 
 /// A prepared arm: call `sample` repeatedly.
 pub trait Arm {
@@ -100,7 +105,15 @@ pub struct OstinatoCuda {
 }
 
 impl OstinatoCuda {
-    pub fn new(device: &Device, w: &Workload, kernels: Vec<CudaKernel>, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+    pub fn new(
+        device: &Device,
+        w: &Workload,
+        kernels: Vec<CudaKernel>,
+        kind: ArmKind,
+        init: &[Option<Vec<u8>>],
+        trigger: PdlTrigger,
+        auto: PdlPolicy,
+    ) -> Result<Self, String> {
         let (mode, pdl) = match kind {
             ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto),
             ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off),
@@ -108,7 +121,7 @@ impl OstinatoCuda {
             _ => (ExecMode::Eager, PdlMode::Auto),
         };
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
-        let backend = CudaBackend::new(device, CudaOptions { mode, pdl: PdlPolicy::new(pdl), trigger: PdlTrigger::AtEntry }).map_err(err("backend"))?;
+        let backend = CudaBackend::new(device, CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..auto }, trigger }).map_err(err("backend"))?;
         let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
@@ -160,7 +173,14 @@ impl Arm for OstinatoCuda {
         }
         let host_us = t.elapsed().as_secs_f64() * 1e6;
         let gpu_us = self.exec.timer_stop_ms().map_err(err("timer"))? * 1e3;
-        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))? })
+        let outputs = read_checked(&mut self.exec, w).map_err(err("read"))?;
+        let t = Instant::now();
+        for _ in 0..CALL_BURST {
+            self.exec.replay().map_err(err("replay"))?;
+        }
+        let replay_call_us = Some(t.elapsed().as_secs_f64() * 1e6 / CALL_BURST as f64);
+        self.exec.wait().map_err(err("wait"))?;
+        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us })
     }
 }
 
@@ -176,7 +196,6 @@ pub struct Baseline {
     joins: Vec<Event>,
     timer: (Event, Event),
     bufs: Vec<Option<Buffer>>,
-    base: Vec<u64>,
     launches: Vec<ostinato_cuda::lower::NodeLaunch>,
     args: Vec<Args>,
     /// Captured arms: one graph per distinct slot value (all the sample's replays), else one.
@@ -231,7 +250,6 @@ impl Baseline {
             joins,
             timer: (Event::new(true).map_err(err("event"))?, Event::new(true).map_err(err("event"))?),
             bufs,
-            base,
             launches: low.launches,
             args,
             graphs: Vec::new(),
@@ -340,8 +358,16 @@ impl Arm for Baseline {
             buf.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
             outputs.push(v);
         }
-        let _ = &self.base;
-        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs })
+        let mut replay_call_us = None;
+        if !self.graphs.is_empty() {
+            let t = Instant::now();
+            for _ in 0..CALL_BURST {
+                self.graphs[0].launch(&self.streams[0]).map_err(err("graph launch"))?;
+            }
+            replay_call_us = Some(t.elapsed().as_secs_f64() * 1e6 / CALL_BURST as f64);
+            self.streams[0].synchronize().map_err(err("sync"))?;
+        }
+        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us })
     }
 }
 
@@ -377,14 +403,12 @@ impl Arm for HostArm {
             self.exec.wait().map_err(err("wait"))?;
         }
         let host_us = t.elapsed().as_secs_f64() * 1e6;
-        Ok(RawSample { gpu_us: None, host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))? })
+        Ok(RawSample { gpu_us: None, host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))?, replay_call_us: None })
     }
 }
 
 /// The oracle: the host backend's serial execution of the same replays from the same initial state.
 pub fn oracle(w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Vec<Vec<u8>>, String> {
     let mut arm = HostArm::new(w, ArmKind::HostSerial, init)?;
-    let s = arm.sample(w, init)?;
-    let _ = read_roots(&mut arm.exec);
-    Ok(s.outputs)
+    Ok(arm.sample(w, init)?.outputs)
 }

@@ -42,6 +42,8 @@ pub struct SampleResult {
     pub warmup: bool,
     pub gpu_us_per_dispatch: Option<f64>,
     pub host_us_per_dispatch: f64,
+    /// Host µs per replay call (a burst of back-to-back calls), where the arm replays a retained graph.
+    pub replay_call_us: Option<f64>,
     pub oracle_ok: bool,
     pub oracle_detail: Option<String>,
 }
@@ -56,6 +58,8 @@ pub struct ArmResult {
     pub gpu_us_per_dispatch: Option<Stat>,
     /// Host submission time per dispatch (host backend: wall time of the whole replay).
     pub host_us_per_dispatch: Option<Stat>,
+    /// Host time of one replay call of the retained graph.
+    pub replay_call_us: Option<Stat>,
 }
 
 impl ArmResult {
@@ -149,6 +153,8 @@ fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
 struct CudaCtx {
     device: ostinato_cuda::Device,
     module: ostinato_cuda::LoadedModule,
+    trigger: ostinato_cuda::PdlTrigger,
+    policy: ostinato_cuda::PdlPolicy,
 }
 
 fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, String> {
@@ -159,12 +165,12 @@ fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<
     let kernels = w.graph.kernels().iter().map(|k| cx.module.kernel(&k.name, k, None)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
     Ok(match kind {
         ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, init)?),
-        _ => Box::new(OstinatoCuda::new(&cx.device, w, kernels, kind, init)?),
+        _ => Box::new(OstinatoCuda::new(&cx.device, w, kernels, kind, init, cx.trigger, cx.policy)?),
     })
 }
 
 fn run_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmups: usize, samples: usize) -> ArmResult {
-    let mut out = ArmResult { arm: kind.name(), ok: false, error: None, samples: Vec::new(), gpu_us_per_dispatch: None, host_us_per_dispatch: None };
+    let mut out = ArmResult { arm: kind.name(), ok: false, error: None, samples: Vec::new(), gpu_us_per_dispatch: None, host_us_per_dispatch: None, replay_call_us: None };
     let mut arm = match make_arm(kind, w, cuda, init) {
         Ok(a) => a,
         Err(e) => {
@@ -186,6 +192,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<V
             warmup: i < warmups,
             gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
             host_us_per_dispatch: s.host_us / per,
+            replay_call_us: s.replay_call_us,
             oracle_ok: verdict.is_ok(),
             oracle_detail: verdict.err(),
         });
@@ -194,6 +201,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<V
     out.ok = out.samples.iter().all(|s| s.oracle_ok);
     out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
     out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
+    out.replay_call_us = stat(&timed.iter().filter_map(|s| s.replay_call_us).collect::<Vec<_>>());
     out
 }
 
@@ -217,15 +225,16 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     }
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        let module = ostinato_cuda::LoadedModule::load(&device, &ostinato_cuda::ModuleSource::builtin(), ostinato_cuda::PdlTrigger::AtEntry).map_err(|e| e.to_string())?;
-        Some(CudaCtx { device, module })
+        let trigger = args.trigger()?;
+        let module = ostinato_cuda::LoadedModule::load(&device, &ostinato_cuda::ModuleSource::builtin(), trigger).map_err(|e| e.to_string())?;
+        Some(CudaCtx { device, module, trigger, policy: args.auto_policy() })
     } else {
         None
     };
     let clock_before = provenance::sm_clock_mhz();
     let mut rows_in = matrix(backend, args.quick);
     if let Some(f) = &args.filter {
-        rows_in.retain(|w| w.id.contains(f.as_str()));
+        rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
     }
     let arms: &[ArmKind] = if backend == BenchBackend::Cuda { &ArmKind::CUDA } else { &ArmKind::HOST };
     let pb = ProgressBar::new((rows_in.len() * arms.len()) as u64);
@@ -242,7 +251,15 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
             pb.set_message(format!("{} {}", w.id, kind.name()));
             let r = match &want {
                 Ok(want) => run_arm(kind, w, cuda.as_ref(), &init, want, args.warmups, args.samples),
-                Err(e) => ArmResult { arm: kind.name(), ok: false, error: Some(format!("oracle failed: {e}")), samples: vec![], gpu_us_per_dispatch: None, host_us_per_dispatch: None },
+                Err(e) => ArmResult {
+                    arm: kind.name(),
+                    ok: false,
+                    error: Some(format!("oracle failed: {e}")),
+                    samples: vec![],
+                    gpu_us_per_dispatch: None,
+                    host_us_per_dispatch: None,
+                    replay_call_us: None,
+                },
             };
             results.push(r);
             pb.inc(1);

@@ -161,6 +161,17 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
             .collect();
         let _ = writeln!(s, "| {} | {} |", r.id, cells.join(" | "));
     }
+    let _ = writeln!(s, "\n## Host µs per replay call of a retained graph (median of bursts of {} calls)\n", super::arms::CALL_BURST);
+    let graph_arms: Vec<&str> = arms.iter().copied().filter(|a| rows.iter().any(|r| r.arms.iter().any(|x| x.arm == *a && x.replay_call_us.is_some()))).collect();
+    let _ = writeln!(s, "| row | dispatches | {} |", graph_arms.join(" | "));
+    let _ = writeln!(s, "|---|---|{}", "---|".repeat(graph_arms.len()));
+    for r in rows {
+        let cells: Vec<String> = graph_arms
+            .iter()
+            .map(|a| r.arms.iter().find(|x| x.arm == *a).and_then(|x| x.replay_call_us).map_or("—".into(), |h| format!("{:.2}", h.median)))
+            .collect();
+        let _ = writeln!(s, "| {} | {} | {} |", r.id, r.dispatches_per_replay, cells.join(" | "));
+    }
     let _ = writeln!(s, "\n## Losses of {us} (outside the tie band)\n");
     let mut any = false;
     for r in rows.iter().filter(|r| r.ok) {
