@@ -2,7 +2,8 @@
 // result never depends on the launch geometry). Every kernel is PDL-capable: it executes
 // `griddepcontrol.wait` before its first global-memory access, so a programmatic edge into it is safe.
 // OST_TRIGGER picks where it lets its dependents launch: 0 never (they launch at its completion),
-// 1 at entry, 2 after its last write.
+// 1 at entry (before its own wait: dependents can cascade down a chain), 2 after its last write,
+// 3 right after its own wait (one kernel ahead at most).
 
 #ifndef OST_TRIGGER
 #define OST_TRIGGER 1
@@ -16,7 +17,7 @@
 #define OST_LAUNCH_DEPENDENTS() do {} while (0)
 #endif
 
-#define OST_ENTRY() do { if (OST_TRIGGER == 1) OST_LAUNCH_DEPENDENTS(); OST_WAIT(); } while (0)
+#define OST_ENTRY() do { if (OST_TRIGGER == 1) OST_LAUNCH_DEPENDENTS(); OST_WAIT(); if (OST_TRIGGER == 3) OST_LAUNCH_DEPENDENTS(); } while (0)
 #define OST_EXIT() do { if (OST_TRIGGER == 2) OST_LAUNCH_DEPENDENTS(); } while (0)
 
 #define OST_GRID_STRIDE(i, n) \

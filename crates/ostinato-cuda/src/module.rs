@@ -25,6 +25,8 @@ pub enum PdlTrigger {
     AtEntry,
     /// Triggers after its last write.
     AfterWrites,
+    /// Triggers right after its own wait: dependents launch once it runs, one kernel ahead at most.
+    AfterWait,
     /// Compiled without any `griddepcontrol` (not PDL-capable; for measurement).
     Disabled,
 }
@@ -41,6 +43,7 @@ impl PdlTrigger {
             "never" => Some(PdlTrigger::Never),
             "entry" => Some(PdlTrigger::AtEntry),
             "after-writes" | "exit" => Some(PdlTrigger::AfterWrites),
+            "after-wait" => Some(PdlTrigger::AfterWait),
             "disabled" => Some(PdlTrigger::Disabled),
             _ => None,
         }
@@ -50,6 +53,7 @@ impl PdlTrigger {
             PdlTrigger::Never => "never",
             PdlTrigger::AtEntry => "entry",
             PdlTrigger::AfterWrites => "after-writes",
+            PdlTrigger::AfterWait => "after-wait",
             PdlTrigger::Disabled => "disabled",
         }
     }

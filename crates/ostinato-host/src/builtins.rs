@@ -11,9 +11,11 @@ use crate::kernel::HostKernel;
 pub fn add_one() -> HostKernel {
     let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
     HostKernel::new(sig, |cx| {
+        let n = cx.u32(1)? as usize;
         let x = cx.buffer(0)?;
-        for i in 0..cx.u32(1)? as usize {
-            x.store_f32(i, x.load_f32(i)? + 1.0)?;
+        let x = x.words(n, true)?;
+        for i in 0..n {
+            x.set_f32(i, x.f32(i) + 1.0);
         }
         Ok(())
     })
@@ -30,14 +32,14 @@ pub fn mix() -> HostKernel {
         .scalar("n_in", ScalarType::U32)
         .scalar("salt", ScalarType::U32);
     HostKernel::new(sig, |cx| {
-        let (out, inp) = (cx.buffer(0)?, cx.buffer(1)?);
         let (n_out, n_in, salt) = (cx.u32(2)? as usize, cx.u32(3)? as usize, cx.u32(4)?);
         if n_in == 0 {
             return Err("mix: n_in is 0".into());
         }
+        let (out, inp) = (cx.buffer(0)?, cx.buffer(1)?);
+        let (out, inp) = (out.words(n_out, true)?, inp.words(n_in.min(n_out), false)?);
         for i in 0..n_out {
-            let v = out.load_u32(i)?.wrapping_mul(3).wrapping_add(inp.load_u32(i % n_in)?).wrapping_add(salt);
-            out.store_u32(i, v)?;
+            out.set_u32(i, out.u32(i).wrapping_mul(3).wrapping_add(inp.u32(i % n_in)).wrapping_add(salt));
         }
         Ok(())
     })

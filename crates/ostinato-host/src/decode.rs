@@ -4,16 +4,7 @@
 
 use ostinato::{Access, KernelSig, ScalarType};
 
-use crate::kernel::{BufView, HostKernel};
-
-fn sum_squares(x: &BufView, n: usize) -> Result<f32, String> {
-    let mut s = 0.0f32;
-    for i in 0..n {
-        let v = x.load_f32(i)?;
-        s += v * v;
-    }
-    Ok(s)
-}
+use crate::kernel::HostKernel;
 
 /// `rmsnorm(out: write f32[n], x: read f32[n], w: read f32[n], n: u32, eps: f32)`.
 pub fn rmsnorm() -> HostKernel {
@@ -24,10 +15,13 @@ pub fn rmsnorm() -> HostKernel {
         .scalar("n", ScalarType::U32)
         .scalar("eps", ScalarType::F32);
     HostKernel::new(sig, |cx| {
-        let (out, x, w, n, eps) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.u32(3)? as usize, cx.f32(4)?);
-        let scale = 1.0 / (sum_squares(&x, n)? / n as f32 + eps).sqrt();
+        let (n, eps) = (cx.u32(3)? as usize, cx.f32(4)?);
+        let (out, x, w) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
+        let (out, x, w) = (out.words(n, true)?, x.words(n, false)?, w.words(n, false)?);
+        let ss: f32 = (0..n).map(|i| x.f32(i) * x.f32(i)).sum();
+        let scale = 1.0 / (ss / n as f32 + eps).sqrt();
         for i in 0..n {
-            out.store_f32(i, x.load_f32(i)? * scale * w.load_f32(i)?)?;
+            out.set_f32(i, x.f32(i) * scale * w.f32(i));
         }
         Ok(())
     })
@@ -42,14 +36,16 @@ pub fn gemv() -> HostKernel {
         .scalar("m", ScalarType::U32)
         .scalar("k", ScalarType::U32);
     HostKernel::new(sig, |cx| {
-        let (y, w, x, m, k) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.u32(3)? as usize, cx.u32(4)? as usize);
-        let xs: Vec<f32> = (0..k).map(|j| x.load_f32(j)).collect::<Result<_, _>>()?;
+        let (m, k) = (cx.u32(3)? as usize, cx.u32(4)? as usize);
+        let (y, w, x) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
+        let (y, w, x) = (y.words(m, true)?, w.words(m * k, false)?, x.words(k, false)?);
+        let xs: Vec<f32> = (0..k).map(|j| x.f32(j)).collect();
         for i in 0..m {
             let mut acc = 0.0f32;
             for (j, xv) in xs.iter().enumerate() {
-                acc += w.load_f32(i * k + j)? * xv;
+                acc += w.f32(i * k + j) * xv;
             }
-            y.store_f32(i, acc)?;
+            y.set_f32(i, acc);
         }
         Ok(())
     })
@@ -120,6 +116,8 @@ pub fn attention() -> HostKernel {
         }
         let group = heads / kvh;
         let scale = 1.0 / (hd as f32).sqrt();
+        let rows = (pos + 1) * kvh * hd;
+        let (out, q, kc, vc) = (out.words(heads * hd, true)?, q.words(heads * hd, false)?, kc.words(rows, false)?, vc.words(rows, false)?);
         let mut scores = vec![0.0f32; pos + 1];
         for h in 0..heads {
             let kvo = (h / group) * hd;
@@ -127,7 +125,7 @@ pub fn attention() -> HostKernel {
             for (t, sc) in scores.iter_mut().enumerate() {
                 let mut d = 0.0f32;
                 for i in 0..hd {
-                    d += q.load_f32(h * hd + i)? * kc.load_f32(t * kvh * hd + kvo + i)?;
+                    d += q.f32(h * hd + i) * kc.f32(t * kvh * hd + kvo + i);
                 }
                 *sc = d * scale;
                 max = max.max(*sc);
@@ -140,9 +138,9 @@ pub fn attention() -> HostKernel {
             for i in 0..hd {
                 let mut acc = 0.0f32;
                 for (t, sc) in scores.iter().enumerate() {
-                    acc += sc * vc.load_f32(t * kvh * hd + kvo + i)?;
+                    acc += sc * vc.f32(t * kvh * hd + kvo + i);
                 }
-                out.store_f32(h * hd + i, acc / sum)?;
+                out.set_f32(h * hd + i, acc / sum);
             }
         }
         Ok(())
@@ -153,9 +151,11 @@ pub fn attention() -> HostKernel {
 pub fn add() -> HostKernel {
     let sig = KernelSig::new("add").buffer("x", Access::ReadWrite).buffer("y", Access::Read).scalar("n", ScalarType::U32);
     HostKernel::new(sig, |cx| {
-        let (x, y, n) = (cx.buffer(0)?, cx.buffer(1)?, cx.u32(2)? as usize);
+        let n = cx.u32(2)? as usize;
+        let (x, y) = (cx.buffer(0)?, cx.buffer(1)?);
+        let (x, y) = (x.words(n, true)?, y.words(n, false)?);
         for i in 0..n {
-            x.store_f32(i, x.load_f32(i)? + y.load_f32(i)?)?;
+            x.set_f32(i, x.f32(i) + y.f32(i));
         }
         Ok(())
     })
@@ -165,10 +165,12 @@ pub fn add() -> HostKernel {
 pub fn silu_mul() -> HostKernel {
     let sig = KernelSig::new("silu_mul").buffer("out", Access::Write).buffer("gate_up", Access::Read).scalar("n", ScalarType::U32);
     HostKernel::new(sig, |cx| {
-        let (out, gu, n) = (cx.buffer(0)?, cx.buffer(1)?, cx.u32(2)? as usize);
+        let n = cx.u32(2)? as usize;
+        let (out, gu) = (cx.buffer(0)?, cx.buffer(1)?);
+        let (out, gu) = (out.words(n, true)?, gu.words(2 * n, false)?);
         for i in 0..n {
-            let g = gu.load_f32(i)?;
-            out.store_f32(i, g / (1.0 + (-g).exp()) * gu.load_f32(n + i)?)?;
+            let g = gu.f32(i);
+            out.set_f32(i, g / (1.0 + (-g).exp()) * gu.f32(n + i));
         }
         Ok(())
     })

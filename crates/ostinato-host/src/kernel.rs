@@ -127,6 +127,19 @@ impl BufView<'_> {
         Ok(self.start + off)
     }
 
+    /// The first `count` elements as words, with every check done once: the extent must be 4-byte
+    /// aligned and hold `count` elements, and the access mode must allow `write` (or reading).
+    pub fn words(&self, count: usize, write: bool) -> Result<Words<'_>, String> {
+        if count == 0 {
+            return Ok(Words(&[]));
+        }
+        self.at(count - 1, write)?;
+        if self.start % 4 != 0 {
+            return Err(format!("param {} extent starts at byte {}, not 4-byte aligned", self.param, self.start));
+        }
+        Ok(Words(self.mem.words(self.start, count)))
+    }
+
     #[inline]
     pub fn load_u32(&self, i: usize) -> Result<u32, String> {
         Ok(self.mem.load_u32(self.at(i, false)?))
@@ -143,5 +156,35 @@ impl BufView<'_> {
     #[inline]
     pub fn store_f32(&self, i: usize, v: f32) -> Result<(), String> {
         self.store_u32(i, v.to_bits())
+    }
+}
+
+/// Checked, aligned elements of one extent (see [`BufView::words`]); indexing past them panics, which
+/// the executor reports as a kernel fault.
+#[derive(Clone, Copy)]
+pub struct Words<'a>(&'a [std::sync::atomic::AtomicU32]);
+
+impl Words<'_> {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    #[inline]
+    pub fn u32(&self, i: usize) -> u32 {
+        self.0[i].load(Ordering::Relaxed)
+    }
+    #[inline]
+    pub fn set_u32(&self, i: usize, v: u32) {
+        self.0[i].store(v, Ordering::Relaxed)
+    }
+    #[inline]
+    pub fn f32(&self, i: usize) -> f32 {
+        f32::from_bits(self.u32(i))
+    }
+    #[inline]
+    pub fn set_f32(&self, i: usize, v: f32) {
+        self.set_u32(i, v.to_bits())
     }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use ostinato::{check_bindings, check_range, check_slot, Arg, Backend, BindError, BufferBinding, BufferId, Exec, NodeOp, ParamKind, Plan, Scalar, SlotError, SlotId};
 
-pub use kernel::{BufView, HostKernel, KernelCtx};
+pub use kernel::{BufView, HostKernel, KernelCtx, Words};
 pub use memory::HostMemory;
 
 use kernel::PreparedArg;

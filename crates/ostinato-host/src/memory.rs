@@ -62,6 +62,13 @@ impl HostMemory {
         w.fetch_or((v as u32) << shift, Relaxed);
     }
 
+    /// `count` whole words starting at the 4-byte-aligned byte offset `off`. Caller checks bounds.
+    #[inline]
+    pub fn words(&self, off: u64, count: usize) -> &[AtomicU32] {
+        let first = (off / 4) as usize;
+        &self.words[first..first + count]
+    }
+
     /// Copies `out.len()` bytes starting at `off` into `out`.
     pub fn read(&self, off: u64, out: &mut [u8]) {
         let mut i = 0usize;
