@@ -19,8 +19,9 @@ pub struct BenchArgs {
     pub warmups: usize,
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
-    /// Where every arm's kernels let dependents launch: entry, after-writes, never, disabled.
-    #[arg(long, default_value = "entry")]
+    /// The main PDL build's trigger (the expert's capture uses it; Ostinato uses it above the early
+    /// limit): after-wait, entry, after-writes, never, disabled.
+    #[arg(long, default_value = "after-wait")]
     pub trigger: String,
     /// Override the auto PDL policy's block limit.
     #[arg(long)]
@@ -32,7 +33,8 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
-        ostinato_cuda::PdlTrigger::parse(&self.trigger).ok_or_else(|| format!("unknown trigger `{}` (entry, after-writes, never, disabled)", self.trigger))
+        ostinato_cuda::PdlTrigger::parse(&self.trigger)
+            .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
     }
     /// The auto policy with any overrides.
     pub fn auto_policy(&self) -> ostinato_cuda::PdlPolicy {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use ostinato::file::{self, GraphFile};
 use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan, PlanOptions};
-use ostinato_cuda::{CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule, PdlTrigger};
 use ostinato_host::{builtins, HostBackend};
 
 /// Backend names a graph file may name implementations for.
@@ -71,11 +71,20 @@ pub fn host_kernels(f: &GraphFile, plan: &Plan) -> Result<Vec<ostinato_host::Hos
 pub fn cuda_kernels(f: &GraphFile, plan: &Plan, device: &Device, trigger: PdlTrigger) -> Result<Vec<CudaKernel>, RunError> {
     let mut out = Vec::new();
     let mut modules: Vec<(String, LoadedModule)> = Vec::new();
+    let mut builtins: Option<BuiltinModules> = None;
     for (k, sig) in plan.graph().kernels().iter().enumerate() {
         let spec = f.impls[k].get("cuda").ok_or_else(|| f.kernel_error(k, format!("kernel `{}` has no `cuda` implementation", sig.name)))?;
         let src_ref = spec.source();
         let entry = spec.entry().map(str::to_string).unwrap_or_else(|| src_ref.strip_prefix("builtin:").unwrap_or(&sig.name).to_string());
-        let key = if src_ref.starts_with("builtin") { "builtin".to_string() } else { src_ref.to_string() };
+        if src_ref.starts_with("builtin") {
+            if builtins.is_none() {
+                builtins = Some(BuiltinModules::load(device, trigger).map_err(|e| f.kernel_error(k, e.to_string()))?);
+            }
+            let b = builtins.as_ref().expect("loaded above");
+            out.push(b.kernel(&entry, sig).map_err(|e| f.kernel_error(k, e.to_string()))?);
+            continue;
+        }
+        let key = src_ref.to_string();
         if !modules.iter().any(|(n, _)| *n == key) {
             let source = ostinato_cuda::module::resolve_source(src_ref, f.base_dir()).map_err(|e| f.kernel_error(k, e.to_string()))?;
             modules.push((key.clone(), LoadedModule::load(device, &source, trigger).map_err(|e| f.kernel_error(k, e.to_string()))?));

@@ -38,9 +38,10 @@ enum PdlArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum TriggerArg {
-    Never,
+    AfterWait,
     Entry,
     AfterWrites,
+    Never,
 }
 
 #[derive(Subcommand)]
@@ -79,8 +80,8 @@ enum Command {
         mode: ModeArg,
         #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
         pdl: PdlArg,
-        /// Where built-in kernels let dependents launch.
-        #[arg(long, value_enum, default_value_t = TriggerArg::Entry)]
+        /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
+        #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
         trigger: TriggerArg,
         /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
         #[arg(long)]
@@ -150,6 +151,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                         TriggerArg::Never => PdlTrigger::Never,
                         TriggerArg::Entry => PdlTrigger::AtEntry,
                         TriggerArg::AfterWrites => PdlTrigger::AfterWrites,
+                        TriggerArg::AfterWait => PdlTrigger::AfterWait,
                     };
                     BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger }, device }
                 }

@@ -8,8 +8,8 @@ use ostinato::{check_bindings, check_range, check_slot, Backend, BindError, Buff
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
-use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy};
-use crate::module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy, Variant};
+use crate::module::{BuiltinModules, CudaKernel, PdlTrigger};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecMode {
@@ -39,13 +39,15 @@ impl ExecMode {
 pub struct CudaOptions {
     pub mode: ExecMode,
     pub pdl: PdlPolicy,
-    /// Trigger placement compiled into the internal copy/fill kernels.
+    /// Trigger placement of the main PDL build of the internal copy/fill kernels (nodes above
+    /// `lower::EARLY_TRIGGER_MAX_BLOCKS` blocks); small nodes use the early build, nodes without
+    /// programmatic edges the plain build.
     pub trigger: PdlTrigger,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy::default(), trigger: PdlTrigger::AtEntry }
+        CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy::default(), trigger: PdlTrigger::AfterWait }
     }
 }
 
@@ -61,13 +63,13 @@ pub struct CudaBackend {
     ctx: Arc<Context>,
     device_arch: String,
     options: CudaOptions,
-    helpers: Option<(Function, Function, bool)>,
+    helpers: Option<(CudaKernel, CudaKernel)>,
 }
 
 impl CudaBackend {
     /// A backend on `device`. Loads the internal copy/fill kernels (NVRTC, cached).
     pub fn new(device: &Device, options: CudaOptions) -> Result<CudaBackend> {
-        let m = LoadedModule::load(device, &ModuleSource::builtin(), options.trigger)?;
+        let m = BuiltinModules::load(device, options.trigger)?;
         let copy_sig = ostinato::KernelSig::new("ostinato_copy")
             .buffer("dst", ostinato::Access::Write)
             .buffer("src", ostinato::Access::Read)
@@ -76,10 +78,9 @@ impl CudaBackend {
             .buffer("dst", ostinato::Access::Write)
             .scalar("value", ostinato::ScalarType::U32)
             .scalar("n_words", ostinato::ScalarType::U64);
-        let copy = m.kernel("ostinato_copy", &copy_sig, None)?;
-        let fill = m.kernel("ostinato_fill", &fill_sig, None)?;
-        let pdl = copy.pdl_capable && fill.pdl_capable;
-        Ok(CudaBackend { ctx: device.ctx.clone(), device_arch: device.info().arch(), options, helpers: Some((copy.func, fill.func, pdl)) })
+        let copy = m.kernel("ostinato_copy", &copy_sig)?;
+        let fill = m.kernel("ostinato_fill", &fill_sig)?;
+        Ok(CudaBackend { ctx: device.ctx.clone(), device_arch: device.info().arch(), options, helpers: Some((copy, fill)) })
     }
     pub fn options(&self) -> CudaOptions {
         self.options
@@ -126,10 +127,15 @@ impl Backend for CudaBackend {
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
             if kinds(sig) != kinds(&k.sig) {
-                return Err(BindError::Signature { kernel: sig.name.clone(), reason: format!("implementation `{}` was checked against another signature", k.name) }.into());
+                return Err(BindError::Signature {
+                    kernel: sig.name.clone(),
+                    reason: format!("implementation `{}` was checked against another signature", k.name),
+                }
+                .into());
             }
         }
-        let (copy_fn, fill_fn, helpers_pdl) = self.helpers.clone().ok_or(CudaError::Usage { op: "instantiate", reason: "helper kernels not loaded".into() })?;
+        let (copy_k, fill_k) = self.helpers.clone().ok_or(CudaError::Usage { op: "instantiate", reason: "helper kernels not loaded".into() })?;
+        let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
         let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
 
@@ -157,18 +163,25 @@ impl Backend for CudaBackend {
         };
         let mut funcs = Vec::with_capacity(lowering.launches.len());
         let mut args = Vec::with_capacity(lowering.launches.len());
+        let eager = self.options.mode == ExecMode::Eager;
         for l in &lowering.launches {
-            funcs.push(match l.callee {
-                Callee::Kernel(k) => kernels[k.index()].func.clone(),
-                Callee::Copy => copy_fn.clone(),
-                Callee::Fill => fill_fn.clone(),
-            });
+            let k = match l.callee {
+                Callee::Kernel(k) => &kernels[k.index()],
+                Callee::Copy => &copy_k,
+                Callee::Fill => &fill_k,
+            };
+            let f = match if eager { l.eager_variant } else { l.variant } {
+                Variant::Plain => k.plain.as_ref().unwrap_or(&k.func),
+                Variant::Early => k.early.as_ref().unwrap_or(&k.func),
+                Variant::Late => &k.func,
+            };
+            funcs.push(f.clone());
             args.push(KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()));
         }
         let main = Stream::new(&self.ctx)?;
         let submission = match self.options.mode {
-            crate::ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main)?,
-            crate::ExecMode::Eager => {
+            ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main)?,
+            ExecMode::Eager => {
                 let mut streams = vec![];
                 for _ in 0..plan.lanes().count().max(1) {
                     streams.push(Stream::new(&self.ctx)?);

@@ -123,6 +123,11 @@ pub(crate) struct Context {
     dev: sys::CUdevice,
 }
 
+// SAFETY: a retained primary context may be made current on, and used from, any thread.
+unsafe impl Send for Context {}
+// SAFETY: as above; the handle is never mutated after creation.
+unsafe impl Sync for Context {}
+
 impl Context {
     pub(crate) fn retain(dev: sys::CUdevice) -> Result<Arc<Context>> {
         let mut ctx = std::ptr::null_mut();
@@ -294,7 +299,6 @@ impl KernelArgs {
     }
 }
 
-
 pub(crate) struct Stream {
     s: sys::CUstream,
     _ctx: Arc<Context>,
@@ -320,7 +324,19 @@ impl Stream {
         if !pdl {
             // SAFETY: f is loaded; args hold exactly the kernel's params (checked at bind time).
             return check("cuLaunchKernel", unsafe {
-                sys::cuLaunchKernel(f.f, d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2], d.shared, self.s, args.as_driver(), std::ptr::null_mut())
+                sys::cuLaunchKernel(
+                    f.f,
+                    d.grid[0],
+                    d.grid[1],
+                    d.grid[2],
+                    d.block[0],
+                    d.block[1],
+                    d.block[2],
+                    d.shared,
+                    self.s,
+                    args.as_driver(),
+                    std::ptr::null_mut(),
+                )
             });
         }
         // SAFETY: the attribute is a plain-old-data union; zeroed is a valid starting value.

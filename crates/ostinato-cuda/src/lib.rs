@@ -18,8 +18,8 @@ pub mod raw;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
 pub use exec::{device_bytes, CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode};
-pub use lower::{Dims, PdlMode, PdlPolicy};
-pub use module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
+pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
 
 /// True when a CUDA driver library can be loaded and initialised.
 pub fn driver_available() -> bool {

@@ -52,6 +52,22 @@ impl PdlMode {
 /// and consumers of up to this many blocks and lost from the largest grid measured above it.
 pub const AUTO_MAX_BLOCKS: u64 = 1024;
 
+/// Nodes with programmatic edges and at most this many blocks use the early-trigger build (trigger at
+/// entry); larger ones trigger after their own wait, so early launches cannot cascade through big
+/// kernels (docs/fences.md).
+pub const EARLY_TRIGGER_MAX_BLOCKS: u64 = 128;
+
+/// Which build of a kernel a node launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// No `griddepcontrol` (the node has no programmatic edge).
+    Plain,
+    /// Triggers dependents at entry.
+    Early,
+    /// The main PDL build (after-wait trigger by default).
+    Late,
+}
+
 /// `auto`'s fan limit (docs/fences.md).
 pub const AUTO_MAX_FANOUT: usize = 4;
 
@@ -114,6 +130,10 @@ pub struct NodeLaunch {
     pub callee: Callee,
     pub dims: Dims,
     pub args: Vec<ArgValue>,
+    /// Graph mode: the build this node launches.
+    pub variant: Variant,
+    /// Eager mode: the build this node launches.
+    pub eager_variant: Variant,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,10 +191,10 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
                 (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
             }
         };
-        launches.push(NodeLaunch { node: node_id, callee, dims, args });
+        launches.push(NodeLaunch { node: node_id, callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain });
         capable.push(pdl);
     }
-    let edges = plan
+    let edges: Vec<GraphEdge> = plan
         .edges()
         .iter()
         .map(|e| GraphEdge {
@@ -196,6 +216,24 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             let fan = plan.succs(w[0]).len().max(plan.preds(w[1]).len());
             eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan);
         }
+    }
+    let pick = |l: &NodeLaunch| if l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS { Variant::Early } else { Variant::Late };
+    let mut graph_prog = vec![false; launches.len()];
+    for e in edges.iter().filter(|e| e.programmatic) {
+        graph_prog[e.from.index()] = true;
+        graph_prog[e.to.index()] = true;
+    }
+    let mut eager_prog = eager_pdl.clone();
+    for lane in lanes.all() {
+        for w in lane.windows(2) {
+            if eager_pdl[w[1].index()] {
+                eager_prog[w[0].index()] = true;
+            }
+        }
+    }
+    for (i, l) in launches.iter_mut().enumerate() {
+        l.variant = if graph_prog[i] { pick(l) } else { Variant::Plain };
+        l.eager_variant = if eager_prog[i] { pick(l) } else { Variant::Plain };
     }
     Lowering { launches, edges, eager_pdl }
 }
@@ -220,7 +258,12 @@ impl Lowering {
                     ArgValue::Slot(s) => format!("${}", g.slots()[s.index()].name),
                 })
                 .collect();
-            let _ = writeln!(s, "kernel n{} {name}<<<{:?},{:?},{}>>>({})", l.node, l.dims.grid, l.dims.block, l.dims.shared, args.join(", "));
+            let v = match l.variant {
+                Variant::Plain => "",
+                Variant::Early => " [pdl-early]",
+                Variant::Late => " [pdl]",
+            };
+            let _ = writeln!(s, "kernel n{} {name}<<<{:?},{:?},{}>>>({}){v}", l.node, l.dims.grid, l.dims.block, l.dims.shared, args.join(", "));
         }
         for e in &self.edges {
             let _ = writeln!(s, "edge n{} -> n{}{}", e.from, e.to, if e.programmatic { " programmatic" } else { "" });
@@ -253,10 +296,10 @@ mod tests {
         let low = lower(&plan, &[true], true, PdlPolicy::default());
         assert_eq!(
             low.describe(&plan),
-            "kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, $pos)\n\
-             kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+1024, 256)\n\
-             kernel n2 ostinato_copy<<<[4, 1, 1],[256, 1, 1],0>>>(&b+0, &a+0, 4096)\n\
-             kernel n3 ostinato_fill<<<[1, 1, 1],[256, 1, 1],0>>>(&b+0, 7, 4)\n\
+            "kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, $pos) [pdl-early]\n\
+             kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+1024, 256) [pdl-early]\n\
+             kernel n2 ostinato_copy<<<[4, 1, 1],[256, 1, 1],0>>>(&b+0, &a+0, 4096) [pdl-early]\n\
+             kernel n3 ostinato_fill<<<[1, 1, 1],[256, 1, 1],0>>>(&b+0, 7, 4) [pdl-early]\n\
              edge n0 -> n1 programmatic\n\
              edge n1 -> n2 programmatic\n\
              edge n2 -> n3 programmatic\n"
@@ -277,6 +320,10 @@ mod tests {
         assert!(low.edges.iter().all(|e| !e.programmatic) && low.eager_pdl.iter().all(|p| !p));
         let low = lower(&chain(8192), &[true], true, PdlPolicy::new(PdlMode::On));
         assert!(low.edges.iter().all(|e| e.programmatic));
+        assert!(low.launches.iter().take(2).all(|l| l.variant == Variant::Late), "big grids trigger after their wait");
+        let low = lower(&chain(8192), &[true], true, PdlPolicy::default());
+        assert_eq!(low.launches[0].variant, Variant::Plain, "no programmatic edge: the build without griddepcontrol");
+        assert_eq!(low.launches[3].variant, Variant::Early);
     }
 
     #[test]

@@ -103,6 +103,57 @@ pub struct CudaKernel {
     pub pdl_evidence: &'static str,
     /// The signature it was checked against.
     pub sig: KernelSig,
+    /// Optional variants of the same code: `early` triggers its dependents at entry (for small grids),
+    /// `plain` has no `griddepcontrol` at all (for nodes with no programmatic edge: the wait costs
+    /// large grids microseconds even when nothing is programmatic; see docs/fences.md).
+    pub(crate) early: Option<Function>,
+    pub(crate) plain: Option<Function>,
+}
+
+impl CudaKernel {
+    /// Attaches the early-trigger and plain variants (same code, other `OST_TRIGGER` builds).
+    pub fn with_variants(mut self, early: Option<&CudaKernel>, plain: Option<&CudaKernel>) -> CudaKernel {
+        self.early = early.filter(|e| e.pdl_capable).map(|e| e.func.clone());
+        self.plain = plain.map(|p| p.func.clone());
+        self
+    }
+    pub fn has_plain_variant(&self) -> bool {
+        self.plain.is_some()
+    }
+}
+
+/// The built-in kernels in all three builds: late trigger (`trigger`), early trigger, and plain.
+pub struct BuiltinModules {
+    main: LoadedModule,
+    early: LoadedModule,
+    plain: LoadedModule,
+}
+
+impl BuiltinModules {
+    /// Compiles (through the cache) the built-in source three times. `trigger` is the main PDL build.
+    pub fn load(device: &Device, trigger: PdlTrigger) -> Result<BuiltinModules> {
+        let src = ModuleSource::builtin();
+        Ok(BuiltinModules {
+            main: LoadedModule::load(device, &src, trigger)?,
+            early: LoadedModule::load(device, &src, PdlTrigger::AtEntry)?,
+            plain: LoadedModule::load(device, &src, PdlTrigger::Disabled)?,
+        })
+    }
+    /// `entry` checked against `sig`, with its variants.
+    pub fn kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
+        let main = self.main.kernel(entry, sig, None)?;
+        let early = self.early.kernel(entry, sig, None)?;
+        let plain = self.plain.kernel(entry, sig, None)?;
+        Ok(main.with_variants(Some(&early), Some(&plain)))
+    }
+    /// Only the plain build (no griddepcontrol), as a baseline that never uses PDL would compile it.
+    pub fn plain_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
+        self.plain.kernel(entry, sig, None)
+    }
+    /// Only the main PDL build.
+    pub fn main_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
+        self.main.kernel(entry, sig, None)
+    }
 }
 
 impl std::fmt::Debug for CudaKernel {
@@ -208,7 +259,7 @@ impl LoadedModule {
             (None, Some(d)) => (d, "declared"),
             (None, None) => (false, "none"),
         };
-        Ok(CudaKernel { func, name: sig.name.clone(), pdl_capable, pdl_evidence, sig: sig.clone() })
+        Ok(CudaKernel { func, name: sig.name.clone(), pdl_capable, pdl_evidence, sig: sig.clone(), early: None, plain: None })
     }
 }
 
@@ -242,9 +293,7 @@ pub fn certify_pdl(ptx: &str, entry: &str) -> std::result::Result<(), String> {
         if mnemonic.starts_with("griddepcontrol.wait") {
             return Ok(());
         }
-        let touches = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "ldu.", "tex.", "suld.", "sust."]
-            .iter()
-            .any(|p| mnemonic.starts_with(p))
+        let touches = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "ldu.", "tex.", "suld.", "sust."].iter().any(|p| mnemonic.starts_with(p))
             && !mnemonic.starts_with("ld.param");
         let leaves = ["bra", "call", "ret", "exit", "brx."].iter().any(|p| mnemonic.starts_with(p));
         if touches || leaves {

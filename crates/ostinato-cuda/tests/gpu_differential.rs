@@ -17,7 +17,9 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry),
         (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry),
         (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites),
-        (ExecMode::Eager, PdlMode::On, PdlTrigger::AtEntry),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait),
+        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait),
         (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry),
     ];
     let mut compared = 0;

@@ -8,11 +8,14 @@ use ostinato::{Access, KernelSig, Launch, ParamKind, Scalar, ScalarType};
 
 use crate::memory::HostMemory;
 
+/// A host kernel body: runs one node; an `Err` is a fault of the kernel, reported with the node.
+pub type KernelBody = Arc<dyn Fn(&KernelCtx) -> Result<(), String> + Send + Sync>;
+
 /// A kernel's host implementation: its signature (checked against the graph's) and its body.
 #[derive(Clone)]
 pub struct HostKernel {
     pub sig: KernelSig,
-    pub body: Arc<dyn Fn(&KernelCtx) -> Result<(), String> + Send + Sync>,
+    pub body: KernelBody,
 }
 
 impl std::fmt::Debug for HostKernel {

@@ -16,7 +16,9 @@ pub mod random_graphs;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use ostinato::{check_bindings, check_range, check_slot, Arg, Backend, BindError, BufferBinding, BufferId, Exec, NodeOp, ParamKind, Plan, Scalar, SlotError, SlotId};
+use ostinato::{
+    check_bindings, check_range, check_slot, Arg, Backend, BindError, BufferBinding, BufferId, Exec, NodeOp, ParamKind, Plan, Scalar, SlotError, SlotId,
+};
 
 pub use kernel::{BufView, HostKernel, KernelCtx, Words};
 pub use memory::HostMemory;
@@ -225,7 +227,11 @@ impl Drop for HostExec {
 
 /// Binds every kernel of `plan` by looking up its reference in `lookup` (for example
 /// [`builtins::lookup`]); a missing reference is an error naming the kernel.
-pub fn bind_kernels(plan: &Plan, reference: impl Fn(usize) -> Option<String>, lookup: impl Fn(&str) -> Option<HostKernel>) -> Result<Vec<HostKernel>, HostError> {
+pub fn bind_kernels(
+    plan: &Plan,
+    reference: impl Fn(usize) -> Option<String>,
+    lookup: impl Fn(&str) -> Option<HostKernel>,
+) -> Result<Vec<HostKernel>, HostError> {
     let mut out = Vec::new();
     for (i, sig) in plan.graph().kernels().iter().enumerate() {
         let r = reference(i).ok_or_else(|| BindError::Missing { kernel: sig.name.clone(), backend: "host".into() })?;

@@ -224,10 +224,7 @@ impl Pool {
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let s = shared.clone();
-            let h = std::thread::Builder::new()
-                .name(format!("ostinato-host-{i}"))
-                .spawn(move || s.worker())
-                .map_err(|e| HostError::Thread(e.to_string()));
+            let h = std::thread::Builder::new().name(format!("ostinato-host-{i}")).spawn(move || s.worker()).map_err(|e| HostError::Thread(e.to_string()));
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {

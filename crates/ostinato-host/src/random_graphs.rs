@@ -88,7 +88,8 @@ pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
                 }
                 let salt = if r.below(3) == 0 { Arg::Slot(salt_slot) } else { Arg::Scalar(Scalar::u32(r.next() as u32)) };
                 let launch = Launch::linear(1 + r.below(3) as u32, 32 << r.below(3));
-                let args = [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), salt];
+                let args =
+                    [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), salt];
                 g.add_launch(mix, launch, &args, &after).expect("valid by construction");
             }
         }

@@ -36,10 +36,7 @@ fn a_kernel_bound_with_a_mismatching_signature_is_refused() {
 fn external_memory_of_the_wrong_length_is_refused() {
     let (g, _) = add_one_graph(4, 64);
     let plan = Plan::compile(&g).unwrap();
-    let err = HostBackend::new(1)
-        .instantiate(&plan, vec![builtins::add_one()], vec![BufferBinding::External(Arc::new(HostMemory::zeroed(32)))])
-        .err()
-        .unwrap();
+    let err = HostBackend::new(1).instantiate(&plan, vec![builtins::add_one()], vec![BufferBinding::External(Arc::new(HostMemory::zeroed(32)))]).err().unwrap();
     assert!(matches!(err, HostError::Bind(BindError::BufferSize { expected: 64, got: 32, .. })), "{err}");
 }
 

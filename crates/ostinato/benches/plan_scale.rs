@@ -19,13 +19,7 @@ fn build(nodes: usize, buffers: usize, seed: u64) -> Graph {
         g.add_buffer(format!("b{b}"), 1 << 16).unwrap();
     }
     let k = g
-        .add_kernel(
-            KernelSig::new("k")
-                .buffer("out", Access::ReadWrite)
-                .buffer("a", Access::Read)
-                .buffer("b", Access::Read)
-                .scalar("n", ScalarType::U32),
-        )
+        .add_kernel(KernelSig::new("k").buffer("out", Access::ReadWrite).buffer("a", Access::Read).buffer("b", Access::Read).scalar("n", ScalarType::U32))
         .unwrap();
     for i in 0..nodes {
         // Mostly-local buffer choice (like a layer stack), sometimes far away.

@@ -61,10 +61,7 @@ pub fn check_slot(plan: &Plan, slot: SlotId, value: Scalar) -> Result<(), SlotEr
 pub fn check_bindings<M>(plan: &Plan, kernel_count: usize, buffers: &[BufferBinding<M>], len_of: impl Fn(&M) -> u64) -> Result<(), BindError> {
     let g = plan.graph();
     if kernel_count != g.kernels().len() {
-        return Err(BindError::Signature {
-            kernel: "*".into(),
-            reason: format!("{} implementations given for {} kernels", kernel_count, g.kernels().len()),
-        });
+        return Err(BindError::Signature { kernel: "*".into(), reason: format!("{} implementations given for {} kernels", kernel_count, g.kernels().len()) });
     }
     if buffers.len() != g.buffers().len() {
         return Err(BindError::BufferSize { buffer: "*".into(), expected: g.buffers().len() as u64, got: buffers.len() as u64 });
@@ -107,15 +104,8 @@ pub fn write_inits<E: Exec>(exec: &mut E, inits: &[Option<crate::file::BufferIni
 
 /// Reads every root buffer (views are read through their roots): `(id, bytes)` in buffer order.
 pub fn read_roots<E: Exec>(exec: &mut E) -> Result<Vec<(BufferId, Vec<u8>)>, E::Error> {
-    let roots: Vec<(BufferId, u64)> = exec
-        .plan()
-        .graph()
-        .buffers()
-        .iter()
-        .enumerate()
-        .filter(|(i, b)| b.root.index() == *i)
-        .map(|(i, b)| (BufferId(i as u32), b.size))
-        .collect();
+    let roots: Vec<(BufferId, u64)> =
+        exec.plan().graph().buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(i, b)| (BufferId(i as u32), b.size)).collect();
     let mut out = Vec::with_capacity(roots.len());
     for (id, size) in roots {
         let mut bytes = vec![0u8; size as usize];

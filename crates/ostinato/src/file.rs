@@ -48,7 +48,10 @@ pub enum BufferInit {
     /// Every f32 element holds the value.
     ConstF32(f32),
     /// f32 elements uniform in [-scale, scale) from the seed.
-    RandomF32 { seed: u64, scale: f32 },
+    RandomF32 {
+        seed: u64,
+        scale: f32,
+    },
 }
 
 impl BufferInit {
@@ -280,8 +283,7 @@ impl Ctx<'_> {
 /// Reads and parses a graph file. `impl_keys` lists the backend names a kernel may name an
 /// implementation for; any other extra key on a kernel is an error (a typo must not be ignored).
 pub fn load(path: &Path, impl_keys: &[&str]) -> Result<GraphFile, FileError> {
-    let src = std::fs::read_to_string(path)
-        .map_err(|e| FileError { path: path.to_path_buf(), line: None, message: format!("cannot read: {e}") })?;
+    let src = std::fs::read_to_string(path).map_err(|e| FileError { path: path.to_path_buf(), line: None, message: format!("cannot read: {e}") })?;
     parse(&src, path, impl_keys)
 }
 
@@ -300,21 +302,20 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         let id = match &b.view {
             None => g.add_buffer(&b.name, b.size),
             Some(v) => {
-                let parent = g
-                    .buffer_by_name(&v.of)
-                    .ok_or_else(|| cx.err(at, format!("view `{}`: unknown buffer `{}` (declare it above)", b.name, v.of)))?;
+                let parent = g.buffer_by_name(&v.of).ok_or_else(|| cx.err(at, format!("view `{}`: unknown buffer `{}` (declare it above)", b.name, v.of)))?;
                 g.add_view(&b.name, parent, v.offset, b.size)
             }
         }
         .map_err(|e| cx.err(at, e.to_string()))?;
-        let init = match (&b.init, &b.view) {
-            (Some(_), Some(_)) => return Err(cx.err(at, format!("view `{}` cannot have an init (initialise its root)", b.name))),
-            (None, Some(_)) => None,
-            (None, None) => Some(BufferInit::Zero),
-            (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| {
-                cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V, randf:SEED:SCALE)", b.name))
-            })?),
-        };
+        let init =
+            match (&b.init, &b.view) {
+                (Some(_), Some(_)) => return Err(cx.err(at, format!("view `{}` cannot have an init (initialise its root)", b.name))),
+                (None, Some(_)) => None,
+                (None, None) => Some(BufferInit::Zero),
+                (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| {
+                    cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V, randf:SEED:SCALE)", b.name))
+                })?),
+            };
         debug_assert_eq!(id.index(), inits.len());
         inits.push(init);
     }
@@ -338,19 +339,17 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
             sig = match (&p.access, &p.scalar) {
                 (Some(a), None) => sig.buffer(
                     &p.name,
-                    Access::parse(a).ok_or_else(|| {
-                        cx.err(at, format!("kernel `{}` param `{}`: unknown access `{a}` (read, write, read_write)", k.name, p.name))
-                    })?,
+                    Access::parse(a)
+                        .ok_or_else(|| cx.err(at, format!("kernel `{}` param `{}`: unknown access `{a}` (read, write, read_write)", k.name, p.name)))?,
                 ),
                 (None, Some(t)) => sig.scalar(
                     &p.name,
                     ScalarType::parse(t).ok_or_else(|| cx.err(at, format!("kernel `{}` param `{}`: unknown scalar type `{t}`", k.name, p.name)))?,
                 ),
                 (None, None) => {
-                    return Err(cx.err(
-                        at,
-                        format!("kernel `{}` param `{}`: declare `access` (read, write, read_write) or `scalar`; none is assumed", k.name, p.name),
-                    ))
+                    return Err(
+                        cx.err(at, format!("kernel `{}` param `{}`: declare `access` (read, write, read_write) or `scalar`; none is assumed", k.name, p.name))
+                    )
                 }
                 (Some(_), Some(_)) => return Err(cx.err(at, format!("kernel `{}` param `{}`: both `access` and `scalar` given", k.name, p.name))),
             };

@@ -269,11 +269,21 @@ impl Launch {
 /// What a node does. Buffer args are resolved: every `Arg::Whole` became an `Arg::Buffer`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NodeOp {
-    Kernel { kernel: KernelId, launch: Launch, args: Vec<Arg> },
+    Kernel {
+        kernel: KernelId,
+        launch: Launch,
+        args: Vec<Arg>,
+    },
     /// Copies `src` to `dst` (equal lengths, not overlapping on one allocation).
-    Copy { src: Slice, dst: Slice },
+    Copy {
+        src: Slice,
+        dst: Slice,
+    },
     /// Writes the u32 `value` repeatedly over `dst` (4-byte aligned offset and length).
-    Fill { dst: Slice, value: u32 },
+    Fill {
+        dst: Slice,
+        value: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

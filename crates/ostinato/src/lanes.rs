@@ -39,9 +39,7 @@ impl Lanes {
                     lanes.push(Vec::new());
                     lanes.len() - 1
                 }
-                None => (0..lanes.len())
-                    .min_by_key(|&l| (lanes[l].last().map_or(0, |t| depth[t.index()] + 1), l))
-                    .unwrap_or(0),
+                None => (0..lanes.len()).min_by_key(|&l| (lanes[l].last().map_or(0, |t| depth[t.index()] + 1), l)).unwrap_or(0),
             };
             lane_of[vi] = lane as u32;
             index_in_lane[vi] = lanes[lane].len() as u32;

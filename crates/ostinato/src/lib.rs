@@ -26,8 +26,8 @@ pub mod plan;
 pub use backend::{check_bindings, check_range, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{
-    Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess,
-    Scalar, ScalarType, Slice, SlotDecl, SlotId,
+    Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,
+    SlotDecl, SlotId,
 };
 pub use lanes::Lanes;
 pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};

@@ -9,9 +9,7 @@ use ostinato::{check_slot, Access, Arg, Graph, GraphError, KernelSig, Launch, No
 fn base() -> (Graph, ostinato::BufferId, ostinato::KernelId) {
     let mut g = Graph::new();
     let a = g.add_buffer("a", 64).unwrap();
-    let k = g
-        .add_kernel(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n", ScalarType::U32))
-        .unwrap();
+    let k = g.add_kernel(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n", ScalarType::U32)).unwrap();
     g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(a), Arg::Scalar(Scalar::u32(4))], &[]).unwrap();
     (g, a, k)
 }
@@ -113,8 +111,10 @@ fn file_buffer_param_without_access_is_an_error_with_line() {
 
 #[test]
 fn file_errors_name_line_node_and_param() {
-    let e = parse(&format!("{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = {{ buffer = \"a\", offset = 60, len = 8 }}, n = 4 }}\n"))
-        .unwrap_err();
+    let e = parse(&format!(
+        "{KERNEL}\n[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [32]\nargs = {{ out = {{ buffer = \"a\", offset = 60, len = 8 }}, n = 4 }}\n"
+    ))
+    .unwrap_err();
     assert_eq!(e.line, Some(10), "{e}");
     assert!(e.message.contains("node 0, param `mix.out`") && e.message.contains("outside buffer `a`"), "{e}");
 

@@ -1,3 +1,4 @@
+#![allow(clippy::needless_range_loop)] // brute-force oracles read best as index loops
 //! The planner against a brute-force oracle on random graphs: the plan's edges must be exactly the
 //! transitive reduction of (all-pairs hazards ∪ explicit edges), with the right hazard kinds; cycles must
 //! be reported with a real cycle; lanes must order every edge.

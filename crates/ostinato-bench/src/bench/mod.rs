@@ -152,7 +152,7 @@ fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
 
 struct CudaCtx {
     device: ostinato_cuda::Device,
-    module: ostinato_cuda::LoadedModule,
+    modules: ostinato_cuda::BuiltinModules,
     trigger: ostinato_cuda::PdlTrigger,
     policy: ostinato_cuda::PdlPolicy,
 }
@@ -162,7 +162,20 @@ fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<
         return Ok(Box::new(HostArm::new(w, kind, init)?));
     }
     let cx = cuda.ok_or("no CUDA device")?;
-    let kernels = w.graph.kernels().iter().map(|k| cx.module.kernel(&k.name, k, None)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    // Every arm runs the same kernel code; each gets the build its technique calls for: baselines that
+    // never use PDL the build without griddepcontrol, the expert's PDL capture the main PDL build,
+    // Ostinato all builds (it picks one per node).
+    let kernels = w
+        .graph
+        .kernels()
+        .iter()
+        .map(|k| match kind {
+            ArmKind::Eager | ArmKind::Captured => cx.modules.plain_kernel(&k.name, k),
+            ArmKind::CapturedPdl => cx.modules.main_kernel(&k.name, k),
+            _ => cx.modules.kernel(&k.name, k),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     Ok(match kind {
         ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, init)?),
         _ => Box::new(OstinatoCuda::new(&cx.device, w, kernels, kind, init, cx.trigger, cx.policy)?),
@@ -170,7 +183,15 @@ fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<
 }
 
 fn run_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmups: usize, samples: usize) -> ArmResult {
-    let mut out = ArmResult { arm: kind.name(), ok: false, error: None, samples: Vec::new(), gpu_us_per_dispatch: None, host_us_per_dispatch: None, replay_call_us: None };
+    let mut out = ArmResult {
+        arm: kind.name(),
+        ok: false,
+        error: None,
+        samples: Vec::new(),
+        gpu_us_per_dispatch: None,
+        host_us_per_dispatch: None,
+        replay_call_us: None,
+    };
     let mut arm = match make_arm(kind, w, cuda, init) {
         Ok(a) => a,
         Err(e) => {
@@ -226,8 +247,8 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let trigger = args.trigger()?;
-        let module = ostinato_cuda::LoadedModule::load(&device, &ostinato_cuda::ModuleSource::builtin(), trigger).map_err(|e| e.to_string())?;
-        Some(CudaCtx { device, module, trigger, policy: args.auto_policy() })
+        let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
+        Some(CudaCtx { device, modules, trigger, policy: args.auto_policy() })
     } else {
         None
     };

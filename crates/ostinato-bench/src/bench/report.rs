@@ -98,7 +98,17 @@ pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     let failed = rows.iter().filter(|r| !r.ok).count();
     let _ = writeln!(s, "{} rows, {} failed their oracle", rows.len(), failed);
     for c in summarize(backend, rows).iter().filter(|c| c.family == "all") {
-        let _ = writeln!(s, "{} vs {}: median speedup {:.2}x over {} rows ({} wins, {} ties, {} losses)", ours(backend), c.versus, c.median_speedup, c.rows, c.wins, c.ties, c.losses);
+        let _ = writeln!(
+            s,
+            "{} vs {}: median speedup {:.2}x over {} rows ({} wins, {} ties, {} losses)",
+            ours(backend),
+            c.versus,
+            c.median_speedup,
+            c.rows,
+            c.wins,
+            c.ties,
+            c.losses
+        );
     }
     s
 }
@@ -162,7 +172,8 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
         let _ = writeln!(s, "| {} | {} |", r.id, cells.join(" | "));
     }
     let _ = writeln!(s, "\n## Host µs per replay call of a retained graph (median of bursts of {} calls)\n", super::arms::CALL_BURST);
-    let graph_arms: Vec<&str> = arms.iter().copied().filter(|a| rows.iter().any(|r| r.arms.iter().any(|x| x.arm == *a && x.replay_call_us.is_some()))).collect();
+    let graph_arms: Vec<&str> =
+        arms.iter().copied().filter(|a| rows.iter().any(|r| r.arms.iter().any(|x| x.arm == *a && x.replay_call_us.is_some()))).collect();
     let _ = writeln!(s, "| row | dispatches | {} |", graph_arms.join(" | "));
     let _ = writeln!(s, "|---|---|{}", "---|".repeat(graph_arms.len()));
     for r in rows {
@@ -229,7 +240,11 @@ fn chart(path: &Path, backend: BenchBackend, p: &Provenance, rows: &[RowResult])
         .map_err(e)?;
     for (ai, a) in arms.iter().enumerate() {
         let color = Palette99::pick(ai).to_rgba();
-        let pts: Vec<(f64, f64)> = rows.iter().enumerate().filter_map(|(i, r)| metric(r, a).filter(|_| r.ok).map(|m| (i as f64 + (ai as f64 - arms.len() as f64 / 2.0) * 0.06, m.0))).collect();
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| metric(r, a).filter(|_| r.ok).map(|m| (i as f64 + (ai as f64 - arms.len() as f64 / 2.0) * 0.06, m.0)))
+            .collect();
         c.draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled())))
             .map_err(e)?
             .label(a.to_string())

@@ -93,7 +93,13 @@ pub fn fan(k: usize, words: u32, replays: usize) -> Workload {
     let mix = g.add_kernel(mix_sig()).expect("fresh");
     let blocks = words.div_ceil(256);
     let call = |g: &mut Graph, out: Slice, inp: Slice, salt: u32| {
-        let args = [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), Arg::Scalar(Scalar::u32(salt))];
+        let args = [
+            Arg::Buffer(out),
+            Arg::Buffer(inp),
+            Arg::Scalar(Scalar::u32((out.len / 4) as u32)),
+            Arg::Scalar(Scalar::u32((inp.len / 4) as u32)),
+            Arg::Scalar(Scalar::u32(salt)),
+        ];
         g.add_launch(mix, Launch::linear(blocks, 256), &args, &[]).expect("valid")
     };
     let (wp, wsrc, wr, wc) = (g.whole(p), g.whole(src), g.whole(r), g.whole(c));
@@ -164,10 +170,9 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
     let gu = g.add_buffer("gu", f(2 * ffn)).expect("fresh");
     let act = g.add_buffer("act", f(ffn)).expect("fresh");
     let d = g.add_buffer("d", f(h)).expect("fresh");
-    let mut inits = vec![Some(BufferInit::RandomF32 { seed: 1, scale: 1.0 }), None, None, None, None, None, None, None];
-    for i in 1..8 {
-        inits[i] = Some(BufferInit::Zero);
-    }
+    // x starts random; the seven scratch buffers start zeroed.
+    let mut inits = vec![Some(BufferInit::RandomF32 { seed: 1, scale: 1.0 })];
+    inits.extend(std::iter::repeat_n(Some(BufferInit::Zero), 7));
     let sig = |name: &str, ps: &[(&str, Option<Access>)]| {
         let mut k = KernelSig::new(name);
         for (p, a) in ps {
@@ -182,9 +187,23 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
     let rmsnorm = g.add_kernel(sig("rmsnorm", &[("out", Some(W)), ("x", Some(R)), ("w", Some(R)), ("n", None), ("eps", None)])).expect("fresh");
     let gemv = g.add_kernel(sig("gemv", &[("y", Some(W)), ("w", Some(R)), ("x", Some(R)), ("m", None), ("k", None)])).expect("fresh");
     let rope = g.add_kernel(sig("rope", &[("qk", Some(RW)), ("pos", None), ("heads", None), ("head_dim", None)])).expect("fresh");
-    let kv_store = g.add_kernel(sig("kv_store", &[("kcache", Some(RW)), ("vcache", Some(RW)), ("k", Some(R)), ("v", Some(R)), ("pos", None), ("kv", None)])).expect("fresh");
+    let kv_store = g
+        .add_kernel(sig("kv_store", &[("kcache", Some(RW)), ("vcache", Some(RW)), ("k", Some(R)), ("v", Some(R)), ("pos", None), ("kv", None)]))
+        .expect("fresh");
     let attention = g
-        .add_kernel(sig("attention", &[("out", Some(W)), ("q", Some(R)), ("kcache", Some(R)), ("vcache", Some(R)), ("pos", None), ("heads", None), ("kv_heads", None), ("head_dim", None)]))
+        .add_kernel(sig(
+            "attention",
+            &[
+                ("out", Some(W)),
+                ("q", Some(R)),
+                ("kcache", Some(R)),
+                ("vcache", Some(R)),
+                ("pos", None),
+                ("heads", None),
+                ("kv_heads", None),
+                ("head_dim", None),
+            ],
+        ))
         .expect("fresh");
     let add = g.add_kernel(sig("add", &[("x", Some(RW)), ("y", Some(R)), ("n", None)])).expect("fresh");
     let silu = g.add_kernel(sig("silu_mul", &[("out", Some(W)), ("gate_up", Some(R)), ("n", None)])).expect("fresh");
@@ -215,8 +234,18 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
         k(&mut g, rmsnorm, Launch::linear(1, 1024), &[Arg::Whole(hbuf), Arg::Whole(x), Arg::Whole(ln1), u(h), Arg::Scalar(Scalar::f32(1e-5))]);
         k(&mut g, gemv, gemv_launch(qkv_len), &[Arg::Whole(qkv), Arg::Whole(wqkv), Arg::Whole(hbuf), u(qkv_len), u(h)]);
         k(&mut g, rope, Launch::linear((nh + nkv) * hd / 2 / 256 + 1, 256), &[sl(qkv, 0, q_len + kv_len), Arg::Slot(pos), u(nh + nkv), u(hd)]);
-        k(&mut g, kv_store, Launch::linear(kv_len.div_ceil(256), 256), &[Arg::Whole(kc), Arg::Whole(vc), sl(qkv, q_len, kv_len), sl(qkv, q_len + kv_len, kv_len), Arg::Slot(pos), u(kv_len)]);
-        k(&mut g, attention, Launch::linear(nh, 128).shared(4 * s.max_seq), &[Arg::Whole(att), sl(qkv, 0, q_len), Arg::Whole(kc), Arg::Whole(vc), Arg::Slot(pos), u(nh), u(nkv), u(hd)]);
+        k(
+            &mut g,
+            kv_store,
+            Launch::linear(kv_len.div_ceil(256), 256),
+            &[Arg::Whole(kc), Arg::Whole(vc), sl(qkv, q_len, kv_len), sl(qkv, q_len + kv_len, kv_len), Arg::Slot(pos), u(kv_len)],
+        );
+        k(
+            &mut g,
+            attention,
+            Launch::linear(nh, 128).shared(4 * s.max_seq),
+            &[Arg::Whole(att), sl(qkv, 0, q_len), Arg::Whole(kc), Arg::Whole(vc), Arg::Slot(pos), u(nh), u(nkv), u(hd)],
+        );
         k(&mut g, gemv, gemv_launch(h), &[Arg::Whole(o), Arg::Whole(wo), Arg::Whole(att), u(h), u(q_len)]);
         k(&mut g, add, Launch::linear(h.div_ceil(256), 256), &[Arg::Whole(x), Arg::Whole(o), u(h)]);
         k(&mut g, rmsnorm, Launch::linear(1, 1024), &[Arg::Whole(hbuf), Arg::Whole(x), Arg::Whole(ln2), u(h), Arg::Scalar(Scalar::f32(1e-5))]);

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan};
-use ostinato_cuda::{CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule, ModuleSource, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, PdlTrigger};
 
 /// The device, or `None` (with a message) where no CUDA driver or device is found.
 pub fn device_or_skip(test: &str) -> Option<Device> {
@@ -22,8 +22,8 @@ pub fn device_or_skip(test: &str) -> Option<Device> {
 
 /// Built-in CUDA kernels for every kernel of the plan (by name).
 pub fn builtin_kernels(device: &Device, plan: &Plan, trigger: PdlTrigger) -> Vec<CudaKernel> {
-    let m = LoadedModule::load(device, &ModuleSource::builtin(), trigger).expect("built-in module compiles");
-    plan.graph().kernels().iter().map(|k| m.kernel(&k.name, k, None).expect("built-in kernel binds")).collect()
+    let m = BuiltinModules::load(device, trigger).expect("built-in modules compile");
+    plan.graph().kernels().iter().map(|k| m.kernel(&k.name, k).expect("built-in kernel binds")).collect()
 }
 
 pub fn run_cuda(device: &Device, plan: &Plan, options: CudaOptions, inits: &[Option<ostinato::file::BufferInit>], replays: usize) -> Vec<(BufferId, Vec<u8>)> {
