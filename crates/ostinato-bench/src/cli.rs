@@ -29,6 +29,9 @@ pub struct BenchArgs {
     /// Override the auto PDL policy's fan limit.
     #[arg(long)]
     pub pdl_max_fanout: Option<usize>,
+    /// Investigation only: choose kernel builds per node (known to give wrong results on decode).
+    #[arg(long)]
+    pub pdl_mixed_builds: bool,
 }
 
 impl BenchArgs {
@@ -45,6 +48,7 @@ impl BenchArgs {
         if let Some(f) = self.pdl_max_fanout {
             p.auto_max_fanout = f;
         }
+        p.mixed_builds = self.pdl_mixed_builds;
         p
     }
 }
