@@ -220,19 +220,28 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// Starts `threads` workers and returns once every one of them is running, so that no thread
+    /// start-up work (which allocates) overlaps the first replays.
     pub(crate) fn spawn(shared: Arc<Shared>, threads: usize) -> Result<Pool, HostError> {
         let mut handles = Vec::with_capacity(threads);
+        let started = Arc::new(AtomicUsize::new(0));
         for i in 0..threads {
-            let s = shared.clone();
-            let h = std::thread::Builder::new().name(format!("ostinato-host-{i}")).spawn(move || s.worker()).map_err(|e| HostError::Thread(e.to_string()));
+            let (s, up) = (shared.clone(), started.clone());
+            let h = std::thread::Builder::new().name(format!("ostinato-host-{i}")).spawn(move || {
+                up.fetch_add(1, Ordering::Release);
+                s.worker()
+            });
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     let mut pool = Pool { shared, threads: handles };
                     pool.shutdown();
-                    return Err(e);
+                    return Err(HostError::Thread(e.to_string()));
                 }
             }
+        }
+        while started.load(Ordering::Acquire) < threads {
+            std::thread::yield_now();
         }
         Ok(Pool { shared, threads: handles })
     }
