@@ -48,8 +48,9 @@ impl PdlMode {
     }
 }
 
-/// `auto`'s threshold, measured on the H200 (docs/fences.md): programmatic edges paid for producers
-/// and consumers of up to this many blocks and lost from the largest grid measured above it.
+/// `auto`'s threshold, measured on the H200 (docs/fences.md): an edge is programmatic only when each
+/// of its kernels' blocks times the plan's lane count is at most this (1,024-block chains gained, four
+/// side-by-side 1,024-block chains lost 1.47x, 8,192-block grids lost 1.7x).
 pub const AUTO_MAX_BLOCKS: u64 = 1024;
 
 /// A submission whose nodes all have at most this many blocks uses the early-trigger build (trigger at
@@ -97,13 +98,15 @@ impl PdlPolicy {
         PdlPolicy { mode, ..Self::default() }
     }
     /// Whether an ordering producer → consumer may be programmatic. `fan` is the larger of the
-    /// producer's successor count and the consumer's predecessor count.
-    pub fn programmatic(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool, fan: usize) -> bool {
+    /// producer's successor count and the consumer's predecessor count; `width` is how many lanes of
+    /// the plan run side by side (early-launched waiters of every lane compete for the same SMs).
+    pub fn programmatic(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool, fan: usize, width: usize) -> bool {
+        let w = width.max(1) as u64;
         consumer_capable
             && match self.mode {
                 PdlMode::Off => false,
                 PdlMode::On => true,
-                PdlMode::Auto => producer.blocks() <= self.auto_max_blocks && consumer.blocks() <= self.auto_max_blocks && fan <= self.auto_max_fanout,
+                PdlMode::Auto => producer.blocks() * w <= self.auto_max_blocks && consumer.blocks() * w <= self.auto_max_blocks && fan <= self.auto_max_fanout,
             }
     }
 }
@@ -208,6 +211,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
                 &launches[e.to.index()].dims,
                 capable[e.to.index()],
                 plan.succs(e.from).len().max(plan.preds(e.to).len()),
+                plan.lanes().count(),
             ),
         })
         .collect();
@@ -217,7 +221,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         for w in lane.windows(2) {
             let (u, v) = (w[0].index(), w[1].index());
             let fan = plan.succs(w[0]).len().max(plan.preds(w[1]).len());
-            eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan);
+            eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan, lanes.count());
         }
     }
     // One build for the whole submission, from the configurations measured correct and fast
@@ -339,6 +343,17 @@ mod tests {
         assert!(low.launches.iter().all(|l| l.variant == Variant::Late), "big grids: one after-wait build");
         let low = lower(&chain(8192), &[true], true, PdlPolicy::new(PdlMode::Off));
         assert!(low.launches.iter().all(|l| l.variant == Variant::Plain), "no programmatic edge: the build without griddepcontrol");
+    }
+
+    #[test]
+    fn auto_scales_the_block_limit_by_side_by_side_lanes() {
+        let p = PdlPolicy::default();
+        let d = |b| Dims { grid: [b, 1, 1], block: [256, 1, 1], shared: 0 };
+        assert!(p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: measured to gain");
+        assert!(!p.programmatic(&d(1024), &d(1024), true, 1, 4), "four side-by-side 1,024-block chains: measured to lose");
+        assert!(p.programmatic(&d(128), &d(128), true, 1, 4));
+        assert!(!p.programmatic(&d(1), &d(1), true, 5, 1), "wide fans stay full edges");
+        assert!(!p.programmatic(&d(1), &d(1), false, 1, 1), "never into a kernel that does not wait");
     }
 
     #[test]
