@@ -11,6 +11,9 @@ fn main() {
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
     println!("cargo:rustc-env=OSTINATO_BUILD_COMMIT={commit}");
     println!("cargo:rustc-env=OSTINATO_BUILD_DIRTY={}", dirty.map_or("unknown".to_string(), |d| d.to_string()));
-    println!("cargo:rerun-if-changed=../../.git/HEAD");
-    println!("cargo:rerun-if-changed=../../.git/index");
+    // Re-run whenever the commit, the index or any source changes, so the dirty flag is never stale
+    // (an earlier version watched only HEAD and the index and reported unstaged edits as clean).
+    for p in ["../../.git/HEAD", "../../.git/index", "../../crates", "../../kernels", "../../Cargo.toml"] {
+        println!("cargo:rerun-if-changed={p}");
+    }
 }

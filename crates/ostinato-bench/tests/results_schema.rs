@@ -1,0 +1,134 @@
+//! `results.json` against its schema (`docs/results.schema.json`): the file a host-backend quick run
+//! writes now, and the committed H200 results. The validator implements the schema subset the file
+//! uses (type, required, properties, items, enum, minimum, $ref to a definition).
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use ostinato_bench::cli::BenchArgs;
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn type_ok(t: &str, v: &Value) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "null" => v.is_null(),
+        _ => false,
+    }
+}
+
+fn validate(schema: &Value, v: &Value, root: &Value, at: &str, errors: &mut Vec<String>) {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        return validate(&root["definitions"][r], v, root, at, errors);
+    }
+    if let Some(t) = schema.get("type") {
+        let ok = match t {
+            Value::String(s) => type_ok(s, v),
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|s| type_ok(s, v)),
+            _ => false,
+        };
+        if !ok {
+            errors.push(format!("{at}: expected type {t}, got {v}"));
+            return;
+        }
+    }
+    if v.is_null() {
+        return;
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        if !e.contains(v) {
+            errors.push(format!("{at}: {v} not in {e:?}"));
+        }
+    }
+    if let (Some(m), Some(x)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64()) {
+        if x < m {
+            errors.push(format!("{at}: {x} < minimum {m}"));
+        }
+    }
+    if let Some(req) = schema.get("required").and_then(Value::as_array) {
+        for k in req.iter().filter_map(Value::as_str) {
+            if v.get(k).is_none() {
+                errors.push(format!("{at}: missing `{k}`"));
+            }
+        }
+    }
+    if let (Some(props), Some(obj)) = (schema.get("properties").and_then(Value::as_object), v.as_object()) {
+        for (k, s) in props {
+            if let Some(x) = obj.get(k) {
+                validate(s, x, root, &format!("{at}.{k}"), errors);
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in arr.iter().enumerate() {
+            validate(items, x, root, &format!("{at}[{i}]"), errors);
+        }
+    }
+}
+
+fn check(results: &Path) -> Value {
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(repo().join("docs/results.schema.json")).unwrap()).unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
+    let mut errors = Vec::new();
+    validate(&schema, &v, &schema, "$", &mut errors);
+    assert!(errors.is_empty(), "{} violates the schema:\n{}", results.display(), errors.join("\n"));
+    v
+}
+
+#[test]
+fn host_quick_bench_writes_the_three_files_and_valid_results() {
+    let out = std::env::temp_dir().join(format!("ostinato-bench-test-{}", std::process::id()));
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    let args = Cmd::parse_from(["bench", "--backend", "host", "--quick", "--out", out.to_str().unwrap()]).args;
+    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    assert!(rows.iter().all(|r| r.ok), "every host row passes its oracle");
+    for f in ["results.json", "REPORT.md", "chart.svg"] {
+        assert!(out.join(f).metadata().map(|m| m.len() > 100).unwrap_or(false), "{f} written");
+    }
+    let v = check(&out.join("results.json"));
+    assert_eq!(v["provenance"]["backend"], "host");
+    let families: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["family"].as_str().unwrap()).collect();
+    for fam in ["dispatch-grid serial", "dispatch-grid independent", "fan-out/fan-in", "decode-shaped"] {
+        assert!(families.contains(&fam), "{fam} missing");
+    }
+    // every sample carries an oracle verdict, and warm-ups plus samples are all there
+    for r in v["rows"].as_array().unwrap() {
+        for a in r["arms"].as_array().unwrap() {
+            assert_eq!(a["samples"].as_array().unwrap().len(), 10, "{} {}", r["id"], a["arm"]);
+        }
+    }
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(report.contains("HOST BACKEND (no GPU)"), "the host matrix is labelled as such");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn committed_h200_results_are_valid_and_all_rows_correct() {
+    let v = check(&repo().join("docs/results/2026-11-29-h200/results.json"));
+    assert_eq!(v["provenance"]["backend"], "cuda");
+    assert_eq!(v["provenance"]["build_dirty"], "false");
+    assert!(v["failed_rows"].as_array().unwrap().is_empty());
+    assert!(v["rows"].as_array().unwrap().iter().all(|r| r["ok"] == true));
+}
+
+#[test]
+fn the_validator_rejects_a_broken_file() {
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(repo().join("docs/results.schema.json")).unwrap()).unwrap();
+    let mut errors = Vec::new();
+    validate(&schema, &serde_json::json!({"schema_version": 2, "rows": [{"id": 3}]}), &schema, "$", &mut errors);
+    assert!(errors.iter().any(|e| e.contains("missing `provenance`")));
+    assert!(errors.iter().any(|e| e.contains("$.schema_version")));
+    assert!(errors.iter().any(|e| e.contains("$.rows[0].id")));
+}

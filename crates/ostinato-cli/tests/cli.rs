@@ -1,0 +1,68 @@
+//! The `ostinato` binary as a user meets it: plan/run on the example graphs, bad input exits non-zero
+//! with a message naming the file and line, and `devices` never fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ostinato"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let o = bin().args(args).current_dir(repo()).output().expect("binary runs");
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn plan_json_has_nodes_edges_hazards_and_lanes() {
+    let (ok, out, err) = run(&["plan", "examples/mix.toml", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(v["nodes"], 5);
+    assert_eq!(v["edges"], serde_json::json!([[0, 2], [1, 2], [2, 3], [2, 4]]));
+    assert_eq!(v["hazards"][3], serde_json::json!(["WAR"]));
+    assert!(v["lanes"].as_array().is_some_and(|l| !l.is_empty()));
+}
+
+#[test]
+fn run_check_and_dump_on_the_host() {
+    let dir = std::env::temp_dir().join(format!("ostinato-cli-dump-{}", std::process::id()));
+    let (ok, out, err) = run(&["run", "examples/mix.toml", "--backend", "host", "--replays", "4", "--check", "--dump", dir.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("check passed"), "{out}");
+    assert_eq!(std::fs::read(dir.join("a.bin")).unwrap().len(), 4096);
+    assert_eq!(std::fs::read(dir.join("b.bin")).unwrap().len(), 1024);
+    let _ = std::fs::remove_dir_all(dir);
+    let (ok, out, err) = run(&["run", "examples/add_one_serial_941.toml", "--replays", "2", "--check", "--threads", "2"]);
+    assert!(ok && out.contains("941 nodes, 940 edges"), "{out}{err}");
+}
+
+#[test]
+fn bad_input_exits_non_zero_with_file_and_line() {
+    let bad = std::env::temp_dir().join(format!("ostinato-bad-{}.toml", std::process::id()));
+    std::fs::write(&bad, "[[buffer]]\nname = \"a\"\nsize = 16\n\n[[kernel]]\nname = \"k\"\nparams = [{ name = \"x\" }]\n").unwrap();
+    let (ok, _, err) = run(&["plan", bad.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains(&format!("{}:5: kernel `k` param `x`: declare `access`", bad.display())), "{err}");
+    assert!(!err.contains("panicked"));
+    let (ok, _, err) = run(&["run", "/nonexistent/graph.toml"]);
+    assert!(!ok && err.contains("cannot read"), "{err}");
+    let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn devices_reports_each_backend_and_succeeds() {
+    let (ok, out, err) = run(&["devices"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("host:"), "{out}");
+    assert!(out.contains("cuda"), "{out}");
+    if !ostinato_cuda::driver_available() {
+        assert!(out.contains("cuda: no CUDA driver found"), "{out}");
+        let (ok, _, err) = run(&["run", "examples/mix.toml", "--backend", "cuda"]);
+        assert!(!ok && err.contains("no CUDA driver found"), "{err}");
+    }
+}
