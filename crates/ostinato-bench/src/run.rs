@@ -126,22 +126,28 @@ fn compare(want: &[(String, Vec<u8>)], got: &[(String, Vec<u8>)]) -> Result<(), 
     Ok(())
 }
 
+/// Initialises, replays `replays` times (timed, until the last one finished) and reads every root.
+fn init_replay_read<E: Exec>(exec: &mut E, f: &GraphFile, replays: usize) -> Result<(Vec<(String, Vec<u8>)>, f64), E::Error> {
+    write_inits(exec, &f.inits)?;
+    let t0 = Instant::now();
+    for _ in 0..replays {
+        exec.replay()?;
+    }
+    exec.wait()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let roots = read_roots(exec)?;
+    Ok((roots.into_iter().map(|(id, b)| (exec.plan().graph().buffer(id).name.clone(), b)).collect(), seconds))
+}
+
 /// Runs a graph file.
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
     let f = file::load(path, IMPL_KEYS)?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes })?;
     let mut notes = Vec::new();
-    let t0;
-    let buffers = match &o.backend {
+    let (buffers, seconds) = match &o.backend {
         BackendChoice::Host { threads } => {
             let mut exec = HostBackend::new(*threads).with_race_checker(o.check).instantiate(&plan, host_kernels(&f, &plan)?, rebind(allocate_all(&plan)))?;
-            write_inits(&mut exec, &f.inits)?;
-            t0 = Instant::now();
-            for _ in 0..o.replays {
-                exec.replay()?;
-            }
-            exec.wait()?;
-            named(&plan, read_roots(&mut exec)?)
+            init_replay_read(&mut exec, &f, o.replays)?
         }
         BackendChoice::Cuda { options, device } => {
             let sel = match device {
@@ -154,16 +160,9 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
             let backend = CudaBackend::new(&dev, *options)?;
             let mut exec = backend.instantiate(&plan, kernels, rebind(allocate_all(&plan)))?;
             notes.push(format!("{} programmatic edges", exec.programmatic_edges()));
-            write_inits(&mut exec, &f.inits)?;
-            t0 = Instant::now();
-            for _ in 0..o.replays {
-                exec.replay()?;
-            }
-            exec.wait()?;
-            named(&plan, read_roots(&mut exec)?)
+            init_replay_read(&mut exec, &f, o.replays)?
         }
     };
-    let seconds = t0.elapsed().as_secs_f64();
     if o.check {
         compare(&host_serial(&f, &plan, o.replays)?, &buffers)?;
     }
