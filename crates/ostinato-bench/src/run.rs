@@ -126,8 +126,11 @@ fn compare(want: &[(String, Vec<u8>)], got: &[(String, Vec<u8>)]) -> Result<(), 
     Ok(())
 }
 
+/// Buffers by name, with their bytes.
+pub type NamedBuffers = Vec<(String, Vec<u8>)>;
+
 /// Initialises, replays `replays` times (timed, until the last one finished) and reads every root.
-fn init_replay_read<E: Exec>(exec: &mut E, f: &GraphFile, replays: usize) -> Result<(Vec<(String, Vec<u8>)>, f64), E::Error> {
+fn init_replay_read<E: Exec>(exec: &mut E, f: &GraphFile, replays: usize) -> Result<(NamedBuffers, f64), E::Error> {
     write_inits(exec, &f.inits)?;
     let t0 = Instant::now();
     for _ in 0..replays {
