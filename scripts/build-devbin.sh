@@ -17,7 +17,7 @@ for line in sys.stdin:
         shutil.copy(m["executable"], os.path.join(".devbin/tests", m["target"]["name"].replace("-", "_") + "__" + m["target"]["kind"][0]))
 '
 # Only the crates that touch the GPU need to run there; the rest run in CI.
-find .devbin/tests -type f ! -name 'gpu_*' ! -name 'ostinato_cuda__lib' -delete
+find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' -delete
 strip .devbin/ostinato .devbin/tests/*
 cp -r examples kernels .devbin/
 ls -la .devbin .devbin/tests

@@ -10,13 +10,18 @@ export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
 export PATH=/usr/local/cuda/bin:$PATH
 status=0
 step() { echo "== $*"; }
+# Vulkan arm: NVIDIA's ICD is on the machine, the loader is carried in as .deb files (.gl/).
+if compgen -G ".gl/*.deb" >/dev/null; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
 {
   step "machine"; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; uname -r
   step "devices"; $BIN/ostinato devices
 } 2>&1 | tee "$OUT/machine.log"
 if [[ "$WHAT" != bench ]]; then
   step "tests" | tee "$OUT/tests.log"
-  for t in $BIN/tests/*; do
+  for t in $BIN/tests/*; do  # cuda and vulkan test binaries
     echo "--- $(basename "$t")" >>"$OUT/tests.log"
     if ! "$t" --test-threads=1 >>"$OUT/tests.log" 2>&1; then echo "FAILED: $t"; status=1; fi
   done

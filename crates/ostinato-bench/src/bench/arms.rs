@@ -34,6 +34,8 @@ pub enum ArmKind {
     HostSerial,
     /// Ostinato on the host backend: the plan on a thread pool.
     OstinatoHost,
+    /// Raw Vulkan: one command buffer, one barrier per dependency level (where a Vulkan device is found).
+    Vulkan,
 }
 
 impl ArmKind {
@@ -48,10 +50,19 @@ impl ArmKind {
             ArmKind::OstinatoEager => "ostinato-eager",
             ArmKind::HostSerial => "host-serial",
             ArmKind::OstinatoHost => "ostinato-host",
+            ArmKind::Vulkan => "vulkan",
         }
     }
-    pub const CUDA: [ArmKind; 7] =
-        [ArmKind::Eager, ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn, ArmKind::OstinatoEager];
+    pub const CUDA: [ArmKind; 8] = [
+        ArmKind::Eager,
+        ArmKind::Captured,
+        ArmKind::CapturedPdl,
+        ArmKind::Vulkan,
+        ArmKind::Ostinato,
+        ArmKind::OstinatoPdlOff,
+        ArmKind::OstinatoPdlOn,
+        ArmKind::OstinatoEager,
+    ];
     pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
 }
 
@@ -411,4 +422,54 @@ impl Arm for HostArm {
 pub fn oracle(w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Vec<Vec<u8>>, String> {
     let mut arm = HostArm::new(w, ArmKind::HostSerial, init)?;
     Ok(arm.sample(w, init)?.outputs)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Raw Vulkan
+
+pub struct VulkanArm {
+    plan: Plan,
+    run: ostinato_vulkan::VulkanRun,
+    written: Vec<bool>,
+}
+
+impl VulkanArm {
+    /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
+    pub fn new(ctx: &std::sync::Arc<ostinato_vulkan::Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, ostinato_vulkan::VkError> {
+        if w.slot_schedule.is_some() {
+            return Err(ostinato_vulkan::VkError::NotApplicable("the workload patches a slot every replay".into()));
+        }
+        let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Usage(e.to_string()))?;
+        let mut run = ostinato_vulkan::VulkanRun::new(ctx, &plan)?;
+        for (i, b) in init.iter().enumerate() {
+            if let Some(b) = b {
+                run.write(&plan, BufferId(i as u32), b)?;
+            }
+        }
+        Ok(VulkanArm { written: written_roots(&plan), plan, run })
+    }
+}
+
+impl Arm for VulkanArm {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+        for (i, b) in init.iter().enumerate() {
+            if let (Some(b), true) = (b, self.written[i]) {
+                self.run.write(&self.plan, BufferId(i as u32), b).map_err(err("reset"))?;
+            }
+        }
+        let (mut gpu, mut host) = (Some(0.0), 0.0);
+        for _ in 0..w.replays {
+            let (g, h) = self.run.run().map_err(err("submit"))?;
+            gpu = gpu.zip(g).map(|(a, b)| a + b);
+            host += h;
+        }
+        let mut outputs = Vec::new();
+        for &b in &w.checked {
+            let decl = w.graph.buffer(b);
+            let mut v = vec![0u8; self.plan.graph().buffer(decl.root).size as usize];
+            self.run.read(&self.plan, decl.root, &mut v).map_err(err("read"))?;
+            outputs.push(v[decl.root_offset as usize..(decl.root_offset + decl.size) as usize].to_vec());
+        }
+        Ok(RawSample { gpu_us: gpu, host_us: host, outputs, replay_call_us: None })
+    }
 }

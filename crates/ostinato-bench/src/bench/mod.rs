@@ -53,6 +53,8 @@ pub struct ArmResult {
     pub arm: &'static str,
     pub ok: bool,
     pub error: Option<String>,
+    /// Why the arm does not apply to this row (it is then neither failed nor ranked).
+    pub skipped: Option<String>,
     pub samples: Vec<SampleResult>,
     /// GPU time per dispatch (CUDA: events), timed samples only.
     pub gpu_us_per_dispatch: Option<Stat>,
@@ -157,11 +159,32 @@ struct CudaCtx {
     policy: ostinato_cuda::PdlPolicy,
 }
 
-fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, String> {
+/// Why an arm could not be set up: it does not apply to the workload, or it failed.
+enum SetupError {
+    Skip(String),
+    Fail(String),
+}
+
+impl From<String> for SetupError {
+    fn from(s: String) -> Self {
+        SetupError::Fail(s)
+    }
+}
+
+fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, SetupError> {
     if matches!(kind, ArmKind::HostSerial | ArmKind::OstinatoHost) {
         return Ok(Box::new(HostArm::new(w, kind, init)?));
     }
-    let cx = cuda.ok_or("no CUDA device")?;
+    if kind == ArmKind::Vulkan {
+        let vk = cx.vulkan.as_ref().ok_or_else(|| SetupError::Skip("no Vulkan device".into()))?;
+        return match arms::VulkanArm::new(vk, w, init) {
+            Ok(a) => Ok(Box::new(a)),
+            Err(ostinato_vulkan::VkError::NotApplicable(m)) => Err(SetupError::Skip(m)),
+            Err(e) => Err(SetupError::Fail(e.to_string())),
+        };
+    }
+    let cuda = cx.cuda.as_ref();
+    let cx = cuda.ok_or_else(|| SetupError::Fail("no CUDA device".into()))?;
     // Every arm runs the same kernel code; each gets the build its technique calls for: baselines that
     // never use PDL the build without griddepcontrol, the expert's PDL capture the main PDL build,
     // Ostinato all builds (it picks one per node).
@@ -175,26 +198,38 @@ fn make_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<
             _ => cx.modules.kernel(&k.name, k),
         })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| SetupError::Fail(e.to_string()))?;
     Ok(match kind {
         ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, init)?),
         _ => Box::new(OstinatoCuda::new(&cx.device, w, kernels, kind, init, cx.trigger, cx.policy)?),
     })
 }
 
-fn run_arm(kind: ArmKind, w: &Workload, cuda: Option<&CudaCtx>, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmups: usize, samples: usize) -> ArmResult {
+/// The devices the arms run on.
+struct Contexts {
+    cuda: Option<CudaCtx>,
+    vulkan: Option<std::sync::Arc<ostinato_vulkan::Context>>,
+}
+
+fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmups: usize, samples: usize) -> ArmResult {
     let mut out = ArmResult {
         arm: kind.name(),
         ok: false,
         error: None,
+        skipped: None,
         samples: Vec::new(),
         gpu_us_per_dispatch: None,
         host_us_per_dispatch: None,
         replay_call_us: None,
     };
-    let mut arm = match make_arm(kind, w, cuda, init) {
+    let mut arm = match make_arm(kind, w, cx, init) {
         Ok(a) => a,
-        Err(e) => {
+        Err(SetupError::Skip(why)) => {
+            out.ok = true;
+            out.skipped = Some(why);
+            return out;
+        }
+        Err(SetupError::Fail(e)) => {
             out.error = Some(e);
             return out;
         }
@@ -252,6 +287,19 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     } else {
         None
     };
+    // The Vulkan arm compares GPU time with GPU time: it runs in the CUDA matrix only (its correctness
+    // on a CPU Vulkan driver is covered by ostinato-vulkan's tests).
+    let vulkan = match backend {
+        BenchBackend::Cuda => match ostinato_vulkan::Context::open() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("vulkan arm: {e}");
+                None
+            }
+        },
+        BenchBackend::Host => None,
+    };
+    let contexts = Contexts { cuda, vulkan };
     let clock_before = provenance::sm_clock_mhz();
     let mut rows_in = matrix(backend, args.quick);
     if let Some(f) = &args.filter {
@@ -271,11 +319,12 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         for &kind in &order {
             pb.set_message(format!("{} {}", w.id, kind.name()));
             let r = match &want {
-                Ok(want) => run_arm(kind, w, cuda.as_ref(), &init, want, args.warmups, args.samples),
+                Ok(want) => run_arm(kind, w, &contexts, &init, want, args.warmups, args.samples),
                 Err(e) => ArmResult {
                     arm: kind.name(),
                     ok: false,
                     error: Some(format!("oracle failed: {e}")),
+                    skipped: None,
                     samples: vec![],
                     gpu_us_per_dispatch: None,
                     host_us_per_dispatch: None,
@@ -302,7 +351,8 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         });
     }
     pb.finish_and_clear();
-    let prov = provenance::collect(backend, cuda.as_ref().map(|c| c.device.info()), clock_before, args);
+    let prov =
+        provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), contexts.vulkan.as_ref().map(|v| v.name.clone()), clock_before, args);
     report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
     println!("{}", report::headline(backend, &rows));
     println!("wrote {}/results.json, REPORT.md, chart.svg", args.out.display());

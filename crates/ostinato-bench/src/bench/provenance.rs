@@ -24,6 +24,8 @@ pub struct Provenance {
     pub cuda_driver_version: Option<String>,
     pub nvrtc_version: Option<String>,
     pub nvidia_driver: Option<String>,
+    /// The Vulkan device of the Vulkan arm (e.g. the GPU, or Mesa's lavapipe on a CPU-only machine).
+    pub vulkan_device: Option<String>,
     pub sm_clock_mhz_before: Option<u32>,
     pub sm_clock_mhz_after: Option<u32>,
     pub sm_clock_mhz_max: Option<u32>,
@@ -69,7 +71,13 @@ pub fn now_utc() -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
 }
 
-pub fn collect(backend: BenchBackend, dev: Option<&ostinato_cuda::DeviceInfo>, clock_before: Option<u32>, args: &BenchArgs) -> Provenance {
+pub fn collect(
+    backend: BenchBackend,
+    dev: Option<&ostinato_cuda::DeviceInfo>,
+    vulkan_device: Option<String>,
+    clock_before: Option<u32>,
+    args: &BenchArgs,
+) -> Provenance {
     Provenance {
         backend,
         build_commit: env!("OSTINATO_BUILD_COMMIT"),
@@ -86,6 +94,7 @@ pub fn collect(backend: BenchBackend, dev: Option<&ostinato_cuda::DeviceInfo>, c
         cuda_driver_version: dev.map(|d| format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10)),
         nvrtc_version: dev.and_then(|_| ostinato_cuda::nvrtc::version().ok()).map(|((a, b), _)| format!("{a}.{b}")),
         nvidia_driver: dev.and_then(|_| nvidia_smi("driver_version")),
+        vulkan_device,
         sm_clock_mhz_before: clock_before,
         sm_clock_mhz_after: dev.and_then(|_| sm_clock_mhz()),
         sm_clock_mhz_max: dev.and_then(|_| nvidia_smi("clocks.max.sm")?.parse().ok()),

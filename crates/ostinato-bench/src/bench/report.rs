@@ -120,7 +120,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     let _ = writeln!(s, "# Ostinato dispatch benchmark — {}\n", label(backend, p));
     let _ = writeln!(
         s,
-        "Made by `{}` on {} from commit `{}` (dirty: {}). Device {} {} ({}), CUDA driver {}, NVIDIA driver {}, NVRTC {}; SM clock {} MHz before, {} MHz after (max {}). Host: {} ({} threads).\n",
+        "Made by `{}` on {} from commit `{}` (dirty: {}). Device {} {} ({}), CUDA driver {}, NVIDIA driver {}, NVRTC {}; SM clock {} MHz before, {} MHz after (max {}). Host: {} ({} threads). Vulkan arm device: {}.\n",
         p.command_line.join(" "),
         p.date_utc,
         p.build_commit,
@@ -135,7 +135,8 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
         p.sm_clock_mhz_after.map_or("—".into(), |c| c.to_string()),
         p.sm_clock_mhz_max.map_or("—".into(), |c| c.to_string()),
         p.host_cpu,
-        p.host_threads
+        p.host_threads,
+        p.vulkan_device.as_deref().unwrap_or("none found")
     );
     let _ = writeln!(
         s,
@@ -197,6 +198,11 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     }
     if !any {
         let _ = writeln!(s, "none");
+    }
+    let skipped: Vec<String> =
+        rows.iter().flat_map(|r| r.arms.iter().filter_map(move |a| a.skipped.as_ref().map(|w| format!("- {} / {}: {w}", r.id, a.arm)))).collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "\n## Not applicable (neither failed nor ranked)\n\n{}", skipped.join("\n"));
     }
     let _ = writeln!(s, "\n## Failures (never ranked)\n");
     let mut failed = false;

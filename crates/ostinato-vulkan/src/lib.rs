@@ -1,0 +1,151 @@
+//! Raw Vulkan submission of a plan's kernels: the benchmark's Vulkan arm, written the way a skilled
+//! Vulkan user writes it. One command buffer recorded once, dispatches grouped into dependency levels
+//! (from the plan's edges) with one compute→compute memory barrier between levels, timestamps around
+//! the whole sequence. Kernels are WGSL (`kernels/wgsl/`) compiled to SPIR-V with naga at run time;
+//! the Vulkan loader is opened at run time (no SDK needed to build).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+
+mod ffi;
+pub mod shaders;
+
+use std::sync::Arc;
+
+use ostinato::{Arg, BufferId, NodeOp, ParamKind, Plan, ScalarType};
+
+pub use ffi::{Buffer, Context, Dispatch, Pipeline, Program};
+
+#[derive(Debug, thiserror::Error)]
+pub enum VkError {
+    #[error("no Vulkan loader found: {0}")]
+    NoLoader(String),
+    #[error("no Vulkan device with a compute queue found")]
+    NoDevice,
+    #[error("{op} failed: {name} ({code})")]
+    Vk { op: &'static str, code: i32, name: String },
+    #[error("kernel `{kernel}`: {message}")]
+    Shader { kernel: String, message: String },
+    /// The workload uses something this arm has no Vulkan version of (a kernel, a copy, a slot).
+    #[error("not applicable: {0}")]
+    NotApplicable(String),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// A plan recorded into one Vulkan command buffer, with device buffers per root allocation.
+pub struct VulkanRun {
+    ctx: Arc<Context>,
+    buffers: Vec<Option<Buffer>>,
+    staging: Buffer,
+    _pipelines: Vec<Pipeline>,
+    program: Program,
+    pub levels: usize,
+    pub dispatches: usize,
+}
+
+/// Dependency levels (longest-path depth) of the plan's nodes, in recording order within a level.
+pub fn levels(plan: &Plan) -> Vec<Vec<usize>> {
+    let mut depth = vec![0usize; plan.node_count()];
+    for &v in plan.order() {
+        depth[v.index()] = plan.preds(v).iter().map(|&p| depth[p as usize] + 1).max().unwrap_or(0);
+    }
+    let mut out = vec![Vec::new(); depth.iter().copied().max().map_or(0, |d| d + 1)];
+    for (i, d) in depth.iter().enumerate() {
+        out[*d].push(i);
+    }
+    out
+}
+
+impl VulkanRun {
+    /// Records `plan`. Every node must be a kernel with a WGSL built-in, u32 scalars and no slots.
+    pub fn new(ctx: &Arc<Context>, plan: &Plan) -> Result<VulkanRun, VkError> {
+        let g = plan.graph();
+        let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
+        for k in g.kernels() {
+            let n_buf = k.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32;
+            let n_scalar = k.params.len() as u32 - n_buf;
+            if k.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(t) if t != ScalarType::U32)) {
+                return Err(VkError::NotApplicable(format!("kernel `{}` has non-u32 scalars", k.name)));
+            }
+            let spirv = shaders::spirv(&k.name)?;
+            pipelines.push(Some(Pipeline::new(ctx, &spirv, n_buf, 4 * n_scalar)?));
+        }
+        let mut buffers = Vec::new();
+        let mut max = 4u64;
+        for (i, b) in g.buffers().iter().enumerate() {
+            buffers.push(if b.root.index() == i { Some(Buffer::new(ctx, b.size, false)?) } else { None });
+            max = max.max(b.size);
+        }
+        let staging = Buffer::new(ctx, max, true)?;
+        let lv = levels(plan);
+        let mut recorded = Vec::new();
+        for level in &lv {
+            let mut ds = Vec::new();
+            for &n in level {
+                let NodeOp::Kernel { kernel, launch, args } = &g.nodes()[n].op else {
+                    return Err(VkError::NotApplicable(format!("node {n} is a copy or fill")));
+                };
+                if launch.block != [256, 1, 1] || launch.grid[1] != 1 || launch.grid[2] != 1 {
+                    return Err(VkError::NotApplicable(format!("node {n}: the WGSL kernels take 1-D grids of 256-thread groups")));
+                }
+                let pipeline = pipelines[kernel.index()].as_ref().ok_or_else(|| VkError::Usage("pipeline missing".into()))?;
+                let mut bufs = Vec::new();
+                let mut push = Vec::new();
+                for a in args {
+                    match a {
+                        Arg::Buffer(s) => {
+                            let (root, start, end) = g.root_extent(*s);
+                            if start % ctx.min_storage_align != 0 {
+                                return Err(VkError::NotApplicable(format!("node {n}: offset {start} is not {}-aligned", ctx.min_storage_align)));
+                            }
+                            let buf = buffers[root.index()].as_ref().ok_or_else(|| VkError::Usage("root without memory".into()))?;
+                            bufs.push((buf, start, end - start));
+                        }
+                        Arg::Scalar(v) => push.push(v.as_u32()),
+                        Arg::Slot(_) | Arg::Whole(_) => return Err(VkError::NotApplicable(format!("node {n} reads a slot"))),
+                    }
+                }
+                ds.push(Dispatch { pipeline, groups: launch.grid[0], buffers: bufs, push });
+            }
+            recorded.push(ds);
+        }
+        let program = Program::record(ctx, &recorded)?;
+        drop(recorded);
+        let pipelines = pipelines.into_iter().flatten().collect();
+        Ok(VulkanRun { ctx: ctx.clone(), buffers, staging, _pipelines: pipelines, program, levels: lv.len(), dispatches: plan.node_count() })
+    }
+
+    /// Writes a root buffer's bytes (through the staging buffer).
+    pub fn write(&mut self, plan: &Plan, buffer: BufferId, data: &[u8]) -> Result<(), VkError> {
+        self.root(plan, buffer, data.len() as u64)?;
+        self.staging.bytes().ok_or_else(|| VkError::Usage("staging not mapped".into()))?[..data.len()].copy_from_slice(data);
+        let b = self.root(plan, buffer, data.len() as u64)?;
+        ffi::copy(&self.ctx, &self.staging, 0, b, 0, data.len() as u64)
+    }
+
+    /// Reads a root buffer's bytes.
+    pub fn read(&mut self, plan: &Plan, buffer: BufferId, out: &mut [u8]) -> Result<(), VkError> {
+        let b = self.root(plan, buffer, out.len() as u64)?;
+        ffi::copy(&self.ctx, b, 0, &self.staging, 0, out.len() as u64)?;
+        out.copy_from_slice(&self.staging.bytes().ok_or_else(|| VkError::Usage("staging not mapped".into()))?[..out.len()]);
+        Ok(())
+    }
+
+    fn root(&self, plan: &Plan, buffer: BufferId, len: u64) -> Result<&Buffer, VkError> {
+        let d = plan.graph().buffers().get(buffer.index()).ok_or_else(|| VkError::Usage(format!("unknown buffer {buffer}")))?;
+        if d.root.index() != buffer.index() || len > d.size {
+            return Err(VkError::Usage(format!("buffer `{}`: only whole root buffers are copied", d.name)));
+        }
+        self.buffers[buffer.index()].as_ref().ok_or_else(|| VkError::Usage("root without memory".into()))
+    }
+
+    /// One submission of the whole command buffer: (GPU µs, host submit µs).
+    pub fn run(&self) -> Result<(Option<f64>, f64), VkError> {
+        self.program.run()
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.ctx.name
+    }
+}

@@ -1,0 +1,37 @@
+//! The WGSL twins of the built-in kernels (`kernels/wgsl/`), compiled to SPIR-V with naga.
+
+use crate::VkError;
+
+/// WGSL source of a built-in kernel.
+pub fn wgsl(name: &str) -> Option<&'static str> {
+    match name {
+        "add_one" => Some(include_str!("../../../kernels/wgsl/add_one.wgsl")),
+        "mix" => Some(include_str!("../../../kernels/wgsl/mix.wgsl")),
+        _ => None,
+    }
+}
+
+/// Compiles a built-in kernel's WGSL to validated SPIR-V words (entry point `main`).
+pub fn spirv(name: &str) -> Result<Vec<u32>, VkError> {
+    let src = wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?;
+    let err = |m: String| VkError::Shader { kernel: name.to_string(), message: m };
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| err(e.emit_to_string(src)))?;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::IMMEDIATES)
+        .validate(&module)
+        .map_err(|e| err(format!("{e:?}")))?;
+    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+    naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| err(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn builtins_compile_to_spirv() {
+        for k in ["add_one", "mix"] {
+            let words = super::spirv(k).unwrap();
+            assert_eq!(words[0], 0x0723_0203, "SPIR-V magic for {k}");
+        }
+        assert!(matches!(super::spirv("gemv"), Err(crate::VkError::NotApplicable(_))));
+    }
+}
