@@ -145,3 +145,39 @@ impl Device {
 pub fn driver_version() -> Result<i32> {
     ffi::driver_version()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(ordinal: i32, uuid: &str, bus: &str) -> DeviceInfo {
+        DeviceInfo {
+            ordinal,
+            name: "NVIDIA H200".into(),
+            uuid: uuid.into(),
+            pci_bus_id: bus.into(),
+            sm_count: 132,
+            compute_capability: (9, 0),
+            sm_clock_khz: 1_980_000,
+            mem_clock_khz: 3_201_000,
+            total_mem: 1 << 37,
+            driver_version: 13000,
+        }
+    }
+
+    #[test]
+    fn selectors_parse_and_match_ordinal_uuid_and_pci_bus_id() {
+        let d = info(1, "GPU-65df6068-dc13-5bd7-7c78-3cae160f2772", "00000000:19:00.0");
+        assert_eq!(DeviceSelector::parse("1").unwrap(), DeviceSelector::Ordinal(1));
+        assert!(DeviceSelector::parse("1").unwrap().matches(&d));
+        assert!(!DeviceSelector::parse("0").unwrap().matches(&d));
+        assert!(DeviceSelector::parse("GPU-65df6068").unwrap().matches(&d), "a unique UUID prefix");
+        assert!(DeviceSelector::parse("gpu-65DF6068-dc13-5bd7-7c78-3cae160f2772").unwrap().matches(&d), "case-insensitive");
+        assert!(!DeviceSelector::parse("GPU-0000").unwrap().matches(&d));
+        assert!(DeviceSelector::parse("0000:19:00.0").unwrap().matches(&d), "domain of another width");
+        assert!(DeviceSelector::parse("19:00.0").unwrap().matches(&d), "no domain");
+        assert!(!DeviceSelector::parse("1a:00.0").unwrap().matches(&d));
+        assert!(matches!(DeviceSelector::parse("the big one"), Err(CudaError::NoDevice(_))));
+        assert_eq!(d.arch(), "sm_90");
+    }
+}
