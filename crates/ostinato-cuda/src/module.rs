@@ -216,6 +216,12 @@ pub fn compile_cached(device: &Device, name: &str, source: &str, trigger: PdlTri
     Ok((ptx, false))
 }
 
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LoadedModule({}, ptx: {})", self.name, self.ptx.is_some())
+    }
+}
+
 impl LoadedModule {
     pub fn load(device: &Device, source: &ModuleSource, trigger: PdlTrigger) -> Result<LoadedModule> {
         device.bind_to_thread()?;

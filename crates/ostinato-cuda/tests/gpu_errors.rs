@@ -13,14 +13,14 @@ fn a_kernel_with_another_signature_is_refused() {
     let m = LoadedModule::load(&device, &ModuleSource::builtin(), PdlTrigger::AfterWait).unwrap();
     // `mix` takes 5 params; declare it with add_one's 2.
     let sig = KernelSig::new("mix").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
-    let err = m.kernel("mix", &sig, None).err().expect("refused");
+    let err = m.kernel("mix", &sig, None).expect_err("refused");
     assert!(matches!(&err, CudaError::Kernel { kernel, reason } if kernel == "mix" && reason.contains("takes 5 params")), "{err}");
     // same count, a u64 where the kernel takes a u32
     let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U64);
-    let err = m.kernel("add_one", &sig, None).err().expect("refused");
+    let err = m.kernel("add_one", &sig, None).expect_err("refused");
     assert!(err.to_string().contains("param `n` is 8 bytes in the graph but 4 bytes"), "{err}");
     // an entry point that does not exist
-    let err = m.kernel("nope", &sig, None).err().expect("refused");
+    let err = m.kernel("nope", &sig, None).expect_err("refused");
     assert!(err.to_string().contains("CUDA_ERROR_NOT_FOUND"), "{err}");
 }
 
@@ -28,7 +28,7 @@ fn a_kernel_with_another_signature_is_refused() {
 fn a_compile_error_reports_the_nvrtc_log() {
     let Some(device) = common::device_or_skip("a_compile_error_reports_the_nvrtc_log") else { return };
     let src = ModuleSource::CudaC { name: "broken.cu".into(), source: "extern \"C\" __global__ void k(float* x) { x[0] = undefined_name; }".into() };
-    let err = LoadedModule::load(&device, &src, PdlTrigger::AfterWait).err().expect("refused");
+    let err = LoadedModule::load(&device, &src, PdlTrigger::AfterWait).expect_err("refused");
     assert!(matches!(&err, CudaError::Compile { source_name, log } if source_name == "broken.cu" && log.contains("undefined_name")), "{err}");
 }
 
@@ -43,6 +43,6 @@ fn a_pdl_declaration_the_ptx_contradicts_is_refused() {
     let sig = KernelSig::new("k").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
     let k = m.kernel("k", &sig, None).unwrap();
     assert!(!k.pdl_capable, "no griddepcontrol.wait: never PDL-capable");
-    let err = m.kernel("k", &sig, Some(true)).err().expect("refused");
+    let err = m.kernel("k", &sig, Some(true)).expect_err("refused");
     assert!(err.to_string().contains("declared PDL-capable but its PTX says otherwise"), "{err}");
 }
