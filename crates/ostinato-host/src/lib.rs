@@ -187,7 +187,7 @@ impl Exec for HostExec {
         if !self.in_flight {
             return Ok(());
         }
-        self.shared.wait_idle();
+        self.shared.help_until_idle();
         self.in_flight = false;
         match self.shared.take_error() {
             Some(e) => Err(e),

@@ -179,6 +179,28 @@ impl Shared {
         self.work.notify_all();
     }
 
+    /// Runs ready nodes on the calling thread until the replay in flight finished: the waiting thread
+    /// works instead of sleeping, so a chain runs without any thread hand-off.
+    pub(crate) fn help_until_idle(&self) {
+        loop {
+            let v = {
+                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                match q.ready.pop_front() {
+                    Some(v) => v,
+                    None if !q.running => return,
+                    None => {
+                        drop(q);
+                        return self.wait_idle();
+                    }
+                }
+            };
+            let mut next = Some(v);
+            while let Some(v) = next {
+                next = self.run_and_release(v);
+            }
+        }
+    }
+
     /// Blocks until the replay in flight (if any) finished.
     pub(crate) fn wait_idle(&self) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
