@@ -12,7 +12,7 @@ pub mod shaders;
 
 use std::sync::Arc;
 
-use ostinato::{Arg, BufferId, NodeOp, ParamKind, Plan, ScalarType};
+use ostinato::{Arg, BufferId, NodeOp, ParamKind, Plan, Scalar, SlotId};
 
 pub use ffi::{Buffer, Context, Dispatch, Pipeline, Program};
 
@@ -39,7 +39,7 @@ pub struct VulkanRun {
     buffers: Vec<Option<Buffer>>,
     staging: Buffer,
     _pipelines: Vec<Pipeline>,
-    program: Program,
+    programs: Vec<Program>,
     pub levels: usize,
     pub dispatches: usize,
 }
@@ -58,15 +58,18 @@ pub fn levels(plan: &Plan) -> Vec<Vec<usize>> {
 }
 
 impl VulkanRun {
-    /// Records `plan`. Every node must be a kernel with a WGSL built-in, u32 scalars and no slots.
-    pub fn new(ctx: &Arc<Context>, plan: &Plan) -> Result<VulkanRun, VkError> {
+    /// Records `plan`: one command buffer per entry of `slot_values` (each a set of slot values baked
+    /// into the push constants, as a Vulkan user records one command buffer per position), or one with
+    /// the slots' initial values when `slot_values` is empty. Every node must be a kernel with a WGSL
+    /// built-in, a 1-D grid and 32-bit scalars.
+    pub fn new(ctx: &Arc<Context>, plan: &Plan, slot_values: &[Vec<(SlotId, Scalar)>]) -> Result<VulkanRun, VkError> {
         let g = plan.graph();
         let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
         for k in g.kernels() {
             let n_buf = k.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32;
             let n_scalar = k.params.len() as u32 - n_buf;
-            if k.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(t) if t != ScalarType::U32)) {
-                return Err(VkError::NotApplicable(format!("kernel `{}` has non-u32 scalars", k.name)));
+            if k.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(t) if t.size() != 4)) {
+                return Err(VkError::NotApplicable(format!("kernel `{}` has 64-bit scalars", k.name)));
             }
             let spirv = shaders::spirv(&k.name)?;
             pipelines.push(Some(Pipeline::new(ctx, &spirv, n_buf, 4 * n_scalar)?));
@@ -79,41 +82,48 @@ impl VulkanRun {
         }
         let staging = Buffer::new(ctx, max, true)?;
         let lv = levels(plan);
-        let mut recorded = Vec::new();
-        for level in &lv {
-            let mut ds = Vec::new();
-            for &n in level {
-                let NodeOp::Kernel { kernel, launch, args } = &g.nodes()[n].op else {
-                    return Err(VkError::NotApplicable(format!("node {n} is a copy or fill")));
-                };
-                if launch.block != [256, 1, 1] || launch.grid[1] != 1 || launch.grid[2] != 1 {
-                    return Err(VkError::NotApplicable(format!("node {n}: the WGSL kernels take 1-D grids of 256-thread groups")));
-                }
-                let pipeline = pipelines[kernel.index()].as_ref().ok_or_else(|| VkError::Usage("pipeline missing".into()))?;
-                let mut bufs = Vec::new();
-                let mut push = Vec::new();
-                for a in args {
-                    match a {
-                        Arg::Buffer(s) => {
-                            let (root, start, end) = g.root_extent(*s);
-                            if start % ctx.min_storage_align != 0 {
-                                return Err(VkError::NotApplicable(format!("node {n}: offset {start} is not {}-aligned", ctx.min_storage_align)));
-                            }
-                            let buf = buffers[root.index()].as_ref().ok_or_else(|| VkError::Usage("root without memory".into()))?;
-                            bufs.push((buf, start, end - start));
-                        }
-                        Arg::Scalar(v) => push.push(v.as_u32()),
-                        Arg::Slot(_) | Arg::Whole(_) => return Err(VkError::NotApplicable(format!("node {n} reads a slot"))),
+        let variants: Vec<Vec<(SlotId, Scalar)>> = if slot_values.is_empty() { vec![Vec::new()] } else { slot_values.to_vec() };
+        let mut programs = Vec::new();
+        for values in &variants {
+            let mut recorded = Vec::new();
+            for level in &lv {
+                let mut ds = Vec::new();
+                for &n in level {
+                    let NodeOp::Kernel { kernel, launch, args } = &g.nodes()[n].op else {
+                        return Err(VkError::NotApplicable(format!("node {n} is a copy or fill")));
+                    };
+                    if launch.grid[1] != 1 || launch.grid[2] != 1 {
+                        return Err(VkError::NotApplicable(format!("node {n}: the WGSL kernels take 1-D grids")));
                     }
+                    let pipeline = pipelines[kernel.index()].as_ref().ok_or_else(|| VkError::Usage("pipeline missing".into()))?;
+                    let mut bufs = Vec::new();
+                    let mut push = Vec::new();
+                    for a in args {
+                        match a {
+                            Arg::Buffer(s) => {
+                                let (root, start, end) = g.root_extent(*s);
+                                if start % ctx.min_storage_align != 0 {
+                                    return Err(VkError::NotApplicable(format!("node {n}: offset {start} is not {}-aligned", ctx.min_storage_align)));
+                                }
+                                let buf = buffers[root.index()].as_ref().ok_or_else(|| VkError::Usage("root without memory".into()))?;
+                                bufs.push((buf, start, end - start));
+                            }
+                            Arg::Scalar(v) => push.push(v.bits as u32),
+                            Arg::Slot(slot) => {
+                                let v = values.iter().find(|(s, _)| s == slot).map_or(g.slots()[slot.index()].initial, |(_, v)| *v);
+                                push.push(v.bits as u32);
+                            }
+                            Arg::Whole(_) => return Err(VkError::Usage("unresolved whole-buffer arg".into())),
+                        }
+                    }
+                    ds.push(Dispatch { pipeline, groups: launch.grid[0], buffers: bufs, push });
                 }
-                ds.push(Dispatch { pipeline, groups: launch.grid[0], buffers: bufs, push });
+                recorded.push(ds);
             }
-            recorded.push(ds);
+            programs.push(Program::record(ctx, &recorded)?);
         }
-        let program = Program::record(ctx, &recorded)?;
-        drop(recorded);
         let pipelines = pipelines.into_iter().flatten().collect();
-        Ok(VulkanRun { ctx: ctx.clone(), buffers, staging, _pipelines: pipelines, program, levels: lv.len(), dispatches: plan.node_count() })
+        Ok(VulkanRun { ctx: ctx.clone(), buffers, staging, _pipelines: pipelines, programs, levels: lv.len(), dispatches: plan.node_count() })
     }
 
     /// Writes a root buffer's bytes (through the staging buffer).
@@ -140,9 +150,9 @@ impl VulkanRun {
         self.buffers[buffer.index()].as_ref().ok_or_else(|| VkError::Usage("root without memory".into()))
     }
 
-    /// One submission of the whole command buffer: (GPU µs, host submit µs).
-    pub fn run(&self) -> Result<(Option<f64>, f64), VkError> {
-        self.program.run()
+    /// One submission of command buffer `variant` (see [`VulkanRun::new`]): (GPU µs, host submit µs).
+    pub fn run(&self, variant: usize) -> Result<(Option<f64>, f64), VkError> {
+        self.programs.get(variant).ok_or_else(|| VkError::Usage(format!("no recorded variant {variant}")))?.run()
     }
 
     pub fn device_name(&self) -> &str {

@@ -2,20 +2,30 @@
 
 use crate::VkError;
 
-/// WGSL source of a built-in kernel.
-pub fn wgsl(name: &str) -> Option<&'static str> {
-    match name {
-        "add_one" => Some(include_str!("../../../kernels/wgsl/add_one.wgsl")),
-        "mix" => Some(include_str!("../../../kernels/wgsl/mix.wgsl")),
-        _ => None,
-    }
+const COMMON: &str = include_str!("../../../kernels/wgsl/common.wgsl");
+
+/// WGSL source of a built-in kernel (the decode kernels get the shared reduction helpers prepended).
+pub fn wgsl(name: &str) -> Option<String> {
+    let decode = |src: &str| format!("{COMMON}\n{src}");
+    Some(match name {
+        "add_one" => include_str!("../../../kernels/wgsl/add_one.wgsl").to_string(),
+        "mix" => include_str!("../../../kernels/wgsl/mix.wgsl").to_string(),
+        "rmsnorm" => decode(include_str!("../../../kernels/wgsl/rmsnorm.wgsl")),
+        "gemv" => decode(include_str!("../../../kernels/wgsl/gemv.wgsl")),
+        "rope" => include_str!("../../../kernels/wgsl/rope.wgsl").to_string(),
+        "kv_store" => include_str!("../../../kernels/wgsl/kv_store.wgsl").to_string(),
+        "attention" => decode(include_str!("../../../kernels/wgsl/attention.wgsl")),
+        "add" => include_str!("../../../kernels/wgsl/add.wgsl").to_string(),
+        "silu_mul" => include_str!("../../../kernels/wgsl/silu_mul.wgsl").to_string(),
+        _ => return None,
+    })
 }
 
 /// Compiles a built-in kernel's WGSL to validated SPIR-V words (entry point `main`).
 pub fn spirv(name: &str) -> Result<Vec<u32>, VkError> {
     let src = wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?;
     let err = |m: String| VkError::Shader { kernel: name.to_string(), message: m };
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| err(e.emit_to_string(src)))?;
+    let module = naga::front::wgsl::parse_str(&src).map_err(|e| err(e.emit_to_string(&src)))?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::IMMEDIATES)
         .validate(&module)
         .map_err(|e| err(format!("{e:?}")))?;
@@ -28,10 +38,10 @@ pub fn spirv(name: &str) -> Result<Vec<u32>, VkError> {
 mod tests {
     #[test]
     fn builtins_compile_to_spirv() {
-        for k in ["add_one", "mix"] {
+        for k in ["add_one", "mix", "rmsnorm", "gemv", "rope", "kv_store", "attention", "add", "silu_mul"] {
             let words = super::spirv(k).unwrap();
             assert_eq!(words[0], 0x0723_0203, "SPIR-V magic for {k}");
         }
-        assert!(matches!(super::spirv("gemv"), Err(crate::VkError::NotApplicable(_))));
+        assert!(matches!(super::spirv("fft"), Err(crate::VkError::NotApplicable(_))));
     }
 }

@@ -32,7 +32,7 @@ fn oracle(plan: &Plan, inits: &[Option<BufferInit>], replays: usize) -> Vec<(Buf
 }
 
 fn vulkan(ctx: &Arc<Context>, plan: &Plan, inits: &[Option<BufferInit>], replays: usize) -> Vec<(BufferId, Vec<u8>)> {
-    let mut run = VulkanRun::new(ctx, plan).unwrap();
+    let mut run = VulkanRun::new(ctx, plan, &[]).unwrap();
     for (i, init) in inits.iter().enumerate() {
         if let Some(init) = init {
             let mut b = vec![0u8; plan.graph().buffers()[i].size as usize];
@@ -41,7 +41,7 @@ fn vulkan(ctx: &Arc<Context>, plan: &Plan, inits: &[Option<BufferInit>], replays
         }
     }
     for _ in 0..replays {
-        run.run().unwrap();
+        run.run(0).unwrap();
     }
     let mut out = Vec::new();
     for (i, b) in plan.graph().buffers().iter().enumerate() {
@@ -125,6 +125,6 @@ fn unsupported_work_is_not_applicable_not_wrong() {
     let a = g.add_buffer("a", 64).unwrap();
     let b = g.add_buffer("b", 64).unwrap();
     g.add_copy(g.whole(a), g.whole(b), &[]).unwrap();
-    let err = VulkanRun::new(&ctx, &Plan::compile(&g).unwrap()).err().unwrap();
+    let err = VulkanRun::new(&ctx, &Plan::compile(&g).unwrap(), &[]).err().unwrap();
     assert!(matches!(err, ostinato_vulkan::VkError::NotApplicable(_)), "{err}");
 }

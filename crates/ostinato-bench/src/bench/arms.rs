@@ -436,11 +436,14 @@ pub struct VulkanArm {
 impl VulkanArm {
     /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
     pub fn new(ctx: &std::sync::Arc<ostinato_vulkan::Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, ostinato_vulkan::VkError> {
-        if w.slot_schedule.is_some() {
-            return Err(ostinato_vulkan::VkError::NotApplicable("the workload patches a slot every replay".into()));
-        }
         let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Usage(e.to_string()))?;
-        let mut run = ostinato_vulkan::VulkanRun::new(ctx, &plan)?;
+        // A slot patched every replay: one command buffer per value, recorded up front (as the
+        // captured CUDA baselines capture one graph per value).
+        let variants: Vec<Vec<(ostinato::SlotId, Scalar)>> = match &w.slot_schedule {
+            Some((slot, values)) => values.iter().map(|v| vec![(*slot, *v)]).collect(),
+            None => Vec::new(),
+        };
+        let mut run = ostinato_vulkan::VulkanRun::new(ctx, &plan, &variants)?;
         for (i, b) in init.iter().enumerate() {
             if let Some(b) = b {
                 run.write(&plan, BufferId(i as u32), b)?;
@@ -458,8 +461,9 @@ impl Arm for VulkanArm {
             }
         }
         let (mut gpu, mut host) = (Some(0.0), 0.0);
-        for _ in 0..w.replays {
-            let (g, h) = self.run.run().map_err(err("submit"))?;
+        for r in 0..w.replays {
+            let variant = if w.slot_schedule.is_some() { r } else { 0 };
+            let (g, h) = self.run.run(variant).map_err(err("submit"))?;
             gpu = gpu.zip(g).map(|(a, b)| a + b);
             host += h;
         }

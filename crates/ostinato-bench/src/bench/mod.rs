@@ -112,7 +112,8 @@ pub fn matrix(backend: BenchBackend, quick: bool) -> Vec<Workload> {
     rows
 }
 
-fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+/// Compares an arm's outputs with the oracle's under the row's check.
+pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
     for (i, (w, g)) in want.iter().zip(got).enumerate() {
         match check {
             Check::Exact => {
@@ -137,7 +138,8 @@ fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String
     Ok(())
 }
 
-fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
+/// Every buffer's initial bytes (`None` for views).
+pub fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
     w.graph
         .buffers()
         .iter()

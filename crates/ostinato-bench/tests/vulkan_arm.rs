@@ -1,0 +1,34 @@
+//! The benchmark's Vulkan arm on whatever Vulkan device is found (lavapipe in CI): every family's
+//! workload — add_one chains, independent chains, fan-out/fan-in, and the decode stack with its position
+//! slot — passes the same oracle check the benchmark applies to every sample. Skips without Vulkan.
+
+use ostinato_bench::bench::arms::{self, Arm, VulkanArm};
+use ostinato_bench::bench::workload::{self, DecodeShape};
+use ostinato_bench::bench::{compare, init_bytes};
+
+#[test]
+fn every_family_matches_the_oracle_on_vulkan() {
+    let ctx = match ostinato_vulkan::Context::open() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("SKIP every_family_matches_the_oracle_on_vulkan: {e}");
+            return;
+        }
+    };
+    let rows = [
+        workload::dispatch_grid(50, 1, false, 1),
+        workload::dispatch_grid(20, 4, true, 1),
+        workload::fan(4, 1024, 1),
+        workload::fan(16, 1024, 1),
+        workload::decode(DecodeShape { layers: 2, ..DecodeShape::HOST_SMALL }, 3),
+    ];
+    for w in &rows {
+        let init = init_bytes(w);
+        let want = arms::oracle(w, &init).unwrap();
+        let mut arm = VulkanArm::new(&ctx, w, &init).unwrap_or_else(|e| panic!("{}: {e}", w.id));
+        for sample in 0..2 {
+            let s = arm.sample(w, &init).unwrap();
+            compare(w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{} sample {sample} on {}: {e}", w.id, ctx.name));
+        }
+    }
+}
