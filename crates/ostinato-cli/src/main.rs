@@ -57,6 +57,12 @@ enum Command {
         /// Explain every edge: which params conflict on which bytes.
         #[arg(long)]
         explain: bool,
+        /// Print what the CUDA backend would submit (kernel nodes, builds, programmatic edges) under
+        /// `--pdl`; needs no GPU. Built-in kernels count as PDL-capable (their PTX certifies at load).
+        #[arg(long)]
+        cuda: bool,
+        #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
+        pdl: PdlArg,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
@@ -110,7 +116,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             print!("{}", ostinato_bench::devices::describe());
             Ok(())
         }
-        Command::Plan { file, json, explain, max_lanes } => {
+        Command::Plan { file, json, explain, cuda, pdl, max_lanes } => {
             let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
             let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
             if json {
@@ -132,6 +138,12 @@ fn dispatch(c: Command) -> Result<(), String> {
             if explain {
                 print!("{}", plan.explain());
             }
+            if cuda {
+                let capable: Vec<bool> =
+                    f.impls.iter().map(|i| i.get("cuda").is_some_and(|s| s.pdl().unwrap_or_else(|| s.source().starts_with("builtin")))).collect();
+                let low = ostinato_cuda::lower::lower(&plan, &capable, true, PdlPolicy::new(pdl_mode(pdl)));
+                print!("{}", low.describe(&plan));
+            }
             Ok(())
         }
         Command::Run { file, backend, replays, check, dump, threads, mode, pdl, trigger, device, max_lanes } => {
@@ -142,11 +154,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                         ModeArg::Graph => ExecMode::Graph,
                         ModeArg::Eager => ExecMode::Eager,
                     };
-                    let pdl = PdlPolicy::new(match pdl {
-                        PdlArg::Auto => PdlMode::Auto,
-                        PdlArg::On => PdlMode::On,
-                        PdlArg::Off => PdlMode::Off,
-                    });
+                    let pdl = PdlPolicy::new(pdl_mode(pdl));
                     let trigger = match trigger {
                         TriggerArg::Never => PdlTrigger::Never,
                         TriggerArg::Entry => PdlTrigger::AtEntry,
@@ -172,5 +180,13 @@ fn dispatch(c: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Bench(args) => ostinato_bench::cli::bench(args),
+    }
+}
+
+fn pdl_mode(p: PdlArg) -> PdlMode {
+    match p {
+        PdlArg::Auto => PdlMode::Auto,
+        PdlArg::On => PdlMode::On,
+        PdlArg::Off => PdlMode::Off,
     }
 }

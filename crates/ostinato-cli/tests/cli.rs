@@ -29,6 +29,16 @@ fn plan_json_has_nodes_edges_hazards_and_lanes() {
 }
 
 #[test]
+fn plan_cuda_shows_the_submission_without_a_gpu() {
+    let (ok, out, err) = run(&["plan", "examples/add_one_serial_941.toml", "--cuda"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("programmatic").count(), 940, "a 1-block chain: every edge programmatic under auto");
+    assert!(out.contains("kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&x+0, 256) [pdl-early]"), "{out}");
+    let (ok, out, _) = run(&["plan", "examples/add_one_serial_941.toml", "--cuda", "--pdl", "off"]);
+    assert!(ok && !out.contains("programmatic") && !out.contains("[pdl"));
+}
+
+#[test]
 fn run_check_and_dump_on_the_host() {
     let dir = std::env::temp_dir().join(format!("ostinato-cli-dump-{}", std::process::id()));
     let (ok, out, err) = run(&["run", "examples/mix.toml", "--backend", "host", "--replays", "4", "--check", "--dump", dir.to_str().unwrap()]);
