@@ -84,14 +84,16 @@ impl Backend for HostBackend {
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
         }
-        // Memory per root allocation; views resolve to their root.
+        // Memory per root allocation; views resolve to their root and get an empty placeholder (a view
+        // at offset 0 used to get a full-size copy nobody read).
         let memory: Vec<Arc<HostMemory>> = g
             .buffers()
             .iter()
             .zip(buffers)
-            .map(|(decl, b)| match b {
+            .enumerate()
+            .map(|(i, (decl, b))| match b {
                 BufferBinding::External(m) => m,
-                BufferBinding::Allocate => Arc::new(HostMemory::zeroed(if decl.root_offset == 0 { decl.size } else { 0 })),
+                BufferBinding::Allocate => Arc::new(HostMemory::zeroed(if decl.root.index() == i { decl.size } else { 0 })),
             })
             .collect();
         let root_of = |s: &ostinato::Slice| {
