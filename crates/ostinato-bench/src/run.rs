@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use ostinato::file::{self, GraphFile};
-use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan, PlanOptions};
+use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule, PdlTrigger};
 use ostinato_host::{builtins, HostBackend};
 
@@ -95,21 +95,13 @@ pub fn cuda_kernels(f: &GraphFile, plan: &Plan, device: &Device, trigger: PdlTri
     Ok(out)
 }
 
-fn allocate_all(plan: &Plan) -> Vec<BufferBinding<()>> {
-    plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect()
-}
-
-fn rebind<M>(v: Vec<BufferBinding<()>>) -> Vec<BufferBinding<M>> {
-    v.into_iter().map(|_| BufferBinding::Allocate).collect()
-}
-
 fn named(plan: &Plan, roots: Vec<(BufferId, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
     roots.into_iter().map(|(id, b)| (plan.graph().buffer(id).name.clone(), b)).collect()
 }
 
 /// The host oracle: serial plan order, race checker on.
 pub fn host_serial(f: &GraphFile, plan: &Plan, replays: usize) -> Result<Vec<(String, Vec<u8>)>, RunError> {
-    let mut exec = HostBackend::serial().with_race_checker(true).instantiate(plan, host_kernels(f, plan)?, rebind(allocate_all(plan)))?;
+    let mut exec = HostBackend::serial().with_race_checker(true).instantiate(plan, host_kernels(f, plan)?, ostinato::allocate_all(plan))?;
     write_inits(&mut exec, &f.inits)?;
     for _ in 0..replays {
         exec.replay()?;
@@ -149,7 +141,7 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
     let mut notes = Vec::new();
     let (buffers, seconds) = match &o.backend {
         BackendChoice::Host { threads } => {
-            let mut exec = HostBackend::new(*threads).with_race_checker(o.check).instantiate(&plan, host_kernels(&f, &plan)?, rebind(allocate_all(&plan)))?;
+            let mut exec = HostBackend::new(*threads).with_race_checker(o.check).instantiate(&plan, host_kernels(&f, &plan)?, ostinato::allocate_all(&plan))?;
             init_replay_read(&mut exec, &f, o.replays)?
         }
         BackendChoice::Cuda { options, device } => {
@@ -161,7 +153,7 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
             notes.push(format!("device {} ({}), mode {}, pdl {}", dev.info().name, dev.info().uuid, options.mode.as_str(), options.pdl.mode.as_str()));
             let kernels = cuda_kernels(&f, &plan, &dev, options.trigger)?;
             let backend = CudaBackend::new(&dev, *options)?;
-            let mut exec = backend.instantiate(&plan, kernels, rebind(allocate_all(&plan)))?;
+            let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
             notes.push(format!("{} programmatic edges", exec.programmatic_edges()));
             init_replay_read(&mut exec, &f, o.replays)?
         }

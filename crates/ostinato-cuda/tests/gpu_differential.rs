@@ -3,7 +3,7 @@
 
 mod common;
 
-use ostinato::{read_roots, write_inits, Backend, BufferBinding, Exec, Plan, PlanOptions};
+use ostinato::{read_roots, write_inits, Backend, Exec, Plan, PlanOptions};
 use ostinato_cuda::{CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
 use ostinato_host::random_graphs::random_mix_program;
 use ostinato_host::{builtins, HostBackend};
@@ -29,7 +29,7 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         let replays = 1 + (seed as usize % 3);
         let host = {
             let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
-            let mut exec = HostBackend::serial().instantiate(&plan, kernels, plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect()).unwrap();
+            let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
             write_inits(&mut exec, &prog.inits).unwrap();
             for _ in 0..replays {
                 exec.replay().unwrap();
@@ -55,7 +55,7 @@ fn pdl_on_submits_programmatic_edges() {
     let backend = ostinato_cuda::CudaBackend::new(&device, CudaOptions { pdl: PdlPolicy::new(PdlMode::On), ..CudaOptions::default() }).unwrap();
     let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
     assert!(kernels.iter().all(|k| k.pdl_capable && k.pdl_evidence == "ptx"), "built-ins certify from PTX: {kernels:?}");
-    let exec = backend.instantiate(&plan, kernels, plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect()).unwrap();
+    let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
     assert_eq!(exec.programmatic_edges(), plan.edges().len());
     assert!(!plan.edges().is_empty());
 }

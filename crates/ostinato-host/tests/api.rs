@@ -15,7 +15,7 @@ fn add_one_graph(n_arg: u32, extent: u64) -> (Graph, ostinato::SlotId) {
 }
 
 fn alloc_all(g: &Graph) -> Vec<BufferBinding<Arc<HostMemory>>> {
-    g.buffers().iter().map(|_| BufferBinding::Allocate).collect()
+    g.buffers().iter().map(|_| BufferBinding::Allocate).collect() // no plan yet: built from the graph
 }
 
 #[test]

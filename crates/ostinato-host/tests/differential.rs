@@ -2,13 +2,13 @@
 //! checker on, several thread counts, many runs) equal the serial program-order result bit for bit; a
 //! plan with one required edge deleted is caught.
 
-use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan, Scalar};
+use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, Scalar};
 use ostinato_host::random_graphs::{random_mix_program, RandomProgram};
 use ostinato_host::{builtins, HostBackend, HostError, HostExec};
 
 fn instantiate(backend: HostBackend, plan: &Plan, prog: &RandomProgram) -> HostExec {
     let kernels = ostinato_host::bind_kernels(plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
-    let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+    let buffers = ostinato::allocate_all(plan);
     let mut exec = backend.instantiate(plan, kernels, buffers).unwrap();
     write_inits(&mut exec, &prog.inits).unwrap();
     exec

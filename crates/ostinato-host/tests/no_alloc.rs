@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ostinato::{write_inits, Backend, BufferBinding, Exec, Plan, Scalar};
+use ostinato::{write_inits, Backend, Exec, Plan, Scalar};
 use ostinato_host::random_graphs::random_mix_program;
 use ostinato_host::{builtins, HostBackend};
 
@@ -32,7 +32,7 @@ fn replay_and_patch_allocate_nothing() {
     let prog = random_mix_program(11, 300);
     let plan = Plan::compile(&prog.graph).unwrap();
     let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
-    let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+    let buffers = ostinato::allocate_all(&plan);
     let mut exec = HostBackend::new(4).instantiate(&plan, kernels, buffers).unwrap();
     write_inits(&mut exec, &prog.inits).unwrap();
     exec.replay().unwrap();

@@ -14,6 +14,11 @@ pub enum BufferBinding<M> {
     External(M),
 }
 
+/// One `Allocate` binding per buffer of `plan`: the exec owns all its memory.
+pub fn allocate_all<M>(plan: &Plan) -> Vec<BufferBinding<M>> {
+    plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect()
+}
+
 /// A backend: turns a plan plus bindings into a retained [`Exec`].
 pub trait Backend {
     /// One kernel's implementation on this backend (a host function, a CUDA function, a pipeline).

@@ -23,7 +23,7 @@ pub mod graph;
 pub mod lanes;
 pub mod plan;
 
-pub use backend::{check_bindings, check_range, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
+pub use backend::{allocate_all, check_bindings, check_range, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{
     Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,

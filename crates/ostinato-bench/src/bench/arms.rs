@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
+use ostinato::{Arg, Backend, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
 use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, ExecMode, PdlMode, PdlTrigger};
@@ -133,7 +133,7 @@ impl OstinatoCuda {
         };
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
         let backend = CudaBackend::new(device, CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..auto }, trigger }).map_err(err("backend"))?;
-        let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+        let buffers = ostinato::allocate_all(&plan);
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
         Ok(OstinatoCuda { written: written_roots(&plan), exec, first: true })
@@ -395,7 +395,7 @@ impl HostArm {
         let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
         let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).map_err(err("bind"))?;
         let threads = if kind == ArmKind::HostSerial { 0 } else { HostBackend::default_threads() };
-        let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+        let buffers = ostinato::allocate_all(&plan);
         let mut exec = HostBackend::new(threads).instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
         Ok(HostArm { written: written_roots(&plan), exec })

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan};
+use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, PdlTrigger};
 
 /// The device, or `None` (with a message) where no CUDA driver or device is found.
@@ -29,7 +29,7 @@ pub fn builtin_kernels(device: &Device, plan: &Plan, trigger: PdlTrigger) -> Vec
 pub fn run_cuda(device: &Device, plan: &Plan, options: CudaOptions, inits: &[Option<ostinato::file::BufferInit>], replays: usize) -> Vec<(BufferId, Vec<u8>)> {
     let backend = CudaBackend::new(device, options).expect("backend");
     let kernels = builtin_kernels(device, plan, options.trigger);
-    let buffers = plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect();
+    let buffers = ostinato::allocate_all(plan);
     let mut exec = backend.instantiate(plan, kernels, buffers).expect("instantiate");
     write_inits(&mut exec, inits).expect("init");
     for _ in 0..replays {
