@@ -360,9 +360,3 @@ impl Drop for CudaExec {
         }
     }
 }
-
-/// The device allocation size of a plan's buffers (for reports).
-pub fn device_bytes(plan: &Plan) -> u64 {
-    let g = plan.graph();
-    g.buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.size).sum()
-}

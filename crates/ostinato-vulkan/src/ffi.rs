@@ -21,7 +21,6 @@ pub struct Context {
     pdev: vk::PhysicalDevice,
     pub(crate) device: ash::Device,
     queue: vk::Queue,
-    family: u32,
     pub(crate) timestamp_period_ns: f64,
     pub(crate) timestamps: bool,
     pub(crate) min_storage_align: u64,
@@ -84,7 +83,6 @@ impl Context {
             pdev,
             device,
             queue,
-            family,
             timestamp_period_ns: props.limits.timestamp_period as f64,
             timestamps: families[family as usize].timestamp_valid_bits > 0 && props.limits.timestamp_compute_and_graphics == vk::TRUE,
             min_storage_align: props.limits.min_storage_buffer_offset_alignment.max(4),
@@ -159,10 +157,6 @@ impl Context {
     pub(crate) fn fence(&self) -> Result<vk::Fence, VkError> {
         // SAFETY: valid device.
         unsafe { self.device.create_fence(&vk::FenceCreateInfo::default(), None) }.map_err(vkr("vkCreateFence"))
-    }
-
-    pub(crate) fn family(&self) -> u32 {
-        self.family
     }
 }
 
@@ -431,6 +425,5 @@ pub fn copy(ctx: &Arc<Context>, src: &Buffer, src_off: u64, dst: &Buffer, dst_of
         d.destroy_fence(fence, None);
         d.free_command_buffers(ctx.cmd_pool, &[cmd]);
     }
-    let _ = ctx.family();
     r
 }

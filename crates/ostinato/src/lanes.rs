@@ -5,6 +5,8 @@
 //! wait (an event on CUDA, a semaphore elsewhere), and only when the waiting lane does not already know,
 //! through earlier waits (vector clocks), that the producer finished.
 
+use std::cmp::Reverse;
+
 use crate::graph::NodeId;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,8 +74,6 @@ impl Lanes {
         self.waits.iter().map(Vec::len).sum()
     }
 }
-
-use std::cmp::Reverse;
 
 fn cross_lane_waits(order: &[NodeId], preds: &[Vec<u32>], lane_of: &[u32], index_in_lane: &[u32], lanes: usize) -> Vec<Vec<NodeId>> {
     let n = order.len();
