@@ -4,6 +4,7 @@
 //! (whose threads run in any order) computes the same bits as the host.
 
 use ostinato::file::BufferInit;
+use ostinato::rng::XorShift64 as Rng;
 use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, Scalar, ScalarType, Slice, SlotId};
 
 /// A generated program: the graph and each buffer's initial contents.
@@ -12,19 +13,6 @@ pub struct RandomProgram {
     pub inits: Vec<Option<BufferInit>>,
     /// The slot every `salt` may read (patched between replays by tests).
     pub salt_slot: SlotId,
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// The `mix` signature (same as the built-in host and CUDA kernels).
@@ -39,7 +27,7 @@ pub fn mix_sig() -> KernelSig {
 
 /// Generates a program of `nodes` nodes from `seed`.
 pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut r = Rng::seeded(seed);
     let mut g = Graph::new();
     let mut inits = Vec::new();
     let nbuf = 1 + r.below(4);
@@ -78,7 +66,7 @@ pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
                 let _ = g.add_copy(Slice { len, ..s }, Slice { len, ..d }, &after);
             }
             1 => {
-                let _ = g.add_fill(slice(&mut r, &g), r.next() as u32, &after);
+                let _ = g.add_fill(slice(&mut r, &g), r.next_u64() as u32, &after);
             }
             _ => {
                 let out = slice(&mut r, &g);
@@ -86,7 +74,7 @@ pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
                 if overlaps(&g, out, inp) {
                     continue;
                 }
-                let salt = if r.below(3) == 0 { Arg::Slot(salt_slot) } else { Arg::Scalar(Scalar::u32(r.next() as u32)) };
+                let salt = if r.below(3) == 0 { Arg::Slot(salt_slot) } else { Arg::Scalar(Scalar::u32(r.next_u64() as u32)) };
                 let launch = Launch::linear(1 + r.below(3) as u32, 32 << r.below(3));
                 let args =
                     [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), salt];

@@ -3,6 +3,7 @@
 //! dependency level, must equal the host oracle bit for bit. Skips with a message where no Vulkan
 //! loader or device is found.
 
+use ostinato::rng::XorShift64 as Rng;
 use std::sync::Arc;
 
 use ostinato::file::BufferInit;
@@ -52,20 +53,10 @@ fn vulkan(ctx: &Arc<Context>, plan: &Plan, inits: &[Option<BufferInit>], replays
     out
 }
 
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// Random `mix` programs over 2–3 buffers; slices start on 256-byte boundaries (storage-buffer offset
 /// alignment); `out` and `inp` of one node never overlap.
 fn random_mix(seed: u64, nodes: usize) -> (Plan, Vec<Option<BufferInit>>) {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut r = Rng::seeded(seed);
     let mut g = Graph::new();
     let nb = 2 + r.below(2);
     let bufs: Vec<BufferId> = (0..nb).map(|b| g.add_buffer(format!("b{b}"), 4096).unwrap()).collect();

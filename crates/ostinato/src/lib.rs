@@ -22,6 +22,7 @@ pub mod frontier;
 pub mod graph;
 pub mod lanes;
 pub mod plan;
+pub mod rng;
 
 pub use backend::{allocate_all, check_bindings, check_range, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
 pub use error::{BindError, GraphError, PlanError, SlotError};

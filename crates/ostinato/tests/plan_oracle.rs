@@ -3,28 +3,16 @@
 //! transitive reduction of (all-pairs hazards ∪ explicit edges), with the right hazard kinds; cycles must
 //! be reported with a real cycle; lanes must order every edge.
 
+use ostinato::rng::XorShift64 as Rng;
 use std::collections::BTreeSet;
 
 use ostinato::{Access, Arg, Graph, Hazards, KernelSig, Launch, NodeId, Plan, PlanError, PlanOptions, Scalar, ScalarType, Slice};
 use proptest::prelude::*;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// A random graph: a few allocations (some with views), kernels of 1–3 buffer params with random
 /// modes, copies, fills, and random explicit edges (mostly forward; `backward` adds some reversed ones).
 fn random_graph(seed: u64, nodes: usize, backward: bool) -> Graph {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut r = Rng::seeded(seed);
     let mut g = Graph::new();
     let nbuf = 1 + r.below(4) as usize;
     for b in 0..nbuf {
