@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use ostinato::file::{self, GraphFile};
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule};
 use ostinato_host::{builtins, HostBackend};
 
 /// Backend names a graph file may name implementations for.
@@ -68,20 +68,17 @@ pub fn host_kernels(f: &GraphFile, plan: &Plan) -> Result<Vec<ostinato_host::Hos
 }
 
 /// CUDA kernels for a graph file's kernels (`cuda = "builtin:mix"`, `"kernels/x.cu"`, or a table).
-pub fn cuda_kernels(f: &GraphFile, plan: &Plan, device: &Device, trigger: PdlTrigger) -> Result<Vec<CudaKernel>, RunError> {
+/// `builtins` serve `builtin:` references; other sources are compiled with the same main trigger.
+pub fn cuda_kernels(f: &GraphFile, plan: &Plan, device: &Device, builtins: &BuiltinModules) -> Result<Vec<CudaKernel>, RunError> {
+    let trigger = builtins.trigger();
     let mut out = Vec::new();
     let mut modules: Vec<(String, LoadedModule)> = Vec::new();
-    let mut builtins: Option<BuiltinModules> = None;
     for (k, sig) in plan.graph().kernels().iter().enumerate() {
         let spec = f.impls[k].get("cuda").ok_or_else(|| f.kernel_error(k, format!("kernel `{}` has no `cuda` implementation", sig.name)))?;
         let src_ref = spec.source();
         let entry = spec.entry().map(str::to_string).unwrap_or_else(|| src_ref.strip_prefix("builtin:").unwrap_or(&sig.name).to_string());
         if src_ref.starts_with("builtin") {
-            if builtins.is_none() {
-                builtins = Some(BuiltinModules::load(device, trigger).map_err(|e| f.kernel_error(k, e.to_string()))?);
-            }
-            let b = builtins.as_ref().expect("loaded above");
-            out.push(b.kernel(&entry, sig).map_err(|e| f.kernel_error(k, e.to_string()))?);
+            out.push(builtins.kernel(&entry, sig).map_err(|e| f.kernel_error(k, e.to_string()))?);
             continue;
         }
         let key = src_ref.to_string();
@@ -151,8 +148,9 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
             };
             let dev = Device::open(&sel)?;
             notes.push(format!("device {} ({}), mode {}, pdl {}", dev.info().name, dev.info().uuid, options.mode.as_str(), options.pdl.mode.as_str()));
-            let kernels = cuda_kernels(&f, &plan, &dev, options.trigger)?;
-            let backend = CudaBackend::new(&dev, *options)?;
+            let builtins = BuiltinModules::load(&dev, options.trigger)?;
+            let kernels = cuda_kernels(&f, &plan, &dev, &builtins)?;
+            let backend = CudaBackend::with_builtins(&dev, &builtins, *options)?;
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
             notes.push(format!("{} programmatic edges", exec.programmatic_edges()));
             init_replay_read(&mut exec, &f, o.replays)?

@@ -69,7 +69,21 @@ pub struct CudaBackend {
 impl CudaBackend {
     /// A backend on `device`. Loads the internal copy/fill kernels (NVRTC, cached).
     pub fn new(device: &Device, options: CudaOptions) -> Result<CudaBackend> {
-        let m = BuiltinModules::load(device, options.trigger)?;
+        Self::with_builtins(device, &BuiltinModules::load(device, options.trigger)?, options)
+    }
+    /// A backend whose copy/fill kernels come from already loaded built-in modules (no second load).
+    /// The modules' main build must be the one `options.trigger` names.
+    pub fn with_builtins(device: &Device, modules: &BuiltinModules, options: CudaOptions) -> Result<CudaBackend> {
+        if modules.trigger() != options.trigger {
+            return Err(CudaError::Usage {
+                op: "CudaBackend::with_builtins",
+                reason: format!(
+                    "the built-in modules were built with trigger `{}`, the options ask for `{}`",
+                    modules.trigger().as_str(),
+                    options.trigger.as_str()
+                ),
+            });
+        }
         let copy_sig = ostinato::KernelSig::new("ostinato_copy")
             .buffer("dst", ostinato::Access::Write)
             .buffer("src", ostinato::Access::Read)
@@ -78,8 +92,8 @@ impl CudaBackend {
             .buffer("dst", ostinato::Access::Write)
             .scalar("value", ostinato::ScalarType::U32)
             .scalar("n_words", ostinato::ScalarType::U64);
-        let copy = m.kernel("ostinato_copy", &copy_sig)?;
-        let fill = m.kernel("ostinato_fill", &fill_sig)?;
+        let copy = modules.kernel("ostinato_copy", &copy_sig)?;
+        let fill = modules.kernel("ostinato_fill", &fill_sig)?;
         Ok(CudaBackend { ctx: device.ctx.clone(), device_arch: device.info().arch(), options, helpers: Some((copy, fill)) })
     }
     pub fn options(&self) -> CudaOptions {
@@ -91,8 +105,19 @@ impl CudaBackend {
 }
 
 enum Submission {
-    Graph { _graph: Graph, exec: GraphExec, nodes: Vec<GraphNode> },
-    Eager { streams: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
+    Graph {
+        _graph: Graph,
+        exec: GraphExec,
+        nodes: Vec<GraphNode>,
+    },
+    /// Lane 0 runs on the exec's main stream; `side[i]` runs lane `i + 1`, and `lane_end[i]` joins it
+    /// back into the main stream at the end of a replay.
+    Eager {
+        side: Vec<Stream>,
+        done: Vec<Option<Event>>,
+        start: Event,
+        lane_end: Vec<Event>,
+    },
 }
 
 /// A retained CUDA instantiation of a plan.
@@ -182,9 +207,9 @@ impl Backend for CudaBackend {
         let submission = match self.options.mode {
             ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main)?,
             ExecMode::Eager => {
-                let mut streams = vec![];
-                for _ in 0..plan.lanes().count().max(1) {
-                    streams.push(Stream::new(&self.ctx)?);
+                let mut side = vec![];
+                for _ in 1..plan.lanes().count() {
+                    side.push(Stream::new(&self.ctx)?);
                 }
                 let mut done: Vec<Option<Event>> = (0..plan.node_count()).map(|_| None).collect();
                 for v in 0..plan.node_count() {
@@ -194,8 +219,8 @@ impl Backend for CudaBackend {
                         }
                     }
                 }
-                let lane_end = (0..streams.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
-                Submission::Eager { streams, done, start: Event::new(false)?, lane_end }
+                let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
+                Submission::Eager { side, done, start: Event::new(false)?, lane_end }
             }
         };
         let timer = (Event::new(true)?, Event::new(true)?);
@@ -246,15 +271,17 @@ impl CudaExec {
     fn enqueue(&mut self) -> Result<()> {
         match &self.submission {
             Submission::Graph { exec, .. } => exec.launch(&self.main),
-            Submission::Eager { streams, done, start, lane_end } => {
+            Submission::Eager { side, done, start, lane_end } => {
                 let lanes = self.plan.lanes();
-                start.record(&self.main)?;
-                for s in &streams[1..] {
+                if !side.is_empty() {
+                    start.record(&self.main)?;
+                }
+                for s in side {
                     s.wait_event(start)?;
                 }
                 for &v in self.plan.order() {
                     let lane = lanes.lane_of(v);
-                    let s = if lane == 0 { &self.main } else { &streams[lane] };
+                    let s = if lane == 0 { &self.main } else { &side[lane - 1] };
                     for w in lanes.waits(v) {
                         if let Some(e) = &done[w.index()] {
                             s.wait_event(e)?;
@@ -267,9 +294,9 @@ impl CudaExec {
                         e.record(s)?;
                     }
                 }
-                for (l, s) in streams.iter().enumerate().skip(1) {
-                    lane_end[l].record(s)?;
-                    self.main.wait_event(&lane_end[l])?;
+                for (s, end) in side.iter().zip(lane_end) {
+                    end.record(s)?;
+                    self.main.wait_event(end)?;
                 }
                 Ok(())
             }
@@ -353,8 +380,8 @@ impl Exec for CudaExec {
 impl Drop for CudaExec {
     fn drop(&mut self) {
         let _ = self.main.synchronize();
-        if let Submission::Eager { streams, .. } = &self.submission {
-            for s in streams {
+        if let Submission::Eager { side, .. } = &self.submission {
+            for s in side {
                 let _ = s.synchronize();
             }
         }

@@ -124,6 +124,7 @@ impl CudaKernel {
 
 /// The built-in kernels in all three builds: late trigger (`trigger`), early trigger, and plain.
 pub struct BuiltinModules {
+    trigger: PdlTrigger,
     main: LoadedModule,
     early: LoadedModule,
     plain: LoadedModule,
@@ -134,10 +135,15 @@ impl BuiltinModules {
     pub fn load(device: &Device, trigger: PdlTrigger) -> Result<BuiltinModules> {
         let src = ModuleSource::builtin();
         Ok(BuiltinModules {
+            trigger,
             main: LoadedModule::load(device, &src, trigger)?,
             early: LoadedModule::load(device, &src, PdlTrigger::AtEntry)?,
             plain: LoadedModule::load(device, &src, PdlTrigger::Disabled)?,
         })
+    }
+    /// The main PDL build's trigger.
+    pub fn trigger(&self) -> PdlTrigger {
+        self.trigger
     }
     /// `entry` checked against `sig`, with its variants.
     pub fn kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {

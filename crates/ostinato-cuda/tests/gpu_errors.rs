@@ -46,3 +46,13 @@ fn a_pdl_declaration_the_ptx_contradicts_is_refused() {
     let err = m.kernel("k", &sig, Some(true)).expect_err("refused");
     assert!(err.to_string().contains("declared PDL-capable but its PTX says otherwise"), "{err}");
 }
+
+#[test]
+fn a_backend_refuses_builtins_of_another_trigger() {
+    let Some(device) = common::device_or_skip("a_backend_refuses_builtins_of_another_trigger") else { return };
+    let m = ostinato_cuda::BuiltinModules::load(&device, PdlTrigger::AtEntry).unwrap();
+    let options = ostinato_cuda::CudaOptions { trigger: PdlTrigger::AfterWait, ..Default::default() };
+    let Err(err) = ostinato_cuda::CudaBackend::with_builtins(&device, &m, options) else { panic!("a backend with mismatched built-ins was made") };
+    assert!(matches!(&err, CudaError::Usage { reason, .. } if reason.contains("`entry`") && reason.contains("`after-wait`")), "{err}");
+    assert!(ostinato_cuda::CudaBackend::with_builtins(&device, &m, ostinato_cuda::CudaOptions { trigger: PdlTrigger::AtEntry, ..options }).is_ok());
+}

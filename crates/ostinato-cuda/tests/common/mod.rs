@@ -27,8 +27,9 @@ pub fn builtin_kernels(device: &Device, plan: &Plan, trigger: PdlTrigger) -> Vec
 }
 
 pub fn run_cuda(device: &Device, plan: &Plan, options: CudaOptions, inits: &[Option<ostinato::file::BufferInit>], replays: usize) -> Vec<(BufferId, Vec<u8>)> {
-    let backend = CudaBackend::new(device, options).expect("backend");
-    let kernels = builtin_kernels(device, plan, options.trigger);
+    let m = BuiltinModules::load(device, options.trigger).expect("built-in modules compile");
+    let backend = CudaBackend::with_builtins(device, &m, options).expect("backend");
+    let kernels = plan.graph().kernels().iter().map(|k| m.kernel(&k.name, k).expect("built-in kernel binds")).collect();
     let buffers = ostinato::allocate_all(plan);
     let mut exec = backend.instantiate(plan, kernels, buffers).expect("instantiate");
     write_inits(&mut exec, inits).expect("init");
