@@ -29,6 +29,9 @@ pub struct BenchArgs {
     /// Override the auto PDL policy's fan limit.
     #[arg(long)]
     pub pdl_max_fanout: Option<usize>,
+    /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
+    #[arg(long)]
+    pub blocks: Option<String>,
     /// Investigation only: choose kernel builds per node (known to give wrong results on decode).
     #[arg(long)]
     pub pdl_mixed_builds: bool,
@@ -38,6 +41,17 @@ impl BenchArgs {
     pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
         ostinato_cuda::PdlTrigger::parse(&self.trigger)
             .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
+    }
+    /// `--blocks`, parsed (None: the backend's default set).
+    pub fn grid_blocks(&self) -> Result<Option<Vec<u32>>, String> {
+        let Some(list) = &self.blocks else { return Ok(None) };
+        list.split(',')
+            .map(|t| match t.trim().parse::<u32>() {
+                Ok(b) if b > 0 => Ok(b),
+                _ => Err(format!("--blocks: `{t}` is not a positive block count")),
+            })
+            .collect::<Result<Vec<u32>, String>>()
+            .map(Some)
     }
     /// The auto policy with any overrides.
     pub fn auto_policy(&self) -> ostinato_cuda::PdlPolicy {

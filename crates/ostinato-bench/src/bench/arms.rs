@@ -116,23 +116,21 @@ pub struct OstinatoCuda {
 }
 
 impl OstinatoCuda {
-    pub fn new(
-        device: &Device,
-        w: &Workload,
-        kernels: Vec<CudaKernel>,
-        kind: ArmKind,
-        init: &[Option<Vec<u8>>],
-        trigger: PdlTrigger,
-        auto: PdlPolicy,
-    ) -> Result<Self, String> {
+    /// The options an Ostinato arm runs with: `auto` (with any overrides) for the main arm, forced
+    /// on/off for the ablations, eager mode for the eager ablation. None for the other arms.
+    pub fn options(kind: ArmKind, trigger: PdlTrigger, auto: PdlPolicy) -> Option<CudaOptions> {
         let (mode, pdl) = match kind {
             ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto),
             ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off),
             ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On),
-            _ => (ExecMode::Eager, PdlMode::Auto),
+            ArmKind::OstinatoEager => (ExecMode::Eager, PdlMode::Auto),
+            _ => return None,
         };
+        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..auto }, trigger })
+    }
+
+    pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
-        let backend = CudaBackend::new(device, CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..auto }, trigger }).map_err(err("backend"))?;
         let buffers = ostinato::allocate_all(&plan);
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;

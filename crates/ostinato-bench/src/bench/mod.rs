@@ -85,14 +85,16 @@ pub struct RowResult {
 }
 
 /// The matrix for a backend.
-pub fn matrix(backend: BenchBackend, quick: bool) -> Vec<Workload> {
+/// `grid_blocks` replaces the block counts of the 941-dispatch grid rows.
+pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>) -> Vec<Workload> {
     let mut rows = Vec::new();
-    let (counts, blocks): (&[usize], &[u32]) = match (backend, quick) {
+    let (counts, default_blocks): (&[usize], &[u32]) = match (backend, quick) {
         (BenchBackend::Cuda, false) => (&[1, 50, 200, 941], &[128, 1024, 8192]),
         (BenchBackend::Cuda, true) => (&[1, 941], &[8192]),
         (BenchBackend::Host, false) => (&[1, 50, 200, 941], &[128]),
         (BenchBackend::Host, true) => (&[1, 50, 941], &[]),
     };
+    let blocks = grid_blocks.unwrap_or(default_blocks);
     for independent in [false, true] {
         for &c in counts {
             rows.push(workload::dispatch_grid(c, 1, independent, 1));
@@ -157,8 +159,8 @@ pub fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
 struct CudaCtx {
     device: ostinato_cuda::Device,
     modules: ostinato_cuda::BuiltinModules,
-    trigger: ostinato_cuda::PdlTrigger,
-    policy: ostinato_cuda::PdlPolicy,
+    /// One backend per Ostinato arm, made once for the whole matrix.
+    backends: Vec<(ArmKind, ostinato_cuda::CudaBackend)>,
 }
 
 /// Why an arm could not be set up: it does not apply to the workload, or it failed.
@@ -203,7 +205,10 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>]
         .map_err(|e| SetupError::Fail(e.to_string()))?;
     Ok(match kind {
         ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, init)?),
-        _ => Box::new(OstinatoCuda::new(&cx.device, w, kernels, kind, init, cx.trigger, cx.policy)?),
+        _ => {
+            let backend = cx.backends.iter().find(|(k, _)| *k == kind).map(|(_, b)| b).ok_or_else(|| format!("no CUDA backend for arm {}", kind.name()))?;
+            Box::new(OstinatoCuda::new(backend, w, kernels, init)?)
+        }
     })
 }
 
@@ -281,11 +286,18 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     if args.samples < 1 {
         return Err("--samples must be at least 1".into());
     }
+    let grid_blocks = args.grid_blocks()?;
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let trigger = args.trigger()?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
-        Some(CudaCtx { device, modules, trigger, policy: args.auto_policy() })
+        let mut backends = Vec::new();
+        for kind in ArmKind::CUDA {
+            if let Some(options) = OstinatoCuda::options(kind, trigger, args.auto_policy()) {
+                backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
+            }
+        }
+        Some(CudaCtx { device, modules, backends })
     } else {
         None
     };
@@ -303,7 +315,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     };
     let contexts = Contexts { cuda, vulkan };
     let clock_before = provenance::sm_clock_mhz();
-    let mut rows_in = matrix(backend, args.quick);
+    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref());
     if let Some(f) = &args.filter {
         rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
     }
