@@ -48,15 +48,16 @@ impl PdlMode {
     }
 }
 
-/// `auto`'s threshold, measured on the H200 (docs/fences.md): an edge is programmatic only when each
-/// of its kernels' blocks times the plan's lane count is at most this (1,024-block chains gained, four
-/// side-by-side 1,024-block chains lost 1.47x, 8,192-block grids lost 1.7x).
-pub const AUTO_MAX_BLOCKS: u64 = 1024;
+/// `auto`'s threshold, measured on three H200s (docs/fences.md): an edge is programmatic only when each
+/// of its kernels' blocks times the plan's lane count is at most this. Serial chains gained up to 512
+/// blocks on every machine and at 1,024 blocks gained on one and lost 8% on two; four side-by-side
+/// chains gained at 128 blocks, tied at 256 and lost at 512 and above; 8,192-block grids lost 1.7x.
+pub const AUTO_MAX_BLOCKS: u64 = 512;
 
 /// A submission whose nodes all have at most this many blocks uses the early-trigger build (trigger at
-/// entry); otherwise kernels trigger after their own wait, so early launches cannot cascade through
-/// big kernels (docs/fences.md).
-pub const EARLY_TRIGGER_MAX_BLOCKS: u64 = 128;
+/// entry); otherwise kernels trigger after their own wait, so early launches cannot cascade down the
+/// chain (docs/fences.md: at 1 block the entry trigger gained 13%, at 8 to 128 blocks it lost 7-12%).
+pub const EARLY_TRIGGER_MAX_BLOCKS: u64 = 4;
 
 /// Which build of a kernel a node launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,6 +326,9 @@ mod tests {
              edge n2 -> n3 programmatic\n"
         );
         assert_eq!(low.eager_pdl, vec![false, true, true, true]);
+        let low = lower(&chain(8), &[true], true, PdlPolicy::default());
+        assert!(low.edges.iter().all(|e| e.programmatic), "8-block chain: PDL gains");
+        assert!(low.launches.iter().all(|l| l.variant == Variant::Late), "8 blocks: the after-wait build (entry trigger measured to lose)");
     }
 
     #[test]
@@ -349,7 +353,9 @@ mod tests {
     fn auto_scales_the_block_limit_by_side_by_side_lanes() {
         let p = PdlPolicy::default();
         let d = |b| Dims { grid: [b, 1, 1], block: [256, 1, 1], shared: 0 };
-        assert!(p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: measured to gain");
+        assert!(p.programmatic(&d(512), &d(512), true, 1, 1), "one 512-block chain: measured to gain on every H200");
+        assert!(!p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: lost on two H200s of three");
+        assert!(!p.programmatic(&d(256), &d(256), true, 1, 4), "four side-by-side 256-block chains: a tie at best");
         assert!(!p.programmatic(&d(1024), &d(1024), true, 1, 4), "four side-by-side 1,024-block chains: measured to lose");
         assert!(p.programmatic(&d(128), &d(128), true, 1, 4));
         assert!(!p.programmatic(&d(1), &d(1), true, 5, 1), "wide fans stay full edges");
