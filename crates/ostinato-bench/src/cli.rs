@@ -32,6 +32,10 @@ pub struct BenchArgs {
     /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
     #[arg(long)]
     pub blocks: Option<String>,
+    /// Write the driver's verbose DOT description of every CUDA graph an arm replays into this folder
+    /// (`<row>--<arm>.dot`).
+    #[arg(long)]
+    pub dot: Option<PathBuf>,
     /// Investigation only: choose kernel builds per node (known to give wrong results on decode).
     #[arg(long)]
     pub pdl_mixed_builds: bool,

@@ -106,7 +106,7 @@ impl CudaBackend {
 
 enum Submission {
     Graph {
-        _graph: Graph,
+        graph: Graph,
         exec: GraphExec,
         nodes: Vec<GraphNode>,
     },
@@ -247,7 +247,7 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         exec.set_kernel_params(nodes[i], &funcs[i], low.launches[i].dims, &mut args[i])?;
     }
     stream.synchronize()?;
-    Ok(Submission::Graph { _graph: graph, exec, nodes })
+    Ok(Submission::Graph { graph, exec, nodes })
 }
 
 impl CudaExec {
@@ -260,6 +260,14 @@ impl CudaExec {
         match &self.submission {
             Submission::Graph { .. } => self.lowering.edges.iter().filter(|e| e.programmatic).count(),
             Submission::Eager { .. } => self.lowering.eager_pdl.iter().filter(|p| **p).count(),
+        }
+    }
+    /// Graph mode: writes the driver's verbose DOT description of the submitted graph (kernel nodes with
+    /// their launch params, edges with their type and ports) to `path`.
+    pub fn write_dot(&self, path: &std::path::Path) -> Result<()> {
+        match &self.submission {
+            Submission::Graph { graph, .. } => graph.write_dot(path),
+            Submission::Eager { .. } => Err(CudaError::Usage { op: "write_dot", reason: "eager mode submits no graph".into() }),
         }
     }
     /// Device address of a buffer (views included).

@@ -485,6 +485,16 @@ impl Graph {
         Ok(GraphExec { e })
     }
 
+    /// Writes the driver's verbose DOT description of the graph (nodes with their launch params, edges
+    /// with their type and ports) to `path`.
+    pub(crate) fn write_dot(&self, path: &std::path::Path) -> Result<()> {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| CudaError::Usage { op: "cuGraphDebugDotPrint", reason: format!("path {} contains a NUL byte", path.display()) })?;
+        let flags = sys::CUgraphDebugDot_flags::CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE as u32;
+        // SAFETY: a complete graph of ours and a NUL-terminated path that outlives the call.
+        check("cuGraphDebugDotPrint", unsafe { sys::cuGraphDebugDotPrint(self.g, c.as_ptr(), flags) }).map_err(|e| e.at(path.display().to_string()))
+    }
+
     pub(crate) fn node_count(&self) -> Result<usize> {
         let mut n = 0usize;
         // SAFETY: with a null array the driver only writes the count.

@@ -115,4 +115,8 @@ impl CapturedGraph {
     pub fn node_count(&self) -> usize {
         self.nodes
     }
+    /// The driver's verbose DOT description of the captured graph.
+    pub fn write_dot(&self, path: &std::path::Path) -> Result<()> {
+        self._graph.write_dot(path)
+    }
 }

@@ -82,6 +82,10 @@ pub const CALL_BURST: usize = 20;
 /// A prepared arm: call `sample` repeatedly.
 pub trait Arm {
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String>;
+    /// Writes the driver's DOT description of the arm's retained CUDA graph, where it has one.
+    fn write_dot(&self, _path: &std::path::Path) -> Option<Result<(), String>> {
+        None
+    }
 }
 
 fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
@@ -111,6 +115,7 @@ fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
 
 pub struct OstinatoCuda {
     exec: CudaExec,
+    graph_mode: bool,
     written: Vec<bool>,
     first: bool,
 }
@@ -134,7 +139,7 @@ impl OstinatoCuda {
         let buffers = ostinato::allocate_all(&plan);
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
-        Ok(OstinatoCuda { written: written_roots(&plan), exec, first: true })
+        Ok(OstinatoCuda { written: written_roots(&plan), exec, graph_mode: backend.options().mode == ExecMode::Graph, first: true })
     }
 }
 
@@ -167,6 +172,9 @@ fn read_checked<E: Exec>(exec: &mut E, w: &Workload) -> Result<Vec<Vec<u8>>, E::
 }
 
 impl Arm for OstinatoCuda {
+    fn write_dot(&self, path: &std::path::Path) -> Option<Result<(), String>> {
+        self.graph_mode.then(|| self.exec.write_dot(path).map_err(|e| e.to_string()))
+    }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         if !self.first {
             reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
@@ -332,6 +340,9 @@ impl Baseline {
 }
 
 impl Arm for Baseline {
+    fn write_dot(&self, path: &std::path::Path) -> Option<Result<(), String>> {
+        self.graphs.first().map(|g| g.write_dot(path).map_err(|e| e.to_string()))
+    }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         for (i, b) in self.bufs.iter().enumerate() {
             if let (Some(b), Some(bytes), true) = (b, &init[i], self.written[i]) {

@@ -218,7 +218,15 @@ struct Contexts {
     vulkan: Option<std::sync::Arc<ostinato_vulkan::Context>>,
 }
 
-fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmups: usize, samples: usize) -> ArmResult {
+/// How each arm is run: protocol counts and where (if anywhere) graph descriptions go.
+struct Protocol<'a> {
+    warmups: usize,
+    samples: usize,
+    dot_dir: Option<&'a Path>,
+}
+
+fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>], want: &[Vec<u8>], p: &Protocol) -> ArmResult {
+    let (warmups, samples) = (p.warmups, p.samples);
     let mut out = ArmResult {
         arm: kind.name(),
         ok: false,
@@ -241,6 +249,13 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>],
             return out;
         }
     };
+    if let Some(dir) = p.dot_dir {
+        let path = dir.join(format!("{}--{}.dot", w.id.replace('/', "_"), kind.name()));
+        if let Some(Err(e)) = arm.write_dot(&path) {
+            out.error = Some(format!("writing {}: {e}", path.display()));
+            return out;
+        }
+    }
     let per = (w.dispatches * w.replays) as f64;
     for i in 0..warmups + samples {
         let s: RawSample = match arm.sample(w, init) {
@@ -314,6 +329,10 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         BenchBackend::Host => None,
     };
     let contexts = Contexts { cuda, vulkan };
+    if let Some(dir) = &args.dot {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--dot {}: {e}", dir.display()))?;
+    }
+    let protocol = Protocol { warmups: args.warmups, samples: args.samples, dot_dir: args.dot.as_deref() };
     let clock_before = provenance::sm_clock_mhz();
     let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref());
     if let Some(f) = &args.filter {
@@ -333,7 +352,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         for &kind in &order {
             pb.set_message(format!("{} {}", w.id, kind.name()));
             let r = match &want {
-                Ok(want) => run_arm(kind, w, &contexts, &init, want, args.warmups, args.samples),
+                Ok(want) => run_arm(kind, w, &contexts, &init, want, &protocol),
                 Err(e) => ArmResult {
                     arm: kind.name(),
                     ok: false,
