@@ -2,12 +2,13 @@
 //! CUDA baselines submit the same kernels with the same arguments the way a skilled user writes them by
 //! hand (eager streams; stream capture with fork/join; capture with PDL launch attributes).
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use ostinato::{Arg, Backend, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
+use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, ExecMode, PdlMode, PdlTrigger};
+use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, PdlMode, PdlTrigger};
 use ostinato_host::{builtins, HostBackend, HostExec};
 
 use super::workload::Workload;
@@ -111,10 +112,41 @@ fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Device memory shared by the CUDA arms of a row
+
+/// The device memory of one row, allocated once and bound by every CUDA arm at the same addresses (the
+/// Ostinato arms as external buffers): an arm can neither gain nor lose from where its buffers land.
+/// Arms run one after another and each resets the written buffers before every sample.
+pub struct RowMemory {
+    /// One allocation per root buffer; None for views.
+    roots: Vec<Option<Buffer>>,
+}
+
+impl RowMemory {
+    pub fn new(device: &Device, w: &Workload) -> Result<Arc<RowMemory>, String> {
+        let mut roots = Vec::new();
+        for (i, b) in w.graph.buffers().iter().enumerate() {
+            roots.push(if b.root.index() == i { Some(Buffer::new(device, b.size as usize).map_err(err("alloc"))?) } else { None });
+        }
+        Ok(Arc::new(RowMemory { roots }))
+    }
+    fn root(&self, i: usize) -> Result<&Buffer, String> {
+        self.roots.get(i).and_then(Option::as_ref).ok_or_else(|| format!("buffer #{i} is a view, not a root allocation"))
+    }
+    fn bindings(&self) -> Vec<BufferBinding<DeviceMemory>> {
+        self.roots
+            .iter()
+            .map(|r| r.as_ref().map_or(BufferBinding::Allocate, |b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 })))
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Ostinato on CUDA
 
 pub struct OstinatoCuda {
     exec: CudaExec,
+    _memory: Arc<RowMemory>,
     graph_mode: bool,
     written: Vec<bool>,
     first: bool,
@@ -134,12 +166,12 @@ impl OstinatoCuda {
         Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..auto }, trigger })
     }
 
-    pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+    pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
-        let buffers = ostinato::allocate_all(&plan);
-        let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
+        let mut exec = backend.instantiate(&plan, kernels, memory.bindings()).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
-        Ok(OstinatoCuda { written: written_roots(&plan), exec, graph_mode: backend.options().mode == ExecMode::Graph, first: true })
+        let graph_mode = backend.options().mode == ExecMode::Graph;
+        Ok(OstinatoCuda { written: written_roots(&plan), exec, _memory: memory.clone(), graph_mode, first: true })
     }
 }
 
@@ -212,7 +244,7 @@ pub struct Baseline {
     fork: Event,
     joins: Vec<Event>,
     timer: (Event, Event),
-    bufs: Vec<Option<Buffer>>,
+    memory: Arc<RowMemory>,
     launches: Vec<ostinato_cuda::lower::NodeLaunch>,
     args: Vec<Args>,
     /// Captured arms: one graph per distinct slot value (all the sample's replays), else one.
@@ -221,25 +253,28 @@ pub struct Baseline {
 }
 
 impl Baseline {
-    pub fn new(device: &Device, w: &Workload, kernels: Vec<CudaKernel>, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+    pub fn new(
+        device: &Device,
+        w: &Workload,
+        kernels: Vec<CudaKernel>,
+        kind: ArmKind,
+        memory: &Arc<RowMemory>,
+        init: &[Option<Vec<u8>>],
+    ) -> Result<Self, String> {
         let g = &w.graph;
         if g.nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. })) {
             return Err("baselines submit kernel nodes only".into());
         }
         let plan = Plan::compile(g).map_err(err("plan"))?;
         let low = lower(&plan, &vec![true; g.kernels().len()], true, PdlPolicy::new(PdlMode::Off));
-        let mut bufs = Vec::new();
         let mut base = vec![0u64; g.buffers().len()];
         for (i, b) in g.buffers().iter().enumerate() {
             if b.root.index() == i {
-                let buf = Buffer::new(device, b.size as usize).map_err(err("alloc"))?;
+                let buf = memory.root(i)?;
                 if let Some(bytes) = &init[i] {
                     buf.write(0, bytes).map_err(err("init"))?;
                 }
                 base[i] = buf.ptr();
-                bufs.push(Some(buf));
-            } else {
-                bufs.push(None);
             }
         }
         let value = |a: &ArgValue| match a {
@@ -266,7 +301,7 @@ impl Baseline {
             fork: Event::new(false).map_err(err("event"))?,
             joins,
             timer: (Event::new(true).map_err(err("event"))?, Event::new(true).map_err(err("event"))?),
-            bufs,
+            memory: memory.clone(),
             launches: low.launches,
             args,
             graphs: Vec::new(),
@@ -344,9 +379,9 @@ impl Arm for Baseline {
         self.graphs.first().map(|g| g.write_dot(path).map_err(|e| e.to_string()))
     }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
-        for (i, b) in self.bufs.iter().enumerate() {
-            if let (Some(b), Some(bytes), true) = (b, &init[i], self.written[i]) {
-                b.write(0, bytes).map_err(err("reset"))?;
+        for (i, bytes) in init.iter().enumerate() {
+            if let (Some(bytes), true) = (bytes, self.written[i]) {
+                self.memory.root(i)?.write(0, bytes).map_err(err("reset"))?;
             }
         }
         let s0 = &self.streams[0];
@@ -374,8 +409,7 @@ impl Arm for Baseline {
             let decl = w.graph.buffer(b);
             let mut v = vec![0u8; decl.size as usize];
             let root = decl.root.index();
-            let buf = self.bufs[root].as_ref().ok_or("checked buffer has no allocation")?;
-            buf.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
+            self.memory.root(root)?.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
             outputs.push(v);
         }
         let mut replay_call_us = None;

@@ -175,7 +175,10 @@ impl From<String> for SetupError {
     }
 }
 
-fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, SetupError> {
+/// The CUDA arms' shared device memory of a row (None where no CUDA context is open), or why it could not be allocated.
+type SharedMemory = Result<Option<std::sync::Arc<arms::RowMemory>>, String>;
+
+fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, SetupError> {
     if matches!(kind, ArmKind::HostSerial | ArmKind::OstinatoHost) {
         return Ok(Box::new(HostArm::new(w, kind, init)?));
     }
@@ -203,11 +206,12 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>]
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SetupError::Fail(e.to_string()))?;
+    let memory = memory.clone()?.ok_or_else(|| "no shared device memory for the row".to_string())?;
     Ok(match kind {
-        ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, init)?),
+        ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, &memory, init)?),
         _ => {
             let backend = cx.backends.iter().find(|(k, _)| *k == kind).map(|(_, b)| b).ok_or_else(|| format!("no CUDA backend for arm {}", kind.name()))?;
-            Box::new(OstinatoCuda::new(backend, w, kernels, init)?)
+            Box::new(OstinatoCuda::new(backend, w, kernels, &memory, init)?)
         }
     })
 }
@@ -225,7 +229,7 @@ struct Protocol<'a> {
     dot_dir: Option<&'a Path>,
 }
 
-fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>], want: &[Vec<u8>], p: &Protocol) -> ArmResult {
+fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, init: &[Option<Vec<u8>>], want: &[Vec<u8>], p: &Protocol) -> ArmResult {
     let (warmups, samples) = (p.warmups, p.samples);
     let mut out = ArmResult {
         arm: kind.name(),
@@ -237,7 +241,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, init: &[Option<Vec<u8>>],
         host_us_per_dispatch: None,
         replay_call_us: None,
     };
-    let mut arm = match make_arm(kind, w, cx, init) {
+    let mut arm = match make_arm(kind, w, cx, memory, init) {
         Ok(a) => a,
         Err(SetupError::Skip(why)) => {
             out.ok = true;
@@ -348,11 +352,13 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         let want = arms::oracle(w, &init);
         let mut order: Vec<ArmKind> = arms.to_vec();
         order.rotate_left(ri % arms.len());
+        // One set of device buffers per row, bound by every CUDA arm at the same addresses.
+        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w)).transpose();
         let mut results = Vec::new();
         for &kind in &order {
             pb.set_message(format!("{} {}", w.id, kind.name()));
             let r = match &want {
-                Ok(want) => run_arm(kind, w, &contexts, &init, want, &protocol),
+                Ok(want) => run_arm(kind, w, &contexts, &memory, &init, want, &protocol),
                 Err(e) => ArmResult {
                     arm: kind.name(),
                     ok: false,
