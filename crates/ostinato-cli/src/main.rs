@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
+use ostinato_cuda::lower::ShapeMode;
 use ostinato_cuda::{CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
 
 #[derive(Parser)]
@@ -34,6 +35,14 @@ enum PdlArg {
     Auto,
     On,
     Off,
+}
+
+/// Graph mode's shape: one dependency per plan edge, the plan's lanes as chains, or auto.
+#[derive(Clone, Copy, ValueEnum)]
+enum ShapeArg {
+    Auto,
+    Plan,
+    Lanes,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -63,6 +72,8 @@ enum Command {
         cuda: bool,
         #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
         pdl: PdlArg,
+        #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
+        shape: ShapeArg,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
@@ -86,6 +97,8 @@ enum Command {
         mode: ModeArg,
         #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
         pdl: PdlArg,
+        #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
+        shape: ShapeArg,
         /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
         #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
         trigger: TriggerArg,
@@ -116,7 +129,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             print!("{}", ostinato_bench::devices::describe());
             Ok(())
         }
-        Command::Plan { file, json, explain, cuda, pdl, max_lanes } => {
+        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => {
             let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
             let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
             if json {
@@ -141,12 +154,12 @@ fn dispatch(c: Command) -> Result<(), String> {
             if cuda {
                 let capable: Vec<bool> =
                     f.impls.iter().map(|i| i.get("cuda").is_some_and(|s| s.pdl().unwrap_or_else(|| s.source().starts_with("builtin")))).collect();
-                let low = ostinato_cuda::lower::lower(&plan, &capable, true, PdlPolicy::new(pdl_mode(pdl)));
+                let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape));
                 print!("{}", low.describe(&plan));
             }
             Ok(())
         }
-        Command::Run { file, backend, replays, check, dump, threads, mode, pdl, trigger, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, threads, mode, pdl, shape, trigger, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads: threads.unwrap_or_else(ostinato_host::HostBackend::default_threads) },
                 BackendArg::Cuda => {
@@ -154,7 +167,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                         ModeArg::Graph => ExecMode::Graph,
                         ModeArg::Eager => ExecMode::Eager,
                     };
-                    let pdl = PdlPolicy::new(pdl_mode(pdl));
+                    let pdl = policy(pdl, shape);
                     let trigger = match trigger {
                         TriggerArg::Never => PdlTrigger::Never,
                         TriggerArg::Entry => PdlTrigger::AtEntry,
@@ -183,10 +196,16 @@ fn dispatch(c: Command) -> Result<(), String> {
     }
 }
 
-fn pdl_mode(p: PdlArg) -> PdlMode {
-    match p {
+fn policy(p: PdlArg, shape: ShapeArg) -> PdlPolicy {
+    let mode = match p {
         PdlArg::Auto => PdlMode::Auto,
         PdlArg::On => PdlMode::On,
         PdlArg::Off => PdlMode::Off,
-    }
+    };
+    let shape = match shape {
+        ShapeArg::Auto => ShapeMode::Auto,
+        ShapeArg::Plan => ShapeMode::Plan,
+        ShapeArg::Lanes => ShapeMode::Lanes,
+    };
+    PdlPolicy { shape, ..PdlPolicy::new(mode) }
 }

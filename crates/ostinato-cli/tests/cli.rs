@@ -36,6 +36,19 @@ fn plan_cuda_shows_the_submission_without_a_gpu() {
     assert!(out.contains("kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&x+0, 256) [pdl-early]"), "{out}");
     let (ok, out, _) = run(&["plan", "examples/add_one_serial_941.toml", "--cuda", "--pdl", "off"]);
     assert!(ok && !out.contains("programmatic") && !out.contains("[pdl"));
+    assert!(out.starts_with("examples/add_one_serial_941.toml: 941 nodes") && out.contains("\nshape plan\n"), "{out}");
+}
+
+#[test]
+fn bench_refuses_bad_lists_and_names_the_option() {
+    for (args, want) in [
+        (["--fans", "4,0"], "--fans: `0` is not a positive count"),
+        (["--blocks", "1,x"], "--blocks: `x` is not a positive count"),
+        (["--graph-shape", "tree"], "unknown graph shape `tree`"),
+    ] {
+        let (ok, _, err) = run(&["bench", "--backend", "host", "--quick", args[0], args[1]]);
+        assert!(!ok && err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 #[test]

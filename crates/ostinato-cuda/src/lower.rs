@@ -1,6 +1,7 @@
 //! Pure translation of a [`Plan`] into what the CUDA backend submits: one kernel launch per node (copies
-//! and fills become the internal `ostinato_copy` / `ostinato_fill` kernels), one graph dependency per
-//! plan edge, and the PDL decision per edge. No driver calls: golden tests pin the output.
+//! and fills become the internal `ostinato_copy` / `ostinato_fill` kernels), the graph's dependencies
+//! (one per plan edge, or the plan's lanes as chains — [`GraphShape`]), and the PDL decision per edge.
+//! No driver calls: golden tests pin the output.
 
 use std::fmt::Write as _;
 
@@ -73,6 +74,49 @@ pub enum Variant {
 /// `auto`'s fan limit (docs/fences.md).
 pub const AUTO_MAX_FANOUT: usize = 4;
 
+/// Under `auto`, a plan whose widest fan is above [`AUTO_MAX_FANOUT`] and at most this is submitted in
+/// the lane shape (docs/fences.md: a 16-wide fan gained as 4 PDL chains, a 64-wide fan lost).
+pub const AUTO_LANES_MAX_FANOUT: usize = 16;
+
+/// How graph mode turns the plan's orderings into graph dependencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphShape {
+    /// One dependency per plan edge: every independent node is its own branch.
+    Plan,
+    /// The plan's lanes as chains (consecutive nodes of a lane ordered, as on a stream) plus the
+    /// cross-lane waits the lanes kept: a wide fan becomes at most `max_lanes` chains whose links can
+    /// be programmatic — the shape a skilled user captures from streams. Every plan edge is implied.
+    Lanes,
+}
+
+/// Which shape graph mode uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeMode {
+    /// [`GraphShape::Lanes`] when PDL is allowed and the widest fan is above `auto_max_fanout` and at
+    /// most `auto_lanes_max_fanout`; else [`GraphShape::Plan`].
+    Auto,
+    Plan,
+    Lanes,
+}
+
+impl ShapeMode {
+    pub fn parse(s: &str) -> Option<ShapeMode> {
+        match s {
+            "auto" => Some(ShapeMode::Auto),
+            "plan" => Some(ShapeMode::Plan),
+            "lanes" => Some(ShapeMode::Lanes),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShapeMode::Auto => "auto",
+            ShapeMode::Plan => "plan",
+            ShapeMode::Lanes => "lanes",
+        }
+    }
+}
+
 /// The per-edge PDL policy. The data behind `auto` is in `docs/fences.md`; override it here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PdlPolicy {
@@ -83,6 +127,10 @@ pub struct PdlPolicy {
     /// and its consumer at most this many predecessors (wide fans of early-launched waiters measured
     /// to lose).
     pub auto_max_fanout: usize,
+    /// The graph shape (graph mode).
+    pub shape: ShapeMode,
+    /// Under `auto` shape: the widest fan still submitted in the lane shape.
+    pub auto_lanes_max_fanout: usize,
     /// Investigation only: pick the build per node (plain / early / after-wait) instead of one build per
     /// submission. Measured to give WRONG results on the decode workload; never on by default.
     pub mixed_builds: bool,
@@ -90,7 +138,14 @@ pub struct PdlPolicy {
 
 impl Default for PdlPolicy {
     fn default() -> Self {
-        PdlPolicy { mode: PdlMode::Auto, auto_max_blocks: AUTO_MAX_BLOCKS, auto_max_fanout: AUTO_MAX_FANOUT, mixed_builds: false }
+        PdlPolicy {
+            mode: PdlMode::Auto,
+            auto_max_blocks: AUTO_MAX_BLOCKS,
+            auto_max_fanout: AUTO_MAX_FANOUT,
+            shape: ShapeMode::Auto,
+            auto_lanes_max_fanout: AUTO_LANES_MAX_FANOUT,
+            mixed_builds: false,
+        }
     }
 }
 
@@ -154,6 +209,8 @@ pub struct GraphEdge {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lowering {
     pub launches: Vec<NodeLaunch>,
+    /// The shape of `edges` (graph mode).
+    pub shape: GraphShape,
     pub edges: Vec<GraphEdge>,
     /// Eager mode: launch node `i` with programmatic stream serialization (relaxing its wait on the
     /// previous node of its lane).
@@ -201,28 +258,49 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         launches.push(NodeLaunch { node: node_id, callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain });
         capable.push(pdl);
     }
-    let edges: Vec<GraphEdge> = plan
-        .edges()
-        .iter()
-        .map(|e| GraphEdge {
-            from: e.from,
-            to: e.to,
-            programmatic: policy.programmatic(
-                &launches[e.from.index()].dims,
-                &launches[e.to.index()].dims,
-                capable[e.to.index()],
-                plan.succs(e.from).len().max(plan.preds(e.to).len()),
-                plan.lanes().count(),
-            ),
-        })
-        .collect();
     let lanes = plan.lanes();
+    let lane_edges = lane_shape_edges(plan);
+    let widest_fan = (0..plan.node_count()).map(|i| plan.succs(NodeId(i as u32)).len().max(plan.preds(NodeId(i as u32)).len())).max().unwrap_or(0);
+    let shape = match policy.shape {
+        ShapeMode::Plan => GraphShape::Plan,
+        ShapeMode::Lanes => GraphShape::Lanes,
+        ShapeMode::Auto => {
+            let pdl_allowed = policy.mode != PdlMode::Off;
+            let fan_in_band = widest_fan > policy.auto_max_fanout && widest_fan <= policy.auto_lanes_max_fanout;
+            if pdl_allowed && fan_in_band && lanes.count() > 1 {
+                GraphShape::Lanes
+            } else {
+                GraphShape::Plan
+            }
+        }
+    };
+    let plan_edges: Vec<(NodeId, NodeId)> = plan.edges().iter().map(|e| (e.from, e.to)).collect();
+    let pairs = match shape {
+        GraphShape::Plan => &plan_edges,
+        GraphShape::Lanes => &lane_edges,
+    };
+    let decide = |pairs: &[(NodeId, NodeId)]| -> Vec<GraphEdge> {
+        let (mut outs, mut ins) = (vec![0usize; plan.node_count()], vec![0usize; plan.node_count()]);
+        for (u, v) in pairs {
+            outs[u.index()] += 1;
+            ins[v.index()] += 1;
+        }
+        pairs
+            .iter()
+            .map(|&(from, to)| {
+                let (u, v) = (from.index(), to.index());
+                let fan = outs[u].max(ins[v]);
+                GraphEdge { from, to, programmatic: policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan, lanes.count()) }
+            })
+            .collect()
+    };
+    let edges = decide(pairs);
+    // Eager mode submits the lane shape itself: a node launches with programmatic serialization when
+    // the link from its lane predecessor is programmatic there and it has no cross-lane wait.
     let mut eager_pdl = vec![false; plan.node_count()];
-    for lane in lanes.all() {
-        for w in lane.windows(2) {
-            let (u, v) = (w[0].index(), w[1].index());
-            let fan = plan.succs(w[0]).len().max(plan.preds(w[1]).len());
-            eager_pdl[v] = policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan, lanes.count());
+    for e in decide(&lane_edges) {
+        if e.programmatic && lanes.lane_of(e.from) == lanes.lane_of(e.to) && lanes.waits(e.to).is_empty() {
+            eager_pdl[e.to.index()] = true;
         }
     }
     // One build for the whole submission, from the configurations measured correct and fast
@@ -256,7 +334,20 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             };
         }
     }
-    Lowering { launches, edges, eager_pdl }
+    Lowering { launches, shape, edges, eager_pdl }
+}
+
+/// The lane shape's dependencies: consecutive nodes of each lane, then each node's cross-lane waits.
+pub fn lane_shape_edges(plan: &Plan) -> Vec<(NodeId, NodeId)> {
+    let lanes = plan.lanes();
+    let mut out = Vec::new();
+    for lane in lanes.all() {
+        out.extend(lane.windows(2).map(|w| (w[0], w[1])));
+    }
+    for &v in plan.order() {
+        out.extend(lanes.waits(v).iter().map(|&w| (w, v)));
+    }
+    out
 }
 
 impl Lowering {
@@ -264,6 +355,7 @@ impl Lowering {
     pub fn describe(&self, plan: &Plan) -> String {
         let g = plan.graph();
         let mut s = String::new();
+        let _ = writeln!(s, "shape {}", if self.shape == GraphShape::Lanes { "lanes" } else { "plan" });
         for l in &self.launches {
             let name = match l.callee {
                 Callee::Kernel(k) => g.kernel(k).name.as_str(),
@@ -317,7 +409,8 @@ mod tests {
         let low = lower(&plan, &[true], true, PdlPolicy::default());
         assert_eq!(
             low.describe(&plan),
-            "kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, $pos) [pdl-early]\n\
+            "shape plan\n\
+             kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, $pos) [pdl-early]\n\
              kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+1024, 256) [pdl-early]\n\
              kernel n2 ostinato_copy<<<[4, 1, 1],[256, 1, 1],0>>>(&b+0, &a+0, 4096) [pdl-early]\n\
              kernel n3 ostinato_fill<<<[1, 1, 1],[256, 1, 1],0>>>(&b+0, 7, 4) [pdl-early]\n\
@@ -369,5 +462,98 @@ mod tests {
         let pairs: Vec<(u32, u32)> = low.edges.iter().map(|e| (e.from.0, e.to.0)).collect();
         let want: Vec<(u32, u32)> = plan.edges().iter().map(|e| (e.from.0, e.to.0)).collect();
         assert_eq!(pairs, want);
+    }
+
+    /// One producer writing `p`, `k` consumers reading it (each writing its own slice of `c`), one
+    /// reducer reading all of `c`; 1-block kernels.
+    fn fan(k: u64) -> Plan {
+        let mut g = Graph::new();
+        let p = g.add_buffer("p", 1024).unwrap();
+        let c = g.add_buffer("c", 1024 * k).unwrap();
+        let r = g.add_buffer("r", 1024).unwrap();
+        let sig = KernelSig::new("mix").buffer("out", Access::Write).buffer("inp", Access::Read);
+        let mix = g.add_kernel(sig).unwrap();
+        let (wp, wc, wr) = (g.whole(p), g.whole(c), g.whole(r));
+        g.add_launch(mix, Launch::linear(1, 256), &[Arg::Buffer(wp), Arg::Buffer(wr)], &[]).unwrap();
+        for i in 0..k {
+            let out = Slice { buffer: c, offset: 1024 * i, len: 1024 };
+            g.add_launch(mix, Launch::linear(1, 256), &[Arg::Buffer(out), Arg::Buffer(wp)], &[]).unwrap();
+        }
+        g.add_launch(mix, Launch::linear(1, 256), &[Arg::Buffer(wr), Arg::Buffer(wc)], &[]).unwrap();
+        Plan::compile(&g).unwrap()
+    }
+
+    #[test]
+    fn golden_auto_submits_a_sixteen_wide_fan_as_four_pdl_chains() {
+        let plan = fan(16);
+        let low = lower(&plan, &[true], true, PdlPolicy::default());
+        assert_eq!(low.shape, GraphShape::Lanes);
+        let edges: Vec<String> = low.edges.iter().map(|e| format!("{}->{}{}", e.from.0, e.to.0, if e.programmatic { "p" } else { "" })).collect();
+        // lane 0: producer, consumers 1, 5, 9, 13, reducer; lanes 1-3: consumers 2.., 3.., 4..; the
+        // other lanes wait for the producer, the reducer waits for their tails.
+        assert_eq!(
+            edges.join(" "),
+            "0->1p 1->5p 5->9p 9->13p 13->17p 2->6p 6->10p 10->14p 3->7p 7->11p 11->15p 4->8p 8->12p 12->16p \
+             0->2p 0->3p 0->4p 14->17p 15->17p 16->17p"
+        );
+        assert!(low.edges.iter().all(|e| e.programmatic), "every link has fan <= 4 in the lane shape");
+        let plain = lower(&plan, &[true], true, PdlPolicy { shape: ShapeMode::Plan, ..PdlPolicy::default() });
+        assert_eq!(plain.edges.len(), 32, "plan shape: producer -> 16 consumers -> reducer");
+        assert!(plain.edges.iter().all(|e| !e.programmatic), "a 16-wide fan of programmatic edges measured to lose");
+    }
+
+    #[test]
+    fn auto_keeps_the_plan_shape_outside_the_measured_fan_band_or_without_pdl() {
+        let shape = |k, mode| lower(&fan(k), &[true], true, PdlPolicy::new(mode)).shape;
+        assert_eq!(shape(4, PdlMode::Auto), GraphShape::Plan, "a 4-wide fan is programmatic as it is");
+        assert_eq!(shape(8, PdlMode::Auto), GraphShape::Lanes);
+        assert_eq!(shape(64, PdlMode::Auto), GraphShape::Plan, "a 64-wide fan measured faster as 64 branches");
+        assert_eq!(shape(16, PdlMode::Off), GraphShape::Plan, "without PDL the lanes only cost concurrency");
+        assert_eq!(shape(16, PdlMode::On), GraphShape::Lanes);
+    }
+
+    /// Reachability in a graph given as edges over `n` nodes listed in topological order.
+    fn closure(n: usize, order: &[NodeId], edges: &[(NodeId, NodeId)]) -> Vec<Vec<bool>> {
+        let mut succ = vec![Vec::new(); n];
+        for &(u, v) in edges {
+            succ[u.index()].push(v.index());
+        }
+        let mut reach = vec![vec![false; n]; n];
+        for &u in order.iter().rev() {
+            for &v in &succ[u.index()] {
+                reach[u.index()][v] = true;
+                let row = reach[v].clone();
+                for (w, r) in row.into_iter().enumerate() {
+                    reach[u.index()][w] |= r;
+                }
+            }
+        }
+        reach
+    }
+
+    #[test]
+    fn the_lane_shape_implies_every_plan_edge_on_random_programs() {
+        let mut checked = 0;
+        for seed in 0..300u64 {
+            let prog = ostinato_host::random_graphs::random_mix_program(seed, 5 + (seed as usize * 13) % 90);
+            for max_lanes in 1..=6 {
+                let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes }).unwrap();
+                let edges = lane_shape_edges(&plan);
+                let reach = closure(plan.node_count(), plan.order(), &edges);
+                for e in plan.edges() {
+                    assert!(reach[e.from.index()][e.to.index()], "seed {seed}, {max_lanes} lanes: plan edge {} -> {} not implied", e.from, e.to);
+                    checked += 1;
+                }
+                let pos: Vec<usize> = {
+                    let mut p = vec![0; plan.node_count()];
+                    for (i, v) in plan.order().iter().enumerate() {
+                        p[v.index()] = i;
+                    }
+                    p
+                };
+                assert!(edges.iter().all(|(u, v)| pos[u.index()] < pos[v.index()]), "lane edges follow the plan's order (no cycle)");
+            }
+        }
+        assert!(checked > 10_000, "only {checked} plan edges checked");
     }
 }

@@ -1,9 +1,10 @@
-//! On the GPU: random order-sensitive programs on CUDA (graph and eager modes, PDL on and off) equal the
-//! host oracle's serial result bit for bit. Skips with a message where no CUDA driver is found.
+//! On the GPU: random order-sensitive programs on CUDA (graph mode in both shapes and eager mode, PDL on
+//! and off) equal the host oracle's serial result bit for bit. Skips with a message where no CUDA driver is found.
 
 mod common;
 
 use ostinato::{read_roots, write_inits, Backend, Exec, Plan, PlanOptions};
+use ostinato_cuda::lower::ShapeMode;
 use ostinato_cuda::{CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
 use ostinato_host::random_graphs::random_mix_program;
 use ostinato_host::{builtins, HostBackend};
@@ -13,14 +14,17 @@ const GRAPHS: u64 = 200;
 #[test]
 fn random_graphs_match_the_host_oracle_bitwise() {
     let Some(device) = common::device_or_skip("random_graphs_match_the_host_oracle_bitwise") else { return };
+    use ShapeMode::{Auto as AutoShape, Lanes, Plan as PlanShape};
     let configs = [
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry),
-        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait),
-        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait),
-        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape),
+        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes),
+        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape),
+        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape),
     ];
     let mut compared = 0;
     for seed in 0..GRAPHS {
@@ -36,10 +40,10 @@ fn random_graphs_match_the_host_oracle_bitwise() {
             }
             read_roots(&mut exec).unwrap()
         };
-        for (mode, pdl, trigger) in configs {
-            let options = CudaOptions { mode, pdl: PdlPolicy::new(pdl), trigger };
+        for (mode, pdl, trigger, shape) in configs {
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger };
             let got = common::run_cuda(&device, &plan, options, &prog.inits, replays);
-            assert_eq!(got, host, "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} differs from the host oracle");
+            assert_eq!(got, host, "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} differs from the host oracle");
             compared += 1;
         }
     }
