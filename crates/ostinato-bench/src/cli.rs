@@ -29,9 +29,15 @@ pub struct BenchArgs {
     /// Override the auto PDL policy's fan limit.
     #[arg(long)]
     pub pdl_max_fanout: Option<usize>,
+    /// Graph shape of the Ostinato graph arms: auto, plan (one dependency per plan edge) or lanes.
+    #[arg(long, default_value = "auto")]
+    pub graph_shape: String,
     /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
     #[arg(long)]
     pub blocks: Option<String>,
+    /// Consumer counts of the fan-out/fan-in rows, comma-separated (replaces the default 4,16,64).
+    #[arg(long)]
+    pub fans: Option<String>,
     /// Write the driver's verbose DOT description of every CUDA graph an arm replays into this folder
     /// (`<row>--<arm>.dot`).
     #[arg(long)]
@@ -48,18 +54,17 @@ impl BenchArgs {
     }
     /// `--blocks`, parsed (None: the backend's default set).
     pub fn grid_blocks(&self) -> Result<Option<Vec<u32>>, String> {
-        let Some(list) = &self.blocks else { return Ok(None) };
-        list.split(',')
-            .map(|t| match t.trim().parse::<u32>() {
-                Ok(b) if b > 0 => Ok(b),
-                _ => Err(format!("--blocks: `{t}` is not a positive block count")),
-            })
-            .collect::<Result<Vec<u32>, String>>()
-            .map(Some)
+        positive_list("--blocks", self.blocks.as_deref())
+    }
+    /// `--fans`, parsed (None: the default set).
+    pub fn fan_widths(&self) -> Result<Option<Vec<usize>>, String> {
+        positive_list("--fans", self.fans.as_deref())
     }
     /// The auto policy with any overrides.
-    pub fn auto_policy(&self) -> ostinato_cuda::PdlPolicy {
-        let mut p = ostinato_cuda::PdlPolicy::default();
+    pub fn auto_policy(&self) -> Result<ostinato_cuda::PdlPolicy, String> {
+        let shape = ostinato_cuda::lower::ShapeMode::parse(&self.graph_shape)
+            .ok_or_else(|| format!("unknown graph shape `{}` (auto, plan, lanes)", self.graph_shape))?;
+        let mut p = ostinato_cuda::PdlPolicy { shape, ..Default::default() };
         if let Some(b) = self.pdl_max_blocks {
             p.auto_max_blocks = b;
         }
@@ -67,8 +72,20 @@ impl BenchArgs {
             p.auto_max_fanout = f;
         }
         p.mixed_builds = self.pdl_mixed_builds;
-        p
+        Ok(p)
     }
+}
+
+/// A comma-separated list of positive integers, or None when the option is absent.
+fn positive_list<T: std::str::FromStr + PartialOrd + Default>(option: &str, list: Option<&str>) -> Result<Option<Vec<T>>, String> {
+    let Some(list) = list else { return Ok(None) };
+    list.split(',')
+        .map(|t| match t.trim().parse::<T>() {
+            Ok(v) if v > T::default() => Ok(v),
+            _ => Err(format!("{option}: `{t}` is not a positive count")),
+        })
+        .collect::<Result<Vec<T>, String>>()
+        .map(Some)
 }
 
 pub fn bench(args: BenchArgs) -> Result<(), String> {

@@ -85,8 +85,9 @@ pub struct RowResult {
 }
 
 /// The matrix for a backend.
-/// `grid_blocks` replaces the block counts of the 941-dispatch grid rows.
-pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>) -> Vec<Workload> {
+/// `grid_blocks` replaces the block counts of the 941-dispatch grid rows, `fan_widths` the consumer
+/// counts of the fan rows.
+pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, fan_widths: Option<&[usize]>) -> Vec<Workload> {
     let mut rows = Vec::new();
     let (counts, default_blocks): (&[usize], &[u32]) = match (backend, quick) {
         (BenchBackend::Cuda, false) => (&[1, 50, 200, 941], &[128, 1024, 8192]),
@@ -103,7 +104,7 @@ pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>) -
             rows.push(workload::dispatch_grid(941, b, independent, 1));
         }
     }
-    let fans: &[usize] = if quick { &[4] } else { &[4, 16, 64] };
+    let fans: &[usize] = fan_widths.unwrap_or(if quick { &[4] } else { &[4, 16, 64] });
     for &k in fans {
         rows.push(workload::fan(k, 1024, 1));
     }
@@ -306,13 +307,16 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         return Err("--samples must be at least 1".into());
     }
     let grid_blocks = args.grid_blocks()?;
+    let fan_widths = args.fan_widths()?;
+    args.auto_policy()?;
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let trigger = args.trigger()?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
         let mut backends = Vec::new();
+        let policy = args.auto_policy()?;
         for kind in ArmKind::CUDA {
-            if let Some(options) = OstinatoCuda::options(kind, trigger, args.auto_policy()) {
+            if let Some(options) = OstinatoCuda::options(kind, trigger, policy) {
                 backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
             }
         }
@@ -338,7 +342,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     }
     let protocol = Protocol { warmups: args.warmups, samples: args.samples, dot_dir: args.dot.as_deref() };
     let clock_before = provenance::sm_clock_mhz();
-    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref());
+    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref());
     if let Some(f) = &args.filter {
         rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
     }
