@@ -485,14 +485,39 @@ impl Graph {
         Ok(GraphExec { e })
     }
 
-    /// Writes the driver's verbose DOT description of the graph (nodes with their launch params, edges
-    /// with their type and ports) to `path`.
+    /// Writes the driver's verbose DOT description of the graph (nodes with their launch params) to
+    /// `path`, then one comment line per edge with its type and ports (which the driver's DOT omits):
+    /// `// edge 0x<from handle> -> 0x<to handle> type=<n> from_port=<n> to_port=<n>`.
     pub(crate) fn write_dot(&self, path: &std::path::Path) -> Result<()> {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| CudaError::Usage { op: "cuGraphDebugDotPrint", reason: format!("path {} contains a NUL byte", path.display()) })?;
         let flags = sys::CUgraphDebugDot_flags::CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE as u32;
         // SAFETY: a complete graph of ours and a NUL-terminated path that outlives the call.
-        check("cuGraphDebugDotPrint", unsafe { sys::cuGraphDebugDotPrint(self.g, c.as_ptr(), flags) }).map_err(|e| e.at(path.display().to_string()))
+        check("cuGraphDebugDotPrint", unsafe { sys::cuGraphDebugDotPrint(self.g, c.as_ptr(), flags) }).map_err(|e| e.at(path.display().to_string()))?;
+        let mut text = String::new();
+        for (from, to, d) in self.edges()? {
+            text.push_str(&format!(
+                "// edge {:#018X} -> {:#018X} type={} from_port={} to_port={}\n",
+                from as usize, to as usize, d.type_, d.from_port, d.to_port
+            ));
+        }
+        let io = |e: std::io::Error| CudaError::Io { path: path.display().to_string(), message: e.to_string() };
+        let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(io)?;
+        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+    }
+
+    /// Every edge with its data (type and ports).
+    fn edges(&self) -> Result<Vec<(sys::CUgraphNode, sys::CUgraphNode, sys::CUgraphEdgeData)>> {
+        require_driver("cuGraphGetEdges_v2", 12030)?;
+        let mut n = 0usize;
+        // SAFETY: with null arrays the driver only writes the count.
+        check("cuGraphGetEdges_v2", unsafe { sys::cuGraphGetEdges_v2(self.g, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), &mut n) })?;
+        let mut from = vec![std::ptr::null_mut(); n];
+        let mut to = vec![std::ptr::null_mut(); n];
+        let mut data = vec![sys::CUgraphEdgeData { from_port: 0, to_port: 0, type_: 0, reserved: [0; 5] }; n];
+        // SAFETY: three arrays of `n` entries, as the count call reported; the driver fills at most `n`.
+        check("cuGraphGetEdges_v2", unsafe { sys::cuGraphGetEdges_v2(self.g, from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr(), &mut n) })?;
+        Ok((0..n.min(from.len())).map(|i| (from[i], to[i], data[i])).collect())
     }
 
     pub(crate) fn node_count(&self) -> Result<usize> {
