@@ -17,6 +17,9 @@ pub struct BenchArgs {
     pub samples: usize,
     #[arg(long, default_value_t = 3)]
     pub warmups: usize,
+    /// Keep warming each arm up (beyond `--warmups` samples) until this many milliseconds have passed.
+    #[arg(long, default_value_t = 50)]
+    pub warmup_ms: u64,
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
     /// The main PDL build's trigger (the expert's capture uses it; Ostinato uses it above the early

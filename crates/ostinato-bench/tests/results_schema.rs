@@ -91,7 +91,7 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
         #[command(flatten)]
         args: BenchArgs,
     }
-    let args = Cmd::parse_from(["bench", "--backend", "host", "--quick", "--out", out.to_str().unwrap()]).args;
+    let args = Cmd::parse_from(["bench", "--backend", "host", "--quick", "--warmup-ms", "30", "--out", out.to_str().unwrap()]).args;
     let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
     assert!(rows.iter().all(|r| r.ok), "every host row passes its oracle");
     for f in ["results.json", "REPORT.md", "chart.svg"] {
@@ -103,12 +103,19 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
     for fam in ["dispatch-grid serial", "dispatch-grid independent", "fan-out/fan-in", "decode-shaped"] {
         assert!(families.contains(&fam), "{fam} missing");
     }
-    // every sample carries an oracle verdict, and warm-ups plus samples are all there
+    // every sample carries an oracle verdict; the listed samples are the 3 counted warm-ups and the 7
+    // timed ones; warm-up went on for 30 ms (tiny host rows take far more than 3 samples for that)
     for r in v["rows"].as_array().unwrap() {
         for a in r["arms"].as_array().unwrap() {
-            assert_eq!(a["samples"].as_array().unwrap().len(), 10, "{} {}", r["id"], a["arm"]);
+            let samples = a["samples"].as_array().unwrap();
+            assert_eq!(samples.len(), 10, "{} {}", r["id"], a["arm"]);
+            assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 3, "{} {}", r["id"], a["arm"]);
+            assert!(a["warmup_samples"].as_u64().unwrap() >= 3, "{} {}", r["id"], a["arm"]);
         }
     }
+    let first = &v["rows"][0]["arms"][0];
+    assert!(first["warmup_samples"].as_u64().unwrap() > 3, "a 1-dispatch host row warms up for 30 ms, not 3 samples: {first}");
+    assert_eq!(v["protocol"]["warmup_ms"], 30);
     let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
     assert!(report.contains("HOST BACKEND (no GPU)"), "the host matrix is labelled as such");
     let _ = std::fs::remove_dir_all(&out);

@@ -62,6 +62,9 @@ pub struct ArmResult {
     pub host_us_per_dispatch: Option<Stat>,
     /// Host time of one replay call of the retained graph.
     pub replay_call_us: Option<Stat>,
+    /// Warm-up samples run (each oracle-checked); the first `--warmups` are listed in `samples`, as is
+    /// any that failed its check.
+    pub warmup_samples: usize,
 }
 
 impl ArmResult {
@@ -223,9 +226,14 @@ struct Contexts {
     vulkan: Option<std::sync::Arc<ostinato_vulkan::Context>>,
 }
 
+/// Cap on warm-up samples per arm, whatever `--warmup-ms` says.
+const MAX_WARMUP_SAMPLES: usize = 100_000;
+
 /// How each arm is run: protocol counts and where (if anywhere) graph descriptions go.
 struct Protocol<'a> {
     warmups: usize,
+    /// Minimum warm-up wall time per arm.
+    warmup: std::time::Duration,
     samples: usize,
     dot_dir: Option<&'a Path>,
 }
@@ -241,6 +249,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
         gpu_us_per_dispatch: None,
         host_us_per_dispatch: None,
         replay_call_us: None,
+        warmup_samples: 0,
     };
     let mut arm = match make_arm(kind, w, cx, memory, init) {
         Ok(a) => a,
@@ -262,7 +271,15 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
         }
     }
     let per = (w.dispatches * w.replays) as f64;
-    for i in 0..warmups + samples {
+    // Warm-up: at least `warmups` samples and at least `warmup` of wall time (a few tiny samples do not
+    // bring a GPU that idled through set-up back to its steady state), at most MAX_WARMUP_SAMPLES.
+    let started = std::time::Instant::now();
+    let mut i = 0;
+    loop {
+        let warmup = i < warmups || (started.elapsed() < p.warmup && out.warmup_samples < MAX_WARMUP_SAMPLES);
+        if !warmup && i >= out.warmup_samples + samples {
+            break;
+        }
         let s: RawSample = match arm.sample(w, init) {
             Ok(s) => s,
             Err(e) => {
@@ -271,8 +288,15 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
             }
         };
         let verdict = compare(w.check, want, &s.outputs);
+        i += 1;
+        if warmup {
+            out.warmup_samples += 1;
+            if out.warmup_samples > warmups && verdict.is_ok() {
+                continue;
+            }
+        }
         out.samples.push(SampleResult {
-            warmup: i < warmups,
+            warmup,
             gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
             host_us_per_dispatch: s.host_us / per,
             replay_call_us: s.replay_call_us,
@@ -340,7 +364,8 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     if let Some(dir) = &args.dot {
         std::fs::create_dir_all(dir).map_err(|e| format!("--dot {}: {e}", dir.display()))?;
     }
-    let protocol = Protocol { warmups: args.warmups, samples: args.samples, dot_dir: args.dot.as_deref() };
+    let warmup = std::time::Duration::from_millis(args.warmup_ms);
+    let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, dot_dir: args.dot.as_deref() };
     let clock_before = provenance::sm_clock_mhz();
     let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref());
     if let Some(f) = &args.filter {
@@ -372,6 +397,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
                     gpu_us_per_dispatch: None,
                     host_us_per_dispatch: None,
                     replay_call_us: None,
+                    warmup_samples: 0,
                 },
             };
             results.push(r);

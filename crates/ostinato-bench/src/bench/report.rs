@@ -140,8 +140,9 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: {} warm-ups and {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
+        args.warmup_ms,
         args.samples,
         stats::TIE_BAND * 100.0
     );
@@ -268,6 +269,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
         provenance: p,
         protocol: serde_json::json!({
             "warmups": args.warmups,
+            "warmup_ms": args.warmup_ms,
             "samples": args.samples,
             "statistic": "median",
             "interval": "95% percentile bootstrap of the median, 2000 resamples",
