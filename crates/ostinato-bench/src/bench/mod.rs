@@ -1,6 +1,6 @@
 //! `ostinato bench`: the dispatch matrix (BRIEF §7) with every sample checked by the host oracle,
-//! timed samples interleaved across arms, medians with bootstrap intervals, a tie band, provenance
-//! measured at run time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
+//! medians with bootstrap intervals, a tie band, arm order rotated per row, provenance measured at run
+//! time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
 
 pub mod arms;
 pub mod provenance;
@@ -238,8 +238,9 @@ struct Protocol<'a> {
     dot_dir: Option<&'a Path>,
 }
 
-fn empty_result(kind: ArmKind) -> ArmResult {
-    ArmResult {
+fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, init: &[Option<Vec<u8>>], want: &[Vec<u8>], p: &Protocol) -> ArmResult {
+    let (warmups, samples) = (p.warmups, p.samples);
+    let mut out = ArmResult {
         arm: kind.name(),
         ok: false,
         error: None,
@@ -249,37 +250,52 @@ fn empty_result(kind: ArmKind) -> ArmResult {
         host_us_per_dispatch: None,
         replay_call_us: None,
         warmup_samples: 0,
+    };
+    let mut arm = match make_arm(kind, w, cx, memory, init) {
+        Ok(a) => a,
+        Err(SetupError::Skip(why)) => {
+            out.ok = true;
+            out.skipped = Some(why);
+            return out;
+        }
+        Err(SetupError::Fail(e)) => {
+            out.error = Some(e);
+            return out;
+        }
+    };
+    if let Some(dir) = p.dot_dir {
+        let path = dir.join(format!("{}--{}.dot", w.id.replace('/', "_"), kind.name()));
+        if let Some(Err(e)) = arm.write_dot(&path) {
+            out.error = Some(format!("writing {}: {e}", path.display()));
+            return out;
+        }
     }
-}
-
-/// One arm of a row while the row runs: its result so far and, while it is healthy, the arm itself.
-struct RunningArm {
-    out: ArmResult,
-    arm: Option<Box<dyn Arm>>,
-}
-
-impl RunningArm {
-    /// Runs one sample, checks it, and records it (warm-ups past the first `listed_warmups` are only
-    /// counted unless they fail). An error ends the arm.
-    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmup: bool, listed_warmups: usize) {
-        let Some(arm) = self.arm.as_mut() else { return };
+    let per = (w.dispatches * w.replays) as f64;
+    // Warm-up: at least `warmups` samples and at least `warmup` of wall time (a few tiny samples do not
+    // bring a GPU that idled through set-up back to its steady state), at most MAX_WARMUP_SAMPLES.
+    let started = std::time::Instant::now();
+    let mut i = 0;
+    loop {
+        let warmup = i < warmups || (started.elapsed() < p.warmup && out.warmup_samples < MAX_WARMUP_SAMPLES);
+        if !warmup && i >= out.warmup_samples + samples {
+            break;
+        }
         let s: RawSample = match arm.sample(w, init) {
             Ok(s) => s,
             Err(e) => {
-                self.out.error = Some(e);
-                self.arm = None;
-                return;
+                out.error = Some(e);
+                return out;
             }
         };
         let verdict = compare(w.check, want, &s.outputs);
+        i += 1;
         if warmup {
-            self.out.warmup_samples += 1;
-            if self.out.warmup_samples > listed_warmups && verdict.is_ok() {
-                return;
+            out.warmup_samples += 1;
+            if out.warmup_samples > warmups && verdict.is_ok() {
+                continue;
             }
         }
-        let per = (w.dispatches * w.replays) as f64;
-        self.out.samples.push(SampleResult {
+        out.samples.push(SampleResult {
             warmup,
             gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
             host_us_per_dispatch: s.host_us / per,
@@ -288,77 +304,12 @@ impl RunningArm {
             oracle_detail: verdict.err(),
         });
     }
-}
-
-/// What every arm of a row shares: the workload, its device memory, initial contents and expected output.
-#[derive(Clone, Copy)]
-struct Row<'a> {
-    w: &'a Workload,
-    memory: &'a SharedMemory,
-    init: &'a [Option<Vec<u8>>],
-    want: &'a [Vec<u8>],
-}
-
-/// Runs every arm of a row: all are set up on the row's shared memory, each is warmed up (at least
-/// `warmups` samples and `warmup` of wall time, so a GPU that idled through set-up reaches its steady
-/// state), then the timed samples run in rounds, one sample of each arm per round with the starting
-/// arm rotated, so a drift of the machine during the row touches every arm alike.
-fn run_row_arms(order: &[ArmKind], row: &Row, cx: &Contexts, p: &Protocol, pb: &ProgressBar) -> Vec<ArmResult> {
-    let Row { w, memory, init, want } = *row;
-    let mut running: Vec<RunningArm> = Vec::new();
-    for &kind in order {
-        let mut out = empty_result(kind);
-        let arm = match make_arm(kind, w, cx, memory, init) {
-            Ok(a) => Some(a),
-            Err(SetupError::Skip(why)) => {
-                out.ok = true;
-                out.skipped = Some(why);
-                None
-            }
-            Err(SetupError::Fail(e)) => {
-                out.error = Some(e);
-                None
-            }
-        };
-        let mut r = RunningArm { out, arm };
-        if let (Some(dir), Some(arm)) = (p.dot_dir, r.arm.as_ref()) {
-            let path = dir.join(format!("{}--{}.dot", w.id.replace('/', "_"), kind.name()));
-            if let Some(Err(e)) = arm.write_dot(&path) {
-                r.out.error = Some(format!("writing {}: {e}", path.display()));
-                r.arm = None;
-            }
-        }
-        running.push(r);
-    }
-    for r in running.iter_mut() {
-        pb.set_message(format!("{} {}", w.id, r.out.arm));
-        let started = std::time::Instant::now();
-        while r.arm.is_some() && (r.out.warmup_samples < p.warmups || (started.elapsed() < p.warmup && r.out.warmup_samples < MAX_WARMUP_SAMPLES)) {
-            r.sample(w, init, want, true, p.warmups);
-        }
-        pb.inc(1);
-    }
-    for round in 0..p.samples {
-        let n = running.len();
-        for k in 0..n {
-            running[(round + k) % n].sample(w, init, want, false, p.warmups);
-        }
-    }
-    running
-        .into_iter()
-        .map(|r| {
-            let mut out = r.out;
-            if out.skipped.is_some() {
-                return out;
-            }
-            let timed: Vec<&SampleResult> = out.samples.iter().filter(|s| !s.warmup).collect();
-            out.ok = out.error.is_none() && timed.len() == p.samples && out.samples.iter().all(|s| s.oracle_ok);
-            out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
-            out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
-            out.replay_call_us = stat(&timed.iter().filter_map(|s| s.replay_call_us).collect::<Vec<_>>());
-            out
-        })
-        .collect()
+    let timed: Vec<&SampleResult> = out.samples.iter().filter(|s| !s.warmup).collect();
+    out.ok = out.samples.iter().all(|s| s.oracle_ok);
+    out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
+    out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
+    out.replay_call_us = stat(&timed.iter().filter_map(|s| s.replay_call_us).collect::<Vec<_>>());
+    out
 }
 
 /// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
@@ -432,16 +383,26 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         order.rotate_left(ri % arms.len());
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
         let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w)).transpose();
-        let mut results = match &want {
-            Ok(want) => run_row_arms(&order, &Row { w, memory: &memory, init: &init, want }, &contexts, &protocol, &pb),
-            Err(e) => order
-                .iter()
-                .map(|&kind| {
-                    pb.inc(1);
-                    ArmResult { error: Some(format!("oracle failed: {e}")), ..empty_result(kind) }
-                })
-                .collect(),
-        };
+        let mut results = Vec::new();
+        for &kind in &order {
+            pb.set_message(format!("{} {}", w.id, kind.name()));
+            let r = match &want {
+                Ok(want) => run_arm(kind, w, &contexts, &memory, &init, want, &protocol),
+                Err(e) => ArmResult {
+                    arm: kind.name(),
+                    ok: false,
+                    error: Some(format!("oracle failed: {e}")),
+                    skipped: None,
+                    samples: vec![],
+                    gpu_us_per_dispatch: None,
+                    host_us_per_dispatch: None,
+                    replay_call_us: None,
+                    warmup_samples: 0,
+                },
+            };
+            results.push(r);
+            pb.inc(1);
+        }
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {

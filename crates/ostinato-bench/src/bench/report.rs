@@ -140,7 +140,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: every arm of a row is set up on the same device buffers and warmed up (at least {} samples and {} ms), then {} timed samples per arm run in rounds, one sample of each arm per round with the first arm rotated; every sample (warm-ups too) is checked against the host backend's serial execution; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
@@ -275,7 +275,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "interval": "95% percentile bootstrap of the median, 2000 resamples",
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
-            "arm_order": "set-up and warm-up in the row's arm_order (rotated per row); timed samples in rounds, one per arm, first arm rotated per round",
+            "arm_order": "rotated per row",
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
         rows,
