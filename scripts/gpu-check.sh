@@ -23,7 +23,7 @@ if [[ "$WHAT" != bench ]]; then
   step "tests" | tee "$OUT/tests.log"
   for t in $BIN/tests/*; do  # cuda and vulkan test binaries
     echo "--- $(basename "$t")" >>"$OUT/tests.log"
-    if ! "$t" --test-threads=1 >>"$OUT/tests.log" 2>&1; then echo "FAILED: $t"; status=1; fi
+    if ! "$t" --test-threads=1 --nocapture >>"$OUT/tests.log" 2>&1; then echo "FAILED: $t"; status=1; fi
   done
   grep -E "^test result|FAILED|SKIP|panicked|compared" "$OUT/tests.log" | sort | uniq -c | tee "$OUT/tests.summary"
   step "cli" | tee "$OUT/cli.log"

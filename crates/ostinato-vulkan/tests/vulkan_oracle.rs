@@ -16,7 +16,7 @@ fn context_or_skip(test: &str) -> Option<Arc<Context>> {
     match Context::open() {
         Ok(c) => Some(c),
         Err(e) => {
-            eprintln!("SKIP {test}: {e}");
+            skip(&format!("SKIP {test}: {e}"));
             None
         }
     }
@@ -118,4 +118,11 @@ fn unsupported_work_is_not_applicable_not_wrong() {
     g.add_copy(g.whole(a), g.whole(b), &[]).unwrap();
     let err = VulkanRun::new(&ctx, &Plan::compile(&g).unwrap(), &[]).err().unwrap();
     assert!(matches!(err, ostinato_vulkan::VkError::NotApplicable(_)), "{err}");
+}
+
+/// Says why a test skips, on the process's real stderr: the test harness swallows `eprintln!` output
+/// of passing tests, and a skip must be visible in `cargo test`'s output.
+fn skip(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
 }
