@@ -26,6 +26,8 @@ pub enum RunError {
     Mismatch(String),
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    #[error("{0}")]
+    Usage(String),
 }
 
 #[derive(Clone, Debug)]
@@ -40,6 +42,8 @@ pub struct RunOptions {
     pub replays: usize,
     pub check: bool,
     pub dump: Option<PathBuf>,
+    /// CUDA graph mode: write the submitted graph as DOT (with each edge's type and ports) here.
+    pub dot: Option<PathBuf>,
     pub max_lanes: usize,
 }
 
@@ -135,6 +139,10 @@ fn init_replay_read<E: Exec>(exec: &mut E, f: &GraphFile, replays: usize) -> Res
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
     let f = file::load(path, IMPL_KEYS)?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes })?;
+    let graph_mode = matches!(&o.backend, BackendChoice::Cuda { options, .. } if options.mode == ostinato_cuda::ExecMode::Graph);
+    if o.dot.is_some() && !graph_mode {
+        return Err(RunError::Usage("--dot writes a CUDA graph: it needs --backend cuda in graph mode".into()));
+    }
     let mut notes = Vec::new();
     let (buffers, seconds) = match &o.backend {
         BackendChoice::Host { threads } => {
@@ -153,6 +161,10 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
             let backend = CudaBackend::with_builtins(&dev, &builtins, *options)?;
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
             notes.push(format!("{} programmatic edges", exec.programmatic_edges()));
+            if let Some(path) = &o.dot {
+                exec.write_dot(path)?;
+                notes.push(format!("graph written to {}", path.display()));
+            }
             init_replay_read(&mut exec, &f, o.replays)?
         }
     };

@@ -90,6 +90,10 @@ enum Command {
         /// Write each buffer's final bytes to DIR/<name>.bin.
         #[arg(long)]
         dump: Option<PathBuf>,
+        /// CUDA graph mode: write the submitted graph as DOT (nodes with launch params; edges with
+        /// type and ports) to this file.
+        #[arg(long)]
+        dot: Option<PathBuf>,
         /// Host worker threads (0 = serial on the calling thread).
         #[arg(long)]
         threads: Option<usize>,
@@ -159,7 +163,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Run { file, backend, replays, check, dump, threads, mode, pdl, shape, trigger, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads: threads.unwrap_or_else(ostinato_host::HostBackend::default_threads) },
                 BackendArg::Cuda => {
@@ -177,7 +181,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                     BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger }, device }
                 }
             };
-            let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, max_lanes }).map_err(|e| e.to_string())?;
+            let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;
             for n in &r.notes {
                 println!("{n}");
             }

@@ -74,6 +74,8 @@ fn bad_input_exits_non_zero_with_file_and_line() {
     assert!(!err.contains("panicked"));
     let (ok, _, err) = run(&["run", "/nonexistent/graph.toml"]);
     assert!(!ok && err.contains("cannot read"), "{err}");
+    let (ok, _, err) = run(&["run", "examples/mix.toml", "--backend", "host", "--dot", "/tmp/never-written.dot"]);
+    assert!(!ok && err.contains("--dot writes a CUDA graph: it needs --backend cuda in graph mode"), "{err}");
     let _ = std::fs::remove_file(bad);
 }
 
