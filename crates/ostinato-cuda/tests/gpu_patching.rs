@@ -3,31 +3,12 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, Scalar, Slice};
 use ostinato_cuda::{CudaBackend, CudaOptions, PdlTrigger};
 use ostinato_host::random_graphs::mix_sig;
 
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "../../ostinato-host/tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
 const N: u32 = 256;
 
@@ -89,12 +70,12 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).unwrap();
         exec.replay().unwrap();
         exec.wait().unwrap();
-        let before = ALLOCS.load(Ordering::SeqCst);
+        let before = counting_alloc::allocations();
         for i in 0..100u32 {
             exec.set_slot(s, Scalar::u32(255 + i % 2)).unwrap();
             exec.replay().unwrap();
         }
         exec.wait().unwrap();
-        assert_eq!(ALLOCS.load(Ordering::SeqCst) - before, 0, "{mode:?}: replay or patch allocated");
+        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?}: replay or patch allocated");
     }
 }
