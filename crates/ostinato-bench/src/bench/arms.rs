@@ -75,10 +75,30 @@ pub struct RawSample {
     pub outputs: Vec<Vec<u8>>,
     /// Host µs of one replay call, averaged over a burst of back-to-back calls after the timed part.
     pub replay_call_us: Option<f64>,
+    /// Host µs of one replay call made on an idle GPU (median of [`SINGLE_CALLS`] calls, each followed
+    /// by a wait that is not timed).
+    pub replay_single_us: Option<f64>,
 }
 
 /// Replay calls per burst of the replay-cost probe.
 pub const CALL_BURST: usize = 20;
+
+/// Calls of the single-call probe per sample.
+pub const SINGLE_CALLS: usize = 11;
+
+/// The single-call probe: `step(true)` makes one replay call (timed), `step(false)` waits for it to
+/// finish (not timed). Returns the median call time in µs.
+fn single_call_us(mut step: impl FnMut(bool) -> Result<(), String>) -> Result<f64, String> {
+    let mut times = [0f64; SINGLE_CALLS];
+    for t in times.iter_mut() {
+        let start = Instant::now();
+        step(true)?;
+        *t = start.elapsed().as_secs_f64() * 1e6;
+        step(false)?;
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[SINGLE_CALLS / 2])
+}
 
 /// A prepared arm: call `sample` repeatedly.
 pub trait Arm {
@@ -229,7 +249,9 @@ impl Arm for OstinatoCuda {
         }
         let replay_call_us = Some(t.elapsed().as_secs_f64() * 1e6 / CALL_BURST as f64);
         self.exec.wait().map_err(err("wait"))?;
-        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us })
+        let exec = &mut self.exec;
+        let single = single_call_us(|call| if call { exec.replay().map_err(err("replay")) } else { exec.wait().map_err(err("wait")) })?;
+        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us, replay_single_us: Some(single) })
     }
 }
 
@@ -412,16 +434,19 @@ impl Arm for Baseline {
             self.memory.root(root)?.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
             outputs.push(v);
         }
-        let mut replay_call_us = None;
-        if !self.graphs.is_empty() {
+        let (mut replay_call_us, mut replay_single_us) = (None, None);
+        if let Some(graph) = self.graphs.first() {
+            let s0 = &self.streams[0];
             let t = Instant::now();
             for _ in 0..CALL_BURST {
-                self.graphs[0].launch(&self.streams[0]).map_err(err("graph launch"))?;
+                graph.launch(s0).map_err(err("graph launch"))?;
             }
             replay_call_us = Some(t.elapsed().as_secs_f64() * 1e6 / CALL_BURST as f64);
-            self.streams[0].synchronize().map_err(err("sync"))?;
+            s0.synchronize().map_err(err("sync"))?;
+            let step = |call: bool| if call { graph.launch(s0).map_err(err("graph launch")) } else { s0.synchronize().map_err(err("sync")) };
+            replay_single_us = Some(single_call_us(step)?);
         }
-        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us })
+        Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us, replay_single_us })
     }
 }
 
@@ -457,7 +482,7 @@ impl Arm for HostArm {
             self.exec.wait().map_err(err("wait"))?;
         }
         let host_us = t.elapsed().as_secs_f64() * 1e6;
-        Ok(RawSample { gpu_us: None, host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))?, replay_call_us: None })
+        Ok(RawSample { gpu_us: None, host_us, outputs: read_checked(&mut self.exec, w).map_err(err("read"))?, replay_call_us: None, replay_single_us: None })
     }
 }
 
@@ -517,6 +542,35 @@ impl Arm for VulkanArm {
             self.run.read(&self.plan, decl.root, &mut v).map_err(err("read"))?;
             outputs.push(v[decl.root_offset as usize..(decl.root_offset + decl.size) as usize].to_vec());
         }
-        Ok(RawSample { gpu_us: gpu, host_us: host, outputs, replay_call_us: None })
+        Ok(RawSample { gpu_us: gpu, host_us: host, outputs, replay_call_us: None, replay_single_us: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_single_call_probe_alternates_timed_calls_and_waits_and_stops_on_error() {
+        let mut seen = Vec::new();
+        let us = single_call_us(|call| {
+            seen.push(call);
+            Ok(())
+        })
+        .unwrap();
+        assert!(us >= 0.0);
+        assert_eq!(seen.len(), 2 * SINGLE_CALLS);
+        assert!(seen.chunks(2).all(|p| p == [true, false]), "each call is followed by its wait");
+        let mut calls = 0;
+        let err = single_call_us(|call| {
+            calls += call as usize;
+            if calls == 3 {
+                Err("launch failed".into())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(err, Err("launch failed".to_string()));
+        assert_eq!(calls, 3, "no call after the failing one");
     }
 }

@@ -44,6 +44,8 @@ pub struct SampleResult {
     pub host_us_per_dispatch: f64,
     /// Host µs per replay call (a burst of back-to-back calls), where the arm replays a retained graph.
     pub replay_call_us: Option<f64>,
+    /// Host µs of one replay call on an idle GPU (median of the sample's single calls).
+    pub replay_single_us: Option<f64>,
     pub oracle_ok: bool,
     pub oracle_detail: Option<String>,
 }
@@ -62,6 +64,8 @@ pub struct ArmResult {
     pub host_us_per_dispatch: Option<Stat>,
     /// Host time of one replay call of the retained graph.
     pub replay_call_us: Option<Stat>,
+    /// Host time of one replay call made on an idle GPU.
+    pub replay_single_us: Option<Stat>,
     /// Warm-up samples run (each oracle-checked); the first `--warmups` are listed in `samples`, as is
     /// any that failed its check.
     pub warmup_samples: usize,
@@ -249,6 +253,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
         gpu_us_per_dispatch: None,
         host_us_per_dispatch: None,
         replay_call_us: None,
+        replay_single_us: None,
         warmup_samples: 0,
     };
     let mut arm = match make_arm(kind, w, cx, memory, init) {
@@ -300,6 +305,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
             gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
             host_us_per_dispatch: s.host_us / per,
             replay_call_us: s.replay_call_us,
+            replay_single_us: s.replay_single_us,
             oracle_ok: verdict.is_ok(),
             oracle_detail: verdict.err(),
         });
@@ -309,6 +315,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
     out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
     out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
     out.replay_call_us = stat(&timed.iter().filter_map(|s| s.replay_call_us).collect::<Vec<_>>());
+    out.replay_single_us = stat(&timed.iter().filter_map(|s| s.replay_single_us).collect::<Vec<_>>());
     out
 }
 
@@ -397,6 +404,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
                     gpu_us_per_dispatch: None,
                     host_us_per_dispatch: None,
                     replay_call_us: None,
+                    replay_single_us: None,
                     warmup_samples: 0,
                 },
             };

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::provenance::Provenance;
 use super::stats::{self, Verdict};
-use super::{BenchBackend, RowResult};
+use super::{ArmResult, BenchBackend, RowResult, Stat};
 use crate::cli::BenchArgs;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -173,18 +173,10 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
             .collect();
         let _ = writeln!(s, "| {} | {} |", r.id, cells.join(" | "));
     }
-    let _ = writeln!(s, "\n## Host µs per replay call of a retained graph (median of bursts of {} calls)\n", super::arms::CALL_BURST);
-    let graph_arms: Vec<&str> =
-        arms.iter().copied().filter(|a| rows.iter().any(|r| r.arms.iter().any(|x| x.arm == *a && x.replay_call_us.is_some()))).collect();
-    let _ = writeln!(s, "| row | dispatches | {} |", graph_arms.join(" | "));
-    let _ = writeln!(s, "|---|---|{}", "---|".repeat(graph_arms.len()));
-    for r in rows {
-        let cells: Vec<String> = graph_arms
-            .iter()
-            .map(|a| r.arms.iter().find(|x| x.arm == *a).and_then(|x| x.replay_call_us).map_or("—".into(), |h| format!("{:.2}", h.median)))
-            .collect();
-        let _ = writeln!(s, "| {} | {} | {} |", r.id, r.dispatches_per_replay, cells.join(" | "));
-    }
+    let burst = format!("Host µs per replay call of a retained graph (median of bursts of {} calls)", super::arms::CALL_BURST);
+    replay_table(&mut s, &burst, rows, &arms, |a| a.replay_call_us);
+    let single = format!("Host µs of one replay call on an idle GPU (median of {} calls per sample, median over samples)", super::arms::SINGLE_CALLS);
+    replay_table(&mut s, &single, rows, &arms, |a| a.replay_single_us);
     let _ = writeln!(s, "\n## Losses of {us} (outside the tie band)\n");
     let mut any = false;
     for r in rows.iter().filter(|r| r.ok) {
@@ -260,6 +252,22 @@ fn chart(path: &Path, backend: BenchBackend, p: &Provenance, rows: &[RowResult])
     c.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.9)).draw().map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
+}
+
+/// One table of a replay-call measure, for the arms that have it.
+fn replay_table(s: &mut String, title: &str, rows: &[RowResult], arms: &[&'static str], field: impl Fn(&ArmResult) -> Option<Stat>) {
+    let with: Vec<&str> = arms.iter().copied().filter(|a| rows.iter().any(|r| r.arms.iter().any(|x| x.arm == *a && field(x).is_some()))).collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## {title}\n");
+    let _ = writeln!(s, "| row | dispatches | {} |", with.join(" | "));
+    let _ = writeln!(s, "|---|---|{}", "---|".repeat(with.len()));
+    for r in rows {
+        let cells: Vec<String> =
+            with.iter().map(|a| r.arms.iter().find(|x| x.arm == *a).and_then(&field).map_or("—".into(), |h| format!("{:.2}", h.median))).collect();
+        let _ = writeln!(s, "| {} | {} | {} |", r.id, r.dispatches_per_replay, cells.join(" | "));
+    }
 }
 
 pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[RowResult]) -> Result<(), String> {
