@@ -49,9 +49,9 @@ impl PdlMode {
     }
 }
 
-/// `auto`'s threshold, measured on three H200s (docs/fences.md): an edge is programmatic only when each
+/// `auto`'s threshold, measured on the H200 (docs/fences.md §3): an edge is programmatic only when each
 /// of its kernels' blocks times the plan's lane count is at most this. Serial chains gained up to 512
-/// blocks on every machine and at 1,024 blocks gained on one and lost 8% on two; four side-by-side
+/// blocks; at 1,024 blocks they gained 4% on two machines and lost 8-9% on three; four side-by-side
 /// chains gained at 128 blocks, tied at 256 and lost at 512 and above; 8,192-block grids lost 1.7x.
 pub const AUTO_MAX_BLOCKS: u64 = 512;
 
