@@ -275,11 +275,6 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             }
         }
     };
-    let plan_edges: Vec<(NodeId, NodeId)> = plan.edges().iter().map(|e| (e.from, e.to)).collect();
-    let pairs = match shape {
-        GraphShape::Plan => &plan_edges,
-        GraphShape::Lanes => &lane_edges,
-    };
     let decide = |pairs: &[(NodeId, NodeId)]| -> Vec<GraphEdge> {
         let (mut outs, mut ins) = (vec![0usize; plan.node_count()], vec![0usize; plan.node_count()]);
         for (u, v) in pairs {
@@ -295,15 +290,19 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             })
             .collect()
     };
-    let edges = decide(pairs);
+    let lane_links = decide(&lane_edges);
     // Eager mode submits the lane shape itself: a node launches with programmatic serialization when
     // the link from its lane predecessor is programmatic there and it has no cross-lane wait.
     let mut eager_pdl = vec![false; plan.node_count()];
-    for e in decide(&lane_edges) {
+    for e in &lane_links {
         if e.programmatic && lanes.lane_of(e.from) == lanes.lane_of(e.to) && lanes.waits(e.to).is_empty() {
             eager_pdl[e.to.index()] = true;
         }
     }
+    let edges = match shape {
+        GraphShape::Plan => decide(&plan.edges().iter().map(|e| (e.from, e.to)).collect::<Vec<_>>()),
+        GraphShape::Lanes => lane_links,
+    };
     // One build for the whole submission, from the configurations measured correct and fast
     // (docs/fences.md): no programmatic edge at all → the plain build (griddepcontrol costs large grids
     // microseconds); every node small → the early-trigger build; otherwise the main (after-wait) build.

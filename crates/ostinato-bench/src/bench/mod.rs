@@ -339,13 +339,12 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     }
     let grid_blocks = args.grid_blocks()?;
     let fan_widths = args.fan_widths()?;
-    args.auto_policy()?;
+    let policy = args.auto_policy()?;
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let trigger = args.trigger()?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
         let mut backends = Vec::new();
-        let policy = args.auto_policy()?;
         for kind in ArmKind::CUDA {
             if let Some(options) = OstinatoCuda::options(kind, trigger, policy) {
                 backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
