@@ -6,12 +6,15 @@ use ostinato_bench::bench::arms::{self, Arm, VulkanArm};
 use ostinato_bench::bench::workload::{self, DecodeShape};
 use ostinato_bench::bench::{compare, init_bytes};
 
+#[path = "../../ostinato-host/tests/support/skip.rs"]
+mod skip;
+
 #[test]
 fn every_family_matches_the_oracle_on_vulkan() {
     let ctx = match ostinato_vulkan::Context::open() {
         Ok(c) => c,
         Err(e) => {
-            skip(&format!("SKIP every_family_matches_the_oracle_on_vulkan: {e}"));
+            skip::skip(&format!("SKIP every_family_matches_the_oracle_on_vulkan: {e}"));
             return;
         }
     };
@@ -31,11 +34,4 @@ fn every_family_matches_the_oracle_on_vulkan() {
             compare(w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{} sample {sample} on {}: {e}", w.id, ctx.name));
         }
     }
-}
-
-/// Says why a test skips, on the process's real stderr: the test harness swallows `eprintln!` output
-/// of passing tests, and a skip must be visible in `cargo test`'s output.
-fn skip(message: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{message}");
 }

@@ -12,11 +12,14 @@ use ostinato_host::random_graphs::mix_sig;
 use ostinato_host::{builtins, HostBackend};
 use ostinato_vulkan::{Context, VulkanRun};
 
+#[path = "../../ostinato-host/tests/support/skip.rs"]
+mod skip;
+
 fn context_or_skip(test: &str) -> Option<Arc<Context>> {
     match Context::open() {
         Ok(c) => Some(c),
         Err(e) => {
-            skip(&format!("SKIP {test}: {e}"));
+            skip::skip(&format!("SKIP {test}: {e}"));
             None
         }
     }
@@ -118,11 +121,4 @@ fn unsupported_work_is_not_applicable_not_wrong() {
     g.add_copy(g.whole(a), g.whole(b), &[]).unwrap();
     let err = VulkanRun::new(&ctx, &Plan::compile(&g).unwrap(), &[]).err().unwrap();
     assert!(matches!(err, ostinato_vulkan::VkError::NotApplicable(_)), "{err}");
-}
-
-/// Says why a test skips, on the process's real stderr: the test harness swallows `eprintln!` output
-/// of passing tests, and a skip must be visible in `cargo test`'s output.
-fn skip(message: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{message}");
 }

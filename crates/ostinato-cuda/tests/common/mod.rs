@@ -5,16 +5,19 @@
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, PdlTrigger};
 
+#[path = "../../../ostinato-host/tests/support/skip.rs"]
+mod skip;
+
 /// The device, or `None` (with a message) where no CUDA driver or device is found.
 pub fn device_or_skip(test: &str) -> Option<Device> {
     if !ostinato_cuda::driver_available() {
-        skip(&format!("SKIP {test}: no CUDA driver found"));
+        skip::skip(&format!("SKIP {test}: no CUDA driver found"));
         return None;
     }
     match Device::open(&DeviceSelector::from_env().expect("OSTINATO_DEVICE parses")) {
         Ok(d) => Some(d),
         Err(e) => {
-            skip(&format!("SKIP {test}: {e}"));
+            skip::skip(&format!("SKIP {test}: {e}"));
             None
         }
     }
@@ -38,11 +41,4 @@ pub fn run_cuda(device: &Device, plan: &Plan, options: CudaOptions, inits: &[Opt
     }
     exec.wait().expect("wait");
     read_roots(&mut exec).expect("read")
-}
-
-/// Says why a test skips, on the process's real stderr: the test harness swallows `eprintln!` output
-/// of passing tests, and a skip must be visible in `cargo test`'s output.
-pub fn skip(message: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{message}");
 }
