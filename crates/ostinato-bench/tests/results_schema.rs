@@ -139,3 +139,27 @@ fn the_validator_rejects_a_broken_file() {
     assert!(errors.iter().any(|e| e.contains("$.schema_version")));
     assert!(errors.iter().any(|e| e.contains("$.rows[0].id")));
 }
+
+#[test]
+fn rotate_shifts_every_rows_arm_order_past_the_row_index() {
+    let out = std::env::temp_dir().join(format!("ostinato-bench-rotate-{}", std::process::id()));
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    let argv = ["bench", "--backend", "host", "--quick", "--filter", "grid/serial", "--samples", "1", "--warmups", "1", "--warmup-ms", "0", "--rotate", "1"];
+    let args = Cmd::parse_from(argv.iter().copied().chain(["--out", out.to_str().unwrap()])).args;
+    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    assert!(rows.len() >= 2, "the filter keeps several rows");
+    for (ri, r) in rows.iter().enumerate() {
+        // `arms` is reported in the fixed order; the run order is that order shifted by index + 1.
+        let mut want: Vec<&str> = r.arms.iter().map(|a| a.arm).collect();
+        let n = want.len();
+        want.rotate_left((ri + 1) % n);
+        assert_eq!(r.arm_order, want, "row {ri} ({})", r.id);
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["protocol"]["arm_order"], "rotated per row, shifted by 1");
+    let _ = std::fs::remove_dir_all(&out);
+}

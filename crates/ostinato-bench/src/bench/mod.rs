@@ -386,7 +386,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         let init = init_bytes(w);
         let want = arms::oracle(w, &init);
         let mut order: Vec<ArmKind> = arms.to_vec();
-        order.rotate_left(ri % arms.len());
+        order.rotate_left((ri + args.rotate) % arms.len());
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
         let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w)).transpose();
         let mut results = Vec::new();
