@@ -3,10 +3,10 @@
 
 mod common;
 
-use ostinato::{read_roots, write_inits, Backend, Exec, Plan, PlanOptions};
+use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
-use ostinato_host::random_graphs::random_mix_program;
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program};
 use ostinato_host::{builtins, HostBackend};
 
 const GRAPHS: u64 = 200;
@@ -62,4 +62,73 @@ fn pdl_on_submits_programmatic_edges() {
     let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
     assert_eq!(exec.programmatic_edges(), plan.edges().len());
     assert!(!plan.edges().is_empty());
+}
+
+/// A user's graph mixes kernels that are PDL-capable with kernels that are not (no `griddepcontrol`
+/// at all): `mix` binds the PDL builds, `mix_alt` the plain build, which certifies as not capable. The
+/// plan's edges into plain nodes stay full; edges out of them and between capable nodes may be
+/// programmatic; grids of 1 to 16 blocks put the early-trigger, after-wait and plain code side by side.
+#[test]
+fn graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle() {
+    let Some(device) = common::device_or_skip("graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle") else { return };
+    let configs = [
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, ShapeMode::Auto),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, ShapeMode::Plan),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Plan),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Lanes),
+        (ExecMode::Eager, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Auto),
+    ];
+    let modules: Vec<(PdlTrigger, BuiltinModules)> =
+        [PdlTrigger::AfterWait, PdlTrigger::AtEntry].into_iter().map(|t| (t, BuiltinModules::load(&device, t).expect("built-in modules compile"))).collect();
+    let (mut compared, mut programmatic, mut plain_after_programmatic) = (0, 0, 0);
+    for seed in 0..100u64 {
+        let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
+        let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
+        let replays = 1 + (seed as usize % 2);
+        let host = {
+            let kernels = ostinato_host::bind_kernels(&plan, |_| Some("mix".into()), builtins::lookup).unwrap();
+            let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+            write_inits(&mut exec, &prog.inits).unwrap();
+            for _ in 0..replays {
+                exec.replay().unwrap();
+            }
+            read_roots(&mut exec).unwrap()
+        };
+        for (mode, pdl, trigger, shape) in configs {
+            let m = &modules.iter().find(|(t, _)| *t == trigger).expect("loaded above").1;
+            let kernels: Vec<_> = plan
+                .graph()
+                .kernels()
+                .iter()
+                .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) }.expect("built-in kernel binds"))
+                .collect();
+            assert!(kernels.iter().all(|k| k.pdl_capable == (k.name == "mix")), "mix_alt must bind as NOT PDL-capable: {kernels:?}");
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger };
+            let backend = CudaBackend::with_builtins(&device, m, options).expect("backend");
+            let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
+            if mode == ExecMode::Graph {
+                programmatic += exec.programmatic_edges();
+            }
+            write_inits(&mut exec, &prog.inits).expect("init");
+            for _ in 0..replays {
+                exec.replay().expect("replay");
+            }
+            exec.wait().expect("wait");
+            let got: Vec<(BufferId, Vec<u8>)> = read_roots(&mut exec).expect("read");
+            assert_eq!(got, host, "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} differs from the host oracle");
+            compared += 1;
+        }
+        // How often a plain node waits (full edge) on a node that itself has a programmatic in-edge: the
+        // case where a plain kernel relies on an early-launched predecessor having finished.
+        let g = plan.graph();
+        let is_alt = |n: ostinato::NodeId| matches!(&g.node(n).op, ostinato::NodeOp::Kernel { kernel, .. } if g.kernel(*kernel).name == "mix_alt");
+        let is_mix = |n: ostinato::NodeId| matches!(&g.node(n).op, ostinato::NodeOp::Kernel { kernel, .. } if g.kernel(*kernel).name == "mix");
+        plain_after_programmatic += plan.edges().iter().filter(|e| is_alt(e.to) && is_mix(e.from) && !plan.preds(e.from).is_empty()).count();
+    }
+    assert!(programmatic > 1000, "the graphs must really carry programmatic edges ({programmatic})");
+    assert!(plain_after_programmatic > 100, "plain kernels must really follow PDL-launched ones ({plain_after_programmatic})");
+    eprintln!(
+        "compared {compared} CUDA runs (100 random two-kernel graphs x {} configurations; {programmatic} programmatic edges; {plain_after_programmatic} plain-after-PDL edges) bitwise with the host oracle",
+        configs.len()
+    );
 }

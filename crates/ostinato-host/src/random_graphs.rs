@@ -27,6 +27,17 @@ pub fn mix_sig() -> KernelSig {
 
 /// Generates a program of `nodes` nodes from `seed`.
 pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
+    generate(seed, nodes, false)
+}
+
+/// Like [`random_mix_program`], with a second kernel `mix_alt` of the same signature and semantics (a
+/// backend binds it to another implementation of `mix`, e.g. one that is not PDL-capable) and grids of
+/// 1 to 16 blocks; each launch picks either kernel. The host binds both to `mix`.
+pub fn random_two_kernel_program(seed: u64, nodes: usize) -> RandomProgram {
+    generate(seed, nodes, true)
+}
+
+fn generate(seed: u64, nodes: usize, two_kernels: bool) -> RandomProgram {
     let mut r = Rng::seeded(seed);
     let mut g = Graph::new();
     let mut inits = Vec::new();
@@ -42,6 +53,7 @@ pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
         }
     }
     let mix = g.add_kernel(mix_sig()).expect("fresh kernel");
+    let alt = if two_kernels { Some(g.add_kernel(KernelSig { name: "mix_alt".into(), ..mix_sig() }).expect("fresh kernel")) } else { None };
     let salt_slot = g.add_slot("salt", Scalar::u32(r.below(1000) as u32)).expect("fresh slot");
     let nb = g.buffers().len() as u64;
     let slice = |r: &mut Rng, g: &Graph| {
@@ -75,10 +87,14 @@ pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
                     continue;
                 }
                 let salt = if r.below(3) == 0 { Arg::Slot(salt_slot) } else { Arg::Scalar(Scalar::u32(r.next_u64() as u32)) };
-                let launch = Launch::linear(1 + r.below(3) as u32, 32 << r.below(3));
+                let (kernel, blocks) = match alt {
+                    Some(alt) => (if r.below(2) == 0 { mix } else { alt }, [1, 2, 3, 8, 16][r.below(5) as usize]),
+                    None => (mix, 1 + r.below(3) as u32),
+                };
+                let launch = Launch::linear(blocks, 32 << r.below(3));
                 let args =
                     [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), salt];
-                g.add_launch(mix, launch, &args, &after).expect("valid by construction");
+                g.add_launch(kernel, launch, &args, &after).expect("valid by construction");
             }
         }
     }

@@ -3,11 +3,13 @@
 //! plan with one required edge deleted is caught.
 
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, Scalar};
-use ostinato_host::random_graphs::{random_mix_program, RandomProgram};
+use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, RandomProgram};
 use ostinato_host::{builtins, HostBackend, HostError, HostExec};
 
 fn instantiate(backend: HostBackend, plan: &Plan, prog: &RandomProgram) -> HostExec {
-    let kernels = ostinato_host::bind_kernels(plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
+    // `mix_alt` (two-kernel programs) is `mix` under another name.
+    let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
+    let kernels = ostinato_host::bind_kernels(plan, name, builtins::lookup).unwrap();
     let buffers = ostinato::allocate_all(plan);
     let mut exec = backend.instantiate(plan, kernels, buffers).unwrap();
     write_inits(&mut exec, &prog.inits).unwrap();
@@ -38,6 +40,28 @@ fn parallel_replays_equal_serial_program_order() {
         }
     }
     assert_eq!(checked, 600);
+}
+
+#[test]
+fn two_kernel_programs_replay_in_parallel_equal_to_serial() {
+    let (mut alt_launches, mut grids) = (0, std::collections::BTreeSet::new());
+    for seed in 0..40u64 {
+        let prog = random_two_kernel_program(seed, 20 + (seed as usize % 60));
+        let g = &prog.graph;
+        assert_eq!(g.kernels().iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["mix", "mix_alt"]);
+        for n in g.nodes() {
+            if let ostinato::NodeOp::Kernel { kernel, launch, .. } = &n.op {
+                alt_launches += usize::from(g.kernel(*kernel).name == "mix_alt");
+                grids.insert(launch.grid[0]);
+            }
+        }
+        let plan = Plan::compile(g).unwrap();
+        let expect = run(HostBackend::serial(), &plan, &prog, 2).unwrap();
+        let got = run(HostBackend::new(4).with_race_checker(true), &plan, &prog, 2).unwrap();
+        assert_eq!(got, expect, "seed {seed}");
+    }
+    assert!(alt_launches > 200, "both kernels are launched ({alt_launches} mix_alt launches)");
+    assert_eq!(grids.into_iter().collect::<Vec<_>>(), [1, 2, 3, 8, 16], "grids of 1 to 16 blocks");
 }
 
 #[test]
