@@ -45,9 +45,15 @@ pub struct BenchArgs {
     /// (`<row>--<arm>.dot`).
     #[arg(long)]
     pub dot: Option<PathBuf>,
-    /// Investigation only: choose kernel builds per node (known to give wrong results on decode).
-    #[arg(long)]
-    pub pdl_mixed_builds: bool,
+    /// Shift every row's arm order by this many places (it is otherwise rotated by the row's index), to
+    /// tell an arm's position in the run from the arm itself.
+    #[arg(long, default_value_t = 0)]
+    pub rotate: usize,
+    /// Investigation only: choose kernel builds per node (known to give wrong results on decode):
+    /// off, plain (plain build on nodes without programmatic edges), early (early-trigger build on
+    /// small programmatic nodes) or all (both). Bare `--pdl-mixed-builds` means all.
+    #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all")]
+    pub pdl_mixed_builds: String,
 }
 
 impl BenchArgs {
@@ -74,7 +80,8 @@ impl BenchArgs {
         if let Some(f) = self.pdl_max_fanout {
             p.auto_max_fanout = f;
         }
-        p.mixed_builds = self.pdl_mixed_builds;
+        p.mixed_builds = ostinato_cuda::lower::MixedBuilds::parse(&self.pdl_mixed_builds)
+            .ok_or_else(|| format!("unknown --pdl-mixed-builds `{}` (off, plain, early, all)", self.pdl_mixed_builds))?;
         Ok(p)
     }
 }

@@ -45,6 +45,7 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--fans", "4,0"], "--fans: `0` is not a positive count"),
         (["--blocks", "1,x"], "--blocks: `x` is not a positive count"),
         (["--graph-shape", "tree"], "unknown graph shape `tree`"),
+        (["--pdl-mixed-builds", "some"], "unknown --pdl-mixed-builds `some`"),
     ] {
         let (ok, _, err) = run(&["bench", "--backend", "host", "--quick", args[0], args[1]]);
         assert!(!ok && err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");

@@ -118,6 +118,31 @@ impl ShapeMode {
     }
 }
 
+/// Investigation only: which per-node build choices replace the one build per submission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MixedBuilds {
+    /// One build for the whole submission (the shipped policy).
+    Off,
+    /// Nodes without programmatic edges run the plain build (no `griddepcontrol`); the rest the one build.
+    Plain,
+    /// Small nodes with programmatic edges run the early-trigger build; the rest the one build.
+    Early,
+    /// Both: plain, early-trigger or after-wait per node.
+    All,
+}
+
+impl MixedBuilds {
+    pub fn parse(s: &str) -> Option<MixedBuilds> {
+        match s {
+            "off" => Some(MixedBuilds::Off),
+            "plain" => Some(MixedBuilds::Plain),
+            "early" => Some(MixedBuilds::Early),
+            "all" => Some(MixedBuilds::All),
+            _ => None,
+        }
+    }
+}
+
 /// The per-edge PDL policy. The data behind `auto` is in `docs/fences.md`; override it here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PdlPolicy {
@@ -132,9 +157,9 @@ pub struct PdlPolicy {
     pub shape: ShapeMode,
     /// Under `auto` shape: the widest fan still submitted in the lane shape.
     pub auto_lanes_max_fanout: usize,
-    /// Investigation only: pick the build per node (plain / early / after-wait) instead of one build per
-    /// submission. Measured to give WRONG results on the decode workload; never on by default.
-    pub mixed_builds: bool,
+    /// Investigation only: pick builds per node instead of one build per submission. Measured to give
+    /// WRONG results on the decode workload; never on by default.
+    pub mixed_builds: MixedBuilds,
 }
 
 impl Default for PdlPolicy {
@@ -145,7 +170,7 @@ impl Default for PdlPolicy {
             auto_max_fanout: AUTO_MAX_FANOUT,
             shape: ShapeMode::Auto,
             auto_lanes_max_fanout: AUTO_LANES_MAX_FANOUT,
-            mixed_builds: false,
+            mixed_builds: MixedBuilds::Off,
         }
     }
 }
@@ -320,18 +345,23 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         l.variant = graph_build;
         l.eager_variant = eager_build;
     }
-    if policy.mixed_builds {
+    if policy.mixed_builds != MixedBuilds::Off && graph_build != Variant::Plain {
         let mut prog = vec![false; launches.len()];
         for e in edges.iter().filter(|e| e.programmatic) {
             prog[e.from.index()] = true;
             prog[e.to.index()] = true;
         }
+        let (plain, early) = match policy.mixed_builds {
+            MixedBuilds::Plain => (true, false),
+            MixedBuilds::Early => (false, true),
+            _ => (true, true),
+        };
         for (i, l) in launches.iter_mut().enumerate() {
-            l.variant = match (prog[i], l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS) {
-                (false, _) => Variant::Plain,
-                (true, true) => Variant::Early,
-                (true, false) => Variant::Late,
-            };
+            if !prog[i] && plain {
+                l.variant = Variant::Plain;
+            } else if prog[i] && early && l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS {
+                l.variant = Variant::Early;
+            }
         }
     }
     Lowering { launches, shape, edges, eager_pdl }
@@ -556,5 +586,31 @@ mod tests {
             }
         }
         assert!(checked > 10_000, "only {checked} plan edges checked");
+    }
+
+    #[test]
+    fn edges_into_kernels_that_are_not_pdl_capable_are_never_programmatic() {
+        let (mut into_plain, mut programmatic) = (0, 0);
+        for seed in 0..100u64 {
+            let prog = ostinato_host::random_graphs::random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
+            let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
+            let g = plan.graph();
+            // kernel 0 `mix` is capable, kernel 1 `mix_alt` is not; copies and fills (helpers) are.
+            let plain = |v: NodeId| matches!(&g.node(v).op, NodeOp::Kernel { kernel, .. } if kernel.index() == 1);
+            for mode in [PdlMode::On, PdlMode::Auto] {
+                for shape in [ShapeMode::Plan, ShapeMode::Lanes] {
+                    let low = lower(&plan, &[true, false], true, PdlPolicy { shape, ..PdlPolicy::new(mode) });
+                    for e in &low.edges {
+                        assert!(!(plain(e.to) && e.programmatic), "seed {seed} {mode:?} {shape:?}: programmatic edge into plain n{}", e.to);
+                        into_plain += usize::from(plain(e.to));
+                        programmatic += usize::from(e.programmatic);
+                    }
+                    for (v, pdl) in low.eager_pdl.iter().enumerate() {
+                        assert!(!(*pdl && plain(NodeId(v as u32))), "seed {seed}: eager PDL launch of plain n{v}");
+                    }
+                }
+            }
+        }
+        assert!(into_plain > 1000 && programmatic > 1000, "both kinds of edge occur ({into_plain} into plain, {programmatic} programmatic)");
     }
 }
