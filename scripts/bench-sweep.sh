@@ -6,10 +6,13 @@
 #   trigger placement:  scripts/bench-sweep.sh trigger "entry after-wait after-writes never disabled" --filter n941,fan/k16,fan/k64,decode --samples 5 --warmups 2
 #   PDL block limits:   scripts/bench-sweep.sh trigger "entry after-wait" --filter n941 --blocks 8,32,64,128,256,512,1024 --samples 5 --warmups 2
 #   graph shape:        scripts/bench-sweep.sh graph-shape "plan lanes" --filter fan --fans 4,8,16,32,64
+#   arm position:       scripts/bench-sweep.sh rotate "0 1 2 3 4 5 6 7" --filter serial/n941/b128,indep/n941/b128
+#   mixed builds:       scripts/bench-sweep.sh pdl-mixed-builds "off plain early all" --filter decode
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
+source scripts/vulkan-env.sh
 option=$1; values=$2; shift 2
 for v in $values; do
   echo "== --$option $v"

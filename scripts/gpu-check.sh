@@ -10,11 +10,7 @@ export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
 export PATH=/usr/local/cuda/bin:$PATH
 status=0
 step() { echo "== $*"; }
-# Vulkan arm: NVIDIA's ICD is on the machine, the loader is carried in as .deb files (.gl/).
-if compgen -G ".gl/*.deb" >/dev/null; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+source scripts/vulkan-env.sh
 {
   step "machine"; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; uname -r
   step "devices"; $BIN/ostinato devices
