@@ -163,6 +163,9 @@ impl Backend for CudaBackend {
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
         let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
+        if self.options.mode == ExecMode::Graph {
+            check_early_release(plan, &lowering, &kernels)?;
+        }
 
         // Memory: one allocation per root buffer unless bound externally.
         let mut allocs = Vec::new();
@@ -199,6 +202,7 @@ impl Backend for CudaBackend {
                 Variant::Plain => k.plain.as_ref().unwrap_or(&k.func),
                 Variant::Early => k.early.as_ref().unwrap_or(&k.func),
                 Variant::Late => &k.func,
+                Variant::Held => k.held.as_ref().unwrap_or(&k.func),
             };
             funcs.push(f.clone());
             args.push(KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()));
@@ -226,6 +230,45 @@ impl Backend for CudaBackend {
         let timer = (Event::new(true)?, Event::new(true)?);
         Ok(CudaExec { plan: plan.clone(), lowering, ctx: self.ctx.clone(), _allocs: allocs, base, funcs, args, submission, main, timer })
     }
+}
+
+/// Fails closed where a node whose code may trigger its dependents early feeds, through a full edge, a
+/// node that never waits: the lowering holds our own builds back, but a user kernel's trigger is in its
+/// code. (The internal copy/fill kernels are built-ins with every variant.)
+fn check_early_release(plan: &Plan, low: &Lowering, kernels: &[CudaKernel]) -> Result<()> {
+    let g = plan.graph();
+    let kernel_of = |i: usize| match low.launches[i].callee {
+        Callee::Kernel(k) => Some(&kernels[k.index()]),
+        Callee::Copy | Callee::Fill => None,
+    };
+    let may_trigger = |i: usize| {
+        kernel_of(i).is_some_and(|k| match low.launches[i].variant {
+            Variant::Plain => k.plain.is_none() && k.may_trigger,
+            Variant::Held => k.held.is_none() && k.may_trigger,
+            Variant::Early => k.early.is_some() || k.may_trigger,
+            Variant::Late => k.may_trigger,
+        })
+    };
+    let waits = |i: usize| low.launches[i].variant != Variant::Plain && kernel_of(i).is_none_or(|k| k.pdl_capable);
+    for e in low.edges.iter().filter(|e| !e.programmatic) {
+        let (u, v) = (e.from.index(), e.to.index());
+        if may_trigger(u) && !waits(v) {
+            let name = |i: usize| kernel_of(i).map_or("", |k| k.name.as_str()).to_string();
+            return Err(CudaError::Usage {
+                op: "instantiate",
+                reason: format!(
+                    "{} (kernel `{}`) may let its dependents launch early (griddepcontrol.launch_dependents in its code) and {} (kernel `{}`) depends on it but never waits (no griddepcontrol.wait before touching memory); such a dependent can start before the writes it needs are visible. Make `{}` wait first, or build `{}` without the trigger",
+                    g.describe_node(e.from),
+                    name(u),
+                    g.describe_node(e.to),
+                    name(v),
+                    name(v),
+                    name(u)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream) -> Result<Submission> {

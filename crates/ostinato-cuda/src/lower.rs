@@ -69,6 +69,10 @@ pub enum Variant {
     Early,
     /// The main PDL build (after-wait trigger by default).
     Late,
+    /// Waits like a PDL build but never triggers: its dependents launch at its completion. For a node
+    /// with a full edge to a node that does not wait (measured: an early trigger releases such a
+    /// dependent too, which then reads stale data — docs/fences.md, "Full edges and triggers").
+    Held,
 }
 
 /// `auto`'s fan limit (docs/fences.md).
@@ -341,9 +345,10 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
     };
     let graph_build = build(edges.iter().any(|e| e.programmatic));
     let eager_build = build(eager_pdl.iter().any(|p| *p));
-    for l in launches.iter_mut() {
-        l.variant = graph_build;
-        l.eager_variant = eager_build;
+    for (l, &capable) in launches.iter_mut().zip(&capable) {
+        // A kernel that is not PDL-capable has one build; its label says so.
+        l.variant = if capable { graph_build } else { Variant::Plain };
+        l.eager_variant = if capable { eager_build } else { Variant::Plain };
     }
     if policy.mixed_builds != MixedBuilds::Off && graph_build != Variant::Plain {
         let mut prog = vec![false; launches.len()];
@@ -356,7 +361,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             MixedBuilds::Early => (false, true),
             _ => (true, true),
         };
-        for (i, l) in launches.iter_mut().enumerate() {
+        for (i, l) in launches.iter_mut().enumerate().filter(|(i, _)| capable[*i]) {
             if !prog[i] && plain {
                 l.variant = Variant::Plain;
             } else if prog[i] && early && l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS {
@@ -364,7 +369,23 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             }
         }
     }
+    hold_producers_of_non_waiting_nodes(&mut launches, &capable, &edges);
     Lowering { launches, shape, edges, eager_pdl }
+}
+
+/// A node that lets its dependents launch early (any PDL build but [`Variant::Held`]) must not feed a
+/// node that never waits (`griddepcontrol.wait`) through a full edge: on the H200 the early trigger
+/// released such a dependent before the producer's writes were visible. Those producers get the
+/// held build (wait, no trigger). A consumer waits when its kernel is PDL-capable and it runs a PDL
+/// build.
+fn hold_producers_of_non_waiting_nodes(launches: &mut [NodeLaunch], capable: &[bool], edges: &[GraphEdge]) {
+    for e in edges.iter().filter(|e| !e.programmatic) {
+        let (u, v) = (e.from.index(), e.to.index());
+        let waits = capable[v] && launches[v].variant != Variant::Plain;
+        if !waits && matches!(launches[u].variant, Variant::Early | Variant::Late) {
+            launches[u].variant = Variant::Held;
+        }
+    }
 }
 
 /// The lane shape's dependencies: consecutive nodes of each lane, then each node's cross-lane waits.
@@ -405,6 +426,7 @@ impl Lowering {
                 Variant::Plain => "",
                 Variant::Early => " [pdl-early]",
                 Variant::Late => " [pdl]",
+                Variant::Held => " [pdl-held]",
             };
             let _ = writeln!(s, "kernel n{} {name}<<<{:?},{:?},{}>>>({}){v}", l.node, l.dims.grid, l.dims.block, l.dims.shared, args.join(", "));
         }
@@ -431,6 +453,31 @@ mod tests {
         g.add_copy(Slice { buffer: a, offset: 0, len: 4096 }, Slice { buffer: b, offset: 0, len: 4096 }, &[]).unwrap();
         g.add_fill(Slice { buffer: b, offset: 0, len: 16 }, 7, &[]).unwrap();
         Plan::compile(&g).unwrap()
+    }
+
+    #[test]
+    fn golden_a_producer_of_a_kernel_that_does_not_wait_is_held() {
+        let mut g = Graph::new();
+        let a = g.add_buffer("a", 4096).unwrap();
+        let sig = |n: &str| KernelSig::new(n).buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+        let pdl = g.add_kernel(sig("add_one")).unwrap();
+        let user = g.add_kernel(sig("user")).unwrap();
+        for k in [pdl, pdl, user, pdl] {
+            g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(a), Arg::Scalar(Scalar::u32(8))], &[]).unwrap();
+        }
+        let plan = Plan::compile(&g).unwrap();
+        let low = lower(&plan, &[true, false], true, PdlPolicy::new(PdlMode::On));
+        assert_eq!(
+            low.describe(&plan),
+            "shape plan\n\
+             kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-early]\n\
+             kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-held]\n\
+             kernel n2 user<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8)\n\
+             kernel n3 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-early]\n\
+             edge n0 -> n1 programmatic\n\
+             edge n1 -> n2\n\
+             edge n2 -> n3 programmatic\n"
+        );
     }
 
     #[test]
@@ -589,8 +636,8 @@ mod tests {
     }
 
     #[test]
-    fn edges_into_kernels_that_are_not_pdl_capable_are_never_programmatic() {
-        let (mut into_plain, mut programmatic) = (0, 0);
+    fn non_waiting_kernels_get_no_programmatic_edge_and_no_early_triggering_producer() {
+        let (mut into_plain, mut programmatic, mut held) = (0, 0, 0);
         for seed in 0..100u64 {
             let prog = ostinato_host::random_graphs::random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
             let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
@@ -605,12 +652,18 @@ mod tests {
                         into_plain += usize::from(plain(e.to));
                         programmatic += usize::from(e.programmatic);
                     }
+                    for e in low.edges.iter().filter(|e| !e.programmatic) {
+                        let waits = !plain(e.to) && low.launches[e.to.index()].variant != Variant::Plain;
+                        let triggers = matches!(low.launches[e.from.index()].variant, Variant::Early | Variant::Late);
+                        assert!(waits || !triggers, "seed {seed} {mode:?} {shape:?}: n{} triggers early and feeds non-waiting n{}", e.from, e.to);
+                        held += usize::from(low.launches[e.from.index()].variant == Variant::Held);
+                    }
                     for (v, pdl) in low.eager_pdl.iter().enumerate() {
                         assert!(!(*pdl && plain(NodeId(v as u32))), "seed {seed}: eager PDL launch of plain n{v}");
                     }
                 }
             }
         }
-        assert!(into_plain > 1000 && programmatic > 1000, "both kinds of edge occur ({into_plain} into plain, {programmatic} programmatic)");
+        assert!(into_plain > 1000 && programmatic > 1000 && held > 1000, "{into_plain} edges into plain, {programmatic} programmatic, {held} from held nodes");
     }
 }

@@ -56,3 +56,36 @@ fn a_backend_refuses_builtins_of_another_trigger() {
     assert!(matches!(&err, CudaError::Usage { reason, .. } if reason.contains("`entry`") && reason.contains("`after-wait`")), "{err}");
     assert!(ostinato_cuda::CudaBackend::with_builtins(&device, &m, ostinato_cuda::CudaOptions { trigger: PdlTrigger::AtEntry, ..options }).is_ok());
 }
+
+/// A user kernel that triggers its dependents early (`griddepcontrol.launch_dependents`, no wait) feeding
+/// a kernel that never waits is refused in graph mode, naming both kernels; eager mode accepts it.
+#[test]
+fn a_triggering_user_kernel_before_a_non_waiting_one_is_refused() {
+    let Some(device) = common::device_or_skip("a_triggering_user_kernel_before_a_non_waiting_one_is_refused") else { return };
+    let src = ModuleSource::CudaC {
+        name: "trig.cu".into(),
+        source: "extern \"C\" __global__ void trig(float* x, unsigned n) { asm volatile(\"griddepcontrol.launch_dependents;\"); if (threadIdx.x < n) x[threadIdx.x] += 1.0f; }\n\
+                 extern \"C\" __global__ void plain(float* x, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] *= 2.0f; }"
+            .into(),
+    };
+    let m = LoadedModule::load(&device, &src, PdlTrigger::AfterWait).unwrap();
+    let mut g = ostinato::Graph::new();
+    let x = g.add_buffer("x", 1024).unwrap();
+    let sig = |name: &str| KernelSig::new(name).buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let kt = g.add_kernel(sig("trig")).unwrap();
+    let kp = g.add_kernel(sig("plain")).unwrap();
+    let args = [ostinato::Arg::Whole(x), ostinato::Arg::Scalar(ostinato::Scalar::u32(256))];
+    g.add_launch(kt, ostinato::Launch::linear(1, 256), &args, &[]).unwrap();
+    g.add_launch(kp, ostinato::Launch::linear(1, 256), &args, &[]).unwrap();
+    let plan = ostinato::Plan::compile(&g).unwrap();
+    let kernels = || vec![m.kernel("trig", &sig("trig"), None).unwrap(), m.kernel("plain", &sig("plain"), None).unwrap()];
+    assert!(kernels()[0].may_trigger && !kernels()[0].pdl_capable, "trig triggers and does not wait");
+    let backend = ostinato_cuda::CudaBackend::new(&device, Default::default()).unwrap();
+    use ostinato::Backend;
+    let Err(err) = backend.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)) else { panic!("an early-releasing pair was accepted") };
+    let msg = err.to_string();
+    assert!(msg.contains("kernel `trig`") && msg.contains("kernel `plain`") && msg.contains("never waits"), "{msg}");
+    // Eager mode launches `plain` in stream order without the programmatic attribute: accepted.
+    let eager = ostinato_cuda::CudaBackend::new(&device, ostinato_cuda::CudaOptions { mode: ostinato_cuda::ExecMode::Eager, ..Default::default() }).unwrap();
+    assert!(eager.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)).is_ok());
+}
