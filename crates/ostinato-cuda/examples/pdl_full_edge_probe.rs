@@ -4,12 +4,16 @@
 //! Three kernels: `w` (small), `u` (one block writing 2^18 words, milliseconds) and `v` (reads the last
 //! 64 words `u` writes). `u` is the built-in `mix` in the build named by the row's trigger; `v` is the
 //! plain build (no `griddepcontrol`) unless the scenario says it waits. Each cell counts the runs (of
-//! `REPS`) in which `v` read stale data. Run: `cargo run --release -p ostinato-cuda --example
+//! `REPS`) in which `v` read stale data. Part 2 replays random two-kernel programs with the lowering's
+//! hold rule off and on. Run: `cargo run --release -p ostinato-cuda --example
 //! pdl_full_edge_probe` (the GPU machine runs the copy in `.devbin/`).
 
-use ostinato_cuda::raw::{Args, Buffer, Stream};
-use ostinato_cuda::{BuiltinModules, CudaKernel, Device, DeviceSelector, Dims, PdlTrigger};
-use ostinato_host::random_graphs::mix_sig;
+use ostinato::{read_roots, write_inits, Backend, Exec, Plan, PlanOptions};
+use ostinato_cuda::lower::ShapeMode;
+use ostinato_cuda::raw::{Args, Buffer, Event, Stream};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, Dims, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_host::random_graphs::{mix_sig, random_two_kernel_program};
+use ostinato_host::{builtins, HostBackend};
 
 const N: usize = 1 << 18;
 const TAIL: usize = 64;
@@ -26,6 +30,12 @@ enum Scenario {
     Stream,
     /// Graph: w -> u programmatic, u -> v full, v waits (the trigger's own build).
     GraphWaitingConsumer,
+    /// Graph on two streams: w -> u programmatic on stream 0; v plain on stream 1 after an event
+    /// recorded behind u (a full edge to another branch).
+    GraphOtherBranch,
+    /// As `GraphOtherBranch`, and stream 0 goes on with y (programmatic after u): u's branch continues
+    /// with an early-launched successor.
+    GraphOtherBranchPdlNext,
     /// Positive control: graph, u -> v PROGRAMMATIC into the plain v (known unsafe).
     ControlProgrammaticIntoPlain,
 }
@@ -55,16 +65,30 @@ fn run(device: &Device, s: Scenario, trig: &CudaKernel, plain: &CudaKernel, bufs
     bufs.a.write(0, &vec![0u8; N * 4]).map_err(e)?;
     bufs.c.write(0, &vec![0u8; TAIL * 4]).map_err(e)?;
     let stream = Stream::new(device).map_err(e)?;
+    let side = Stream::new(device).map_err(e)?;
+    let (after_u, joined) = (Event::new(false).map_err(e)?, Event::new(false).map_err(e)?);
+    let mut y_args = mix_args(bufs.d.ptr(), bufs.b.ptr(), IN, IN, 2);
     let mut w_args = mix_args(bufs.d.ptr(), bufs.b.ptr(), IN, IN, 1);
     let mut u_args = mix_args(bufs.a.ptr(), bufs.b.ptr(), N, IN, salt);
     let mut v_args = mix_args(bufs.c.ptr(), bufs.a.ptr() + ((N - TAIL) * 4) as u64, TAIL, TAIL, 0);
     let v_kernel = if matches!(s, Scenario::GraphWaitingConsumer) { trig } else { plain };
     let u_pdl = !matches!(s, Scenario::GraphNoProgrammatic);
     let v_pdl = matches!(s, Scenario::ControlProgrammaticIntoPlain);
-    let enqueue = |w: &mut Args, u: &mut Args, v: &mut Args| -> Result<(), String> {
+    let branch = matches!(s, Scenario::GraphOtherBranch | Scenario::GraphOtherBranchPdlNext);
+    let mut enqueue = |w: &mut Args, u: &mut Args, v: &mut Args| -> Result<(), String> {
         stream.launch(trig, one_block(), w, false).map_err(e)?;
         stream.launch(trig, one_block(), u, u_pdl).map_err(e)?;
-        stream.launch(v_kernel, one_block(), v, v_pdl).map_err(e)
+        if !branch {
+            return stream.launch(v_kernel, one_block(), v, v_pdl).map_err(e);
+        }
+        stream.record(&after_u).map_err(e)?;
+        side.wait(&after_u).map_err(e)?;
+        side.launch(v_kernel, one_block(), v, false).map_err(e)?;
+        if matches!(s, Scenario::GraphOtherBranchPdlNext) {
+            stream.launch(trig, one_block(), &mut y_args, true).map_err(e)?;
+        }
+        side.record(&joined).map_err(e)?;
+        stream.wait(&joined).map_err(e)
     };
     if matches!(s, Scenario::Stream) {
         enqueue(&mut w_args, &mut u_args, &mut v_args)?;
@@ -98,6 +122,8 @@ fn main() -> Result<(), String> {
         Scenario::GraphNoProgrammatic,
         Scenario::Stream,
         Scenario::GraphWaitingConsumer,
+        Scenario::GraphOtherBranch,
+        Scenario::GraphOtherBranchPdlNext,
         Scenario::ControlProgrammaticIntoPlain,
     ];
     println!("device {}; u writes {N} words in one block; stale reads by v out of {REPS} runs", device.info().name);
@@ -119,5 +145,58 @@ fn main() -> Result<(), String> {
         }
         println!("| {} | {} |", trigger.as_str(), cells.join(" | "));
     }
+    random_graphs_with_and_without_hold(&device)
+}
+
+/// Part 2: the random two-kernel programs of the GPU differential test (`mix` in PDL builds, `mix_alt`
+/// plain), PDL on with the entry trigger, each run `RUNS` times with the lowering's hold rule off and
+/// on; counts runs that differ from the host oracle.
+fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
+    const SEEDS: u64 = 120;
+    const RUNS: usize = 3;
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let m = BuiltinModules::load(device, PdlTrigger::AtEntry).map_err(e)?;
+    let mut wrong = [0usize; 2];
+    for seed in 0..SEEDS {
+        let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
+        let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).map_err(|x| x.to_string())?;
+        let replays = 1 + (seed as usize % 2);
+        let host = {
+            let kernels = ostinato_host::bind_kernels(&plan, |_| Some("mix".into()), builtins::lookup).map_err(|x| x.to_string())?;
+            let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(|x| x.to_string())?;
+            write_inits(&mut exec, &prog.inits).map_err(|x| x.to_string())?;
+            for _ in 0..replays {
+                exec.replay().map_err(|x| x.to_string())?;
+            }
+            read_roots(&mut exec).map_err(|x| x.to_string())?
+        };
+        for (slot, hold) in [false, true].into_iter().enumerate() {
+            let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: hold, ..PdlPolicy::new(PdlMode::On) };
+            let backend = CudaBackend::with_builtins(device, &m, CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry }).map_err(e)?;
+            for _ in 0..RUNS {
+                let kernels = plan
+                    .graph()
+                    .kernels()
+                    .iter()
+                    .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(e)?;
+                let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
+                write_inits(&mut exec, &prog.inits).map_err(e)?;
+                for _ in 0..replays {
+                    exec.replay().map_err(e)?;
+                }
+                exec.wait().map_err(e)?;
+                if read_roots(&mut exec).map_err(e)? != host {
+                    wrong[slot] += 1;
+                }
+            }
+        }
+    }
+    let runs = SEEDS as usize * RUNS;
+    println!(
+        "random two-kernel graphs, pdl on, entry trigger: wrong results in {} of {runs} runs without the hold rule, {} of {runs} with it",
+        wrong[0], wrong[1]
+    );
     Ok(())
 }

@@ -164,6 +164,9 @@ pub struct PdlPolicy {
     /// Investigation only: pick builds per node instead of one build per submission. Measured to give
     /// WRONG results on the decode workload; never on by default.
     pub mixed_builds: MixedBuilds,
+    /// Hold producers of kernels that never wait (see [`Variant::Held`]). Investigation only: off
+    /// reproduces the stale reads the rule prevents (`examples/pdl_full_edge_probe.rs`).
+    pub hold_producers: bool,
 }
 
 impl Default for PdlPolicy {
@@ -175,6 +178,7 @@ impl Default for PdlPolicy {
             shape: ShapeMode::Auto,
             auto_lanes_max_fanout: AUTO_LANES_MAX_FANOUT,
             mixed_builds: MixedBuilds::Off,
+            hold_producers: true,
         }
     }
 }
@@ -369,7 +373,9 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             }
         }
     }
-    hold_producers_of_non_waiting_nodes(&mut launches, &capable, &edges);
+    if policy.hold_producers {
+        hold_producers_of_non_waiting_nodes(&mut launches, &capable, &edges);
+    }
     Lowering { launches, shape, edges, eager_pdl }
 }
 
@@ -478,6 +484,8 @@ mod tests {
              edge n1 -> n2\n\
              edge n2 -> n3 programmatic\n"
         );
+        let unheld = lower(&plan, &[true, false], true, PdlPolicy { hold_producers: false, ..PdlPolicy::new(PdlMode::On) });
+        assert_eq!(unheld.launches[1].variant, Variant::Early, "the investigation switch turns the rule off");
     }
 
     #[test]
