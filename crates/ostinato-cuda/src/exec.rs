@@ -163,7 +163,7 @@ impl Backend for CudaBackend {
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
         let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
-        if self.options.mode == ExecMode::Graph {
+        if self.options.mode == ExecMode::Graph && self.options.pdl.hold_producers {
             check_early_release(plan, &lowering, &kernels)?;
         }
 
