@@ -153,10 +153,11 @@ fn main() -> Result<(), String> {
 /// on; counts runs that differ from the host oracle.
 fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
     const SEEDS: u64 = 120;
-    const RUNS: usize = 3;
+    const RUNS: usize = 25;
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let m = BuiltinModules::load(device, PdlTrigger::AtEntry).map_err(e)?;
     let mut wrong = [0usize; 2];
+    let mut seeds: [Vec<u64>; 2] = [vec![], vec![]];
     for seed in 0..SEEDS {
         let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).map_err(|x| x.to_string())?;
@@ -189,6 +190,7 @@ fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
                 exec.wait().map_err(e)?;
                 if read_roots(&mut exec).map_err(e)? != host {
                     wrong[slot] += 1;
+                    seeds[slot].push(seed);
                 }
             }
         }
