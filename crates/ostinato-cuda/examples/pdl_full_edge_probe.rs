@@ -197,8 +197,8 @@ fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
     }
     let runs = SEEDS as usize * RUNS;
     println!(
-        "random two-kernel graphs, pdl on, entry trigger: wrong results in {} of {runs} runs without the hold rule, {} of {runs} with it",
-        wrong[0], wrong[1]
+        "random two-kernel graphs, pdl on, entry trigger: wrong results in {} of {runs} runs without the hold rule (seeds {:?}), {} of {runs} with it (seeds {:?})",
+        wrong[0], seeds[0], wrong[1], seeds[1]
     );
     Ok(())
 }
