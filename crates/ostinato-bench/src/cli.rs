@@ -49,7 +49,7 @@ pub struct BenchArgs {
     /// tell an arm's position in the run from the arm itself.
     #[arg(long, default_value_t = 0)]
     pub rotate: usize,
-    /// Investigation only: choose kernel builds per node (known to give wrong results on decode):
+    /// Investigation only: choose kernel builds per node (wrong decode results before the hold rule):
     /// off, plain (plain build on nodes without programmatic edges), early (early-trigger build on
     /// small programmatic nodes) or all (both). Bare `--pdl-mixed-builds` means all.
     #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all")]

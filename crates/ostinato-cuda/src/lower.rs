@@ -161,8 +161,9 @@ pub struct PdlPolicy {
     pub shape: ShapeMode,
     /// Under `auto` shape: the widest fan still submitted in the lane shape.
     pub auto_lanes_max_fanout: usize,
-    /// Investigation only: pick builds per node instead of one build per submission. Measured to give
-    /// WRONG results on the decode workload; never on by default.
+    /// Investigation only: pick builds per node instead of one build per submission. Without the hold
+    /// rule this gave wrong decode results (plain nodes after early-triggering producers); with it, it
+    /// is correct but measured no faster on decode (docs/fences.md), so it is off by default.
     pub mixed_builds: MixedBuilds,
     /// Hold producers of kernels that never wait (see [`Variant::Held`]). Investigation only: off
     /// reproduces the stale reads the rule prevents (`examples/pdl_full_edge_probe.rs`).
@@ -339,8 +340,9 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
     // One build for the whole submission, from the configurations measured correct and fast
     // (docs/fences.md): no programmatic edge at all → the plain build (griddepcontrol costs large grids
     // microseconds); every node small → the early-trigger build; otherwise the main (after-wait) build.
-    // Mixing builds inside one graph was measured WRONG on the decode workload (under investigation),
-    // so it is not done.
+    // Kernels that are not PDL-capable keep their one build; a producer of a node that never waits is
+    // then held (no early trigger) below. Per-node builds for our kernels stay an investigation option
+    // (`mixed_builds`): correct with the hold rule, no faster on decode.
     let all_small = launches.iter().all(|l| l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS);
     let build = |any_prog: bool| match (any_prog, all_small) {
         (false, _) => Variant::Plain,
