@@ -140,11 +140,12 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row{}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
         if args.rotate == 0 { String::new() } else { format!(" (shifted by --rotate {})", args.rotate) },
+        if backend == BenchBackend::Cuda { ", the Vulkan arm in a second pass after every row's CUDA arms" } else { "" },
         stats::TIE_BAND * 100.0
     );
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
@@ -284,7 +285,11 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "interval": "95% percentile bootstrap of the median, 2000 resamples",
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
-            "arm_order": if args.rotate == 0 { "rotated per row".to_string() } else { format!("rotated per row, shifted by {}", args.rotate) },
+            "arm_order": format!(
+                "rotated per row{}{}",
+                if args.rotate == 0 { String::new() } else { format!(", shifted by {}", args.rotate) },
+                if backend == BenchBackend::Cuda { "; vulkan in a second pass after all rows" } else { "" }
+            ),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
         rows,
