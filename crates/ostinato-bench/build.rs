@@ -16,4 +16,13 @@ fn main() {
     for p in ["../../.git/HEAD", "../../.git/index", "../../crates", "../../kernels", "../../Cargo.toml"] {
         println!("cargo:rerun-if-changed={p}");
     }
+    // HEAD names a branch; a new commit (or an amend, which leaves HEAD and the index alone) moves the
+    // branch's ref, loose or packed.
+    if let Some(branch) = git(&["rev-parse", "--symbolic-full-name", "HEAD"]).filter(|b| b.starts_with("refs/")) {
+        for r in [branch.as_str(), "packed-refs"] {
+            if let Some(path) = git(&["rev-parse", "--git-path", r]) {
+                println!("cargo:rerun-if-changed={path}");
+            }
+        }
+    }
 }
