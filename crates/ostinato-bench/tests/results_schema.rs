@@ -123,11 +123,13 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
 
 #[test]
 fn committed_h200_results_are_valid_and_all_rows_correct() {
-    let v = check(&repo().join("docs/results/2026-11-29-h200/results.json"));
-    assert_eq!(v["provenance"]["backend"], "cuda");
-    assert_eq!(v["provenance"]["build_dirty"], "false");
-    assert!(v["failed_rows"].as_array().unwrap().is_empty());
-    assert!(v["rows"].as_array().unwrap().iter().all(|r| r["ok"] == true));
+    for f in ["2026-11-29-h200/results.json", "2026-11-30-h200/results.json", "2026-11-30-h200/runs/0f6ed74.json", "2026-11-30-h200/runs/25018d9.json"] {
+        let v = check(&repo().join("docs/results").join(f));
+        assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
+        assert_eq!(v["provenance"]["build_dirty"], "false", "{f}");
+        assert!(v["failed_rows"].as_array().unwrap().is_empty(), "{f}");
+        assert!(v["rows"].as_array().unwrap().iter().all(|r| r["ok"] == true), "{f}");
+    }
 }
 
 #[test]
