@@ -12,8 +12,7 @@ use ostinato::{read_roots, write_inits, Backend, Exec, Plan, PlanOptions};
 use ostinato_cuda::lower::ShapeMode;
 use ostinato_cuda::raw::{Args, Buffer, Event, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, Dims, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
-use ostinato_host::random_graphs::{mix_sig, random_two_kernel_program};
-use ostinato_host::{builtins, HostBackend};
+use ostinato_host::random_graphs::{mix_sig, random_two_kernel_program, serial_result};
 
 const N: usize = 1 << 18;
 const TAIL: usize = 64;
@@ -162,15 +161,7 @@ fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
         let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).map_err(|x| x.to_string())?;
         let replays = 1 + (seed as usize % 2);
-        let host = {
-            let kernels = ostinato_host::bind_kernels(&plan, |_| Some("mix".into()), builtins::lookup).map_err(|x| x.to_string())?;
-            let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(|x| x.to_string())?;
-            write_inits(&mut exec, &prog.inits).map_err(|x| x.to_string())?;
-            for _ in 0..replays {
-                exec.replay().map_err(|x| x.to_string())?;
-            }
-            read_roots(&mut exec).map_err(|x| x.to_string())?
-        };
+        let host = serial_result(&plan, &prog, replays).map_err(|x| x.to_string())?;
         for (slot, hold) in [false, true].into_iter().enumerate() {
             let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: hold, ..PdlPolicy::new(PdlMode::On) };
             let backend = CudaBackend::with_builtins(device, &m, CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry }).map_err(e)?;

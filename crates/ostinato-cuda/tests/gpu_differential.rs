@@ -6,8 +6,7 @@ mod common;
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
 use ostinato_cuda::lower::ShapeMode;
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
-use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program};
-use ostinato_host::{builtins, HostBackend};
+use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, serial_result};
 
 const GRAPHS: u64 = 200;
 
@@ -31,15 +30,7 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         let prog = random_mix_program(seed, 10 + (seed as usize * 7) % 120);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         let replays = 1 + (seed as usize % 3);
-        let host = {
-            let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
-            let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
-            write_inits(&mut exec, &prog.inits).unwrap();
-            for _ in 0..replays {
-                exec.replay().unwrap();
-            }
-            read_roots(&mut exec).unwrap()
-        };
+        let host = serial_result(&plan, &prog, replays).expect("host oracle");
         for (mode, pdl, trigger, shape) in configs {
             let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger };
             let got = common::run_cuda(&device, &plan, options, &prog.inits, replays);
@@ -85,15 +76,7 @@ fn graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle() {
         let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         let replays = 1 + (seed as usize % 2);
-        let host = {
-            let kernels = ostinato_host::bind_kernels(&plan, |_| Some("mix".into()), builtins::lookup).unwrap();
-            let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
-            write_inits(&mut exec, &prog.inits).unwrap();
-            for _ in 0..replays {
-                exec.replay().unwrap();
-            }
-            read_roots(&mut exec).unwrap()
-        };
+        let host = serial_result(&plan, &prog, replays).expect("host oracle");
         for (mode, pdl, trigger, shape) in configs {
             let m = &modules.iter().find(|(t, _)| *t == trigger).expect("loaded above").1;
             let kernels: Vec<_> = plan

@@ -25,6 +25,20 @@ pub fn mix_sig() -> KernelSig {
         .scalar("salt", ScalarType::U32)
 }
 
+/// The oracle result of a generated program: `replays` serial replays on the host backend (`mix_alt`
+/// bound to `mix`), then every root buffer's bytes.
+pub fn serial_result(plan: &ostinato::Plan, prog: &RandomProgram, replays: usize) -> Result<Vec<(BufferId, Vec<u8>)>, crate::HostError> {
+    use ostinato::{Backend, Exec};
+    let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
+    let kernels = crate::bind_kernels(plan, name, crate::builtins::lookup)?;
+    let mut exec = crate::HostBackend::serial().instantiate(plan, kernels, ostinato::allocate_all(plan))?;
+    ostinato::write_inits(&mut exec, &prog.inits)?;
+    for _ in 0..replays {
+        exec.replay()?;
+    }
+    ostinato::read_roots(&mut exec)
+}
+
 /// Generates a program of `nodes` nodes from `seed`.
 pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
     generate(seed, nodes, false)

@@ -124,3 +124,21 @@ fn the_workload_is_order_sensitive() {
     };
     assert_ne!(run1(&p1), run1(&p2));
 }
+
+#[test]
+fn the_serial_oracle_helper_equals_a_parallel_replay() {
+    use ostinato_host::random_graphs::serial_result;
+    for seed in 0..10u64 {
+        let prog = random_two_kernel_program(seed, 40);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        let mut exec = instantiate(HostBackend::new(4).with_race_checker(true), &plan, &prog);
+        for _ in 0..2 {
+            exec.replay().unwrap();
+            exec.wait().unwrap();
+        }
+        let before = read_roots(&mut instantiate(HostBackend::serial(), &plan, &prog)).unwrap();
+        let oracle = serial_result(&plan, &prog, 2).unwrap();
+        assert_eq!(oracle, read_roots(&mut exec).unwrap(), "seed {seed}");
+        assert_ne!(oracle, before, "seed {seed}: the program changes memory");
+    }
+}
