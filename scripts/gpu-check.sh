@@ -29,7 +29,7 @@ if [[ "$WHAT" != bench ]]; then
   { grep -E "^test result|FAILED|SKIP|panicked|compared" "$OUT/tests.log" | sort | uniq -c; cat "$OUT/probe.tmp"; } | tee "$OUT/tests.summary"
   rm -f "$OUT/probe.tmp"
   step "cli" | tee "$OUT/cli.log"
-  for f in examples/mix.toml examples/add_one_serial_941.toml; do
+  for f in examples/mix.toml examples/add_one_serial_941.toml examples/own_kernel.toml; do
     for mode in graph eager; do for pdl in auto on off; do
       $BIN/ostinato run "$f" --backend cuda --mode $mode --pdl $pdl --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f $mode $pdl"; status=1; }
     done; done
