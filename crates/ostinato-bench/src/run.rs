@@ -32,8 +32,15 @@ pub enum RunError {
 
 #[derive(Clone, Debug)]
 pub enum BackendChoice {
-    Host { threads: usize },
-    Cuda { options: CudaOptions, device: Option<String> },
+    /// `threads: None`: one worker per core where the plan can use them (`HostBackend::auto`);
+    /// `Some(n)`: exactly `n` workers for every replay (0 = serial on the calling thread).
+    Host {
+        threads: Option<usize>,
+    },
+    Cuda {
+        options: CudaOptions,
+        device: Option<String>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -146,7 +153,11 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
     let mut notes = Vec::new();
     let (buffers, seconds) = match &o.backend {
         BackendChoice::Host { threads } => {
-            let mut exec = HostBackend::new(*threads).with_race_checker(o.check).instantiate(&plan, host_kernels(&f, &plan)?, ostinato::allocate_all(&plan))?;
+            let backend = threads.map_or_else(|| HostBackend::auto(HostBackend::default_threads()), HostBackend::new);
+            let mut exec = backend.with_race_checker(o.check).instantiate(&plan, host_kernels(&f, &plan)?, ostinato::allocate_all(&plan))?;
+            if let Some(why) = exec.inline_reason() {
+                notes.push(format!("host: replays run on the calling thread ({why})"));
+            }
             init_replay_read(&mut exec, &f, o.replays)?
         }
         BackendChoice::Cuda { options, device } => {

@@ -94,7 +94,8 @@ enum Command {
         /// type and ports) to this file.
         #[arg(long)]
         dot: Option<PathBuf>,
-        /// Host worker threads (0 = serial on the calling thread).
+        /// Host worker threads for every replay (0 = serial on the calling thread). Default: one per core,
+        /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
         #[arg(long)]
         threads: Option<usize>,
         #[arg(long, value_enum, default_value_t = ModeArg::Graph)]
@@ -165,7 +166,7 @@ fn dispatch(c: Command) -> Result<(), String> {
         }
         Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, device, max_lanes } => {
             let backend = match backend {
-                BackendArg::Host => BackendChoice::Host { threads: threads.unwrap_or_else(ostinato_host::HostBackend::default_threads) },
+                BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
                     let mode = match mode {
                         ModeArg::Graph => ExecMode::Graph,

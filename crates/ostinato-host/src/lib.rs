@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod memory;
 mod pool;
 pub mod random_graphs;
+pub mod schedule;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use memory::HostMemory;
 
 use kernel::PreparedArg;
 use pool::{Pool, PreparedOp, Shared};
+pub use schedule::Schedule;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -48,15 +50,23 @@ pub struct HostBackend {
     pub threads: usize,
     /// Turns on the happens-before race checker (costs a lock per node).
     pub check_races: bool,
+    /// With worker threads: always the pool, or only where the plan can use it.
+    pub schedule: Schedule,
 }
 
 impl HostBackend {
+    /// `threads` workers, used for every replay.
     pub fn new(threads: usize) -> Self {
-        HostBackend { threads, check_races: false }
+        HostBackend { threads, check_races: false, schedule: Schedule::Pool }
+    }
+    /// `threads` workers where the plan can use them: a plan with one lane, or with too little work per
+    /// node, replays inline on the calling thread ([`schedule::inline_reason`]).
+    pub fn auto(threads: usize) -> Self {
+        HostBackend { threads, check_races: false, schedule: Schedule::Auto }
     }
     /// The serial reference executor (the oracle).
     pub fn serial() -> Self {
-        HostBackend { threads: 0, check_races: false }
+        HostBackend { threads: 0, check_races: false, schedule: Schedule::Pool }
     }
     pub fn with_race_checker(mut self, on: bool) -> Self {
         self.check_races = on;
@@ -128,8 +138,13 @@ impl Backend for HostBackend {
         let slots = g.slots().iter().map(|s| AtomicU64::new(s.initial.bits)).collect();
         let checker = self.check_races.then(|| checker::RaceChecker::new(plan));
         let shared = Arc::new(Shared::new(Arc::new(plan.clone()), ops, kernels, memory, slots, checker));
-        let pool = if self.threads == 0 { None } else { Some(Pool::spawn(shared.clone(), self.threads)?) };
-        Ok(HostExec { shared, pool, in_flight: false })
+        let inline = match (self.threads, self.schedule) {
+            (0, _) => Some("no worker threads".to_string()),
+            (_, Schedule::Pool) => None,
+            (_, Schedule::Auto) => schedule::inline_reason(plan),
+        };
+        let pool = if inline.is_some() { None } else { Some(Pool::spawn(shared.clone(), self.threads)?) };
+        Ok(HostExec { shared, pool, in_flight: false, inline })
     }
 }
 
@@ -138,9 +153,15 @@ pub struct HostExec {
     shared: Arc<Shared>,
     pool: Option<Pool>,
     in_flight: bool,
+    inline: Option<String>,
 }
 
 impl HostExec {
+    /// Why replays run inline on the calling thread, or `None` when they run on the worker pool.
+    pub fn inline_reason(&self) -> Option<&str> {
+        self.inline.as_deref()
+    }
+
     /// The memory behind a buffer (its root allocation) and the buffer's offset in it.
     pub fn memory(&self, buffer: BufferId) -> Option<(Arc<HostMemory>, u64)> {
         let g = self.shared.plan.graph();

@@ -96,3 +96,37 @@ fn views_share_their_root_allocation() {
         .unwrap();
     assert!(matches!(err, HostError::Bind(BindError::BindView { .. })), "{err}");
 }
+
+/// `HostBackend::auto` uses its workers only where the plan can: four independent chains of 64 KiB
+/// nodes go to the pool, the same chains over 1 KiB buffers and a single chain replay inline; every
+/// schedule gives the serial result.
+#[test]
+fn auto_schedules_on_the_pool_only_where_nodes_can_run_side_by_side_with_enough_work() {
+    let build = |chains: usize, bytes: u64| {
+        let mut g = Graph::new();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        let bufs: Vec<_> = (0..chains).map(|c| g.add_buffer(format!("b{c}"), bytes).unwrap()).collect();
+        for _ in 0..6 {
+            for b in &bufs {
+                g.add_launch(k, Launch::linear(2, 64), &[Arg::Whole(*b), Arg::Scalar(Scalar::u32((bytes / 4) as u32))], &[]).unwrap();
+            }
+        }
+        g
+    };
+    for (chains, bytes, pooled) in [(4, 64 * 1024, true), (4, 1024, false), (1, 64 * 1024, false)] {
+        let g = build(chains, bytes);
+        let plan = Plan::compile(&g).unwrap();
+        let result = |backend: HostBackend| {
+            let mut exec = backend.instantiate(&plan, vec![builtins::add_one()], alloc_all(&g)).unwrap();
+            let inline = exec.inline_reason().map(str::to_string);
+            exec.replay().unwrap();
+            exec.wait().unwrap();
+            (ostinato::read_roots(&mut exec).unwrap(), inline)
+        };
+        let (want, _) = result(HostBackend::serial());
+        let (got, inline) = result(HostBackend::auto(2).with_race_checker(true));
+        assert_eq!(inline.is_none(), pooled, "{chains} chains of {bytes} bytes: {inline:?}");
+        assert_eq!(got, want, "{chains} chains of {bytes} bytes");
+        assert_eq!(result(HostBackend::new(2)).1, None, "`new` always uses its workers");
+    }
+}

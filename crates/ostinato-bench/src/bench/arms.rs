@@ -462,9 +462,10 @@ impl HostArm {
     pub fn new(w: &Workload, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
         let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
         let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).map_err(err("bind"))?;
-        let threads = if kind == ArmKind::HostSerial { 0 } else { HostBackend::default_threads() };
+        // Ostinato's host arm schedules as a user's default run does: the pool where the plan can use it.
+        let backend = if kind == ArmKind::HostSerial { HostBackend::serial() } else { HostBackend::auto(HostBackend::default_threads()) };
         let buffers = ostinato::allocate_all(&plan);
-        let mut exec = HostBackend::new(threads).instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
+        let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
         Ok(HostArm { written: written_roots(&plan), exec })
     }
