@@ -249,10 +249,9 @@ fn check_early_release(plan: &Plan, low: &Lowering, kernels: &[CudaKernel]) -> R
             Variant::Late => k.may_trigger,
         })
     };
-    let waits = |i: usize| low.launches[i].variant != Variant::Plain && kernel_of(i).is_none_or(|k| k.pdl_capable);
     for e in low.edges.iter().filter(|e| !e.programmatic) {
         let (u, v) = (e.from.index(), e.to.index());
-        if may_trigger(u) && !waits(v) {
+        if may_trigger(u) && !low.launches[v].waits() {
             let name = |i: usize| kernel_of(i).map_or("", |k| k.name.as_str()).to_string();
             return Err(CudaError::Usage {
                 op: "instantiate",

@@ -231,6 +231,16 @@ pub struct NodeLaunch {
     pub variant: Variant,
     /// Eager mode: the build this node launches.
     pub eager_variant: Variant,
+    /// The node's code executes `griddepcontrol.wait` before touching memory (in its PDL builds).
+    pub pdl_capable: bool,
+}
+
+impl NodeLaunch {
+    /// Graph mode: the node's launched build waits for its programmatic predecessors, so a predecessor
+    /// that triggers early cannot release it too soon.
+    pub fn waits(&self) -> bool {
+        self.pdl_capable && self.variant != Variant::Plain
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,7 +278,6 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         ArgValue::Pointer { root, offset: start }
     };
     let mut launches = Vec::with_capacity(plan.node_count());
-    let mut capable = Vec::with_capacity(plan.node_count());
     for (i, node) in g.nodes().iter().enumerate() {
         let node_id = NodeId(i as u32);
         let (callee, dims, args, pdl) = match &node.op {
@@ -290,8 +299,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
                 (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
             }
         };
-        launches.push(NodeLaunch { node: node_id, callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain });
-        capable.push(pdl);
+        launches.push(NodeLaunch { node: node_id, callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain, pdl_capable: pdl });
     }
     let lanes = plan.lanes();
     let lane_edges = lane_shape_edges(plan);
@@ -320,7 +328,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             .map(|&(from, to)| {
                 let (u, v) = (from.index(), to.index());
                 let fan = outs[u].max(ins[v]);
-                GraphEdge { from, to, programmatic: policy.programmatic(&launches[u].dims, &launches[v].dims, capable[v], fan, lanes.count()) }
+                GraphEdge { from, to, programmatic: policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes.count()) }
             })
             .collect()
     };
@@ -351,10 +359,10 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
     };
     let graph_build = build(edges.iter().any(|e| e.programmatic));
     let eager_build = build(eager_pdl.iter().any(|p| *p));
-    for (l, &capable) in launches.iter_mut().zip(&capable) {
+    for l in launches.iter_mut() {
         // A kernel that is not PDL-capable has one build; its label says so.
-        l.variant = if capable { graph_build } else { Variant::Plain };
-        l.eager_variant = if capable { eager_build } else { Variant::Plain };
+        l.variant = if l.pdl_capable { graph_build } else { Variant::Plain };
+        l.eager_variant = if l.pdl_capable { eager_build } else { Variant::Plain };
     }
     if policy.mixed_builds != MixedBuilds::Off && graph_build != Variant::Plain {
         let mut prog = vec![false; launches.len()];
@@ -367,7 +375,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             MixedBuilds::Early => (false, true),
             _ => (true, true),
         };
-        for (i, l) in launches.iter_mut().enumerate().filter(|(i, _)| capable[*i]) {
+        for (i, l) in launches.iter_mut().enumerate().filter(|(_, l)| l.pdl_capable) {
             if !prog[i] && plain {
                 l.variant = Variant::Plain;
             } else if prog[i] && early && l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS {
@@ -376,7 +384,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         }
     }
     if policy.hold_producers {
-        hold_producers_of_non_waiting_nodes(&mut launches, &capable, &edges);
+        hold_producers_of_non_waiting_nodes(&mut launches, &edges);
     }
     Lowering { launches, shape, edges, eager_pdl }
 }
@@ -384,13 +392,11 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
 /// A node that lets its dependents launch early (any PDL build but [`Variant::Held`]) must not feed a
 /// node that never waits (`griddepcontrol.wait`) through a full edge: on the H200 the early trigger
 /// released such a dependent before the producer's writes were visible. Those producers get the
-/// held build (wait, no trigger). A consumer waits when its kernel is PDL-capable and it runs a PDL
-/// build.
-fn hold_producers_of_non_waiting_nodes(launches: &mut [NodeLaunch], capable: &[bool], edges: &[GraphEdge]) {
+/// held build (wait, no trigger); see [`NodeLaunch::waits`].
+fn hold_producers_of_non_waiting_nodes(launches: &mut [NodeLaunch], edges: &[GraphEdge]) {
     for e in edges.iter().filter(|e| !e.programmatic) {
         let (u, v) = (e.from.index(), e.to.index());
-        let waits = capable[v] && launches[v].variant != Variant::Plain;
-        if !waits && matches!(launches[u].variant, Variant::Early | Variant::Late) {
+        if !launches[v].waits() && matches!(launches[u].variant, Variant::Early | Variant::Late) {
             launches[u].variant = Variant::Held;
         }
     }

@@ -123,13 +123,6 @@ impl CudaKernel {
         self.held = held.filter(|h| h.pdl_capable && !h.may_trigger).map(|h| h.func.clone());
         self
     }
-    /// Whether this build can be told not to trigger (it has a held variant, or never triggers).
-    pub fn can_hold(&self) -> bool {
-        self.held.is_some() || !self.may_trigger
-    }
-    pub fn has_plain_variant(&self) -> bool {
-        self.plain.is_some()
-    }
 }
 
 /// The built-in kernels in all four builds: late trigger (`trigger`), early trigger, plain and held.
