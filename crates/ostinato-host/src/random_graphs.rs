@@ -25,13 +25,17 @@ pub fn mix_sig() -> KernelSig {
         .scalar("salt", ScalarType::U32)
 }
 
+/// The host kernels of a generated program's plan: the built-ins, `mix_alt` bound to `mix`.
+pub fn host_kernels(plan: &ostinato::Plan) -> Result<Vec<crate::HostKernel>, crate::HostError> {
+    let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
+    crate::bind_kernels(plan, name, crate::builtins::lookup)
+}
+
 /// The oracle result of a generated program: `replays` serial replays on the host backend (`mix_alt`
 /// bound to `mix`), then every root buffer's bytes.
 pub fn serial_result(plan: &ostinato::Plan, prog: &RandomProgram, replays: usize) -> Result<Vec<(BufferId, Vec<u8>)>, crate::HostError> {
     use ostinato::{Backend, Exec};
-    let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
-    let kernels = crate::bind_kernels(plan, name, crate::builtins::lookup)?;
-    let mut exec = crate::HostBackend::serial().instantiate(plan, kernels, ostinato::allocate_all(plan))?;
+    let mut exec = crate::HostBackend::serial().instantiate(plan, host_kernels(plan)?, ostinato::allocate_all(plan))?;
     ostinato::write_inits(&mut exec, &prog.inits)?;
     for _ in 0..replays {
         exec.replay()?;

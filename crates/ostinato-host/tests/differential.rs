@@ -4,12 +4,10 @@
 
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, Scalar};
 use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, RandomProgram};
-use ostinato_host::{builtins, HostBackend, HostError, HostExec};
+use ostinato_host::{HostBackend, HostError, HostExec};
 
 fn instantiate(backend: HostBackend, plan: &Plan, prog: &RandomProgram) -> HostExec {
-    // `mix_alt` (two-kernel programs) is `mix` under another name.
-    let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
-    let kernels = ostinato_host::bind_kernels(plan, name, builtins::lookup).unwrap();
+    let kernels = ostinato_host::random_graphs::host_kernels(plan).unwrap();
     let buffers = ostinato::allocate_all(plan);
     let mut exec = backend.instantiate(plan, kernels, buffers).unwrap();
     write_inits(&mut exec, &prog.inits).unwrap();
