@@ -242,6 +242,36 @@ struct Protocol<'a> {
     dot_dir: Option<&'a Path>,
 }
 
+/// One row's inputs, oracle and results, in the order its arms ran.
+struct RowRun {
+    init: Vec<Option<Vec<u8>>>,
+    want: Result<Vec<Vec<u8>>, String>,
+    order: Vec<ArmKind>,
+    results: Vec<ArmResult>,
+}
+
+impl RowRun {
+    /// Runs one arm on the row (or records that the oracle failed) and notes its place in the order.
+    fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, p: &Protocol) {
+        self.results.push(match &self.want {
+            Ok(want) => run_arm(kind, w, cx, memory, &self.init, want, p),
+            Err(e) => ArmResult {
+                arm: kind.name(),
+                ok: false,
+                error: Some(format!("oracle failed: {e}")),
+                skipped: None,
+                samples: vec![],
+                gpu_us_per_dispatch: None,
+                host_us_per_dispatch: None,
+                replay_call_us: None,
+                replay_single_us: None,
+                warmup_samples: 0,
+            },
+        });
+        self.order.push(kind);
+    }
+}
+
 fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, init: &[Option<Vec<u8>>], want: &[Vec<u8>], p: &Protocol) -> ArmResult {
     let (warmups, samples) = (p.warmups, p.samples);
     let mut out = ArmResult {
@@ -384,59 +414,33 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     // pass after every row, so no CUDA arm is measured right after a switch of API (that biased the next
     // arm on tiny rows: runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
     let (rotated, later): (Vec<ArmKind>, Vec<ArmKind>) = arms.iter().partition(|a| **a != ArmKind::Vulkan);
-    let failed_oracle = |kind: ArmKind, e: &String| ArmResult {
-        arm: kind.name(),
-        ok: false,
-        error: Some(format!("oracle failed: {e}")),
-        skipped: None,
-        samples: vec![],
-        gpu_us_per_dispatch: None,
-        host_us_per_dispatch: None,
-        replay_call_us: None,
-        replay_single_us: None,
-        warmup_samples: 0,
-    };
-    let mut prepared = Vec::new();
-    let mut results_by_row = Vec::new();
-    let mut orders = Vec::new();
+    let mut runs: Vec<RowRun> = Vec::new();
     for (ri, w) in rows_in.iter().enumerate() {
         pb.set_message(format!("{} (oracle)", w.id));
         let init = init_bytes(w);
         let want = arms::oracle(w, &init);
+        let mut run = RowRun { init, want, order: Vec::new(), results: Vec::new() };
         let mut order = rotated.clone();
         let n = order.len();
         order.rotate_left((ri + args.rotate) % n);
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
         let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w)).transpose();
-        let mut results = Vec::new();
-        for &kind in &order {
+        for kind in order {
             pb.set_message(format!("{} {}", w.id, kind.name()));
-            results.push(match &want {
-                Ok(want) => run_arm(kind, w, &contexts, &memory, &init, want, &protocol),
-                Err(e) => failed_oracle(kind, e),
-            });
+            run.arm(kind, w, &contexts, &memory, &protocol);
             pb.inc(1);
         }
-        drop(memory);
-        results_by_row.push(results);
-        orders.push(order);
-        prepared.push((init, want));
+        runs.push(run);
     }
-    for (ri, w) in rows_in.iter().enumerate() {
-        let (init, want) = &prepared[ri];
+    for (w, run) in rows_in.iter().zip(&mut runs) {
         for &kind in &later {
             pb.set_message(format!("{} {}", w.id, kind.name()));
-            let none: SharedMemory = Ok(None);
-            results_by_row[ri].push(match want {
-                Ok(want) => run_arm(kind, w, &contexts, &none, init, want, &protocol),
-                Err(e) => failed_oracle(kind, e),
-            });
-            orders[ri].push(kind);
+            run.arm(kind, w, &contexts, &Ok(None), &protocol);
             pb.inc(1);
         }
     }
     let mut rows = Vec::new();
-    for ((w, mut results), order) in rows_in.iter().zip(results_by_row).zip(orders) {
+    for (w, RowRun { mut results, order, .. }) in rows_in.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
