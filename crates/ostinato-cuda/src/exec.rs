@@ -8,7 +8,7 @@ use ostinato::{check_bindings, check_range, check_slot, Backend, BindError, Buff
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
-use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy, Variant};
+use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy};
 use crate::module::{BuiltinModules, CudaKernel, PdlTrigger};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,8 +163,17 @@ impl Backend for CudaBackend {
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
         let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
+        let node_kernels: Vec<&CudaKernel> = lowering
+            .launches
+            .iter()
+            .map(|l| match l.callee {
+                Callee::Kernel(k) => &kernels[k.index()],
+                Callee::Copy => &copy_k,
+                Callee::Fill => &fill_k,
+            })
+            .collect();
         if self.options.mode == ExecMode::Graph && self.options.pdl.hold_producers {
-            check_early_release(plan, &lowering, &kernels)?;
+            check_early_release(plan, &lowering, &node_kernels)?;
         }
 
         // Memory: one allocation per root buffer unless bound externally.
@@ -192,18 +201,8 @@ impl Backend for CudaBackend {
         let mut funcs = Vec::with_capacity(lowering.launches.len());
         let mut args = Vec::with_capacity(lowering.launches.len());
         let eager = self.options.mode == ExecMode::Eager;
-        for l in &lowering.launches {
-            let k = match l.callee {
-                Callee::Kernel(k) => &kernels[k.index()],
-                Callee::Copy => &copy_k,
-                Callee::Fill => &fill_k,
-            };
-            let f = match if eager { l.eager_variant } else { l.variant } {
-                Variant::Plain => k.plain.as_ref().unwrap_or(&k.func),
-                Variant::Early => k.early.as_ref().unwrap_or(&k.func),
-                Variant::Late => &k.func,
-                Variant::Held => k.held.as_ref().unwrap_or(&k.func),
-            };
+        for (l, k) in lowering.launches.iter().zip(&node_kernels) {
+            let (f, _) = k.build(if eager { l.eager_variant } else { l.variant });
             funcs.push(f.clone());
             args.push(KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()));
         }
@@ -234,25 +233,14 @@ impl Backend for CudaBackend {
 
 /// Fails closed where a node whose code may trigger its dependents early feeds, through a full edge, a
 /// node that never waits: the lowering holds our own builds back, but a user kernel's trigger is in its
-/// code. (The internal copy/fill kernels are built-ins with every variant.)
-fn check_early_release(plan: &Plan, low: &Lowering, kernels: &[CudaKernel]) -> Result<()> {
+/// code. `node_kernels[i]` is node `i`'s implementation.
+fn check_early_release(plan: &Plan, low: &Lowering, node_kernels: &[&CudaKernel]) -> Result<()> {
     let g = plan.graph();
-    let kernel_of = |i: usize| match low.launches[i].callee {
-        Callee::Kernel(k) => Some(&kernels[k.index()]),
-        Callee::Copy | Callee::Fill => None,
-    };
-    let may_trigger = |i: usize| {
-        kernel_of(i).is_some_and(|k| match low.launches[i].variant {
-            Variant::Plain => k.plain.is_none() && k.may_trigger,
-            Variant::Held => k.held.is_none() && k.may_trigger,
-            Variant::Early => k.early.is_some() || k.may_trigger,
-            Variant::Late => k.may_trigger,
-        })
-    };
     for e in low.edges.iter().filter(|e| !e.programmatic) {
         let (u, v) = (e.from.index(), e.to.index());
-        if may_trigger(u) && !low.launches[v].waits() {
-            let name = |i: usize| kernel_of(i).map_or("", |k| k.name.as_str()).to_string();
+        let (_, may_trigger) = node_kernels[u].build(low.launches[u].variant);
+        if may_trigger && !low.launches[v].waits() {
+            let name = |i: usize| node_kernels[i].name.clone();
             return Err(CudaError::Usage {
                 op: "instantiate",
                 reason: format!(

@@ -11,6 +11,7 @@ use ostinato::{KernelSig, ParamKind};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{self, Function, Module};
+use crate::lower::Variant;
 use crate::nvrtc;
 
 /// The built-in kernels (`builtin:<name>`) and the internal copy/fill kernels.
@@ -116,6 +117,17 @@ pub struct CudaKernel {
 }
 
 impl CudaKernel {
+    /// The function a node running build `variant` launches, and whether that code may let its
+    /// dependents launch early. A kernel without that variant launches its one build.
+    pub(crate) fn build(&self, variant: Variant) -> (&Function, bool) {
+        let own = (&self.func, self.may_trigger);
+        match variant {
+            Variant::Plain => self.plain.as_ref().map_or(own, |f| (f, false)),
+            Variant::Early => self.early.as_ref().map_or(own, |f| (f, true)),
+            Variant::Late => own,
+            Variant::Held => self.held.as_ref().map_or(own, |f| (f, false)),
+        }
+    }
     /// Attaches the early-trigger, plain and held variants (same code, other `OST_TRIGGER` builds).
     pub fn with_variants(mut self, early: Option<&CudaKernel>, plain: Option<&CudaKernel>, held: Option<&CudaKernel>) -> CudaKernel {
         self.early = early.filter(|e| e.pdl_capable).map(|e| e.func.clone());
