@@ -34,6 +34,10 @@ if [[ "$WHAT" != bench ]]; then
       $BIN/ostinato run "$f" --backend cuda --mode $mode --pdl $pdl --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f $mode $pdl"; status=1; }
     done; done
   done
+  # The other two graph builds (same nodes and edges, other driver calls).
+  for b in in-order capture; do for pdl in auto on; do
+    $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --graph-build $b --pdl $pdl"; status=1; }
+  done; done
   # run --dot: the driver's DOT of the instantiated graph (edge types and ports).
   if $BIN/ostinato run examples/mix.toml --backend cuda --replays 1 --check --dot /tmp/mix.dot >>"$OUT/cli.log" 2>&1 \
     && grep -c -- "->" /tmp/mix.dot >>"$OUT/cli.log"; then echo "dot: ok" >>"$OUT/cli.log"; else echo "FAILED: run --dot"; status=1; fi

@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// Graph shape of the Ostinato graph arms: auto, plan (one dependency per plan edge) or lanes.
     #[arg(long, default_value = "auto")]
     pub graph_shape: String,
+    /// How the Ostinato graph arms hand their graph to the driver: bulk (nodes, then all edges in one
+    /// call), in-order (each node with its in-edges) or capture (stream capture with the plan's edges).
+    #[arg(long, default_value = "bulk")]
+    pub graph_build: String,
     /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
     #[arg(long)]
     pub blocks: Option<String>,
@@ -60,6 +64,9 @@ impl BenchArgs {
     pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
         ostinato_cuda::PdlTrigger::parse(&self.trigger)
             .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
+    }
+    pub fn graph_build(&self) -> Result<ostinato_cuda::GraphBuild, String> {
+        ostinato_cuda::GraphBuild::parse(&self.graph_build).ok_or_else(|| format!("unknown --graph-build `{}` (bulk, in-order, capture)", self.graph_build))
     }
     /// `--blocks`, parsed (None: the backend's default set).
     pub fn grid_blocks(&self) -> Result<Option<Vec<u32>>, String> {

@@ -9,7 +9,7 @@ use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -51,6 +51,14 @@ enum TriggerArg {
     Entry,
     AfterWrites,
     Never,
+}
+
+/// How graph mode hands the graph to the driver (the same nodes and edges every way).
+#[derive(Clone, Copy, ValueEnum)]
+enum GraphBuildArg {
+    Bulk,
+    InOrder,
+    Capture,
 }
 
 #[derive(Subcommand)]
@@ -107,6 +115,10 @@ enum Command {
         /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
         #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
         trigger: TriggerArg,
+        /// CUDA graph mode: bulk (nodes, then all edges in one call), in-order (each node with its
+        /// in-edges) or capture (stream capture with the plan's edges).
+        #[arg(long, value_enum, default_value_t = GraphBuildArg::Bulk)]
+        graph_build: GraphBuildArg,
         /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
         #[arg(long)]
         device: Option<String>,
@@ -164,7 +176,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
@@ -179,7 +191,12 @@ fn dispatch(c: Command) -> Result<(), String> {
                         TriggerArg::AfterWrites => PdlTrigger::AfterWrites,
                         TriggerArg::AfterWait => PdlTrigger::AfterWait,
                     };
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger }, device }
+                    let build = match graph_build {
+                        GraphBuildArg::Bulk => GraphBuild::Bulk,
+                        GraphBuildArg::InOrder => GraphBuild::InOrder,
+                        GraphBuildArg::Capture => GraphBuild::Capture,
+                    };
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;

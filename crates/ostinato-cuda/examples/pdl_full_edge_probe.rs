@@ -164,7 +164,9 @@ fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
         let host = serial_result(&plan, &prog, replays).map_err(|x| x.to_string())?;
         for (slot, hold) in [false, true].into_iter().enumerate() {
             let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: hold, ..PdlPolicy::new(PdlMode::On) };
-            let backend = CudaBackend::with_builtins(device, &m, CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry }).map_err(e)?;
+            let backend =
+                CudaBackend::with_builtins(device, &m, CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, ..CudaOptions::default() })
+                    .map_err(e)?;
             for _ in 0..RUNS {
                 let kernels = plan
                     .graph()

@@ -35,6 +35,39 @@ impl ExecMode {
     }
 }
 
+/// How graph mode hands the lowering's nodes and edges to the driver. Every way submits the same nodes
+/// and exactly the lowering's edges (a GPU test reads them back); they differ only in the driver calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GraphBuild {
+    /// Every node first, then all edges in one `cuGraphAddDependencies_v2` call.
+    #[default]
+    Bulk,
+    /// Node by node in plan order, each added with its in-edges (`cuGraphAddNode_v2`).
+    InOrder,
+    /// Stream capture on the exec's stream, node by node in plan order, the capture's dependency set
+    /// replaced by the node's in-edges before each launch (`cuStreamUpdateCaptureDependencies_v2`):
+    /// the driver's capture path with the plan's edges, not the ones a stream order would imply.
+    Capture,
+}
+
+impl GraphBuild {
+    pub fn parse(s: &str) -> Option<GraphBuild> {
+        match s {
+            "bulk" => Some(GraphBuild::Bulk),
+            "in-order" => Some(GraphBuild::InOrder),
+            "capture" => Some(GraphBuild::Capture),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GraphBuild::Bulk => "bulk",
+            GraphBuild::InOrder => "in-order",
+            GraphBuild::Capture => "capture",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaOptions {
     pub mode: ExecMode,
@@ -43,11 +76,13 @@ pub struct CudaOptions {
     /// `lower::EARLY_TRIGGER_MAX_BLOCKS` blocks); small nodes use the early build, nodes without
     /// programmatic edges the plain build.
     pub trigger: PdlTrigger,
+    /// Graph mode: which driver calls build the graph.
+    pub build: GraphBuild,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy::default(), trigger: PdlTrigger::AfterWait }
+        CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy::default(), trigger: PdlTrigger::AfterWait, build: GraphBuild::default() }
     }
 }
 
@@ -208,7 +243,7 @@ impl Backend for CudaBackend {
         }
         let main = Stream::new(&self.ctx)?;
         let submission = match self.options.mode {
-            ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main)?,
+            ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?,
             ExecMode::Eager => {
                 let mut side = vec![];
                 for _ in 1..plan.lanes().count() {
@@ -258,17 +293,66 @@ fn check_early_release(plan: &Plan, low: &Lowering, node_kernels: &[&CudaKernel]
     Ok(())
 }
 
-fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream) -> Result<Submission> {
+fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream, build: GraphBuild) -> Result<Submission> {
     let g = plan.graph();
-    let mut graph = Graph::new()?;
-    let mut nodes = Vec::with_capacity(low.launches.len());
-    for (i, l) in low.launches.iter().enumerate() {
-        nodes.push(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(|e| e.at(g.describe_node(l.node)))?);
+    let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
+    // In-edges of each node, in the lowering's edge order.
+    let mut incoming: Vec<Vec<(usize, bool)>> = vec![Vec::new(); low.launches.len()];
+    for e in &low.edges {
+        incoming[e.to.index()].push((e.from.index(), e.programmatic));
     }
-    let from: Vec<GraphNode> = low.edges.iter().map(|e| nodes[e.from.index()]).collect();
-    let to: Vec<GraphNode> = low.edges.iter().map(|e| nodes[e.to.index()]).collect();
-    let prog: Vec<bool> = low.edges.iter().map(|e| e.programmatic).collect();
-    graph.add_edges(&from, &to, &prog)?;
+    let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
+    // Plan order is topological: every node's producers exist before it.
+    let deps_of = |i: usize, slots: &[Option<GraphNode>]| -> Result<(Vec<GraphNode>, Vec<bool>)> {
+        let mut nodes = Vec::with_capacity(incoming[i].len());
+        for &(from, _) in &incoming[i] {
+            nodes.push(
+                slots[from]
+                    .ok_or_else(|| CudaError::Usage { op: "build_graph", reason: format!("node {from} feeds node {i} but comes later in plan order") })?,
+            );
+        }
+        Ok((nodes, incoming[i].iter().map(|&(_, p)| p).collect()))
+    };
+    let graph = match build {
+        GraphBuild::Bulk => {
+            let mut graph = Graph::new()?;
+            for (i, l) in low.launches.iter().enumerate() {
+                slots[i] = Some(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?);
+            }
+            let from: Vec<GraphNode> = low.edges.iter().filter_map(|e| slots[e.from.index()]).collect();
+            let to: Vec<GraphNode> = low.edges.iter().filter_map(|e| slots[e.to.index()]).collect();
+            let prog: Vec<bool> = low.edges.iter().map(|e| e.programmatic).collect();
+            graph.add_edges(&from, &to, &prog)?;
+            graph
+        }
+        GraphBuild::InOrder => {
+            let mut graph = Graph::new()?;
+            for &v in plan.order() {
+                let i = v.index();
+                let (deps, prog) = deps_of(i, &slots)?;
+                slots[i] = Some(graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], &deps, &prog).map_err(at(i))?);
+            }
+            graph
+        }
+        GraphBuild::Capture => {
+            stream.begin_capture_thread_local()?;
+            let mut captured = || -> Result<()> {
+                for &v in plan.order() {
+                    let i = v.index();
+                    let (deps, prog) = deps_of(i, &slots)?;
+                    slots[i] = Some(stream.capture_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], &deps, &prog).map_err(at(i))?);
+                }
+                Ok(())
+            };
+            // The capture always ends, so that a failed build leaves the stream usable.
+            let result = captured();
+            let graph = stream.end_capture();
+            result?;
+            graph?
+        }
+    };
+    let nodes: Vec<GraphNode> =
+        slots.into_iter().collect::<Option<Vec<_>>>().ok_or(CudaError::Usage { op: "build_graph", reason: "a node was not added".into() })?;
     let exec = graph.instantiate()?;
     exec.upload(stream)?;
     // Resolve the patch entry point now (the driver symbol is looked up, and cached, on first use), so
@@ -299,6 +383,19 @@ impl CudaExec {
             Submission::Graph { graph, .. } => graph.write_dot(path),
             Submission::Eager { .. } => Err(CudaError::Usage { op: "write_dot", reason: "eager mode submits no graph".into() }),
         }
+    }
+    /// Graph mode: the edges of the submitted graph as the driver holds them, `(from, to, programmatic)`
+    /// by node index, sorted (what the tests compare with the lowering, whichever way the graph was built).
+    pub fn submitted_edges(&self) -> Result<Vec<(usize, usize, bool)>> {
+        let Submission::Graph { graph, nodes, .. } = &self.submission else {
+            return Err(CudaError::Usage { op: "submitted_edges", reason: "eager mode submits no graph".into() });
+        };
+        let index = |n: GraphNode| {
+            nodes.iter().position(|&m| m == n).ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
+        };
+        let mut edges = graph.typed_edges()?.into_iter().map(|(f, t, p)| Ok((index(f)?, index(t)?, p))).collect::<Result<Vec<_>>>()?;
+        edges.sort_unstable();
+        Ok(edges)
     }
     /// Device address of a buffer (views included).
     pub fn device_ptr(&self, buffer: BufferId) -> Option<u64> {

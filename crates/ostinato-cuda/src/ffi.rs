@@ -362,6 +362,41 @@ impl Stream {
         // SAFETY: valid stream; global capture mode.
         check("cuStreamBeginCapture_v2", unsafe { sys::cuStreamBeginCapture_v2(self.s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL) })
     }
+    /// Begins a capture that only forbids unsafe calls on this thread (a library must not restrict the
+    /// caller's other threads).
+    pub(crate) fn begin_capture_thread_local(&self) -> Result<()> {
+        // SAFETY: valid stream; thread-local capture mode.
+        check("cuStreamBeginCapture_v2", unsafe { sys::cuStreamBeginCapture_v2(self.s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) })
+    }
+    /// While capturing: replaces the capture's dependency set with `deps` (edge `i` programmatic where
+    /// `programmatic[i]`), launches `f` into the capture and returns the node it became.
+    pub(crate) fn capture_kernel_after(&self, f: &Function, d: Dims, args: &mut KernelArgs, deps: &[GraphNode], programmatic: &[bool]) -> Result<GraphNode> {
+        require_driver("cuStreamUpdateCaptureDependencies_v2", 12030)?;
+        let mut raw: Vec<sys::CUgraphNode> = deps.iter().map(|n| n.0).collect();
+        let data: Vec<sys::CUgraphEdgeData> = programmatic.iter().map(|&p| edge_data(p)).collect();
+        let (nodes, datas) = if raw.is_empty() { (std::ptr::null_mut(), std::ptr::null()) } else { (raw.as_mut_ptr(), data.as_ptr()) };
+        let set = sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES as u32;
+        // SAFETY: the stream is capturing; both arrays hold `raw.len()` entries (or are null for none)
+        // and outlive the call; the nodes belong to this capture's graph.
+        check("cuStreamUpdateCaptureDependencies_v2", unsafe { sys::cuStreamUpdateCaptureDependencies_v2(self.s, nodes, datas, raw.len(), set) })?;
+        self.launch(f, d, args, false)?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut after: *const sys::CUgraphNode = std::ptr::null();
+        let mut n = 0usize;
+        // SAFETY: optional outputs are null; the driver writes the status, a pointer to its own array of
+        // the current dependency set (valid until the next call on this stream) and its length.
+        check("cuStreamGetCaptureInfo_v3", unsafe {
+            sys::cuStreamGetCaptureInfo_v3(self.s, &mut status, std::ptr::null_mut(), std::ptr::null_mut(), &mut after, std::ptr::null_mut(), &mut n)
+        })?;
+        if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || after.is_null() {
+            return Err(CudaError::Usage {
+                op: "cuStreamGetCaptureInfo_v3",
+                reason: format!("after a captured launch the capture is {status:?} with {n} dependencies (expected active, 1)"),
+            });
+        }
+        // SAFETY: `after` points to `n == 1` node handles owned by the driver; we copy the handle out.
+        Ok(GraphNode(unsafe { *after }))
+    }
     pub(crate) fn end_capture(&self) -> Result<Graph> {
         let mut g = std::ptr::null_mut();
         // SAFETY: ends the capture begun on this stream; writes the captured graph.
@@ -413,6 +448,16 @@ impl Drop for Event {
     }
 }
 
+/// The data of one graph edge: full, or programmatic (PDL) from the producer's programmatic port.
+fn edge_data(programmatic: bool) -> sys::CUgraphEdgeData {
+    sys::CUgraphEdgeData {
+        from_port: if programmatic { sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8 } else { 0 },
+        to_port: 0,
+        type_: if programmatic { sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8 } else { 0 },
+        reserved: [0; 5],
+    }
+}
+
 /// A CUDA graph under construction (or captured).
 pub(crate) struct Graph {
     g: sys::CUgraph,
@@ -456,6 +501,36 @@ impl Graph {
         Ok(GraphNode(n))
     }
 
+    /// Adds a kernel node together with its in-edges `deps[i]` (programmatic where `programmatic[i]`).
+    pub(crate) fn add_kernel_after(&mut self, f: &Function, d: Dims, args: &mut KernelArgs, deps: &[GraphNode], programmatic: &[bool]) -> Result<GraphNode> {
+        require_driver("cuGraphAddNode_v2", 12030)?;
+        let k = Self::kernel_params(f, d, args);
+        // SAFETY: the node-params union is plain-old-data; zeroed is a valid starting value.
+        let mut p: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+        p.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL;
+        p.__bindgen_anon_1.kernel = sys::CUDA_KERNEL_NODE_PARAMS_v3 {
+            func: k.func,
+            gridDimX: k.gridDimX,
+            gridDimY: k.gridDimY,
+            gridDimZ: k.gridDimZ,
+            blockDimX: k.blockDimX,
+            blockDimY: k.blockDimY,
+            blockDimZ: k.blockDimZ,
+            sharedMemBytes: k.sharedMemBytes,
+            kernelParams: k.kernelParams,
+            extra: k.extra,
+            kern: k.kern,
+            ctx: k.ctx,
+        };
+        let raw: Vec<sys::CUgraphNode> = deps.iter().map(|n| n.0).collect();
+        let data: Vec<sys::CUgraphEdgeData> = programmatic.iter().map(|&p| edge_data(p)).collect();
+        let mut n = std::ptr::null_mut();
+        // SAFETY: both dependency arrays hold `raw.len()` entries and outlive the call, the nodes belong to
+        // this graph; the driver copies the params (and the arg values they point to) during the call.
+        check("cuGraphAddNode_v2", unsafe { sys::cuGraphAddNode_v2(&mut n, self.g, raw.as_ptr(), data.as_ptr(), raw.len(), &mut p) })?;
+        Ok(GraphNode(n))
+    }
+
     /// Adds edges `from[i] -> to[i]`; `programmatic[i]` makes an edge a programmatic (PDL) dependency
     /// from the producer's programmatic port (needs driver 12.3+).
     pub(crate) fn add_edges(&mut self, from: &[GraphNode], to: &[GraphNode], programmatic: &[bool]) -> Result<()> {
@@ -465,15 +540,7 @@ impl Graph {
         require_driver("cuGraphAddDependencies_v2", 12030)?;
         let f: Vec<sys::CUgraphNode> = from.iter().map(|n| n.0).collect();
         let t: Vec<sys::CUgraphNode> = to.iter().map(|n| n.0).collect();
-        let data: Vec<sys::CUgraphEdgeData> = programmatic
-            .iter()
-            .map(|&p| sys::CUgraphEdgeData {
-                from_port: if p { sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8 } else { 0 },
-                to_port: 0,
-                type_: if p { sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8 } else { 0 },
-                reserved: [0; 5],
-            })
-            .collect();
+        let data: Vec<sys::CUgraphEdgeData> = programmatic.iter().map(|&p| edge_data(p)).collect();
         // SAFETY: the three arrays have equal length and outlive the call; nodes belong to this graph.
         check("cuGraphAddDependencies_v2", unsafe { sys::cuGraphAddDependencies_v2(self.g, f.as_ptr(), t.as_ptr(), data.as_ptr(), f.len()) })
     }
@@ -504,6 +571,17 @@ impl Graph {
         let io = |e: std::io::Error| CudaError::Io { path: path.display().to_string(), message: e.to_string() };
         let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(io)?;
         std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+    }
+
+    /// Every edge as `(from, to, programmatic)`: programmatic when the driver holds it as a
+    /// programmatic dependency from the producer's programmatic port.
+    pub(crate) fn typed_edges(&self) -> Result<Vec<(GraphNode, GraphNode, bool)>> {
+        let programmatic = edge_data(true);
+        Ok(self
+            .edges()?
+            .into_iter()
+            .map(|(f, t, d)| (GraphNode(f), GraphNode(t), d.type_ == programmatic.type_ && d.from_port == programmatic.from_port))
+            .collect())
     }
 
     /// Every edge with its data (type and ports).

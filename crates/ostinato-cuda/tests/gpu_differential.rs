@@ -5,7 +5,7 @@ mod common;
 
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger};
 use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, serial_result};
 
 const GRAPHS: u64 = 200;
@@ -13,17 +13,21 @@ const GRAPHS: u64 = 200;
 #[test]
 fn random_graphs_match_the_host_oracle_bitwise() {
     let Some(device) = common::device_or_skip("random_graphs_match_the_host_oracle_bitwise") else { return };
+    use GraphBuild::{Bulk, Capture, InOrder};
     use ShapeMode::{Auto as AutoShape, Lanes, Plan as PlanShape};
     let configs = [
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape),
-        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes),
-        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape),
-        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, Bulk),
+        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape, Bulk),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape, Bulk),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape, Bulk),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Bulk),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes, Bulk),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, InOrder),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Capture),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Capture),
+        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape, Bulk),
+        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape, Bulk),
     ];
     let mut compared = 0;
     for seed in 0..GRAPHS {
@@ -31,10 +35,10 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         let replays = 1 + (seed as usize % 3);
         let host = serial_result(&plan, &prog, replays).expect("host oracle");
-        for (mode, pdl, trigger, shape) in configs {
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger };
+        for (mode, pdl, trigger, shape, build) in configs {
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build };
             let got = common::run_cuda(&device, &plan, options, &prog.inits, replays);
-            assert_eq!(got, host, "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} differs from the host oracle");
+            assert_eq!(got, host, "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} build={build:?} differs from the host oracle");
             compared += 1;
         }
     }
@@ -53,6 +57,36 @@ fn pdl_on_submits_programmatic_edges() {
     let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
     assert_eq!(exec.programmatic_edges(), plan.edges().len());
     assert!(!plan.edges().is_empty());
+}
+
+/// Every way of building the graph submits exactly the lowering's edges, programmatic ones included:
+/// the driver's own edge list, read back from the built graph, equals the lowering's.
+#[test]
+fn every_graph_build_submits_exactly_the_lowerings_edges() {
+    let Some(device) = common::device_or_skip("every_graph_build_submits_exactly_the_lowerings_edges") else { return };
+    let m = BuiltinModules::load(&device, PdlTrigger::AfterWait).expect("built-in modules compile");
+    let (mut checked, mut programmatic) = (0, 0);
+    for seed in 0..40u64 {
+        let prog = random_mix_program(1000 + seed, 10 + (seed as usize * 13) % 90);
+        let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
+        for pdl in [PdlMode::On, PdlMode::Auto, PdlMode::Off] {
+            for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
+                let backend =
+                    CudaBackend::with_builtins(&device, &m, CudaOptions { pdl: PdlPolicy::new(pdl), build, ..CudaOptions::default() }).expect("backend");
+                let kernels = plan.graph().kernels().iter().map(|k| m.kernel(&k.name, k).expect("built-in kernel binds")).collect();
+                let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
+                let mut want: Vec<(usize, usize, bool)> = exec.lowering().edges.iter().map(|e| (e.from.index(), e.to.index(), e.programmatic)).collect();
+                want.sort_unstable();
+                assert_eq!(exec.submitted_edges().expect("edges"), want, "seed {seed}: pdl={pdl:?} build={build:?} submitted other edges than the lowering's");
+                programmatic += want.iter().filter(|e| e.2).count();
+                checked += 1;
+            }
+        }
+    }
+    assert!(programmatic > 500, "the graphs must carry programmatic edges ({programmatic})");
+    eprintln!(
+        "compared the submitted edges of {checked} graphs (40 random graphs x 3 policies x 3 builds; {programmatic} programmatic edges) with the lowering"
+    );
 }
 
 /// A user's graph mixes kernels that are PDL-capable with kernels that are not (no `griddepcontrol`
@@ -86,7 +120,7 @@ fn graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle() {
                 .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) }.expect("built-in kernel binds"))
                 .collect();
             assert!(kernels.iter().all(|k| k.pdl_capable == (k.name == "mix")), "mix_alt must bind as NOT PDL-capable: {kernels:?}");
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger };
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build: GraphBuild::Bulk };
             let backend = CudaBackend::with_builtins(&device, m, options).expect("backend");
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
             if mode == ExecMode::Graph {

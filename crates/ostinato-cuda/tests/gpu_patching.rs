@@ -4,7 +4,7 @@
 mod common;
 
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, Scalar, Slice};
-use ostinato_cuda::{CudaBackend, CudaOptions, PdlTrigger};
+use ostinato_cuda::{CudaBackend, CudaOptions, GraphBuild, PdlTrigger};
 use ostinato_host::random_graphs::mix_sig;
 
 #[path = "../../ostinato-host/tests/support/counting_alloc.rs"]
@@ -33,22 +33,25 @@ fn ten_thousand_patched_replays_are_each_right() {
     let Some(device) = common::device_or_skip("ten_thousand_patched_replays_are_each_right") else { return };
     let (g, slot, out, c) = program();
     let plan = Plan::compile(&g).unwrap();
-    let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
-    let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
-    let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate, BufferBinding::Allocate]).unwrap();
-    let cv: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2654435761)).collect();
-    exec.write_buffer(c, 0, &cv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
-    let mut bytes = vec![0u8; 4 * N as usize];
-    for r in 0..10_000u32 {
-        let salt = r.wrapping_mul(0x9E37_79B9);
-        exec.set_slot(slot, Scalar::u32(salt)).unwrap();
-        exec.replay().unwrap();
-        exec.read_buffer(out, 0, &mut bytes).unwrap();
-        for i in 0..N as usize {
-            let once = 3u32.wrapping_add(cv[i]).wrapping_add(salt);
-            let want = once.wrapping_mul(3).wrapping_add(cv[i]).wrapping_add(salt);
-            let got = u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
-            assert_eq!(got, want, "replay {r}, element {i}");
+    // Every graph build: the patched node handles come from a different driver path in each.
+    for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
+        let backend = CudaBackend::new(&device, CudaOptions { build, ..CudaOptions::default() }).unwrap();
+        let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
+        let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate, BufferBinding::Allocate]).unwrap();
+        let cv: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2654435761)).collect();
+        exec.write_buffer(c, 0, &cv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let mut bytes = vec![0u8; 4 * N as usize];
+        for r in 0..10_000u32 {
+            let salt = r.wrapping_mul(0x9E37_79B9);
+            exec.set_slot(slot, Scalar::u32(salt)).unwrap();
+            exec.replay().unwrap();
+            exec.read_buffer(out, 0, &mut bytes).unwrap();
+            for i in 0..N as usize {
+                let once = 3u32.wrapping_add(cv[i]).wrapping_add(salt);
+                let want = once.wrapping_mul(3).wrapping_add(cv[i]).wrapping_add(salt);
+                let got = u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
+                assert_eq!(got, want, "{build:?}: replay {r}, element {i}");
+            }
         }
     }
 }
@@ -64,8 +67,9 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
         g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Slot(s)], &[]).unwrap();
     }
     let plan = Plan::compile(&g).unwrap();
-    for mode in [ostinato_cuda::ExecMode::Graph, ostinato_cuda::ExecMode::Eager] {
-        let backend = CudaBackend::new(&device, CudaOptions { mode, ..CudaOptions::default() }).unwrap();
+    use ostinato_cuda::ExecMode::{Eager, Graph as GraphMode};
+    for (mode, build) in [(GraphMode, GraphBuild::Bulk), (GraphMode, GraphBuild::InOrder), (GraphMode, GraphBuild::Capture), (Eager, GraphBuild::Bulk)] {
+        let backend = CudaBackend::new(&device, CudaOptions { mode, build, ..CudaOptions::default() }).unwrap();
         let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).unwrap();
         exec.replay().unwrap();
@@ -76,6 +80,6 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
             exec.replay().unwrap();
         }
         exec.wait().unwrap();
-        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?}: replay or patch allocated");
+        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?}: replay or patch allocated");
     }
 }

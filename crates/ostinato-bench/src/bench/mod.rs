@@ -373,10 +373,11 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let trigger = args.trigger()?;
+        let build = args.graph_build()?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
         let mut backends = Vec::new();
         for kind in ArmKind::CUDA {
-            if let Some(options) = OstinatoCuda::options(kind, trigger, policy) {
+            if let Some(options) = OstinatoCuda::options(kind, trigger, policy, build) {
                 backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
             }
         }
