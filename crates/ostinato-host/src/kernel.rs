@@ -156,14 +156,19 @@ impl BufView<'_> {
     pub fn load_f32(&self, i: usize) -> Result<f32, String> {
         self.load_u32(i).map(f32::from_bits)
     }
+    /// Stores an f32, a NaN as [`CANONICAL_NAN`] (as [`Words::set_f32`]).
     #[inline]
     pub fn store_f32(&self, i: usize, v: f32) -> Result<(), String> {
-        self.store_u32(i, v.to_bits())
+        self.store_u32(i, if v.is_nan() { CANONICAL_NAN } else { v.to_bits() })
     }
 }
 
 /// Checked, aligned elements of one extent (see [`BufView::words`]); indexing past them panics, which
 /// the executor reports as a kernel fault.
+/// The f32 NaN NVIDIA GPUs produce for every NaN result of float arithmetic; the host stores it for
+/// every NaN (see [`Words::set_f32`]).
+pub const CANONICAL_NAN: u32 = 0x7FFF_FFFF;
+
 #[derive(Clone, Copy)]
 pub struct Words<'a>(&'a [std::sync::atomic::AtomicU32]);
 
@@ -186,8 +191,11 @@ impl Words<'_> {
     pub fn f32(&self, i: usize) -> f32 {
         f32::from_bits(self.u32(i))
     }
+    /// Stores an f32; a NaN is stored as the canonical NaN `0x7FFF_FFFF`, which is what NVIDIA GPUs'
+    /// float arithmetic produces for every NaN result (the CPU would keep an input NaN's payload, or make
+    /// `0xFFC0_0000`), so that the host oracle and the GPU agree bit for bit. `set_u32` stores any bits.
     #[inline]
     pub fn set_f32(&self, i: usize, v: f32) {
-        self.set_u32(i, v.to_bits())
+        self.set_u32(i, if v.is_nan() { CANONICAL_NAN } else { v.to_bits() })
     }
 }

@@ -130,3 +130,45 @@ fn auto_schedules_on_the_pool_only_where_nodes_can_run_side_by_side_with_enough_
         assert_eq!(result(HostBackend::new(2)).1, None, "`new` always uses its workers");
     }
 }
+
+/// A NaN result is stored as the canonical NaN NVIDIA GPUs produce (0x7FFF_FFFF), whatever the input
+/// NaN's sign and payload: the host oracle must equal the GPU bit for bit on float kernels that see NaNs
+/// (`examples/own_kernel.toml`, which mixes u32 `mix` and f32 `add_one` on one buffer, differed at its
+/// first NaN before). Numbers and infinities keep their bits.
+#[test]
+fn float_kernels_store_nan_as_the_gpus_canonical_nan() {
+    let (g, _) = add_one_graph(16, 64);
+    let plan = Plan::compile(&g).unwrap();
+    let mut exec = HostBackend::new(0).instantiate(&plan, vec![builtins::add_one()], alloc_all(&g)).unwrap();
+    let input: [u32; 16] = [
+        0x7FC0_0000,
+        0xFFC0_0000,
+        0x7F80_0001,
+        0xFF81_2345,
+        0x7FAB_CDEF,
+        0x7FFF_FFFF,
+        0x7F80_0000,
+        0xFF80_0000,
+        0x3F80_0000,
+        0,
+        0x8000_0000,
+        1,
+        0x4B80_0000,
+        0xBF80_0000,
+        0x7F7F_FFFF,
+        0x0080_0000,
+    ];
+    exec.write_buffer(ostinato::BufferId(0), 0, &input.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    exec.replay().unwrap();
+    exec.wait().unwrap();
+    let mut out = [0u8; 64];
+    exec.read_buffer(ostinato::BufferId(0), 0, &mut out).unwrap();
+    let got: Vec<u32> = out.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    for (i, (&x, &y)) in input.iter().zip(&got).enumerate() {
+        let want = if f32::from_bits(x).is_nan() { 0x7FFF_FFFF } else { (f32::from_bits(x) + 1.0).to_bits() };
+        assert_eq!(y, want, "element {i}: add_one({x:#010x})");
+    }
+    assert_eq!(&got[..6], &[0x7FFF_FFFF; 6], "every NaN input gives the canonical NaN");
+    assert_eq!(got[6], 0x7F80_0000, "+inf + 1 stays +inf");
+    assert_eq!(got[13], 0, "-1 + 1 is +0");
+}
