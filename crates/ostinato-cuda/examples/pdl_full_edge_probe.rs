@@ -144,29 +144,32 @@ fn main() -> Result<(), String> {
         }
         println!("| {} | {} |", trigger.as_str(), cells.join(" | "));
     }
-    random_graphs_with_and_without_hold(&device)
+    random_graphs_with_and_without_hold(&device)?;
+    exec_built_full_edge(&device)
 }
 
 /// Part 2: the random two-kernel programs of the GPU differential test (`mix` in PDL builds, `mix_alt`
-/// plain), PDL on with the entry trigger, each run `RUNS` times with the lowering's hold rule off and
-/// on; counts runs that differ from the host oracle.
+/// plain), PDL on with the entry trigger, each run `RUNS` times: the lowering's hold rule off with the
+/// edges added in one mixed call (`bulk-one-call`, how graphs were built before `bulk` split the call)
+/// and in one call per type (`bulk`), and the rule on; counts runs that differ from the host oracle.
 fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
+    use ostinato_cuda::GraphBuild;
     const SEEDS: u64 = 120;
     const RUNS: usize = 25;
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let m = BuiltinModules::load(device, PdlTrigger::AtEntry).map_err(e)?;
-    let mut wrong = [0usize; 2];
-    let mut seeds: [Vec<u64>; 2] = [vec![], vec![]];
+    let cases = [(GraphBuild::BulkOneCall, false), (GraphBuild::Bulk, false), (GraphBuild::Bulk, true)];
+    let mut wrong = [0usize; 3];
+    let mut seeds: [Vec<u64>; 3] = [vec![], vec![], vec![]];
     for seed in 0..SEEDS {
         let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).map_err(|x| x.to_string())?;
         let replays = 1 + (seed as usize % 2);
         let host = serial_result(&plan, &prog, replays).map_err(|x| x.to_string())?;
-        for (slot, hold) in [false, true].into_iter().enumerate() {
+        for (slot, (build, hold)) in cases.into_iter().enumerate() {
             let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: hold, ..PdlPolicy::new(PdlMode::On) };
-            let backend =
-                CudaBackend::with_builtins(device, &m, CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, ..CudaOptions::default() })
-                    .map_err(e)?;
+            let options = CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, build };
+            let backend = CudaBackend::with_builtins(device, &m, options).map_err(e)?;
             for _ in 0..RUNS {
                 let kernels = plan
                     .graph()
@@ -189,9 +192,71 @@ fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
         }
     }
     let runs = SEEDS as usize * RUNS;
-    println!(
-        "random two-kernel graphs, pdl on, entry trigger: wrong results in {} of {runs} runs without the hold rule (seeds {:?}), {} of {runs} with it (seeds {:?})",
-        wrong[0], seeds[0], wrong[1], seeds[1]
-    );
+    println!("random two-kernel graphs, pdl on, entry trigger: runs (of {runs}) that differ from the host oracle");
+    for (i, (build, hold)) in cases.iter().enumerate() {
+        seeds[i].dedup();
+        println!("  build {}, hold rule {}: {} (seeds {:?})", build.as_str(), if *hold { "on" } else { "off" }, wrong[i], seeds[i]);
+    }
+    Ok(())
+}
+
+/// Part 3: `w -> u -> v` of part 1 recorded as a plan and built by the exec (hold rule off, so `u` runs
+/// its entry-trigger build): the lowering makes `w -> u` programmatic and `u -> v` full (`v` is the
+/// plain build). For each way of building the graph: the edge types the driver holds, and the runs (of
+/// `REPS`) in which `v` read stale data. A full edge that the driver turned programmatic shows as stale
+/// reads here, as in part 1's control.
+fn exec_built_full_edge(device: &Device) -> Result<(), String> {
+    use ostinato::file::BufferInit;
+    use ostinato::{Arg, Graph, KernelSig, Launch, Scalar, Slice};
+    use ostinato_cuda::GraphBuild;
+    use ostinato_host::random_graphs::RandomProgram;
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let g_err = |x: ostinato::GraphError| x.to_string();
+    let mut g = Graph::new();
+    let a = g.add_buffer("a", (N * 4) as u64).map_err(g_err)?;
+    let b = g.add_buffer("b", (IN * 4) as u64).map_err(g_err)?;
+    let c = g.add_buffer("c", (TAIL * 4) as u64).map_err(g_err)?;
+    let d = g.add_buffer("d", (IN * 4) as u64).map_err(g_err)?;
+    let mix = g.add_kernel(mix_sig()).map_err(g_err)?;
+    let alt = g.add_kernel(KernelSig { name: "mix_alt".into(), ..mix_sig() }).map_err(g_err)?;
+    let salt = g.add_slot("salt", Scalar::u32(7)).map_err(g_err)?;
+    let u32s = |v: usize| Arg::Scalar(Scalar::u32(v as u32));
+    let one = Launch::linear(1, 32);
+    g.add_launch(mix, one, &[Arg::Whole(b), Arg::Whole(d), u32s(IN), u32s(IN), u32s(1)], &[]).map_err(g_err)?;
+    g.add_launch(mix, one, &[Arg::Whole(a), Arg::Whole(b), u32s(N), u32s(IN), Arg::Slot(salt)], &[]).map_err(g_err)?;
+    let tail = Slice { buffer: a, offset: ((N - TAIL) * 4) as u64, len: (TAIL * 4) as u64 };
+    g.add_launch(alt, one, &[Arg::Whole(c), Arg::Buffer(tail), u32s(TAIL), u32s(TAIL), u32s(0)], &[]).map_err(g_err)?;
+    let inits = vec![Some(BufferInit::Zero), Some(BufferInit::Iota), Some(BufferInit::Zero), Some(BufferInit::Random(3))];
+    let prog = RandomProgram { graph: g, inits, salt_slot: salt };
+    let plan = Plan::compile(&prog.graph).map_err(|x| x.to_string())?;
+    let host = serial_result(&plan, &prog, 1).map_err(|x| x.to_string())?;
+    let m = BuiltinModules::load(device, PdlTrigger::AtEntry).map_err(e)?;
+    println!("exec-built w -> u -> v (u: 1 block writing {N} words, entry trigger, hold rule off); stale reads by v out of {REPS} runs");
+    println!("| build | lowering's edges (from, to, programmatic) | edges the driver holds | stale |");
+    println!("|---|---|---|---|");
+    for build in [GraphBuild::BulkOneCall, GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
+        let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: false, ..PdlPolicy::new(PdlMode::On) };
+        let backend = CudaBackend::with_builtins(device, &m, CudaOptions { pdl, trigger: PdlTrigger::AtEntry, build, ..CudaOptions::default() }).map_err(e)?;
+        let (mut stale, mut lowered, mut held) = (0, String::new(), String::new());
+        for _ in 0..REPS {
+            let kernels = plan
+                .graph()
+                .kernels()
+                .iter()
+                .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(e)?;
+            let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
+            lowered = format!("{:?}", exec.lowering().edges.iter().map(|x| (x.from.index(), x.to.index(), x.programmatic)).collect::<Vec<_>>());
+            held = format!("{:?}", exec.submitted_edges().map_err(e)?);
+            write_inits(&mut exec, &prog.inits).map_err(e)?;
+            exec.replay().map_err(e)?;
+            exec.wait().map_err(e)?;
+            if read_roots(&mut exec).map_err(e)? != host {
+                stale += 1;
+            }
+        }
+        println!("| {} | {lowered} | {held} | {stale} |", build.as_str());
+    }
     Ok(())
 }

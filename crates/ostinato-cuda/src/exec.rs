@@ -39,9 +39,14 @@ impl ExecMode {
 /// and exactly the lowering's edges (a GPU test reads them back); they differ only in the driver calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GraphBuild {
-    /// Every node first, then all edges in one `cuGraphAddDependencies_v2` call.
+    /// Every node first, then the edges in one `cuGraphAddDependencies_v2` call per edge type (full,
+    /// then programmatic).
     #[default]
     Bulk,
+    /// Investigation only: every edge in ONE `cuGraphAddDependencies_v2` call, full and programmatic
+    /// mixed. On driver 580 the graph then held every edge as the FIRST edge's type (a full edge
+    /// became programmatic; docs/fences.md §4), which `Bulk` avoids.
+    BulkOneCall,
     /// Node by node in plan order, each added with its in-edges (`cuGraphAddNode_v2`).
     InOrder,
     /// Stream capture on the exec's stream, node by node in plan order, the capture's dependency set
@@ -54,6 +59,7 @@ impl GraphBuild {
     pub fn parse(s: &str) -> Option<GraphBuild> {
         match s {
             "bulk" => Some(GraphBuild::Bulk),
+            "bulk-one-call" => Some(GraphBuild::BulkOneCall),
             "in-order" => Some(GraphBuild::InOrder),
             "capture" => Some(GraphBuild::Capture),
             _ => None,
@@ -62,6 +68,7 @@ impl GraphBuild {
     pub fn as_str(self) -> &'static str {
         match self {
             GraphBuild::Bulk => "bulk",
+            GraphBuild::BulkOneCall => "bulk-one-call",
             GraphBuild::InOrder => "in-order",
             GraphBuild::Capture => "capture",
         }
@@ -314,15 +321,22 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         Ok((nodes, incoming[i].iter().map(|&(_, p)| p).collect()))
     };
     let graph = match build {
-        GraphBuild::Bulk => {
+        GraphBuild::Bulk | GraphBuild::BulkOneCall => {
             let mut graph = Graph::new()?;
             for (i, l) in low.launches.iter().enumerate() {
                 slots[i] = Some(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?);
             }
-            let from: Vec<GraphNode> = low.edges.iter().filter_map(|e| slots[e.from.index()]).collect();
-            let to: Vec<GraphNode> = low.edges.iter().filter_map(|e| slots[e.to.index()]).collect();
-            let prog: Vec<bool> = low.edges.iter().map(|e| e.programmatic).collect();
-            graph.add_edges(&from, &to, &prog)?;
+            let groups: Vec<Vec<&crate::lower::GraphEdge>> = if build == GraphBuild::BulkOneCall {
+                vec![low.edges.iter().collect()]
+            } else {
+                [false, true].iter().map(|&p| low.edges.iter().filter(|e| e.programmatic == p).collect()).collect()
+            };
+            for group in groups {
+                let from: Vec<GraphNode> = group.iter().filter_map(|e| slots[e.from.index()]).collect();
+                let to: Vec<GraphNode> = group.iter().filter_map(|e| slots[e.to.index()]).collect();
+                let prog: Vec<bool> = group.iter().map(|e| e.programmatic).collect();
+                graph.add_edges(&from, &to, &prog)?;
+            }
             graph
         }
         GraphBuild::InOrder => {

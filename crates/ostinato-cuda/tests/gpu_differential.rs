@@ -60,33 +60,68 @@ fn pdl_on_submits_programmatic_edges() {
 }
 
 /// Every way of building the graph submits exactly the lowering's edges, programmatic ones included:
-/// the driver's own edge list, read back from the built graph, equals the lowering's.
+/// the driver's own edge list, read back from the built graph, equals the lowering's. The two-kernel
+/// programs mix full and programmatic edges in one graph (edges into plain kernels stay full), as does
+/// `auto` where a fan or grid passes its limits. `BulkOneCall` (investigation only) is reported, not
+/// asserted: it shows what the driver does with mixed edge types in one call.
 #[test]
 fn every_graph_build_submits_exactly_the_lowerings_edges() {
     let Some(device) = common::device_or_skip("every_graph_build_submits_exactly_the_lowerings_edges") else { return };
     let m = BuiltinModules::load(&device, PdlTrigger::AfterWait).expect("built-in modules compile");
-    let (mut checked, mut programmatic) = (0, 0);
-    for seed in 0..40u64 {
-        let prog = random_mix_program(1000 + seed, 10 + (seed as usize * 13) % 90);
+    let builds = [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture, GraphBuild::BulkOneCall];
+    let (mut checked, mut mixed) = (0, 0);
+    let mut wrong: Vec<Vec<String>> = vec![Vec::new(); builds.len()];
+    for seed in 0..60u64 {
+        let two = seed % 2 == 1;
+        let prog = if two {
+            random_two_kernel_program(2000 + seed, 20 + (seed as usize * 13) % 90)
+        } else {
+            random_mix_program(1000 + seed, 10 + (seed as usize * 13) % 90)
+        };
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         for pdl in [PdlMode::On, PdlMode::Auto, PdlMode::Off] {
-            for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
+            for (b, build) in builds.into_iter().enumerate() {
                 let backend =
                     CudaBackend::with_builtins(&device, &m, CudaOptions { pdl: PdlPolicy::new(pdl), build, ..CudaOptions::default() }).expect("backend");
-                let kernels = plan.graph().kernels().iter().map(|k| m.kernel(&k.name, k).expect("built-in kernel binds")).collect();
+                let kernels = plan
+                    .graph()
+                    .kernels()
+                    .iter()
+                    .map(|k| if k.name == "mix_alt" { m.plain_kernel("mix", k) } else { m.kernel(&k.name, k) }.expect("built-in kernel binds"))
+                    .collect();
                 let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
                 let mut want: Vec<(usize, usize, bool)> = exec.lowering().edges.iter().map(|e| (e.from.index(), e.to.index(), e.programmatic)).collect();
+                let first = want.first().map(|e| e.2);
                 want.sort_unstable();
-                assert_eq!(exec.submitted_edges().expect("edges"), want, "seed {seed}: pdl={pdl:?} build={build:?} submitted other edges than the lowering's");
-                programmatic += want.iter().filter(|e| e.2).count();
-                checked += 1;
+                let got = exec.submitted_edges().expect("edges");
+                if got != want {
+                    let flipped = got.iter().zip(&want).filter(|(g, w)| (g.0, g.1) == (w.0, w.1) && g.2 != w.2).count();
+                    wrong[b].push(format!(
+                        "seed {seed} pdl={pdl:?}: {} edges, {} programmatic, first edge programmatic {first:?}; submitted {} edges, {} programmatic, {flipped} with the other type",
+                        want.len(),
+                        want.iter().filter(|e| e.2).count(),
+                        got.len(),
+                        got.iter().filter(|e| e.2).count()
+                    ));
+                }
+                if b == 0 {
+                    checked += 1;
+                    mixed += usize::from(want.iter().any(|e| e.2) && want.iter().any(|e| !e.2));
+                }
             }
         }
     }
-    assert!(programmatic > 500, "the graphs must carry programmatic edges ({programmatic})");
-    eprintln!(
-        "compared the submitted edges of {checked} graphs (40 random graphs x 3 policies x 3 builds; {programmatic} programmatic edges) with the lowering"
-    );
+    for (build, w) in builds.iter().zip(&wrong) {
+        eprintln!("{build:?}: {} of {checked} graphs submitted other edges than the lowering's", w.len());
+        for line in w.iter().take(6) {
+            eprintln!("  {line}");
+        }
+    }
+    assert!(mixed > 30, "the graphs must mix full and programmatic edges ({mixed} of {checked})");
+    for (build, w) in builds.iter().zip(&wrong).take(3) {
+        assert!(w.is_empty(), "{build:?} submitted other edges than the lowering's in {} graphs: {:?}", w.len(), &w[..w.len().min(3)]);
+    }
+    eprintln!("compared the submitted edges of {checked} graphs x 3 builds ({mixed} mixing full and programmatic edges) with the lowering");
 }
 
 /// A user's graph mixes kernels that are PDL-capable with kernels that are not (no `griddepcontrol`
