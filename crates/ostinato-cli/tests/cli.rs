@@ -40,11 +40,11 @@ fn plan_cuda_shows_the_submission_without_a_gpu() {
 }
 
 #[test]
-fn a_users_own_kernel_gets_full_edges_in_and_held_producers() {
+fn a_users_own_kernel_gets_full_edges_in() {
     let (ok, out, err) = run(&["plan", "examples/own_kernel.toml", "--cuda"]);
     assert!(ok, "{err}");
-    assert_eq!(out.matches("[pdl-held]").count(), 2, "the two built-ins that feed user_mix are held: {out}");
-    assert!(out.contains("kernel n3 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 256) [pdl-held]\n"), "{out}");
+    assert_eq!(out.matches("[pdl-early]").count(), 5, "every built-in runs the submission's one build, also those feeding user_mix: {out}");
+    assert!(out.contains("kernel n3 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 256) [pdl-early]\n"), "{out}");
     assert!(out.contains("(&b+0, &a+0, 256, 256, 5)\n"), "user_mix runs its one build, no label: {out}");
     assert!(out.contains("edge n3 -> n4\n") && out.contains("edge n5 -> n6\n"), "edges into user_mix are full: {out}");
     assert!(out.contains("edge n4 -> n5 programmatic\n"), "out of it they may be programmatic: {out}");
@@ -59,6 +59,7 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--blocks", "1,x"], "--blocks: `x` is not a positive count"),
         (["--graph-shape", "tree"], "unknown graph shape `tree`"),
         (["--pdl-mixed-builds", "some"], "unknown --pdl-mixed-builds `some`"),
+        (["--graph-build", "tree"], "unknown --graph-build `tree`"),
     ] {
         let (ok, _, err) = run(&["bench", "--backend", "host", "--quick", args[0], args[1]]);
         assert!(!ok && err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");

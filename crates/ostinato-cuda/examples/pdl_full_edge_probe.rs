@@ -4,8 +4,11 @@
 //! Three kernels: `w` (small), `u` (one block writing 2^18 words, milliseconds) and `v` (reads the last
 //! 64 words `u` writes). `u` is the built-in `mix` in the build named by the row's trigger; `v` is the
 //! plain build (no `griddepcontrol`) unless the scenario says it waits. Each cell counts the runs (of
-//! `REPS`) in which `v` read stale data. Part 2 replays random two-kernel programs with the lowering's
-//! hold rule off and on. Run: `cargo run --release -p ostinato-cuda --example
+//! `REPS`) in which `v` read stale data (part 1: graphs made by stream capture; only a programmatic
+//! edge into `v` releases it early). Part 2 replays random two-kernel programs, part 3 the same three
+//! kernels, built by the exec with the edges in one mixed `cuGraphAddDependencies_v2` call and in one
+//! call per edge type: the mixed call gave every edge the first edge's type, turning full edges
+//! programmatic (docs/fences.md §4). Run: `cargo run --release -p ostinato-cuda --example
 //! pdl_full_edge_probe` (the GPU machine runs the copy in `.devbin/`).
 
 use ostinato::{read_roots, write_inits, Backend, Exec, Plan, PlanOptions};
@@ -144,30 +147,30 @@ fn main() -> Result<(), String> {
         }
         println!("| {} | {} |", trigger.as_str(), cells.join(" | "));
     }
-    random_graphs_with_and_without_hold(&device)?;
+    random_graphs_by_edge_call(&device)?;
     exec_built_full_edge(&device)
 }
 
 /// Part 2: the random two-kernel programs of the GPU differential test (`mix` in PDL builds, `mix_alt`
-/// plain), PDL on with the entry trigger, each run `RUNS` times: the lowering's hold rule off with the
-/// edges added in one mixed call (`bulk-one-call`, how graphs were built before `bulk` split the call)
-/// and in one call per type (`bulk`), and the rule on; counts runs that differ from the host oracle.
-fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
+/// plain), PDL on with the entry trigger, each run `RUNS` times with the edges added in one mixed call
+/// (`bulk-one-call`, how graphs were built before 5053dae) and in one call per edge type (`bulk`);
+/// counts runs that differ from the host oracle.
+fn random_graphs_by_edge_call(device: &Device) -> Result<(), String> {
     use ostinato_cuda::GraphBuild;
     const SEEDS: u64 = 120;
     const RUNS: usize = 25;
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let m = BuiltinModules::load(device, PdlTrigger::AtEntry).map_err(e)?;
-    let cases = [(GraphBuild::BulkOneCall, false), (GraphBuild::Bulk, false), (GraphBuild::Bulk, true)];
-    let mut wrong = [0usize; 3];
-    let mut seeds: [Vec<u64>; 3] = [vec![], vec![], vec![]];
+    let cases = [GraphBuild::BulkOneCall, GraphBuild::Bulk];
+    let mut wrong = [0usize; 2];
+    let mut seeds: [Vec<u64>; 2] = [vec![], vec![]];
     for seed in 0..SEEDS {
         let prog = random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).map_err(|x| x.to_string())?;
         let replays = 1 + (seed as usize % 2);
         let host = serial_result(&plan, &prog, replays).map_err(|x| x.to_string())?;
-        for (slot, (build, hold)) in cases.into_iter().enumerate() {
-            let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: hold, ..PdlPolicy::new(PdlMode::On) };
+        for (slot, build) in cases.into_iter().enumerate() {
+            let pdl = PdlPolicy { shape: ShapeMode::Plan, ..PdlPolicy::new(PdlMode::On) };
             let options = CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, build };
             let backend = CudaBackend::with_builtins(device, &m, options).map_err(e)?;
             for _ in 0..RUNS {
@@ -193,15 +196,15 @@ fn random_graphs_with_and_without_hold(device: &Device) -> Result<(), String> {
     }
     let runs = SEEDS as usize * RUNS;
     println!("random two-kernel graphs, pdl on, entry trigger: runs (of {runs}) that differ from the host oracle");
-    for (i, (build, hold)) in cases.iter().enumerate() {
+    for (i, build) in cases.iter().enumerate() {
         seeds[i].dedup();
-        println!("  build {}, hold rule {}: {} (seeds {:?})", build.as_str(), if *hold { "on" } else { "off" }, wrong[i], seeds[i]);
+        println!("  build {}: {} (seeds {:?})", build.as_str(), wrong[i], seeds[i]);
     }
     Ok(())
 }
 
-/// Part 3: `w -> u -> v` of part 1 recorded as a plan and built by the exec (hold rule off, so `u` runs
-/// its entry-trigger build): the lowering makes `w -> u` programmatic and `u -> v` full (`v` is the
+/// Part 3: `w -> u -> v` of part 1 recorded as a plan and built by the exec (`u` runs its entry-trigger
+/// build): the lowering makes `w -> u` programmatic and `u -> v` full (`v` is the
 /// plain build). For each way of building the graph: the edge types the driver holds, and the runs (of
 /// `REPS`) in which `v` read stale data. A full edge that the driver turned programmatic shows as stale
 /// reads here, as in part 1's control.
@@ -231,11 +234,11 @@ fn exec_built_full_edge(device: &Device) -> Result<(), String> {
     let plan = Plan::compile(&prog.graph).map_err(|x| x.to_string())?;
     let host = serial_result(&plan, &prog, 1).map_err(|x| x.to_string())?;
     let m = BuiltinModules::load(device, PdlTrigger::AtEntry).map_err(e)?;
-    println!("exec-built w -> u -> v (u: 1 block writing {N} words, entry trigger, hold rule off); stale reads by v out of {REPS} runs");
+    println!("exec-built w -> u -> v (u: 1 block writing {N} words, entry trigger); stale reads by v out of {REPS} runs");
     println!("| build | lowering's edges (from, to, programmatic) | edges the driver holds | stale |");
     println!("|---|---|---|---|");
     for build in [GraphBuild::BulkOneCall, GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
-        let pdl = PdlPolicy { shape: ShapeMode::Plan, hold_producers: false, ..PdlPolicy::new(PdlMode::On) };
+        let pdl = PdlPolicy { shape: ShapeMode::Plan, ..PdlPolicy::new(PdlMode::On) };
         let backend = CudaBackend::with_builtins(device, &m, CudaOptions { pdl, trigger: PdlTrigger::AtEntry, build, ..CudaOptions::default() }).map_err(e)?;
         let (mut stale, mut lowered, mut held) = (0, String::new(), String::new());
         for _ in 0..REPS {

@@ -214,9 +214,6 @@ impl Backend for CudaBackend {
                 Callee::Fill => &fill_k,
             })
             .collect();
-        if self.options.mode == ExecMode::Graph && self.options.pdl.hold_producers {
-            check_early_release(plan, &lowering, &node_kernels)?;
-        }
 
         // Memory: one allocation per root buffer unless bound externally.
         let mut allocs = Vec::new();
@@ -244,8 +241,7 @@ impl Backend for CudaBackend {
         let mut args = Vec::with_capacity(lowering.launches.len());
         let eager = self.options.mode == ExecMode::Eager;
         for (l, k) in lowering.launches.iter().zip(&node_kernels) {
-            let (f, _) = k.build(if eager { l.eager_variant } else { l.variant });
-            funcs.push(f.clone());
+            funcs.push(k.build(if eager { l.eager_variant } else { l.variant }).clone());
             args.push(KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()));
         }
         let main = Stream::new(&self.ctx)?;
@@ -271,33 +267,6 @@ impl Backend for CudaBackend {
         let timer = (Event::new(true)?, Event::new(true)?);
         Ok(CudaExec { plan: plan.clone(), lowering, ctx: self.ctx.clone(), _allocs: allocs, base, funcs, args, submission, main, timer })
     }
-}
-
-/// Fails closed where a node whose code may trigger its dependents early feeds, through a full edge, a
-/// node that never waits: the lowering holds our own builds back, but a user kernel's trigger is in its
-/// code. `node_kernels[i]` is node `i`'s implementation.
-fn check_early_release(plan: &Plan, low: &Lowering, node_kernels: &[&CudaKernel]) -> Result<()> {
-    let g = plan.graph();
-    for e in low.edges.iter().filter(|e| !e.programmatic) {
-        let (u, v) = (e.from.index(), e.to.index());
-        let (_, may_trigger) = node_kernels[u].build(low.launches[u].variant);
-        if may_trigger && !low.launches[v].waits() {
-            let name = |i: usize| node_kernels[i].name.clone();
-            return Err(CudaError::Usage {
-                op: "instantiate",
-                reason: format!(
-                    "{} (kernel `{}`) may let its dependents launch early (griddepcontrol.launch_dependents in its code) and {} (kernel `{}`) depends on it but never waits (no griddepcontrol.wait before touching memory); such a dependent can start before the writes it needs are visible. Make `{}` wait first, or build `{}` without the trigger",
-                    g.describe_node(e.from),
-                    name(u),
-                    g.describe_node(e.to),
-                    name(v),
-                    name(v),
-                    name(u)
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream, build: GraphBuild) -> Result<Submission> {

@@ -69,10 +69,6 @@ pub enum Variant {
     Early,
     /// The main PDL build (after-wait trigger by default).
     Late,
-    /// Waits like a PDL build but never triggers: its dependents launch at its completion. For a node
-    /// with a full edge to a node that does not wait (measured: an early trigger releases such a
-    /// dependent too, which then reads stale data — docs/fences.md, "Full edges and triggers").
-    Held,
 }
 
 /// `auto`'s fan limit (docs/fences.md).
@@ -161,13 +157,10 @@ pub struct PdlPolicy {
     pub shape: ShapeMode,
     /// Under `auto` shape: the widest fan still submitted in the lane shape.
     pub auto_lanes_max_fanout: usize,
-    /// Investigation only: pick builds per node instead of one build per submission. Without the hold
-    /// rule this gave wrong decode results (plain nodes after early-triggering producers); with it, it
-    /// is correct but measured no faster on decode (docs/fences.md), so it is off by default.
+    /// Investigation only: pick builds per node instead of one build per submission. Measured no
+    /// faster on decode (docs/fences.md), so it is off by default. (Its wrong decode results in earlier
+    /// runs came from full edges the driver had made programmatic: `GraphBuild::BulkOneCall`.)
     pub mixed_builds: MixedBuilds,
-    /// Hold producers of kernels that never wait (see [`Variant::Held`]). Investigation only: off
-    /// reproduces the stale reads the rule prevents (`examples/pdl_full_edge_probe.rs`).
-    pub hold_producers: bool,
 }
 
 impl Default for PdlPolicy {
@@ -179,7 +172,6 @@ impl Default for PdlPolicy {
             shape: ShapeMode::Auto,
             auto_lanes_max_fanout: AUTO_LANES_MAX_FANOUT,
             mixed_builds: MixedBuilds::Off,
-            hold_producers: true,
         }
     }
 }
@@ -348,9 +340,9 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
     // One build for the whole submission, from the configurations measured correct and fast
     // (docs/fences.md): no programmatic edge at all → the plain build (griddepcontrol costs large grids
     // microseconds); every node small → the early-trigger build; otherwise the main (after-wait) build.
-    // Kernels that are not PDL-capable keep their one build; a producer of a node that never waits is
-    // then held (no early trigger) below. Per-node builds for our kernels stay an investigation option
-    // (`mixed_builds`): correct with the hold rule, no faster on decode.
+    // Kernels that are not PDL-capable keep their one build, and every edge into them is full: a full
+    // edge waits for its producer's completion whatever the producer triggers (docs/fences.md §4).
+    // Per-node builds for our kernels stay an investigation option (`mixed_builds`): no faster on decode.
     let all_small = launches.iter().all(|l| l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS);
     let build = |any_prog: bool| match (any_prog, all_small) {
         (false, _) => Variant::Plain,
@@ -383,23 +375,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             }
         }
     }
-    if policy.hold_producers {
-        hold_producers_of_non_waiting_nodes(&mut launches, &edges);
-    }
     Lowering { launches, shape, edges, eager_pdl }
-}
-
-/// A node that lets its dependents launch early (any PDL build but [`Variant::Held`]) must not feed a
-/// node that never waits (`griddepcontrol.wait`) through a full edge: on the H200 the early trigger
-/// released such a dependent before the producer's writes were visible. Those producers get the
-/// held build (wait, no trigger); see [`NodeLaunch::waits`].
-fn hold_producers_of_non_waiting_nodes(launches: &mut [NodeLaunch], edges: &[GraphEdge]) {
-    for e in edges.iter().filter(|e| !e.programmatic) {
-        let (u, v) = (e.from.index(), e.to.index());
-        if !launches[v].waits() && matches!(launches[u].variant, Variant::Early | Variant::Late) {
-            launches[u].variant = Variant::Held;
-        }
-    }
 }
 
 /// The lane shape's dependencies: consecutive nodes of each lane, then each node's cross-lane waits.
@@ -440,7 +416,6 @@ impl Lowering {
                 Variant::Plain => "",
                 Variant::Early => " [pdl-early]",
                 Variant::Late => " [pdl]",
-                Variant::Held => " [pdl-held]",
             };
             let _ = writeln!(s, "kernel n{} {name}<<<{:?},{:?},{}>>>({}){v}", l.node, l.dims.grid, l.dims.block, l.dims.shared, args.join(", "));
         }
@@ -470,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn golden_a_producer_of_a_kernel_that_does_not_wait_is_held() {
+    fn golden_a_kernel_that_does_not_wait_gets_full_edges_in_and_out_programmatic() {
         let mut g = Graph::new();
         let a = g.add_buffer("a", 4096).unwrap();
         let sig = |n: &str| KernelSig::new(n).buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
@@ -481,19 +456,18 @@ mod tests {
         }
         let plan = Plan::compile(&g).unwrap();
         let low = lower(&plan, &[true, false], true, PdlPolicy::new(PdlMode::On));
+        // n1 keeps its early trigger: the full edge n1 -> n2 makes n2 wait for n1's completion.
         assert_eq!(
             low.describe(&plan),
             "shape plan\n\
              kernel n0 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-early]\n\
-             kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-held]\n\
+             kernel n1 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-early]\n\
              kernel n2 user<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8)\n\
              kernel n3 add_one<<<[1, 1, 1],[256, 1, 1],0>>>(&a+0, 8) [pdl-early]\n\
              edge n0 -> n1 programmatic\n\
              edge n1 -> n2\n\
              edge n2 -> n3 programmatic\n"
         );
-        let unheld = lower(&plan, &[true, false], true, PdlPolicy { hold_producers: false, ..PdlPolicy::new(PdlMode::On) });
-        assert_eq!(unheld.launches[1].variant, Variant::Early, "the investigation switch turns the rule off");
     }
 
     #[test]
@@ -652,8 +626,8 @@ mod tests {
     }
 
     #[test]
-    fn non_waiting_kernels_get_no_programmatic_edge_and_no_early_triggering_producer() {
-        let (mut into_plain, mut programmatic, mut held) = (0, 0, 0);
+    fn non_waiting_kernels_get_no_programmatic_edge() {
+        let (mut into_plain, mut programmatic) = (0, 0);
         for seed in 0..100u64 {
             let prog = ostinato_host::random_graphs::random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
             let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
@@ -668,18 +642,12 @@ mod tests {
                         into_plain += usize::from(plain(e.to));
                         programmatic += usize::from(e.programmatic);
                     }
-                    for e in low.edges.iter().filter(|e| !e.programmatic) {
-                        let waits = !plain(e.to) && low.launches[e.to.index()].variant != Variant::Plain;
-                        let triggers = matches!(low.launches[e.from.index()].variant, Variant::Early | Variant::Late);
-                        assert!(waits || !triggers, "seed {seed} {mode:?} {shape:?}: n{} triggers early and feeds non-waiting n{}", e.from, e.to);
-                        held += usize::from(low.launches[e.from.index()].variant == Variant::Held);
-                    }
                     for (v, pdl) in low.eager_pdl.iter().enumerate() {
                         assert!(!(*pdl && plain(NodeId(v as u32))), "seed {seed}: eager PDL launch of plain n{v}");
                     }
                 }
             }
         }
-        assert!(into_plain > 1000 && programmatic > 1000 && held > 1000, "{into_plain} edges into plain, {programmatic} programmatic, {held} from held nodes");
+        assert!(into_plain > 1000 && programmatic > 1000, "{into_plain} edges into plain, {programmatic} programmatic");
     }
 }

@@ -109,41 +109,32 @@ pub struct CudaKernel {
     /// large grids microseconds even when nothing is programmatic; see docs/fences.md).
     pub(crate) early: Option<Function>,
     pub(crate) plain: Option<Function>,
-    /// The held build: waits, never triggers.
-    pub(crate) held: Option<Function>,
-    /// Its code may let dependents launch early (`griddepcontrol.launch_dependents` in the module's PTX;
-    /// assumed when there is no PTX to inspect).
-    pub may_trigger: bool,
 }
 
 impl CudaKernel {
-    /// The function a node running build `variant` launches, and whether that code may let its
-    /// dependents launch early. A kernel without that variant launches its one build.
-    pub(crate) fn build(&self, variant: Variant) -> (&Function, bool) {
-        let own = (&self.func, self.may_trigger);
+    /// The function a node running build `variant` launches. A kernel without that variant launches
+    /// its one build.
+    pub(crate) fn build(&self, variant: Variant) -> &Function {
         match variant {
-            Variant::Plain => self.plain.as_ref().map_or(own, |f| (f, false)),
-            Variant::Early => self.early.as_ref().map_or(own, |f| (f, true)),
-            Variant::Late => own,
-            Variant::Held => self.held.as_ref().map_or(own, |f| (f, false)),
+            Variant::Plain => self.plain.as_ref().unwrap_or(&self.func),
+            Variant::Early => self.early.as_ref().unwrap_or(&self.func),
+            Variant::Late => &self.func,
         }
     }
-    /// Attaches the early-trigger, plain and held variants (same code, other `OST_TRIGGER` builds).
-    pub fn with_variants(mut self, early: Option<&CudaKernel>, plain: Option<&CudaKernel>, held: Option<&CudaKernel>) -> CudaKernel {
+    /// Attaches the early-trigger and plain variants (same code, other `OST_TRIGGER` builds).
+    pub fn with_variants(mut self, early: Option<&CudaKernel>, plain: Option<&CudaKernel>) -> CudaKernel {
         self.early = early.filter(|e| e.pdl_capable).map(|e| e.func.clone());
         self.plain = plain.map(|p| p.func.clone());
-        self.held = held.filter(|h| h.pdl_capable && !h.may_trigger).map(|h| h.func.clone());
         self
     }
 }
 
-/// The built-in kernels in all four builds: late trigger (`trigger`), early trigger, plain and held.
+/// The built-in kernels in all three builds: late trigger (`trigger`), early trigger and plain.
 pub struct BuiltinModules {
     trigger: PdlTrigger,
     main: LoadedModule,
     early: LoadedModule,
     plain: LoadedModule,
-    held: LoadedModule,
 }
 
 impl BuiltinModules {
@@ -155,7 +146,6 @@ impl BuiltinModules {
             main: LoadedModule::load(device, &src, trigger)?,
             early: LoadedModule::load(device, &src, PdlTrigger::AtEntry)?,
             plain: LoadedModule::load(device, &src, PdlTrigger::Disabled)?,
-            held: LoadedModule::load(device, &src, PdlTrigger::Never)?,
         })
     }
     /// The main PDL build's trigger.
@@ -167,8 +157,7 @@ impl BuiltinModules {
         let main = self.main.kernel(entry, sig, None)?;
         let early = self.early.kernel(entry, sig, None)?;
         let plain = self.plain.kernel(entry, sig, None)?;
-        let held = self.held.kernel(entry, sig, None)?;
-        Ok(main.with_variants(Some(&early), Some(&plain), Some(&held)))
+        Ok(main.with_variants(Some(&early), Some(&plain)))
     }
     /// Only the plain build (no griddepcontrol), as a baseline that never uses PDL would compile it.
     pub fn plain_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
@@ -289,8 +278,7 @@ impl LoadedModule {
             (None, Some(d)) => (d, "declared"),
             (None, None) => (false, "none"),
         };
-        let may_trigger = self.ptx.as_deref().is_none_or(ptx_may_trigger);
-        Ok(CudaKernel { func, name: sig.name.clone(), pdl_capable, pdl_evidence, sig: sig.clone(), early: None, plain: None, held: None, may_trigger })
+        Ok(CudaKernel { func, name: sig.name.clone(), pdl_capable, pdl_evidence, sig: sig.clone(), early: None, plain: None })
     }
 }
 
@@ -334,12 +322,6 @@ pub fn certify_pdl(ptx: &str, entry: &str) -> std::result::Result<(), String> {
     Err("no `griddepcontrol.wait` found".into())
 }
 
-/// Whether code in this PTX may let dependents launch early: any `griddepcontrol.launch_dependents`
-/// outside comments (the whole module, since an entry may call functions that trigger).
-pub fn ptx_may_trigger(ptx: &str) -> bool {
-    ptx.lines().any(|l| l.split("//").next().unwrap_or("").contains("griddepcontrol.launch_dependents"))
-}
-
 /// Resolves a graph file's CUDA implementation reference: `builtin:<entry>` or a path (relative to
 /// `base`) with an optional entry name (default: the kernel's name).
 pub fn resolve_source(reference: &str, base: &Path) -> Result<ModuleSource> {
@@ -357,7 +339,7 @@ pub fn driver_version() -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{certify_pdl, ptx_may_trigger};
+    use super::certify_pdl;
 
     const GOOD: &str = r#"
 .visible .entry add_one(
@@ -375,13 +357,6 @@ mod tests {
 	ld.global.f32 	%f1, [%rd1];
 }
 "#;
-
-    #[test]
-    fn a_trigger_anywhere_outside_comments_may_release_dependents() {
-        assert!(ptx_may_trigger(".entry k(\n)\n{\n\tgriddepcontrol.wait;\n\t@%p1 griddepcontrol.launch_dependents;\n\tret;\n}\n"));
-        assert!(ptx_may_trigger(".func f()\n{\n griddepcontrol.launch_dependents;\n}\n.entry k(\n)\n{\n call f;\n}\n"), "in a called function");
-        assert!(!ptx_may_trigger(".entry k(\n)\n{\n\tgriddepcontrol.wait; // no griddepcontrol.launch_dependents here\n\tret;\n}\n"));
-    }
 
     #[test]
     fn certifies_a_kernel_that_waits_first() {

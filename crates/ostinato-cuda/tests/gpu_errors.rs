@@ -57,35 +57,57 @@ fn a_backend_refuses_builtins_of_another_trigger() {
     assert!(ostinato_cuda::CudaBackend::with_builtins(&device, &m, ostinato_cuda::CudaOptions { trigger: PdlTrigger::AtEntry, ..options }).is_ok());
 }
 
-/// A user kernel that triggers its dependents early (`griddepcontrol.launch_dependents`, no wait) feeding
-/// a kernel that never waits is refused in graph mode, naming both kernels; eager mode accepts it.
+/// A user kernel that lets its dependents launch at entry (`griddepcontrol.launch_dependents`, no wait)
+/// feeding a kernel that never waits: the edge stays full, so the second kernel starts only after the
+/// first completed and reads what it wrote, in every graph build and in eager mode. `trig` runs one block
+/// for milliseconds and `tail` reads the last elements it writes: a full edge that became programmatic
+/// reads stale data here (it did, 20 of 20 runs, with the edges added in one mixed call:
+/// `pdl_full_edge_probe` part 3).
 #[test]
-fn a_triggering_user_kernel_before_a_non_waiting_one_is_refused() {
-    let Some(device) = common::device_or_skip("a_triggering_user_kernel_before_a_non_waiting_one_is_refused") else { return };
+fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
+    let Some(device) = common::device_or_skip("a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes") else { return };
+    const N: u32 = 1 << 18;
+    const TAIL: u32 = 64;
     let src = ModuleSource::CudaC {
         name: "trig.cu".into(),
-        source: "extern \"C\" __global__ void trig(float* x, unsigned n) { asm volatile(\"griddepcontrol.launch_dependents;\"); if (threadIdx.x < n) x[threadIdx.x] += 1.0f; }\n\
-                 extern \"C\" __global__ void plain(float* x, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] *= 2.0f; }"
+        source: "extern \"C\" __global__ void trig(float* x, unsigned n) { asm volatile(\"griddepcontrol.launch_dependents;\"); for (unsigned i = threadIdx.x; i < n; i += blockDim.x) x[i] += 1.0f; }\n\
+                 extern \"C\" __global__ void tail(float* y, const float* x, unsigned n) { if (threadIdx.x < n) y[threadIdx.x] = x[threadIdx.x] * 2.0f; }"
             .into(),
     };
     let m = LoadedModule::load(&device, &src, PdlTrigger::AfterWait).unwrap();
     let mut g = ostinato::Graph::new();
-    let x = g.add_buffer("x", 1024).unwrap();
-    let sig = |name: &str| KernelSig::new(name).buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
-    let kt = g.add_kernel(sig("trig")).unwrap();
-    let kp = g.add_kernel(sig("plain")).unwrap();
-    let args = [ostinato::Arg::Whole(x), ostinato::Arg::Scalar(ostinato::Scalar::u32(256))];
-    g.add_launch(kt, ostinato::Launch::linear(1, 256), &args, &[]).unwrap();
-    g.add_launch(kp, ostinato::Launch::linear(1, 256), &args, &[]).unwrap();
+    let x = g.add_buffer("x", 4 * N as u64).unwrap();
+    let y = g.add_buffer("y", 4 * TAIL as u64).unwrap();
+    let trig_sig = KernelSig::new("trig").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let tail_sig = KernelSig::new("tail").buffer("y", Access::Write).buffer("x", Access::Read).scalar("n", ScalarType::U32);
+    let kt = g.add_kernel(trig_sig.clone()).unwrap();
+    let kp = g.add_kernel(tail_sig.clone()).unwrap();
+    let u32s = |v: u32| ostinato::Arg::Scalar(ostinato::Scalar::u32(v));
+    g.add_launch(kt, ostinato::Launch::linear(1, 32), &[ostinato::Arg::Whole(x), u32s(N)], &[]).unwrap();
+    let last = ostinato::Slice { buffer: x, offset: 4 * (N - TAIL) as u64, len: 4 * TAIL as u64 };
+    g.add_launch(kp, ostinato::Launch::linear(1, 64), &[ostinato::Arg::Whole(y), ostinato::Arg::Buffer(last), u32s(TAIL)], &[]).unwrap();
     let plan = ostinato::Plan::compile(&g).unwrap();
-    let kernels = || vec![m.kernel("trig", &sig("trig"), None).unwrap(), m.kernel("plain", &sig("plain"), None).unwrap()];
-    assert!(kernels()[0].may_trigger && !kernels()[0].pdl_capable, "trig triggers and does not wait");
-    let backend = ostinato_cuda::CudaBackend::new(&device, Default::default()).unwrap();
-    use ostinato::Backend;
-    let Err(err) = backend.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)) else { panic!("an early-releasing pair was accepted") };
-    let msg = err.to_string();
-    assert!(msg.contains("kernel `trig`") && msg.contains("kernel `plain`") && msg.contains("never waits"), "{msg}");
-    // Eager mode launches `plain` in stream order without the programmatic attribute: accepted.
-    let eager = ostinato_cuda::CudaBackend::new(&device, ostinato_cuda::CudaOptions { mode: ostinato_cuda::ExecMode::Eager, ..Default::default() }).unwrap();
-    assert!(eager.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)).is_ok());
+    let kernels = || vec![m.kernel("trig", &trig_sig, None).unwrap(), m.kernel("tail", &tail_sig, None).unwrap()];
+    assert!(!kernels()[0].pdl_capable && !kernels()[1].pdl_capable, "neither kernel waits");
+    use ostinato::{Backend, Exec};
+    use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild};
+    let configs = [
+        (ExecMode::Graph, GraphBuild::Bulk),
+        (ExecMode::Graph, GraphBuild::InOrder),
+        (ExecMode::Graph, GraphBuild::Capture),
+        (ExecMode::Eager, GraphBuild::Bulk),
+    ];
+    for (mode, build) in configs {
+        let backend = ostinato_cuda::CudaBackend::new(&device, CudaOptions { mode, build, ..Default::default() }).unwrap();
+        for run in 0..10 {
+            let mut exec = backend.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)).unwrap();
+            exec.write_buffer(x, 0, &vec![0u8; 4 * N as usize]).unwrap();
+            exec.replay().unwrap();
+            exec.wait().unwrap();
+            let mut out = vec![0u8; 4 * TAIL as usize];
+            exec.read_buffer(y, 0, &mut out).unwrap();
+            let got: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            assert!(got.iter().all(|v| *v == 2.0), "{mode:?} {build:?} run {run}: `tail` read data `trig` had not written yet: {:?}", &got[..4]);
+        }
+    }
 }

@@ -370,10 +370,10 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     let grid_blocks = args.grid_blocks()?;
     let fan_widths = args.fan_widths()?;
     let policy = args.auto_policy()?;
+    let build = args.graph_build()?;
+    let trigger = args.trigger()?;
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        let trigger = args.trigger()?;
-        let build = args.graph_build()?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
         let mut backends = Vec::new();
         for kind in ArmKind::CUDA {
