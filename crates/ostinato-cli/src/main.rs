@@ -140,19 +140,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes the command's output; a reader that closed the pipe early (`| head`) is not an error.
+fn emit(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("writing the output: {e}")),
+        _ => Ok(()),
+    }
+}
+
 fn dispatch(c: Command) -> Result<(), String> {
+    use std::fmt::Write;
     match c {
-        Command::Devices => {
-            print!("{}", ostinato_bench::devices::describe());
-            Ok(())
-        }
+        Command::Devices => emit(&ostinato_bench::devices::describe()),
         Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => {
             let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
             let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
+            let mut out = String::new();
             if json {
-                println!("{}", plan.to_json());
+                let _ = writeln!(out, "{}", plan.to_json());
             } else {
-                println!(
+                let _ = writeln!(
+                    out,
                     "{}: {} nodes, {} edges, {} lanes, fingerprint {:016x}",
                     file.display(),
                     plan.node_count(),
@@ -162,19 +172,19 @@ fn dispatch(c: Command) -> Result<(), String> {
                 );
                 for e in plan.edges() {
                     let kinds = if e.hazards.is_empty() { "explicit".to_string() } else { e.hazards.names().join("+") };
-                    println!("  {} -> {}  {kinds}{}", e.from, e.to, if e.explicit && !e.hazards.is_empty() { " (explicit)" } else { "" });
+                    let _ = writeln!(out, "  {} -> {}  {kinds}{}", e.from, e.to, if e.explicit && !e.hazards.is_empty() { " (explicit)" } else { "" });
                 }
             }
             if explain {
-                print!("{}", plan.explain());
+                out.push_str(&plan.explain());
             }
             if cuda {
                 let capable: Vec<bool> =
                     f.impls.iter().map(|i| i.get("cuda").is_some_and(|s| s.pdl().unwrap_or_else(|| s.source().starts_with("builtin")))).collect();
                 let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape));
-                print!("{}", low.describe(&plan));
+                out.push_str(&low.describe(&plan));
             }
-            Ok(())
+            emit(&out)
         }
         Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, device, max_lanes } => {
             let backend = match backend {
@@ -200,10 +210,12 @@ fn dispatch(c: Command) -> Result<(), String> {
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;
+            let mut out = String::new();
             for n in &r.notes {
-                println!("{n}");
+                let _ = writeln!(out, "{n}");
             }
-            println!(
+            let _ = writeln!(
+                out,
                 "{}: {} nodes, {} edges, {} replays in {:.3} ms{}",
                 file.display(),
                 r.nodes,
@@ -212,7 +224,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                 r.seconds * 1e3,
                 if r.checked { ", check passed (bitwise equal to the host serial oracle)" } else { "" }
             );
-            Ok(())
+            emit(&out)
         }
         Command::Bench(args) => ostinato_bench::cli::bench(args),
     }

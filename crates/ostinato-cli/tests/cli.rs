@@ -106,3 +106,23 @@ fn devices_reports_each_backend_and_succeeds() {
         assert!(!ok && err.contains("no CUDA driver found"), "{err}");
     }
 }
+
+/// `ostinato plan ... | head`: a reader that stops early closes the pipe; the command ends quietly and
+/// successfully instead of panicking on the write.
+#[test]
+fn a_reader_that_closes_the_pipe_early_is_not_an_error() {
+    use std::io::Read;
+    let mut child = bin()
+        .args(["plan", "examples/add_one_serial_941.toml", "--cuda", "--explain"])
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let mut first = [0u8; 64];
+    child.stdout.take().expect("piped").read_exact(&mut first).expect("some output"); // then the pipe closes
+    let out = child.wait_with_output().expect("exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(first.starts_with(b"examples/add_one_serial_941.toml"), "{}", String::from_utf8_lossy(&first));
+    assert!(out.status.success() && !err.contains("panicked"), "{:?}: {err}", out.status);
+}
