@@ -9,6 +9,7 @@
 #   arm position:       scripts/bench-sweep.sh rotate "0 1 2 3 4 5 6 7" --filter serial/n941/b128,indep/n941/b128
 #   mixed builds:       scripts/bench-sweep.sh pdl-mixed-builds "off plain early all" --filter decode
 #   graph build:        scripts/bench-sweep.sh graph-build "bulk in-order capture" --filter n941 --blocks 128
+#   one mixed edge call: scripts/bench-sweep.sh graph-build "bulk-one-call bulk" --filter fan,decode
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
