@@ -123,7 +123,14 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
 
 #[test]
 fn committed_h200_results_are_valid_and_all_rows_correct() {
-    for f in ["2026-11-29-h200/results.json", "2026-11-30-h200/results.json", "2026-11-30-h200/runs/0f6ed74.json", "2026-11-30-h200/runs/25018d9.json", "2026-11-30-h200-stop8/results.json", "2026-11-30-h200-stop8/runs/5634a5f.json"] {
+    for f in [
+        "2026-11-29-h200/results.json",
+        "2026-11-30-h200/results.json",
+        "2026-11-30-h200/runs/0f6ed74.json",
+        "2026-11-30-h200/runs/25018d9.json",
+        "2026-11-30-h200-stop8/results.json",
+        "2026-11-30-h200-stop8/runs/5634a5f.json",
+    ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
         assert_eq!(v["provenance"]["build_dirty"], "false", "{f}");

@@ -1,0 +1,94 @@
+//! Probe (GPU): is the host cost of one replay call a property of the instantiated graph, of the
+//! process, or of the moment? Six Ostinato execs and six stream-captured graphs of the same 941-node
+//! `add_one` chain (1 block), one process; `ROUNDS` rounds, each graph in turn (the start rotating per
+//! round): wait until the GPU is idle, then time a burst of `BURST` back-to-back replay calls. Prints
+//! each graph's median, min and max µs per call over the rounds. Run: `cargo run --release -p
+//! ostinato-cuda --example host_call_probe` (the GPU machine runs the copy in `.devbin/`).
+
+use std::time::Instant;
+
+use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Stream};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, Dims, PdlTrigger};
+
+const NODES: usize = 941;
+const GRAPHS: usize = 6;
+const ROUNDS: usize = 15;
+const BURST: usize = 20;
+
+enum Replayable {
+    Ostinato(CudaExec),
+    Captured(CapturedGraph, Stream),
+}
+
+impl Replayable {
+    fn replay(&mut self) -> Result<(), String> {
+        match self {
+            Replayable::Ostinato(e) => e.replay().map_err(|x| x.to_string()),
+            Replayable::Captured(g, s) => g.launch(s).map_err(|x| x.to_string()),
+        }
+    }
+    fn wait(&mut self) -> Result<(), String> {
+        match self {
+            Replayable::Ostinato(e) => e.wait().map_err(|x| x.to_string()),
+            Replayable::Captured(_, s) => s.synchronize().map_err(|x| x.to_string()),
+        }
+    }
+}
+
+fn main() -> Result<(), String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
+    let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 1024).map_err(|x| x.to_string())?;
+    let k = g.add_kernel(sig.clone()).map_err(|x| x.to_string())?;
+    for _ in 0..NODES {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(|x| x.to_string())?;
+    }
+    let plan = Plan::compile(&g).map_err(|x| x.to_string())?;
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
+    let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
+    let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
+    let buffer = Buffer::new(&device, 1024).map_err(e)?;
+    let mut graphs: Vec<(String, Replayable)> = Vec::new();
+    for i in 0..GRAPHS {
+        let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
+        let exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
+        graphs.push((format!("ostinato-{i}"), Replayable::Ostinato(exec)));
+        let stream = Stream::new(&device).map_err(e)?;
+        let mut args = Args::new(&[buffer.ptr(), 256]);
+        stream.begin_capture().map_err(e)?;
+        let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
+        let launched = (0..NODES).try_for_each(|_| stream.launch(&plain, dims, &mut args, false));
+        let captured = stream.end_capture().map_err(e)?;
+        launched.map_err(e)?;
+        graphs.push((format!("captured-{i}"), Replayable::Captured(captured, stream)));
+    }
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
+    for round in 0..ROUNDS + 1 {
+        for j in 0..graphs.len() {
+            let i = (j + round) % graphs.len();
+            let r = &mut graphs[i].1;
+            r.wait()?;
+            let t = Instant::now();
+            for _ in 0..BURST {
+                r.replay()?;
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / BURST as f64;
+            r.wait()?;
+            if round > 0 {
+                times[i].push(us); // round 0 warms every graph up
+            }
+        }
+    }
+    println!("device {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds", device.info().name);
+    println!("| graph | median | min | max | rounds under 3 µs |");
+    println!("|---|---|---|---|---|");
+    for ((name, _), t) in graphs.iter().zip(&mut times) {
+        t.sort_by(f64::total_cmp);
+        let fast = t.iter().filter(|v| **v < 3.0).count();
+        println!("| {name} | {:.2} | {:.2} | {:.2} | {fast} of {} |", t[t.len() / 2], t[0], t[t.len() - 1], t.len());
+    }
+    Ok(())
+}
