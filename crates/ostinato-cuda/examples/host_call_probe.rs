@@ -17,7 +17,7 @@ const ROUNDS: usize = 15;
 const BURST: usize = 20;
 
 enum Replayable {
-    Ostinato(CudaExec),
+    Ostinato(Box<CudaExec>),
     Captured(CapturedGraph, Stream),
 }
 
@@ -55,7 +55,7 @@ fn main() -> Result<(), String> {
     for i in 0..GRAPHS {
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
         let exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
-        graphs.push((format!("ostinato-{i}"), Replayable::Ostinato(exec)));
+        graphs.push((format!("ostinato-{i}"), Replayable::Ostinato(Box::new(exec))));
         let stream = Stream::new(&device).map_err(e)?;
         let mut args = Args::new(&[buffer.ptr(), 256]);
         stream.begin_capture().map_err(e)?;
