@@ -151,6 +151,12 @@ fn main() -> Result<(), String> {
     exec_built_full_edge(&device)
 }
 
+/// The CUDA kernels of a two-kernel program: `mix` in the modules' PDL builds, `mix_alt` as the plain
+/// build (it never waits).
+fn two_kernel_bindings(m: &BuiltinModules, plan: &Plan) -> ostinato_cuda::Result<Vec<CudaKernel>> {
+    plan.graph().kernels().iter().map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) }).collect()
+}
+
 /// Part 2: the random two-kernel programs of the GPU differential test (`mix` in PDL builds, `mix_alt`
 /// plain), PDL on with the entry trigger, each run `RUNS` times with the edges added in one mixed call
 /// (`bulk-one-call`, how graphs were built before 5053dae) and in one call per edge type (`bulk`);
@@ -174,13 +180,7 @@ fn random_graphs_by_edge_call(device: &Device) -> Result<(), String> {
             let options = CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, build };
             let backend = CudaBackend::with_builtins(device, &m, options).map_err(e)?;
             for _ in 0..RUNS {
-                let kernels = plan
-                    .graph()
-                    .kernels()
-                    .iter()
-                    .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(e)?;
+                let kernels = two_kernel_bindings(&m, &plan).map_err(e)?;
                 let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
                 write_inits(&mut exec, &prog.inits).map_err(e)?;
                 for _ in 0..replays {
@@ -242,13 +242,7 @@ fn exec_built_full_edge(device: &Device) -> Result<(), String> {
         let backend = CudaBackend::with_builtins(device, &m, CudaOptions { pdl, trigger: PdlTrigger::AtEntry, build, ..CudaOptions::default() }).map_err(e)?;
         let (mut stale, mut lowered, mut held) = (0, String::new(), String::new());
         for _ in 0..REPS {
-            let kernels = plan
-                .graph()
-                .kernels()
-                .iter()
-                .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) })
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(e)?;
+            let kernels = two_kernel_bindings(&m, &plan).map_err(e)?;
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
             lowered = format!("{:?}", exec.lowering().edges.iter().map(|x| (x.from.index(), x.to.index(), x.programmatic)).collect::<Vec<_>>());
             held = format!("{:?}", exec.submitted_edges().map_err(e)?);
