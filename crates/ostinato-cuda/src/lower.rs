@@ -50,13 +50,14 @@ impl PdlMode {
 }
 
 /// `auto`'s threshold, measured on the H200 (docs/fences.md §3): an edge is programmatic only when the
-/// SMALLER of its two kernels' grids, times the plan's lane count, is at most this many blocks. Serial
-/// chains gained up to 512 blocks; at 1,024 blocks they gained 4% on two machines and lost 8-9% on
-/// three; four side-by-side chains gained at 128 blocks, tied at 256 and lost at 512 and above;
-/// 8,192-block grids lost 1.7x. An edge between a small and a large grid (decode's 1-block rmsnorm into
-/// its 2,048-block gate/up gemv, and that gemv into a 32-block silu) gained: the decode stack ran 0.7-0.9%
-/// faster with those edges programmatic.
-pub const AUTO_MAX_BLOCKS: u64 = 512;
+/// SMALLER of its two kernels' grids, times the plan's lane count, is at most this many blocks. With
+/// every arm measured under the same protocol, serial chains gained up to 1,024 blocks (4% at 1,024 on
+/// every machine since the protocol fix) and lost at 2,048 (3.0 vs 2.3 µs) and 8,192 (1.7x); four
+/// side-by-side chains gained at 256 blocks each (9%) and lost at 512 (0.73 vs 0.48 µs). An edge
+/// between a small and a large grid (decode's 1-block rmsnorm into its 2,048-block gate/up gemv, and
+/// that gemv into a 32-block silu) gained: the decode stack ran 0.7-0.9% faster with those edges
+/// programmatic.
+pub const AUTO_MAX_BLOCKS: u64 = 1024;
 
 /// A submission whose nodes all have at most this many blocks uses the early-trigger build (trigger at
 /// entry); otherwise kernels trigger after their own wait, so early launches cannot cascade down the
@@ -480,11 +481,11 @@ mod tests {
         let auto = PdlPolicy::new(PdlMode::Auto);
         assert!(auto.programmatic(&d(1), &d(2048), true, 1, 1), "small producer, large consumer");
         assert!(auto.programmatic(&d(2048), &d(32), true, 1, 1), "large producer, small consumer");
-        assert!(auto.programmatic(&d(512), &d(8192), true, 1, 1), "the smaller end at the limit");
-        assert!(!auto.programmatic(&d(1024), &d(1024), true, 1, 1), "both ends large");
-        assert!(!auto.programmatic(&d(1024), &d(8192), true, 1, 1), "the smaller end above the limit");
-        assert!(auto.programmatic(&d(128), &d(2048), true, 1, 4), "128 blocks in each of 4 lanes");
-        assert!(!auto.programmatic(&d(256), &d(2048), true, 1, 4), "256 blocks in each of 4 lanes");
+        assert!(auto.programmatic(&d(1024), &d(8192), true, 1, 1), "the smaller end at the limit");
+        assert!(!auto.programmatic(&d(2048), &d(2048), true, 1, 1), "both ends large");
+        assert!(!auto.programmatic(&d(2048), &d(8192), true, 1, 1), "the smaller end above the limit");
+        assert!(auto.programmatic(&d(256), &d(2048), true, 1, 4), "256 blocks in each of 4 lanes");
+        assert!(!auto.programmatic(&d(512), &d(2048), true, 1, 4), "512 blocks in each of 4 lanes");
         assert!(!auto.programmatic(&d(1), &d(1), true, AUTO_MAX_FANOUT + 1, 1), "a wide fan");
         assert!(!auto.programmatic(&d(1), &d(1), false, 1, 1), "a consumer that does not wait");
     }
@@ -532,13 +533,10 @@ mod tests {
     fn auto_scales_the_block_limit_by_side_by_side_lanes() {
         let p = PdlPolicy::default();
         let d = |b| Dims { grid: [b, 1, 1], block: [256, 1, 1], shared: 0 };
-        assert!(p.programmatic(&d(512), &d(512), true, 1, 1), "one 512-block chain: measured to gain on every H200");
-        assert!(!p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: lost on two H200s of three");
-        assert!(!p.programmatic(&d(256), &d(256), true, 1, 4), "four side-by-side 256-block chains: a tie at best");
-        assert!(!p.programmatic(&d(1024), &d(1024), true, 1, 4), "four side-by-side 1,024-block chains: measured to lose");
-        assert!(p.programmatic(&d(128), &d(128), true, 1, 4));
-        assert!(!p.programmatic(&d(1), &d(1), true, 5, 1), "wide fans stay full edges");
-        assert!(!p.programmatic(&d(1), &d(1), false, 1, 1), "never into a kernel that does not wait");
+        assert!(p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: gained 4% on every H200 since the protocol fix");
+        assert!(!p.programmatic(&d(2048), &d(2048), true, 1, 1), "one 2,048-block chain: measured to lose");
+        assert!(p.programmatic(&d(256), &d(256), true, 1, 4), "four side-by-side 256-block chains: gained 9%");
+        assert!(!p.programmatic(&d(512), &d(512), true, 1, 4), "four side-by-side 512-block chains: measured to lose");
     }
 
     #[test]
