@@ -573,15 +573,23 @@ impl Graph {
         std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
     }
 
-    /// Every edge as `(from, to, programmatic)`: programmatic when the driver holds it as a
-    /// programmatic dependency from the producer's programmatic port.
+    /// Every edge as `(from, to, programmatic)`: exactly the two kinds of edge data we submit, a full
+    /// edge (all zero) or a programmatic dependency from the producer's programmatic port. Any other
+    /// edge data is an error, not a guess.
     pub(crate) fn typed_edges(&self) -> Result<Vec<(GraphNode, GraphNode, bool)>> {
-        let programmatic = edge_data(true);
-        Ok(self
-            .edges()?
+        let same = |a: &sys::CUgraphEdgeData, b: &sys::CUgraphEdgeData| (a.type_, a.from_port, a.to_port) == (b.type_, b.from_port, b.to_port);
+        let (full, programmatic) = (edge_data(false), edge_data(true));
+        self.edges()?
             .into_iter()
-            .map(|(f, t, d)| (GraphNode(f), GraphNode(t), d.type_ == programmatic.type_ && d.from_port == programmatic.from_port))
-            .collect())
+            .map(|(f, t, d)| match (same(&d, &full), same(&d, &programmatic)) {
+                (true, _) => Ok((GraphNode(f), GraphNode(t), false)),
+                (_, true) => Ok((GraphNode(f), GraphNode(t), true)),
+                _ => Err(CudaError::Usage {
+                    op: "cuGraphGetEdges_v2",
+                    reason: format!("an edge holds type {} from port {} to port {}, which Ostinato never submits", d.type_, d.from_port, d.to_port),
+                }),
+            })
+            .collect()
     }
 
     /// Every edge with its data (type and ports).
