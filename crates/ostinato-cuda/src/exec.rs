@@ -278,15 +278,13 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         incoming[e.to.index()].push((e.from.index(), e.programmatic));
     }
     let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
-    // Plan order is topological: every node's producers exist before it.
+    // The graph node of launch `j`, which must have been added already (plan order is topological, and
+    // the bulk build adds every node before any edge).
+    let node_of = |j: usize, to: usize, slots: &[Option<GraphNode>]| -> Result<GraphNode> {
+        slots[j].ok_or_else(|| CudaError::Usage { op: "build_graph", reason: format!("launch {j} has no graph node yet, for an edge into launch {to}") })
+    };
     let deps_of = |i: usize, slots: &[Option<GraphNode>]| -> Result<(Vec<GraphNode>, Vec<bool>)> {
-        let mut nodes = Vec::with_capacity(incoming[i].len());
-        for &(from, _) in &incoming[i] {
-            nodes.push(
-                slots[from]
-                    .ok_or_else(|| CudaError::Usage { op: "build_graph", reason: format!("node {from} feeds node {i} but comes later in plan order") })?,
-            );
-        }
+        let nodes = incoming[i].iter().map(|&(from, _)| node_of(from, i, slots)).collect::<Result<Vec<_>>>()?;
         Ok((nodes, incoming[i].iter().map(|&(_, p)| p).collect()))
     };
     let graph = match build {
@@ -301,8 +299,8 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
                 [false, true].iter().map(|&p| low.edges.iter().filter(|e| e.programmatic == p).collect()).collect()
             };
             for group in groups {
-                let from: Vec<GraphNode> = group.iter().filter_map(|e| slots[e.from.index()]).collect();
-                let to: Vec<GraphNode> = group.iter().filter_map(|e| slots[e.to.index()]).collect();
+                let from = group.iter().map(|e| node_of(e.from.index(), e.to.index(), &slots)).collect::<Result<Vec<_>>>()?;
+                let to = group.iter().map(|e| node_of(e.to.index(), e.to.index(), &slots)).collect::<Result<Vec<_>>>()?;
                 let prog: Vec<bool> = group.iter().map(|e| e.programmatic).collect();
                 graph.add_edges(&from, &to, &prog)?;
             }
@@ -373,8 +371,9 @@ impl CudaExec {
         let Submission::Graph { graph, nodes, .. } = &self.submission else {
             return Err(CudaError::Usage { op: "submitted_edges", reason: "eager mode submits no graph".into() });
         };
+        let by_node: std::collections::HashMap<GraphNode, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let index = |n: GraphNode| {
-            nodes.iter().position(|&m| m == n).ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
+            by_node.get(&n).copied().ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
         };
         let mut edges = graph.typed_edges()?.into_iter().map(|(f, t, p)| Ok((index(f)?, index(t)?, p))).collect::<Result<Vec<_>>>()?;
         edges.sort_unstable();

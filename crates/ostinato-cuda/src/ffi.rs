@@ -464,7 +464,7 @@ pub(crate) struct Graph {
 }
 
 /// A node handle of a [`Graph`] (valid while the graph lives).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct GraphNode(sys::CUgraphNode);
 
 impl Graph {

@@ -57,12 +57,14 @@ fn a_backend_refuses_builtins_of_another_trigger() {
     assert!(ostinato_cuda::CudaBackend::with_builtins(&device, &m, ostinato_cuda::CudaOptions { trigger: PdlTrigger::AtEntry, ..options }).is_ok());
 }
 
-/// A user kernel that lets its dependents launch at entry (`griddepcontrol.launch_dependents`, no wait)
-/// feeding a kernel that never waits: the edge stays full, so the second kernel starts only after the
+/// A user kernel that lets its dependents launch at entry (`griddepcontrol.launch_dependents`)
+/// feeding a kernel that never waits: that edge stays full, so the second kernel starts only after the
 /// first completed and reads what it wrote, in every graph build and in eager mode. `trig` runs one block
-/// for milliseconds and `tail` reads the last elements it writes: a full edge that became programmatic
-/// reads stale data here (it did, 20 of 20 runs, with the edges added in one mixed call:
-/// `pdl_full_edge_probe` part 3).
+/// for milliseconds and `tail` reads the last elements it writes. A waiting kernel `head` before `trig`
+/// makes the graph's FIRST edge programmatic (`head → trig`), the shape in which the driver gave every
+/// edge of one mixed `cuGraphAddDependencies_v2` call the first edge's type: there `trig → tail` became
+/// programmatic and `tail` read stale data (20 of 20 runs, `pdl_full_edge_probe` part 3). So this test
+/// fails if the bulk build stops adding full and programmatic edges in separate calls.
 #[test]
 fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
     let Some(device) = common::device_or_skip("a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes") else { return };
@@ -70,7 +72,8 @@ fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
     const TAIL: u32 = 64;
     let src = ModuleSource::CudaC {
         name: "trig.cu".into(),
-        source: "extern \"C\" __global__ void trig(float* x, unsigned n) { asm volatile(\"griddepcontrol.launch_dependents;\"); for (unsigned i = threadIdx.x; i < n; i += blockDim.x) x[i] += 1.0f; }\n\
+        source: "extern \"C\" __global__ void head(float* x, unsigned n) { asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); for (unsigned i = threadIdx.x; i < n; i += blockDim.x) x[i] = 0.0f; }\n\
+                 extern \"C\" __global__ void trig(float* x, unsigned n) { asm volatile(\"griddepcontrol.launch_dependents;\"); asm volatile(\"griddepcontrol.wait;\" ::: \"memory\"); for (unsigned i = threadIdx.x; i < n; i += blockDim.x) x[i] += 1.0f; }\n\
                  extern \"C\" __global__ void tail(float* y, const float* x, unsigned n) { if (threadIdx.x < n) y[threadIdx.x] = x[threadIdx.x] * 2.0f; }"
             .into(),
     };
@@ -78,17 +81,21 @@ fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
     let mut g = ostinato::Graph::new();
     let x = g.add_buffer("x", 4 * N as u64).unwrap();
     let y = g.add_buffer("y", 4 * TAIL as u64).unwrap();
+    let head_sig = KernelSig::new("head").buffer("x", Access::Write).scalar("n", ScalarType::U32);
     let trig_sig = KernelSig::new("trig").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
     let tail_sig = KernelSig::new("tail").buffer("y", Access::Write).buffer("x", Access::Read).scalar("n", ScalarType::U32);
+    let kh = g.add_kernel(head_sig.clone()).unwrap();
     let kt = g.add_kernel(trig_sig.clone()).unwrap();
     let kp = g.add_kernel(tail_sig.clone()).unwrap();
     let u32s = |v: u32| ostinato::Arg::Scalar(ostinato::Scalar::u32(v));
+    g.add_launch(kh, ostinato::Launch::linear(1, 256), &[ostinato::Arg::Whole(x), u32s(N)], &[]).unwrap();
     g.add_launch(kt, ostinato::Launch::linear(1, 32), &[ostinato::Arg::Whole(x), u32s(N)], &[]).unwrap();
     let last = ostinato::Slice { buffer: x, offset: 4 * (N - TAIL) as u64, len: 4 * TAIL as u64 };
     g.add_launch(kp, ostinato::Launch::linear(1, 64), &[ostinato::Arg::Whole(y), ostinato::Arg::Buffer(last), u32s(TAIL)], &[]).unwrap();
     let plan = ostinato::Plan::compile(&g).unwrap();
-    let kernels = || vec![m.kernel("trig", &trig_sig, None).unwrap(), m.kernel("tail", &tail_sig, None).unwrap()];
-    assert!(!kernels()[0].pdl_capable && !kernels()[1].pdl_capable, "neither kernel waits");
+    let kernels = || vec![m.kernel("head", &head_sig, None).unwrap(), m.kernel("trig", &trig_sig, None).unwrap(), m.kernel("tail", &tail_sig, None).unwrap()];
+    let pdl: Vec<bool> = kernels().iter().map(|k| k.pdl_capable).collect();
+    assert_eq!(pdl, [true, true, false], "`head` and `trig` wait before touching memory, `tail` never waits");
     use ostinato::{Backend, Exec};
     use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild};
     let configs = [
@@ -101,7 +108,12 @@ fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
         let backend = ostinato_cuda::CudaBackend::new(&device, CudaOptions { mode, build, ..Default::default() }).unwrap();
         for run in 0..10 {
             let mut exec = backend.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)).unwrap();
-            exec.write_buffer(x, 0, &vec![0u8; 4 * N as usize]).unwrap();
+            if mode == ExecMode::Graph {
+                let edges: Vec<(usize, usize, bool)> = exec.lowering().edges.iter().map(|e| (e.from.index(), e.to.index(), e.programmatic)).collect();
+                assert_eq!(edges, [(0, 1, true), (1, 2, false)], "{build:?}: the first edge must be the programmatic one");
+                assert_eq!(exec.submitted_edges().unwrap(), edges, "{build:?}: the driver holds other edges than the lowering's");
+            }
+            exec.write_buffer(x, 0, &vec![0xFFu8; 4 * N as usize]).unwrap();
             exec.replay().unwrap();
             exec.wait().unwrap();
             let mut out = vec![0u8; 4 * TAIL as usize];
