@@ -115,8 +115,8 @@ enum Command {
         /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
         #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
         trigger: TriggerArg,
-        /// CUDA graph mode: bulk (nodes, then all edges in one call), in-order (each node with its
-        /// in-edges) or capture (stream capture with the plan's edges).
+        /// CUDA graph mode: bulk (every node, then the edges in one call per edge type), in-order (each
+        /// node with its in-edges) or capture (stream capture with the plan's edges).
         #[arg(long, value_enum, default_value_t = GraphBuildArg::Bulk)]
         graph_build: GraphBuildArg,
         /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
@@ -126,7 +126,7 @@ enum Command {
         max_lanes: usize,
     },
     /// Run the dispatch benchmark matrix and write results.json, REPORT.md and a chart.
-    Bench(ostinato_bench::cli::BenchArgs),
+    Bench(Box<ostinato_bench::cli::BenchArgs>),
 }
 
 fn main() -> ExitCode {
@@ -226,7 +226,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             );
             emit(&out)
         }
-        Command::Bench(args) => ostinato_bench::cli::bench(args),
+        Command::Bench(args) => ostinato_bench::cli::bench(*args),
     }
 }
 
