@@ -35,8 +35,9 @@ pub struct BenchArgs {
     /// Graph shape of the Ostinato graph arms: auto, plan (one dependency per plan edge) or lanes.
     #[arg(long, default_value = "auto")]
     pub graph_shape: String,
-    /// How the Ostinato graph arms hand their graph to the driver: bulk (nodes, then all edges in one
-    /// call), in-order (each node with its in-edges) or capture (stream capture with the plan's edges).
+    /// How the Ostinato graph arms hand their graph to the driver: bulk (every node, then the edges in
+    /// one call per edge type), in-order (each node with its in-edges), capture (stream capture with the
+    /// plan's edges) or, for investigation only, bulk-one-call (all edges in one mixed call).
     #[arg(long, default_value = "bulk")]
     pub graph_build: String,
     /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
@@ -59,6 +60,12 @@ pub struct BenchArgs {
     /// small programmatic nodes) or all (both). Bare `--pdl-mixed-builds` means all.
     #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all")]
     pub pdl_mixed_builds: String,
+    /// Placement study: run every selected row once per listed byte offset (comma-separated, each a
+    /// multiple of 256), its buffers starting that far into their allocations (row id `<row>@<offset>`).
+    /// Every CUDA arm of a row still shares the same addresses. A 1-block chain's time per dispatch
+    /// depends on where its buffer lies (docs/fences.md §8).
+    #[arg(long)]
+    pub offsets: Option<String>,
 }
 
 impl BenchArgs {
@@ -67,7 +74,8 @@ impl BenchArgs {
             .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
     }
     pub fn graph_build(&self) -> Result<ostinato_cuda::GraphBuild, String> {
-        ostinato_cuda::GraphBuild::parse(&self.graph_build).ok_or_else(|| format!("unknown --graph-build `{}` (bulk, in-order, capture)", self.graph_build))
+        ostinato_cuda::GraphBuild::parse(&self.graph_build)
+            .ok_or_else(|| format!("unknown --graph-build `{}` (bulk, in-order, capture, bulk-one-call)", self.graph_build))
     }
     /// `--blocks`, parsed (None: the backend's default set).
     pub fn grid_blocks(&self) -> Result<Option<Vec<u32>>, String> {
@@ -76,6 +84,16 @@ impl BenchArgs {
     /// `--fans`, parsed (None: the default set).
     pub fn fan_widths(&self) -> Result<Option<Vec<usize>>, String> {
         positive_list("--fans", self.fans.as_deref())
+    }
+    /// `--offsets`, parsed: `[0]` (one placement, ids unchanged) when absent.
+    pub fn placements(&self) -> Result<Vec<u64>, String> {
+        let Some(list) = self.offsets.as_deref() else { return Ok(vec![0]) };
+        list.split(',')
+            .map(|t| match t.trim().parse::<u64>() {
+                Ok(v) if v % 256 == 0 => Ok(v),
+                _ => Err(format!("--offsets: `{t}` is not a byte offset that is a multiple of 256")),
+            })
+            .collect()
     }
     /// The auto policy with any overrides.
     pub fn auto_policy(&self) -> Result<ostinato_cuda::PdlPolicy, String> {

@@ -139,24 +139,57 @@ fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
 /// Arms run one after another and each resets the written buffers before every sample.
 pub struct RowMemory {
     /// One allocation per root buffer; None for views.
-    roots: Vec<Option<Buffer>>,
+    roots: Vec<Option<RootSpan>>,
+}
+
+/// A root buffer: `len` bytes starting `offset` bytes into its own allocation (the placement study's
+/// `--offsets`; 0 otherwise).
+pub struct RootSpan {
+    alloc: Buffer,
+    offset: usize,
+    len: usize,
+}
+
+impl RootSpan {
+    pub fn ptr(&self) -> u64 {
+        self.alloc.ptr() + self.offset as u64
+    }
+    fn fits(&self, at: usize, n: usize) -> Result<(), String> {
+        match at.checked_add(n) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(format!("{n} bytes at {at} overrun a {}-byte buffer", self.len)),
+        }
+    }
+    pub fn write(&self, at: usize, data: &[u8]) -> Result<(), String> {
+        self.fits(at, data.len())?;
+        self.alloc.write(self.offset + at, data).map_err(|e| e.to_string())
+    }
+    pub fn read(&self, at: usize, out: &mut [u8]) -> Result<(), String> {
+        self.fits(at, out.len())?;
+        self.alloc.read(self.offset + at, out).map_err(|e| e.to_string())
+    }
 }
 
 impl RowMemory {
-    pub fn new(device: &Device, w: &Workload) -> Result<Arc<RowMemory>, String> {
+    pub fn new(device: &Device, w: &Workload, offset: u64) -> Result<Arc<RowMemory>, String> {
         let mut roots = Vec::new();
         for (i, b) in w.graph.buffers().iter().enumerate() {
-            roots.push(if b.root.index() == i { Some(Buffer::new(device, b.size as usize).map_err(err("alloc"))?) } else { None });
+            roots.push(if b.root.index() == i {
+                let (offset, len) = (offset as usize, b.size as usize);
+                Some(RootSpan { alloc: Buffer::new(device, offset + len).map_err(err("alloc"))?, offset, len })
+            } else {
+                None
+            });
         }
         Ok(Arc::new(RowMemory { roots }))
     }
-    fn root(&self, i: usize) -> Result<&Buffer, String> {
+    fn root(&self, i: usize) -> Result<&RootSpan, String> {
         self.roots.get(i).and_then(Option::as_ref).ok_or_else(|| format!("buffer #{i} is a view, not a root allocation"))
     }
     fn bindings(&self) -> Vec<BufferBinding<DeviceMemory>> {
         self.roots
             .iter()
-            .map(|r| r.as_ref().map_or(BufferBinding::Allocate, |b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 })))
+            .map(|r| r.as_ref().map_or(BufferBinding::Allocate, |b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len as u64 })))
             .collect()
     }
 }
@@ -295,7 +328,7 @@ impl Baseline {
             if b.root.index() == i {
                 let buf = memory.root(i)?;
                 if let Some(bytes) = &init[i] {
-                    buf.write(0, bytes).map_err(err("init"))?;
+                    buf.write(0, bytes).map_err(|e| format!("init: {e}"))?;
                 }
                 base[i] = buf.ptr();
             }
@@ -404,7 +437,7 @@ impl Arm for Baseline {
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         for (i, bytes) in init.iter().enumerate() {
             if let (Some(bytes), true) = (bytes, self.written[i]) {
-                self.memory.root(i)?.write(0, bytes).map_err(err("reset"))?;
+                self.memory.root(i)?.write(0, bytes).map_err(|e| format!("reset: {e}"))?;
             }
         }
         let s0 = &self.streams[0];
@@ -432,7 +465,7 @@ impl Arm for Baseline {
             let decl = w.graph.buffer(b);
             let mut v = vec![0u8; decl.size as usize];
             let root = decl.root.index();
-            self.memory.root(root)?.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
+            self.memory.root(root)?.read(decl.root_offset as usize, &mut v).map_err(|e| format!("read: {e}"))?;
             outputs.push(v);
         }
         let (mut replay_call_us, mut replay_single_us) = (None, None);

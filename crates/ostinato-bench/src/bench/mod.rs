@@ -368,6 +368,10 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         return Err("--samples must be at least 1".into());
     }
     let grid_blocks = args.grid_blocks()?;
+    let placements = args.placements()?;
+    if args.offsets.is_some() && backend != BenchBackend::Cuda {
+        return Err("--offsets places CUDA device buffers; the host backend's rows have none to place".into());
+    }
     let fan_widths = args.fan_widths()?;
     let policy = args.auto_policy()?;
     let build = args.graph_build()?;
@@ -409,15 +413,20 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
     }
     let arms: &[ArmKind] = if backend == BenchBackend::Cuda { &ArmKind::CUDA } else { &ArmKind::HOST };
-    let pb = ProgressBar::new((rows_in.len() * arms.len()) as u64);
+    // Each row once per placement (buffer offset); ids carry the offset only in a placement study.
+    let row_list: Vec<(&Workload, u64, String)> = rows_in
+        .iter()
+        .flat_map(|w| placements.iter().map(move |&o| (w, o, if args.offsets.is_some() { format!("{}@{o}", w.id) } else { w.id.clone() })))
+        .collect();
+    let pb = ProgressBar::new((row_list.len() * arms.len()) as u64);
     pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?);
     // Arms of the row's own API rotate per row; an arm of another API (the Vulkan arm) runs in a second
     // pass after every row, so no CUDA arm is measured right after a switch of API (that biased the next
     // arm on tiny rows: runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
     let (rotated, later): (Vec<ArmKind>, Vec<ArmKind>) = arms.iter().partition(|a| **a != ArmKind::Vulkan);
     let mut runs: Vec<RowRun> = Vec::new();
-    for (ri, w) in rows_in.iter().enumerate() {
-        pb.set_message(format!("{} (oracle)", w.id));
+    for (ri, &(w, offset, ref id)) in row_list.iter().enumerate() {
+        pb.set_message(format!("{id} (oracle)"));
         let init = init_bytes(w);
         let want = arms::oracle(w, &init);
         let mut run = RowRun { init, want, order: Vec::new(), results: Vec::new() };
@@ -425,27 +434,27 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         let n = order.len();
         order.rotate_left((ri + args.rotate) % n);
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
-        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w)).transpose();
+        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset)).transpose();
         for kind in order {
-            pb.set_message(format!("{} {}", w.id, kind.name()));
+            pb.set_message(format!("{id} {}", kind.name()));
             run.arm(kind, w, &contexts, &memory, &protocol);
             pb.inc(1);
         }
         runs.push(run);
     }
-    for (w, run) in rows_in.iter().zip(&mut runs) {
+    for (&(w, _, ref id), run) in row_list.iter().zip(&mut runs) {
         for &kind in &later {
-            pb.set_message(format!("{} {}", w.id, kind.name()));
+            pb.set_message(format!("{id} {}", kind.name()));
             run.arm(kind, w, &contexts, &Ok(None), &protocol);
             pb.inc(1);
         }
     }
     let mut rows = Vec::new();
-    for (w, RowRun { mut results, order, .. }) in rows_in.iter().zip(runs) {
+    for (&(w, _, ref id), RowRun { mut results, order, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
-            id: w.id.clone(),
+            id: id.clone(),
             family: w.family,
             dispatches_per_replay: w.dispatches,
             replays_per_sample: w.replays,
