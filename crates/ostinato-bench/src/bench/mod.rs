@@ -102,18 +102,29 @@ pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, f
         (BenchBackend::Host, false) => (&[1, 50, 200, 941], &[128]),
         (BenchBackend::Host, true) => (&[1, 50, 941], &[]),
     };
-    let blocks = grid_blocks.unwrap_or(default_blocks);
+    // Each grid row once: a listed block count that repeats, or 1 where the 941 × 1 row already exists,
+    // would be a second row with the same id.
+    let mut blocks: Vec<u32> = Vec::new();
+    for &b in grid_blocks.unwrap_or(default_blocks) {
+        let built_in = b == 1 && counts.contains(&941);
+        if !built_in && !blocks.contains(&b) {
+            blocks.push(b);
+        }
+    }
     for independent in [false, true] {
         for &c in counts {
             rows.push(workload::dispatch_grid(c, 1, independent, 1));
         }
-        for &b in blocks {
+        for &b in &blocks {
             rows.push(workload::dispatch_grid(941, b, independent, 1));
         }
     }
-    let fans: &[usize] = fan_widths.unwrap_or(if quick { &[4] } else { &[4, 16, 64] });
-    for &k in fans {
-        rows.push(workload::fan(k, 1024, 1));
+    let mut fans: Vec<usize> = Vec::new();
+    for &k in fan_widths.unwrap_or(if quick { &[4] } else { &[4, 16, 64] }) {
+        if !fans.contains(&k) {
+            fans.push(k);
+            rows.push(workload::fan(k, 1024, 1));
+        }
     }
     rows.push(match backend {
         BenchBackend::Cuda => workload::decode(DecodeShape::LLAMA_1B, 4),
@@ -474,4 +485,24 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     println!("{}", report::headline(backend, &rows));
     println!("wrote {}/results.json, REPORT.md, chart.svg", args.out.display());
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_row_ids_are_unique_whatever_the_lists() {
+        for backend in [BenchBackend::Cuda, BenchBackend::Host] {
+            for quick in [false, true] {
+                let rows = matrix(backend, quick, Some(&[1, 128, 128, 1]), Some(&[4, 4, 16]));
+                let mut ids: Vec<&str> = rows.iter().map(|w| w.id.as_str()).collect();
+                assert!(ids.contains(&"grid/serial/n941/b1") && ids.contains(&"grid/indep/n941/b128") && ids.contains(&"fan/k16/w1024"), "{ids:?}");
+                let n = ids.len();
+                ids.sort_unstable();
+                ids.dedup();
+                assert_eq!(ids.len(), n, "{backend:?} quick={quick}: a row id repeats");
+            }
+        }
+    }
 }
