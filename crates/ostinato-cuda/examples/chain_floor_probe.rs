@@ -1,0 +1,89 @@
+//! Probe (GPU): does anything in an Ostinato process (its modules, its exec) cost the 941-node 1-block
+//! PDL chain time per dispatch, next to a plain C++ driver-API program (scripts/probes/driver_api_chain.cpp)?
+//! The chain's time depends on where its buffer lies (docs/fences.md §8), so one buffer address is used
+//! throughout: a stream-captured PDL chain of the built-in `add_one` (trigger at entry) timed (a) with
+//! only its own module loaded, (b) again after the three built-in modules are loaded, (c) captured from
+//! a fifth load of the same build, (d) Ostinato's exec of the same chain bound to the same buffer. GPU µs per dispatch: events around 10 replays, median of 7 samples after 3 warm-ups.
+//! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
+//! copy in `.devbin/`).
+
+use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceMemory, DeviceSelector, Dims, LoadedModule, ModuleSource, PdlTrigger};
+
+const NODES: usize = 941;
+
+fn e(x: ostinato_cuda::CudaError) -> String {
+    x.to_string()
+}
+
+fn capture_chain(k: &CudaKernel, x: u64, s: &Stream) -> Result<CapturedGraph, String> {
+    let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
+    let mut args = Args::new(&[x, 256]);
+    s.begin_capture().map_err(e)?;
+    let launched = (0..NODES).try_for_each(|_| s.launch(k, dims, &mut args, true));
+    let g = s.end_capture().map_err(e)?;
+    launched.map_err(e)?;
+    Ok(g)
+}
+
+/// Median µs per dispatch of `replay` (one replay of the chain), timed on `s`.
+fn time(s: &Stream, mut replay: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    let (a, b) = (Event::new(true).map_err(e)?, Event::new(true).map_err(e)?);
+    for _ in 0..3 {
+        replay()?;
+    }
+    s.synchronize().map_err(e)?;
+    let mut us = Vec::new();
+    for _ in 0..7 {
+        s.record(&a).map_err(e)?;
+        for _ in 0..10 {
+            replay()?;
+        }
+        s.record(&b).map_err(e)?;
+        b.synchronize().map_err(e)?;
+        us.push(b.elapsed_ms_since(&a).map_err(e)? * 1e3 / (10 * NODES) as f64);
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
+fn main() -> Result<(), String> {
+    let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
+    let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let buffer = Buffer::new(&device, 1 << 16).map_err(e)?;
+    let x = buffer.ptr();
+    let s = Stream::new(&device).map_err(e)?;
+    println!("device {}; buffer at {x:#x}; GPU µs per dispatch of the 941-node 1 × 256 PDL chain", device.info().name);
+    let own = LoadedModule::load(&device, &ModuleSource::builtin(), PdlTrigger::AtEntry).map_err(e)?;
+    let k_own = own.kernel("add_one", &sig, None).map_err(e)?;
+    let g_own = capture_chain(&k_own, x, &s)?;
+    println!("(a) captured chain, one module loaded: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
+    println!("(b) the same graph after the three built-in modules loaded: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
+    let again = LoadedModule::load(&device, &ModuleSource::builtin(), PdlTrigger::AtEntry).map_err(e)?;
+    let g_again = capture_chain(&again.kernel("add_one", &sig, None).map_err(e)?, x, &s)?;
+    println!("(c) a chain captured from a fifth load of the same build: {:.3}", time(&s, || g_again.launch(&s).map_err(e))?);
+    let mut g = Graph::new();
+    let xb = g.add_buffer("x", 1024).map_err(|x| x.to_string())?;
+    let k = g.add_kernel(sig.clone()).map_err(|x| x.to_string())?;
+    for _ in 0..NODES {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(xb), Arg::Scalar(Scalar::u32(256))], &[]).map_err(|x| x.to_string())?;
+    }
+    let plan = Plan::compile(&g).map_err(|x| x.to_string())?;
+    let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
+    let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
+    let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::External(DeviceMemory { ptr: x, len: 1024 })]).map_err(e)?;
+    let mut us = Vec::new();
+    for i in 0..10 {
+        let ms = exec.replay_timed(10).map_err(e)?;
+        if i >= 3 {
+            us.push(ms * 1e3 / (10 * NODES) as f64);
+        }
+    }
+    us.sort_by(f64::total_cmp);
+    println!("(d) Ostinato's exec on the same buffer: {:.3}", us[us.len() / 2]);
+    println!("(a') the first graph again: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
+    exec.wait().map_err(e)?;
+    Ok(())
+}
