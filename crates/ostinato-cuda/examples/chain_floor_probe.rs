@@ -3,7 +3,9 @@
 //! The chain's time depends on where its buffer lies (docs/fences.md §8), so one buffer address is used
 //! throughout: a stream-captured PDL chain of the built-in `add_one` (trigger at entry) timed (a) with
 //! only its own module loaded, (b) again after the three built-in modules are loaded, (c) captured from
-//! a fifth load of the same build, (d) Ostinato's exec of the same chain bound to the same buffer. GPU µs per dispatch: events around 10 replays, median of 7 samples after 3 warm-ups.
+//! a fifth load of the same build, (d) Ostinato's exec of the same chain bound to the same buffer; then
+//! the exec on (e) a buffer allocated after the modules, (f) its own 1 KiB allocation, (g) the same
+//! after a host write. GPU µs per dispatch: events around 10 replays, median of 7 samples after 3 warm-ups.
 //! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
 //! copy in `.devbin/`).
 
@@ -85,5 +87,29 @@ fn main() -> Result<(), String> {
     println!("(d) Ostinato's exec on the same buffer: {:.3}", us[us.len() / 2]);
     println!("(a') the first graph again: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
     exec.wait().map_err(e)?;
+    // The same exec on buffers allocated after every module: (e) a fresh 64 KiB buffer, (f) Ostinato's
+    // own 1 KiB allocation, (g) that one again after zeroing it from the host.
+    let late = Buffer::new(&device, 1 << 16).map_err(e)?;
+    let timed = |exec: &mut ostinato_cuda::CudaExec| -> Result<f64, String> {
+        let mut us = Vec::new();
+        for i in 0..10 {
+            let ms = exec.replay_timed(10).map_err(e)?;
+            if i >= 3 {
+                us.push(ms * 1e3 / (10 * NODES) as f64);
+            }
+        }
+        us.sort_by(f64::total_cmp);
+        Ok(us[us.len() / 2])
+    };
+    let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
+    let mut exec_late = backend.instantiate(&plan, kernels, vec![BufferBinding::External(DeviceMemory { ptr: late.ptr(), len: 1024 })]).map_err(e)?;
+    println!("(e) Ostinato's exec on a 64 KiB buffer allocated after the modules ({:#x}): {:.3}", late.ptr(), timed(&mut exec_late)?);
+    let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
+    let mut exec_own = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
+    let own_ptr = exec_own.device_ptr(xb).unwrap_or(0);
+    println!("(f) Ostinato's exec on its own 1 KiB allocation ({own_ptr:#x}): {:.3}", timed(&mut exec_own)?);
+    exec_own.write_buffer(xb, 0, &[0u8; 1024]).map_err(e)?;
+    println!("(g) the same after zeroing it from the host: {:.3}", timed(&mut exec_own)?);
+    exec_own.wait().map_err(e)?;
     Ok(())
 }
