@@ -255,6 +255,8 @@ struct Protocol<'a> {
 
 /// One row's inputs, oracle and results, in the order its arms ran.
 struct RowRun {
+    /// The row's id in the report (with `@<offset>` in a placement study).
+    id: String,
     init: Vec<Option<Vec<u8>>>,
     want: Result<Vec<Vec<u8>>, String>,
     order: Vec<ArmKind>,
@@ -265,7 +267,7 @@ impl RowRun {
     /// Runs one arm on the row (or records that the oracle failed) and notes its place in the order.
     fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, p: &Protocol) {
         self.results.push(match &self.want {
-            Ok(want) => run_arm(kind, w, cx, memory, &self.init, want, p),
+            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.init, want }, cx, memory, p),
             Err(e) => ArmResult {
                 arm: kind.name(),
                 ok: false,
@@ -283,7 +285,16 @@ impl RowRun {
     }
 }
 
-fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, init: &[Option<Vec<u8>>], want: &[Vec<u8>], p: &Protocol) -> ArmResult {
+/// What one arm run needs of its row: the id it is reported under, the buffers' initial bytes and the
+/// oracle's outputs.
+struct RowInputs<'a> {
+    id: &'a str,
+    init: &'a [Option<Vec<u8>>],
+    want: &'a [Vec<u8>],
+}
+
+fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> ArmResult {
+    let RowInputs { id, init, want } = row;
     let (warmups, samples) = (p.warmups, p.samples);
     let mut out = ArmResult {
         arm: kind.name(),
@@ -310,7 +321,7 @@ fn run_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, in
         }
     };
     if let Some(dir) = p.dot_dir {
-        let path = dir.join(format!("{}--{}.dot", w.id.replace('/', "_"), kind.name()));
+        let path = dir.join(format!("{}--{}.dot", id.replace('/', "_"), kind.name()));
         if let Some(Err(e)) = arm.write_dot(&path) {
             out.error = Some(format!("writing {}: {e}", path.display()));
             return out;
@@ -440,7 +451,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         pb.set_message(format!("{id} (oracle)"));
         let init = init_bytes(w);
         let want = arms::oracle(w, &init);
-        let mut run = RowRun { init, want, order: Vec::new(), results: Vec::new() };
+        let mut run = RowRun { id: id.clone(), init, want, order: Vec::new(), results: Vec::new() };
         let mut order = rotated.clone();
         let n = order.len();
         order.rotate_left((ri + args.rotate) % n);
