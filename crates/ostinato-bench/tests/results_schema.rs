@@ -130,6 +130,10 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200/runs/25018d9.json",
         "2026-11-30-h200-stop8/results.json",
         "2026-11-30-h200-stop8/runs/5634a5f.json",
+        "2026-11-30-h200-stop8/runs/8b2191f.json",
+        "2026-11-30-h200-stop9/results.json",
+        "2026-11-30-h200-stop9/study/placement/bench-offsets-9e84b2d.json",
+        "2026-11-30-h200-stop9/study/placement/bench-offsets-acedde9.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
