@@ -11,7 +11,9 @@
 
 use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceMemory, DeviceSelector, Dims, LoadedModule, ModuleSource, PdlTrigger};
+use ostinato_cuda::{
+    BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, DeviceSelector, Dims, LoadedModule, ModuleSource, PdlTrigger,
+};
 
 const NODES: usize = 941;
 
@@ -50,6 +52,19 @@ fn time(s: &Stream, mut replay: impl FnMut() -> Result<(), String>) -> Result<f6
     Ok(us[us.len() / 2])
 }
 
+/// Median µs per dispatch of an Ostinato exec: 10 samples of 10 timed replays, the first 3 warm-ups.
+fn exec_time(exec: &mut CudaExec) -> Result<f64, String> {
+    let mut us = Vec::new();
+    for i in 0..10 {
+        let ms = exec.replay_timed(10).map_err(e)?;
+        if i >= 3 {
+            us.push(ms * 1e3 / (10 * NODES) as f64);
+        }
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
 fn main() -> Result<(), String> {
     let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
     let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
@@ -76,40 +91,21 @@ fn main() -> Result<(), String> {
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
     let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
     let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::External(DeviceMemory { ptr: x, len: 1024 })]).map_err(e)?;
-    let mut us = Vec::new();
-    for i in 0..10 {
-        let ms = exec.replay_timed(10).map_err(e)?;
-        if i >= 3 {
-            us.push(ms * 1e3 / (10 * NODES) as f64);
-        }
-    }
-    us.sort_by(f64::total_cmp);
-    println!("(d) Ostinato's exec on the same buffer: {:.3}", us[us.len() / 2]);
+    println!("(d) Ostinato's exec on the same buffer: {:.3}", exec_time(&mut exec)?);
     println!("(a') the first graph again: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
     exec.wait().map_err(e)?;
     // The same exec on buffers allocated after every module: (e) a fresh 64 KiB buffer, (f) Ostinato's
     // own 1 KiB allocation, (g) that one again after zeroing it from the host.
     let late = Buffer::new(&device, 1 << 16).map_err(e)?;
-    let timed = |exec: &mut ostinato_cuda::CudaExec| -> Result<f64, String> {
-        let mut us = Vec::new();
-        for i in 0..10 {
-            let ms = exec.replay_timed(10).map_err(e)?;
-            if i >= 3 {
-                us.push(ms * 1e3 / (10 * NODES) as f64);
-            }
-        }
-        us.sort_by(f64::total_cmp);
-        Ok(us[us.len() / 2])
-    };
     let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
     let mut exec_late = backend.instantiate(&plan, kernels, vec![BufferBinding::External(DeviceMemory { ptr: late.ptr(), len: 1024 })]).map_err(e)?;
-    println!("(e) Ostinato's exec on a 64 KiB buffer allocated after the modules ({:#x}): {:.3}", late.ptr(), timed(&mut exec_late)?);
+    println!("(e) Ostinato's exec on a 64 KiB buffer allocated after the modules ({:#x}): {:.3}", late.ptr(), exec_time(&mut exec_late)?);
     let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
     let mut exec_own = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
     let own_ptr = exec_own.device_ptr(xb).unwrap_or(0);
-    println!("(f) Ostinato's exec on its own 1 KiB allocation ({own_ptr:#x}): {:.3}", timed(&mut exec_own)?);
+    println!("(f) Ostinato's exec on its own 1 KiB allocation ({own_ptr:#x}): {:.3}", exec_time(&mut exec_own)?);
     exec_own.write_buffer(xb, 0, &[0u8; 1024]).map_err(e)?;
-    println!("(g) the same after zeroing it from the host: {:.3}", timed(&mut exec_own)?);
+    println!("(g) the same after zeroing it from the host: {:.3}", exec_time(&mut exec_own)?);
     exec_own.wait().map_err(e)?;
     Ok(())
 }
