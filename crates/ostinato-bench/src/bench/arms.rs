@@ -183,6 +183,10 @@ impl RowMemory {
         }
         Ok(Arc::new(RowMemory { roots }))
     }
+    /// `name=0x…` for each root buffer, in declaration order (the report's record of where they lay).
+    pub fn addresses(&self, w: &Workload) -> Vec<String> {
+        self.roots.iter().zip(w.graph.buffers()).filter_map(|(r, d)| r.as_ref().map(|b| format!("{}={:#x}", d.name, b.ptr()))).collect()
+    }
     fn root(&self, i: usize) -> Result<&RootSpan, String> {
         self.roots.get(i).and_then(Option::as_ref).ok_or_else(|| format!("buffer #{i} is a view, not a root allocation"))
     }

@@ -88,6 +88,10 @@ pub struct RowResult {
     /// Every sample of every arm passed its oracle check.
     pub ok: bool,
     pub arm_order: Vec<&'static str>,
+    /// Where the row's root buffers lay (`name=0x…`), shared by every CUDA arm; empty on the host. A
+    /// 1-block chain's time depends on it (docs/fences.md §8).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub buffer_addresses: Vec<String>,
     pub arms: Vec<ArmResult>,
 }
 
@@ -261,6 +265,8 @@ struct RowRun {
     want: Result<Vec<Vec<u8>>, String>,
     order: Vec<ArmKind>,
     results: Vec<ArmResult>,
+    /// The CUDA arms' shared buffers, `name=0x…` per root (empty without CUDA).
+    addresses: Vec<String>,
 }
 
 impl RowRun {
@@ -451,12 +457,15 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         pb.set_message(format!("{id} (oracle)"));
         let init = init_bytes(w);
         let want = arms::oracle(w, &init);
-        let mut run = RowRun { id: id.clone(), init, want, order: Vec::new(), results: Vec::new() };
+        let mut run = RowRun { id: id.clone(), init, want, order: Vec::new(), results: Vec::new(), addresses: Vec::new() };
         let mut order = rotated.clone();
         let n = order.len();
         order.rotate_left((ri + args.rotate) % n);
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
         let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset)).transpose();
+        if let Ok(Some(m)) = &memory {
+            run.addresses = m.addresses(w);
+        }
         for kind in order {
             pb.set_message(format!("{id} {}", kind.name()));
             run.arm(kind, w, &contexts, &memory, &protocol);
@@ -472,7 +481,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         }
     }
     let mut rows = Vec::new();
-    for (&(w, _, ref id), RowRun { mut results, order, .. }) in row_list.iter().zip(runs) {
+    for (&(w, _, ref id), RowRun { mut results, order, addresses, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
@@ -486,6 +495,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
             },
             ok: results.iter().all(|r| r.ok),
             arm_order: order.iter().map(|a| a.name()).collect(),
+            buffer_addresses: addresses,
             arms: results,
         });
     }

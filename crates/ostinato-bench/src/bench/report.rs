@@ -199,6 +199,15 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     if !skipped.is_empty() {
         let _ = writeln!(s, "\n## Not applicable (neither failed nor ranked)\n\n{}", skipped.join("\n"));
     }
+    let placed: Vec<String> =
+        rows.iter().filter(|r| !r.buffer_addresses.is_empty()).map(|r| format!("- {}: {}", r.id, r.buffer_addresses.join(", "))).collect();
+    if !placed.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Where each row's buffers lay (shared by its CUDA arms; a 1-block chain's time depends on it, docs/fences.md §8)\n\n{}",
+            placed.join("\n")
+        );
+    }
     let _ = writeln!(s, "\n## Failures (never ranked)\n");
     let mut failed = false;
     for r in rows {
@@ -301,4 +310,46 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
     w("results.json", &json)?;
     w("REPORT.md", &markdown(backend, p, args, rows))?;
     chart(&dir.join("chart.svg"), backend, p, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn row(id: &str, addresses: &[&str]) -> RowResult {
+        RowResult {
+            id: id.into(),
+            family: "dispatch-grid serial",
+            dispatches_per_replay: 941,
+            replays_per_sample: 1,
+            check: "exact".into(),
+            ok: true,
+            arm_order: vec![],
+            buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
+            arms: vec![],
+        }
+    }
+
+    #[test]
+    fn the_report_says_where_each_rows_buffers_lay_and_json_omits_it_when_unknown() {
+        let args = Cmd::parse_from(["bench", "--backend", "host"]).args;
+        let p = super::super::provenance::collect(BenchBackend::Host, None, None, None, &args);
+        let placed = [row("grid/serial/n941/b1", &["x=0x7f0000e20400"]), row("grid/serial/n1/b1", &[])];
+        let md = markdown(BenchBackend::Cuda, &p, &args, &placed);
+        assert!(md.contains("## Where each row's buffers lay"), "{md}");
+        assert!(md.contains("- grid/serial/n941/b1: x=0x7f0000e20400\n"), "{md}");
+        assert!(!md.contains("- grid/serial/n1/b1:"), "a row without addresses gets no line: {md}");
+        let host_only = markdown(BenchBackend::Host, &p, &args, &placed[1..]);
+        assert!(!host_only.contains("buffers lay"), "no section without addresses: {host_only}");
+        let json = serde_json::to_value(&placed[..]).unwrap();
+        assert_eq!(json[0]["buffer_addresses"][0], "x=0x7f0000e20400");
+        assert!(json[1].get("buffer_addresses").is_none(), "empty addresses are left out: {}", json[1]);
+    }
 }
