@@ -90,7 +90,8 @@ impl BenchArgs {
         let Some(list) = self.offsets.as_deref() else { return Ok(vec![0]) };
         list.split(',')
             .map(|t| match t.trim().parse::<u64>() {
-                Ok(v) if v % 256 == 0 => Ok(v),
+                Ok(v) if v % 256 == 0 && v <= MAX_OFFSET => Ok(v),
+                Ok(v) if v > MAX_OFFSET => Err(format!("--offsets: `{t}` is beyond the 1 GiB a placement study may pad a buffer with")),
                 _ => Err(format!("--offsets: `{t}` is not a byte offset that is a multiple of 256")),
             })
             .collect()
@@ -111,6 +112,9 @@ impl BenchArgs {
         Ok(p)
     }
 }
+
+/// The largest `--offsets` value: each row's buffers are padded by it.
+const MAX_OFFSET: u64 = 1 << 30;
 
 /// A comma-separated list of positive integers, or None when the option is absent.
 fn positive_list<T: std::str::FromStr + PartialOrd + Default>(option: &str, list: Option<&str>) -> Result<Option<Vec<T>>, String> {

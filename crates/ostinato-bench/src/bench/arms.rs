@@ -176,7 +176,8 @@ impl RowMemory {
         for (i, b) in w.graph.buffers().iter().enumerate() {
             roots.push(if b.root.index() == i {
                 let (offset, len) = (offset as usize, b.size as usize);
-                Some(RootSpan { alloc: Buffer::new(device, offset + len).map_err(err("alloc"))?, offset, len })
+                let total = offset.checked_add(len).ok_or_else(|| format!("buffer `{}`: offset {offset} + {len} bytes overflow", b.name))?;
+                Some(RootSpan { alloc: Buffer::new(device, total).map_err(err("alloc"))?, offset, len })
             } else {
                 None
             });
