@@ -333,7 +333,7 @@ impl Baseline {
             if b.root.index() == i {
                 let buf = memory.root(i)?;
                 if let Some(bytes) = &init[i] {
-                    buf.write(0, bytes).map_err(|e| format!("init: {e}"))?;
+                    buf.write(0, bytes).map_err(err("init"))?;
                 }
                 base[i] = buf.ptr();
             }
@@ -442,7 +442,7 @@ impl Arm for Baseline {
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         for (i, bytes) in init.iter().enumerate() {
             if let (Some(bytes), true) = (bytes, self.written[i]) {
-                self.memory.root(i)?.write(0, bytes).map_err(|e| format!("reset: {e}"))?;
+                self.memory.root(i)?.write(0, bytes).map_err(err("reset"))?;
             }
         }
         let s0 = &self.streams[0];
@@ -470,7 +470,7 @@ impl Arm for Baseline {
             let decl = w.graph.buffer(b);
             let mut v = vec![0u8; decl.size as usize];
             let root = decl.root.index();
-            self.memory.root(root)?.read(decl.root_offset as usize, &mut v).map_err(|e| format!("read: {e}"))?;
+            self.memory.root(root)?.read(decl.root_offset as usize, &mut v).map_err(err("read"))?;
             outputs.push(v);
         }
         let (mut replay_call_us, mut replay_single_us) = (None, None);

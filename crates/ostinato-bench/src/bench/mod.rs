@@ -72,6 +72,21 @@ pub struct ArmResult {
 }
 
 impl ArmResult {
+    /// An arm's result before anything ran: not ok, no error, no samples.
+    fn new(kind: ArmKind) -> ArmResult {
+        ArmResult {
+            arm: kind.name(),
+            ok: false,
+            error: None,
+            skipped: None,
+            samples: Vec::new(),
+            gpu_us_per_dispatch: None,
+            host_us_per_dispatch: None,
+            replay_call_us: None,
+            replay_single_us: None,
+            warmup_samples: 0,
+        }
+    }
     /// The metric rows are ranked by: GPU time on CUDA, wall time on the host backend.
     pub fn metric(&self) -> Option<Stat> {
         self.gpu_us_per_dispatch.or(self.host_us_per_dispatch)
@@ -257,12 +272,18 @@ struct Protocol<'a> {
     dot_dir: Option<&'a Path>,
 }
 
+/// A workload's buffers' initial bytes and the oracle's outputs: computed once, shared by every
+/// placement of the workload.
+struct RowOracle {
+    init: Vec<Option<Vec<u8>>>,
+    want: Result<Vec<Vec<u8>>, String>,
+}
+
 /// One row's inputs, oracle and results, in the order its arms ran.
 struct RowRun {
     /// The row's id in the report (with `@<offset>` in a placement study).
     id: String,
-    init: Vec<Option<Vec<u8>>>,
-    want: Result<Vec<Vec<u8>>, String>,
+    oracle: std::rc::Rc<RowOracle>,
     order: Vec<ArmKind>,
     results: Vec<ArmResult>,
     /// The CUDA arms' shared buffers, `name=0x…` per root (empty without CUDA).
@@ -272,20 +293,9 @@ struct RowRun {
 impl RowRun {
     /// Runs one arm on the row (or records that the oracle failed) and notes its place in the order.
     fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, p: &Protocol) {
-        self.results.push(match &self.want {
-            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.init, want }, cx, memory, p),
-            Err(e) => ArmResult {
-                arm: kind.name(),
-                ok: false,
-                error: Some(format!("oracle failed: {e}")),
-                skipped: None,
-                samples: vec![],
-                gpu_us_per_dispatch: None,
-                host_us_per_dispatch: None,
-                replay_call_us: None,
-                replay_single_us: None,
-                warmup_samples: 0,
-            },
+        self.results.push(match &self.oracle.want {
+            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, want }, cx, memory, p),
+            Err(e) => ArmResult { error: Some(format!("oracle failed: {e}")), ..ArmResult::new(kind) },
         });
         self.order.push(kind);
     }
@@ -302,18 +312,7 @@ struct RowInputs<'a> {
 fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> ArmResult {
     let RowInputs { id, init, want } = row;
     let (warmups, samples) = (p.warmups, p.samples);
-    let mut out = ArmResult {
-        arm: kind.name(),
-        ok: false,
-        error: None,
-        skipped: None,
-        samples: Vec::new(),
-        gpu_us_per_dispatch: None,
-        host_us_per_dispatch: None,
-        replay_call_us: None,
-        replay_single_us: None,
-        warmup_samples: 0,
-    };
+    let mut out = ArmResult::new(kind);
     let mut arm = match make_arm(kind, w, cx, memory, init) {
         Ok(a) => a,
         Err(SetupError::Skip(why)) => {
@@ -453,11 +452,20 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     // arm on tiny rows: runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
     let (rotated, later): (Vec<ArmKind>, Vec<ArmKind>) = arms.iter().partition(|a| **a != ArmKind::Vulkan);
     let mut runs: Vec<RowRun> = Vec::new();
+    // The oracle runs once per workload; its placements follow each other in `row_list`.
+    let mut last_oracle: Option<(&Workload, std::rc::Rc<RowOracle>)> = None;
     for (ri, &(w, offset, ref id)) in row_list.iter().enumerate() {
-        pb.set_message(format!("{id} (oracle)"));
-        let init = init_bytes(w);
-        let want = arms::oracle(w, &init);
-        let mut run = RowRun { id: id.clone(), init, want, order: Vec::new(), results: Vec::new(), addresses: Vec::new() };
+        let oracle = match &last_oracle {
+            Some((prev, o)) if std::ptr::eq(*prev, w) => o.clone(),
+            _ => {
+                pb.set_message(format!("{id} (oracle)"));
+                let init = init_bytes(w);
+                let o = std::rc::Rc::new(RowOracle { want: arms::oracle(w, &init), init });
+                last_oracle = Some((w, o.clone()));
+                o
+            }
+        };
+        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses: Vec::new() };
         let mut order = rotated.clone();
         let n = order.len();
         order.rotate_left((ri + args.rotate) % n);
