@@ -88,13 +88,11 @@ impl BenchArgs {
     /// `--offsets`, parsed: `[0]` (one placement, ids unchanged) when absent.
     pub fn placements(&self) -> Result<Vec<u64>, String> {
         let Some(list) = self.offsets.as_deref() else { return Ok(vec![0]) };
-        list.split(',')
-            .map(|t| match t.trim().parse::<u64>() {
-                Ok(v) if v % 256 == 0 && v <= MAX_OFFSET => Ok(v),
-                Ok(v) if v > MAX_OFFSET => Err(format!("--offsets: `{t}` is beyond the 1 GiB a placement study may pad a buffer with")),
-                _ => Err(format!("--offsets: `{t}` is not a byte offset that is a multiple of 256")),
-            })
-            .collect()
+        parse_list(list, |t, v: Option<u64>| match v {
+            Some(v) if v % 256 == 0 && v <= MAX_OFFSET => Ok(v),
+            Some(v) if v > MAX_OFFSET => Err(format!("--offsets: `{t}` is beyond the 1 GiB a placement study may pad a buffer with")),
+            _ => Err(format!("--offsets: `{t}` is not a byte offset that is a multiple of 256")),
+        })
     }
     /// The auto policy with any overrides.
     pub fn auto_policy(&self) -> Result<ostinato_cuda::PdlPolicy, String> {
@@ -116,16 +114,16 @@ impl BenchArgs {
 /// The largest `--offsets` value: each row's buffers are padded by it.
 const MAX_OFFSET: u64 = 1 << 30;
 
+/// A comma-separated list: `item` gets each entry's text and its parsed value (None where it does not
+/// parse) and accepts it or says why not.
+fn parse_list<T: std::str::FromStr>(list: &str, item: impl Fn(&str, Option<T>) -> Result<T, String>) -> Result<Vec<T>, String> {
+    list.split(',').map(|t| item(t, t.trim().parse().ok())).collect()
+}
+
 /// A comma-separated list of positive integers, or None when the option is absent.
 fn positive_list<T: std::str::FromStr + PartialOrd + Default>(option: &str, list: Option<&str>) -> Result<Option<Vec<T>>, String> {
     let Some(list) = list else { return Ok(None) };
-    list.split(',')
-        .map(|t| match t.trim().parse::<T>() {
-            Ok(v) if v > T::default() => Ok(v),
-            _ => Err(format!("{option}: `{t}` is not a positive count")),
-        })
-        .collect::<Result<Vec<T>, String>>()
-        .map(Some)
+    parse_list(list, |t, v: Option<T>| v.filter(|v| *v > T::default()).ok_or_else(|| format!("{option}: `{t}` is not a positive count"))).map(Some)
 }
 
 pub fn bench(args: BenchArgs) -> Result<(), String> {
