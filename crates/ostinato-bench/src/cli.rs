@@ -66,6 +66,11 @@ pub struct BenchArgs {
     /// depends on where its buffer lies (docs/fences.md §8).
     #[arg(long)]
     pub offsets: Option<String>,
+    /// Replays between the two timing events of every sample, for every row (default: 1, the decode
+    /// stack 4, one position each). A sample of one replay includes the GPU's ramp from idle into
+    /// the replay (docs/fences.md §8).
+    #[arg(long)]
+    pub replays: Option<usize>,
 }
 
 impl BenchArgs {
@@ -84,6 +89,13 @@ impl BenchArgs {
     /// `--fans`, parsed (None: the default set).
     pub fn fan_widths(&self) -> Result<Option<Vec<usize>>, String> {
         positive_list("--fans", self.fans.as_deref())
+    }
+    /// `--replays`, checked (None: each row's default).
+    pub fn replays_per_sample(&self) -> Result<Option<usize>, String> {
+        match self.replays {
+            Some(n) if !(1..=MAX_REPLAYS).contains(&n) => Err(format!("--replays {n}: between 1 and {MAX_REPLAYS} replays per sample")),
+            r => Ok(r),
+        }
     }
     /// `--offsets`, parsed: `[0]` (one placement, ids unchanged) when absent.
     pub fn placements(&self) -> Result<Vec<u64>, String> {
@@ -110,6 +122,10 @@ impl BenchArgs {
         Ok(p)
     }
 }
+
+/// The most replays per sample `--replays` takes (the captured decode baseline keeps one graph per
+/// replay of a sample).
+pub const MAX_REPLAYS: usize = 1000;
 
 /// The largest `--offsets` value: each row's buffers are padded by it.
 const MAX_OFFSET: u64 = 1 << 30;

@@ -176,3 +176,42 @@ fn rotate_shifts_every_rows_arm_order_past_the_row_index() {
     assert_eq!(v["protocol"]["arm_order"], "rotated per row, shifted by 1");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn replays_sets_every_rows_replays_per_sample_and_the_protocol_says_so() {
+    let out = std::env::temp_dir().join(format!("ostinato-bench-replays-{}", std::process::id()));
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    let argv = [
+        "bench",
+        "--backend",
+        "host",
+        "--quick",
+        "--filter",
+        "grid/serial/n50,decode",
+        "--samples",
+        "1",
+        "--warmups",
+        "1",
+        "--warmup-ms",
+        "0",
+        "--replays",
+        "3",
+    ];
+    let args = Cmd::parse_from(argv.iter().copied().chain(["--out", out.to_str().unwrap()])).args;
+    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    assert_eq!(rows.len(), 2, "{:?}", rows.iter().map(|r| &r.id).collect::<Vec<_>>());
+    for r in &rows {
+        assert_eq!(r.replays_per_sample, 3, "{}", r.id);
+        assert!(r.ok, "{}: every sample of 3 replays matches the oracle", r.id);
+    }
+    let v = check(&out.join("results.json"));
+    assert_eq!(v["protocol"]["replays_per_sample"], "3 back-to-back replays between two events (--replays 3)");
+    assert!(std::fs::read_to_string(out.join("REPORT.md")).unwrap().contains("each 3 back-to-back replays between two events"));
+    let _ = std::fs::remove_dir_all(&out);
+    let zero = Cmd::parse_from(["bench", "--backend", "host", "--replays", "0"]).args;
+    assert_eq!(ostinato_bench::bench::run(&zero).err().as_deref(), Some("--replays 0: between 1 and 1000 replays per sample"));
+}

@@ -5,7 +5,9 @@
 //! only its own module loaded, (b) again after the three built-in modules are loaded, (c) captured from
 //! a fifth load of the same build, (d) Ostinato's exec of the same chain bound to the same buffer; then
 //! the exec on (e) a buffer allocated after the modules, (f) its own 1 KiB allocation, (g) the same
-//! after a host write. GPU µs per dispatch: events around 10 replays, median of 7 samples after 3 warm-ups.
+//! after a host write; (h) the exec on (e)'s and (f)'s buffers with 1 to 50 replays per sample, and single
+//! replays timed while the GPU is still busy with untimed ones. GPU µs per dispatch: events around 10
+//! replays (unless (h) says otherwise), median of 7 samples after 3 warm-ups.
 //! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
 //! copy in `.devbin/`).
 
@@ -54,15 +56,38 @@ fn time(s: &Stream, mut replay: impl FnMut() -> Result<(), String>) -> Result<f6
 
 /// Median µs per dispatch of an Ostinato exec: 10 samples of 10 timed replays, the first 3 warm-ups.
 fn exec_time(exec: &mut CudaExec) -> Result<f64, String> {
+    exec_time_with(exec, 10, 0)
+}
+
+/// Median µs per dispatch of an Ostinato exec over 10 samples (the first 3 warm-ups), each `per_sample`
+/// replays between two events, each after waiting for the stream and then enqueueing `busy_before`
+/// untimed replays (so the GPU is already running when the first event is recorded).
+fn exec_time_with(exec: &mut CudaExec, per_sample: usize, busy_before: usize) -> Result<f64, String> {
     let mut us = Vec::new();
     for i in 0..10 {
-        let ms = exec.replay_timed(10).map_err(e)?;
+        exec.wait().map_err(e)?;
+        for _ in 0..busy_before {
+            exec.replay().map_err(e)?;
+        }
+        let ms = exec.replay_timed(per_sample).map_err(e)?;
         if i >= 3 {
-            us.push(ms * 1e3 / (10 * NODES) as f64);
+            us.push(ms * 1e3 / (per_sample * NODES) as f64);
         }
     }
     us.sort_by(f64::total_cmp);
     Ok(us[us.len() / 2])
+}
+
+/// (h) How the time per dispatch depends on the replays in one sample (the benchmark times one replay
+/// per sample), and whether a single replay timed while the GPU is already busy matches a long sample.
+fn replays_per_sample(label: &str, exec: &mut CudaExec) -> Result<(), String> {
+    let mut line = format!("(h) {label}: replays per sample");
+    for k in [1, 2, 5, 10, 50] {
+        line += &format!(" {k}: {:.3};", exec_time_with(exec, k, 0)?);
+    }
+    line += &format!(" 1 after 5 untimed: {:.3}; 1 after 20 untimed: {:.3}", exec_time_with(exec, 1, 5)?, exec_time_with(exec, 1, 20)?);
+    println!("{line}");
+    Ok(())
 }
 
 fn main() -> Result<(), String> {
@@ -106,6 +131,8 @@ fn main() -> Result<(), String> {
     println!("(f) Ostinato's exec on its own 1 KiB allocation ({own_ptr:#x}): {:.3}", exec_time(&mut exec_own)?);
     exec_own.write_buffer(xb, 0, &[0u8; 1024]).map_err(e)?;
     println!("(g) the same after zeroing it from the host: {:.3}", exec_time(&mut exec_own)?);
+    replays_per_sample(&format!("exec on the 64 KiB buffer ({:#x})", late.ptr()), &mut exec_late)?;
+    replays_per_sample(&format!("exec on its own allocation ({own_ptr:#x})"), &mut exec_own)?;
     exec_own.wait().map_err(e)?;
     Ok(())
 }

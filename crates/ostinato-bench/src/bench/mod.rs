@@ -113,7 +113,9 @@ pub struct RowResult {
 /// The matrix for a backend.
 /// `grid_blocks` replaces the block counts of the 941-dispatch grid rows, `fan_widths` the consumer
 /// counts of the fan rows.
-pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, fan_widths: Option<&[usize]>) -> Vec<Workload> {
+/// The rows of the matrix; `replays` overrides every row's replays per sample.
+pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, fan_widths: Option<&[usize]>, replays: Option<usize>) -> Vec<Workload> {
+    let per = |default: usize| replays.unwrap_or(default);
     let mut rows = Vec::new();
     let (counts, default_blocks): (&[usize], &[u32]) = match (backend, quick) {
         (BenchBackend::Cuda, false) => (&[1, 50, 200, 941], &[128, 1024, 8192]),
@@ -132,22 +134,22 @@ pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, f
     }
     for independent in [false, true] {
         for &c in counts {
-            rows.push(workload::dispatch_grid(c, 1, independent, 1));
+            rows.push(workload::dispatch_grid(c, 1, independent, per(1)));
         }
         for &b in &blocks {
-            rows.push(workload::dispatch_grid(941, b, independent, 1));
+            rows.push(workload::dispatch_grid(941, b, independent, per(1)));
         }
     }
     let mut fans: Vec<usize> = Vec::new();
     for &k in fan_widths.unwrap_or(if quick { &[4] } else { &[4, 16, 64] }) {
         if !fans.contains(&k) {
             fans.push(k);
-            rows.push(workload::fan(k, 1024, 1));
+            rows.push(workload::fan(k, 1024, per(1)));
         }
     }
     rows.push(match backend {
-        BenchBackend::Cuda => workload::decode(DecodeShape::LLAMA_1B, 4),
-        BenchBackend::Host => workload::decode(DecodeShape { layers: if quick { 2 } else { 4 }, ..DecodeShape::HOST_SMALL }, 2),
+        BenchBackend::Cuda => workload::decode(DecodeShape::LLAMA_1B, per(4)),
+        BenchBackend::Host => workload::decode(DecodeShape { layers: if quick { 2 } else { 4 }, ..DecodeShape::HOST_SMALL }, per(2)),
     });
     rows
 }
@@ -435,7 +437,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     let warmup = std::time::Duration::from_millis(args.warmup_ms);
     let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, dot_dir: args.dot.as_deref() };
     let clock_before = provenance::sm_clock_mhz();
-    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref());
+    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref(), args.replays_per_sample()?);
     if let Some(f) = &args.filter {
         rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
     }
@@ -524,7 +526,7 @@ mod tests {
     fn matrix_row_ids_are_unique_whatever_the_lists() {
         for backend in [BenchBackend::Cuda, BenchBackend::Host] {
             for quick in [false, true] {
-                let rows = matrix(backend, quick, Some(&[1, 128, 128, 1]), Some(&[4, 4, 16]));
+                let rows = matrix(backend, quick, Some(&[1, 128, 128, 1]), Some(&[4, 4, 16]), None);
                 let mut ids: Vec<&str> = rows.iter().map(|w| w.id.as_str()).collect();
                 assert!(ids.contains(&"grid/serial/n941/b1") && ids.contains(&"grid/indep/n941/b128") && ids.contains(&"fan/k16/w1024"), "{ids:?}");
                 let n = ids.len();

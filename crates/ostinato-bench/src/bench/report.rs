@@ -140,10 +140,11 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row{}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm, each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row{}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
+        replays_text(args),
         if args.rotate == 0 { String::new() } else { format!(" (shifted by --rotate {})", args.rotate) },
         if backend == BenchBackend::Cuda { ", the Vulkan arm in a second pass after every row's CUDA arms" } else { "" },
         stats::TIE_BAND * 100.0
@@ -281,6 +282,15 @@ fn replay_table(s: &mut String, title: &str, rows: &[RowResult], arms: &[&'stati
     }
 }
 
+/// What one timed sample is, for the protocol line and `results.json`.
+fn replays_text(args: &BenchArgs) -> String {
+    match args.replays {
+        Some(1) => "one replay between two events (--replays 1)".into(),
+        Some(n) => format!("{n} back-to-back replays between two events (--replays {n})"),
+        None => "one replay between two events (the decode stack: 4, one position each)".into(),
+    }
+}
+
 pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[RowResult]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let results = Results {
@@ -290,6 +300,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "warmups": args.warmups,
             "warmup_ms": args.warmup_ms,
             "samples": args.samples,
+            "replays_per_sample": replays_text(args),
             "statistic": "median",
             "interval": "95% percentile bootstrap of the median, 2000 resamples",
             "tie_band": stats::TIE_BAND,
