@@ -269,6 +269,29 @@ impl Backend for CudaBackend {
     }
 }
 
+/// The graph node of launch `j`, which must have been added already (plan order is topological, and
+/// the bulk build adds every node before any edge); `to` names the launch whose edge needs it.
+fn node_of(slots: &[Option<GraphNode>], j: usize, to: usize) -> Result<GraphNode> {
+    slots[j].ok_or_else(|| CudaError::Usage { op: "build_graph", reason: format!("launch {j} has no graph node yet, for an edge into launch {to}") })
+}
+
+/// Adds every launch in plan order with `add(launch, its in-edges' nodes, which of them are
+/// programmatic)`, in the lowering's edge order, and keeps each new node in `slots`.
+fn add_in_plan_order(
+    plan: &Plan,
+    incoming: &[Vec<(usize, bool)>],
+    slots: &mut [Option<GraphNode>],
+    mut add: impl FnMut(usize, &[GraphNode], &[bool]) -> Result<GraphNode>,
+) -> Result<()> {
+    for &v in plan.order() {
+        let i = v.index();
+        let deps = incoming[i].iter().map(|&(from, _)| node_of(slots, from, i)).collect::<Result<Vec<_>>>()?;
+        let programmatic: Vec<bool> = incoming[i].iter().map(|&(_, p)| p).collect();
+        slots[i] = Some(add(i, &deps, &programmatic)?);
+    }
+    Ok(())
+}
+
 fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream, build: GraphBuild) -> Result<Submission> {
     let g = plan.graph();
     let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
@@ -278,15 +301,6 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         incoming[e.to.index()].push((e.from.index(), e.programmatic));
     }
     let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
-    // The graph node of launch `j`, which must have been added already (plan order is topological, and
-    // the bulk build adds every node before any edge).
-    let node_of = |j: usize, to: usize, slots: &[Option<GraphNode>]| -> Result<GraphNode> {
-        slots[j].ok_or_else(|| CudaError::Usage { op: "build_graph", reason: format!("launch {j} has no graph node yet, for an edge into launch {to}") })
-    };
-    let deps_of = |i: usize, slots: &[Option<GraphNode>]| -> Result<(Vec<GraphNode>, Vec<bool>)> {
-        let nodes = incoming[i].iter().map(|&(from, _)| node_of(from, i, slots)).collect::<Result<Vec<_>>>()?;
-        Ok((nodes, incoming[i].iter().map(|&(_, p)| p).collect()))
-    };
     let graph = match build {
         GraphBuild::Bulk | GraphBuild::BulkOneCall => {
             let mut graph = Graph::new()?;
@@ -299,8 +313,8 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
                 [false, true].iter().map(|&p| low.edges.iter().filter(|e| e.programmatic == p).collect()).collect()
             };
             for group in groups {
-                let from = group.iter().map(|e| node_of(e.from.index(), e.to.index(), &slots)).collect::<Result<Vec<_>>>()?;
-                let to = group.iter().map(|e| node_of(e.to.index(), e.to.index(), &slots)).collect::<Result<Vec<_>>>()?;
+                let from = group.iter().map(|e| node_of(&slots, e.from.index(), e.to.index())).collect::<Result<Vec<_>>>()?;
+                let to = group.iter().map(|e| node_of(&slots, e.to.index(), e.to.index())).collect::<Result<Vec<_>>>()?;
                 let prog: Vec<bool> = group.iter().map(|e| e.programmatic).collect();
                 graph.add_edges(&from, &to, &prog)?;
             }
@@ -308,25 +322,17 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         }
         GraphBuild::InOrder => {
             let mut graph = Graph::new()?;
-            for &v in plan.order() {
-                let i = v.index();
-                let (deps, prog) = deps_of(i, &slots)?;
-                slots[i] = Some(graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], &deps, &prog).map_err(at(i))?);
-            }
+            add_in_plan_order(plan, &incoming, &mut slots, |i, deps, prog| {
+                graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
+            })?;
             graph
         }
         GraphBuild::Capture => {
             stream.begin_capture_thread_local()?;
-            let mut captured = || -> Result<()> {
-                for &v in plan.order() {
-                    let i = v.index();
-                    let (deps, prog) = deps_of(i, &slots)?;
-                    slots[i] = Some(stream.capture_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], &deps, &prog).map_err(at(i))?);
-                }
-                Ok(())
-            };
+            let result = add_in_plan_order(plan, &incoming, &mut slots, |i, deps, prog| {
+                stream.capture_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
+            });
             // The capture always ends, so that a failed build leaves the stream usable.
-            let result = captured();
             let graph = stream.end_capture();
             result?;
             graph?

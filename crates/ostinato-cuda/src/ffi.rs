@@ -372,8 +372,7 @@ impl Stream {
     /// `programmatic[i]`), launches `f` into the capture and returns the node it became.
     pub(crate) fn capture_kernel_after(&self, f: &Function, d: Dims, args: &mut KernelArgs, deps: &[GraphNode], programmatic: &[bool]) -> Result<GraphNode> {
         require_driver("cuStreamUpdateCaptureDependencies_v2", 12030)?;
-        let mut raw: Vec<sys::CUgraphNode> = deps.iter().map(|n| n.0).collect();
-        let data: Vec<sys::CUgraphEdgeData> = programmatic.iter().map(|&p| edge_data(p)).collect();
+        let (mut raw, data) = driver_edges("cuStreamUpdateCaptureDependencies_v2", deps, programmatic)?;
         let (nodes, datas) = if raw.is_empty() { (std::ptr::null_mut(), std::ptr::null()) } else { (raw.as_mut_ptr(), data.as_ptr()) };
         let set = sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES as u32;
         // SAFETY: the stream is capturing; both arrays hold `raw.len()` entries (or are null for none)
@@ -449,6 +448,16 @@ impl Drop for Event {
 }
 
 /// The data of one graph edge: full, or programmatic (PDL) from the producer's programmatic port.
+/// Node handles and their edge data, in the driver's form, for the `deps.len()` edges into (or out of)
+/// a node; refused unless every edge has its programmatic flag (the driver reads both arrays to the
+/// same length).
+fn driver_edges(op: &'static str, deps: &[GraphNode], programmatic: &[bool]) -> Result<(Vec<sys::CUgraphNode>, Vec<sys::CUgraphEdgeData>)> {
+    if deps.len() != programmatic.len() {
+        return Err(CudaError::Usage { op, reason: format!("{} dependency nodes but {} edge types", deps.len(), programmatic.len()) });
+    }
+    Ok((deps.iter().map(|n| n.0).collect(), programmatic.iter().map(|&p| edge_data(p)).collect()))
+}
+
 fn edge_data(programmatic: bool) -> sys::CUgraphEdgeData {
     sys::CUgraphEdgeData {
         from_port: if programmatic { sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8 } else { 0 },
@@ -522,8 +531,7 @@ impl Graph {
             kern: k.kern,
             ctx: k.ctx,
         };
-        let raw: Vec<sys::CUgraphNode> = deps.iter().map(|n| n.0).collect();
-        let data: Vec<sys::CUgraphEdgeData> = programmatic.iter().map(|&p| edge_data(p)).collect();
+        let (raw, data) = driver_edges("cuGraphAddNode_v2", deps, programmatic)?;
         let mut n = std::ptr::null_mut();
         // SAFETY: both dependency arrays hold `raw.len()` entries and outlive the call, the nodes belong to
         // this graph; the driver copies the params (and the arg values they point to) during the call.
@@ -538,11 +546,14 @@ impl Graph {
             return Ok(());
         }
         require_driver("cuGraphAddDependencies_v2", 12030)?;
-        let f: Vec<sys::CUgraphNode> = from.iter().map(|n| n.0).collect();
+        let op = "cuGraphAddDependencies_v2";
+        let (f, data) = driver_edges(op, from, programmatic)?;
+        if to.len() != from.len() {
+            return Err(CudaError::Usage { op, reason: format!("{} edge sources but {} targets", from.len(), to.len()) });
+        }
         let t: Vec<sys::CUgraphNode> = to.iter().map(|n| n.0).collect();
-        let data: Vec<sys::CUgraphEdgeData> = programmatic.iter().map(|&p| edge_data(p)).collect();
         // SAFETY: the three arrays have equal length and outlive the call; nodes belong to this graph.
-        check("cuGraphAddDependencies_v2", unsafe { sys::cuGraphAddDependencies_v2(self.g, f.as_ptr(), t.as_ptr(), data.as_ptr(), f.len()) })
+        check(op, unsafe { sys::cuGraphAddDependencies_v2(self.g, f.as_ptr(), t.as_ptr(), data.as_ptr(), f.len()) })
     }
 
     pub(crate) fn instantiate(&self) -> Result<GraphExec> {
@@ -660,4 +671,21 @@ pub(crate) mod attr {
     pub const CC_MINOR: A = A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR;
     pub const CLOCK_KHZ: A = A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE;
     pub const MEM_CLOCK_KHZ: A = A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependency_arrays_reach_the_driver_only_at_equal_lengths_with_the_right_edge_types() {
+        let nodes = [GraphNode(std::ptr::null_mut()), GraphNode(std::ptr::null_mut())];
+        let err = driver_edges("cuGraphAddNode_v2", &nodes, &[true]).unwrap_err().to_string();
+        assert!(err.contains("cuGraphAddNode_v2") && err.contains("2 dependency nodes but 1 edge types"), "{err}");
+        let (raw, data) = driver_edges("cuGraphAddNode_v2", &nodes, &[false, true]).unwrap();
+        assert_eq!(raw.len(), 2);
+        assert_eq!((data[0].type_, data[0].from_port), (0, 0), "a full edge is the default type from the default port");
+        assert_eq!(data[1].type_, sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8);
+        assert_eq!(data[1].from_port, sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8);
+    }
 }
