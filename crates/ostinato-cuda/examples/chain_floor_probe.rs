@@ -6,7 +6,8 @@
 //! a fifth load of the same build, (d) Ostinato's exec of the same chain bound to the same buffer; then
 //! the exec on (e) a buffer allocated after the modules, (f) its own 1 KiB allocation, (g) the same
 //! after a host write; (h) the exec on (e)'s and (f)'s buffers with 1 to 50 replays per sample, and single
-//! replays timed while the GPU is still busy with untimed ones. GPU µs per dispatch: events around 10
+//! replays timed while the GPU is still busy with untimed ones; (i) the exec and the captured chain on
+//! 16 fresh 2 MiB allocations (three offsets each) and 8 fresh 1 KiB ones. GPU µs per dispatch: events around 10
 //! replays (unless (h) says otherwise), median of 7 samples after 3 warm-ups.
 //! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
 //! copy in `.devbin/`).
@@ -134,5 +135,39 @@ fn main() -> Result<(), String> {
     replays_per_sample(&format!("exec on the 64 KiB buffer ({:#x})", late.ptr()), &mut exec_late)?;
     replays_per_sample(&format!("exec on its own allocation ({own_ptr:#x})"), &mut exec_own)?;
     exec_own.wait().map_err(e)?;
+    chunks(&device, &backend, &modules, &sig, &plan, &s)?;
+    Ok(())
+}
+
+/// (i) Is the first allocation's page special? 16 fresh 2 MiB allocations, all kept alive (each its own
+/// 2 MiB of device memory), then 8 of 1 KiB (sub-allocated): the exec bound at offsets 0, 0x1000 and
+/// 0x10000 of each 2 MiB one and at each 1 KiB one, next to the captured chain on the same place.
+fn chunks(device: &Device, backend: &CudaBackend, modules: &BuiltinModules, sig: &KernelSig, plan: &Plan, s: &Stream) -> Result<(), String> {
+    let k = modules.kernel("add_one", sig).map_err(e)?;
+    let on = |ptr: u64| -> Result<(f64, f64), String> {
+        let binding = vec![BufferBinding::External(DeviceMemory { ptr, len: 1024 })];
+        let mut exec = backend.instantiate(plan, vec![modules.kernel("add_one", sig).map_err(e)?], binding).map_err(e)?;
+        let ours = exec_time(&mut exec)?;
+        exec.wait().map_err(e)?;
+        let g = capture_chain(&k, ptr, s)?;
+        Ok((ours, time(s, || g.launch(s).map_err(e))?))
+    };
+    let mut kept = Vec::new();
+    for i in 0..16 {
+        let b = Buffer::new(device, 2 << 20).map_err(e)?;
+        let mut line = format!("(i) 2 MiB allocation {i:2} at {:#x}: exec / captured", b.ptr());
+        for off in [0u64, 0x1000, 0x10000] {
+            let (ours, theirs) = on(b.ptr() + off)?;
+            line += &format!("  +{off:#x} {ours:.3} / {theirs:.3}");
+        }
+        println!("{line}");
+        kept.push(b);
+    }
+    for i in 0..8 {
+        let b = Buffer::new(device, 1024).map_err(e)?;
+        let (ours, theirs) = on(b.ptr())?;
+        println!("(i) 1 KiB allocation {i} at {:#x}: exec / captured {ours:.3} / {theirs:.3}", b.ptr());
+        kept.push(b);
+    }
     Ok(())
 }
