@@ -7,12 +7,13 @@
 //! the exec on (e) a buffer allocated after the modules, (f) its own 1 KiB allocation, (g) the same
 //! after a host write; (h) the exec on (e)'s and (f)'s buffers with 1 to 50 replays per sample, and single
 //! replays timed while the GPU is still busy with untimed ones; (i) the exec and the captured chain on
-//! 16 fresh 2 MiB allocations (three offsets each) and 8 fresh 1 KiB ones. GPU µs per dispatch: events around 10
+//! 16 fresh 2 MiB allocations (three offsets each) and 8 fresh 1 KiB ones; (j) the benchmark's sample
+//! loop (host write, read back, untimed calls around one timed replay) on (e)'s exec. GPU µs per dispatch: events around 10
 //! replays (unless (h) says otherwise), median of 7 samples after 3 warm-ups.
 //! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
 //! copy in `.devbin/`).
 
-use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+use ostinato::{Access, Arg, Backend, BufferBinding, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
 use ostinato_cuda::{
     BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, DeviceSelector, Dims, LoadedModule, ModuleSource, PdlTrigger,
@@ -79,6 +80,40 @@ fn exec_time_with(exec: &mut CudaExec, per_sample: usize, busy_before: usize) ->
     Ok(us[us.len() / 2])
 }
 
+/// (j) The benchmark's sample loop on one exec: one timed replay per sample, with (`write`) the buffer
+/// written from the host before it, (`read`) read back after it, (`calls`) a burst of 20 untimed
+/// replay calls and 11 single calls each followed by a wait. Median µs per dispatch, 7 samples after 3.
+fn bench_like(exec: &mut CudaExec, xb: BufferId, (write, read, calls): (bool, bool, bool)) -> Result<f64, String> {
+    let mut us = Vec::new();
+    let mut back = [0u8; 1024];
+    for i in 0..10 {
+        if write {
+            exec.write_buffer(xb, 0, &[0u8; 1024]).map_err(e)?;
+        }
+        exec.timer_start().map_err(e)?;
+        exec.replay().map_err(e)?;
+        let ms = exec.timer_stop_ms().map_err(e)?;
+        if read {
+            exec.read_buffer(xb, 0, &mut back).map_err(e)?;
+        }
+        if calls {
+            for _ in 0..20 {
+                exec.replay().map_err(e)?;
+            }
+            exec.wait().map_err(e)?;
+            for _ in 0..11 {
+                exec.replay().map_err(e)?;
+                exec.wait().map_err(e)?;
+            }
+        }
+        if i >= 3 {
+            us.push(ms * 1e3 / NODES as f64);
+        }
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
 /// (h) How the time per dispatch depends on the replays in one sample (the benchmark times one replay
 /// per sample), and whether a single replay timed while the GPU is already busy matches a long sample.
 fn replays_per_sample(label: &str, exec: &mut CudaExec) -> Result<(), String> {
@@ -134,6 +169,17 @@ fn main() -> Result<(), String> {
     println!("(g) the same after zeroing it from the host: {:.3}", exec_time(&mut exec_own)?);
     replays_per_sample(&format!("exec on the 64 KiB buffer ({:#x})", late.ptr()), &mut exec_late)?;
     replays_per_sample(&format!("exec on its own allocation ({own_ptr:#x})"), &mut exec_own)?;
+    let mut line = format!("(j) exec on the 64 KiB buffer ({:#x}), one timed replay per sample; around it", late.ptr());
+    for (what, steps) in [
+        ("nothing", (false, false, false)),
+        ("a host write", (true, false, false)),
+        ("a read back", (false, true, false)),
+        ("31 untimed calls", (false, false, true)),
+        ("all three", (true, true, true)),
+    ] {
+        line += &format!(" {what}: {:.3};", bench_like(&mut exec_late, xb, steps)?);
+    }
+    println!("{line}");
     exec_own.wait().map_err(e)?;
     chunks(&device, &backend, &modules, &sig, &plan, &s)?;
     Ok(())
