@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::bench::arms::ArmKind;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
     /// cuda (default where a CUDA device is found) or host.
@@ -71,6 +73,10 @@ pub struct BenchArgs {
     /// the replay (docs/fences.md §8).
     #[arg(long)]
     pub replays: Option<usize>,
+    /// Only these arms, comma-separated by name (default: every arm of the backend; the main Ostinato
+    /// arm must be among them, since every ratio is taken against it).
+    #[arg(long)]
+    pub arms: Option<String>,
 }
 
 impl BenchArgs {
@@ -96,6 +102,21 @@ impl BenchArgs {
             Some(n) if !(1..=MAX_REPLAYS).contains(&n) => Err(format!("--replays {n}: between 1 and {MAX_REPLAYS} replays per sample")),
             r => Ok(r),
         }
+    }
+    /// `--arms`, checked against the backend's arms (`all`, in their fixed order): the selected ones
+    /// in that order.
+    pub fn selected_arms(&self, all: &[ArmKind], main: ArmKind) -> Result<Vec<ArmKind>, String> {
+        let Some(list) = self.arms.as_deref() else { return Ok(all.to_vec()) };
+        let names: Vec<&str> = all.iter().map(|a| a.name()).collect();
+        let wanted: Vec<String> = parse_list(list, |t, _: Option<String>| {
+            let t = t.trim();
+            names.contains(&t).then(|| t.to_string()).ok_or_else(|| format!("--arms: `{t}` is not an arm of this backend ({})", names.join(", ")))
+        })?;
+        let chosen = |a: &ArmKind| wanted.iter().any(|w| w == a.name());
+        if !chosen(&main) {
+            return Err(format!("--arms: `{}` must be among them (every ratio is taken against it)", main.name()));
+        }
+        Ok(all.iter().copied().filter(chosen).collect())
     }
     /// `--offsets`, parsed: `[0]` (one placement, ids unchanged) when absent.
     pub fn placements(&self) -> Result<Vec<u64>, String> {

@@ -215,3 +215,20 @@ fn replays_sets_every_rows_replays_per_sample_and_the_protocol_says_so() {
     let zero = Cmd::parse_from(["bench", "--backend", "host", "--replays", "0"]).args;
     assert_eq!(ostinato_bench::bench::run(&zero).err().as_deref(), Some("--replays 0: between 1 and 1000 replays per sample"));
 }
+
+#[test]
+fn arms_runs_only_the_named_arms_in_their_fixed_order() {
+    let out = std::env::temp_dir().join(format!("ostinato-bench-arms-{}", std::process::id()));
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    let argv = ["bench", "--backend", "host", "--quick", "--filter", "grid/serial/n50", "--samples", "1", "--warmups", "1", "--warmup-ms", "0"];
+    let args = Cmd::parse_from(argv.iter().copied().chain(["--arms", " ostinato-host ", "--out", out.to_str().unwrap()])).args;
+    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    assert_eq!(rows.len(), 1);
+    let names: Vec<&str> = rows[0].arms.iter().map(|a| a.arm).collect();
+    assert_eq!(names, ["ostinato-host"], "only the named arm ran");
+    let _ = std::fs::remove_dir_all(&out);
+}

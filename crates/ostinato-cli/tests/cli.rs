@@ -63,6 +63,9 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--offsets", "0,100"], "--offsets: `100` is not a byte offset that is a multiple of 256"),
         (["--offsets", "18446744073709551360"], "--offsets: `18446744073709551360` is beyond the 1 GiB"),
         (["--offsets", "4096"], "--offsets places CUDA device buffers"),
+        (["--arms", "ostinato-host,eager"], "--arms: `eager` is not an arm of this backend (host-serial, ostinato-host)"),
+        (["--arms", "host-serial"], "--arms: `ostinato-host` must be among them"),
+        (["--replays", "0"], "--replays 0: between 1 and 1000"),
     ] {
         let (ok, _, err) = run(&["bench", "--backend", "host", "--quick", args[0], args[1]]);
         assert!(!ok && err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");

@@ -401,6 +401,10 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     if args.offsets.is_some() && backend != BenchBackend::Cuda {
         return Err("--offsets places CUDA device buffers; the host backend's rows have none to place".into());
     }
+    let arms = match backend {
+        BenchBackend::Cuda => args.selected_arms(&ArmKind::CUDA, ArmKind::Ostinato)?,
+        BenchBackend::Host => args.selected_arms(&ArmKind::HOST, ArmKind::OstinatoHost)?,
+    };
     let fan_widths = args.fan_widths()?;
     let policy = args.auto_policy()?;
     let build = args.graph_build()?;
@@ -421,6 +425,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     // The Vulkan arm compares GPU time with GPU time: it runs in the CUDA matrix only (its correctness
     // on a CPU Vulkan driver is covered by ostinato-vulkan's tests).
     let vulkan = match backend {
+        BenchBackend::Cuda if !arms.contains(&ArmKind::Vulkan) => None,
         BenchBackend::Cuda => match ostinato_vulkan::Context::open() {
             Ok(c) => Some(c),
             Err(e) => {
@@ -431,6 +436,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         BenchBackend::Host => None,
     };
     let contexts = Contexts { cuda, vulkan };
+    let arms = arms.as_slice();
     if let Some(dir) = &args.dot {
         std::fs::create_dir_all(dir).map_err(|e| format!("--dot {}: {e}", dir.display()))?;
     }
@@ -441,7 +447,6 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     if let Some(f) = &args.filter {
         rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
     }
-    let arms: &[ArmKind] = if backend == BenchBackend::Cuda { &ArmKind::CUDA } else { &ArmKind::HOST };
     // Each row once per placement (buffer offset); ids carry the offset only in a placement study.
     let row_list: Vec<(&Workload, u64, String)> = rows_in
         .iter()
