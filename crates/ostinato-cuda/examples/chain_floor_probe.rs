@@ -8,7 +8,8 @@
 //! after a host write; (h) the exec on (e)'s and (f)'s buffers with 1 to 50 replays per sample, and single
 //! replays timed while the GPU is still busy with untimed ones; (i) the exec and the captured chain on
 //! 16 fresh 2 MiB allocations (three offsets each) and 8 fresh 1 KiB ones; (j) the benchmark's sample
-//! loop (host write, read back, untimed calls around one timed replay) on (e)'s exec. GPU µs per dispatch: events around 10
+//! loop (host write, read back, untimed calls around one timed replay) on (e)'s exec; (k) that exec and
+//! a new one before and after a burst of eager plain launches like the benchmark's eager baseline. GPU µs per dispatch: events around 10
 //! replays (unless (h) says otherwise), median of 7 samples after 3 warm-ups.
 //! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
 //! copy in `.devbin/`).
@@ -114,6 +115,42 @@ fn bench_like(exec: &mut CudaExec, xb: BufferId, (write, read, calls): (bool, bo
     Ok(us[us.len() / 2])
 }
 
+/// (k) Does what the benchmark's eager baseline does (941 plain launches per replay on a stream of its
+/// own, 200 replays, then the stream dropped) change a chain that runs after it? The same exec before
+/// and after, then a new exec of the same plan on the same buffer, instantiated after it.
+fn after_eager(
+    device: &Device,
+    backend: &CudaBackend,
+    modules: &BuiltinModules,
+    sig: &KernelSig,
+    plan: &Plan,
+    exec: &mut CudaExec,
+    x: u64,
+) -> Result<(), String> {
+    let before = exec_time(exec)?;
+    exec.wait().map_err(e)?;
+    {
+        let plain = modules.plain_kernel("add_one", sig).map_err(e)?;
+        let stream = Stream::new(device).map_err(e)?;
+        let mut args = Args::new(&[x, 256]);
+        let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
+        for _ in 0..200 {
+            (0..NODES).try_for_each(|_| stream.launch(&plain, dims, &mut args, false)).map_err(e)?;
+        }
+        stream.synchronize().map_err(e)?;
+    }
+    let after = exec_time(exec)?;
+    exec.wait().map_err(e)?;
+    let binding = vec![BufferBinding::External(DeviceMemory { ptr: x, len: 1024 })];
+    let mut fresh = backend.instantiate(plan, vec![modules.kernel("add_one", sig).map_err(e)?], binding).map_err(e)?;
+    println!(
+        "(k) exec on {x:#x}: {before:.3} before 200 eager replays of plain launches, {after:.3} after; a new exec instantiated after them: {:.3}",
+        exec_time(&mut fresh)?
+    );
+    fresh.wait().map_err(e)?;
+    Ok(())
+}
+
 /// (h) How the time per dispatch depends on the replays in one sample (the benchmark times one replay
 /// per sample), and whether a single replay timed while the GPU is already busy matches a long sample.
 fn replays_per_sample(label: &str, exec: &mut CudaExec) -> Result<(), String> {
@@ -180,6 +217,7 @@ fn main() -> Result<(), String> {
         line += &format!(" {what}: {:.3};", bench_like(&mut exec_late, xb, steps)?);
     }
     println!("{line}");
+    after_eager(&device, &backend, &modules, &sig, &plan, &mut exec_late, late.ptr())?;
     exec_own.wait().map_err(e)?;
     chunks(&device, &backend, &modules, &sig, &plan, &s)?;
     Ok(())
