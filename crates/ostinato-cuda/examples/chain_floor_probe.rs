@@ -169,7 +169,7 @@ fn main() -> Result<(), String> {
     let buffer = Buffer::new(&device, 1 << 16).map_err(e)?;
     let x = buffer.ptr();
     let s = Stream::new(&device).map_err(e)?;
-    println!("device {}; buffer at {x:#x}; GPU µs per dispatch of the 941-node 1 × 256 PDL chain", device.info().name);
+    println!("device {} {}; buffer at {x:#x}; GPU µs per dispatch of the 941-node 1 × 256 PDL chain", device.info().name, device.info().uuid);
     let own = LoadedModule::load(&device, &ModuleSource::builtin(), PdlTrigger::AtEntry).map_err(e)?;
     let k_own = own.kernel("add_one", &sig, None).map_err(e)?;
     let g_own = capture_chain(&k_own, x, &s)?;

@@ -82,7 +82,11 @@ fn main() -> Result<(), String> {
             }
         }
     }
-    println!("device {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds", device.info().name);
+    println!(
+        "device {} {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds",
+        device.info().name,
+        device.info().uuid
+    );
     println!("| graph | median | min | max | rounds under 3 µs |");
     println!("|---|---|---|---|---|");
     for ((name, _), t) in graphs.iter().zip(&mut times) {
