@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (builds nothing); docs/fences.md §7-§8. Logs and reports under $OUT/placement.
+# Runs on the GPU machine (builds nothing); docs/fences.md §7-§8. Logs and reports under $OUT/studies.
+#   replays: chain_floor_probe, then the serial and independent 941 × 1 rows at five placements with one
+#           and with ten replays per sample: is timing one replay per sample what keeps the bench's
+#           1-block chain rows above the probe's floor?
 #   dense:  the serial 941 × 1 row at 64 placements 1 KiB apart (every CUDA arm on the same buffer at
 #           each): how often does each arm meet 0.55 µs per dispatch, is Ostinato ever slower than the expert?
 #   pinned: host_call_probe pinned to each CPU core in turn: is the host cost of one replay call the core's?
 #   arms:   chain_floor_probe, then the serial 941 × 1 row at four placements in five processes, each
 #           with other arms beside Ostinato's: does another arm (or the Vulkan context) slow the chain?
-# Usage: scripts/study-placement.sh [dense] [pinned] [arms]   (default: dense pinned)
+#   short:  the 1- and 50-dispatch rows with one replay per sample and with 20, in two processes: are the
+#           short rows' losses and wins (identical graphs measured 1.3-2.8 µs) the timing's resolution?
+# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short]   (default: dense pinned)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-out}/placement; mkdir -p "$OUT"
+OUT=${OUT:-gpu-out}/studies; mkdir -p "$OUT"
 BIN=.devbin
 export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
 source scripts/vulkan-env.sh
@@ -18,6 +23,18 @@ lscpu | grep -E "Model name|^CPU\(s\)|NUMA|Thread|MHz" >>"$OUT/machine.log"
 # --blocks 8192 leaves the 941 × 1 row as the only grid row the filter's `b1` can match.
 serial_941x1() { $BIN/ostinato bench --blocks 8192 --filter grid/serial/n941/b1 "$@"; }
 for what in "${@:-dense pinned}"; do for w in $what; do case $w in
+  replays)
+    $BIN/chain_floor_probe 2>&1 | tee "$OUT/chain-floor-replays.log" || status=1
+    for r in 1 10; do
+      $BIN/ostinato bench --blocks 8192 --filter grid/serial/n941/b1,grid/indep/n941/b1 --offsets 0,1024,4096,65536,131072 \
+        --replays $r --out "$OUT/bench-replays$r" >"$OUT/bench-replays$r.log" 2>&1 || status=1
+      tail -n 3 "$OUT/bench-replays$r.log"
+    done ;;
+  short)
+    for r in 1 20; do
+      $BIN/ostinato bench --filter n1/,n50/ --replays $r --out "$OUT/bench-short-replays$r" >"$OUT/bench-short-replays$r.log" 2>&1 || status=1
+      tail -n 9 "$OUT/bench-short-replays$r.log"
+    done ;;
   dense)
     serial_941x1 --offsets "$(seq -s, 0 1024 64512)" --out "$OUT/bench-dense" >"$OUT/bench-dense.log" 2>&1 || status=1
     tail -n 3 "$OUT/bench-dense.log" ;;
