@@ -163,6 +163,9 @@ fn positive_list<T: std::str::FromStr + PartialOrd + Default>(option: &str, list
     parse_list(list, |t, v: Option<T>| v.filter(|v| *v > T::default()).ok_or_else(|| format!("{option}: `{t}` is not a positive count"))).map(Some)
 }
 
+/// Runs the benchmark; a failed row (an arm's error or an oracle mismatch) makes it an error, after the
+/// reports are written.
 pub fn bench(args: BenchArgs) -> Result<(), String> {
-    crate::bench::run(&args).map(|_| ())
+    let rows = crate::bench::run(&args)?;
+    crate::bench::report::failed_rows(&rows, &args.out)
 }

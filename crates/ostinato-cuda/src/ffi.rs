@@ -609,6 +609,11 @@ impl Graph {
         let mut n = 0usize;
         // SAFETY: with null arrays the driver only writes the count.
         check("cuGraphGetEdges_v2", unsafe { sys::cuGraphGetEdges_v2(self.g, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), &mut n) })?;
+        if n == 0 {
+            // An edgeless graph (independent roots only): the driver refuses the second call with
+            // empty arrays, so there is nothing to ask for.
+            return Ok(Vec::new());
+        }
         let mut from = vec![std::ptr::null_mut(); n];
         let mut to = vec![std::ptr::null_mut(); n];
         let mut data = vec![sys::CUgraphEdgeData { from_port: 0, to_port: 0, type_: 0, reserved: [0; 5] }; n];

@@ -92,11 +92,21 @@ fn fmt(v: Option<(f64, (f64, f64))>) -> String {
     }
 }
 
+/// Whether the run may exit successfully: every row ok, or an error naming the failed rows (the
+/// reports, already written, say why under "Failures").
+pub fn failed_rows(rows: &[RowResult], out: &Path) -> Result<(), String> {
+    let failed: Vec<&str> = rows.iter().filter(|r| !r.ok).map(|r| r.id.as_str()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(format!("{} of {} rows failed: {} (why: {}, section Failures)", failed.len(), rows.len(), failed.join(", "), out.join("REPORT.md").display()))
+}
+
 /// A one-paragraph headline for the terminal and the README.
 pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     let mut s = String::new();
     let failed = rows.iter().filter(|r| !r.ok).count();
-    let _ = writeln!(s, "{} rows, {} failed their oracle", rows.len(), failed);
+    let _ = writeln!(s, "{} rows, {} failed (an arm's error or an oracle mismatch)", rows.len(), failed);
     for c in summarize(backend, rows).iter().filter(|c| c.family == "all") {
         let _ = writeln!(
             s,
@@ -346,6 +356,16 @@ mod tests {
             buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
             arms: vec![],
         }
+    }
+
+    #[test]
+    fn a_run_with_a_failed_row_is_an_error_naming_it() {
+        let mut bad = row("grid/indep/n1/b1", &[]);
+        bad.ok = false;
+        let good = row("grid/serial/n941/b1", &[]);
+        assert!(failed_rows(std::slice::from_ref(&good), Path::new("out")).is_ok());
+        let err = failed_rows(&[good, bad], Path::new("out")).unwrap_err();
+        assert!(err.starts_with("1 of 2 rows failed: grid/indep/n1/b1 (why: out/REPORT.md"), "{err}");
     }
 
     #[test]
