@@ -69,8 +69,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub offsets: Option<String>,
     /// Replays between the two timing events of every sample, for every row (default: 1, the decode
-    /// stack 4, one position each). A sample of one replay includes the GPU's ramp from idle into
-    /// the replay (docs/fences.md §8).
+    /// stack 4, one position each). More replays narrow the short rows' intervals; the 941-dispatch
+    /// rows measured the same with 1 and 10 (docs/fences.md §8).
     #[arg(long)]
     pub replays: Option<usize>,
     /// Only these arms, comma-separated by name (default: every arm of the backend; the main Ostinato

@@ -447,7 +447,6 @@ impl Drop for Event {
     }
 }
 
-/// The data of one graph edge: full, or programmatic (PDL) from the producer's programmatic port.
 /// Node handles and their edge data, in the driver's form, for the `deps.len()` edges into (or out of)
 /// a node; refused unless every edge has its programmatic flag (the driver reads both arrays to the
 /// same length).
@@ -458,6 +457,7 @@ fn driver_edges(op: &'static str, deps: &[GraphNode], programmatic: &[bool]) -> 
     Ok((deps.iter().map(|n| n.0).collect(), programmatic.iter().map(|&p| edge_data(p)).collect()))
 }
 
+/// The data of one graph edge: full, or programmatic (PDL) from the producer's programmatic port.
 fn edge_data(programmatic: bool) -> sys::CUgraphEdgeData {
     sys::CUgraphEdgeData {
         from_port: if programmatic { sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8 } else { 0 },

@@ -112,8 +112,7 @@ pub struct RowResult {
 
 /// The matrix for a backend.
 /// `grid_blocks` replaces the block counts of the 941-dispatch grid rows, `fan_widths` the consumer
-/// counts of the fan rows.
-/// The rows of the matrix; `replays` overrides every row's replays per sample.
+/// counts of the fan rows, `replays` every row's replays per sample.
 pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, fan_widths: Option<&[usize]>, replays: Option<usize>) -> Vec<Workload> {
     let per = |default: usize| replays.unwrap_or(default);
     let mut rows = Vec::new();
