@@ -182,7 +182,8 @@ fn rotate_shifts_every_rows_arm_order_past_the_row_index() {
         assert_eq!(r.arm_order, want, "row {ri} ({})", r.id);
     }
     let v: Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    assert_eq!(v["protocol"]["arm_order"], "rotated per row, shifted by 1");
+    assert_eq!(v["protocol"]["arm_order"], "rotated per row, shifted by 1 (--rotate)");
+    assert!(std::fs::read_to_string(out.join("REPORT.md")).unwrap().contains("arm order rotated per row, shifted by 1 (--rotate);"));
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -239,5 +240,7 @@ fn arms_runs_only_the_named_arms_in_their_fixed_order() {
     assert_eq!(rows.len(), 1);
     let names: Vec<&str> = rows[0].arms.iter().map(|a| a.arm).collect();
     assert_eq!(names, ["ostinato-host"], "only the named arm ran");
+    let v = check(&out.join("results.json"));
+    assert_eq!(v["protocol"]["arm_order"], "rotated per row; only the arms ostinato-host (--arms)");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -150,13 +150,12 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm, each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order rotated per row{}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm, each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
         replays_text(args),
-        if args.rotate == 0 { String::new() } else { format!(" (shifted by --rotate {})", args.rotate) },
-        if backend == BenchBackend::Cuda { ", the Vulkan arm in a second pass after every row's CUDA arms" } else { "" },
+        arm_order_text(backend, args),
         stats::TIE_BAND * 100.0
     );
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
@@ -292,6 +291,22 @@ fn replay_table(s: &mut String, title: &str, rows: &[RowResult], arms: &[&'stati
     }
 }
 
+/// How the arms were ordered, and which ran, for the protocol line and `results.json`.
+fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
+    let mut t = "rotated per row".to_string();
+    if args.rotate != 0 {
+        t += &format!(", shifted by {} (--rotate)", args.rotate);
+    }
+    let chosen: Option<Vec<&str>> = args.arms.as_deref().map(|list| list.split(',').map(str::trim).collect());
+    if backend == BenchBackend::Cuda && chosen.as_ref().is_none_or(|c| c.contains(&"vulkan")) {
+        t += "; vulkan in a second pass after all rows";
+    }
+    if let Some(c) = chosen {
+        t += &format!("; only the arms {} (--arms)", c.join(","));
+    }
+    t
+}
+
 /// What one timed sample is, for the protocol line and `results.json`.
 fn replays_text(args: &BenchArgs) -> String {
     match args.replays {
@@ -315,11 +330,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "interval": "95% percentile bootstrap of the median, 2000 resamples",
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
-            "arm_order": format!(
-                "rotated per row{}{}",
-                if args.rotate == 0 { String::new() } else { format!(", shifted by {}", args.rotate) },
-                if backend == BenchBackend::Cuda { "; vulkan in a second pass after all rows" } else { "" }
-            ),
+            "arm_order": arm_order_text(backend, args),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
         rows,
@@ -356,6 +367,17 @@ mod tests {
             buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
             arms: vec![],
         }
+    }
+
+    #[test]
+    fn the_arm_order_text_says_which_arms_ran_and_when_vulkan_did() {
+        let text = |argv: &[&str]| arm_order_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
+        assert_eq!(text(&[]), "rotated per row; vulkan in a second pass after all rows");
+        assert_eq!(text(&["--arms", "ostinato, eager"]), "rotated per row; only the arms ostinato,eager (--arms)");
+        assert_eq!(
+            text(&["--arms", "vulkan,ostinato", "--rotate", "2"]),
+            "rotated per row, shifted by 2 (--rotate); vulkan in a second pass after all rows; only the arms vulkan,ostinato (--arms)"
+        );
     }
 
     #[test]
