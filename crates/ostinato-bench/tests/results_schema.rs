@@ -143,6 +143,7 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop10/study/placement/bench-dense-all-arms-d9f548b-GPU-ce571e4f.json",
         "2026-11-30-h200-stop10/study/placement/bench-dense-all-arms-28b45ed-GPU-dc0c8375.json",
         "2026-11-30-h200-stop10/study/placement/bench-dense-two-arms-28b45ed-GPU-dc0c8375.json",
+        "2026-11-30-h200-stop10/study/placement/bench-two-arms-54e047b.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
