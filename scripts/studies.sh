@@ -10,7 +10,10 @@
 #           with other arms beside Ostinato's: does another arm (or the Vulkan context) slow the chain?
 #   short:  the 1- and 50-dispatch rows with one replay per sample and with 20, in two processes: are the
 #           short rows' losses and wins (identical graphs measured 1.3-2.8 µs) the timing's resolution?
-# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short]   (default: dense pinned)
+#   clocks: the serial 941 × 1 row at 16 placements in three processes (all arms; Ostinato and the
+#           eager baseline; Ostinato and the expert's graph) while nvidia-smi samples the SM clock,
+#           P-state and clock-event reasons every 50 ms: does the chain slow down with the GPU's clock?
+# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short] [clocks]   (default: dense pinned)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}/studies; mkdir -p "$OUT"
@@ -52,6 +55,20 @@ for what in "${@:-dense pinned}"; do for w in $what; do case $w in
       serial_941x1 "${a[@]}" --offsets 0,1024,4096,65536 --out "$OUT/bench-arms-$arms" >"$OUT/bench-arms-$arms.log" 2>&1 || status=1
       echo "-- $arms"; grep -E "^\| grid/serial/n941/b1@" "$OUT/bench-arms-$arms/REPORT.md" | head -4
     done ;;
+  clocks)
+    q=timestamp,pstate,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active
+    nvidia-smi --query-gpu=$q --format=csv >/dev/null 2>&1 || q=${q/clocks_event_reasons/clocks_throttle_reasons}
+    nvidia-smi --query-gpu=$q --format=csv -lms 50 >"$OUT/clocks.csv" 2>&1 &
+    sampler=$!
+    for arms in all ostinato,eager ostinato,captured-pdl; do
+      a=(--arms "$arms"); [[ $arms == all ]] && a=()
+      echo "$(date -u +%Y/%m/%d\ %H:%M:%S.%3N) start $arms" >>"$OUT/clocks-phases.log"
+      serial_941x1 "${a[@]}" --offsets "$(seq -s, 0 1024 15360)" --out "$OUT/bench-clocks-$arms" >"$OUT/bench-clocks-$arms.log" 2>&1 || status=1
+      echo "$(date -u +%Y/%m/%d\ %H:%M:%S.%3N) end $arms" >>"$OUT/clocks-phases.log"
+      echo "-- $arms"; grep -E "^\| grid/serial/n941/b1@" "$OUT/bench-clocks-$arms/REPORT.md" | cut -c1-200
+    done
+    kill $sampler
+    cat "$OUT/clocks-phases.log"; awk -F', ' 'NR>1 {print $3, $2, $7}' "$OUT/clocks.csv" | sort | uniq -c ;;
   *) echo "unknown study $w"; status=1 ;;
 esac; done; done
 exit $status
