@@ -13,7 +13,10 @@
 #   clocks: the serial 941 × 1 row at 16 placements in three processes (all arms; Ostinato and the
 #           eager baseline; Ostinato and the expert's graph) while nvidia-smi samples the SM clock,
 #           P-state and clock-event reasons every 50 ms: does the chain slow down with the GPU's clock?
-# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short] [clocks]   (default: dense pinned)
+#   channels: the same 16 placements with Ostinato and the eager baseline, with CUDA_DEVICE_MAX_CONNECTIONS
+#           at 1 and at 32 and with Ostinato's replay stream at high priority: does the eager baseline
+#           slow the chain through the hardware queue (channel) the two streams share?
+# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short] [clocks] [channels]   (default: dense pinned)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}/studies; mkdir -p "$OUT"
@@ -69,6 +72,16 @@ for what in "${@:-dense pinned}"; do for w in $what; do case $w in
     done
     kill $sampler
     cat "$OUT/clocks-phases.log"; awk -F', ' 'NR>1 {print $3, $2, $7}' "$OUT/clocks.csv" | sort | uniq -c ;;
+  channels)
+    for v in connections-1 connections-32 priority-high; do
+      case $v in
+        connections-*) run=(env CUDA_DEVICE_MAX_CONNECTIONS=${v#connections-} $BIN/ostinato); extra=() ;;
+        priority-high) run=($BIN/ostinato); extra=(--priority high) ;;
+      esac
+      "${run[@]}" bench --blocks 8192 --filter grid/serial/n941/b1 --arms ostinato,eager "${extra[@]}" --offsets "$(seq -s, 0 1024 15360)" \
+        --out "$OUT/bench-channels-$v" >"$OUT/bench-channels-$v.log" 2>&1 || status=1
+      echo "-- $v"; grep -E "^\| grid/serial/n941/b1@" "$OUT/bench-channels-$v/REPORT.md" | cut -c1-200
+    done ;;
   *) echo "unknown study $w"; status=1 ;;
 esac; done; done
 exit $status

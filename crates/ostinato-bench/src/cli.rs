@@ -42,6 +42,9 @@ pub struct BenchArgs {
     /// plan's edges) or, for investigation only, bulk-one-call (all edges in one mixed call).
     #[arg(long, default_value = "bulk")]
     pub graph_build: String,
+    /// Priority of the Ostinato arms' replay streams: default or high (the context's greatest).
+    #[arg(long, default_value = "default")]
+    pub priority: String,
     /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
     #[arg(long)]
     pub blocks: Option<String>,
@@ -83,6 +86,9 @@ impl BenchArgs {
     pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
         ostinato_cuda::PdlTrigger::parse(&self.trigger)
             .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
+    }
+    pub fn priority(&self) -> Result<ostinato_cuda::StreamPriority, String> {
+        ostinato_cuda::StreamPriority::parse(&self.priority).ok_or_else(|| format!("unknown --priority `{}` (default, high)", self.priority))
     }
     pub fn graph_build(&self) -> Result<ostinato_cuda::GraphBuild, String> {
         ostinato_cuda::GraphBuild::parse(&self.graph_build)

@@ -9,7 +9,7 @@ use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -59,6 +59,13 @@ enum GraphBuildArg {
     Bulk,
     InOrder,
     Capture,
+}
+
+/// Priority of the exec's replay streams.
+#[derive(Clone, Copy, ValueEnum)]
+enum PriorityArg {
+    Default,
+    High,
 }
 
 #[derive(Subcommand)]
@@ -119,6 +126,9 @@ enum Command {
         /// node with its in-edges) or capture (stream capture with the plan's edges).
         #[arg(long, value_enum, default_value_t = GraphBuildArg::Bulk)]
         graph_build: GraphBuildArg,
+        /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
+        #[arg(long, value_enum, default_value_t = PriorityArg::Default)]
+        priority: PriorityArg,
         /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
         #[arg(long)]
         device: Option<String>,
@@ -186,7 +196,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             }
             emit(&out)
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
@@ -206,7 +216,11 @@ fn dispatch(c: Command) -> Result<(), String> {
                         GraphBuildArg::InOrder => GraphBuild::InOrder,
                         GraphBuildArg::Capture => GraphBuild::Capture,
                     };
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build }, device }
+                    let priority = match priority {
+                        PriorityArg::Default => StreamPriority::Default,
+                        PriorityArg::High => StreamPriority::High,
+                    };
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build, priority }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;

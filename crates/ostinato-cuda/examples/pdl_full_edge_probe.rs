@@ -177,7 +177,7 @@ fn random_graphs_by_edge_call(device: &Device) -> Result<(), String> {
         let host = serial_result(&plan, &prog, replays).map_err(|x| x.to_string())?;
         for (slot, build) in cases.into_iter().enumerate() {
             let pdl = PdlPolicy { shape: ShapeMode::Plan, ..PdlPolicy::new(PdlMode::On) };
-            let options = CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, build };
+            let options = CudaOptions { mode: ExecMode::Graph, pdl, trigger: PdlTrigger::AtEntry, build, ..CudaOptions::default() };
             let backend = CudaBackend::with_builtins(device, &m, options).map_err(e)?;
             for _ in 0..RUNS {
                 let kernels = two_kernel_bindings(&m, &plan).map_err(e)?;

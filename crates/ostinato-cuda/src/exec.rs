@@ -75,6 +75,33 @@ impl GraphBuild {
     }
 }
 
+/// Priority of the streams an exec replays on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StreamPriority {
+    /// The context's default priority, as `cuStreamCreate` gives.
+    #[default]
+    Default,
+    /// The context's greatest priority: the GPU starts this exec's blocks before waiting blocks of
+    /// lower-priority streams (a latency-critical graph beside background work).
+    High,
+}
+
+impl StreamPriority {
+    pub fn parse(s: &str) -> Option<StreamPriority> {
+        match s {
+            "default" => Some(StreamPriority::Default),
+            "high" => Some(StreamPriority::High),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamPriority::Default => "default",
+            StreamPriority::High => "high",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaOptions {
     pub mode: ExecMode,
@@ -85,11 +112,19 @@ pub struct CudaOptions {
     pub trigger: PdlTrigger,
     /// Graph mode: which driver calls build the graph.
     pub build: GraphBuild,
+    /// Priority of the exec's streams (graph mode's one, eager mode's one per lane).
+    pub priority: StreamPriority,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy::default(), trigger: PdlTrigger::AfterWait, build: GraphBuild::default() }
+        CudaOptions {
+            mode: ExecMode::Graph,
+            pdl: PdlPolicy::default(),
+            trigger: PdlTrigger::AfterWait,
+            build: GraphBuild::default(),
+            priority: StreamPriority::Default,
+        }
     }
 }
 
@@ -244,13 +279,17 @@ impl Backend for CudaBackend {
             funcs.push(k.build(if eager { l.eager_variant } else { l.variant }).clone());
             args.push(KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()));
         }
-        let main = Stream::new(&self.ctx)?;
+        let stream = || match self.options.priority {
+            StreamPriority::Default => Stream::new(&self.ctx),
+            StreamPriority::High => Stream::with_greatest_priority(&self.ctx),
+        };
+        let main = stream()?;
         let submission = match self.options.mode {
             ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?,
             ExecMode::Eager => {
                 let mut side = vec![];
                 for _ in 1..plan.lanes().count() {
-                    side.push(Stream::new(&self.ctx)?);
+                    side.push(stream()?);
                 }
                 let mut done: Vec<Option<Event>> = (0..plan.node_count()).map(|_| None).collect();
                 for v in 0..plan.node_count() {

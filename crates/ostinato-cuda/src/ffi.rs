@@ -311,6 +311,16 @@ impl Stream {
         check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) })?;
         Ok(Stream { s, _ctx: ctx.clone() })
     }
+    /// A non-blocking stream at the context's greatest (most urgent) priority.
+    pub(crate) fn with_greatest_priority(ctx: &Arc<Context>) -> Result<Stream> {
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: two out-params for the current context's priority range.
+        check("cuCtxGetStreamPriorityRange", unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) })?;
+        let mut s = std::ptr::null_mut();
+        // SAFETY: creates a non-blocking stream in the current context at a priority inside its range.
+        check("cuStreamCreateWithPriority", unsafe { sys::cuStreamCreateWithPriority(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) })?;
+        Ok(Stream { s, _ctx: ctx.clone() })
+    }
     pub(crate) fn synchronize(&self) -> Result<()> {
         // SAFETY: valid stream.
         check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.s) })

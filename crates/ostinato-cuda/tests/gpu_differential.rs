@@ -1,11 +1,11 @@
 //! On the GPU: random order-sensitive programs on CUDA (graph mode in both shapes and eager mode, PDL on
-//! and off) equal the host oracle's serial result bit for bit. Skips with a message where no CUDA driver is found.
+//! and off, default and high stream priority) equal the host oracle's serial result bit for bit. Skips with a message where no CUDA driver is found.
 
 mod common;
 
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, serial_result};
 
 const GRAPHS: u64 = 200;
@@ -15,19 +15,20 @@ fn random_graphs_match_the_host_oracle_bitwise() {
     let Some(device) = common::device_or_skip("random_graphs_match_the_host_oracle_bitwise") else { return };
     use GraphBuild::{Bulk, Capture, InOrder};
     use ShapeMode::{Auto as AutoShape, Lanes, Plan as PlanShape};
+    use StreamPriority::{Default as Normal, High};
     let configs = [
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, Bulk),
-        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape, Bulk),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape, Bulk),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape, Bulk),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Bulk),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes, Bulk),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, InOrder),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Capture),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Capture),
-        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape, Bulk),
-        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape, Bulk),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, InOrder, Normal),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Capture, High),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Capture, Normal),
+        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape, Bulk, High),
+        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape, Bulk, Normal),
     ];
     let mut compared = 0;
     for seed in 0..GRAPHS {
@@ -35,10 +36,13 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         let replays = 1 + (seed as usize % 3);
         let host = serial_result(&plan, &prog, replays).expect("host oracle");
-        for (mode, pdl, trigger, shape, build) in configs {
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build };
+        for (mode, pdl, trigger, shape, build, priority) in configs {
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build, priority };
             let got = common::run_cuda(&device, &plan, options, &prog.inits, replays);
-            assert_eq!(got, host, "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} build={build:?} differs from the host oracle");
+            assert_eq!(
+                got, host,
+                "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} build={build:?} priority={priority:?} differs from the host oracle"
+            );
             compared += 1;
         }
     }
@@ -155,7 +159,7 @@ fn graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle() {
                 .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) }.expect("built-in kernel binds"))
                 .collect();
             assert!(kernels.iter().all(|k| k.pdl_capable == (k.name == "mix")), "mix_alt must bind as NOT PDL-capable: {kernels:?}");
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build: GraphBuild::Bulk };
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, ..CudaOptions::default() };
             let backend = CudaBackend::with_builtins(&device, m, options).expect("backend");
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
             if mode == ExecMode::Graph {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, GraphBuild, PdlMode, PdlTrigger};
+use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, PdlMode};
 use ostinato_host::{builtins, HostBackend, HostExec};
 
 use super::workload::Workload;
@@ -211,10 +211,10 @@ pub struct OstinatoCuda {
 }
 
 impl OstinatoCuda {
-    /// The options an Ostinato arm runs with: `auto` (with any overrides) for the main arm, forced
-    /// on/off for the ablations, eager mode for the eager ablation; graph arms built the `build` way.
-    /// None for the other arms.
-    pub fn options(kind: ArmKind, trigger: PdlTrigger, auto: PdlPolicy, build: GraphBuild) -> Option<CudaOptions> {
+    /// The options an Ostinato arm runs with: `base` (the auto policy with any overrides, the trigger,
+    /// graph build and stream priority) for the main arm, PDL forced on/off for the ablations, eager
+    /// mode for the eager ablation. None for the other arms.
+    pub fn options(kind: ArmKind, base: CudaOptions) -> Option<CudaOptions> {
         let (mode, pdl) = match kind {
             ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto),
             ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off),
@@ -222,7 +222,7 @@ impl OstinatoCuda {
             ArmKind::OstinatoEager => (ExecMode::Eager, PdlMode::Auto),
             _ => return None,
         };
-        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..auto }, trigger, build })
+        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..base.pdl }, ..base })
     }
 
     pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {

@@ -406,14 +406,14 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     };
     let fan_widths = args.fan_widths()?;
     let policy = args.auto_policy()?;
-    let build = args.graph_build()?;
     let trigger = args.trigger()?;
+    let base = ostinato_cuda::CudaOptions { pdl: policy, trigger, build: args.graph_build()?, priority: args.priority()?, ..Default::default() };
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
         let mut backends = Vec::new();
         for kind in ArmKind::CUDA {
-            if let Some(options) = OstinatoCuda::options(kind, trigger, policy, build) {
+            if let Some(options) = OstinatoCuda::options(kind, base) {
                 backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
             }
         }
