@@ -1,0 +1,79 @@
+//! Probe (GPU): why does the 941-node 1-block chain slow down in a benchmark process once the eager
+//! baseline has run on two rows (docs/fences.md §8)? It replays the benchmark's own arms (the code
+//! `ostinato bench` runs) on the serial 941 × 1 workload, step by step. Step 0 measures Ostinato's arm on
+//! a first row's memory (M1); each later step does what the benchmark does on a row, then measures:
+//!   (a) the first arm again (its exec and memory unchanged since step 0),
+//!   (b) a new arm (new exec) on M1,
+//!   (c) a new arm on the step's own new memory, which the step's other arm ran on, as a row's arms do.
+//! What a step does is the mode (first argument):
+//!   eager    the eager baseline on the step's memory: created, 24 samples, dropped (a row's eager arm);
+//!   create   the eager baseline created and dropped, no sample run;
+//!   captured the expert's capture + PDL baseline, 24 samples (the control: the benchmark never slows
+//!            after it).
+//! GPU µs per dispatch, median of 7 samples after 3, each sample one replay between two events
+//! (the benchmark's `Arm::sample`). Run: `cargo run --release -p ostinato-bench --example eager_shift_probe -- eager`.
+
+use std::sync::Arc;
+
+use ostinato_bench::bench::arms::{Arm, ArmKind, Baseline, OstinatoCuda, RowMemory};
+use ostinato_bench::bench::{init_bytes, workload};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, PdlTrigger};
+
+const STEPS: usize = 6;
+const SAMPLES_PER_ROW: usize = 24;
+
+fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
+}
+
+/// Median GPU µs per dispatch of 7 samples after 3 warm-ups.
+fn median_us(arm: &mut dyn Arm, w: &workload::Workload, init: &[Option<Vec<u8>>]) -> Result<f64, String> {
+    let mut us = Vec::new();
+    for i in 0..10 {
+        let s = arm.sample(w, init)?;
+        if i >= 3 {
+            us.push(s.gpu_us.ok_or("a CUDA arm's sample has no GPU time")? / w.dispatches as f64);
+        }
+    }
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
+fn main() -> Result<(), String> {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "eager".into());
+    if !["eager", "create", "captured"].contains(&mode.as_str()) {
+        return Err(format!("unknown mode `{mode}` (eager, create, captured)"));
+    }
+    let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
+    let options = OstinatoCuda::options(ArmKind::Ostinato, CudaOptions::default()).ok_or("no options for the Ostinato arm")?;
+    let backend = CudaBackend::with_builtins(&device, &modules, options).map_err(e)?;
+    let w = workload::dispatch_grid(941, 1, false, 1);
+    let init = init_bytes(&w);
+    let kernels = |plain: bool| -> Result<Vec<CudaKernel>, String> {
+        w.graph.kernels().iter().map(|k| if plain { modules.plain_kernel(&k.name, k) } else { modules.kernel(&k.name, k) }.map_err(e)).collect()
+    };
+    let ostinato = |m: &Arc<RowMemory>| OstinatoCuda::new(&backend, &w, kernels(false)?, m, &init);
+    println!("device {} {}; mode {mode}; Ostinato's arm, GPU µs per dispatch of serial 941 × 1", device.info().name, device.info().uuid);
+    let m1 = RowMemory::new(&device, &w, 0)?;
+    let mut first = ostinato(&m1)?;
+    println!("step 0: M1 {}: {:.3}", m1.addresses(&w).join(" "), median_us(&mut first, &w, &init)?);
+    for step in 1..=STEPS {
+        let row = RowMemory::new(&device, &w, 0)?;
+        match mode.as_str() {
+            "eager" | "captured" => {
+                let (kind, plain) = if mode == "eager" { (ArmKind::Eager, true) } else { (ArmKind::CapturedPdl, false) };
+                let mut other = Baseline::new(&device, &w, kernels(plain)?, kind, &row, &init)?;
+                for _ in 0..SAMPLES_PER_ROW {
+                    other.sample(&w, &init)?;
+                }
+            }
+            _ => drop(Baseline::new(&device, &w, kernels(true)?, ArmKind::Eager, &row, &init)?),
+        }
+        let a = median_us(&mut first, &w, &init)?;
+        let b = median_us(&mut ostinato(&m1)?, &w, &init)?;
+        let c = median_us(&mut ostinato(&row)?, &w, &init)?;
+        println!("step {step}: (a) first arm {a:.3}  (b) new arm on M1 {b:.3}  (c) new arm on the step's memory {} {c:.3}", row.addresses(&w).join(" "));
+    }
+    Ok(())
+}
