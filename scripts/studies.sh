@@ -16,8 +16,9 @@
 #   channels: the same 16 placements with Ostinato and the eager baseline, with CUDA_DEVICE_MAX_CONNECTIONS
 #           at 1 and at 32 and with Ostinato's replay stream at high priority: does the eager baseline
 #           slow the chain through the hardware queue (channel) the two streams share?
-#   shift:  eager_shift_probe in each of its modes (eager, create, captured), twice: does an exec that
-#           ran before the eager baseline slow down, or only new execs, or only new memory?
+#   shift:  eager_shift_probe in each of its modes, eager twice: does an exec that ran before the eager
+#           baseline slow down, or only new execs, or only new memory; and which part of the eager
+#           baseline's sample does it?
 # Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short] [clocks] [channels] [shift]   (default: dense pinned)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -85,7 +86,7 @@ for what in "${@:-dense pinned}"; do for w in $what; do case $w in
       echo "-- $v"; grep -E "^\| grid/serial/n941/b1@" "$OUT/bench-channels-$v/REPORT.md" | cut -c1-200
     done ;;
   shift)
-    for m in eager create captured eager; do
+    for m in eager create captured streams one-stream timed copies eager; do
       $BIN/eager_shift_probe $m 2>&1 | tee -a "$OUT/eager-shift.log" || status=1
     done ;;
   *) echo "unknown study $w"; status=1 ;;

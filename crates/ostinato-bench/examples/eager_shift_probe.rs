@@ -9,7 +9,13 @@
 //!   eager    the eager baseline on the step's memory: created, 24 samples, dropped (a row's eager arm);
 //!   create   the eager baseline created and dropped, no sample run;
 //!   captured the expert's capture + PDL baseline, 24 samples (the control: the benchmark never slows
-//!            after it).
+//!            after it);
+//! and, to take the eager baseline's sample apart, plain `add_one` launches 941 at a time (24 times) on
+//! a 1 KiB buffer of the step's own:
+//!   streams  on a new stream per step, a stream synchronize after each 941;
+//!   one-stream  the same on ONE stream made before step 1 and kept;
+//!   timed    on a new stream per step, each 941 between two timing events, the second synchronized;
+//!   copies   on a new stream per step, each 941 after a host write of the buffer and before a read back.
 //! GPU µs per dispatch, median of 7 samples after 3, each sample one replay between two events
 //! (the benchmark's `Arm::sample`). Run: `cargo run --release -p ostinato-bench --example eager_shift_probe -- eager`.
 
@@ -17,7 +23,8 @@ use std::sync::Arc;
 
 use ostinato_bench::bench::arms::{Arm, ArmKind, Baseline, OstinatoCuda, RowMemory};
 use ostinato_bench::bench::{init_bytes, workload};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, PdlTrigger};
+use ostinato_cuda::raw::{Args, Buffer, Event, Stream};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, Dims, PdlTrigger};
 
 const STEPS: usize = 6;
 const SAMPLES_PER_ROW: usize = 24;
@@ -39,10 +46,41 @@ fn median_us(arm: &mut dyn Arm, w: &workload::Workload, init: &[Option<Vec<u8>>]
     Ok(us[us.len() / 2])
 }
 
+/// 24 times 941 plain launches of `add_one` (1 × 256) on `s`, on a fresh 1 KiB buffer, the way `mode`
+/// says (see the file's header).
+fn plain_launches(device: &Device, k: &CudaKernel, s: &Stream, mode: &str) -> Result<(), String> {
+    let buf = Buffer::new(device, 1024).map_err(e)?;
+    let mut args = Args::new(&[buf.ptr(), 256]);
+    let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
+    let (a, b) = (Event::new(true).map_err(e)?, Event::new(true).map_err(e)?);
+    let mut bytes = [0u8; 1024];
+    for _ in 0..SAMPLES_PER_ROW {
+        match mode {
+            "timed" => s.record(&a).map_err(e)?,
+            "copies" => buf.write(0, &bytes).map_err(e)?,
+            _ => {}
+        }
+        (0..941).try_for_each(|_| s.launch(k, dims, &mut args, false)).map_err(e)?;
+        match mode {
+            "timed" => {
+                s.record(&b).map_err(e)?;
+                b.synchronize().map_err(e)?;
+            }
+            "copies" => {
+                s.synchronize().map_err(e)?;
+                buf.read(0, &mut bytes).map_err(e)?;
+            }
+            _ => s.synchronize().map_err(e)?,
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), String> {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "eager".into());
-    if !["eager", "create", "captured"].contains(&mode.as_str()) {
-        return Err(format!("unknown mode `{mode}` (eager, create, captured)"));
+    const MODES: [&str; 7] = ["eager", "create", "captured", "streams", "one-stream", "timed", "copies"];
+    if !MODES.contains(&mode.as_str()) {
+        return Err(format!("unknown mode `{mode}` ({})", MODES.join(", ")));
     }
     let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
@@ -58,6 +96,8 @@ fn main() -> Result<(), String> {
     let m1 = RowMemory::new(&device, &w, 0)?;
     let mut first = ostinato(&m1)?;
     println!("step 0: M1 {}: {:.3}", m1.addresses(&w).join(" "), median_us(&mut first, &w, &init)?);
+    let kept = Stream::new(&device).map_err(e)?;
+    let plain = kernels(true)?.into_iter().next().ok_or("the workload has no kernel")?;
     for step in 1..=STEPS {
         let row = RowMemory::new(&device, &w, 0)?;
         match mode.as_str() {
@@ -68,7 +108,12 @@ fn main() -> Result<(), String> {
                     other.sample(&w, &init)?;
                 }
             }
-            _ => drop(Baseline::new(&device, &w, kernels(true)?, ArmKind::Eager, &row, &init)?),
+            "create" => drop(Baseline::new(&device, &w, kernels(true)?, ArmKind::Eager, &row, &init)?),
+            _ => {
+                let own = Stream::new(&device).map_err(e)?;
+                let s = if mode == "one-stream" { &kept } else { &own };
+                plain_launches(&device, &plain, s, &mode)?;
+            }
         }
         let a = median_us(&mut first, &w, &init)?;
         let b = median_us(&mut ostinato(&m1)?, &w, &init)?;
