@@ -15,7 +15,13 @@
 //!   streams  on a new stream per step, a stream synchronize after each 941;
 //!   one-stream  the same on ONE stream made before step 1 and kept;
 //!   timed    on a new stream per step, each 941 between two timing events, the second synchronized;
-//!   copies   on a new stream per step, each 941 after a host write of the buffer and before a read back.
+//!   copies   on a new stream per step, each 941 after a host write of the buffer and before a read back;
+//!   kept     on a new stream per step, every stream kept alive to the end;
+//!   one-launch  ONE plain launch on a new stream per step;
+//!   pdl      on a new stream per step, the PDL build launched with programmatic stream serialization
+//!            (`cuLaunchKernelEx`), as Ostinato's eager mode launches a chain;
+//!   ostinato-eager  Ostinato's eager-mode arm on the step's memory, 24 samples (the benchmark's
+//!            `ostinato-eager` arm).
 //! GPU µs per dispatch, median of 7 samples after 3, each sample one replay between two events
 //! (the benchmark's `Arm::sample`). Run: `cargo run --release -p ostinato-bench --example eager_shift_probe -- eager`.
 
@@ -46,21 +52,22 @@ fn median_us(arm: &mut dyn Arm, w: &workload::Workload, init: &[Option<Vec<u8>>]
     Ok(us[us.len() / 2])
 }
 
-/// 24 times 941 plain launches of `add_one` (1 × 256) on `s`, on a fresh 1 KiB buffer, the way `mode`
-/// says (see the file's header).
-fn plain_launches(device: &Device, k: &CudaKernel, s: &Stream, mode: &str) -> Result<(), String> {
+/// 24 times 941 launches of `add_one` (1 × 256) on `s` (once in mode one-launch), on a fresh 1 KiB
+/// buffer, the way `mode` says (see the file's header); `k` is the build the mode launches.
+fn launches(device: &Device, k: &CudaKernel, s: &Stream, mode: &str) -> Result<(), String> {
+    let (rounds, per) = if mode == "one-launch" { (1, 1) } else { (SAMPLES_PER_ROW, 941) };
     let buf = Buffer::new(device, 1024).map_err(e)?;
     let mut args = Args::new(&[buf.ptr(), 256]);
     let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
     let (a, b) = (Event::new(true).map_err(e)?, Event::new(true).map_err(e)?);
     let mut bytes = [0u8; 1024];
-    for _ in 0..SAMPLES_PER_ROW {
+    for _ in 0..rounds {
         match mode {
             "timed" => s.record(&a).map_err(e)?,
             "copies" => buf.write(0, &bytes).map_err(e)?,
             _ => {}
         }
-        (0..941).try_for_each(|_| s.launch(k, dims, &mut args, false)).map_err(e)?;
+        (0..per).try_for_each(|_| s.launch(k, dims, &mut args, mode == "pdl")).map_err(e)?;
         match mode {
             "timed" => {
                 s.record(&b).map_err(e)?;
@@ -78,7 +85,7 @@ fn plain_launches(device: &Device, k: &CudaKernel, s: &Stream, mode: &str) -> Re
 
 fn main() -> Result<(), String> {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "eager".into());
-    const MODES: [&str; 7] = ["eager", "create", "captured", "streams", "one-stream", "timed", "copies"];
+    const MODES: [&str; 11] = ["eager", "create", "captured", "streams", "one-stream", "timed", "copies", "kept", "one-launch", "pdl", "ostinato-eager"];
     if !MODES.contains(&mode.as_str()) {
         return Err(format!("unknown mode `{mode}` ({})", MODES.join(", ")));
     }
@@ -96,8 +103,11 @@ fn main() -> Result<(), String> {
     let m1 = RowMemory::new(&device, &w, 0)?;
     let mut first = ostinato(&m1)?;
     println!("step 0: M1 {}: {:.3}", m1.addresses(&w).join(" "), median_us(&mut first, &w, &init)?);
-    let kept = Stream::new(&device).map_err(e)?;
-    let plain = kernels(true)?.into_iter().next().ok_or("the workload has no kernel")?;
+    let eager_options = OstinatoCuda::options(ArmKind::OstinatoEager, CudaOptions::default()).ok_or("no options for the eager arm")?;
+    let eager_backend = CudaBackend::with_builtins(&device, &modules, eager_options).map_err(e)?;
+    let one = Stream::new(&device).map_err(e)?;
+    let mut kept = Vec::new();
+    let k = kernels(mode != "pdl")?.into_iter().next().ok_or("the workload has no kernel")?;
     for step in 1..=STEPS {
         let row = RowMemory::new(&device, &w, 0)?;
         match mode.as_str() {
@@ -109,10 +119,19 @@ fn main() -> Result<(), String> {
                 }
             }
             "create" => drop(Baseline::new(&device, &w, kernels(true)?, ArmKind::Eager, &row, &init)?),
+            "ostinato-eager" => {
+                let mut arm = OstinatoCuda::new(&eager_backend, &w, kernels(false)?, &row, &init)?;
+                for _ in 0..SAMPLES_PER_ROW {
+                    arm.sample(&w, &init)?;
+                }
+            }
+            "one-stream" => launches(&device, &k, &one, &mode)?,
             _ => {
                 let own = Stream::new(&device).map_err(e)?;
-                let s = if mode == "one-stream" { &kept } else { &own };
-                plain_launches(&device, &plain, s, &mode)?;
+                launches(&device, &k, &own, &mode)?;
+                if mode == "kept" {
+                    kept.push(own);
+                }
             }
         }
         let a = median_us(&mut first, &w, &init)?;
