@@ -19,7 +19,9 @@
 #   shift:  eager_shift_probe in each of its modes, eager twice: does an exec that ran before the eager
 #           baseline slow down, or only new execs, or only new memory; and which part of the eager
 #           baseline's sample does it?
-# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short] [clocks] [channels] [shift]   (default: dense pinned)
+#   regime: the full matrix with --regime multi-stream (plain launches on two streams before the first
+#           row), to set beside a default (fresh) matrix of the same call.
+# Usage: scripts/studies.sh [replays] [dense] [pinned] [arms] [short] [clocks] [channels] [shift] [regime]   (default: dense pinned)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}/studies; mkdir -p "$OUT"
@@ -89,6 +91,9 @@ for what in "${@:-dense pinned}"; do for w in $what; do case $w in
     for m in eager create captured streams one-stream timed copies kept one-launch pdl ostinato-eager eager; do
       $BIN/eager_shift_probe $m 2>&1 | tee -a "$OUT/eager-shift.log" || status=1
     done ;;
+  regime)
+    $BIN/ostinato bench --regime multi-stream --out "$OUT/bench-multi-stream" >"$OUT/bench-multi-stream.log" 2>&1 || status=1
+    tail -n 12 "$OUT/bench-multi-stream.log" ;;
   *) echo "unknown study $w"; status=1 ;;
 esac; done; done
 exit $status

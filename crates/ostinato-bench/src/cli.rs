@@ -76,6 +76,13 @@ pub struct BenchArgs {
     /// rows measured the same with 1 and 10 (docs/fences.md §8).
     #[arg(long)]
     pub replays: Option<usize>,
+    /// CUDA: the driver state every row runs in. fresh: no graph arm runs after plain launches on a
+    /// second stream (the eager baseline and Ostinato's eager mode run after every row's graph arms);
+    /// multi-stream: before the first row, plain launches on two streams put the process in the state
+    /// they leave every later graph in, about 0.06 µs slower per dependent 1-block dispatch
+    /// (docs/fences.md §8), the state of any program that launches kernels on several streams.
+    #[arg(long, default_value = "fresh")]
+    pub regime: String,
     /// Only these arms, comma-separated by name (default: every arm of the backend; the main Ostinato
     /// arm must be among them, since every ratio is taken against it).
     #[arg(long)]
@@ -86,6 +93,9 @@ impl BenchArgs {
     pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
         ostinato_cuda::PdlTrigger::parse(&self.trigger)
             .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
+    }
+    pub fn regime(&self) -> Result<crate::bench::Regime, String> {
+        crate::bench::Regime::parse(&self.regime).ok_or_else(|| format!("unknown --regime `{}` (fresh, multi-stream)", self.regime))
     }
     pub fn priority(&self) -> Result<ostinato_cuda::StreamPriority, String> {
         ostinato_cuda::StreamPriority::parse(&self.priority).ok_or_else(|| format!("unknown --priority `{}` (default, high)", self.priority))

@@ -61,6 +61,8 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--pdl-mixed-builds", "some"], "unknown --pdl-mixed-builds `some`"),
         (["--graph-build", "tree"], "unknown --graph-build `tree`"),
         (["--priority", "urgent"], "unknown --priority `urgent` (default, high)"),
+        (["--regime", "mixed"], "unknown --regime `mixed` (fresh, multi-stream)"),
+        (["--regime", "multi-stream"], "--regime multi-stream is a state of the CUDA driver; the host backend has none"),
         (["--offsets", "0,100"], "--offsets: `100` is not a byte offset that is a multiple of 256"),
         (["--offsets", "18446744073709551360"], "--offsets: `18446744073709551360` is beyond the 1 GiB"),
         (["--offsets", "4096"], "--offsets places CUDA device buffers"),

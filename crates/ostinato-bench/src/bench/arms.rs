@@ -40,6 +40,12 @@ pub enum ArmKind {
 }
 
 impl ArmKind {
+    /// The arms that launch kernels directly on streams rather than replaying a graph. Plain launches on
+    /// a second stream slow every CUDA graph the process runs afterwards (docs/fences.md §8), so the
+    /// benchmark runs these after every row's graph arms.
+    pub fn launches_directly(self) -> bool {
+        matches!(self, ArmKind::Eager | ArmKind::OstinatoEager)
+    }
     pub fn name(self) -> &'static str {
         match self {
             ArmKind::Eager => "eager",
@@ -292,6 +298,27 @@ impl Arm for OstinatoCuda {
         let single = single_call_us(|call| if call { exec.replay().map_err(err("replay")) } else { exec.wait().map_err(err("wait")) })?;
         Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us, replay_single_us: Some(single) })
     }
+}
+
+/// Puts the process in the state that plain kernel launches on a second stream leave every later CUDA
+/// graph in (docs/fences.md §8: the 1-block chain's dependent dispatch about 0.06 µs slower): on each
+/// of two streams, 24 times 941 plain launches of the built-in `add_one` on a scratch buffer, what two
+/// rows of the eager baseline launch (`eager_shift_probe` saw the state set by exactly that).
+pub fn enter_multi_stream_regime(device: &Device, modules: &ostinato_cuda::BuiltinModules) -> Result<(), String> {
+    let w = super::workload::dispatch_grid(1, 1, false, 1);
+    let sig = w.graph.kernels().first().ok_or("the add_one workload has no kernel")?;
+    let k = modules.plain_kernel(&sig.name, sig).map_err(err("regime: kernel"))?;
+    let scratch = Buffer::new(device, 1024).map_err(err("regime: alloc"))?;
+    let mut args = Args::new(&[scratch.ptr(), 256]);
+    let dims = ostinato_cuda::Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
+    for _ in 0..2 {
+        let s = Stream::new(device).map_err(err("regime: stream"))?;
+        for _ in 0..24 {
+            (0..941).try_for_each(|_| s.launch(&k, dims, &mut args, false)).map_err(err("regime: launch"))?;
+            s.synchronize().map_err(err("regime: sync"))?;
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------------

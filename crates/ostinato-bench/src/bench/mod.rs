@@ -24,6 +24,33 @@ pub enum BenchBackend {
     Host,
 }
 
+/// The CUDA driver state the matrix runs in (`--regime`; docs/fences.md §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Regime {
+    /// No graph arm runs after plain launches on a second stream.
+    Fresh,
+    /// Plain launches on two streams before the first row: every row runs in the state they leave.
+    MultiStream,
+}
+
+impl Regime {
+    pub fn parse(s: &str) -> Option<Regime> {
+        match s {
+            "fresh" => Some(Regime::Fresh),
+            "multi-stream" => Some(Regime::MultiStream),
+            _ => None,
+        }
+    }
+}
+
+/// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
+/// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md §8),
+/// then the Vulkan arm (no CUDA arm is measured right after a switch of API).
+pub fn passes(arms: &[ArmKind]) -> [Vec<ArmKind>; 3] {
+    let pick = |f: &dyn Fn(ArmKind) -> bool| arms.iter().copied().filter(|&a| f(a)).collect::<Vec<_>>();
+    [pick(&|a| a != ArmKind::Vulkan && !a.launches_directly()), pick(&|a| a.launches_directly()), pick(&|a| a == ArmKind::Vulkan)]
+}
+
 #[derive(Serialize, Clone, Copy, Debug)]
 pub struct Stat {
     pub median: f64,
@@ -255,6 +282,16 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     })
 }
 
+/// `arms` rotated left by `by` places (modulo their number).
+fn rotated(arms: &[ArmKind], by: usize) -> Vec<ArmKind> {
+    let mut v = arms.to_vec();
+    if !v.is_empty() {
+        let n = v.len();
+        v.rotate_left(by % n);
+    }
+    v
+}
+
 /// The devices the arms run on.
 struct Contexts {
     cuda: Option<CudaCtx>,
@@ -289,6 +326,8 @@ struct RowRun {
     results: Vec<ArmResult>,
     /// The CUDA arms' shared buffers, `name=0x…` per root (empty without CUDA).
     addresses: Vec<String>,
+    /// Those buffers, kept from the row's graph arms to its direct-launch arms.
+    memory: SharedMemory,
 }
 
 impl RowRun {
@@ -397,6 +436,9 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     }
     let grid_blocks = args.grid_blocks()?;
     let placements = args.placements()?;
+    if args.regime()? != Regime::Fresh && backend != BenchBackend::Cuda {
+        return Err("--regime multi-stream is a state of the CUDA driver; the host backend has none".into());
+    }
     if args.offsets.is_some() && backend != BenchBackend::Cuda {
         return Err("--offsets places CUDA device buffers; the host backend's rows have none to place".into());
     }
@@ -416,6 +458,9 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
             if let Some(options) = OstinatoCuda::options(kind, base) {
                 backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
             }
+        }
+        if args.regime()? == Regime::MultiStream {
+            arms::enter_multi_stream_regime(&device, &modules)?;
         }
         Some(CudaCtx { device, modules, backends })
     } else {
@@ -453,10 +498,12 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         .collect();
     let pb = ProgressBar::new((row_list.len() * arms.len()) as u64);
     pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?);
-    // Arms of the row's own API rotate per row; an arm of another API (the Vulkan arm) runs in a second
-    // pass after every row, so no CUDA arm is measured right after a switch of API (that biased the next
-    // arm on tiny rows: runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
-    let (rotated, later): (Vec<ArmKind>, Vec<ArmKind>) = arms.iter().partition(|a| **a != ArmKind::Vulkan);
+    // Three passes (see `passes`): the graph arms rotate per row; the arms that launch kernels directly
+    // run after every row's graph arms, since plain launches on a second stream slow every graph the
+    // process runs afterwards (docs/fences.md §8); an arm of another API (the Vulkan arm) runs last, so
+    // no CUDA arm is measured right after a switch of API (that biased the next arm on tiny rows:
+    // runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
+    let [graph_arms, direct, later] = passes(arms);
     let mut runs: Vec<RowRun> = Vec::new();
     // The oracle runs once per workload; its placements follow each other in `row_list`.
     let mut last_oracle: Option<(&Workload, std::rc::Rc<RowOracle>)> = None;
@@ -471,21 +518,31 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
                 o
             }
         };
-        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses: Vec::new() };
-        let mut order = rotated.clone();
-        let n = order.len();
-        order.rotate_left((ri + args.rotate) % n);
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
         let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset)).transpose();
-        if let Ok(Some(m)) = &memory {
-            run.addresses = m.addresses(w);
+        let addresses = match &memory {
+            Ok(Some(m)) => m.addresses(w),
+            _ => Vec::new(),
+        };
+        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory };
+        for kind in rotated(&graph_arms, ri + args.rotate) {
+            pb.set_message(format!("{id} {}", kind.name()));
+            let memory = run.memory.clone();
+            run.arm(kind, w, &contexts, &memory, &protocol);
+            pb.inc(1);
         }
-        for kind in order {
+        if direct.is_empty() {
+            run.memory = Ok(None);
+        }
+        runs.push(run);
+    }
+    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate() {
+        let memory = std::mem::replace(&mut run.memory, Ok(None));
+        for kind in rotated(&direct, ri + args.rotate) {
             pb.set_message(format!("{id} {}", kind.name()));
             run.arm(kind, w, &contexts, &memory, &protocol);
             pb.inc(1);
         }
-        runs.push(run);
     }
     for (&(w, _, ref id), run) in row_list.iter().zip(&mut runs) {
         for &kind in &later {
@@ -525,6 +582,18 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_graph_arm_runs_after_an_arm_that_launches_directly() {
+        let [graph, direct, later] = passes(&ArmKind::CUDA);
+        assert_eq!(direct, [ArmKind::Eager, ArmKind::OstinatoEager]);
+        assert_eq!(later, [ArmKind::Vulkan]);
+        assert_eq!(graph, [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn]);
+        let [graph, direct, later] = passes(&[ArmKind::Eager, ArmKind::Ostinato]);
+        assert_eq!((graph, direct, later), (vec![ArmKind::Ostinato], vec![ArmKind::Eager], vec![]));
+        assert_eq!(rotated(&[ArmKind::Eager, ArmKind::OstinatoEager], 3), [ArmKind::OstinatoEager, ArmKind::Eager]);
+        assert!(rotated(&[], 5).is_empty());
+    }
 
     #[test]
     fn matrix_row_ids_are_unique_whatever_the_lists() {

@@ -8,9 +8,10 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use super::arms::ArmKind;
 use super::provenance::Provenance;
 use super::stats::{self, Verdict};
-use super::{ArmResult, BenchBackend, RowResult, Stat};
+use super::{ArmResult, BenchBackend, Regime, RowResult, Stat};
 use crate::cli::BenchArgs;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -150,12 +151,13 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm, each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm, each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
         replays_text(args),
         arm_order_text(backend, args),
+        regime_text(backend, args).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
         stats::TIE_BAND * 100.0
     );
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
@@ -298,13 +300,33 @@ fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
         t += &format!(", shifted by {} (--rotate)", args.rotate);
     }
     let chosen: Option<Vec<&str>> = args.arms.as_deref().map(|list| list.split(',').map(str::trim).collect());
-    if backend == BenchBackend::Cuda && chosen.as_ref().is_none_or(|c| c.contains(&"vulkan")) {
-        t += "; vulkan in a second pass after all rows";
+    let ran = |a: ArmKind| chosen.as_ref().is_none_or(|c| c.contains(&a.name()));
+    if backend == BenchBackend::Cuda {
+        let direct: Vec<&str> = ArmKind::CUDA.iter().filter(|a| a.launches_directly() && ran(**a)).map(|a| a.name()).collect();
+        if !direct.is_empty() {
+            t += &format!(
+                "; the arms that launch kernels directly ({}) in a second pass after every row's graph arms (plain launches on a second stream slow every later graph: docs/fences.md §8)",
+                direct.join(", ")
+            );
+        }
+        if ran(ArmKind::Vulkan) {
+            t += "; vulkan in a last pass after all rows";
+        }
     }
     if let Some(c) = chosen {
         t += &format!("; only the arms {} (--arms)", c.join(","));
     }
     t
+}
+
+/// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`.
+/// None on the host backend.
+fn regime_text(backend: BenchBackend, args: &BenchArgs) -> Option<&'static str> {
+    match (backend, args.regime()) {
+        (BenchBackend::Host, _) => None,
+        (_, Ok(Regime::MultiStream)) => Some("multi-stream: plain launches on two streams before the first row (--regime multi-stream; docs/fences.md §8)"),
+        _ => Some("fresh: no graph arm ran after plain launches on a second stream"),
+    }
 }
 
 /// What one timed sample is, for the protocol line and `results.json`.
@@ -331,6 +353,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
             "arm_order": arm_order_text(backend, args),
+            "regime": regime_text(backend, args),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
         rows,
@@ -370,14 +393,23 @@ mod tests {
     }
 
     #[test]
-    fn the_arm_order_text_says_which_arms_ran_and_when_vulkan_did() {
+    fn the_arm_order_text_says_which_arms_ran_and_in_which_pass() {
         let text = |argv: &[&str]| arm_order_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
-        assert_eq!(text(&[]), "rotated per row; vulkan in a second pass after all rows");
-        assert_eq!(text(&["--arms", "ostinato, eager"]), "rotated per row; only the arms ostinato,eager (--arms)");
+        let direct = "the arms that launch kernels directly (eager, ostinato-eager) in a second pass after every row's graph arms";
+        let all = text(&[]);
+        assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
+        assert!(all.ends_with("docs/fences.md §8); vulkan in a last pass after all rows"), "{all}");
+        let two = text(&["--arms", "ostinato, eager"]);
+        assert!(two.contains("directly (eager) in a second pass") && two.ends_with("; only the arms ostinato,eager (--arms)"), "{two}");
+        assert!(!two.contains("vulkan in"), "{two}");
         assert_eq!(
             text(&["--arms", "vulkan,ostinato", "--rotate", "2"]),
-            "rotated per row, shifted by 2 (--rotate); vulkan in a second pass after all rows; only the arms vulkan,ostinato (--arms)"
+            "rotated per row, shifted by 2 (--rotate); vulkan in a last pass after all rows; only the arms vulkan,ostinato (--arms)"
         );
+        let host = |argv: &[&str]| regime_text(BenchBackend::Host, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
+        let cuda = |argv: &[&str]| regime_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
+        assert!(cuda(&[]).is_some_and(|t| t.starts_with("fresh")) && host(&[]).is_none());
+        assert!(cuda(&["--regime", "multi-stream"]).is_some_and(|t| t.starts_with("multi-stream")));
     }
 
     #[test]
