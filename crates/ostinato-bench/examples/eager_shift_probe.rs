@@ -27,7 +27,7 @@
 
 use std::sync::Arc;
 
-use ostinato_bench::bench::arms::{Arm, ArmKind, Baseline, OstinatoCuda, RowMemory};
+use ostinato_bench::bench::arms::{median_gpu_us, Arm, ArmKind, Baseline, OstinatoCuda, RowMemory};
 use ostinato_bench::bench::{init_bytes, workload};
 use ostinato_cuda::raw::{Args, Buffer, Event, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, Dims, PdlTrigger};
@@ -37,19 +37,6 @@ const SAMPLES_PER_ROW: usize = 24;
 
 fn e<E: std::fmt::Display>(x: E) -> String {
     x.to_string()
-}
-
-/// Median GPU µs per dispatch of 7 samples after 3 warm-ups.
-fn median_us(arm: &mut dyn Arm, w: &workload::Workload, init: &[Option<Vec<u8>>]) -> Result<f64, String> {
-    let mut us = Vec::new();
-    for i in 0..10 {
-        let s = arm.sample(w, init)?;
-        if i >= 3 {
-            us.push(s.gpu_us.ok_or("a CUDA arm's sample has no GPU time")? / w.dispatches as f64);
-        }
-    }
-    us.sort_by(f64::total_cmp);
-    Ok(us[us.len() / 2])
 }
 
 /// 24 times 941 launches of `add_one` (1 × 256) on `s` (once in mode one-launch), on a fresh 1 KiB
@@ -102,7 +89,7 @@ fn main() -> Result<(), String> {
     println!("device {} {}; mode {mode}; Ostinato's arm, GPU µs per dispatch of serial 941 × 1", device.info().name, device.info().uuid);
     let m1 = RowMemory::new(&device, &w, 0)?;
     let mut first = ostinato(&m1)?;
-    println!("step 0: M1 {}: {:.3}", m1.addresses(&w).join(" "), median_us(&mut first, &w, &init)?);
+    println!("step 0: M1 {}: {:.3}", m1.addresses(&w).join(" "), median_gpu_us(&mut first, &w, &init, 7)?);
     let eager_options = OstinatoCuda::options(ArmKind::OstinatoEager, CudaOptions::default()).ok_or("no options for the eager arm")?;
     let eager_backend = CudaBackend::with_builtins(&device, &modules, eager_options).map_err(e)?;
     let one = Stream::new(&device).map_err(e)?;
@@ -134,9 +121,9 @@ fn main() -> Result<(), String> {
                 }
             }
         }
-        let a = median_us(&mut first, &w, &init)?;
-        let b = median_us(&mut ostinato(&m1)?, &w, &init)?;
-        let c = median_us(&mut ostinato(&row)?, &w, &init)?;
+        let a = median_gpu_us(&mut first, &w, &init, 7)?;
+        let b = median_gpu_us(&mut ostinato(&m1)?, &w, &init, 7)?;
+        let c = median_gpu_us(&mut ostinato(&row)?, &w, &init, 7)?;
         println!("step {step}: (a) first arm {a:.3}  (b) new arm on M1 {b:.3}  (c) new arm on the step's memory {} {c:.3}", row.addresses(&w).join(" "));
     }
     Ok(())

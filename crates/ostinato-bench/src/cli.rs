@@ -28,9 +28,12 @@ pub struct BenchArgs {
     /// limit): after-wait, entry, after-writes, never, disabled.
     #[arg(long, default_value = "after-wait")]
     pub trigger: String,
-    /// Override the auto PDL policy's block limit.
+    /// Override the auto PDL policy's block limit (the smaller grid of an edge).
     #[arg(long)]
     pub pdl_max_blocks: Option<u64>,
+    /// Override the auto PDL policy's limit on the smaller grid times the side-by-side lanes.
+    #[arg(long)]
+    pub pdl_max_side_by_side_blocks: Option<u64>,
     /// Override the auto PDL policy's fan limit.
     #[arg(long)]
     pub pdl_max_fanout: Option<usize>,
@@ -150,6 +153,9 @@ impl BenchArgs {
         let mut p = ostinato_cuda::PdlPolicy { shape, ..Default::default() };
         if let Some(b) = self.pdl_max_blocks {
             p.auto_max_blocks = b;
+        }
+        if let Some(b) = self.pdl_max_side_by_side_blocks {
+            p.auto_max_side_by_side_blocks = b;
         }
         if let Some(f) = self.pdl_max_fanout {
             p.auto_max_fanout = f;

@@ -49,15 +49,20 @@ impl PdlMode {
     }
 }
 
-/// `auto`'s threshold, measured on the H200 (docs/fences.md §3): an edge is programmatic only when the
-/// SMALLER of its two kernels' grids, times the plan's lane count, is at most this many blocks. With
-/// every arm measured under the same protocol, serial chains gained up to 1,024 blocks (4% at 1,024 on
-/// every machine since the protocol fix) and lost at 2,048 (3.0 vs 2.3 µs) and 8,192 (1.7x); four
-/// side-by-side chains gained at 256 blocks each (9%) and lost at 512 (0.73 vs 0.48 µs). An edge
-/// between a small and a large grid (decode's 1-block rmsnorm into its 2,048-block gate/up gemv, and
-/// that gemv into a 32-block silu) gained: the decode stack ran 0.7-0.9% faster with those edges
-/// programmatic.
-pub const AUTO_MAX_BLOCKS: u64 = 1024;
+/// `auto`'s thresholds, measured on the H200 (docs/fences.md §3): an edge is programmatic only when the
+/// SMALLER of its two kernels' grids has at most `AUTO_MAX_BLOCKS` blocks and, times the plan's lane
+/// count, at most `AUTO_MAX_SIDE_BY_SIDE_BLOCKS`. Both were measured in the two driver states a process
+/// can be in (§8): serial chains gained up to 512 blocks in both; at 1,024 blocks PDL lost 7-9% to the
+/// plain graph in a process that never launched plainly on a second stream and gained 4% in one that
+/// had, so 1,024 stays plain (never slower than the captured graph in either). Four side-by-side chains
+/// gained at 128 blocks each, tied or gained 9% at 256 (by state) and lost at 512 (0.73 vs 0.48 µs).
+/// An edge between a small and a large grid (decode's 1-block rmsnorm into its 2,048-block gate/up
+/// gemv, and that gemv into a 32-block silu) gained: the decode stack ran 0.7-0.9% faster with those
+/// edges programmatic.
+pub const AUTO_MAX_BLOCKS: u64 = 512;
+
+/// `auto`'s limit on the smaller grid times the side-by-side lanes (see [`AUTO_MAX_BLOCKS`]).
+pub const AUTO_MAX_SIDE_BY_SIDE_BLOCKS: u64 = 1024;
 
 /// A submission whose nodes all have at most this many blocks uses the early-trigger build (trigger at
 /// entry); otherwise kernels trigger after their own wait, so early launches cannot cascade down the
@@ -152,8 +157,10 @@ impl MixedBuilds {
 pub struct PdlPolicy {
     pub mode: PdlMode,
     /// Under `auto`, an edge is programmatic only when one of its kernels (the smaller grid) launches at
-    /// most this many blocks (times the plan's lane count).
+    /// most this many blocks...
     pub auto_max_blocks: u64,
+    /// ...and at most this many times the plan's side-by-side lane count.
+    pub auto_max_side_by_side_blocks: u64,
     /// Under `auto`, an edge is programmatic only when its producer has at most this many successors
     /// and its consumer at most this many predecessors (wide fans of early-launched waiters measured
     /// to lose).
@@ -173,6 +180,7 @@ impl Default for PdlPolicy {
         PdlPolicy {
             mode: PdlMode::Auto,
             auto_max_blocks: AUTO_MAX_BLOCKS,
+            auto_max_side_by_side_blocks: AUTO_MAX_SIDE_BY_SIDE_BLOCKS,
             auto_max_fanout: AUTO_MAX_FANOUT,
             shape: ShapeMode::Auto,
             auto_lanes_max_fanout: AUTO_LANES_MAX_FANOUT,
@@ -194,7 +202,10 @@ impl PdlPolicy {
             && match self.mode {
                 PdlMode::Off => false,
                 PdlMode::On => true,
-                PdlMode::Auto => producer.blocks().min(consumer.blocks()) * w <= self.auto_max_blocks && fan <= self.auto_max_fanout,
+                PdlMode::Auto => {
+                    let smaller = producer.blocks().min(consumer.blocks());
+                    smaller <= self.auto_max_blocks && smaller * w <= self.auto_max_side_by_side_blocks && fan <= self.auto_max_fanout
+                }
             }
     }
 }
@@ -481,7 +492,8 @@ mod tests {
         let auto = PdlPolicy::new(PdlMode::Auto);
         assert!(auto.programmatic(&d(1), &d(2048), true, 1, 1), "small producer, large consumer");
         assert!(auto.programmatic(&d(2048), &d(32), true, 1, 1), "large producer, small consumer");
-        assert!(auto.programmatic(&d(1024), &d(8192), true, 1, 1), "the smaller end at the limit");
+        assert!(auto.programmatic(&d(512), &d(8192), true, 1, 1), "the smaller end at the limit");
+        assert!(!auto.programmatic(&d(1024), &d(8192), true, 1, 1), "the smaller end above it");
         assert!(!auto.programmatic(&d(2048), &d(2048), true, 1, 1), "both ends large");
         assert!(!auto.programmatic(&d(2048), &d(8192), true, 1, 1), "the smaller end above the limit");
         assert!(auto.programmatic(&d(256), &d(2048), true, 1, 4), "256 blocks in each of 4 lanes");
@@ -533,7 +545,9 @@ mod tests {
     fn auto_scales_the_block_limit_by_side_by_side_lanes() {
         let p = PdlPolicy::default();
         let d = |b| Dims { grid: [b, 1, 1], block: [256, 1, 1], shared: 0 };
-        assert!(p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: gained 4% on every H200 since the protocol fix");
+        assert!(p.programmatic(&d(512), &d(512), true, 1, 1), "one 512-block chain: gained in both driver states");
+        assert!(!p.programmatic(&d(1024), &d(1024), true, 1, 1), "one 1,024-block chain: lost 7-9% to the plain graph in a fresh process");
+        assert!(p.programmatic(&d(512), &d(512), true, 1, 2), "two side-by-side 512-block chains: 1,024 in all");
         assert!(!p.programmatic(&d(2048), &d(2048), true, 1, 1), "one 2,048-block chain: measured to lose");
         assert!(p.programmatic(&d(256), &d(256), true, 1, 4), "four side-by-side 256-block chains: gained 9%");
         assert!(!p.programmatic(&d(512), &d(512), true, 1, 4), "four side-by-side 512-block chains: measured to lose");

@@ -300,25 +300,46 @@ impl Arm for OstinatoCuda {
     }
 }
 
-/// Puts the process in the state that plain kernel launches on a second stream leave every later CUDA
-/// graph in (docs/fences.md §8: the 1-block chain's dependent dispatch about 0.06 µs slower): on each
-/// of two streams, 24 times 941 plain launches of the built-in `add_one` on a scratch buffer, what two
-/// rows of the eager baseline launch (`eager_shift_probe` saw the state set by exactly that).
-pub fn enter_multi_stream_regime(device: &Device, modules: &ostinato_cuda::BuiltinModules) -> Result<(), String> {
-    let w = super::workload::dispatch_grid(1, 1, false, 1);
-    let sig = w.graph.kernels().first().ok_or("the add_one workload has no kernel")?;
-    let k = modules.plain_kernel(&sig.name, sig).map_err(err("regime: kernel"))?;
-    let scratch = Buffer::new(device, 1024).map_err(err("regime: alloc"))?;
-    let mut args = Args::new(&[scratch.ptr(), 256]);
-    let dims = ostinato_cuda::Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
-    for _ in 0..2 {
-        let s = Stream::new(device).map_err(err("regime: stream"))?;
-        for _ in 0..24 {
-            (0..941).try_for_each(|_| s.launch(&k, dims, &mut args, false)).map_err(err("regime: launch"))?;
-            s.synchronize().map_err(err("regime: sync"))?;
+/// Median GPU µs per dispatch of `samples` samples of a CUDA arm after 3 warm-ups.
+pub fn median_gpu_us(arm: &mut dyn Arm, w: &Workload, init: &[Option<Vec<u8>>], samples: usize) -> Result<f64, String> {
+    let mut us = Vec::new();
+    for i in 0..3 + samples.max(1) {
+        let s = arm.sample(w, init)?;
+        if i >= 3 {
+            us.push(s.gpu_us.ok_or("a CUDA arm's sample has no GPU time")? / (w.dispatches * w.replays) as f64);
         }
     }
-    Ok(())
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
+/// Puts the process in the state that plain kernel launches on a second stream leave every later CUDA
+/// graph in (docs/fences.md §8), the way `eager_shift_probe` saw it set: Ostinato's arm on the serial
+/// 941 × 1 chain (a scratch row), then twice the eager baseline (a stream of its own, 24 samples of 941
+/// plain launches) followed by the chain again. Returns the chain's GPU µs per dispatch before and
+/// after, so the report shows whether the state changed.
+pub fn enter_multi_stream_regime(device: &Device, modules: &ostinato_cuda::BuiltinModules, backend: &CudaBackend) -> Result<[f64; 2], String> {
+    let w = super::workload::dispatch_grid(941, 1, false, 1);
+    let init = super::init_bytes(&w);
+    let kernels = |plain: bool| -> Result<Vec<CudaKernel>, String> {
+        w.graph
+            .kernels()
+            .iter()
+            .map(|k| if plain { modules.plain_kernel(&k.name, k) } else { modules.kernel(&k.name, k) }.map_err(err("regime: kernel")))
+            .collect()
+    };
+    let memory = RowMemory::new(device, &w, 0)?;
+    let mut chain = OstinatoCuda::new(backend, &w, kernels(false)?, &memory, &init)?;
+    let before = median_gpu_us(&mut chain, &w, &init, 7)?;
+    for _ in 0..2 {
+        let mut eager = Baseline::new(device, &w, kernels(true)?, ArmKind::Eager, &memory, &init)?;
+        for _ in 0..24 {
+            eager.sample(&w, &init)?;
+        }
+        drop(eager);
+        median_gpu_us(&mut chain, &w, &init, 7)?;
+    }
+    Ok([before, median_gpu_us(&mut chain, &w, &init, 7)?])
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -459,9 +459,6 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
                 backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
             }
         }
-        if args.regime()? == Regime::MultiStream {
-            arms::enter_multi_stream_regime(&device, &modules)?;
-        }
         Some(CudaCtx { device, modules, backends })
     } else {
         None
@@ -480,6 +477,13 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         BenchBackend::Host => None,
     };
     let contexts = Contexts { cuda, vulkan };
+    let regime_chain_us = match (&contexts.cuda, args.regime()?) {
+        (Some(c), Regime::MultiStream) => {
+            let backend = c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato).map(|(_, b)| b).ok_or("no CUDA backend for the Ostinato arm")?;
+            Some(arms::enter_multi_stream_regime(&c.device, &c.modules, backend)?)
+        }
+        _ => None,
+    };
     let arms = arms.as_slice();
     if let Some(dir) = &args.dot {
         std::fs::create_dir_all(dir).map_err(|e| format!("--dot {}: {e}", dir.display()))?;
@@ -571,8 +575,9 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         });
     }
     pb.finish_and_clear();
-    let prov =
+    let mut prov =
         provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), contexts.vulkan.as_ref().map(|v| v.name.clone()), clock_before, args);
+    prov.regime_chain_us = regime_chain_us;
     report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
     println!("{}", report::headline(backend, &rows));
     println!("wrote {}/results.json, REPORT.md, chart.svg", args.out.display());

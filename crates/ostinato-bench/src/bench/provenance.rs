@@ -32,6 +32,9 @@ pub struct Provenance {
     pub quick: bool,
     pub samples: usize,
     pub warmups: usize,
+    /// `--regime multi-stream`: the 941 × 1 chain's GPU µs per dispatch before and after entering it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regime_chain_us: Option<[f64; 2]>,
 }
 
 fn nvidia_smi(field: &str) -> Option<String> {
@@ -101,6 +104,7 @@ pub fn collect(
         quick: args.quick,
         samples: args.samples,
         warmups: args.warmups,
+        regime_chain_us: None,
     }
 }
 

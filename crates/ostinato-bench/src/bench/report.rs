@@ -157,7 +157,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
         args.samples,
         replays_text(args),
         arm_order_text(backend, args),
-        regime_text(backend, args).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
+        regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
         stats::TIE_BAND * 100.0
     );
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
@@ -319,13 +319,17 @@ fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
     t
 }
 
-/// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`.
-/// None on the host backend.
-fn regime_text(backend: BenchBackend, args: &BenchArgs) -> Option<&'static str> {
+/// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`; None
+/// on the host backend. `chain_us`: what entering the multi-stream state measured (before, after).
+fn regime_text(backend: BenchBackend, args: &BenchArgs, chain_us: Option<[f64; 2]>) -> Option<String> {
     match (backend, args.regime()) {
         (BenchBackend::Host, _) => None,
-        (_, Ok(Regime::MultiStream)) => Some("multi-stream: plain launches on two streams before the first row (--regime multi-stream; docs/fences.md §8)"),
-        _ => Some("fresh: no graph arm ran after plain launches on a second stream"),
+        (_, Ok(Regime::MultiStream)) => Some(format!(
+            "multi-stream: before the first row, the eager baseline on two streams between replays of a 941 × 1 chain, which took {} µs per dispatch before and {} after (--regime multi-stream; docs/fences.md §8)",
+            chain_us.map_or("—".into(), |c| format!("{:.3}", c[0])),
+            chain_us.map_or("—".into(), |c| format!("{:.3}", c[1]))
+        )),
+        _ => Some("fresh: no graph arm ran after plain launches on a second stream".into()),
     }
 }
 
@@ -353,7 +357,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
             "arm_order": arm_order_text(backend, args),
-            "regime": regime_text(backend, args),
+            "regime": regime_text(backend, args, p.regime_chain_us),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
         rows,
@@ -406,10 +410,11 @@ mod tests {
             text(&["--arms", "vulkan,ostinato", "--rotate", "2"]),
             "rotated per row, shifted by 2 (--rotate); vulkan in a last pass after all rows; only the arms vulkan,ostinato (--arms)"
         );
-        let host = |argv: &[&str]| regime_text(BenchBackend::Host, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
-        let cuda = |argv: &[&str]| regime_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
-        assert!(cuda(&[]).is_some_and(|t| t.starts_with("fresh")) && host(&[]).is_none());
-        assert!(cuda(&["--regime", "multi-stream"]).is_some_and(|t| t.starts_with("multi-stream")));
+        let host = |argv: &[&str]| regime_text(BenchBackend::Host, &Cmd::parse_from(["bench"].iter().chain(argv)).args, None);
+        let cuda = |argv: &[&str], c| regime_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args, c).unwrap_or_default();
+        assert!(cuda(&[], None).starts_with("fresh") && host(&[]).is_none());
+        let multi = cuda(&["--regime", "multi-stream"], Some([0.5071, 0.6284]));
+        assert!(multi.starts_with("multi-stream") && multi.contains("took 0.507 µs per dispatch before and 0.628 after"), "{multi}");
     }
 
     #[test]
