@@ -144,12 +144,40 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop10/study/placement/bench-dense-all-arms-28b45ed-GPU-dc0c8375.json",
         "2026-11-30-h200-stop10/study/placement/bench-dense-two-arms-28b45ed-GPU-dc0c8375.json",
         "2026-11-30-h200-stop10/study/placement/bench-two-arms-54e047b.json",
+        "2026-11-30-h200-stop11/results.json",
+        "2026-11-30-h200-stop11/runs/e03441e.json",
+        "2026-11-30-h200-stop11/study/regime/bench-multi-stream-e558328.json",
+        "2026-11-30-h200-stop11/study/regime/bench-multi-stream-v1-e03441e.json",
+        "2026-11-30-h200-stop11/study/dense/bench-dense-all-arms-e558328.json",
+        "2026-11-30-h200-stop11/study/clocks-channels/bench-clocks-all.json",
+        "2026-11-30-h200-stop11/study/clocks-channels/bench-channels-priority-high.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
         assert_eq!(v["provenance"]["build_dirty"], "false", "{f}");
         assert!(v["failed_rows"].as_array().unwrap().is_empty(), "{f}");
         assert!(v["rows"].as_array().unwrap().iter().all(|r| r["ok"] == true), "{f}");
+    }
+}
+
+/// Since `e03441e` every graph arm of a row runs before its direct-launch arms (docs/fences.md §8): the
+/// committed runs say so, and their rows' arm orders show it.
+#[test]
+fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
+    for (f, regime) in [
+        ("2026-11-30-h200-stop11/results.json", "fresh"),
+        ("2026-11-30-h200-stop11/runs/e03441e.json", "fresh"),
+        ("2026-11-30-h200-stop11/study/dense/bench-dense-all-arms-e558328.json", "fresh"),
+        ("2026-11-30-h200-stop11/study/regime/bench-multi-stream-e558328.json", "multi-stream"),
+    ] {
+        let v = check(&repo().join("docs/results").join(f));
+        assert!(v["protocol"]["regime"].as_str().unwrap().starts_with(regime), "{f}");
+        for r in v["rows"].as_array().unwrap() {
+            let order: Vec<&str> = r["arm_order"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+            let direct = |a: &&str| *a == "eager" || *a == "ostinato-eager";
+            let first_direct = order.iter().position(direct).unwrap();
+            assert!(order[first_direct..].iter().all(|a| direct(a) || *a == "vulkan"), "{f} {}: {order:?}", r["id"]);
+        }
     }
 }
 
