@@ -14,26 +14,16 @@
 //! Run: `cargo run --release -p ostinato-cuda --example chain_floor_probe` (the GPU machine runs the
 //! copy in `.devbin/`).
 
-use ostinato::{Access, Arg, Backend, BufferBinding, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
-use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{
-    BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, DeviceSelector, Dims, LoadedModule, ModuleSource, PdlTrigger,
-};
+#[path = "common/chain.rs"]
+mod chain;
 
-const NODES: usize = 941;
+use chain::{capture_chain, NODES};
+use ostinato::{Backend, BufferBinding, BufferId, Exec, KernelSig, Plan};
+use ostinato_cuda::raw::{Args, Buffer, Event, Stream};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceMemory, DeviceSelector, LoadedModule, ModuleSource, PdlTrigger};
 
 fn e(x: ostinato_cuda::CudaError) -> String {
     x.to_string()
-}
-
-fn capture_chain(k: &CudaKernel, x: u64, s: &Stream) -> Result<CapturedGraph, String> {
-    let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
-    let mut args = Args::new(&[x, 256]);
-    s.begin_capture().map_err(e)?;
-    let launched = (0..NODES).try_for_each(|_| s.launch(k, dims, &mut args, true));
-    let g = s.end_capture().map_err(e)?;
-    launched.map_err(e)?;
-    Ok(g)
 }
 
 /// Median µs per dispatch of `replay` (one replay of the chain), timed on `s`.
@@ -133,9 +123,8 @@ fn after_eager(
         let plain = modules.plain_kernel("add_one", sig).map_err(e)?;
         let stream = Stream::new(device).map_err(e)?;
         let mut args = Args::new(&[x, 256]);
-        let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
         for _ in 0..200 {
-            (0..NODES).try_for_each(|_| stream.launch(&plain, dims, &mut args, false)).map_err(e)?;
+            (0..NODES).try_for_each(|_| stream.launch(&plain, chain::DIMS, &mut args, false)).map_err(e)?;
         }
         stream.synchronize().map_err(e)?;
     }
@@ -165,27 +154,21 @@ fn replays_per_sample(label: &str, exec: &mut CudaExec) -> Result<(), String> {
 
 fn main() -> Result<(), String> {
     let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
-    let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let sig = chain::add_one_sig();
     let buffer = Buffer::new(&device, 1 << 16).map_err(e)?;
     let x = buffer.ptr();
     let s = Stream::new(&device).map_err(e)?;
     println!("device {} {}; buffer at {x:#x}; GPU µs per dispatch of the 941-node 1 × 256 PDL chain", device.info().name, device.info().uuid);
     let own = LoadedModule::load(&device, &ModuleSource::builtin(), PdlTrigger::AtEntry).map_err(e)?;
     let k_own = own.kernel("add_one", &sig, None).map_err(e)?;
-    let g_own = capture_chain(&k_own, x, &s)?;
+    let g_own = capture_chain(&k_own, x, &s, true)?;
     println!("(a) captured chain, one module loaded: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
     println!("(b) the same graph after the three built-in modules loaded: {:.3}", time(&s, || g_own.launch(&s).map_err(e))?);
     let again = LoadedModule::load(&device, &ModuleSource::builtin(), PdlTrigger::AtEntry).map_err(e)?;
-    let g_again = capture_chain(&again.kernel("add_one", &sig, None).map_err(e)?, x, &s)?;
+    let g_again = capture_chain(&again.kernel("add_one", &sig, None).map_err(e)?, x, &s, true)?;
     println!("(c) a chain captured from a fifth load of the same build: {:.3}", time(&s, || g_again.launch(&s).map_err(e))?);
-    let mut g = Graph::new();
-    let xb = g.add_buffer("x", 1024).map_err(|x| x.to_string())?;
-    let k = g.add_kernel(sig.clone()).map_err(|x| x.to_string())?;
-    for _ in 0..NODES {
-        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(xb), Arg::Scalar(Scalar::u32(256))], &[]).map_err(|x| x.to_string())?;
-    }
-    let plan = Plan::compile(&g).map_err(|x| x.to_string())?;
+    let (plan, xb) = chain::chain_plan()?;
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
     let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
     let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::External(DeviceMemory { ptr: x, len: 1024 })]).map_err(e)?;
@@ -233,7 +216,7 @@ fn chunks(device: &Device, backend: &CudaBackend, modules: &BuiltinModules, sig:
         let mut exec = backend.instantiate(plan, vec![modules.kernel("add_one", sig).map_err(e)?], binding).map_err(e)?;
         let ours = exec_time(&mut exec)?;
         exec.wait().map_err(e)?;
-        let g = capture_chain(&k, ptr, s)?;
+        let g = capture_chain(&k, ptr, s, true)?;
         Ok((ours, time(s, || g.launch(s).map_err(e))?))
     };
     let mut kept = Vec::new();

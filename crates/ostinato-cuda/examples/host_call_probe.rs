@@ -7,11 +7,14 @@
 
 use std::time::Instant;
 
-use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
-use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, Dims, PdlTrigger};
+#[path = "common/chain.rs"]
+mod chain;
 
-const NODES: usize = 941;
+use chain::NODES;
+use ostinato::{Backend, BufferBinding, Exec};
+use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, PdlTrigger};
+
 const GRAPHS: usize = 6;
 const ROUNDS: usize = 15;
 const BURST: usize = 20;
@@ -39,14 +42,8 @@ impl Replayable {
 fn main() -> Result<(), String> {
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let device = Device::open(&DeviceSelector::from_env().map_err(e)?).map_err(e)?;
-    let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
-    let mut g = Graph::new();
-    let x = g.add_buffer("x", 1024).map_err(|x| x.to_string())?;
-    let k = g.add_kernel(sig.clone()).map_err(|x| x.to_string())?;
-    for _ in 0..NODES {
-        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(|x| x.to_string())?;
-    }
-    let plan = Plan::compile(&g).map_err(|x| x.to_string())?;
+    let sig = chain::add_one_sig();
+    let (plan, _) = chain::chain_plan()?;
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
     let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
@@ -57,12 +54,7 @@ fn main() -> Result<(), String> {
         let exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
         graphs.push((format!("ostinato-{i}"), Replayable::Ostinato(Box::new(exec))));
         let stream = Stream::new(&device).map_err(e)?;
-        let mut args = Args::new(&[buffer.ptr(), 256]);
-        stream.begin_capture().map_err(e)?;
-        let dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
-        let launched = (0..NODES).try_for_each(|_| stream.launch(&plain, dims, &mut args, false));
-        let captured = stream.end_capture().map_err(e)?;
-        launched.map_err(e)?;
+        let captured = chain::capture_chain(&plain, buffer.ptr(), &stream, false)?;
         graphs.push((format!("captured-{i}"), Replayable::Captured(captured, stream)));
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];

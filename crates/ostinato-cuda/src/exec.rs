@@ -318,10 +318,14 @@ fn node_of(slots: &[Option<GraphNode>], j: usize, to: usize) -> Result<GraphNode
 /// programmatic)`, in the lowering's edge order, and keeps each new node in `slots`.
 fn add_in_plan_order(
     plan: &Plan,
-    incoming: &[Vec<(usize, bool)>],
+    low: &Lowering,
     slots: &mut [Option<GraphNode>],
     mut add: impl FnMut(usize, &[GraphNode], &[bool]) -> Result<GraphNode>,
 ) -> Result<()> {
+    let mut incoming: Vec<Vec<(usize, bool)>> = vec![Vec::new(); low.launches.len()];
+    for e in &low.edges {
+        incoming[e.to.index()].push((e.from.index(), e.programmatic));
+    }
     for &v in plan.order() {
         let i = v.index();
         let deps = incoming[i].iter().map(|&(from, _)| node_of(slots, from, i)).collect::<Result<Vec<_>>>()?;
@@ -334,11 +338,6 @@ fn add_in_plan_order(
 fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream, build: GraphBuild) -> Result<Submission> {
     let g = plan.graph();
     let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
-    // In-edges of each node, in the lowering's edge order.
-    let mut incoming: Vec<Vec<(usize, bool)>> = vec![Vec::new(); low.launches.len()];
-    for e in &low.edges {
-        incoming[e.to.index()].push((e.from.index(), e.programmatic));
-    }
     let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
     let graph = match build {
         GraphBuild::Bulk | GraphBuild::BulkOneCall => {
@@ -361,14 +360,14 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         }
         GraphBuild::InOrder => {
             let mut graph = Graph::new()?;
-            add_in_plan_order(plan, &incoming, &mut slots, |i, deps, prog| {
+            add_in_plan_order(plan, low, &mut slots, |i, deps, prog| {
                 graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
             })?;
             graph
         }
         GraphBuild::Capture => {
             stream.begin_capture_thread_local()?;
-            let result = add_in_plan_order(plan, &incoming, &mut slots, |i, deps, prog| {
+            let result = add_in_plan_order(plan, low, &mut slots, |i, deps, prog| {
                 stream.capture_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
             });
             // The capture always ends, so that a failed build leaves the stream usable.

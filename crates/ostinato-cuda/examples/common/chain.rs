@@ -1,0 +1,39 @@
+//! The 941-node chain of 1-block `add_one` launches that `chain_floor_probe` and `host_call_probe`
+//! time, as an Ostinato plan and as a stream-captured graph (shared by `#[path]`).
+
+use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+use ostinato_cuda::raw::{Args, CapturedGraph, Stream};
+use ostinato_cuda::{CudaKernel, Dims};
+
+pub const NODES: usize = 941;
+
+/// One block of 256 threads: every launch of the chain.
+pub const DIMS: Dims = Dims { grid: [1, 1, 1], block: [256, 1, 1], shared: 0 };
+
+pub fn add_one_sig() -> KernelSig {
+    KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)
+}
+
+/// The chain recorded on one 1 KiB buffer, planned; and that buffer.
+pub fn chain_plan() -> Result<(Plan, BufferId), String> {
+    let s = |x: ostinato::GraphError| x.to_string();
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 1024).map_err(s)?;
+    let k = g.add_kernel(add_one_sig()).map_err(s)?;
+    for _ in 0..NODES {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(s)?;
+    }
+    Ok((Plan::compile(&g).map_err(|x| x.to_string())?, x))
+}
+
+/// The chain captured from `stream`: `NODES` launches of `k` on the buffer at `x`, each with the
+/// programmatic-serialization attribute when `pdl` (the kernel must then wait).
+pub fn capture_chain(k: &CudaKernel, x: u64, stream: &Stream, pdl: bool) -> Result<CapturedGraph, String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let mut args = Args::new(&[x, 256]);
+    stream.begin_capture().map_err(e)?;
+    let launched = (0..NODES).try_for_each(|_| stream.launch(k, DIMS, &mut args, pdl));
+    let graph = stream.end_capture().map_err(e)?;
+    launched.map_err(e)?;
+    Ok(graph)
+}
