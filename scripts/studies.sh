@@ -88,7 +88,7 @@ for what in "${@:-dense pinned}"; do for w in $what; do case $w in
       echo "-- $v"; grep -E "^\| grid/serial/n941/b1@" "$OUT/bench-channels-$v/REPORT.md" | cut -c1-200
     done ;;
   shift)
-    for m in eager create captured streams one-stream timed copies kept one-launch pdl ostinato-eager eager; do
+    for m in eager create captured streams one-stream timed copies kept one-launch pdl ostinato-eager ostinato-eager-fan eager-fan eager; do
       $BIN/eager_shift_probe $m 2>&1 | tee -a "$OUT/eager-shift.log" || status=1
     done ;;
   regime)

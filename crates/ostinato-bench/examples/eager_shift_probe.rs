@@ -21,7 +21,11 @@
 //!   pdl      on a new stream per step, the PDL build launched with programmatic stream serialization
 //!            (`cuLaunchKernelEx`), as Ostinato's eager mode launches a chain;
 //!   ostinato-eager  Ostinato's eager-mode arm on the step's memory, 24 samples (the benchmark's
-//!            `ostinato-eager` arm).
+//!            `ostinato-eager` arm);
+//!   ostinato-eager-fan  Ostinato's eager-mode arm on the fan row (one producer, 16 consumers, one
+//!            reducer: four lanes, plain launches where a node waits on another lane), as a benchmark
+//!            row runs it (50 ms of samples, then 7);
+//!   eager-fan  the eager baseline on the same fan row (one stream), the same way.
 //! GPU µs per dispatch, median of 7 samples after 3, each sample one replay between two events
 //! (the benchmark's `Arm::sample`). Run: `cargo run --release -p ostinato-bench --example eager_shift_probe -- eager`.
 
@@ -72,7 +76,21 @@ fn launches(device: &Device, k: &CudaKernel, s: &Stream, mode: &str) -> Result<(
 
 fn main() -> Result<(), String> {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "eager".into());
-    const MODES: [&str; 11] = ["eager", "create", "captured", "streams", "one-stream", "timed", "copies", "kept", "one-launch", "pdl", "ostinato-eager"];
+    const MODES: [&str; 13] = [
+        "eager",
+        "create",
+        "captured",
+        "streams",
+        "one-stream",
+        "timed",
+        "copies",
+        "kept",
+        "one-launch",
+        "pdl",
+        "ostinato-eager",
+        "ostinato-eager-fan",
+        "eager-fan",
+    ];
     if !MODES.contains(&mode.as_str()) {
         return Err(format!("unknown mode `{mode}` ({})", MODES.join(", ")));
     }
@@ -110,6 +128,27 @@ fn main() -> Result<(), String> {
                 let mut arm = OstinatoCuda::new(&eager_backend, &w, kernels(false)?, &row, &init)?;
                 for _ in 0..SAMPLES_PER_ROW {
                     arm.sample(&w, &init)?;
+                }
+            }
+            "ostinato-eager-fan" | "eager-fan" => {
+                let fan = workload::fan(16, 1024, 1);
+                let fan_init = init_bytes(&fan);
+                let fan_memory = RowMemory::new(&device, &fan, 0)?;
+                let fan_kernels = fan.graph.kernels().iter().map(|k| modules.kernel(&k.name, k).map_err(e)).collect::<Result<Vec<_>, _>>()?;
+                let mut arm: Box<dyn Arm> = if mode == "eager-fan" {
+                    let plain = fan.graph.kernels().iter().map(|k| modules.plain_kernel(&k.name, k).map_err(e)).collect::<Result<Vec<_>, _>>()?;
+                    Box::new(Baseline::new(&device, &fan, plain, ArmKind::Eager, &fan_memory, &fan_init)?)
+                } else {
+                    Box::new(OstinatoCuda::new(&eager_backend, &fan, fan_kernels, &fan_memory, &fan_init)?)
+                };
+                // As a benchmark row does: at least 50 ms of warm-up samples, then 7 (a fan sample is
+                // short, so this is hundreds of samples).
+                let started = std::time::Instant::now();
+                while started.elapsed() < std::time::Duration::from_millis(50) {
+                    arm.sample(&fan, &fan_init)?;
+                }
+                for _ in 0..7 {
+                    arm.sample(&fan, &fan_init)?;
                 }
             }
             "one-stream" => launches(&device, &k, &one, &mode)?,
