@@ -81,8 +81,9 @@ pub struct BenchArgs {
     pub replays: Option<usize>,
     /// CUDA: the driver state every row runs in. fresh: no graph arm runs after plain launches on a
     /// second stream (the eager baseline and Ostinato's eager mode run after every row's graph arms);
-    /// multi-stream: before the first row, plain launches on two streams put the process in the state
-    /// they leave every later graph in, about 0.06 µs slower per dependent 1-block dispatch
+    /// multi-stream: before the first row, the eager baseline on two streams (between replays of a
+    /// 941 × 1 chain, timed before and after) puts the process in the state plain launches on a second
+    /// stream leave every later graph in, about 0.06 µs slower per dependent 1-block dispatch
     /// (docs/fences.md §8), the state of any program that launches kernels on several streams.
     #[arg(long, default_value = "fresh")]
     pub regime: String,

@@ -29,7 +29,8 @@ pub enum BenchBackend {
 pub enum Regime {
     /// No graph arm runs after plain launches on a second stream.
     Fresh,
-    /// Plain launches on two streams before the first row: every row runs in the state they leave.
+    /// Before the first row, the eager baseline on two streams between replays of a chain
+    /// (`arms::enter_multi_stream_regime`): every row runs in the state that leaves.
     MultiStream,
 }
 
@@ -326,7 +327,8 @@ struct RowRun {
     results: Vec<ArmResult>,
     /// The CUDA arms' shared buffers, `name=0x…` per root (empty without CUDA).
     addresses: Vec<String>,
-    /// Those buffers, kept from the row's graph arms to its direct-launch arms.
+    /// Those buffers, kept from the row's graph arms to its direct-launch arms (so with direct-launch
+    /// arms selected, every row's buffers are alive at once until the second pass).
     memory: SharedMemory,
 }
 
