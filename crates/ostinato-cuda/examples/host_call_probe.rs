@@ -2,8 +2,10 @@
 //! process, or of the moment? Six Ostinato execs and six stream-captured graphs of the same 941-node
 //! `add_one` chain (1 block), one process; `ROUNDS` rounds, each graph in turn (the start rotating per
 //! round): wait until the GPU is idle, then time a burst of `BURST` back-to-back replay calls. Prints
-//! each graph's median, min and max µs per call over the rounds. Run: `cargo run --release -p
-//! ostinato-cuda --example host_call_probe` (the GPU machine runs the copy in `.devbin/`).
+//! each graph's median, min and max µs per call over the rounds. With the argument `streams`: two
+//! captured graphs, each launched on each of eight streams in turn (the same rounds and bursts): is the
+//! cost the graph's or the stream's? Run: `cargo run --release -p ostinato-cuda --example
+//! host_call_probe [streams]` (the GPU machine runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -48,6 +50,9 @@ fn main() -> Result<(), String> {
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
     let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
     let buffer = Buffer::new(&device, 1024).map_err(e)?;
+    if std::env::args().nth(1).as_deref() == Some("streams") {
+        return graphs_by_stream(&device, &plain, &buffer);
+    }
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     for i in 0..GRAPHS {
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
@@ -85,6 +90,50 @@ fn main() -> Result<(), String> {
         t.sort_by(f64::total_cmp);
         let fast = t.iter().filter(|v| **v < 3.0).count();
         println!("| {name} | {:.2} | {:.2} | {:.2} | {fast} of {} |", t[t.len() / 2], t[0], t[t.len() - 1], t.len());
+    }
+    Ok(())
+}
+
+/// Two captured graphs of the chain, each launched on each of eight streams: the median µs per call of
+/// every (graph, stream) pair over `ROUNDS` rounds of `BURST` calls after an idle GPU.
+fn graphs_by_stream(device: &Device, plain: &ostinato_cuda::CudaKernel, buffer: &Buffer) -> Result<(), String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    const STREAMS: usize = 8;
+    let streams = (0..STREAMS).map(|_| Stream::new(device).map_err(e)).collect::<Result<Vec<_>, _>>()?;
+    let graphs = (0..2).map(|i| chain::capture_chain(plain, buffer.ptr(), &streams[i], false)).collect::<Result<Vec<_>, _>>()?;
+    let mut times = vec![vec![Vec::new(); STREAMS]; graphs.len()];
+    for round in 0..ROUNDS + 1 {
+        for j in 0..graphs.len() * STREAMS {
+            let k = (j + round) % (graphs.len() * STREAMS);
+            let (g, s) = (k / STREAMS, k % STREAMS);
+            streams[s].synchronize().map_err(e)?;
+            let t = Instant::now();
+            for _ in 0..BURST {
+                graphs[g].launch(&streams[s]).map_err(e)?;
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / BURST as f64;
+            streams[s].synchronize().map_err(e)?;
+            if round > 0 {
+                times[g][s].push(us);
+            }
+        }
+    }
+    println!(
+        "device {} {}; {NODES}-node chain; median µs per replay call, bursts of {BURST} after an idle GPU, {ROUNDS} rounds",
+        device.info().name,
+        device.info().uuid
+    );
+    println!("| graph | {} |", (0..STREAMS).map(|s| format!("stream {s}")).collect::<Vec<_>>().join(" | "));
+    println!("|---|{}", "---|".repeat(STREAMS));
+    for (g, row) in times.iter_mut().enumerate() {
+        let cells: Vec<String> = row
+            .iter_mut()
+            .map(|t| {
+                t.sort_by(f64::total_cmp);
+                format!("{:.2}", t[t.len() / 2])
+            })
+            .collect();
+        println!("| captured-{g} | {} |", cells.join(" | "));
     }
     Ok(())
 }
