@@ -31,7 +31,7 @@
 
 use std::sync::Arc;
 
-use ostinato_bench::bench::arms::{median_gpu_us, Arm, ArmKind, Baseline, OstinatoCuda, RowMemory};
+use ostinato_bench::bench::arms::{arm_kernels, median_gpu_us, Arm, ArmKind, Baseline, OstinatoCuda, RowMemory};
 use ostinato_bench::bench::{init_bytes, workload};
 use ostinato_cuda::raw::{Args, Buffer, Event, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, Dims, PdlTrigger};
@@ -100,10 +100,7 @@ fn main() -> Result<(), String> {
     let backend = CudaBackend::with_builtins(&device, &modules, options).map_err(e)?;
     let w = workload::dispatch_grid(941, 1, false, 1);
     let init = init_bytes(&w);
-    let kernels = |plain: bool| -> Result<Vec<CudaKernel>, String> {
-        w.graph.kernels().iter().map(|k| if plain { modules.plain_kernel(&k.name, k) } else { modules.kernel(&k.name, k) }.map_err(e)).collect()
-    };
-    let ostinato = |m: &Arc<RowMemory>| OstinatoCuda::new(&backend, &w, kernels(false)?, m, &init);
+    let ostinato = |m: &Arc<RowMemory>| OstinatoCuda::new(&backend, &w, arm_kernels(&modules, &w, ArmKind::Ostinato)?, m, &init);
     println!("device {} {}; mode {mode}; Ostinato's arm, GPU µs per dispatch of serial 941 × 1", device.info().name, device.info().uuid);
     let m1 = RowMemory::new(&device, &w, 0)?;
     let mut first = ostinato(&m1)?;
@@ -112,20 +109,21 @@ fn main() -> Result<(), String> {
     let eager_backend = CudaBackend::with_builtins(&device, &modules, eager_options).map_err(e)?;
     let one = Stream::new(&device).map_err(e)?;
     let mut kept = Vec::new();
-    let k = kernels(mode != "pdl")?.into_iter().next().ok_or("the workload has no kernel")?;
+    let build = if mode == "pdl" { ArmKind::Ostinato } else { ArmKind::Eager };
+    let k = arm_kernels(&modules, &w, build)?.into_iter().next().ok_or("the workload has no kernel")?;
     for step in 1..=STEPS {
         let row = RowMemory::new(&device, &w, 0)?;
         match mode.as_str() {
             "eager" | "captured" => {
-                let (kind, plain) = if mode == "eager" { (ArmKind::Eager, true) } else { (ArmKind::CapturedPdl, false) };
-                let mut other = Baseline::new(&device, &w, kernels(plain)?, kind, &row, &init)?;
+                let kind = if mode == "eager" { ArmKind::Eager } else { ArmKind::CapturedPdl };
+                let mut other = Baseline::new(&device, &w, arm_kernels(&modules, &w, kind)?, kind, &row, &init)?;
                 for _ in 0..SAMPLES_PER_ROW {
                     other.sample(&w, &init)?;
                 }
             }
-            "create" => drop(Baseline::new(&device, &w, kernels(true)?, ArmKind::Eager, &row, &init)?),
+            "create" => drop(Baseline::new(&device, &w, arm_kernels(&modules, &w, ArmKind::Eager)?, ArmKind::Eager, &row, &init)?),
             "ostinato-eager" => {
-                let mut arm = OstinatoCuda::new(&eager_backend, &w, kernels(false)?, &row, &init)?;
+                let mut arm = OstinatoCuda::new(&eager_backend, &w, arm_kernels(&modules, &w, ArmKind::OstinatoEager)?, &row, &init)?;
                 for _ in 0..SAMPLES_PER_ROW {
                     arm.sample(&w, &init)?;
                 }
@@ -134,12 +132,10 @@ fn main() -> Result<(), String> {
                 let fan = workload::fan(16, 1024, 1);
                 let fan_init = init_bytes(&fan);
                 let fan_memory = RowMemory::new(&device, &fan, 0)?;
-                let fan_kernels = fan.graph.kernels().iter().map(|k| modules.kernel(&k.name, k).map_err(e)).collect::<Result<Vec<_>, _>>()?;
                 let mut arm: Box<dyn Arm> = if mode == "eager-fan" {
-                    let plain = fan.graph.kernels().iter().map(|k| modules.plain_kernel(&k.name, k).map_err(e)).collect::<Result<Vec<_>, _>>()?;
-                    Box::new(Baseline::new(&device, &fan, plain, ArmKind::Eager, &fan_memory, &fan_init)?)
+                    Box::new(Baseline::new(&device, &fan, arm_kernels(&modules, &fan, ArmKind::Eager)?, ArmKind::Eager, &fan_memory, &fan_init)?)
                 } else {
-                    Box::new(OstinatoCuda::new(&eager_backend, &fan, fan_kernels, &fan_memory, &fan_init)?)
+                    Box::new(OstinatoCuda::new(&eager_backend, &fan, arm_kernels(&modules, &fan, ArmKind::OstinatoEager)?, &fan_memory, &fan_init)?)
                 };
                 // As a benchmark row does: at least 50 ms of warm-up samples, then 7 (a fan sample is
                 // short, so this is hundreds of samples).

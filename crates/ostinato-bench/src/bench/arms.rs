@@ -8,7 +8,7 @@ use std::time::Instant;
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, PdlMode};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, PdlMode};
 use ostinato_host::{builtins, HostBackend, HostExec};
 
 use super::workload::Workload;
@@ -300,6 +300,22 @@ impl Arm for OstinatoCuda {
     }
 }
 
+/// The builds a CUDA arm launches, one per kernel of the workload. Every arm runs the same kernel code;
+/// each gets the build its technique calls for: baselines that never use PDL the build without
+/// griddepcontrol, the expert's PDL capture the main PDL build, Ostinato all builds (it picks one per node).
+pub fn arm_kernels(modules: &BuiltinModules, w: &Workload, kind: ArmKind) -> Result<Vec<CudaKernel>, String> {
+    w.graph
+        .kernels()
+        .iter()
+        .map(|k| match kind {
+            ArmKind::Eager | ArmKind::Captured => modules.plain_kernel(&k.name, k),
+            ArmKind::CapturedPdl => modules.main_kernel(&k.name, k),
+            _ => modules.kernel(&k.name, k),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
+}
+
 /// Median GPU µs per dispatch of `samples` samples of a CUDA arm after 3 warm-ups.
 pub fn median_gpu_us(arm: &mut dyn Arm, w: &Workload, init: &[Option<Vec<u8>>], samples: usize) -> Result<f64, String> {
     let mut us = Vec::new();
@@ -318,21 +334,14 @@ pub fn median_gpu_us(arm: &mut dyn Arm, w: &Workload, init: &[Option<Vec<u8>>], 
 /// 941 × 1 chain (a scratch row), then twice the eager baseline (a stream of its own, 24 samples of 941
 /// plain launches) followed by the chain again. Returns the chain's GPU µs per dispatch before and
 /// after, so the report shows whether the state changed.
-pub fn enter_multi_stream_regime(device: &Device, modules: &ostinato_cuda::BuiltinModules, backend: &CudaBackend) -> Result<[f64; 2], String> {
+pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, backend: &CudaBackend) -> Result<[f64; 2], String> {
     let w = super::workload::dispatch_grid(941, 1, false, 1);
     let init = super::init_bytes(&w);
-    let kernels = |plain: bool| -> Result<Vec<CudaKernel>, String> {
-        w.graph
-            .kernels()
-            .iter()
-            .map(|k| if plain { modules.plain_kernel(&k.name, k) } else { modules.kernel(&k.name, k) }.map_err(err("regime: kernel")))
-            .collect()
-    };
     let memory = RowMemory::new(device, &w, 0)?;
-    let mut chain = OstinatoCuda::new(backend, &w, kernels(false)?, &memory, &init)?;
+    let mut chain = OstinatoCuda::new(backend, &w, arm_kernels(modules, &w, ArmKind::Ostinato)?, &memory, &init)?;
     let before = median_gpu_us(&mut chain, &w, &init, 7)?;
     for _ in 0..2 {
-        let mut eager = Baseline::new(device, &w, kernels(true)?, ArmKind::Eager, &memory, &init)?;
+        let mut eager = Baseline::new(device, &w, arm_kernels(modules, &w, ArmKind::Eager)?, ArmKind::Eager, &memory, &init)?;
         for _ in 0..24 {
             eager.sample(&w, &init)?;
         }

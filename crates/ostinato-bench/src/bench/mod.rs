@@ -259,20 +259,7 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     }
     let cuda = cx.cuda.as_ref();
     let cx = cuda.ok_or_else(|| SetupError::Fail("no CUDA device".into()))?;
-    // Every arm runs the same kernel code; each gets the build its technique calls for: baselines that
-    // never use PDL the build without griddepcontrol, the expert's PDL capture the main PDL build,
-    // Ostinato all builds (it picks one per node).
-    let kernels = w
-        .graph
-        .kernels()
-        .iter()
-        .map(|k| match kind {
-            ArmKind::Eager | ArmKind::Captured => cx.modules.plain_kernel(&k.name, k),
-            ArmKind::CapturedPdl => cx.modules.main_kernel(&k.name, k),
-            _ => cx.modules.kernel(&k.name, k),
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| SetupError::Fail(e.to_string()))?;
+    let kernels = arms::arm_kernels(&cx.modules, w, kind)?;
     let memory = memory.clone()?.ok_or_else(|| "no shared device memory for the row".to_string())?;
     Ok(match kind {
         ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, &memory, init)?),
