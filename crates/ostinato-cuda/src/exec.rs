@@ -94,12 +94,6 @@ impl StreamPriority {
             _ => None,
         }
     }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StreamPriority::Default => "default",
-            StreamPriority::High => "high",
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

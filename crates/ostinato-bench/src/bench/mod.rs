@@ -321,12 +321,20 @@ struct RowRun {
 
 impl RowRun {
     /// Runs one arm on the row (or records that the oracle failed) and notes its place in the order.
-    fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, p: &Protocol) {
+    fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, p: &Protocol) {
         self.results.push(match &self.oracle.want {
-            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, want }, cx, memory, p),
+            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, want }, cx, &self.memory, p),
             Err(e) => ArmResult { error: Some(format!("oracle failed: {e}")), ..ArmResult::new(kind) },
         });
         self.order.push(kind);
+    }
+    /// Runs `kinds` in that order, one step of the progress bar each.
+    fn arms(&mut self, kinds: &[ArmKind], w: &Workload, cx: &Contexts, p: &Protocol, pb: &ProgressBar) {
+        for &kind in kinds {
+            pb.set_message(format!("{} {}", self.id, kind.name()));
+            self.arm(kind, w, cx, p);
+            pb.inc(1);
+        }
     }
 }
 
@@ -425,7 +433,8 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     }
     let grid_blocks = args.grid_blocks()?;
     let placements = args.placements()?;
-    if args.regime()? != Regime::Fresh && backend != BenchBackend::Cuda {
+    let regime = args.regime()?;
+    if regime != Regime::Fresh && backend != BenchBackend::Cuda {
         return Err("--regime multi-stream is a state of the CUDA driver; the host backend has none".into());
     }
     if args.offsets.is_some() && backend != BenchBackend::Cuda {
@@ -466,7 +475,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         BenchBackend::Host => None,
     };
     let contexts = Contexts { cuda, vulkan };
-    let regime_chain_us = match (&contexts.cuda, args.regime()?) {
+    let regime_chain_us = match (&contexts.cuda, regime) {
         (Some(c), Regime::MultiStream) => {
             let backend = c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato).map(|(_, b)| b).ok_or("no CUDA backend for the Ostinato arm")?;
             Some(arms::enter_multi_stream_regime(&c.device, &c.modules, backend)?)
@@ -518,31 +527,18 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
             _ => Vec::new(),
         };
         let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory };
-        for kind in rotated(&graph_arms, ri + args.rotate) {
-            pb.set_message(format!("{id} {}", kind.name()));
-            let memory = run.memory.clone();
-            run.arm(kind, w, &contexts, &memory, &protocol);
-            pb.inc(1);
-        }
+        run.arms(&rotated(&graph_arms, ri + args.rotate), w, &contexts, &protocol, &pb);
         if direct.is_empty() {
             run.memory = Ok(None);
         }
         runs.push(run);
     }
-    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate() {
-        let memory = std::mem::replace(&mut run.memory, Ok(None));
-        for kind in rotated(&direct, ri + args.rotate) {
-            pb.set_message(format!("{id} {}", kind.name()));
-            run.arm(kind, w, &contexts, &memory, &protocol);
-            pb.inc(1);
-        }
+    for (ri, (&(w, _, _), run)) in row_list.iter().zip(&mut runs).enumerate() {
+        run.arms(&rotated(&direct, ri + args.rotate), w, &contexts, &protocol, &pb);
+        run.memory = Ok(None);
     }
-    for (&(w, _, ref id), run) in row_list.iter().zip(&mut runs) {
-        for &kind in &later {
-            pb.set_message(format!("{id} {}", kind.name()));
-            run.arm(kind, w, &contexts, &Ok(None), &protocol);
-            pb.inc(1);
-        }
+    for (&(w, _, _), run) in row_list.iter().zip(&mut runs) {
+        run.arms(&later, w, &contexts, &protocol, &pb);
     }
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, .. }) in row_list.iter().zip(runs) {
