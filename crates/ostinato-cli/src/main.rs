@@ -9,7 +9,7 @@ use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, GraphWrap, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -59,6 +59,13 @@ enum GraphBuildArg {
     Bulk,
     InOrder,
     Capture,
+}
+
+/// Where CUDA graph mode puts the plan's nodes.
+#[derive(Clone, Copy, ValueEnum)]
+enum WrapArg {
+    Flat,
+    Conditional,
 }
 
 /// Priority of the exec's replay streams.
@@ -126,6 +133,10 @@ enum Command {
         /// node with its in-edges) or capture (stream capture with the plan's edges).
         #[arg(long, value_enum, default_value_t = GraphBuildArg::Bulk)]
         graph_build: GraphBuildArg,
+        /// CUDA graph mode: the plan's nodes at the launched graph's top level (flat), or in the body of
+        /// its one node, an always-taken conditional node (conditional; not with --graph-build capture).
+        #[arg(long, value_enum, default_value_t = WrapArg::Flat)]
+        wrap: WrapArg,
         /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
         #[arg(long, value_enum, default_value_t = PriorityArg::Default)]
         priority: PriorityArg,
@@ -196,7 +207,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             }
             emit(&out)
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, wrap, priority, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
@@ -216,11 +227,15 @@ fn dispatch(c: Command) -> Result<(), String> {
                         GraphBuildArg::InOrder => GraphBuild::InOrder,
                         GraphBuildArg::Capture => GraphBuild::Capture,
                     };
+                    let wrap = match wrap {
+                        WrapArg::Flat => GraphWrap::Flat,
+                        WrapArg::Conditional => GraphWrap::Conditional,
+                    };
                     let priority = match priority {
                         PriorityArg::Default => StreamPriority::Default,
                         PriorityArg::High => StreamPriority::High,
                     };
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build, priority }, device }
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build, wrap, priority }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;

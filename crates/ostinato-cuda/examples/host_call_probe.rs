@@ -4,8 +4,11 @@
 //! round): wait until the GPU is idle, then time a burst of `BURST` back-to-back replay calls. Prints
 //! each graph's median, min and max µs per call over the rounds. With the argument `streams`: two
 //! captured graphs, each launched on each of eight streams in turn (the same rounds and bursts): is the
-//! cost the graph's or the stream's? Run: `cargo run --release -p ostinato-cuda --example
-//! host_call_probe [streams]` (the GPU machine runs the copy in `.devbin/`).
+//! cost the graph's or the stream's? With the argument `wraps`: four Ostinato execs with the plan's
+//! nodes at the graph's top level, four with them in an always-taken conditional node
+//! (`GraphWrap::Conditional`) and four captured graphs, the same rounds; then each wrap's GPU µs per
+//! dispatch and a check of the buffer after its replays. Run: `cargo run --release -p ostinato-cuda
+//! --example host_call_probe [streams|wraps]` (the GPU machine runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -15,7 +18,7 @@ mod chain;
 use chain::NODES;
 use ostinato::{Backend, BufferBinding, Exec};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, GraphWrap, PdlTrigger};
 
 const GRAPHS: usize = 6;
 const ROUNDS: usize = 15;
@@ -48,16 +51,25 @@ fn main() -> Result<(), String> {
     let (plan, _) = chain::chain_plan()?;
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
+    let wrapped = CudaOptions { wrap: GraphWrap::Conditional, ..CudaOptions::default() };
+    let conditional = CudaBackend::with_builtins(&device, &modules, wrapped).map_err(e)?;
     let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
     let buffer = Buffer::new(&device, 1024).map_err(e)?;
-    if std::env::args().nth(1).as_deref() == Some("streams") {
+    let arg = std::env::args().nth(1);
+    if arg.as_deref() == Some("streams") {
         return graphs_by_stream(&device, &plain, &buffer);
     }
+    let wraps = arg.as_deref() == Some("wraps");
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
-    for i in 0..GRAPHS {
+    for i in 0..if wraps { 4 } else { GRAPHS } {
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
         let exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
         graphs.push((format!("ostinato-{i}"), Replayable::Ostinato(Box::new(exec))));
+        if wraps {
+            let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
+            let exec = conditional.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
+            graphs.push((format!("ostinato-conditional-{i}"), Replayable::Ostinato(Box::new(exec))));
+        }
         let stream = Stream::new(&device).map_err(e)?;
         let captured = chain::capture_chain(&plain, buffer.ptr(), &stream, false)?;
         graphs.push((format!("captured-{i}"), Replayable::Captured(captured, stream)));
@@ -90,6 +102,38 @@ fn main() -> Result<(), String> {
         t.sort_by(f64::total_cmp);
         let fast = t.iter().filter(|v| **v < 3.0).count();
         println!("| {name} | {:.2} | {:.2} | {:.2} | {fast} of {} |", t[t.len() / 2], t[0], t[t.len() - 1], t.len());
+    }
+    if wraps {
+        gpu_time_and_check(&mut graphs)?;
+    }
+    Ok(())
+}
+
+/// Each Ostinato exec's GPU µs per dispatch (median of 7 samples of 20 replays between events, after
+/// the rounds above warmed it) and its buffer after a known number of replays from zero: every one of
+/// the 256 words must hold replays × `NODES`.
+fn gpu_time_and_check(graphs: &mut [(String, Replayable)]) -> Result<(), String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    println!("| exec | GPU µs per dispatch | buffer after 3 replays from zero |");
+    println!("|---|---|---|");
+    for (name, r) in graphs.iter_mut() {
+        let Replayable::Ostinato(exec) = r else { continue };
+        let mut samples = (0..7).map(|_| exec.replay_timed(20).map(|ms| ms * 1e3 / (20 * NODES) as f64).map_err(e)).collect::<Result<Vec<_>, _>>()?;
+        samples.sort_by(f64::total_cmp);
+        let x = exec.plan().graph().buffers()[0].root; // the chain's one buffer
+        exec.write_buffer(x, 0, &[0u8; 1024]).map_err(e)?;
+        for _ in 0..3 {
+            exec.replay().map_err(e)?;
+        }
+        let mut out = [0u8; 1024];
+        exec.read_buffer(x, 0, &mut out).map_err(e)?;
+        let want = (3 * NODES) as u32;
+        let wrong = out.chunks(4).filter(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) != want).count();
+        let verdict = if wrong == 0 { format!("all 256 words {want}") } else { format!("WRONG: {wrong} of 256 words differ from {want}") };
+        println!("| {name} | {:.3} | {verdict} |", samples[3]);
+        if wrong != 0 {
+            return Err(format!("{name}: {verdict}"));
+        }
     }
     Ok(())
 }
