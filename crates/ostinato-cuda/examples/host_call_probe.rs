@@ -111,7 +111,7 @@ fn main() -> Result<(), String> {
 
 /// Each Ostinato exec's GPU µs per dispatch (median of 7 samples of 20 replays between events, after
 /// the rounds above warmed it) and its buffer after a known number of replays from zero: every one of
-/// the 256 words must hold replays × `NODES`.
+/// the 256 floats must hold replays × `NODES` (`add_one` adds 1.0).
 fn gpu_time_and_check(graphs: &mut [(String, Replayable)]) -> Result<(), String> {
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     println!("| exec | GPU µs per dispatch | buffer after 3 replays from zero |");
@@ -127,9 +127,9 @@ fn gpu_time_and_check(graphs: &mut [(String, Replayable)]) -> Result<(), String>
         }
         let mut out = [0u8; 1024];
         exec.read_buffer(x, 0, &mut out).map_err(e)?;
-        let want = (3 * NODES) as u32;
-        let wrong = out.chunks(4).filter(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) != want).count();
-        let verdict = if wrong == 0 { format!("all 256 words {want}") } else { format!("WRONG: {wrong} of 256 words differ from {want}") };
+        let want = (3 * NODES) as f32;
+        let wrong = out.chunks(4).filter(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]) != want).count();
+        let verdict = if wrong == 0 { format!("all 256 floats {want}") } else { format!("WRONG: {wrong} of 256 floats differ from {want}") };
         println!("| {name} | {:.3} | {verdict} |", samples[3]);
         if wrong != 0 {
             return Err(format!("{name}: {verdict}"));
