@@ -15,8 +15,14 @@ pub struct BenchArgs {
     /// Only rows whose id contains one of these comma-separated texts.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Timed samples per arm, at least.
     #[arg(long, default_value_t = 7)]
     pub samples: usize,
+    /// Keep taking timed samples (beyond `--samples`, up to 63) until this many milliseconds of them
+    /// have passed: a row whose sample takes microseconds gets enough samples that a burst of noise in
+    /// a few of them cannot move its median.
+    #[arg(long, default_value_t = 10)]
+    pub timed_ms: u64,
     #[arg(long, default_value_t = 3)]
     pub warmups: usize,
     /// Keep warming each arm up (beyond `--warmups` samples) until this many milliseconds have passed.

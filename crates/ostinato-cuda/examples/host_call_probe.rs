@@ -7,8 +7,11 @@
 //! cost the graph's or the stream's? With the argument `wraps`: four Ostinato execs with the plan's
 //! nodes at the graph's top level, four with them in an always-taken conditional node
 //! (`GraphWrap::Conditional`) and four captured graphs, the same rounds; then each wrap's GPU µs per
-//! dispatch and a check of the buffer after its replays. Run: `cargo run --release -p ostinato-cuda
-//! --example host_call_probe [streams|wraps]` (the GPU machine runs the copy in `.devbin/`).
+//! dispatch and a check of the buffer after its replays. With the argument `shapes`: Ostinato execs of
+//! `add_one` graphs of other shapes in one process (chains of 1 to 2,000 nodes, 2 to 16 independent
+//! nodes, 2 and 4 chains side by side, PDL auto and off), the same rounds: what in a graph sets the
+//! cost of its launch? Run: `cargo run --release -p ostinato-cuda
+//! --example host_call_probe [streams|wraps|shapes]` (the GPU machine runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -16,9 +19,9 @@ use std::time::Instant;
 mod chain;
 
 use chain::NODES;
-use ostinato::{Backend, BufferBinding, Exec};
+use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, GraphWrap, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, GraphWrap, PdlMode, PdlPolicy, PdlTrigger};
 
 const GRAPHS: usize = 6;
 const ROUNDS: usize = 15;
@@ -59,6 +62,9 @@ fn main() -> Result<(), String> {
     if arg.as_deref() == Some("streams") {
         return graphs_by_stream(&device, &plain, &buffer);
     }
+    if arg.as_deref() == Some("shapes") {
+        return graphs_by_shape(&device, &modules);
+    }
     let wraps = arg.as_deref() == Some("wraps");
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     for i in 0..if wraps { 4 } else { GRAPHS } {
@@ -74,23 +80,7 @@ fn main() -> Result<(), String> {
         let captured = chain::capture_chain(&plain, buffer.ptr(), &stream, false)?;
         graphs.push((format!("captured-{i}"), Replayable::Captured(captured, stream)));
     }
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
-    for round in 0..ROUNDS + 1 {
-        for j in 0..graphs.len() {
-            let i = (j + round) % graphs.len();
-            let r = &mut graphs[i].1;
-            r.wait()?;
-            let t = Instant::now();
-            for _ in 0..BURST {
-                r.replay()?;
-            }
-            let us = t.elapsed().as_secs_f64() * 1e6 / BURST as f64;
-            r.wait()?;
-            if round > 0 {
-                times[i].push(us); // round 0 warms every graph up
-            }
-        }
-    }
+    let mut times = time_bursts(&mut graphs)?;
     println!(
         "device {} {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds",
         device.info().name,
@@ -134,6 +124,76 @@ fn gpu_time_and_check(graphs: &mut [(String, Replayable)]) -> Result<(), String>
         if wrong != 0 {
             return Err(format!("{name}: {verdict}"));
         }
+    }
+    Ok(())
+}
+
+/// µs per replay call of each graph, one entry per round: `ROUNDS` rounds (after one that warms every
+/// graph up), each graph in turn with the start rotating per round; before each burst of `BURST`
+/// back-to-back calls the GPU is idle.
+fn time_bursts(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
+    for round in 0..ROUNDS + 1 {
+        for j in 0..graphs.len() {
+            let i = (j + round) % graphs.len();
+            let r = &mut graphs[i].1;
+            r.wait()?;
+            let t = Instant::now();
+            for _ in 0..BURST {
+                r.replay()?;
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / BURST as f64;
+            r.wait()?;
+            if round > 0 {
+                times[i].push(us);
+            }
+        }
+    }
+    Ok(times)
+}
+
+/// `lanes` chains of `len` 1-block `add_one` launches, one buffer each, recorded interleaved (one
+/// node of every chain, then the next), planned with up to `lanes` lanes.
+fn lanes_plan(lanes: usize, len: usize) -> Result<Plan, String> {
+    let s = |x: ostinato::GraphError| x.to_string();
+    let mut g = Graph::new();
+    let k = g.add_kernel(chain::add_one_sig()).map_err(s)?;
+    let xs = (0..lanes).map(|i| g.add_buffer(format!("x{i}"), 1024)).collect::<Result<Vec<_>, _>>().map_err(s)?;
+    for _ in 0..len {
+        for &x in &xs {
+            g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(s)?;
+        }
+    }
+    Plan::compile_with(&g, PlanOptions { max_lanes: lanes }).map_err(|x| x.to_string())
+}
+
+/// Ostinato execs of graphs of several shapes in one process: the median, min and max µs per replay
+/// call of each over the rounds.
+fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let sig = chain::add_one_sig();
+    let off = CudaOptions { pdl: PdlPolicy::new(PdlMode::Off), ..CudaOptions::default() };
+    let auto = CudaBackend::with_builtins(device, modules, CudaOptions::default()).map_err(e)?;
+    let plain = CudaBackend::with_builtins(device, modules, off).map_err(e)?;
+    let mut shapes: Vec<(usize, usize, bool)> = [1, 25, 50, 100, 200, 300, 400, 512, 600, 800, 941, 1500, 2000].iter().map(|&n| (1, n, true)).collect();
+    shapes.extend([(1, 200, false), (1, 941, false), (2, 1, true), (4, 1, true), (8, 1, true), (16, 1, true), (2, 470, true), (4, 235, true), (4, 941, true)]);
+    let mut graphs: Vec<(String, Replayable)> = Vec::new();
+    let mut facts = Vec::new();
+    for &(lanes, len, pdl) in &shapes {
+        let plan = lanes_plan(lanes, len)?;
+        let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
+        let exec = if pdl { &auto } else { &plain }.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
+        let name = format!("{lanes} × {len}{}", if pdl { "" } else { ", PDL off" });
+        facts.push((plan.node_count(), plan.lanes().count(), exec.programmatic_edges(), plan.edges().len()));
+        graphs.push((name, Replayable::Ostinato(Box::new(exec))));
+    }
+    let mut times = time_bursts(&mut graphs)?;
+    println!("device {} {}; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process", device.info().name, device.info().uuid);
+    println!("| chains × nodes | nodes | lanes | edges (programmatic) | median | min | max |");
+    println!("|---|---|---|---|---|---|---|");
+    for (((name, _), t), (nodes, lanes, prog, edges)) in graphs.iter().zip(&mut times).zip(facts) {
+        t.sort_by(f64::total_cmp);
+        println!("| {name} | {nodes} | {lanes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} |", t[t.len() / 2], t[0], t[t.len() - 1]);
     }
     Ok(())
 }

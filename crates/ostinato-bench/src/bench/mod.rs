@@ -289,12 +289,17 @@ struct Contexts {
 /// Cap on warm-up samples per arm, whatever `--warmup-ms` says.
 const MAX_WARMUP_SAMPLES: usize = 100_000;
 
+/// Cap on timed samples per arm, whatever `--timed-ms` says (a larger `--samples` still wins).
+pub const MAX_TIMED_SAMPLES: usize = 63;
+
 /// How each arm is run: protocol counts and where (if anywhere) graph descriptions go.
 struct Protocol<'a> {
     warmups: usize,
     /// Minimum warm-up wall time per arm.
     warmup: std::time::Duration,
     samples: usize,
+    /// Minimum wall time of the timed samples per arm.
+    timed: std::time::Duration,
     dot_dir: Option<&'a Path>,
 }
 
@@ -372,12 +377,19 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
     let per = (w.dispatches * w.replays) as f64;
     // Warm-up: at least `warmups` samples and at least `warmup` of wall time (a few tiny samples do not
     // bring a GPU that idled through set-up back to its steady state), at most MAX_WARMUP_SAMPLES.
+    // Timed: at least `samples` and at least `timed` of wall time, at most MAX_TIMED_SAMPLES (or
+    // `samples`, if larger).
     let started = std::time::Instant::now();
+    let mut timed_since: Option<std::time::Instant> = None;
     let mut i = 0;
     loop {
         let warmup = i < warmups || (started.elapsed() < p.warmup && out.warmup_samples < MAX_WARMUP_SAMPLES);
-        if !warmup && i >= out.warmup_samples + samples {
-            break;
+        if !warmup {
+            let since = *timed_since.get_or_insert_with(std::time::Instant::now);
+            let taken = i - out.warmup_samples;
+            if taken >= samples && (since.elapsed() >= p.timed || taken >= MAX_TIMED_SAMPLES) {
+                break;
+            }
         }
         let s: RawSample = match arm.sample(w, init) {
             Ok(s) => s,
@@ -487,7 +499,8 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("--dot {}: {e}", dir.display()))?;
     }
     let warmup = std::time::Duration::from_millis(args.warmup_ms);
-    let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, dot_dir: args.dot.as_deref() };
+    let timed = std::time::Duration::from_millis(args.timed_ms);
+    let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, timed, dot_dir: args.dot.as_deref() };
     let clock_before = provenance::sm_clock_mhz();
     let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref(), args.replays_per_sample()?);
     if let Some(f) = &args.filter {

@@ -151,10 +151,12 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[Row
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then {} timed samples per arm, each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then at least {} timed samples and {} ms of them per arm (at most {}), each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
+        args.timed_ms,
+        args.samples.max(super::MAX_TIMED_SAMPLES),
         replays_text(args),
         arm_order_text(backend, args),
         regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
@@ -351,6 +353,8 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "warmups": args.warmups,
             "warmup_ms": args.warmup_ms,
             "samples": args.samples,
+            "timed_ms": args.timed_ms,
+            "max_timed_samples": args.samples.max(super::MAX_TIMED_SAMPLES),
             "replays_per_sample": replays_text(args),
             "statistic": "median",
             "interval": "95% percentile bootstrap of the median, 2000 resamples",
