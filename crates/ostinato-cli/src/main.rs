@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
-use ostinato_cuda::lower::ShapeMode;
+use ostinato_cuda::lower::{EndsMode, ShapeMode};
 use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, GraphWrap, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 
 #[derive(Parser)]
@@ -96,6 +96,10 @@ enum Command {
         pdl: PdlArg,
         #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
         shape: ShapeArg,
+        /// CUDA graph mode: join the graph's roots (entry) and sinks (exit) through empty nodes: auto,
+        /// open, entry, exit or joined.
+        #[arg(long, default_value = "auto", value_parser = ends_arg)]
+        ends: EndsMode,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
@@ -126,6 +130,10 @@ enum Command {
         pdl: PdlArg,
         #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
         shape: ShapeArg,
+        /// CUDA graph mode: join the graph's roots (entry) and sinks (exit) through empty nodes: auto,
+        /// open, entry, exit or joined.
+        #[arg(long, default_value = "auto", value_parser = ends_arg)]
+        ends: EndsMode,
         /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
         #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
         trigger: TriggerArg,
@@ -175,7 +183,7 @@ fn dispatch(c: Command) -> Result<(), String> {
     use std::fmt::Write;
     match c {
         Command::Devices => emit(&ostinato_bench::devices::describe()),
-        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => {
+        Command::Plan { file, json, explain, cuda, pdl, shape, ends, max_lanes } => {
             let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
             let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
             let mut out = String::new();
@@ -202,12 +210,12 @@ fn dispatch(c: Command) -> Result<(), String> {
             if cuda {
                 let capable: Vec<bool> =
                     f.impls.iter().map(|i| i.get("cuda").is_some_and(|s| s.pdl().unwrap_or_else(|| s.source().starts_with("builtin")))).collect();
-                let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape));
+                let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape, ends));
                 out.push_str(&low.describe(&plan));
             }
             emit(&out)
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, wrap, priority, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, ends, trigger, graph_build, wrap, priority, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
@@ -215,7 +223,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                         ModeArg::Graph => ExecMode::Graph,
                         ModeArg::Eager => ExecMode::Eager,
                     };
-                    let pdl = policy(pdl, shape);
+                    let pdl = policy(pdl, shape, ends);
                     let trigger = match trigger {
                         TriggerArg::Never => PdlTrigger::Never,
                         TriggerArg::Entry => PdlTrigger::AtEntry,
@@ -259,7 +267,12 @@ fn dispatch(c: Command) -> Result<(), String> {
     }
 }
 
-fn policy(p: PdlArg, shape: ShapeArg) -> PdlPolicy {
+/// `--ends`, parsed by the CUDA crate's own names.
+fn ends_arg(s: &str) -> Result<EndsMode, String> {
+    EndsMode::parse(s).ok_or_else(|| format!("`{s}`: expected auto, open, entry, exit or joined"))
+}
+
+fn policy(p: PdlArg, shape: ShapeArg, ends: EndsMode) -> PdlPolicy {
     let mode = match p {
         PdlArg::Auto => PdlMode::Auto,
         PdlArg::On => PdlMode::On,
@@ -270,5 +283,5 @@ fn policy(p: PdlArg, shape: ShapeArg) -> PdlPolicy {
         ShapeArg::Plan => ShapeMode::Plan,
         ShapeArg::Lanes => ShapeMode::Lanes,
     };
-    PdlPolicy { shape, ..PdlPolicy::new(mode) }
+    PdlPolicy { shape, ends, ..PdlPolicy::new(mode) }
 }

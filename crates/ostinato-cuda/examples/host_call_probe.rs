@@ -20,6 +20,7 @@ mod chain;
 
 use chain::NODES;
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
+use ostinato_cuda::lower::EndsMode;
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, GraphWrap, PdlMode, PdlPolicy, PdlTrigger};
 
@@ -167,33 +168,46 @@ fn lanes_plan(lanes: usize, len: usize) -> Result<Plan, String> {
     Plan::compile_with(&g, PlanOptions { max_lanes: lanes }).map_err(|x| x.to_string())
 }
 
-/// Ostinato execs of graphs of several shapes in one process: the median, min and max µs per replay
-/// call of each over the rounds.
+/// Ostinato execs of graphs of several shapes in one process, the graphs of several roots also with
+/// their ends joined through empty nodes: the median, min and max µs per replay call of each over the
+/// rounds, and its GPU µs per dispatch (median of 7 samples of 20 replays).
 fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), String> {
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let sig = chain::add_one_sig();
-    let off = CudaOptions { pdl: PdlPolicy::new(PdlMode::Off), ..CudaOptions::default() };
-    let auto = CudaBackend::with_builtins(device, modules, CudaOptions::default()).map_err(e)?;
-    let plain = CudaBackend::with_builtins(device, modules, off).map_err(e)?;
-    let mut shapes: Vec<(usize, usize, bool)> = [1, 25, 50, 100, 200, 300, 400, 512, 600, 800, 941, 1500, 2000].iter().map(|&n| (1, n, true)).collect();
-    shapes.extend([(1, 200, false), (1, 941, false), (2, 1, true), (4, 1, true), (8, 1, true), (16, 1, true), (2, 470, true), (4, 235, true), (4, 941, true)]);
+    let mut shapes: Vec<(usize, usize, PdlMode, EndsMode)> =
+        [1, 25, 50, 100, 200, 300, 400, 512, 600, 800, 941, 1500, 2000].iter().map(|&n| (1, n, PdlMode::Auto, EndsMode::Open)).collect();
+    shapes.extend([(1, 200, PdlMode::Off, EndsMode::Open), (1, 941, PdlMode::Off, EndsMode::Open), (2, 1, PdlMode::Auto, EndsMode::Open)]);
+    for (lanes, len) in [(4, 1), (16, 1), (2, 470), (4, 235), (4, 941)] {
+        for ends in [EndsMode::Open, EndsMode::Entry, EndsMode::Exit, EndsMode::Joined] {
+            shapes.push((lanes, len, PdlMode::Auto, ends));
+        }
+    }
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     let mut facts = Vec::new();
-    for &(lanes, len, pdl) in &shapes {
+    for &(lanes, len, pdl, ends) in &shapes {
         let plan = lanes_plan(lanes, len)?;
+        let options = CudaOptions { pdl: PdlPolicy { ends, ..PdlPolicy::new(pdl) }, ..CudaOptions::default() };
+        let backend = CudaBackend::with_builtins(device, modules, options).map_err(e)?;
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
-        let exec = if pdl { &auto } else { &plain }.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
-        let name = format!("{lanes} × {len}{}", if pdl { "" } else { ", PDL off" });
-        facts.push((plan.node_count(), plan.lanes().count(), exec.programmatic_edges(), plan.edges().len()));
+        let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
+        let name = format!("{lanes} × {len}, PDL {}, ends {}", pdl.as_str(), ends.as_str());
+        facts.push((plan.node_count(), exec.programmatic_edges(), plan.edges().len()));
         graphs.push((name, Replayable::Ostinato(Box::new(exec))));
     }
     let mut times = time_bursts(&mut graphs)?;
-    println!("device {} {}; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process", device.info().name, device.info().uuid);
-    println!("| chains × nodes | nodes | lanes | edges (programmatic) | median | min | max |");
+    println!(
+        "device {} {}; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process; GPU µs per dispatch",
+        device.info().name,
+        device.info().uuid
+    );
+    println!("| chains × nodes | nodes | edges (programmatic) | median | min | max | GPU µs per dispatch |");
     println!("|---|---|---|---|---|---|---|");
-    for (((name, _), t), (nodes, lanes, prog, edges)) in graphs.iter().zip(&mut times).zip(facts) {
+    for (((name, r), t), (nodes, prog, edges)) in graphs.iter_mut().zip(&mut times).zip(facts) {
         t.sort_by(f64::total_cmp);
-        println!("| {name} | {nodes} | {lanes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} |", t[t.len() / 2], t[0], t[t.len() - 1]);
+        let Replayable::Ostinato(exec) = r else { continue };
+        let mut gpu = (0..7).map(|_| exec.replay_timed(20).map(|ms| ms * 1e3 / (20 * nodes) as f64).map_err(e)).collect::<Result<Vec<_>, _>>()?;
+        gpu.sort_by(f64::total_cmp);
+        println!("| {name} | {nodes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} | {:.3} |", t[t.len() / 2], t[0], t[t.len() - 1], gpu[3]);
     }
     Ok(())
 }

@@ -216,6 +216,8 @@ enum Submission {
         _root: Option<Graph>,
         exec: GraphExec,
         nodes: Vec<GraphNode>,
+        /// The empty entry and exit nodes joining the graph's ends, where the lowering asks for them.
+        ends: (Option<GraphNode>, Option<GraphNode>),
     },
     /// Lane 0 runs on the exec's main stream; `side[i]` runs lane `i + 1`, and `lane_end[i]` joins it
     /// back into the main stream at the end of a replay.
@@ -434,6 +436,8 @@ fn build_graph(
     };
     let nodes: Vec<GraphNode> =
         slots.into_iter().collect::<Option<Vec<_>>>().ok_or(CudaError::Usage { op: "build_graph", reason: "a node was not added".into() })?;
+    let mut graph = graph;
+    let ends = join_ends(&mut graph, low, &nodes)?;
     let exec = root.as_ref().unwrap_or(&graph).instantiate()?;
     exec.upload(stream)?;
     // Resolve the patch entry point now (the driver symbol is looked up, and cached, on first use), so
@@ -442,7 +446,26 @@ fn build_graph(
         exec.set_kernel_params(nodes[i], &funcs[i], low.launches[i].dims, &mut args[i])?;
     }
     stream.synchronize()?;
-    Ok(Submission::Graph { graph, _root: root, exec, nodes })
+    Ok(Submission::Graph { graph, _root: root, exec, nodes, ends })
+}
+
+/// Adds the lowering's empty entry node before its `entry` roots and exit node after its `exit` sinks
+/// (full edges), and returns the (entry, exit) nodes added.
+fn join_ends(graph: &mut Graph, low: &Lowering, nodes: &[GraphNode]) -> Result<(Option<GraphNode>, Option<GraphNode>)> {
+    let (mut entry, mut exit) = (None, None);
+    if !low.entry.is_empty() {
+        let e = graph.add_empty()?;
+        let to: Vec<GraphNode> = low.entry.iter().map(|n| nodes[n.index()]).collect();
+        graph.add_edges(&vec![e; to.len()], &to, &vec![false; to.len()])?;
+        entry = Some(e);
+    }
+    if !low.exit.is_empty() {
+        let x = graph.add_empty()?;
+        let from: Vec<GraphNode> = low.exit.iter().map(|n| nodes[n.index()]).collect();
+        graph.add_edges(&from, &vec![x; from.len()], &vec![false; from.len()])?;
+        exit = Some(x);
+    }
+    Ok((entry, exit))
 }
 
 impl CudaExec {
@@ -468,16 +491,38 @@ impl CudaExec {
     /// Graph mode: the edges of the submitted graph as the driver holds them, `(from, to, programmatic)`
     /// by node index, sorted (what the tests compare with the lowering, whichever way the graph was built).
     pub fn submitted_edges(&self) -> Result<Vec<(usize, usize, bool)>> {
-        let Submission::Graph { graph, nodes, .. } = &self.submission else {
+        Ok(self.submitted()?.0)
+    }
+    /// Graph mode: the plan nodes that the submitted graph's empty entry node precedes and those its
+    /// exit node follows, sorted, as the driver holds them (empty where the ends are not joined).
+    pub fn submitted_ends(&self) -> Result<(Vec<usize>, Vec<usize>)> {
+        Ok(self.submitted()?.1)
+    }
+    /// The submitted graph's edges between plan nodes, and its entry and exit edges, by node index.
+    #[allow(clippy::type_complexity)]
+    fn submitted(&self) -> Result<(Vec<(usize, usize, bool)>, (Vec<usize>, Vec<usize>))> {
+        let Submission::Graph { graph, nodes, ends, .. } = &self.submission else {
             return Err(CudaError::Usage { op: "submitted_edges", reason: "eager mode submits no graph".into() });
         };
         let by_node: std::collections::HashMap<GraphNode, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let index = |n: GraphNode| {
             by_node.get(&n).copied().ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
         };
-        let mut edges = graph.typed_edges()?.into_iter().map(|(f, t, p)| Ok((index(f)?, index(t)?, p))).collect::<Result<Vec<_>>>()?;
+        let (mut edges, mut entry, mut exit) = (Vec::new(), Vec::new(), Vec::new());
+        for (f, t, p) in graph.typed_edges()? {
+            match (Some(f) == ends.0, Some(t) == ends.1) {
+                (false, false) => edges.push((index(f)?, index(t)?, p)),
+                (true, false) if !p => entry.push(index(t)?),
+                (false, true) if !p => exit.push(index(f)?),
+                _ => {
+                    return Err(CudaError::Usage { op: "submitted_edges", reason: "an edge of an empty end node is programmatic or joins the two ends".into() })
+                }
+            }
+        }
         edges.sort_unstable();
-        Ok(edges)
+        entry.sort_unstable();
+        exit.sort_unstable();
+        Ok((edges, (entry, exit)))
     }
     /// Device address of a buffer (views included).
     pub fn device_ptr(&self, buffer: BufferId) -> Option<u64> {

@@ -551,6 +551,14 @@ impl Graph {
         Ok(GraphNode(n))
     }
 
+    /// Adds an empty node (an ordering point with no work), with no dependencies.
+    pub(crate) fn add_empty(&mut self) -> Result<GraphNode> {
+        let mut n = std::ptr::null_mut();
+        // SAFETY: no dependencies (null array, count 0); the driver writes the node handle.
+        check("cuGraphAddEmptyNode", unsafe { sys::cuGraphAddEmptyNode(&mut n, self.g, std::ptr::null(), 0) })?;
+        Ok(GraphNode(n))
+    }
+
     /// Adds an IF conditional node, with no dependencies, whose condition the driver sets to 1 at the
     /// start of every launch (`CU_GRAPH_COND_ASSIGN_DEFAULT`, and nothing ever changes it), so its body
     /// runs exactly once per launch. Returns the node and its body, empty for the caller to fill; the
