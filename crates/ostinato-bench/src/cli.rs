@@ -46,10 +46,6 @@ pub struct BenchArgs {
     /// Graph shape of the Ostinato graph arms: auto, plan (one dependency per plan edge) or lanes.
     #[arg(long, default_value = "auto")]
     pub graph_shape: String,
-    /// Whether the Ostinato graph arms join their graph's ends through empty nodes: auto, open, entry
-    /// (one node before the roots), exit (one after the sinks) or joined (both).
-    #[arg(long, default_value = "auto")]
-    pub graph_ends: String,
     /// How the Ostinato graph arms hand their graph to the driver: bulk (every node, then the edges in
     /// one call per edge type), in-order (each node with its in-edges), capture (stream capture with the
     /// plan's edges) or, for investigation only, bulk-one-call (all edges in one mixed call).
@@ -161,9 +157,7 @@ impl BenchArgs {
     pub fn auto_policy(&self) -> Result<ostinato_cuda::PdlPolicy, String> {
         let shape = ostinato_cuda::lower::ShapeMode::parse(&self.graph_shape)
             .ok_or_else(|| format!("unknown graph shape `{}` (auto, plan, lanes)", self.graph_shape))?;
-        let ends = ostinato_cuda::lower::EndsMode::parse(&self.graph_ends)
-            .ok_or_else(|| format!("unknown --graph-ends `{}` (auto, open, entry, exit, joined)", self.graph_ends))?;
-        let mut p = ostinato_cuda::PdlPolicy { shape, ends, ..Default::default() };
+        let mut p = ostinato_cuda::PdlPolicy { shape, ..Default::default() };
         if let Some(b) = self.pdl_max_blocks {
             p.auto_max_blocks = b;
         }

@@ -8,8 +8,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
-use ostinato_cuda::lower::{EndsMode, ShapeMode};
-use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, GraphWrap, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_cuda::lower::ShapeMode;
+use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -61,13 +61,6 @@ enum GraphBuildArg {
     Capture,
 }
 
-/// Where CUDA graph mode puts the plan's nodes.
-#[derive(Clone, Copy, ValueEnum)]
-enum WrapArg {
-    Flat,
-    Conditional,
-}
-
 /// Priority of the exec's replay streams.
 #[derive(Clone, Copy, ValueEnum)]
 enum PriorityArg {
@@ -96,10 +89,6 @@ enum Command {
         pdl: PdlArg,
         #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
         shape: ShapeArg,
-        /// CUDA graph mode: join the graph's roots (entry) and sinks (exit) through empty nodes: auto,
-        /// open, entry, exit or joined.
-        #[arg(long, default_value = "auto", value_parser = ends_arg)]
-        ends: EndsMode,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
@@ -130,10 +119,6 @@ enum Command {
         pdl: PdlArg,
         #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
         shape: ShapeArg,
-        /// CUDA graph mode: join the graph's roots (entry) and sinks (exit) through empty nodes: auto,
-        /// open, entry, exit or joined.
-        #[arg(long, default_value = "auto", value_parser = ends_arg)]
-        ends: EndsMode,
         /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
         #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
         trigger: TriggerArg,
@@ -141,10 +126,6 @@ enum Command {
         /// node with its in-edges) or capture (stream capture with the plan's edges).
         #[arg(long, value_enum, default_value_t = GraphBuildArg::Bulk)]
         graph_build: GraphBuildArg,
-        /// CUDA graph mode: the plan's nodes at the launched graph's top level (flat), or in the body of
-        /// its one node, an always-taken conditional node (conditional; not with --graph-build capture).
-        #[arg(long, value_enum, default_value_t = WrapArg::Flat)]
-        wrap: WrapArg,
         /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
         #[arg(long, value_enum, default_value_t = PriorityArg::Default)]
         priority: PriorityArg,
@@ -183,7 +164,7 @@ fn dispatch(c: Command) -> Result<(), String> {
     use std::fmt::Write;
     match c {
         Command::Devices => emit(&ostinato_bench::devices::describe()),
-        Command::Plan { file, json, explain, cuda, pdl, shape, ends, max_lanes } => {
+        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => {
             let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
             let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
             let mut out = String::new();
@@ -210,12 +191,12 @@ fn dispatch(c: Command) -> Result<(), String> {
             if cuda {
                 let capable: Vec<bool> =
                     f.impls.iter().map(|i| i.get("cuda").is_some_and(|s| s.pdl().unwrap_or_else(|| s.source().starts_with("builtin")))).collect();
-                let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape, ends));
+                let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape));
                 out.push_str(&low.describe(&plan));
             }
             emit(&out)
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, ends, trigger, graph_build, wrap, priority, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
@@ -223,7 +204,7 @@ fn dispatch(c: Command) -> Result<(), String> {
                         ModeArg::Graph => ExecMode::Graph,
                         ModeArg::Eager => ExecMode::Eager,
                     };
-                    let pdl = policy(pdl, shape, ends);
+                    let pdl = policy(pdl, shape);
                     let trigger = match trigger {
                         TriggerArg::Never => PdlTrigger::Never,
                         TriggerArg::Entry => PdlTrigger::AtEntry,
@@ -235,15 +216,11 @@ fn dispatch(c: Command) -> Result<(), String> {
                         GraphBuildArg::InOrder => GraphBuild::InOrder,
                         GraphBuildArg::Capture => GraphBuild::Capture,
                     };
-                    let wrap = match wrap {
-                        WrapArg::Flat => GraphWrap::Flat,
-                        WrapArg::Conditional => GraphWrap::Conditional,
-                    };
                     let priority = match priority {
                         PriorityArg::Default => StreamPriority::Default,
                         PriorityArg::High => StreamPriority::High,
                     };
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build, wrap, priority }, device }
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build, priority }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;
@@ -267,12 +244,7 @@ fn dispatch(c: Command) -> Result<(), String> {
     }
 }
 
-/// `--ends`, parsed by the CUDA crate's own names.
-fn ends_arg(s: &str) -> Result<EndsMode, String> {
-    EndsMode::parse(s).ok_or_else(|| format!("`{s}`: expected auto, open, entry, exit or joined"))
-}
-
-fn policy(p: PdlArg, shape: ShapeArg, ends: EndsMode) -> PdlPolicy {
+fn policy(p: PdlArg, shape: ShapeArg) -> PdlPolicy {
     let mode = match p {
         PdlArg::Auto => PdlMode::Auto,
         PdlArg::On => PdlMode::On,
@@ -283,5 +255,5 @@ fn policy(p: PdlArg, shape: ShapeArg, ends: EndsMode) -> PdlPolicy {
         ShapeArg::Plan => ShapeMode::Plan,
         ShapeArg::Lanes => ShapeMode::Lanes,
     };
-    PdlPolicy { shape, ends, ..PdlPolicy::new(mode) }
+    PdlPolicy { shape, ..PdlPolicy::new(mode) }
 }

@@ -4,14 +4,11 @@
 //! round): wait until the GPU is idle, then time a burst of `BURST` back-to-back replay calls. Prints
 //! each graph's median, min and max µs per call over the rounds. With the argument `streams`: two
 //! captured graphs, each launched on each of eight streams in turn (the same rounds and bursts): is the
-//! cost the graph's or the stream's? With the argument `wraps`: four Ostinato execs with the plan's
-//! nodes at the graph's top level, four with them in an always-taken conditional node
-//! (`GraphWrap::Conditional`) and four captured graphs, the same rounds; then each wrap's GPU µs per
-//! dispatch and a check of the buffer after its replays. With the argument `shapes`: Ostinato execs of
+//! cost the graph's or the stream's? With the argument `shapes`: Ostinato execs of
 //! `add_one` graphs of other shapes in one process (chains of 1 to 2,000 nodes, 2 to 16 independent
 //! nodes, 2 and 4 chains side by side, PDL auto and off), the same rounds: what in a graph sets the
 //! cost of its launch? Run: `cargo run --release -p ostinato-cuda
-//! --example host_call_probe [streams|wraps|shapes]` (the GPU machine runs the copy in `.devbin/`).
+//! --example host_call_probe [streams|shapes]` (the GPU machine runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -20,9 +17,8 @@ mod chain;
 
 use chain::NODES;
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
-use ostinato_cuda::lower::EndsMode;
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, GraphWrap, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
 
 const GRAPHS: usize = 6;
 const ROUNDS: usize = 15;
@@ -55,8 +51,6 @@ fn main() -> Result<(), String> {
     let (plan, _) = chain::chain_plan()?;
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
-    let wrapped = CudaOptions { wrap: GraphWrap::Conditional, ..CudaOptions::default() };
-    let conditional = CudaBackend::with_builtins(&device, &modules, wrapped).map_err(e)?;
     let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
     let buffer = Buffer::new(&device, 1024).map_err(e)?;
     let arg = std::env::args().nth(1);
@@ -66,17 +60,11 @@ fn main() -> Result<(), String> {
     if arg.as_deref() == Some("shapes") {
         return graphs_by_shape(&device, &modules);
     }
-    let wraps = arg.as_deref() == Some("wraps");
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
-    for i in 0..if wraps { 4 } else { GRAPHS } {
+    for i in 0..GRAPHS {
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
         let exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
         graphs.push((format!("ostinato-{i}"), Replayable::Ostinato(Box::new(exec))));
-        if wraps {
-            let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
-            let exec = conditional.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).map_err(e)?;
-            graphs.push((format!("ostinato-conditional-{i}"), Replayable::Ostinato(Box::new(exec))));
-        }
         let stream = Stream::new(&device).map_err(e)?;
         let captured = chain::capture_chain(&plain, buffer.ptr(), &stream, false)?;
         graphs.push((format!("captured-{i}"), Replayable::Captured(captured, stream)));
@@ -93,38 +81,6 @@ fn main() -> Result<(), String> {
         t.sort_by(f64::total_cmp);
         let fast = t.iter().filter(|v| **v < 3.0).count();
         println!("| {name} | {:.2} | {:.2} | {:.2} | {fast} of {} |", t[t.len() / 2], t[0], t[t.len() - 1], t.len());
-    }
-    if wraps {
-        gpu_time_and_check(&mut graphs)?;
-    }
-    Ok(())
-}
-
-/// Each Ostinato exec's GPU µs per dispatch (median of 7 samples of 20 replays between events, after
-/// the rounds above warmed it) and its buffer after a known number of replays from zero: every one of
-/// the 256 floats must hold replays × `NODES` (`add_one` adds 1.0).
-fn gpu_time_and_check(graphs: &mut [(String, Replayable)]) -> Result<(), String> {
-    let e = |x: ostinato_cuda::CudaError| x.to_string();
-    println!("| exec | GPU µs per dispatch | buffer after 3 replays from zero |");
-    println!("|---|---|---|");
-    for (name, r) in graphs.iter_mut() {
-        let Replayable::Ostinato(exec) = r else { continue };
-        let mut samples = (0..7).map(|_| exec.replay_timed(20).map(|ms| ms * 1e3 / (20 * NODES) as f64).map_err(e)).collect::<Result<Vec<_>, _>>()?;
-        samples.sort_by(f64::total_cmp);
-        let x = exec.plan().graph().buffers()[0].root; // the chain's one buffer
-        exec.write_buffer(x, 0, &[0u8; 1024]).map_err(e)?;
-        for _ in 0..3 {
-            exec.replay().map_err(e)?;
-        }
-        let mut out = [0u8; 1024];
-        exec.read_buffer(x, 0, &mut out).map_err(e)?;
-        let want = (3 * NODES) as f32;
-        let wrong = out.chunks(4).filter(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]) != want).count();
-        let verdict = if wrong == 0 { format!("all 256 floats {want}") } else { format!("WRONG: {wrong} of 256 floats differ from {want}") };
-        println!("| {name} | {:.3} | {verdict} |", samples[3]);
-        if wrong != 0 {
-            return Err(format!("{name}: {verdict}"));
-        }
     }
     Ok(())
 }
@@ -168,46 +124,33 @@ fn lanes_plan(lanes: usize, len: usize) -> Result<Plan, String> {
     Plan::compile_with(&g, PlanOptions { max_lanes: lanes }).map_err(|x| x.to_string())
 }
 
-/// Ostinato execs of graphs of several shapes in one process, the graphs of several roots also with
-/// their ends joined through empty nodes: the median, min and max µs per replay call of each over the
-/// rounds, and its GPU µs per dispatch (median of 7 samples of 20 replays).
+/// Ostinato execs of graphs of several shapes in one process: the median, min and max µs per replay
+/// call of each over the rounds.
 fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), String> {
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let sig = chain::add_one_sig();
-    let mut shapes: Vec<(usize, usize, PdlMode, EndsMode)> =
-        [1, 25, 50, 100, 200, 300, 400, 512, 600, 800, 941, 1500, 2000].iter().map(|&n| (1, n, PdlMode::Auto, EndsMode::Open)).collect();
-    shapes.extend([(1, 200, PdlMode::Off, EndsMode::Open), (1, 941, PdlMode::Off, EndsMode::Open), (2, 1, PdlMode::Auto, EndsMode::Open)]);
-    for (lanes, len) in [(4, 1), (16, 1), (2, 470), (4, 235), (4, 941)] {
-        for ends in [EndsMode::Open, EndsMode::Entry, EndsMode::Exit, EndsMode::Joined] {
-            shapes.push((lanes, len, PdlMode::Auto, ends));
-        }
-    }
+    let off = CudaOptions { pdl: PdlPolicy::new(PdlMode::Off), ..CudaOptions::default() };
+    let auto = CudaBackend::with_builtins(device, modules, CudaOptions::default()).map_err(e)?;
+    let plain = CudaBackend::with_builtins(device, modules, off).map_err(e)?;
+    let mut shapes: Vec<(usize, usize, bool)> = [1, 25, 50, 100, 200, 300, 400, 512, 600, 800, 941, 1500, 2000].iter().map(|&n| (1, n, true)).collect();
+    shapes.extend([(1, 200, false), (1, 941, false), (2, 1, true), (4, 1, true), (8, 1, true), (16, 1, true), (2, 470, true), (4, 235, true), (4, 941, true)]);
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     let mut facts = Vec::new();
-    for &(lanes, len, pdl, ends) in &shapes {
+    for &(lanes, len, pdl) in &shapes {
         let plan = lanes_plan(lanes, len)?;
-        let options = CudaOptions { pdl: PdlPolicy { ends, ..PdlPolicy::new(pdl) }, ..CudaOptions::default() };
-        let backend = CudaBackend::with_builtins(device, modules, options).map_err(e)?;
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
-        let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
-        let name = format!("{lanes} × {len}, PDL {}, ends {}", pdl.as_str(), ends.as_str());
-        facts.push((plan.node_count(), exec.programmatic_edges(), plan.edges().len()));
+        let exec = if pdl { &auto } else { &plain }.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
+        let name = format!("{lanes} × {len}{}", if pdl { "" } else { ", PDL off" });
+        facts.push((plan.node_count(), plan.lanes().count(), exec.programmatic_edges(), plan.edges().len()));
         graphs.push((name, Replayable::Ostinato(Box::new(exec))));
     }
     let mut times = time_bursts(&mut graphs)?;
-    println!(
-        "device {} {}; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process; GPU µs per dispatch",
-        device.info().name,
-        device.info().uuid
-    );
-    println!("| chains × nodes | nodes | edges (programmatic) | median | min | max | GPU µs per dispatch |");
+    println!("device {} {}; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process", device.info().name, device.info().uuid);
+    println!("| chains × nodes | nodes | lanes | edges (programmatic) | median | min | max |");
     println!("|---|---|---|---|---|---|---|");
-    for (((name, r), t), (nodes, prog, edges)) in graphs.iter_mut().zip(&mut times).zip(facts) {
+    for (((name, _), t), (nodes, lanes, prog, edges)) in graphs.iter().zip(&mut times).zip(facts) {
         t.sort_by(f64::total_cmp);
-        let Replayable::Ostinato(exec) = r else { continue };
-        let mut gpu = (0..7).map(|_| exec.replay_timed(20).map(|ms| ms * 1e3 / (20 * nodes) as f64).map_err(e)).collect::<Result<Vec<_>, _>>()?;
-        gpu.sort_by(f64::total_cmp);
-        println!("| {name} | {nodes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} | {:.3} |", t[t.len() / 2], t[0], t[t.len() - 1], gpu[3]);
+        println!("| {name} | {nodes} | {lanes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} |", t[t.len() / 2], t[0], t[t.len() - 1]);
     }
     Ok(())
 }

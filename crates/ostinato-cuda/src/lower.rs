@@ -127,53 +127,6 @@ impl ShapeMode {
     }
 }
 
-/// Whether graph mode joins the graph's ends through empty nodes: one before every root (entry), one
-/// after every sink (exit). Only ends with more than one node are joined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndsMode {
-    /// Joined where measured to pay (see [`Lowering::entry`]).
-    Auto,
-    /// Roots and sinks as the dependencies leave them.
-    Open,
-    /// An empty node before the roots.
-    Entry,
-    /// An empty node after the sinks.
-    Exit,
-    /// Both.
-    Joined,
-}
-
-impl EndsMode {
-    pub fn parse(s: &str) -> Option<EndsMode> {
-        match s {
-            "auto" => Some(EndsMode::Auto),
-            "open" => Some(EndsMode::Open),
-            "entry" => Some(EndsMode::Entry),
-            "exit" => Some(EndsMode::Exit),
-            "joined" => Some(EndsMode::Joined),
-            _ => None,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndsMode::Auto => "auto",
-            EndsMode::Open => "open",
-            EndsMode::Entry => "entry",
-            EndsMode::Exit => "exit",
-            EndsMode::Joined => "joined",
-        }
-    }
-    /// (join the roots, join the sinks).
-    fn joins(self) -> (bool, bool) {
-        match self {
-            EndsMode::Auto | EndsMode::Open => (false, false),
-            EndsMode::Entry => (true, false),
-            EndsMode::Exit => (false, true),
-            EndsMode::Joined => (true, true),
-        }
-    }
-}
-
 /// Investigation only: which per-node build choices replace the one build per submission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MixedBuilds {
@@ -216,8 +169,6 @@ pub struct PdlPolicy {
     pub shape: ShapeMode,
     /// Under `auto` shape: the widest fan still submitted in the lane shape.
     pub auto_lanes_max_fanout: usize,
-    /// Graph mode: whether the graph's roots and sinks are joined through empty nodes.
-    pub ends: EndsMode,
     /// Investigation only: pick builds per node instead of one build per submission. Measured no
     /// faster on decode (docs/fences.md), so it is off by default. (Its wrong decode results in earlier
     /// runs came from full edges the driver had made programmatic: `GraphBuild::BulkOneCall`.)
@@ -233,7 +184,6 @@ impl Default for PdlPolicy {
             auto_max_fanout: AUTO_MAX_FANOUT,
             shape: ShapeMode::Auto,
             auto_lanes_max_fanout: AUTO_LANES_MAX_FANOUT,
-            ends: EndsMode::Auto,
             mixed_builds: MixedBuilds::Off,
         }
     }
@@ -315,11 +265,6 @@ pub struct Lowering {
     /// The shape of `edges` (graph mode).
     pub shape: GraphShape,
     pub edges: Vec<GraphEdge>,
-    /// Graph mode: the roots of `edges` that one empty entry node precedes (full edges), in node order;
-    /// empty where the roots are not joined (one root, or [`EndsMode`] says not to).
-    pub entry: Vec<NodeId>,
-    /// Graph mode: the sinks of `edges` that one empty exit node follows; empty where not joined.
-    pub exit: Vec<NodeId>,
     /// Eager mode: launch node `i` with programmatic stream serialization (relaxing its wait on the
     /// previous node of its lane).
     pub eager_pdl: Vec<bool>,
@@ -446,21 +391,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             }
         }
     }
-    let (join_roots, join_sinks) = policy.ends.joins();
-    let (entry, exit) = ends_of(launches.len(), &edges);
-    let joined = |join: bool, ends: Vec<NodeId>| if join && ends.len() > 1 { ends } else { Vec::new() };
-    Lowering { launches, shape, entry: joined(join_roots, entry), exit: joined(join_sinks, exit), edges, eager_pdl }
-}
-
-/// The roots (no edge in) and sinks (no edge out) of `nodes` nodes under `edges`, in node order.
-fn ends_of(nodes: usize, edges: &[GraphEdge]) -> (Vec<NodeId>, Vec<NodeId>) {
-    let (mut has_in, mut has_out) = (vec![false; nodes], vec![false; nodes]);
-    for e in edges {
-        has_out[e.from.index()] = true;
-        has_in[e.to.index()] = true;
-    }
-    let pick = |has: &[bool]| (0..nodes).filter(|&i| !has[i]).map(|i| NodeId(i as u32)).collect();
-    (pick(&has_in), pick(&has_out))
+    Lowering { launches, shape, edges, eager_pdl }
 }
 
 /// The lane shape's dependencies: consecutive nodes of each lane, then each node's cross-lane waits.
@@ -506,13 +437,6 @@ impl Lowering {
         }
         for e in &self.edges {
             let _ = writeln!(s, "edge n{} -> n{}{}", e.from, e.to, if e.programmatic { " programmatic" } else { "" });
-        }
-        let list = |ends: &[NodeId]| ends.iter().map(|n| format!("n{n}")).collect::<Vec<_>>().join(", ");
-        if !self.entry.is_empty() {
-            let _ = writeln!(s, "entry -> {}", list(&self.entry));
-        }
-        if !self.exit.is_empty() {
-            let _ = writeln!(s, "exit <- {}", list(&self.exit));
         }
         s
     }
@@ -560,39 +484,6 @@ mod tests {
              edge n1 -> n2\n\
              edge n2 -> n3 programmatic\n"
         );
-    }
-
-    /// Two independent chains of two nodes (roots n0, n1; sinks n2, n3) and one chain alone.
-    fn two_chains() -> Plan {
-        let mut g = Graph::new();
-        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
-        let (a, b) = (g.add_buffer("a", 1024).unwrap(), g.add_buffer("b", 1024).unwrap());
-        for x in [a, b, a, b] {
-            g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(8))], &[]).unwrap();
-        }
-        Plan::compile(&g).unwrap()
-    }
-
-    #[test]
-    fn golden_ends_joined_through_empty_nodes_only_where_several() {
-        let plan = two_chains();
-        let ends = |mode| lower(&plan, &[true], true, PdlPolicy { ends: mode, ..PdlPolicy::default() });
-        let joined = ends(EndsMode::Joined);
-        assert!(
-            joined.describe(&plan).ends_with("edge n0 -> n2 programmatic\nedge n1 -> n3 programmatic\nentry -> n0, n1\nexit <- n2, n3\n"),
-            "{}",
-            joined.describe(&plan)
-        );
-        assert_eq!((ends(EndsMode::Entry).entry.len(), ends(EndsMode::Entry).exit.len()), (2, 0));
-        assert_eq!((ends(EndsMode::Exit).entry.len(), ends(EndsMode::Exit).exit.len()), (0, 2));
-        assert_eq!((ends(EndsMode::Open).entry.len(), ends(EndsMode::Open).exit.len()), (0, 0));
-        // A chain has one root and one sink: nothing to join in any mode.
-        let chain = chain(1);
-        let low = lower(&chain, &[true], true, PdlPolicy { ends: EndsMode::Joined, ..PdlPolicy::default() });
-        assert!(low.entry.is_empty() && low.exit.is_empty());
-        for m in [EndsMode::Auto, EndsMode::Open, EndsMode::Entry, EndsMode::Exit, EndsMode::Joined] {
-            assert_eq!(EndsMode::parse(m.as_str()), Some(m));
-        }
     }
 
     #[test]
