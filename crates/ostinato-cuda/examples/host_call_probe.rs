@@ -2,7 +2,9 @@
 //! process, or of the moment? Six Ostinato execs and six stream-captured graphs of the same 941-node
 //! `add_one` chain (1 block), one process; `ROUNDS` rounds, each graph in turn (the start rotating per
 //! round): wait until the GPU is idle, then time a burst of `BURST` back-to-back replay calls. Prints
-//! each graph's median, min and max µs per call over the rounds. With the argument `streams`: two
+//! each graph's median, min and max µs per call over the rounds, and, before and after the rounds, the
+//! process's CPU speed on the same thread: a dependent multiply-xor chain and pointer chases through
+//! 256 KiB, 32 MiB and 512 MiB (does a process whose calls are dear run its CPU or memory slower?). With the argument `streams`: two
 //! captured graphs, each launched on each of eight streams in turn (the same rounds and bursts): is the
 //! cost the graph's or the stream's? With the argument `shapes`: Ostinato execs of
 //! `add_one` graphs of other shapes in one process (chains of 1 to 2,000 nodes, 2 to 16 independent
@@ -69,7 +71,10 @@ fn main() -> Result<(), String> {
         let captured = chain::capture_chain(&plain, buffer.ptr(), &stream, false)?;
         graphs.push((format!("captured-{i}"), Replayable::Captured(captured, stream)));
     }
+    let before = cpu_speed();
     let mut times = time_bursts(&mut graphs)?;
+    let after = cpu_speed();
+    println!("process CPU speed before the rounds: {before}; after: {after}");
     println!(
         "device {} {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds",
         device.info().name,
@@ -83,6 +88,42 @@ fn main() -> Result<(), String> {
         println!("| {name} | {:.2} | {:.2} | {:.2} | {fast} of {} |", t[t.len() / 2], t[0], t[t.len() - 1], t.len());
     }
     Ok(())
+}
+
+/// The calling thread's CPU and memory speed: ns per step of a dependent 64-bit multiply-xor chain and
+/// of dependent pointer chases through one random cycle over 256 KiB, 32 MiB and 128 MiB.
+fn cpu_speed() -> String {
+    const STEPS: usize = 2_000_000;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let t = Instant::now();
+    for _ in 0..50_000_000 {
+        x = x.wrapping_mul(x | 1) ^ (x >> 7); // nonlinear: no closed form for the compiler to use
+    }
+    let mul_ns = t.elapsed().as_secs_f64() * 1e9 / 50e6;
+    std::hint::black_box(x);
+    let chase = |bytes: usize| {
+        // Sattolo's shuffle: `next` is one cycle through every index, in random order.
+        let n = bytes / 4;
+        let mut next: Vec<u32> = (0..n as u32).collect();
+        let mut r = 0x2545_F491_4F6C_DD1Du64;
+        for i in (1..n).rev() {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            next.swap(i, (r % i as u64) as usize);
+        }
+        let mut p = 0u32;
+        for _ in 0..n.min(STEPS) {
+            p = next[p as usize];
+        }
+        let t = Instant::now();
+        for _ in 0..STEPS {
+            p = next[p as usize];
+        }
+        std::hint::black_box(p);
+        t.elapsed().as_secs_f64() * 1e9 / STEPS as f64
+    };
+    format!("mul-xor {mul_ns:.3} ns, chase 256 KiB {:.2} ns, 32 MiB {:.2} ns, 128 MiB {:.1} ns", chase(256 << 10), chase(32 << 20), chase(128 << 20))
 }
 
 /// µs per replay call of each graph, one entry per round: `ROUNDS` rounds (after one that warms every
