@@ -156,6 +156,9 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop11/study/dense/bench-dense-all-arms-e558328.json",
         "2026-11-30-h200-stop11/study/clocks-channels/bench-clocks-all.json",
         "2026-11-30-h200-stop11/study/clocks-channels/bench-channels-priority-high.json",
+        "2026-11-30-h200-stop12/results.json",
+        "2026-11-30-h200-stop12/runs/d5dda6a.json",
+        "2026-11-30-h200-stop12/runs/98c50e2.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
@@ -174,6 +177,9 @@ fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
         ("2026-11-30-h200-stop11/runs/e03441e.json", "fresh"),
         ("2026-11-30-h200-stop11/study/dense/bench-dense-all-arms-e558328.json", "fresh"),
         ("2026-11-30-h200-stop11/study/regime/bench-multi-stream-e558328.json", "multi-stream"),
+        ("2026-11-30-h200-stop12/results.json", "fresh"),
+        ("2026-11-30-h200-stop12/runs/d5dda6a.json", "fresh"),
+        ("2026-11-30-h200-stop12/runs/98c50e2.json", "fresh"),
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert!(v["protocol"]["regime"].as_str().unwrap().starts_with(regime), "{f}");
@@ -184,6 +190,33 @@ fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
             assert!(order[first_direct..].iter().all(|a| direct(a) || *a == "vulkan"), "{f} {}: {order:?}", r["id"]);
         }
     }
+}
+
+/// Since `98c50e2` an arm takes timed samples until 10 ms of them have passed (docs/fences.md §6): in
+/// the committed runs since, every CUDA graph arm of the four-single-dispatch row took more than 7, and
+/// no arm more than 63; the run before it took exactly 7.
+#[test]
+fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
+    let timed = |v: &Value, row: &str| -> Vec<(String, usize)> {
+        let r = v["rows"].as_array().unwrap().iter().find(|r| r["id"] == row).unwrap();
+        r["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["arm"].as_str().unwrap().starts_with("ostinato") || a["arm"].as_str().unwrap().starts_with("captured"))
+            .filter(|a| a["arm"] != "ostinato-eager")
+            .map(|a| (a["arm"].as_str().unwrap().to_string(), a["samples"].as_array().unwrap().iter().filter(|s| s["warmup"] == false).count()))
+            .collect()
+    };
+    for f in ["2026-11-30-h200-stop12/results.json", "2026-11-30-h200-stop12/runs/98c50e2.json"] {
+        let v = check(&repo().join("docs/results").join(f));
+        assert_eq!(v["protocol"]["timed_ms"], 10, "{f}");
+        for (arm, n) in timed(&v, "grid/indep/n1/b1") {
+            assert!((8..=63).contains(&n), "{f} {arm}: {n} timed samples");
+        }
+    }
+    let before = check(&repo().join("docs/results/2026-11-30-h200-stop12/runs/d5dda6a.json"));
+    assert!(timed(&before, "grid/indep/n1/b1").iter().all(|(_, n)| *n == 7));
 }
 
 #[test]
