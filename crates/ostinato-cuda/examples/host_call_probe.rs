@@ -4,13 +4,16 @@
 //! round): wait until the GPU is idle, then time a burst of `BURST` back-to-back replay calls. Prints
 //! each graph's median, min and max µs per call over the rounds, and, before and after the rounds, the
 //! process's CPU speed on the same thread: a dependent multiply-xor chain and pointer chases through
-//! 256 KiB, 32 MiB and 512 MiB (does a process whose calls are dear run its CPU or memory slower?). With the argument `streams`: two
+//! 256 KiB, 32 MiB and 128 MiB (does a process whose calls are dear run its CPU or memory slower?).
+//! With the argument `pdl`: three graphs each of Ostinato `auto` (940 programmatic edges), Ostinato
+//! with PDL off, the plain capture and the capture with the PDL launch attribute, the same rounds: do
+//! programmatic edges cost the host's launch? With the argument `streams`: two
 //! captured graphs, each launched on each of eight streams in turn (the same rounds and bursts): is the
 //! cost the graph's or the stream's? With the argument `shapes`: Ostinato execs of
 //! `add_one` graphs of other shapes in one process (chains of 1 to 2,000 nodes, 2 to 16 independent
 //! nodes, 2 and 4 chains side by side, PDL auto and off), the same rounds: what in a graph sets the
 //! cost of its launch? Run: `cargo run --release -p ostinato-cuda
-//! --example host_call_probe [streams|shapes]` (the GPU machine runs the copy in `.devbin/`).
+//! --example host_call_probe [streams|shapes|pdl]` (the GPU machine runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -61,6 +64,9 @@ fn main() -> Result<(), String> {
     }
     if arg.as_deref() == Some("shapes") {
         return graphs_by_shape(&device, &modules);
+    }
+    if arg.as_deref() == Some("pdl") {
+        return graphs_by_pdl(&device, &modules, &plain, &buffer);
     }
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     for i in 0..GRAPHS {
@@ -192,6 +198,58 @@ fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), Stri
     for (((name, _), t), (nodes, lanes, prog, edges)) in graphs.iter().zip(&mut times).zip(facts) {
         t.sort_by(f64::total_cmp);
         println!("| {name} | {nodes} | {lanes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} |", t[t.len() / 2], t[0], t[t.len() - 1]);
+    }
+    Ok(())
+}
+
+/// Three graphs each of four kinds, with and without programmatic edges: the median µs per replay call
+/// of each graph over the rounds, and of each kind (the median of its three).
+fn graphs_by_pdl(device: &Device, modules: &BuiltinModules, plain: &ostinato_cuda::CudaKernel, buffer: &Buffer) -> Result<(), String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let sig = chain::add_one_sig();
+    let (plan, _) = chain::chain_plan()?;
+    let auto = CudaBackend::with_builtins(device, modules, CudaOptions::default()).map_err(e)?;
+    let off = CudaBackend::with_builtins(device, modules, CudaOptions { pdl: PdlPolicy::new(PdlMode::Off), ..CudaOptions::default() }).map_err(e)?;
+    let waiting = modules.kernel("add_one", &sig).map_err(e)?;
+    const KINDS: [&str; 4] = ["ostinato auto", "ostinato pdl-off", "captured", "captured-pdl"];
+    let mut graphs: Vec<(String, Replayable)> = Vec::new();
+    for i in 0..3 {
+        for (k, kind) in KINDS.iter().enumerate() {
+            let r = match k {
+                0 | 1 => {
+                    let exec =
+                        [&auto, &off][k].instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], vec![BufferBinding::Allocate]).map_err(e)?;
+                    Replayable::Ostinato(Box::new(exec))
+                }
+                _ => {
+                    let stream = Stream::new(device).map_err(e)?;
+                    let g = chain::capture_chain(if k == 2 { plain } else { &waiting }, buffer.ptr(), &stream, k == 3)?;
+                    Replayable::Captured(g, stream)
+                }
+            };
+            graphs.push((format!("{kind} {i}"), r));
+        }
+    }
+    let mut times = time_bursts(&mut graphs)?;
+    println!(
+        "device {} {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process",
+        device.info().name,
+        device.info().uuid
+    );
+    let medians: Vec<f64> = times
+        .iter_mut()
+        .map(|t| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        })
+        .collect();
+    println!("| kind | graphs' medians | median |");
+    println!("|---|---|---|");
+    for (k, kind) in KINDS.iter().enumerate() {
+        let mut m: Vec<f64> = (0..3).map(|i| medians[i * KINDS.len() + k]).collect();
+        let cells = m.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(", ");
+        m.sort_by(f64::total_cmp);
+        println!("| {kind} | {cells} | {:.2} |", m[1]);
     }
     Ok(())
 }
