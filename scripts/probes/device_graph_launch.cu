@@ -6,9 +6,9 @@
 // against the toolkit's libcudadevrt.a)? Every launch is checked: a counter the chain increments.
 //
 // Build and run on the GPU machine: scripts/probes/device-graph-launch.sh (nvcc -rdc, -lcudadevrt).
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <nvrtc.h>
+
+#include "probe_common.h"
 
 #include <algorithm>
 #include <chrono>
@@ -26,18 +26,6 @@
       exit(1);                                                                                         \
     }                                                                                                  \
   } while (0)
-#define CU(x)                                                                                          \
-  do {                                                                                                 \
-    CUresult r_ = (x);                                                                                 \
-    if (r_ != CUDA_SUCCESS) {                                                                          \
-      const char* n_ = nullptr;                                                                        \
-      cuGetErrorName(r_, &n_);                                                                         \
-      printf("driver error %s at line %d: %s\n", n_ ? n_ : "?", __LINE__, #x);                        \
-      exit(1);                                                                                         \
-    }                                                                                                  \
-  } while (0)
-
-constexpr int kNodes = 941;
 
 // One dispatch of the chain: trigger at entry, wait, then one read-modify-write per thread (Ostinato's
 // early-trigger build of a 1-block add; with 256 threads the benchmark's add_one row shape).
@@ -138,28 +126,7 @@ static Chain build_add_one_chain(float* x, void* func) {
 // The same, with add_one compiled the way Ostinato compiles it (NVRTC to PTX, same options, loaded
 // with cuModuleLoadData) and added through the driver API.
 static Chain build_add_one_chain_nvrtc(float* x, int cc_major, int cc_minor) {
-  FILE* f = fopen("../../kernels/ostinato.cu", "rb");
-  if (!f) { printf("cannot read kernels/ostinato.cu\n"); exit(1); }
-  std::string src;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) src.append(buf, got);
-  fclose(f);
-  std::string arch = "--gpu-architecture=compute_" + std::to_string(cc_major * 10 + cc_minor);
-  const char* opts[] = {arch.c_str(), "-default-device", "--std=c++17", "-DOST_TRIGGER=1"};
-  nvrtcProgram prog;
-  if (nvrtcCreateProgram(&prog, src.c_str(), "ostinato.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) exit(1);
-  nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
-  if (r != NVRTC_SUCCESS) { printf("nvrtc: %s\n", nvrtcGetErrorString(r)); exit(1); }
-  size_t size = 0;
-  nvrtcGetPTXSize(prog, &size);
-  std::string ptx(size, '\0');
-  nvrtcGetPTX(prog, &ptx[0]);
-  nvrtcDestroyProgram(&prog);
-  CUmodule m;
-  CU(cuModuleLoadData(&m, ptx.c_str()));
-  CUfunction fn;
-  CU(cuModuleGetFunction(&fn, m, "add_one"));
+  CUfunction fn = load_add_one(cc_major * 10 + cc_minor);
   unsigned n = 256;
   void* args[] = {&x, &n};
   CUDA_KERNEL_NODE_PARAMS p = {};
@@ -211,23 +178,11 @@ static CUfunction nvrtc_launcher(int cc_major, int cc_minor) {
                                                     {arch.c_str(), "-rdc=true", "-I/usr/local/cuda/include"}};
   std::string ptx;
   for (auto& opts : attempts) {
-    nvrtcProgram prog;
-    if (nvrtcCreateProgram(&prog, src, "launcher.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) return nullptr;
-    nvrtcResult r = nvrtcCompileProgram(prog, (int)opts.size(), opts.data());
-    size_t log_size = 0;
-    nvrtcGetProgramLogSize(prog, &log_size);
-    std::string log(log_size, '\0');
-    nvrtcGetProgramLog(prog, &log[0]);
+    std::string log;
+    nvrtcResult r = nvrtc_ptx(src, "launcher.cu", opts, ptx, log);
     printf("nvrtc launcher: compile with %zu options: %s%s\n", opts.size(), nvrtcGetErrorString(r), r == NVRTC_SUCCESS ? "" : (" " + log).c_str());
-    if (r == NVRTC_SUCCESS) {
-      size_t n = 0;
-      nvrtcGetPTXSize(prog, &n);
-      ptx.assign(n, '\0');
-      nvrtcGetPTX(prog, &ptx[0]);
-      nvrtcDestroyProgram(&prog);
-      break;
-    }
-    nvrtcDestroyProgram(&prog);
+    if (r == NVRTC_SUCCESS) break;
+    ptx.clear();
   }
   if (ptx.empty()) return nullptr;
   CUlinkState link;

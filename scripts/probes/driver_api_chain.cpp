@@ -7,59 +7,10 @@
 // launches, median of 7 samples after 3 warm-ups; the float counter is checked after every run.
 //
 // Build and run on the GPU machine: scripts/probes/device-graph-launch.sh.
-#include <cuda.h>
-#include <nvrtc.h>
+#include "probe_common.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <string>
-#include <vector>
-
-#define CU(x)                                                                                          \
-  do {                                                                                                 \
-    CUresult r_ = (x);                                                                                 \
-    if (r_ != CUDA_SUCCESS) {                                                                          \
-      const char* n_ = nullptr;                                                                        \
-      cuGetErrorName(r_, &n_);                                                                         \
-      printf("driver error %s at line %d: %s\n", n_ ? n_ : "?", __LINE__, #x);                        \
-      exit(1);                                                                                         \
-    }                                                                                                  \
-  } while (0)
-
-constexpr int kNodes = 941;
-
-static std::string read_file(const char* path) {
-  FILE* f = fopen(path, "rb");
-  if (!f) { printf("cannot read %s\n", path); exit(1); }
-  std::string s;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, got);
-  fclose(f);
-  return s;
-}
-
-static CUfunction load_add_one(int cc) {
-  std::string src = read_file("../../kernels/ostinato.cu");
-  std::string arch = "--gpu-architecture=compute_" + std::to_string(cc);
-  const char* opts[] = {arch.c_str(), "-default-device", "--std=c++17", "-DOST_TRIGGER=1"};
-  nvrtcProgram prog;
-  if (nvrtcCreateProgram(&prog, src.c_str(), "ostinato.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) exit(1);
-  nvrtcResult r = nvrtcCompileProgram(prog, 4, opts);
-  if (r != NVRTC_SUCCESS) { printf("nvrtc: %s\n", nvrtcGetErrorString(r)); exit(1); }
-  size_t size = 0;
-  nvrtcGetPTXSize(prog, &size);
-  std::string ptx(size, '\0');
-  nvrtcGetPTX(prog, &ptx[0]);
-  nvrtcDestroyProgram(&prog);
-  CUmodule m;
-  CU(cuModuleLoadData(&m, ptx.c_str()));
-  CUfunction f;
-  CU(cuModuleGetFunction(&f, m, "add_one"));
-  return f;
-}
 
 static CUresult add_deps(CUgraph g, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData* e, size_t n) {
 #if CUDA_VERSION >= 13000
