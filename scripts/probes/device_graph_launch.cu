@@ -158,6 +158,7 @@ static cudaGraphExec_t one_node_graph(void* func, void** args) {
   return e;
 }
 
+#ifndef NO_DEVICE_LAUNCH
 // The launcher built as Ostinato would build it: NVRTC with relocatable device code, linked by the
 // driver against libcudadevrt.a. Returns nullptr (and says why) where that path does not work.
 static CUfunction nvrtc_launcher(int cc_major, int cc_minor) {
@@ -222,6 +223,8 @@ static cudaGraphExec_t one_node_graph_driver(CUfunction f, void** args) {
   CU(cuGraphDestroy(g));
   return (cudaGraphExec_t)e;
 }
+
+#endif  // NO_DEVICE_LAUNCH
 
 struct Result {
   double gpu_us_per_dispatch, host_us_per_call;
@@ -309,7 +312,7 @@ int main() {
     CK(cudaGraphUpload(e, s));
     host_exec.push_back(e);
   }
-  cudaGraphExec_t dev_exec = nullptr;
+  [[maybe_unused]] cudaGraphExec_t dev_exec = nullptr;
 #ifndef NO_DEVICE_LAUNCH
   cudaError_t inst = cudaGraphInstantiate(&dev_exec, chains[0].graph, cudaGraphInstantiateFlagDeviceLaunch);
   printf("device-launchable instantiate of the PDL chain: %s\n", cudaGetErrorName(inst));
