@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+
 use crate::bench::arms::ArmKind;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -32,8 +34,8 @@ pub struct BenchArgs {
     pub out: PathBuf,
     /// The main PDL build's trigger (the expert's capture uses it; Ostinato uses it above the early
     /// limit): after-wait, entry, after-writes, never, disabled.
-    #[arg(long, default_value = "after-wait")]
-    pub trigger: String,
+    #[arg(long, default_value = "after-wait", value_parser = named(TRIGGERS, ostinato_cuda::PdlTrigger::parse))]
+    pub trigger: ostinato_cuda::PdlTrigger,
     /// Override the auto PDL policy's block limit (the smaller grid of an edge).
     #[arg(long)]
     pub pdl_max_blocks: Option<u64>,
@@ -44,16 +46,16 @@ pub struct BenchArgs {
     #[arg(long)]
     pub pdl_max_fanout: Option<usize>,
     /// Graph shape of the Ostinato graph arms: auto, plan (one dependency per plan edge) or lanes.
-    #[arg(long, default_value = "auto")]
-    pub graph_shape: String,
+    #[arg(long, default_value = "auto", value_parser = named(SHAPES, ostinato_cuda::lower::ShapeMode::parse))]
+    pub graph_shape: ostinato_cuda::lower::ShapeMode,
     /// How the Ostinato graph arms hand their graph to the driver: bulk (every node, then the edges in
     /// one call per edge type), in-order (each node with its in-edges), capture (stream capture with the
     /// plan's edges) or, for investigation only, bulk-one-call (all edges in one mixed call).
-    #[arg(long, default_value = "bulk")]
-    pub graph_build: String,
+    #[arg(long, default_value = "bulk", value_parser = named(GRAPH_BUILDS, ostinato_cuda::GraphBuild::parse))]
+    pub graph_build: ostinato_cuda::GraphBuild,
     /// Priority of the Ostinato arms' replay streams: default or high (the context's greatest).
-    #[arg(long, default_value = "default")]
-    pub priority: String,
+    #[arg(long, default_value = "default", value_parser = named(PRIORITIES, ostinato_cuda::StreamPriority::parse))]
+    pub priority: ostinato_cuda::StreamPriority,
     /// Block counts of the 941-dispatch grid rows, comma-separated (replaces the default 128,1024,8192).
     #[arg(long)]
     pub blocks: Option<String>,
@@ -72,8 +74,8 @@ pub struct BenchArgs {
     /// per call; measured no faster on decode):
     /// off, plain (plain build on nodes without programmatic edges), early (early-trigger build on
     /// small programmatic nodes) or all (both). Bare `--pdl-mixed-builds` means all.
-    #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all")]
-    pub pdl_mixed_builds: String,
+    #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all", value_parser = named(MIXED_BUILDS, ostinato_cuda::lower::MixedBuilds::parse))]
+    pub pdl_mixed_builds: ostinato_cuda::lower::MixedBuilds,
     /// Placement study: run every selected row once per listed byte offset (comma-separated, each a
     /// multiple of 256), its buffers starting that far into their allocations (row id `<row>@<offset>`).
     /// Every CUDA arm of a row still shares the same addresses. A 1-block chain's time per dispatch
@@ -91,8 +93,8 @@ pub struct BenchArgs {
     /// 941 × 1 chain, timed before and after) puts the process in the state plain launches on a second
     /// stream leave every later graph in, about 0.06 µs slower per dependent 1-block dispatch
     /// (docs/fences.md §8), the state of any program that launches kernels on several streams.
-    #[arg(long, default_value = "fresh")]
-    pub regime: String,
+    #[arg(long, default_value = "fresh", value_parser = named(REGIMES, crate::bench::Regime::parse))]
+    pub regime: crate::bench::Regime,
     /// Only these arms, comma-separated by name (default: every arm of the backend; the main Ostinato
     /// arm must be among them, since every ratio is taken against it).
     #[arg(long)]
@@ -100,20 +102,6 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    pub fn trigger(&self) -> Result<ostinato_cuda::PdlTrigger, String> {
-        ostinato_cuda::PdlTrigger::parse(&self.trigger)
-            .ok_or_else(|| format!("unknown trigger `{}` (after-wait, entry, after-writes, never, disabled)", self.trigger))
-    }
-    pub fn regime(&self) -> Result<crate::bench::Regime, String> {
-        crate::bench::Regime::parse(&self.regime).ok_or_else(|| format!("unknown --regime `{}` (fresh, multi-stream)", self.regime))
-    }
-    pub fn priority(&self) -> Result<ostinato_cuda::StreamPriority, String> {
-        ostinato_cuda::StreamPriority::parse(&self.priority).ok_or_else(|| format!("unknown --priority `{}` (default, high)", self.priority))
-    }
-    pub fn graph_build(&self) -> Result<ostinato_cuda::GraphBuild, String> {
-        ostinato_cuda::GraphBuild::parse(&self.graph_build)
-            .ok_or_else(|| format!("unknown --graph-build `{}` (bulk, in-order, capture, bulk-one-call)", self.graph_build))
-    }
     /// `--blocks`, parsed (None: the backend's default set).
     pub fn grid_blocks(&self) -> Result<Option<Vec<u32>>, String> {
         positive_list("--blocks", self.blocks.as_deref())
@@ -154,10 +142,8 @@ impl BenchArgs {
         })
     }
     /// The auto policy with any overrides.
-    pub fn auto_policy(&self) -> Result<ostinato_cuda::PdlPolicy, String> {
-        let shape = ostinato_cuda::lower::ShapeMode::parse(&self.graph_shape)
-            .ok_or_else(|| format!("unknown graph shape `{}` (auto, plan, lanes)", self.graph_shape))?;
-        let mut p = ostinato_cuda::PdlPolicy { shape, ..Default::default() };
+    pub fn auto_policy(&self) -> ostinato_cuda::PdlPolicy {
+        let mut p = ostinato_cuda::PdlPolicy { shape: self.graph_shape, mixed_builds: self.pdl_mixed_builds, ..Default::default() };
         if let Some(b) = self.pdl_max_blocks {
             p.auto_max_blocks = b;
         }
@@ -167,9 +153,7 @@ impl BenchArgs {
         if let Some(f) = self.pdl_max_fanout {
             p.auto_max_fanout = f;
         }
-        p.mixed_builds = ostinato_cuda::lower::MixedBuilds::parse(&self.pdl_mixed_builds)
-            .ok_or_else(|| format!("unknown --pdl-mixed-builds `{}` (off, plain, early, all)", self.pdl_mixed_builds))?;
-        Ok(p)
+        p
     }
 }
 
@@ -179,6 +163,24 @@ pub const MAX_REPLAYS: usize = 1000;
 
 /// The largest `--offsets` value: each row's buffers are padded by it.
 const MAX_OFFSET: u64 = 1 << 30;
+
+// Names of the library options the benchmark (and `ostinato plan`/`run`) take; each library enum's own
+// `parse` turns them into values (a unit test checks that every listed name parses), so the names live
+// in one place.
+pub const MODES: &[&str] = &["graph", "eager"];
+pub const PDL_MODES: &[&str] = &["auto", "on", "off"];
+pub const SHAPES: &[&str] = &["auto", "plan", "lanes"];
+pub const TRIGGERS: &[&str] = &["after-wait", "entry", "after-writes", "never", "disabled"];
+pub const GRAPH_BUILDS: &[&str] = &["bulk", "in-order", "capture", "bulk-one-call"];
+pub const PRIORITIES: &[&str] = &["default", "high"];
+pub const MIXED_BUILDS: &[&str] = &["off", "plain", "early", "all"];
+pub const REGIMES: &[&str] = &["fresh", "multi-stream"];
+
+/// A value parser that accepts exactly `names` (listed in `--help` and in the error for anything else)
+/// and turns each into the library's value with the library's `parse`.
+pub fn named<T: Clone + Send + Sync + 'static>(names: &'static [&'static str], parse: fn(&str) -> Option<T>) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(names).try_map(move |s: String| parse(&s).ok_or_else(|| format!("`{s}` is listed but does not parse")))
+}
 
 /// A comma-separated list: `item` gets each entry's text and its parsed value (None where it does not
 /// parse) and accepts it or says why not.
@@ -197,4 +199,24 @@ fn positive_list<T: std::str::FromStr + PartialOrd + Default>(option: &str, list
 pub fn bench(args: BenchArgs) -> Result<(), String> {
     let rows = crate::bench::run(&args)?;
     crate::bench::report::failed_rows(&rows, &args.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_option_name_parses_into_the_librarys_value() {
+        use ostinato_cuda::lower::{MixedBuilds, PdlMode, ShapeMode};
+        use ostinato_cuda::{ExecMode, GraphBuild, PdlTrigger, StreamPriority};
+        let ok = |names: &[&str], parses: fn(&str) -> bool| names.iter().all(|n| parses(n));
+        assert!(ok(MODES, |n| ExecMode::parse(n).is_some()));
+        assert!(ok(PDL_MODES, |n| PdlMode::parse(n).is_some()));
+        assert!(ok(SHAPES, |n| ShapeMode::parse(n).is_some()));
+        assert!(ok(TRIGGERS, |n| PdlTrigger::parse(n).is_some()));
+        assert!(ok(GRAPH_BUILDS, |n| GraphBuild::parse(n).is_some()));
+        assert!(ok(PRIORITIES, |n| StreamPriority::parse(n).is_some()));
+        assert!(ok(MIXED_BUILDS, |n| MixedBuilds::parse(n).is_some()));
+        assert!(ok(REGIMES, |n| crate::bench::Regime::parse(n).is_some()));
+    }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
+use ostinato_bench::cli::{named, MODES, PDL_MODES, PRIORITIES, SHAPES};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
 use ostinato_cuda::lower::ShapeMode;
 use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
@@ -24,49 +25,10 @@ enum BackendArg {
     Cuda,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum ModeArg {
-    Graph,
-    Eager,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum PdlArg {
-    Auto,
-    On,
-    Off,
-}
-
-/// Graph mode's shape: one dependency per plan edge, the plan's lanes as chains, or auto.
-#[derive(Clone, Copy, ValueEnum)]
-enum ShapeArg {
-    Auto,
-    Plan,
-    Lanes,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum TriggerArg {
-    AfterWait,
-    Entry,
-    AfterWrites,
-    Never,
-}
-
-/// How graph mode hands the graph to the driver (the same nodes and edges every way).
-#[derive(Clone, Copy, ValueEnum)]
-enum GraphBuildArg {
-    Bulk,
-    InOrder,
-    Capture,
-}
-
-/// Priority of the exec's replay streams.
-#[derive(Clone, Copy, ValueEnum)]
-enum PriorityArg {
-    Default,
-    High,
-}
+// `run` lists the benchmark's names (ostinato_bench::cli) but for two studies' values it leaves out: the
+// trigger `disabled` and the graph build `bulk-one-call`.
+const RUN_TRIGGERS: &[&str] = &["after-wait", "entry", "after-writes", "never"];
+const RUN_GRAPH_BUILDS: &[&str] = &["bulk", "in-order", "capture"];
 
 #[derive(Subcommand)]
 enum Command {
@@ -85,10 +47,10 @@ enum Command {
         /// `--pdl`; needs no GPU. Built-in kernels count as PDL-capable (their PTX certifies at load).
         #[arg(long)]
         cuda: bool,
-        #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
-        pdl: PdlArg,
-        #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
-        shape: ShapeArg,
+        #[arg(long, default_value = "auto", value_parser = named(PDL_MODES, PdlMode::parse))]
+        pdl: PdlMode,
+        #[arg(long, default_value = "auto", value_parser = named(SHAPES, ShapeMode::parse))]
+        shape: ShapeMode,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
@@ -113,22 +75,22 @@ enum Command {
         /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
         #[arg(long)]
         threads: Option<usize>,
-        #[arg(long, value_enum, default_value_t = ModeArg::Graph)]
-        mode: ModeArg,
-        #[arg(long, value_enum, default_value_t = PdlArg::Auto)]
-        pdl: PdlArg,
-        #[arg(long, value_enum, default_value_t = ShapeArg::Auto)]
-        shape: ShapeArg,
+        #[arg(long, default_value = "graph", value_parser = named(MODES, ExecMode::parse))]
+        mode: ExecMode,
+        #[arg(long, default_value = "auto", value_parser = named(PDL_MODES, PdlMode::parse))]
+        pdl: PdlMode,
+        #[arg(long, default_value = "auto", value_parser = named(SHAPES, ShapeMode::parse))]
+        shape: ShapeMode,
         /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
-        #[arg(long, value_enum, default_value_t = TriggerArg::AfterWait)]
-        trigger: TriggerArg,
+        #[arg(long, default_value = "after-wait", value_parser = named(RUN_TRIGGERS, PdlTrigger::parse))]
+        trigger: PdlTrigger,
         /// CUDA graph mode: bulk (every node, then the edges in one call per edge type), in-order (each
         /// node with its in-edges) or capture (stream capture with the plan's edges).
-        #[arg(long, value_enum, default_value_t = GraphBuildArg::Bulk)]
-        graph_build: GraphBuildArg,
+        #[arg(long, default_value = "bulk", value_parser = named(RUN_GRAPH_BUILDS, GraphBuild::parse))]
+        graph_build: GraphBuild,
         /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
-        #[arg(long, value_enum, default_value_t = PriorityArg::Default)]
-        priority: PriorityArg,
+        #[arg(long, default_value = "default", value_parser = named(PRIORITIES, StreamPriority::parse))]
+        priority: StreamPriority,
         /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
         #[arg(long)]
         device: Option<String>,
@@ -200,27 +162,7 @@ fn dispatch(c: Command) -> Result<(), String> {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
-                    let mode = match mode {
-                        ModeArg::Graph => ExecMode::Graph,
-                        ModeArg::Eager => ExecMode::Eager,
-                    };
-                    let pdl = policy(pdl, shape);
-                    let trigger = match trigger {
-                        TriggerArg::Never => PdlTrigger::Never,
-                        TriggerArg::Entry => PdlTrigger::AtEntry,
-                        TriggerArg::AfterWrites => PdlTrigger::AfterWrites,
-                        TriggerArg::AfterWait => PdlTrigger::AfterWait,
-                    };
-                    let build = match graph_build {
-                        GraphBuildArg::Bulk => GraphBuild::Bulk,
-                        GraphBuildArg::InOrder => GraphBuild::InOrder,
-                        GraphBuildArg::Capture => GraphBuild::Capture,
-                    };
-                    let priority = match priority {
-                        PriorityArg::Default => StreamPriority::Default,
-                        PriorityArg::High => StreamPriority::High,
-                    };
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl, trigger, build, priority }, device }
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl: policy(pdl, shape), trigger, build: graph_build, priority }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;
@@ -244,16 +186,44 @@ fn dispatch(c: Command) -> Result<(), String> {
     }
 }
 
-fn policy(p: PdlArg, shape: ShapeArg) -> PdlPolicy {
-    let mode = match p {
-        PdlArg::Auto => PdlMode::Auto,
-        PdlArg::On => PdlMode::On,
-        PdlArg::Off => PdlMode::Off,
-    };
-    let shape = match shape {
-        ShapeArg::Auto => ShapeMode::Auto,
-        ShapeArg::Plan => ShapeMode::Plan,
-        ShapeArg::Lanes => ShapeMode::Lanes,
-    };
+fn policy(mode: PdlMode, shape: ShapeMode) -> PdlPolicy {
     PdlPolicy { shape, ..PdlPolicy::new(mode) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_own_lists_are_names_the_library_parses() {
+        assert!(RUN_TRIGGERS.iter().all(|n| PdlTrigger::parse(n).is_some() && ostinato_bench::cli::TRIGGERS.contains(n)));
+        assert!(RUN_GRAPH_BUILDS.iter().all(|n| GraphBuild::parse(n).is_some() && ostinato_bench::cli::GRAPH_BUILDS.contains(n)));
+    }
+
+    #[test]
+    fn run_takes_the_librarys_values_and_refuses_unlisted_names() {
+        let cli = Cli::try_parse_from([
+            "ostinato",
+            "run",
+            "g.toml",
+            "--mode",
+            "eager",
+            "--pdl",
+            "off",
+            "--trigger",
+            "entry",
+            "--graph-build",
+            "in-order",
+            "--priority",
+            "high",
+        ]);
+        let Ok(Cli { command: Command::Run { mode, pdl, trigger, graph_build, priority, shape, .. } }) = cli else { panic!("parses") };
+        assert_eq!(
+            (mode, pdl, trigger, graph_build, priority, shape),
+            (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, GraphBuild::InOrder, StreamPriority::High, ShapeMode::Auto)
+        );
+        // An investigation-only build the library parses but `run` does not list.
+        let err = Cli::try_parse_from(["ostinato", "run", "g.toml", "--graph-build", "bulk-one-call"]).err().expect("refused").to_string();
+        assert!(err.contains("bulk-one-call") && err.contains("in-order"), "{err}");
+    }
 }

@@ -445,7 +445,7 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     }
     let grid_blocks = args.grid_blocks()?;
     let placements = args.placements()?;
-    let regime = args.regime()?;
+    let regime = args.regime;
     if regime != Regime::Fresh && backend != BenchBackend::Cuda {
         return Err("--regime multi-stream is a state of the CUDA driver; the host backend has none".into());
     }
@@ -457,12 +457,11 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         BenchBackend::Host => args.selected_arms(&ArmKind::HOST, ArmKind::OstinatoHost)?,
     };
     let fan_widths = args.fan_widths()?;
-    let policy = args.auto_policy()?;
-    let trigger = args.trigger()?;
-    let base = ostinato_cuda::CudaOptions { pdl: policy, trigger, build: args.graph_build()?, priority: args.priority()?, ..Default::default() };
+    let base =
+        ostinato_cuda::CudaOptions { pdl: args.auto_policy(), trigger: args.trigger, build: args.graph_build, priority: args.priority, ..Default::default() };
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        let modules = ostinato_cuda::BuiltinModules::load(&device, trigger).map_err(|e| e.to_string())?;
+        let modules = ostinato_cuda::BuiltinModules::load(&device, args.trigger).map_err(|e| e.to_string())?;
         let mut backends = Vec::new();
         for kind in ArmKind::CUDA {
             if let Some(options) = OstinatoCuda::options(kind, base) {

@@ -324,9 +324,9 @@ fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
 /// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`; None
 /// on the host backend. `chain_us`: what entering the multi-stream state measured (before, after).
 fn regime_text(backend: BenchBackend, args: &BenchArgs, chain_us: Option<[f64; 2]>) -> Option<String> {
-    match (backend, args.regime()) {
+    match (backend, args.regime) {
         (BenchBackend::Host, _) => None,
-        (_, Ok(Regime::MultiStream)) => Some(format!(
+        (_, Regime::MultiStream) => Some(format!(
             "multi-stream: before the first row, the eager baseline on two streams between replays of a 941 × 1 chain, which took {} µs per dispatch before and {} after (--regime multi-stream; docs/fences.md §8)",
             chain_us.map_or("—".into(), |c| format!("{:.3}", c[0])),
             chain_us.map_or("—".into(), |c| format!("{:.3}", c[1]))
