@@ -38,10 +38,6 @@ if [[ "$WHAT" != bench ]]; then
   for b in in-order capture; do for pdl in auto on; do
     $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --graph-build $b --pdl $pdl"; status=1; }
   done; done
-  # The plan's nodes in the body of an always-taken conditional node, both graph builds that can.
-  for b in bulk in-order; do for pdl in auto on; do
-    $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --wrap conditional --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --wrap conditional --graph-build $b --pdl $pdl"; status=1; }
-  done; done
   # The exec's streams at the context's greatest priority, both modes.
   for mode in graph eager; do
     $BIN/ostinato run examples/mix.toml --backend cuda --mode $mode --priority high --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --mode $mode --priority high"; status=1; }

@@ -53,10 +53,6 @@ pub struct BenchArgs {
     /// plan's edges) or, for investigation only, bulk-one-call (all edges in one mixed call).
     #[arg(long, default_value = "bulk", value_parser = named(GRAPH_BUILDS, ostinato_cuda::GraphBuild::parse))]
     pub graph_build: ostinato_cuda::GraphBuild,
-    /// Where the Ostinato graph arms put the plan's nodes: flat (the launched graph's top level) or
-    /// conditional (the body of one always-taken conditional node; not with --graph-build capture).
-    #[arg(long, default_value = "flat", value_parser = named(GRAPH_WRAPS, ostinato_cuda::GraphWrap::parse))]
-    pub graph_wrap: ostinato_cuda::GraphWrap,
     /// Priority of the Ostinato arms' replay streams: default or high (the context's greatest).
     #[arg(long, default_value = "default", value_parser = named(PRIORITIES, ostinato_cuda::StreamPriority::parse))]
     pub priority: ostinato_cuda::StreamPriority,
@@ -177,7 +173,6 @@ pub const SHAPES: &[&str] = &["auto", "plan", "lanes"];
 pub const TRIGGERS: &[&str] = &["after-wait", "entry", "after-writes", "never", "disabled"];
 pub const GRAPH_BUILDS: &[&str] = &["bulk", "in-order", "capture", "bulk-one-call"];
 pub const PRIORITIES: &[&str] = &["default", "high"];
-pub const GRAPH_WRAPS: &[&str] = &["flat", "conditional"];
 pub const MIXED_BUILDS: &[&str] = &["off", "plain", "early", "all"];
 pub const REGIMES: &[&str] = &["fresh", "multi-stream"];
 
@@ -221,7 +216,6 @@ mod tests {
         assert!(ok(TRIGGERS, |n| PdlTrigger::parse(n).is_some()));
         assert!(ok(GRAPH_BUILDS, |n| GraphBuild::parse(n).is_some()));
         assert!(ok(PRIORITIES, |n| StreamPriority::parse(n).is_some()));
-        assert!(ok(GRAPH_WRAPS, |n| ostinato_cuda::GraphWrap::parse(n).is_some()));
         assert!(ok(MIXED_BUILDS, |n| MixedBuilds::parse(n).is_some()));
         assert!(ok(REGIMES, |n| crate::bench::Regime::parse(n).is_some()));
     }

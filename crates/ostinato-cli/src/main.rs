@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
-use ostinato_bench::cli::{named, GRAPH_WRAPS, MODES, PDL_MODES, PRIORITIES, SHAPES};
+use ostinato_bench::cli::{named, MODES, PDL_MODES, PRIORITIES, SHAPES};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, GraphWrap, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -88,10 +88,6 @@ enum Command {
         /// node with its in-edges) or capture (stream capture with the plan's edges).
         #[arg(long, default_value = "bulk", value_parser = named(RUN_GRAPH_BUILDS, GraphBuild::parse))]
         graph_build: GraphBuild,
-        /// CUDA graph mode: the plan's nodes at the launched graph's top level (flat), or in the body of
-        /// its one node, an always-taken conditional node (conditional; not with --graph-build capture).
-        #[arg(long, default_value = "flat", value_parser = named(GRAPH_WRAPS, GraphWrap::parse))]
-        wrap: GraphWrap,
         /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
         #[arg(long, default_value = "default", value_parser = named(PRIORITIES, StreamPriority::parse))]
         priority: StreamPriority,
@@ -162,11 +158,11 @@ fn dispatch(c: Command) -> Result<(), String> {
             }
             emit(&out)
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, wrap, priority, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl: policy(pdl, shape), trigger, build: graph_build, wrap, priority }, device }
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl: policy(pdl, shape), trigger, build: graph_build, priority }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;

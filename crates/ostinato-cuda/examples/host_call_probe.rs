@@ -5,9 +5,6 @@
 //! each graph's median, min and max µs per call over the rounds, and, before and after the rounds, the
 //! process's CPU speed on the same thread: a dependent multiply-xor chain and pointer chases through
 //! 256 KiB, 32 MiB and 128 MiB (does a process whose calls are dear run its CPU or memory slower?).
-//! With the argument `wraps`: four Ostinato execs with the plan's nodes at the graph's top level and four
-//! with them in an always-taken conditional node (`GraphWrap::Conditional`), interleaved, the same
-//! rounds; then each exec's GPU µs per dispatch and a check of its buffer after known replays.
 //! With the argument `pdl`: three graphs each of Ostinato `auto` (940 programmatic edges), Ostinato
 //! with PDL off, the plain capture and the capture with the PDL launch attribute, the same rounds: do
 //! programmatic edges cost the host's launch? With the argument `streams`: two
@@ -16,7 +13,7 @@
 //! `add_one` graphs of other shapes in one process (chains of 1 to 2,000 nodes, 2 to 16 independent
 //! nodes, 2 and 4 chains side by side, PDL auto and off), the same rounds: what in a graph sets the
 //! cost of its launch? Run: `cargo run --release -p ostinato-cuda
-//! --example host_call_probe [streams|shapes|pdl|wraps]` (the GPU machine runs the copy in `.devbin/`).
+//! --example host_call_probe [streams|shapes|pdl]` (the GPU machine runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -26,7 +23,7 @@ mod chain;
 use chain::NODES;
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, GraphWrap, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
 
 const GRAPHS: usize = 6;
 const ROUNDS: usize = 15;
@@ -67,9 +64,6 @@ fn main() -> Result<(), String> {
     }
     if arg.as_deref() == Some("shapes") {
         return graphs_by_shape(&device, &modules);
-    }
-    if arg.as_deref() == Some("wraps") {
-        return graphs_by_wrap(&device, &modules);
     }
     if arg.as_deref() == Some("pdl") {
         return graphs_by_pdl(&device, &modules, &plain, &buffer);
@@ -204,58 +198,6 @@ fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), Stri
     for (((name, _), t), (nodes, lanes, prog, edges)) in graphs.iter().zip(&mut times).zip(facts) {
         t.sort_by(f64::total_cmp);
         println!("| {name} | {nodes} | {lanes} | {edges} ({prog}) | {:.2} | {:.2} | {:.2} |", t[t.len() / 2], t[0], t[t.len() - 1]);
-    }
-    Ok(())
-}
-
-/// Four Ostinato execs of the chain flat and four wrapped in a conditional node, interleaved: the median
-/// µs per replay call of each, each wrap's median, each exec's GPU µs per dispatch (median of 7 samples
-/// of 20 replays) and a check of its buffer after 3 replays from zero (every float 3 × `NODES`).
-fn graphs_by_wrap(device: &Device, modules: &BuiltinModules) -> Result<(), String> {
-    let e = |x: ostinato_cuda::CudaError| x.to_string();
-    let sig = chain::add_one_sig();
-    let (plan, x) = chain::chain_plan()?;
-    let flat = CudaBackend::with_builtins(device, modules, CudaOptions::default()).map_err(e)?;
-    let wrapped = CudaBackend::with_builtins(device, modules, CudaOptions { wrap: GraphWrap::Conditional, ..CudaOptions::default() }).map_err(e)?;
-    let mut graphs: Vec<(String, Replayable)> = Vec::new();
-    for i in 0..4 {
-        for (name, backend) in [("flat", &flat), ("conditional", &wrapped)] {
-            let exec = backend.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], vec![BufferBinding::Allocate]).map_err(e)?;
-            graphs.push((format!("{name} {i}"), Replayable::Ostinato(Box::new(exec))));
-        }
-    }
-    let mut times = time_bursts(&mut graphs)?;
-    println!(
-        "device {} {}; {NODES}-node chain; µs per replay call in bursts of {BURST} after an idle GPU, {ROUNDS} rounds, one process",
-        device.info().name,
-        device.info().uuid
-    );
-    println!("| exec | median µs per call | GPU µs per dispatch | buffer after 3 replays from zero |");
-    println!("|---|---|---|---|");
-    let mut by_wrap = [Vec::new(), Vec::new()];
-    for (k, ((name, r), t)) in graphs.iter_mut().zip(&mut times).enumerate() {
-        let Replayable::Ostinato(exec) = r else { continue };
-        t.sort_by(f64::total_cmp);
-        by_wrap[k % 2].push(t[t.len() / 2]);
-        let mut gpu = (0..7).map(|_| exec.replay_timed(20).map(|ms| ms * 1e3 / (20 * NODES) as f64).map_err(e)).collect::<Result<Vec<_>, _>>()?;
-        gpu.sort_by(f64::total_cmp);
-        exec.write_buffer(x, 0, &[0u8; 1024]).map_err(e)?;
-        for _ in 0..3 {
-            exec.replay().map_err(e)?;
-        }
-        let mut out = [0u8; 1024];
-        exec.read_buffer(x, 0, &mut out).map_err(e)?;
-        let want = (3 * NODES) as f32;
-        let wrong = out.chunks(4).filter(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]) != want).count();
-        let verdict = if wrong == 0 { format!("all 256 floats {want}") } else { format!("WRONG: {wrong} of 256 floats differ from {want}") };
-        println!("| {name} | {:.2} | {:.3} | {verdict} |", t[t.len() / 2], gpu[3]);
-        if wrong != 0 {
-            return Err(format!("{name}: {verdict}"));
-        }
-    }
-    for (name, mut m) in ["flat", "conditional"].into_iter().zip(by_wrap) {
-        m.sort_by(f64::total_cmp);
-        println!("{name}: median of the four execs' medians {:.2} µs per call", (m[1] + m[2]) / 2.0);
     }
     Ok(())
 }

@@ -75,34 +75,6 @@ impl GraphBuild {
     }
 }
 
-/// Where graph mode puts the plan's nodes in the graph it launches.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum GraphWrap {
-    /// The plan's nodes are the launched graph's top level.
-    #[default]
-    Flat,
-    /// The plan's nodes are the body of the launched graph's one node, an IF conditional node whose
-    /// condition the driver sets to 1 at the start of every launch: the body runs once per replay, and
-    /// the host launches a one-node graph (the GPU's graph scheduler starts the body).
-    Conditional,
-}
-
-impl GraphWrap {
-    pub fn parse(s: &str) -> Option<GraphWrap> {
-        match s {
-            "flat" => Some(GraphWrap::Flat),
-            "conditional" => Some(GraphWrap::Conditional),
-            _ => None,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GraphWrap::Flat => "flat",
-            GraphWrap::Conditional => "conditional",
-        }
-    }
-}
-
 /// Priority of the streams an exec replays on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StreamPriority {
@@ -134,8 +106,6 @@ pub struct CudaOptions {
     pub trigger: PdlTrigger,
     /// Graph mode: which driver calls build the graph.
     pub build: GraphBuild,
-    /// Graph mode: the plan's nodes at the top level, or in one always-taken conditional node.
-    pub wrap: GraphWrap,
     /// Priority of the exec's streams (graph mode's one, eager mode's one per lane).
     pub priority: StreamPriority,
 }
@@ -147,7 +117,6 @@ impl Default for CudaOptions {
             pdl: PdlPolicy::default(),
             trigger: PdlTrigger::AfterWait,
             build: GraphBuild::default(),
-            wrap: GraphWrap::default(),
             priority: StreamPriority::Default,
         }
     }
@@ -186,7 +155,6 @@ impl CudaBackend {
                 ),
             });
         }
-        check_build_and_wrap(options.build, options.wrap)?;
         let copy_sig = ostinato::KernelSig::new("ostinato_copy")
             .buffer("dst", ostinato::Access::Write)
             .buffer("src", ostinato::Access::Read)
@@ -209,17 +177,18 @@ impl CudaBackend {
 
 enum Submission {
     Graph {
-        /// The graph that holds the plan's nodes and edges: the launched graph, or the body of its
-        /// conditional node (`GraphWrap::Conditional`).
         graph: Graph,
-        /// `GraphWrap::Conditional`: the launched graph, which owns `graph`.
-        _root: Option<Graph>,
         exec: GraphExec,
         nodes: Vec<GraphNode>,
     },
     /// Lane 0 runs on the exec's main stream; `side[i]` runs lane `i + 1`, and `lane_end[i]` joins it
     /// back into the main stream at the end of a replay.
-    Eager { side: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
+    Eager {
+        side: Vec<Stream>,
+        done: Vec<Option<Event>>,
+        start: Event,
+        lane_end: Vec<Event>,
+    },
 }
 
 /// A retained CUDA instantiation of a plan.
@@ -310,7 +279,7 @@ impl Backend for CudaBackend {
         };
         let main = stream()?;
         let submission = match self.options.mode {
-            ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main, (self.options.build, self.options.wrap), &self.ctx)?,
+            ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?,
             ExecMode::Eager => {
                 let mut side = vec![];
                 for _ in 1..plan.lanes().count() {
@@ -331,17 +300,6 @@ impl Backend for CudaBackend {
         let timer = (Event::new(true)?, Event::new(true)?);
         Ok(CudaExec { plan: plan.clone(), lowering, ctx: self.ctx.clone(), _allocs: allocs, base, funcs, args, submission, main, timer })
     }
-}
-
-/// Refuses a graph build that cannot put the plan's nodes where `wrap` asks.
-fn check_build_and_wrap(build: GraphBuild, wrap: GraphWrap) -> Result<()> {
-    if wrap == GraphWrap::Conditional && build == GraphBuild::Capture {
-        return Err(CudaError::Usage {
-            op: "CudaOptions",
-            reason: "graph build `capture` makes a graph of its own and cannot fill a conditional node's body; use build `bulk` or `in-order` with wrap `conditional`".into(),
-        });
-    }
-    Ok(())
 }
 
 /// The graph node of launch `j`, which must have been added already (plan order is topological, and
@@ -371,33 +329,13 @@ fn add_in_plan_order(
     Ok(())
 }
 
-fn build_graph(
-    plan: &Plan,
-    low: &Lowering,
-    funcs: &[Function],
-    args: &mut [KernelArgs],
-    stream: &Stream,
-    (build, wrap): (GraphBuild, GraphWrap),
-    ctx: &Context,
-) -> Result<Submission> {
+fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream, build: GraphBuild) -> Result<Submission> {
     let g = plan.graph();
     let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
     let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
-    check_build_and_wrap(build, wrap)?;
-    let mut root = match wrap {
-        GraphWrap::Flat => None,
-        GraphWrap::Conditional => Some(Graph::new()?),
-    };
-    // The graph the plan's nodes go into: a new one, or the body of the root's conditional node.
-    let mut target = || -> Result<Graph> {
-        match root.as_mut() {
-            Some(r) => Ok(r.add_always_if(ctx)?.1),
-            None => Graph::new(),
-        }
-    };
     let graph = match build {
         GraphBuild::Bulk | GraphBuild::BulkOneCall => {
-            let mut graph = target()?;
+            let mut graph = Graph::new()?;
             for (i, l) in low.launches.iter().enumerate() {
                 slots[i] = Some(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?);
             }
@@ -415,7 +353,7 @@ fn build_graph(
             graph
         }
         GraphBuild::InOrder => {
-            let mut graph = target()?;
+            let mut graph = Graph::new()?;
             add_in_plan_order(plan, low, &mut slots, |i, deps, prog| {
                 graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
             })?;
@@ -434,7 +372,7 @@ fn build_graph(
     };
     let nodes: Vec<GraphNode> =
         slots.into_iter().collect::<Option<Vec<_>>>().ok_or(CudaError::Usage { op: "build_graph", reason: "a node was not added".into() })?;
-    let exec = root.as_ref().unwrap_or(&graph).instantiate()?;
+    let exec = graph.instantiate()?;
     exec.upload(stream)?;
     // Resolve the patch entry point now (the driver symbol is looked up, and cached, on first use), so
     // that no later set_slot pays for it: re-set one node's unchanged params.
@@ -442,7 +380,7 @@ fn build_graph(
         exec.set_kernel_params(nodes[i], &funcs[i], low.launches[i].dims, &mut args[i])?;
     }
     stream.synchronize()?;
-    Ok(Submission::Graph { graph, _root: root, exec, nodes })
+    Ok(Submission::Graph { graph, exec, nodes })
 }
 
 impl CudaExec {
@@ -602,30 +540,5 @@ impl Drop for CudaExec {
                 let _ = s.synchronize();
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_builds_that_fill_a_graph_of_ours_can_wrap_the_plan_in_a_conditional_node() {
-        for build in [GraphBuild::Bulk, GraphBuild::BulkOneCall, GraphBuild::InOrder, GraphBuild::Capture] {
-            assert!(check_build_and_wrap(build, GraphWrap::Flat).is_ok(), "{build:?} flat");
-        }
-        for build in [GraphBuild::Bulk, GraphBuild::BulkOneCall, GraphBuild::InOrder] {
-            assert!(check_build_and_wrap(build, GraphWrap::Conditional).is_ok(), "{build:?} conditional");
-        }
-        let err = check_build_and_wrap(GraphBuild::Capture, GraphWrap::Conditional).unwrap_err().to_string();
-        assert!(err.contains("`capture`") && err.contains("conditional"), "{err}");
-    }
-
-    #[test]
-    fn wraps_parse_back_from_their_names() {
-        for w in [GraphWrap::Flat, GraphWrap::Conditional] {
-            assert_eq!(GraphWrap::parse(w.as_str()), Some(w));
-        }
-        assert_eq!(GraphWrap::parse("child"), None);
     }
 }

@@ -410,7 +410,7 @@ impl Stream {
         let mut g = std::ptr::null_mut();
         // SAFETY: ends the capture begun on this stream; writes the captured graph.
         check("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(self.s, &mut g) })?;
-        Ok(Graph { g, owned: true })
+        Ok(Graph { g })
     }
 }
 
@@ -477,11 +477,9 @@ fn edge_data(programmatic: bool) -> sys::CUgraphEdgeData {
     }
 }
 
-/// A CUDA graph under construction (or captured), or the body of a conditional node of one.
+/// A CUDA graph under construction (or captured).
 pub(crate) struct Graph {
     g: sys::CUgraph,
-    /// False for a conditional node's body, which its parent graph owns and destroys.
-    owned: bool,
 }
 
 /// A node handle of a [`Graph`] (valid while the graph lives).
@@ -493,7 +491,7 @@ impl Graph {
         let mut g = std::ptr::null_mut();
         // SAFETY: creates an empty graph.
         check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut g, 0) })?;
-        Ok(Graph { g, owned: true })
+        Ok(Graph { g })
     }
 
     fn kernel_params(f: &Function, d: Dims, args: &mut KernelArgs) -> sys::CUDA_KERNEL_NODE_PARAMS {
@@ -549,41 +547,6 @@ impl Graph {
         // this graph; the driver copies the params (and the arg values they point to) during the call.
         check("cuGraphAddNode_v2", unsafe { sys::cuGraphAddNode_v2(&mut n, self.g, raw.as_ptr(), data.as_ptr(), raw.len(), &mut p) })?;
         Ok(GraphNode(n))
-    }
-
-    /// Adds an IF conditional node, with no dependencies, whose condition the driver sets to 1 at the
-    /// start of every launch (`CU_GRAPH_COND_ASSIGN_DEFAULT`, and nothing ever changes it), so its body
-    /// runs exactly once per launch. Returns the node and its body, empty for the caller to fill; the
-    /// body belongs to this graph and must not be used after this graph is dropped (needs driver 12.3+).
-    pub(crate) fn add_always_if(&mut self, ctx: &Context) -> Result<(GraphNode, Graph)> {
-        let op = "cuGraphConditionalHandleCreate";
-        require_driver(op, 12030)?;
-        let mut handle: sys::CUgraphConditionalHandle = 0;
-        // SAFETY: a graph of ours and the retained context; the driver writes the handle.
-        check(op, unsafe { sys::cuGraphConditionalHandleCreate(&mut handle, self.g, ctx.ctx, 1, sys::CU_GRAPH_COND_ASSIGN_DEFAULT) })?;
-        // SAFETY: the node-params union is plain-old-data; zeroed is a valid starting value.
-        let mut p: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
-        p.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
-        p.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
-            handle,
-            type_: sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
-            size: 1,
-            phGraph_out: std::ptr::null_mut(),
-            ctx: ctx.ctx,
-        };
-        let mut n = std::ptr::null_mut();
-        // SAFETY: no dependencies (null arrays, count 0); the driver reads the params and writes the
-        // body array's address into them.
-        check("cuGraphAddNode_v2", unsafe { sys::cuGraphAddNode_v2(&mut n, self.g, std::ptr::null(), std::ptr::null(), 0, &mut p) })?;
-        // SAFETY: the conditional member is the one we set; the driver set `phGraph_out` to an array of
-        // `size == 1` body graphs that it owns for the node's (this graph's) lifetime.
-        let out = unsafe { p.__bindgen_anon_1.conditional.phGraph_out };
-        if out.is_null() {
-            return Err(CudaError::Usage { op: "cuGraphAddNode_v2", reason: "the driver returned no body for the conditional node".into() });
-        }
-        // SAFETY: `out` is non-null and points to one body graph handle (see above); we copy it out.
-        let body = unsafe { *out };
-        Ok((GraphNode(n), Graph { g: body, owned: false }))
     }
 
     /// Adds edges `from[i] -> to[i]`; `programmatic[i]` makes an edge a programmatic (PDL) dependency
@@ -679,10 +642,7 @@ impl Graph {
 
 impl Drop for Graph {
     fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        // SAFETY: destroys our own graph once (a conditional body is destroyed with its parent).
+        // SAFETY: destroys our own graph once.
         let _ = unsafe { sys::cuGraphDestroy(self.g) };
     }
 }

@@ -17,7 +17,7 @@ pub mod raw;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, GraphBuild, GraphWrap, StreamPriority};
+pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, GraphBuild, StreamPriority};
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
 

@@ -97,22 +97,21 @@ fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
     let pdl: Vec<bool> = kernels().iter().map(|k| k.pdl_capable).collect();
     assert_eq!(pdl, [true, true, false], "`head` and `trig` wait before touching memory, `tail` never waits");
     use ostinato::{Backend, Exec};
-    use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, GraphWrap};
+    use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild};
     let configs = [
-        (ExecMode::Graph, GraphBuild::Bulk, GraphWrap::Flat),
-        (ExecMode::Graph, GraphBuild::InOrder, GraphWrap::Flat),
-        (ExecMode::Graph, GraphBuild::Capture, GraphWrap::Flat),
-        (ExecMode::Graph, GraphBuild::Bulk, GraphWrap::Conditional),
-        (ExecMode::Eager, GraphBuild::Bulk, GraphWrap::Flat),
+        (ExecMode::Graph, GraphBuild::Bulk),
+        (ExecMode::Graph, GraphBuild::InOrder),
+        (ExecMode::Graph, GraphBuild::Capture),
+        (ExecMode::Eager, GraphBuild::Bulk),
     ];
-    for (mode, build, wrap) in configs {
-        let backend = ostinato_cuda::CudaBackend::new(&device, CudaOptions { mode, build, wrap, ..Default::default() }).unwrap();
+    for (mode, build) in configs {
+        let backend = ostinato_cuda::CudaBackend::new(&device, CudaOptions { mode, build, ..Default::default() }).unwrap();
         for run in 0..10 {
             let mut exec = backend.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)).unwrap();
             if mode == ExecMode::Graph {
                 let edges: Vec<(usize, usize, bool)> = exec.lowering().edges.iter().map(|e| (e.from.index(), e.to.index(), e.programmatic)).collect();
-                assert_eq!(edges, [(0, 1, true), (1, 2, false)], "{build:?} {wrap:?}: the first edge must be the programmatic one");
-                assert_eq!(exec.submitted_edges().unwrap(), edges, "{build:?} {wrap:?}: the driver holds other edges than the lowering's");
+                assert_eq!(edges, [(0, 1, true), (1, 2, false)], "{build:?}: the first edge must be the programmatic one");
+                assert_eq!(exec.submitted_edges().unwrap(), edges, "{build:?}: the driver holds other edges than the lowering's");
             }
             exec.write_buffer(x, 0, &vec![0xFFu8; 4 * N as usize]).unwrap();
             exec.replay().unwrap();
@@ -120,7 +119,7 @@ fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
             let mut out = vec![0u8; 4 * TAIL as usize];
             exec.read_buffer(y, 0, &mut out).unwrap();
             let got: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            assert!(got.iter().all(|v| *v == 2.0), "{mode:?} {build:?} {wrap:?} run {run}: `tail` read data `trig` had not written yet: {:?}", &got[..4]);
+            assert!(got.iter().all(|v| *v == 2.0), "{mode:?} {build:?} run {run}: `tail` read data `trig` had not written yet: {:?}", &got[..4]);
         }
     }
 }

@@ -1,13 +1,12 @@
 //! On the GPU: what the driver holds of a graph can be read back whatever its shape. A plan of
 //! independent roots has no edges; its exec's edges read back empty and its DOT is written, in every
-//! graph build (reading the edges of an edgeless graph failed, and with it `bench --dot` on such rows),
-//! flat or wrapped in a conditional node (whose body holds the plan's nodes).
+//! graph build (reading the edges of an edgeless graph failed, and with it `bench --dot` on such rows).
 //! Skips with a message where no CUDA driver is found.
 
 mod common;
 
 use ostinato::{Access, Arg, Backend, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, GraphBuild, GraphWrap, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, GraphBuild, PdlTrigger};
 
 #[test]
 fn an_edgeless_graph_reads_back_no_edges_and_writes_its_dot() {
@@ -24,13 +23,12 @@ fn an_edgeless_graph_reads_back_no_edges_and_writes_its_dot() {
     let m = BuiltinModules::load(&device, PdlTrigger::AfterWait).expect("built-in modules compile");
     let dir = std::env::temp_dir().join(format!("ostinato-readback-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    use GraphWrap::{Conditional, Flat};
-    for (build, wrap) in [(GraphBuild::Bulk, Flat), (GraphBuild::InOrder, Flat), (GraphBuild::Capture, Flat), (GraphBuild::Bulk, Conditional)] {
-        let backend = CudaBackend::with_builtins(&device, &m, CudaOptions { build, wrap, ..CudaOptions::default() }).expect("backend");
+    for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
+        let backend = CudaBackend::with_builtins(&device, &m, CudaOptions { build, ..CudaOptions::default() }).expect("backend");
         let kernels = vec![m.kernel("add_one", &sig).expect("binds")];
         let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
         assert_eq!(exec.submitted_edges().expect("edges read back"), vec![], "{build:?}");
-        let path = dir.join(format!("{}-{}.dot", build.as_str(), wrap.as_str()));
+        let path = dir.join(format!("{}.dot", build.as_str()));
         exec.write_dot(&path).unwrap_or_else(|e| panic!("{build:?}: {e}"));
         let dot = std::fs::read_to_string(&path).unwrap();
         assert_eq!(dot.matches("add_one").count(), 4, "{build:?}: four kernel nodes in the DOT");

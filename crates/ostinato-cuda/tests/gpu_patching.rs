@@ -4,7 +4,7 @@
 mod common;
 
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, Scalar, Slice};
-use ostinato_cuda::{CudaBackend, CudaOptions, GraphBuild, GraphWrap, PdlTrigger};
+use ostinato_cuda::{CudaBackend, CudaOptions, GraphBuild, PdlTrigger};
 use ostinato_host::random_graphs::mix_sig;
 
 #[path = "../../ostinato-host/tests/support/counting_alloc.rs"]
@@ -33,12 +33,9 @@ fn ten_thousand_patched_replays_are_each_right() {
     let Some(device) = common::device_or_skip("ten_thousand_patched_replays_are_each_right") else { return };
     let (g, slot, out, c) = program();
     let plan = Plan::compile(&g).unwrap();
-    // Every graph build: the patched node handles come from a different driver path in each; and the
-    // nodes of a conditional node's body, which the exec patches through the launched graph.
-    use GraphBuild::{Bulk, Capture, InOrder};
-    use GraphWrap::{Conditional, Flat};
-    for (build, wrap) in [(Bulk, Flat), (InOrder, Flat), (Capture, Flat), (Bulk, Conditional), (InOrder, Conditional)] {
-        let backend = CudaBackend::new(&device, CudaOptions { build, wrap, ..CudaOptions::default() }).unwrap();
+    // Every graph build: the patched node handles come from a different driver path in each.
+    for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
+        let backend = CudaBackend::new(&device, CudaOptions { build, ..CudaOptions::default() }).unwrap();
         let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate, BufferBinding::Allocate]).unwrap();
         let cv: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2654435761)).collect();
@@ -53,7 +50,7 @@ fn ten_thousand_patched_replays_are_each_right() {
                 let once = 3u32.wrapping_add(cv[i]).wrapping_add(salt);
                 let want = once.wrapping_mul(3).wrapping_add(cv[i]).wrapping_add(salt);
                 let got = u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
-                assert_eq!(got, want, "{build:?} {wrap:?}: replay {r}, element {i}");
+                assert_eq!(got, want, "{build:?}: replay {r}, element {i}");
             }
         }
     }
@@ -71,16 +68,8 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
     }
     let plan = Plan::compile(&g).unwrap();
     use ostinato_cuda::ExecMode::{Eager, Graph as GraphMode};
-    use GraphWrap::{Conditional, Flat};
-    let configs = [
-        (GraphMode, GraphBuild::Bulk, Flat),
-        (GraphMode, GraphBuild::InOrder, Flat),
-        (GraphMode, GraphBuild::Capture, Flat),
-        (GraphMode, GraphBuild::Bulk, Conditional),
-        (Eager, GraphBuild::Bulk, Flat),
-    ];
-    for (mode, build, wrap) in configs {
-        let backend = CudaBackend::new(&device, CudaOptions { mode, build, wrap, ..CudaOptions::default() }).unwrap();
+    for (mode, build) in [(GraphMode, GraphBuild::Bulk), (GraphMode, GraphBuild::InOrder), (GraphMode, GraphBuild::Capture), (Eager, GraphBuild::Bulk)] {
+        let backend = CudaBackend::new(&device, CudaOptions { mode, build, ..CudaOptions::default() }).unwrap();
         let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).unwrap();
         exec.replay().unwrap();
@@ -91,6 +80,6 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
             exec.replay().unwrap();
         }
         exec.wait().unwrap();
-        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?} {wrap:?}: replay or patch allocated");
+        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?}: replay or patch allocated");
     }
 }

@@ -457,14 +457,8 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
         BenchBackend::Host => args.selected_arms(&ArmKind::HOST, ArmKind::OstinatoHost)?,
     };
     let fan_widths = args.fan_widths()?;
-    let base = ostinato_cuda::CudaOptions {
-        pdl: args.auto_policy(),
-        trigger: args.trigger,
-        build: args.graph_build,
-        wrap: args.graph_wrap,
-        priority: args.priority,
-        ..Default::default()
-    };
+    let base =
+        ostinato_cuda::CudaOptions { pdl: args.auto_policy(), trigger: args.trigger, build: args.graph_build, priority: args.priority, ..Default::default() };
     let cuda = if backend == BenchBackend::Cuda {
         let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let modules = ostinato_cuda::BuiltinModules::load(&device, args.trigger).map_err(|e| e.to_string())?;
