@@ -159,6 +159,7 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop12/results.json",
         "2026-11-30-h200-stop12/runs/d5dda6a.json",
         "2026-11-30-h200-stop12/runs/98c50e2.json",
+        "2026-11-30-h200-stop12/runs/dc3977d-graph-wrap-conditional.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
