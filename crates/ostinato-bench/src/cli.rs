@@ -141,6 +141,10 @@ impl BenchArgs {
             _ => Err(format!("--offsets: `{t}` is not a byte offset that is a multiple of 256")),
         })
     }
+    /// The most timed samples an arm takes: [`crate::bench::MAX_TIMED_SAMPLES`], or `--samples` if larger.
+    pub fn max_timed_samples(&self) -> usize {
+        self.samples.max(crate::bench::MAX_TIMED_SAMPLES)
+    }
     /// The auto policy with any overrides.
     pub fn auto_policy(&self) -> ostinato_cuda::PdlPolicy {
         let mut p = ostinato_cuda::PdlPolicy { shape: self.graph_shape, mixed_builds: self.pdl_mixed_builds, ..Default::default() };
