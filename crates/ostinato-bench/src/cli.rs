@@ -177,6 +177,7 @@ pub const SHAPES: &[&str] = &["auto", "plan", "lanes"];
 pub const TRIGGERS: &[&str] = &["after-wait", "entry", "after-writes", "never", "disabled"];
 pub const GRAPH_BUILDS: &[&str] = &["bulk", "in-order", "capture", "bulk-one-call"];
 pub const PRIORITIES: &[&str] = &["default", "high"];
+pub const LAUNCH_ON: &[&str] = &["caller", "thread"];
 pub const MIXED_BUILDS: &[&str] = &["off", "plain", "early", "all"];
 pub const REGIMES: &[&str] = &["fresh", "multi-stream"];
 
@@ -212,7 +213,7 @@ mod tests {
     #[test]
     fn every_listed_option_name_parses_into_the_librarys_value() {
         use ostinato_cuda::lower::{MixedBuilds, PdlMode, ShapeMode};
-        use ostinato_cuda::{ExecMode, GraphBuild, PdlTrigger, StreamPriority};
+        use ostinato_cuda::{ExecMode, GraphBuild, LaunchOn, PdlTrigger, StreamPriority};
         let ok = |names: &[&str], parses: fn(&str) -> bool| names.iter().all(|n| parses(n));
         assert!(ok(MODES, |n| ExecMode::parse(n).is_some()));
         assert!(ok(PDL_MODES, |n| PdlMode::parse(n).is_some()));
@@ -220,6 +221,7 @@ mod tests {
         assert!(ok(TRIGGERS, |n| PdlTrigger::parse(n).is_some()));
         assert!(ok(GRAPH_BUILDS, |n| GraphBuild::parse(n).is_some()));
         assert!(ok(PRIORITIES, |n| StreamPriority::parse(n).is_some()));
+        assert!(ok(LAUNCH_ON, |n| LaunchOn::parse(n).is_some()));
         assert!(ok(MIXED_BUILDS, |n| MixedBuilds::parse(n).is_some()));
         assert!(ok(REGIMES, |n| crate::bench::Regime::parse(n).is_some()));
     }

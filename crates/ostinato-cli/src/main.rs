@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
-use ostinato_bench::cli::{named, MODES, PDL_MODES, PRIORITIES, SHAPES};
+use ostinato_bench::cli::{named, LAUNCH_ON, MODES, PDL_MODES, PRIORITIES, SHAPES};
 use ostinato_bench::run::{self, BackendChoice, RunOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -91,6 +91,10 @@ enum Command {
         /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
         #[arg(long, default_value = "default", value_parser = named(PRIORITIES, StreamPriority::parse))]
         priority: StreamPriority,
+        /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
+        /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
+        #[arg(long, default_value = "caller", value_parser = named(LAUNCH_ON, LaunchOn::parse))]
+        launch: LaunchOn,
         /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
         #[arg(long)]
         device: Option<String>,
@@ -158,11 +162,11 @@ fn dispatch(c: Command) -> Result<(), String> {
             }
             emit(&out)
         }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, device, max_lanes } => {
+        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, launch, device, max_lanes } => {
             let backend = match backend {
                 BackendArg::Host => BackendChoice::Host { threads },
                 BackendArg::Cuda => {
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl: policy(pdl, shape), trigger, build: graph_build, priority }, device }
+                    BackendChoice::Cuda { options: CudaOptions { mode, pdl: policy(pdl, shape), trigger, build: graph_build, priority, launch }, device }
                 }
             };
             let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;

@@ -12,8 +12,12 @@
 //! cost the graph's or the stream's? With the argument `shapes`: Ostinato execs of
 //! `add_one` graphs of other shapes in one process (chains of 1 to 2,000 nodes, 2 to 16 independent
 //! nodes, 2 and 4 chains side by side, PDL auto and off), the same rounds: what in a graph sets the
-//! cost of its launch? Run: `cargo run --release -p ostinato-cuda
-//! --example host_call_probe [streams|shapes|pdl]` (the GPU machine runs the copy in `.devbin/`).
+//! cost of its launch? With the argument `thread`: three Ostinato execs each replayed from the caller's
+//! thread, through a launch thread that spins (the default) and through one that sleeps at once, and
+//! three plain captures, interleaved: what does the caller pay per call (bursts, and one call on an
+//! idle GPU), and what does a 1-node graph's replay-to-completion cost each way? Run: `cargo run
+//! --release -p ostinato-cuda --example host_call_probe [streams|shapes|pdl|thread]` (the GPU machine
+//! runs the copy in `.devbin/`).
 
 use std::time::Instant;
 
@@ -23,7 +27,7 @@ mod chain;
 use chain::NODES;
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, LaunchOn, PdlMode, PdlPolicy, PdlTrigger};
 
 const GRAPHS: usize = 6;
 const ROUNDS: usize = 15;
@@ -67,6 +71,9 @@ fn main() -> Result<(), String> {
     }
     if arg.as_deref() == Some("pdl") {
         return graphs_by_pdl(&device, &modules, &plain, &buffer);
+    }
+    if arg.as_deref() == Some("thread") {
+        return graphs_by_launch_thread(&device, &modules, &plain, &buffer);
     }
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     for i in 0..GRAPHS {
@@ -294,6 +301,124 @@ fn graphs_by_stream(device: &Device, plain: &ostinato_cuda::CudaKernel, buffer: 
             })
             .collect();
         println!("| captured-{g} | {} |", cells.join(" | "));
+    }
+    Ok(())
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// µs the caller spends in one replay call on an idle GPU, one entry per round: the median of five calls,
+/// each after `wait` (the same rotation as `time_bursts`).
+fn time_single_calls(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
+    for round in 0..ROUNDS + 1 {
+        for j in 0..graphs.len() {
+            let i = (j + round) % graphs.len();
+            let r = &mut graphs[i].1;
+            let mut calls = [0.0; 5];
+            for c in &mut calls {
+                r.wait()?;
+                let t = Instant::now();
+                r.replay()?;
+                *c = t.elapsed().as_secs_f64() * 1e6;
+            }
+            r.wait()?;
+            if round > 0 {
+                times[i].push(median(&mut calls));
+            }
+        }
+    }
+    Ok(times)
+}
+
+/// µs from a replay call to the end of `wait` (the replay done on the GPU), one entry per round: the
+/// median of five, each after an idle GPU.
+fn time_round_trips(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
+    for round in 0..ROUNDS + 1 {
+        for j in 0..graphs.len() {
+            let i = (j + round) % graphs.len();
+            let r = &mut graphs[i].1;
+            let mut trips = [0.0; 5];
+            for c in &mut trips {
+                r.wait()?;
+                let t = Instant::now();
+                r.replay()?;
+                r.wait()?;
+                *c = t.elapsed().as_secs_f64() * 1e6;
+            }
+            if round > 0 {
+                times[i].push(median(&mut trips));
+            }
+        }
+    }
+    Ok(times)
+}
+
+/// Three of each kind, interleaved, on the 941-node chain (bursts and single calls) and on a 1-node
+/// graph (replay to completion): the caller's thread, a spinning launch thread, a launch thread that
+/// sleeps after every command, and the plain capture.
+fn graphs_by_launch_thread(device: &Device, modules: &BuiltinModules, plain: &ostinato_cuda::CudaKernel, buffer: &Buffer) -> Result<(), String> {
+    let e = |x: ostinato_cuda::CudaError| x.to_string();
+    let sig = chain::add_one_sig();
+    const KINDS: [&str; 4] = ["ostinato, caller's thread", "ostinato, launch thread (spins 5 ms)", "ostinato, launch thread (sleeps)", "captured"];
+    let launches = [LaunchOn::Caller, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }, LaunchOn::Thread { spin: std::time::Duration::ZERO }];
+    let backends = launches
+        .iter()
+        .map(|&launch| CudaBackend::with_builtins(device, modules, CudaOptions { launch, ..CudaOptions::default() }).map_err(e))
+        .collect::<Result<Vec<_>, _>>()?;
+    let one = lanes_plan(1, 1)?;
+    let (chain_plan, _) = chain::chain_plan()?;
+    let mut results: Vec<Vec<Vec<f64>>> = Vec::new();
+    for (plan, captured_len) in [(&chain_plan, NODES), (&one, 1)] {
+        let mut graphs: Vec<(String, Replayable)> = Vec::new();
+        for i in 0..3 {
+            for (k, kind) in KINDS.iter().enumerate() {
+                let r = match backends.get(k) {
+                    Some(b) => {
+                        let exec = b.instantiate(plan, vec![modules.kernel("add_one", &sig).map_err(e)?], ostinato::allocate_all(plan)).map_err(e)?;
+                        if exec.launch_on_thread() != (k > 0) {
+                            return Err(format!("{kind}: the exec's launch placement is not the one asked for"));
+                        }
+                        Replayable::Ostinato(Box::new(exec))
+                    }
+                    None => {
+                        let stream = Stream::new(device).map_err(e)?;
+                        let g = chain::capture_launches(plain, buffer.ptr(), &stream, false, captured_len)?;
+                        Replayable::Captured(g, stream)
+                    }
+                };
+                graphs.push((format!("{kind} {i}"), r));
+            }
+        }
+        if captured_len == NODES {
+            results.push(time_bursts(&mut graphs)?);
+            results.push(time_single_calls(&mut graphs)?);
+        } else {
+            results.push(time_round_trips(&mut graphs)?);
+        }
+    }
+    println!(
+        "device {} {}; µs, medians over {ROUNDS} rounds of each graph, then the median of the kind's three graphs (each graph's median in brackets); one process",
+        device.info().name,
+        device.info().uuid
+    );
+    println!("| kind | {NODES}-node chain: per call in bursts of {BURST} | {NODES}-node chain: one call on an idle GPU | 1-node graph: call to completion |");
+    println!("|---|---|---|---|");
+    for (k, kind) in KINDS.iter().enumerate() {
+        let cells: Vec<String> = results
+            .iter_mut()
+            .map(|per_graph| {
+                let mut m: Vec<f64> = (0..3).map(|i| median(&mut per_graph[i * KINDS.len() + k])).collect();
+                let each = m.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(", ");
+                format!("{:.2} ({each})", median(&mut m))
+            })
+            .collect();
+        println!("| {kind} | {} |", cells.join(" | "));
     }
     Ok(())
 }

@@ -2,12 +2,14 @@
 //! `cuGraphLaunch`) or eager per-lane streams with events for the cross-lane waits the plan kept.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ostinato::{check_bindings, check_range, check_slot, Backend, BindError, BufferBinding, BufferId, Exec, NodeId, ParamKind, Plan, Scalar, SlotId};
 
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
+use crate::launch_thread::{LaunchFault, LaunchThread, Submitter};
 use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy};
 use crate::module::{BuiltinModules, CudaKernel, PdlTrigger};
 
@@ -96,6 +98,37 @@ impl StreamPriority {
     }
 }
 
+/// Which thread makes an exec's driver calls for `replay` and `set_slot`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LaunchOn {
+    /// The caller's: `replay` returns once the driver has taken the launch (`cuGraphLaunch`).
+    #[default]
+    Caller,
+    /// A launch thread the exec owns: `replay` and `set_slot` post a command and return; the thread
+    /// makes the driver calls in the same order. It spins for `spin` after each command (a core busy
+    /// while replays come faster than that) and then sleeps until the next one, which pays its wake-up.
+    /// `wait` and buffer reads and writes first wait until the thread has submitted everything posted.
+    Thread { spin: Duration },
+}
+
+impl LaunchOn {
+    /// How long `thread` (the parsed name) keeps its launch thread awake after a command.
+    pub const DEFAULT_SPIN: Duration = Duration::from_millis(5);
+    pub fn parse(s: &str) -> Option<LaunchOn> {
+        match s {
+            "caller" => Some(LaunchOn::Caller),
+            "thread" => Some(LaunchOn::Thread { spin: Self::DEFAULT_SPIN }),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaunchOn::Caller => "caller",
+            LaunchOn::Thread { .. } => "thread",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaOptions {
     pub mode: ExecMode,
@@ -108,6 +141,8 @@ pub struct CudaOptions {
     pub build: GraphBuild,
     /// Priority of the exec's streams (graph mode's one, eager mode's one per lane).
     pub priority: StreamPriority,
+    /// Which thread calls the driver on replay and patch.
+    pub launch: LaunchOn,
 }
 
 impl Default for CudaOptions {
@@ -118,6 +153,7 @@ impl Default for CudaOptions {
             trigger: PdlTrigger::AfterWait,
             build: GraphBuild::default(),
             priority: StreamPriority::Default,
+            launch: LaunchOn::Caller,
         }
     }
 }
@@ -175,35 +211,50 @@ impl CudaBackend {
     }
 }
 
-enum Submission {
+/// What a replay submits, past the shared stream.
+enum Work {
     Graph {
-        graph: Graph,
         exec: GraphExec,
+        /// Graph node of each launch (for patching).
         nodes: Vec<GraphNode>,
     },
     /// Lane 0 runs on the exec's main stream; `side[i]` runs lane `i + 1`, and `lane_end[i]` joins it
     /// back into the main stream at the end of a replay.
-    Eager {
-        side: Vec<Stream>,
-        done: Vec<Option<Event>>,
-        start: Event,
-        lane_end: Vec<Event>,
-    },
+    Eager { side: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
+}
+
+/// Everything `replay` and `set_slot` touch: the caller's thread owns it, or the exec's launch thread
+/// (a graph exec must not be used from two threads at once, so it lives on exactly one).
+struct Replayer {
+    ctx: Arc<Context>,
+    plan: Arc<Plan>,
+    lowering: Arc<Lowering>,
+    funcs: Vec<Function>,
+    args: Vec<KernelArgs>,
+    work: Work,
+    main: Arc<Stream>,
+}
+
+enum Placement {
+    Caller(Replayer),
+    Thread(LaunchThread<Replayer>),
+    /// Only while the exec is dropped.
+    Stopped,
 }
 
 /// A retained CUDA instantiation of a plan.
 pub struct CudaExec {
-    plan: Plan,
-    lowering: Lowering,
+    plan: Arc<Plan>,
+    lowering: Arc<Lowering>,
     ctx: Arc<Context>,
     _allocs: Vec<DeviceAlloc>,
     /// Device address of each root allocation (by buffer id; views hold 0).
     base: Vec<u64>,
-    funcs: Vec<Function>,
-    args: Vec<KernelArgs>,
-    submission: Submission,
-    main: Stream,
+    /// Graph mode: the graph as built (read back by the tests and `--dump`) and the node of each launch.
+    graph: Option<(Graph, Vec<GraphNode>)>,
+    main: Arc<Stream>,
     timer: (Event, Event),
+    replayer: Placement,
 }
 
 impl Backend for CudaBackend {
@@ -277,9 +328,12 @@ impl Backend for CudaBackend {
             StreamPriority::Default => Stream::new(&self.ctx),
             StreamPriority::High => Stream::with_greatest_priority(&self.ctx),
         };
-        let main = stream()?;
-        let submission = match self.options.mode {
-            ExecMode::Graph => build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?,
+        let main = Arc::new(stream()?);
+        let (work, graph) = match self.options.mode {
+            ExecMode::Graph => {
+                let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?;
+                (Work::Graph { exec, nodes: nodes.clone() }, Some((graph, nodes)))
+            }
             ExecMode::Eager => {
                 let mut side = vec![];
                 for _ in 1..plan.lanes().count() {
@@ -294,11 +348,19 @@ impl Backend for CudaBackend {
                     }
                 }
                 let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
-                Submission::Eager { side, done, start: Event::new(false)?, lane_end }
+                (Work::Eager { side, done, start: Event::new(false)?, lane_end }, None)
             }
         };
         let timer = (Event::new(true)?, Event::new(true)?);
-        Ok(CudaExec { plan: plan.clone(), lowering, ctx: self.ctx.clone(), _allocs: allocs, base, funcs, args, submission, main, timer })
+        let (plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
+        let replayer = Replayer { ctx: self.ctx.clone(), plan: plan.clone(), lowering: lowering.clone(), funcs, args, work, main: main.clone() };
+        let replayer = match self.options.launch {
+            LaunchOn::Caller => Placement::Caller(replayer),
+            LaunchOn::Thread { spin } => {
+                Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?)
+            }
+        };
+        Ok(CudaExec { plan, lowering, ctx: self.ctx.clone(), _allocs: allocs, base, graph, main, timer, replayer })
     }
 }
 
@@ -329,7 +391,15 @@ fn add_in_plan_order(
     Ok(())
 }
 
-fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [KernelArgs], stream: &Stream, build: GraphBuild) -> Result<Submission> {
+/// Builds, instantiates and uploads the graph; returns it, its exec and the node of each launch.
+fn build_graph(
+    plan: &Plan,
+    low: &Lowering,
+    funcs: &[Function],
+    args: &mut [KernelArgs],
+    stream: &Stream,
+    build: GraphBuild,
+) -> Result<(Graph, GraphExec, Vec<GraphNode>)> {
     let g = plan.graph();
     let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
     let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
@@ -380,53 +450,14 @@ fn build_graph(plan: &Plan, low: &Lowering, funcs: &[Function], args: &mut [Kern
         exec.set_kernel_params(nodes[i], &funcs[i], low.launches[i].dims, &mut args[i])?;
     }
     stream.synchronize()?;
-    Ok(Submission::Graph { graph, exec, nodes })
+    Ok((graph, exec, nodes))
 }
 
-impl CudaExec {
-    /// The lowering this exec submits (what the golden tests pin).
-    pub fn lowering(&self) -> &Lowering {
-        &self.lowering
-    }
-    /// Number of programmatic (PDL) edges in the submission.
-    pub fn programmatic_edges(&self) -> usize {
-        match &self.submission {
-            Submission::Graph { .. } => self.lowering.edges.iter().filter(|e| e.programmatic).count(),
-            Submission::Eager { .. } => self.lowering.eager_pdl.iter().filter(|p| **p).count(),
-        }
-    }
-    /// Graph mode: writes the driver's verbose DOT description of the submitted graph (kernel nodes with
-    /// their launch params, edges with their type and ports) to `path`.
-    pub fn write_dot(&self, path: &std::path::Path) -> Result<()> {
-        match &self.submission {
-            Submission::Graph { graph, .. } => graph.write_dot(path),
-            Submission::Eager { .. } => Err(CudaError::Usage { op: "write_dot", reason: "eager mode submits no graph".into() }),
-        }
-    }
-    /// Graph mode: the edges of the submitted graph as the driver holds them, `(from, to, programmatic)`
-    /// by node index, sorted (what the tests compare with the lowering, whichever way the graph was built).
-    pub fn submitted_edges(&self) -> Result<Vec<(usize, usize, bool)>> {
-        let Submission::Graph { graph, nodes, .. } = &self.submission else {
-            return Err(CudaError::Usage { op: "submitted_edges", reason: "eager mode submits no graph".into() });
-        };
-        let by_node: std::collections::HashMap<GraphNode, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-        let index = |n: GraphNode| {
-            by_node.get(&n).copied().ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
-        };
-        let mut edges = graph.typed_edges()?.into_iter().map(|(f, t, p)| Ok((index(f)?, index(t)?, p))).collect::<Result<Vec<_>>>()?;
-        edges.sort_unstable();
-        Ok(edges)
-    }
-    /// Device address of a buffer (views included).
-    pub fn device_ptr(&self, buffer: BufferId) -> Option<u64> {
-        let d = self.plan.graph().buffers().get(buffer.index())?;
-        Some(self.base[d.root.index()] + d.root_offset)
-    }
-
+impl Replayer {
     fn enqueue(&mut self) -> Result<()> {
-        match &self.submission {
-            Submission::Graph { exec, .. } => exec.launch(&self.main),
-            Submission::Eager { side, done, start, lane_end } => {
+        match &self.work {
+            Work::Graph { exec, .. } => exec.launch(&self.main),
+            Work::Eager { side, done, start, lane_end } => {
                 let lanes = self.plan.lanes();
                 if !side.is_empty() {
                     start.record(&self.main)?;
@@ -436,7 +467,7 @@ impl CudaExec {
                 }
                 for &v in self.plan.order() {
                     let lane = lanes.lane_of(v);
-                    let s = if lane == 0 { &self.main } else { &side[lane - 1] };
+                    let s = if lane == 0 { &*self.main } else { &side[lane - 1] };
                     for w in lanes.waits(v) {
                         if let Some(e) = &done[w.index()] {
                             s.wait_event(e)?;
@@ -458,12 +489,121 @@ impl CudaExec {
         }
     }
 
+    /// Gives every use of `slot` the value `bits` from the next launch on; graph mode patches only the
+    /// nodes whose argument changed.
+    fn set_slot_bits(&mut self, slot: SlotId, bits: u64) -> Result<()> {
+        for &(node, arg) in self.plan.slot_uses(slot) {
+            let i = node.index();
+            if self.args[i].get(arg) == bits {
+                continue;
+            }
+            self.args[i].set(arg, bits);
+            if let Work::Graph { exec, nodes } = &self.work {
+                exec.set_kernel_params(nodes[i], &self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i])
+                    .map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the side streams (the main one is the exec's to wait for).
+    fn synchronize_side(&self) {
+        if let Work::Eager { side, .. } = &self.work {
+            for s in side {
+                let _ = s.synchronize();
+            }
+        }
+    }
+}
+
+impl Submitter for Replayer {
+    type Error = CudaError;
+    fn start(&mut self) -> Result<()> {
+        self.ctx.bind()
+    }
+    fn set_slot(&mut self, slot: SlotId, bits: u64) -> Result<()> {
+        self.set_slot_bits(slot, bits)
+    }
+    fn launch(&mut self) -> Result<()> {
+        self.enqueue()
+    }
+}
+
+/// A launch thread's fault as the caller's error for `op`.
+fn from_thread(op: &'static str) -> impl Fn(LaunchFault<CudaError>) -> CudaError {
+    move |fault| match fault {
+        LaunchFault::Failed(e) => e.at("on the exec's launch thread"),
+        LaunchFault::AfterFailure => CudaError::Usage {
+            op,
+            reason: "a replay or patch failed on the exec's launch thread (that error was returned earlier); the exec submits nothing more".into(),
+        },
+        LaunchFault::Ended(reason) => CudaError::Usage { op, reason },
+    }
+}
+
+impl CudaExec {
+    /// The lowering this exec submits (what the golden tests pin).
+    pub fn lowering(&self) -> &Lowering {
+        &self.lowering
+    }
+    /// Number of programmatic (PDL) edges in the submission.
+    pub fn programmatic_edges(&self) -> usize {
+        match &self.graph {
+            Some(_) => self.lowering.edges.iter().filter(|e| e.programmatic).count(),
+            None => self.lowering.eager_pdl.iter().filter(|p| **p).count(),
+        }
+    }
+    /// Which thread makes this exec's driver calls for replay and patch.
+    pub fn launch_on_thread(&self) -> bool {
+        matches!(self.replayer, Placement::Thread(_))
+    }
+    /// Graph mode: writes the driver's verbose DOT description of the submitted graph (kernel nodes with
+    /// their launch params, edges with their type and ports) to `path`.
+    pub fn write_dot(&self, path: &std::path::Path) -> Result<()> {
+        self.drain("write_dot")?;
+        match &self.graph {
+            Some((graph, _)) => graph.write_dot(path),
+            None => Err(CudaError::Usage { op: "write_dot", reason: "eager mode submits no graph".into() }),
+        }
+    }
+    /// Graph mode: the edges of the submitted graph as the driver holds them, `(from, to, programmatic)`
+    /// by node index, sorted (what the tests compare with the lowering, whichever way the graph was built).
+    pub fn submitted_edges(&self) -> Result<Vec<(usize, usize, bool)>> {
+        self.drain("submitted_edges")?;
+        let Some((graph, nodes)) = &self.graph else {
+            return Err(CudaError::Usage { op: "submitted_edges", reason: "eager mode submits no graph".into() });
+        };
+        let by_node: std::collections::HashMap<GraphNode, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let index = |n: GraphNode| {
+            by_node.get(&n).copied().ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
+        };
+        let mut edges = graph.typed_edges()?.into_iter().map(|(f, t, p)| Ok((index(f)?, index(t)?, p))).collect::<Result<Vec<_>>>()?;
+        edges.sort_unstable();
+        Ok(edges)
+    }
+    /// Device address of a buffer (views included).
+    pub fn device_ptr(&self, buffer: BufferId) -> Option<u64> {
+        let d = self.plan.graph().buffers().get(buffer.index())?;
+        Some(self.base[d.root.index()] + d.root_offset)
+    }
+
+    /// With a launch thread: returns once it has handed the driver everything posted so far, so that
+    /// what the caller puts on the stream next comes after those replays.
+    fn drain(&self, op: &'static str) -> Result<()> {
+        match &self.replayer {
+            Placement::Thread(t) => t.drain().map_err(from_thread(op)),
+            Placement::Caller(_) | Placement::Stopped => Ok(()),
+        }
+    }
+
     /// Records the start timing event on the exec's stream (see [`CudaExec::timer_stop_ms`]).
     pub fn timer_start(&mut self) -> Result<()> {
+        self.drain("timer_start")?;
         self.timer.0.record(&self.main)
     }
     /// Records the stop event, waits for it, and returns the GPU milliseconds since `timer_start`.
     pub fn timer_stop_ms(&mut self) -> Result<f64> {
+        self.drain("timer_stop_ms")?;
         self.timer.1.record(&self.main)?;
         self.timer.1.synchronize()?;
         Ok(self.timer.1.elapsed_ms_since(&self.timer.0)? as f64)
@@ -471,13 +611,11 @@ impl CudaExec {
 
     /// Enqueues `count` replays between two timing events and returns the GPU time in milliseconds.
     pub fn replay_timed(&mut self, count: usize) -> Result<f64> {
-        self.timer.0.record(&self.main)?;
+        self.timer_start()?;
         for _ in 0..count {
-            self.enqueue()?;
+            self.replay()?;
         }
-        self.timer.1.record(&self.main)?;
-        self.timer.1.synchronize()?;
-        Ok(self.timer.1.elapsed_ms_since(&self.timer.0)? as f64)
+        self.timer_stop_ms()
     }
 }
 
@@ -490,33 +628,33 @@ impl Exec for CudaExec {
 
     #[inline]
     fn replay(&mut self) -> Result<()> {
-        self.enqueue()
+        match &mut self.replayer {
+            Placement::Caller(r) => r.enqueue(),
+            Placement::Thread(t) => t.launch().map_err(from_thread("replay")),
+            Placement::Stopped => Err(CudaError::Usage { op: "replay", reason: "the exec is being dropped".into() }),
+        }
     }
 
     fn wait(&mut self) -> Result<()> {
+        self.drain("wait")?;
         self.main.synchronize()
     }
 
     /// Patches a slot. Launches already enqueued keep the values they were launched with (CUDA snapshots
-    /// kernel params at launch), so this is safe even while replays are in flight.
+    /// kernel params at launch), so this is safe even while replays are in flight. The value is checked
+    /// here, on the caller's thread, also when a launch thread applies it.
     fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<()> {
         check_slot(&self.plan, slot, value)?;
-        for &(node, arg) in self.plan.slot_uses(slot) {
-            let i = node.index();
-            if self.args[i].get(arg) == value.bits {
-                continue;
-            }
-            self.args[i].set(arg, value.bits);
-            if let Submission::Graph { exec, nodes, .. } = &self.submission {
-                exec.set_kernel_params(nodes[i], &self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i])
-                    .map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
-            }
+        match &mut self.replayer {
+            Placement::Caller(r) => r.set_slot_bits(slot, value.bits),
+            Placement::Thread(t) => t.set_slot(slot, value.bits).map_err(from_thread("set_slot")),
+            Placement::Stopped => Err(CudaError::Usage { op: "set_slot", reason: "the exec is being dropped".into() }),
         }
-        Ok(())
     }
 
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
         check_range(&self.plan, buffer, offset, data.len() as u64).map_err(|reason| CudaError::Usage { op: "write_buffer", reason })?;
+        self.drain("write_buffer")?;
         self.ctx.bind()?;
         self.main.synchronize()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "write_buffer", reason: "unknown buffer".into() })?;
@@ -525,6 +663,7 @@ impl Exec for CudaExec {
 
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
         check_range(&self.plan, buffer, offset, out.len() as u64).map_err(|reason| CudaError::Usage { op: "read_buffer", reason })?;
+        self.drain("read_buffer")?;
         self.ctx.bind()?;
         self.main.synchronize()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "read_buffer", reason: "unknown buffer".into() })?;
@@ -534,11 +673,16 @@ impl Exec for CudaExec {
 
 impl Drop for CudaExec {
     fn drop(&mut self) {
-        let _ = self.main.synchronize();
-        if let Submission::Eager { side, .. } = &self.submission {
-            for s in side {
-                let _ = s.synchronize();
+        // The launch thread submits what it still holds and ends before the streams are waited for
+        // and the memory is freed.
+        if let Placement::Thread(t) = std::mem::replace(&mut self.replayer, Placement::Stopped) {
+            if let (Some(r), _) = t.stop() {
+                self.replayer = Placement::Caller(r);
             }
+        }
+        let _ = self.main.synchronize();
+        if let Placement::Caller(r) = &self.replayer {
+            r.synchronize_side();
         }
     }
 }

@@ -252,6 +252,10 @@ pub(crate) struct Function {
     _module: Arc<Module>,
 }
 
+// SAFETY: a function handle of a loaded module may be launched from any thread on which its context is
+// current; the module is kept alive by the Arc.
+unsafe impl Send for Function {}
+
 impl Function {
     /// (offset, size) of each param, from `cuFuncGetParamInfo` (driver 12.4+); `None` on older drivers.
     pub(crate) fn param_layout(&self) -> Result<Option<Vec<(usize, usize)>>> {
@@ -282,6 +286,10 @@ pub(crate) struct KernelArgs {
     ptrs: Box<[*mut c_void]>,
 }
 
+// SAFETY: `ptrs` points only into `cells`, which KernelArgs owns and which does not move when the
+// struct does (boxed); moving both to another thread keeps the pointers valid.
+unsafe impl Send for KernelArgs {}
+
 impl KernelArgs {
     pub(crate) fn new(values: &[u64]) -> KernelArgs {
         let mut cells: Box<[u64]> = values.into();
@@ -303,6 +311,12 @@ pub(crate) struct Stream {
     s: sys::CUstream,
     _ctx: Arc<Context>,
 }
+
+// SAFETY: driver API calls on a stream are thread-safe; the exec shares its stream between the caller
+// and its launch thread, and orders their use itself (the caller drains the launch thread first).
+unsafe impl Send for Stream {}
+// SAFETY: as above; the handle is never mutated after creation.
+unsafe impl Sync for Stream {}
 
 impl Stream {
     pub(crate) fn new(ctx: &Arc<Context>) -> Result<Stream> {
@@ -425,6 +439,10 @@ pub(crate) struct Event {
     e: sys::CUevent,
 }
 
+// SAFETY: an event handle may be recorded and waited on from any thread of its context; an eager exec's
+// events move with it to its launch thread and are used there only.
+unsafe impl Send for Event {}
+
 impl Event {
     pub(crate) fn new(timing: bool) -> Result<Event> {
         let flags = if timing { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
@@ -485,6 +503,10 @@ pub(crate) struct Graph {
 /// A node handle of a [`Graph`] (valid while the graph lives).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct GraphNode(sys::CUgraphNode);
+
+// SAFETY: a node handle is an identifier the driver only reads; the exec that patches by it is used from
+// one thread at a time.
+unsafe impl Send for GraphNode {}
 
 impl Graph {
     pub(crate) fn new() -> Result<Graph> {
@@ -651,6 +673,10 @@ impl Drop for Graph {
 pub(crate) struct GraphExec {
     e: sys::CUgraphExec,
 }
+
+// SAFETY: a graph exec may be used from any thread of its context, one thread at a time (the driver does
+// not synchronize it); it moves to the launch thread whole and is used only there.
+unsafe impl Send for GraphExec {}
 
 impl GraphExec {
     pub(crate) fn upload(&self, s: &Stream) -> Result<()> {

@@ -10,6 +10,7 @@ pub mod device;
 mod error;
 mod exec;
 mod ffi;
+mod launch_thread;
 pub mod lower;
 pub mod module;
 pub mod nvrtc;
@@ -17,7 +18,7 @@ pub mod raw;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, GraphBuild, StreamPriority};
+pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, GraphBuild, LaunchOn, StreamPriority};
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
 

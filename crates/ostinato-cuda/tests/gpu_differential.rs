@@ -1,11 +1,11 @@
 //! On the GPU: random order-sensitive programs on CUDA (graph mode in both shapes and eager mode, PDL on
-//! and off, default and high stream priority) equal the host oracle's serial result bit for bit. Skips with a message where no CUDA driver is found.
+//! and off, default and high stream priority, replays on the caller's thread and on a launch thread) equal the host oracle's serial result bit for bit. Skips with a message where no CUDA driver is found.
 
 mod common;
 
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
 use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, GraphBuild, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, serial_result};
 
 const GRAPHS: u64 = 200;
@@ -14,21 +14,25 @@ const GRAPHS: u64 = 200;
 fn random_graphs_match_the_host_oracle_bitwise() {
     let Some(device) = common::device_or_skip("random_graphs_match_the_host_oracle_bitwise") else { return };
     use GraphBuild::{Bulk, Capture, InOrder};
+    use LaunchOn::Caller;
     use ShapeMode::{Auto as AutoShape, Lanes, Plan as PlanShape};
     use StreamPriority::{Default as Normal, High};
+    const THREAD: LaunchOn = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
     let configs = [
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes, Bulk, Normal),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, InOrder, Normal),
-        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Capture, High),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Capture, Normal),
-        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape, Bulk, High),
-        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape, Bulk, Normal),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::Off, PdlTrigger::AtEntry, PlanShape, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWrites, AutoShape, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, PlanShape, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, InOrder, Normal, Caller),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Capture, High, Caller),
+        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Capture, Normal, Caller),
+        (ExecMode::Eager, PdlMode::On, PdlTrigger::AfterWait, AutoShape, Bulk, High, Caller),
+        (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, AutoShape, Bulk, Normal, Caller),
+        (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk, Normal, THREAD),
+        (ExecMode::Eager, PdlMode::Auto, PdlTrigger::AfterWait, Lanes, Bulk, Normal, THREAD),
     ];
     let mut compared = 0;
     for seed in 0..GRAPHS {
@@ -36,12 +40,12 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         let replays = 1 + (seed as usize % 3);
         let host = serial_result(&plan, &prog, replays).expect("host oracle");
-        for (mode, pdl, trigger, shape, build, priority) in configs {
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build, priority };
+        for (mode, pdl, trigger, shape, build, priority, launch) in configs {
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build, priority, launch };
             let got = common::run_cuda(&device, &plan, options, &prog.inits, replays);
             assert_eq!(
                 got, host,
-                "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} build={build:?} priority={priority:?} differs from the host oracle"
+                "seed {seed}: {mode:?} pdl={pdl:?} trigger={trigger:?} shape={shape:?} build={build:?} priority={priority:?} launch={launch:?} differs from the host oracle"
             );
             compared += 1;
         }

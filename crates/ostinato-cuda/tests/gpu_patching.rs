@@ -1,10 +1,11 @@
 //! On the GPU: one graph replayed 10,000 times with a slot changed every replay is right every time,
-//! with no re-instantiation; and replay allocates nothing on the host.
+//! with no re-instantiation, on the caller's thread and through a launch thread; and replay allocates
+//! nothing on the host, on either thread.
 
 mod common;
 
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, Scalar, Slice};
-use ostinato_cuda::{CudaBackend, CudaOptions, GraphBuild, PdlTrigger};
+use ostinato_cuda::{CudaBackend, CudaOptions, GraphBuild, LaunchOn, PdlTrigger};
 use ostinato_host::random_graphs::mix_sig;
 
 #[path = "../../ostinato-host/tests/support/counting_alloc.rs"]
@@ -33,9 +34,13 @@ fn ten_thousand_patched_replays_are_each_right() {
     let Some(device) = common::device_or_skip("ten_thousand_patched_replays_are_each_right") else { return };
     let (g, slot, out, c) = program();
     let plan = Plan::compile(&g).unwrap();
-    // Every graph build: the patched node handles come from a different driver path in each.
-    for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
-        let backend = CudaBackend::new(&device, CudaOptions { build, ..CudaOptions::default() }).unwrap();
+    // Every graph build: the patched node handles come from a different driver path in each. The launch
+    // thread patches and launches on its own thread while the caller reads back after every replay.
+    let thread = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
+    for (build, launch) in
+        [(GraphBuild::Bulk, LaunchOn::Caller), (GraphBuild::InOrder, LaunchOn::Caller), (GraphBuild::Capture, LaunchOn::Caller), (GraphBuild::Bulk, thread)]
+    {
+        let backend = CudaBackend::new(&device, CudaOptions { build, launch, ..CudaOptions::default() }).unwrap();
         let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate, BufferBinding::Allocate]).unwrap();
         let cv: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2654435761)).collect();
@@ -50,7 +55,7 @@ fn ten_thousand_patched_replays_are_each_right() {
                 let once = 3u32.wrapping_add(cv[i]).wrapping_add(salt);
                 let want = once.wrapping_mul(3).wrapping_add(cv[i]).wrapping_add(salt);
                 let got = u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
-                assert_eq!(got, want, "{build:?}: replay {r}, element {i}");
+                assert_eq!(got, want, "{build:?} {launch:?}: replay {r}, element {i}");
             }
         }
     }
@@ -68,8 +73,17 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
     }
     let plan = Plan::compile(&g).unwrap();
     use ostinato_cuda::ExecMode::{Eager, Graph as GraphMode};
-    for (mode, build) in [(GraphMode, GraphBuild::Bulk), (GraphMode, GraphBuild::InOrder), (GraphMode, GraphBuild::Capture), (Eager, GraphBuild::Bulk)] {
-        let backend = CudaBackend::new(&device, CudaOptions { mode, build, ..CudaOptions::default() }).unwrap();
+    let thread = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
+    let configs = [
+        (GraphMode, GraphBuild::Bulk, LaunchOn::Caller),
+        (GraphMode, GraphBuild::InOrder, LaunchOn::Caller),
+        (GraphMode, GraphBuild::Capture, LaunchOn::Caller),
+        (Eager, GraphBuild::Bulk, LaunchOn::Caller),
+        (GraphMode, GraphBuild::Bulk, thread),
+        (Eager, GraphBuild::Bulk, thread),
+    ];
+    for (mode, build, launch) in configs {
+        let backend = CudaBackend::new(&device, CudaOptions { mode, build, launch, ..CudaOptions::default() }).unwrap();
         let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).unwrap();
         exec.replay().unwrap();
@@ -80,6 +94,7 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
             exec.replay().unwrap();
         }
         exec.wait().unwrap();
-        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?}: replay or patch allocated");
+        // The allocator counts every thread's allocations: the launch thread's too.
+        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?} {launch:?}: replay or patch allocated");
     }
 }

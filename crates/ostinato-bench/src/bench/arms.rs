@@ -8,7 +8,7 @@ use std::time::Instant;
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, PdlMode};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode};
 use ostinato_host::{builtins, HostBackend, HostExec};
 
 use super::workload::Workload;
@@ -31,6 +31,9 @@ pub enum ArmKind {
     OstinatoPdlOn,
     /// Ablation: Ostinato's plan launched eagerly over lanes.
     OstinatoEager,
+    /// Ostinato's `auto` graph replayed through the exec's launch thread (`LaunchOn::Thread`): the same
+    /// submission, the driver calls off the caller's thread.
+    OstinatoThread,
     /// Host backend, serial program order on one thread.
     HostSerial,
     /// Ostinato on the host backend: the plan on a thread pool.
@@ -55,12 +58,13 @@ impl ArmKind {
             ArmKind::OstinatoPdlOff => "ostinato-pdl-off",
             ArmKind::OstinatoPdlOn => "ostinato-pdl-on",
             ArmKind::OstinatoEager => "ostinato-eager",
+            ArmKind::OstinatoThread => "ostinato-thread",
             ArmKind::HostSerial => "host-serial",
             ArmKind::OstinatoHost => "ostinato-host",
             ArmKind::Vulkan => "vulkan",
         }
     }
-    pub const CUDA: [ArmKind; 8] = [
+    pub const CUDA: [ArmKind; 9] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
@@ -68,6 +72,7 @@ impl ArmKind {
         ArmKind::Ostinato,
         ArmKind::OstinatoPdlOff,
         ArmKind::OstinatoPdlOn,
+        ArmKind::OstinatoThread,
         ArmKind::OstinatoEager,
     ];
     pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
@@ -221,14 +226,15 @@ impl OstinatoCuda {
     /// graph build and stream priority) for the main arm, PDL forced on/off for the ablations, eager
     /// mode for the eager ablation. None for the other arms.
     pub fn options(kind: ArmKind, base: CudaOptions) -> Option<CudaOptions> {
-        let (mode, pdl) = match kind {
-            ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto),
-            ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off),
-            ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On),
-            ArmKind::OstinatoEager => (ExecMode::Eager, PdlMode::Auto),
+        let (mode, pdl, launch) = match kind {
+            ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller),
+            ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off, LaunchOn::Caller),
+            ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On, LaunchOn::Caller),
+            ArmKind::OstinatoThread => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }),
+            ArmKind::OstinatoEager => (ExecMode::Eager, PdlMode::Auto, LaunchOn::Caller),
             _ => return None,
         };
-        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..base.pdl }, ..base })
+        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..base.pdl }, launch, ..base })
     }
 
     pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {

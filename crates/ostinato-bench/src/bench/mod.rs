@@ -590,7 +590,10 @@ mod tests {
         let [graph, direct, later] = passes(&ArmKind::CUDA);
         assert_eq!(direct, [ArmKind::Eager, ArmKind::OstinatoEager]);
         assert_eq!(later, [ArmKind::Vulkan]);
-        assert_eq!(graph, [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn]);
+        assert_eq!(
+            graph,
+            [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn, ArmKind::OstinatoThread]
+        );
         let [graph, direct, later] = passes(&[ArmKind::Eager, ArmKind::Ostinato]);
         assert_eq!((graph, direct, later), (vec![ArmKind::Ostinato], vec![ArmKind::Eager], vec![]));
         assert_eq!(rotated(&[ArmKind::Eager, ArmKind::OstinatoEager], 3), [ArmKind::OstinatoEager, ArmKind::Eager]);

@@ -29,10 +29,15 @@ pub fn chain_plan() -> Result<(Plan, BufferId), String> {
 /// The chain captured from `stream`: `NODES` launches of `k` on the buffer at `x`, each with the
 /// programmatic-serialization attribute when `pdl` (the kernel must then wait).
 pub fn capture_chain(k: &CudaKernel, x: u64, stream: &Stream, pdl: bool) -> Result<CapturedGraph, String> {
+    capture_launches(k, x, stream, pdl, NODES)
+}
+
+/// `count` launches of the chain's kernel captured from `stream` (`capture_chain` is `NODES` of them).
+pub fn capture_launches(k: &CudaKernel, x: u64, stream: &Stream, pdl: bool, count: usize) -> Result<CapturedGraph, String> {
     let e = |x: ostinato_cuda::CudaError| x.to_string();
     let mut args = Args::new(&[x, 256]);
     stream.begin_capture().map_err(e)?;
-    let launched = (0..NODES).try_for_each(|_| stream.launch(k, DIMS, &mut args, pdl));
+    let launched = (0..count).try_for_each(|_| stream.launch(k, DIMS, &mut args, pdl));
     let graph = stream.end_capture().map_err(e)?;
     launched.map_err(e)?;
     Ok(graph)
