@@ -9,7 +9,7 @@ use ostinato::{check_bindings, check_range, check_slot, Backend, BindError, Buff
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
-use crate::launch_thread::{LaunchFault, LaunchThread, Submitter};
+use crate::launch_thread::{Command, LaunchFault, LaunchThread, Submitter};
 use crate::lower::{lower, ArgValue, Callee, Lowering, PdlPolicy};
 use crate::module::{BuiltinModules, CudaKernel, PdlTrigger};
 
@@ -105,9 +105,10 @@ pub enum LaunchOn {
     #[default]
     Caller,
     /// A launch thread the exec owns: `replay` and `set_slot` post a command and return; the thread
-    /// makes the driver calls in the same order. It spins for `spin` after each command (a core busy
-    /// while replays come faster than that) and then sleeps until the next one, which pays its wake-up.
-    /// `wait` and buffer reads and writes first wait until the thread has submitted everything posted.
+    /// makes the driver calls in the same order, and every other call on the exec's stream (`wait`,
+    /// timing events). It spins for `spin` after each command (a core busy while replays come faster
+    /// than that) and then parks until the next one, which pays its wake-up. `wait` and buffer reads
+    /// and writes return once the thread has run everything posted before them.
     Thread { spin: Duration },
 }
 
@@ -233,6 +234,8 @@ struct Replayer {
     args: Vec<KernelArgs>,
     work: Work,
     main: Arc<Stream>,
+    /// Timing events (start, stop), recorded on `main` by whichever thread owns the replayer.
+    timer: [Arc<Event>; 2],
 }
 
 enum Placement {
@@ -253,7 +256,7 @@ pub struct CudaExec {
     /// Graph mode: the graph as built (read back by the tests and `--dump`) and the node of each launch.
     graph: Option<(Graph, Vec<GraphNode>)>,
     main: Arc<Stream>,
-    timer: (Event, Event),
+    timer: [Arc<Event>; 2],
     replayer: Placement,
 }
 
@@ -351,9 +354,10 @@ impl Backend for CudaBackend {
                 (Work::Eager { side, done, start: Event::new(false)?, lane_end }, None)
             }
         };
-        let timer = (Event::new(true)?, Event::new(true)?);
+        let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
         let (plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
-        let replayer = Replayer { ctx: self.ctx.clone(), plan: plan.clone(), lowering: lowering.clone(), funcs, args, work, main: main.clone() };
+        let replayer =
+            Replayer { ctx: self.ctx.clone(), plan: plan.clone(), lowering: lowering.clone(), funcs, args, work, main: main.clone(), timer: timer.clone() };
         let replayer = match self.options.launch {
             LaunchOn::Caller => Placement::Caller(replayer),
             LaunchOn::Thread { spin } => {
@@ -521,11 +525,13 @@ impl Submitter for Replayer {
     fn start(&mut self) -> Result<()> {
         self.ctx.bind()
     }
-    fn set_slot(&mut self, slot: SlotId, bits: u64) -> Result<()> {
-        self.set_slot_bits(slot, bits)
-    }
-    fn launch(&mut self) -> Result<()> {
-        self.enqueue()
+    fn run(&mut self, command: Command) -> Result<()> {
+        match command {
+            Command::SetSlot(slot, bits) => self.set_slot_bits(slot, bits),
+            Command::Launch => self.enqueue(),
+            Command::Record(i) => self.timer[i].record(&self.main),
+            Command::Synchronize => self.main.synchronize(),
+        }
     }
 }
 
@@ -596,17 +602,30 @@ impl CudaExec {
         }
     }
 
+    /// Runs `command` on the thread that owns the replayer; `finish`: and returns only once it ran.
+    fn on_stream(&mut self, op: &'static str, command: Command, finish: bool) -> Result<()> {
+        match &mut self.replayer {
+            Placement::Caller(r) => r.run(command),
+            Placement::Thread(t) => {
+                t.post(command).map_err(from_thread(op))?;
+                if finish {
+                    t.drain().map_err(from_thread(op))?;
+                }
+                Ok(())
+            }
+            Placement::Stopped => Err(CudaError::Usage { op, reason: "the exec is being dropped".into() }),
+        }
+    }
+
     /// Records the start timing event on the exec's stream (see [`CudaExec::timer_stop_ms`]).
     pub fn timer_start(&mut self) -> Result<()> {
-        self.drain("timer_start")?;
-        self.timer.0.record(&self.main)
+        self.on_stream("timer_start", Command::Record(0), false)
     }
     /// Records the stop event, waits for it, and returns the GPU milliseconds since `timer_start`.
     pub fn timer_stop_ms(&mut self) -> Result<f64> {
-        self.drain("timer_stop_ms")?;
-        self.timer.1.record(&self.main)?;
-        self.timer.1.synchronize()?;
-        Ok(self.timer.1.elapsed_ms_since(&self.timer.0)? as f64)
+        self.on_stream("timer_stop_ms", Command::Record(1), false)?;
+        self.on_stream("timer_stop_ms", Command::Synchronize, true)?;
+        Ok(self.timer[1].elapsed_ms_since(&self.timer[0])? as f64)
     }
 
     /// Enqueues `count` replays between two timing events and returns the GPU time in milliseconds.
@@ -628,16 +647,11 @@ impl Exec for CudaExec {
 
     #[inline]
     fn replay(&mut self) -> Result<()> {
-        match &mut self.replayer {
-            Placement::Caller(r) => r.enqueue(),
-            Placement::Thread(t) => t.launch().map_err(from_thread("replay")),
-            Placement::Stopped => Err(CudaError::Usage { op: "replay", reason: "the exec is being dropped".into() }),
-        }
+        self.on_stream("replay", Command::Launch, false)
     }
 
     fn wait(&mut self) -> Result<()> {
-        self.drain("wait")?;
-        self.main.synchronize()
+        self.on_stream("wait", Command::Synchronize, true)
     }
 
     /// Patches a slot. Launches already enqueued keep the values they were launched with (CUDA snapshots
@@ -645,27 +659,21 @@ impl Exec for CudaExec {
     /// here, on the caller's thread, also when a launch thread applies it.
     fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<()> {
         check_slot(&self.plan, slot, value)?;
-        match &mut self.replayer {
-            Placement::Caller(r) => r.set_slot_bits(slot, value.bits),
-            Placement::Thread(t) => t.set_slot(slot, value.bits).map_err(from_thread("set_slot")),
-            Placement::Stopped => Err(CudaError::Usage { op: "set_slot", reason: "the exec is being dropped".into() }),
-        }
+        self.on_stream("set_slot", Command::SetSlot(slot, value.bits), false)
     }
 
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
         check_range(&self.plan, buffer, offset, data.len() as u64).map_err(|reason| CudaError::Usage { op: "write_buffer", reason })?;
-        self.drain("write_buffer")?;
+        self.wait()?;
         self.ctx.bind()?;
-        self.main.synchronize()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "write_buffer", reason: "unknown buffer".into() })?;
         crate::ffi::copy_to_device(p + offset, data)
     }
 
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
         check_range(&self.plan, buffer, offset, out.len() as u64).map_err(|reason| CudaError::Usage { op: "read_buffer", reason })?;
-        self.drain("read_buffer")?;
+        self.wait()?;
         self.ctx.bind()?;
-        self.main.synchronize()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "read_buffer", reason: "unknown buffer".into() })?;
         crate::ffi::copy_to_host(out, p + offset)
     }

@@ -439,9 +439,12 @@ pub(crate) struct Event {
     e: sys::CUevent,
 }
 
-// SAFETY: an event handle may be recorded and waited on from any thread of its context; an eager exec's
-// events move with it to its launch thread and are used there only.
+// SAFETY: an event handle may be recorded and waited on from any thread of its context (driver calls
+// on events are thread-safe); an eager exec's events move with it to its launch thread.
 unsafe impl Send for Event {}
+// SAFETY: as above; the exec's timing events are recorded by its launch thread and read by the caller
+// only after the caller has drained that thread; the handle is never mutated after creation.
+unsafe impl Sync for Event {}
 
 impl Event {
     pub(crate) fn new(timing: bool) -> Result<Event> {

@@ -1,25 +1,29 @@
 //! The launch thread: an exec option that moves the driver's launch and patch calls off the caller's
-//! thread. The caller's `replay` and `set_slot` post a command into a bounded queue (no allocation, no
-//! system call while the thread is awake) and return; one thread owned by the exec runs the commands in
-//! the order they were posted. Graph execs are not safe to use from two threads at once, so every call
-//! that touches the exec (patch and launch) runs on the launch thread; the caller's side waits for the
-//! queue to drain before anything that must see the replays' effect (wait, buffer reads and writes,
-//! timing events).
+//! thread. The caller's `replay` and `set_slot` post a command into a bounded queue and return; one
+//! thread owned by the exec runs the commands in the order they were posted. Graph execs are not safe to
+//! use from two threads at once, so every call that touches the exec (patch and launch) runs on the
+//! launch thread, and so does every other call on the exec's stream (timing events, the wait for
+//! completion): the driver's state for that stream stays with one thread. The caller's side waits for
+//! the queue to drain before anything that must see the replays' effect (wait, buffer reads and writes,
+//! timings).
 //!
 //! The thread spins for a while after its last command, so that the next call finds it awake; after
-//! that it sleeps in the queue and the next call pays the wake-up. A command that fails stores its
-//! error; the caller gets it from its next call (or `wait`), and every later command is skipped: the
-//! exec fails closed, as an asynchronous CUDA error would leave it.
+//! that it parks, and the next call unparks it (a system call, and the thread's wake-up before the
+//! launch). Neither side allocates after start: the queue is a fixed array, only ever used with
+//! `try_send`/`try_recv` (the blocking calls of `std::sync::mpsc` set up per-thread state on first use),
+//! and sleeping is `park`/`unpark` on a handle taken at start. A command that fails stores its error;
+//! the caller gets it from its next call (or `wait`), and every later command is skipped: the exec fails
+//! closed, as an asynchronous CUDA error would leave it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use ostinato::SlotId;
 
-/// Commands the queue holds before `post` blocks (the thread is behind by that many).
+/// Commands the queue holds before `post` waits (the thread is behind by that many).
 pub(crate) const QUEUE_COMMANDS: usize = 1024;
 
 /// What a launch thread runs, in the order the commands were posted.
@@ -27,14 +31,21 @@ pub(crate) trait Submitter: Send + 'static {
     type Error: Send + 'static;
     /// Runs once on the launch thread before any command (makes the CUDA context current there).
     fn start(&mut self) -> Result<(), Self::Error>;
-    fn set_slot(&mut self, slot: SlotId, bits: u64) -> Result<(), Self::Error>;
-    fn launch(&mut self) -> Result<(), Self::Error>;
+    /// Runs one command.
+    fn run(&mut self, command: Command) -> Result<(), Self::Error>;
 }
 
+/// What the caller asks of the launch thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Command {
+pub(crate) enum Command {
+    /// From the next launch on, `slot` holds the bits.
     SetSlot(SlotId, u64),
+    /// One replay.
     Launch,
+    /// Record timing event 0 (start) or 1 (stop) on the stream.
+    Record(usize),
+    /// Wait until the stream has run everything submitted so far.
+    Synchronize,
 }
 
 /// Why a command posted to the launch thread did not run.
@@ -48,10 +59,18 @@ pub(crate) enum LaunchFault<E> {
     Ended(String),
 }
 
+/// A value on a cache line of its own: the counter the thread bumps after every command must not
+/// share a line with the flags the caller reads on every post.
+#[repr(align(128))]
+struct Line<T>(T);
+
 struct Shared<E> {
     /// Commands the thread has finished (run, or skipped after a failure).
-    done: AtomicU64,
-    failed: AtomicBool,
+    done: Line<AtomicU64>,
+    /// Set once, when a command fails.
+    failed: Line<AtomicBool>,
+    /// True while the thread is parked or about to park: the next post must unpark it.
+    parked: Line<AtomicBool>,
     error: Mutex<Option<E>>,
 }
 
@@ -60,7 +79,7 @@ impl<E> Shared<E> {
         if let Ok(mut slot) = self.error.lock() {
             slot.get_or_insert(e);
         }
-        self.failed.store(true, Ordering::Release);
+        self.failed.0.store(true, Ordering::Release);
     }
 }
 
@@ -70,39 +89,54 @@ pub(crate) struct LaunchThread<S: Submitter> {
     shared: Arc<Shared<S::Error>>,
     posted: u64,
     worker: Option<JoinHandle<S>>,
+    /// The worker's handle, for `unpark`.
+    thread: Thread,
 }
 
 impl<S: Submitter> LaunchThread<S> {
-    /// Moves `submitter` to a new thread that spins for `spin` after each command before it sleeps.
+    /// Moves `submitter` to a new thread that spins for `spin` after each command before it parks.
     /// If the thread cannot be started the submitter is dropped with the error.
     pub(crate) fn start(submitter: S, spin: Duration) -> Result<LaunchThread<S>, String> {
         let (queue, commands) = mpsc::sync_channel(QUEUE_COMMANDS);
-        let shared = Arc::new(Shared { done: AtomicU64::new(0), failed: AtomicBool::new(false), error: Mutex::new(None) });
+        let shared = Arc::new(Shared {
+            done: Line(AtomicU64::new(0)),
+            failed: Line(AtomicBool::new(false)),
+            parked: Line(AtomicBool::new(false)),
+            error: Mutex::new(None),
+        });
         let theirs = shared.clone();
         let worker = std::thread::Builder::new()
             .name("ostinato-launch".into())
             .spawn(move || run(submitter, commands, &theirs, spin))
             .map_err(|e| format!("could not start the launch thread: {e}"))?;
-        Ok(LaunchThread { queue: Some(queue), shared, posted: 0, worker: Some(worker) })
+        let thread = worker.thread().clone();
+        Ok(LaunchThread { queue: Some(queue), shared, posted: 0, worker: Some(worker), thread })
     }
 
-    /// Posts a patch: from the next launch on, `slot` holds `bits`.
-    pub(crate) fn set_slot(&mut self, slot: SlotId, bits: u64) -> Result<(), LaunchFault<S::Error>> {
-        self.post(Command::SetSlot(slot, bits))
-    }
-
-    /// Posts one launch.
-    #[inline]
-    pub(crate) fn launch(&mut self) -> Result<(), LaunchFault<S::Error>> {
-        self.post(Command::Launch)
-    }
-
-    fn post(&mut self, command: Command) -> Result<(), LaunchFault<S::Error>> {
+    /// Queues `command` for the thread and returns (waits only while the queue is full).
+    pub(crate) fn post(&mut self, command: Command) -> Result<(), LaunchFault<S::Error>> {
         self.failure()?;
         let queue = self.queue.as_ref().ok_or_else(|| LaunchFault::Ended("the launch thread was stopped".into()))?;
-        // Blocks only while the queue is full; fails only if the thread is gone.
-        queue.send(command).map_err(|_| LaunchFault::Ended("the launch thread ended unexpectedly".into()))?;
+        let mut command = command;
+        loop {
+            match queue.try_send(command) {
+                Ok(()) => break,
+                // The thread is a full queue behind: let it run (it may be parked), then try again.
+                Err(TrySendError::Full(c)) => {
+                    command = c;
+                    self.thread.unpark();
+                    std::thread::yield_now();
+                }
+                Err(TrySendError::Disconnected(_)) => return Err(LaunchFault::Ended("the launch thread ended unexpectedly".into())),
+            }
+        }
         self.posted += 1;
+        // Pairs with the fence in `run`: either the thread sees this command before it parks, or this
+        // sees `parked` and wakes it.
+        fence(Ordering::SeqCst);
+        if self.shared.parked.0.load(Ordering::Relaxed) {
+            self.thread.unpark();
+        }
         Ok(())
     }
 
@@ -110,7 +144,7 @@ impl<S: Submitter> LaunchThread<S> {
     /// has been given every launch, so stream-ordered work the caller adds comes after them.
     pub(crate) fn drain(&self) -> Result<(), LaunchFault<S::Error>> {
         let mut spins = 0u32;
-        while self.shared.done.load(Ordering::Acquire) < self.posted {
+        while self.shared.done.0.load(Ordering::Acquire) < self.posted {
             if self.worker.as_ref().is_none_or(|w| w.is_finished()) {
                 return Err(LaunchFault::Ended("the launch thread ended with commands unrun".into()));
             }
@@ -126,7 +160,7 @@ impl<S: Submitter> LaunchThread<S> {
 
     /// The stored error, once; afterwards `AfterFailure`.
     fn failure(&self) -> Result<(), LaunchFault<S::Error>> {
-        if !self.shared.failed.load(Ordering::Acquire) {
+        if !self.shared.failed.0.load(Ordering::Acquire) {
             return Ok(());
         }
         match self.shared.error.lock().map(|mut e| e.take()) {
@@ -146,6 +180,7 @@ impl<S: Submitter> LaunchThread<S> {
     fn join(&mut self) -> Option<S> {
         // Closing the queue ends the thread once it has run what the queue still holds.
         self.queue = None;
+        self.thread.unpark();
         self.worker.take().and_then(|w| w.join().ok())
     }
 }
@@ -156,8 +191,8 @@ impl<S: Submitter> Drop for LaunchThread<S> {
     }
 }
 
-/// The launch thread's loop: run each command in order; spin while idle for up to `spin`, then sleep
-/// in the queue; end when the caller closes the queue and it is empty.
+/// The launch thread's loop: run each command in order; while idle, spin for up to `spin`, then park
+/// until a post unparks it; end when the caller closes the queue and it is empty.
 fn run<S: Submitter>(mut submitter: S, commands: Receiver<Command>, shared: &Shared<S::Error>, spin: Duration) -> S {
     if let Err(e) = submitter.start() {
         shared.fail(e);
@@ -171,21 +206,29 @@ fn run<S: Submitter>(mut submitter: S, commands: Receiver<Command>, shared: &Sha
                 std::hint::spin_loop();
                 continue;
             }
-            Err(TryRecvError::Empty) => match commands.recv() {
-                Ok(c) => c,
-                Err(_) => return submitter,
-            },
+            Err(TryRecvError::Empty) => {
+                shared.parked.0.store(true, Ordering::Relaxed);
+                // Pairs with the fence in `post` (see there).
+                fence(Ordering::SeqCst);
+                let next = commands.try_recv();
+                if matches!(next, Err(TryRecvError::Empty)) {
+                    // A post between the check and here left an unpark token: park returns at once.
+                    std::thread::park();
+                }
+                shared.parked.0.store(false, Ordering::Relaxed);
+                match next {
+                    Ok(c) => c,
+                    Err(TryRecvError::Disconnected) => return submitter,
+                    Err(TryRecvError::Empty) => continue,
+                }
+            }
         };
-        if !shared.failed.load(Ordering::Relaxed) {
-            let result = match command {
-                Command::SetSlot(slot, bits) => submitter.set_slot(slot, bits),
-                Command::Launch => submitter.launch(),
-            };
-            if let Err(e) = result {
+        if !shared.failed.0.load(Ordering::Relaxed) {
+            if let Err(e) = submitter.run(command) {
                 shared.fail(e);
             }
         }
-        shared.done.fetch_add(1, Ordering::Release);
+        shared.done.0.fetch_add(1, Ordering::Release);
         idle_since = Instant::now();
     }
 }
@@ -223,11 +266,8 @@ mod tests {
             *self.thread.lock().unwrap() = Some(std::thread::current().id());
             Ok(())
         }
-        fn set_slot(&mut self, slot: SlotId, bits: u64) -> Result<(), String> {
-            self.step(Command::SetSlot(slot, bits))
-        }
-        fn launch(&mut self) -> Result<(), String> {
-            self.step(Command::Launch)
+        fn run(&mut self, c: Command) -> Result<(), String> {
+            self.step(c)
         }
     }
 
@@ -250,10 +290,10 @@ mod tests {
             // More than the queue holds, so `post` also blocks on a full queue and resumes.
             for i in 0..(3 * QUEUE_COMMANDS as u64) {
                 if i % 3 == 0 {
-                    t.set_slot(SlotId((i % 5) as u32), i).unwrap();
+                    t.post(Command::SetSlot(SlotId((i % 5) as u32), i)).unwrap();
                     want.push(Command::SetSlot(SlotId((i % 5) as u32), i));
                 }
-                t.launch().unwrap();
+                t.post(Command::Launch).unwrap();
                 want.push(Command::Launch);
             }
             t.drain().unwrap();
@@ -265,16 +305,36 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_thread_wakes_for_the_next_command() {
+        // A lost wake-up would hang `drain`; run on a helper thread and fail after a deadline instead.
+        let (report, outcome) = mpsc::channel();
+        std::thread::spawn(move || {
+            let (r, log, _) = recorder(None);
+            let mut t = LaunchThread::start(r, Duration::ZERO).unwrap();
+            for i in 0..300u64 {
+                // Idle gaps of 0, 50 and 2,000 µs: the post lands before, while and after the thread parks.
+                std::thread::sleep(Duration::from_micros([0, 50, 2000][(i % 3) as usize]));
+                t.post(Command::SetSlot(SlotId(1), i)).unwrap();
+                t.post(Command::Launch).unwrap();
+                t.drain().unwrap();
+            }
+            let _ = report.send(log.lock().unwrap().len());
+        });
+        assert_eq!(outcome.recv_timeout(Duration::from_secs(20)), Ok(600), "a post did not wake the parked thread (or a command was lost)");
+    }
+
+    #[test]
     fn a_failed_command_is_reported_once_and_every_later_command_is_skipped() {
         let (r, log, _) = recorder(Some(2));
         let mut t = LaunchThread::start(r, Duration::from_millis(10)).unwrap();
-        t.launch().unwrap();
-        t.set_slot(SlotId(0), 7).unwrap();
-        t.launch().unwrap(); // the third command fails on the thread
-                             // Posting goes on until the caller learns of the failure; the skipped commands still drain.
+        t.post(Command::Launch).unwrap();
+        t.post(Command::SetSlot(SlotId(0), 7)).unwrap();
+        // The third command fails on the thread.
+        t.post(Command::Launch).unwrap();
+        // Posting goes on until the caller learns of the failure; the skipped commands still drain.
         let mut reported = None;
         for _ in 0..1000 {
-            if let Err(e) = t.launch() {
+            if let Err(e) = t.post(Command::Launch) {
                 reported = Some(e);
                 break;
             }
@@ -285,7 +345,7 @@ mod tests {
         };
         assert!(matches!(&reported, LaunchFault::Failed(m) if m == "command 2 failed"), "{reported:?}");
         assert!(matches!(t.drain(), Err(LaunchFault::AfterFailure)), "the error is reported once, then the exec stays failed");
-        assert!(matches!(t.launch(), Err(LaunchFault::AfterFailure)));
+        assert!(matches!(t.post(Command::Launch), Err(LaunchFault::AfterFailure)));
         assert_eq!(*log.lock().unwrap(), vec![Command::Launch, Command::SetSlot(SlotId(0), 7)], "nothing ran after the failure");
     }
 
@@ -295,7 +355,7 @@ mod tests {
         let started = r.started.clone();
         let mut t = LaunchThread::start(r, Duration::ZERO).unwrap();
         for _ in 0..100 {
-            t.launch().unwrap();
+            t.post(Command::Launch).unwrap();
         }
         let (back, status) = t.stop();
         assert!(status.is_ok());
@@ -312,15 +372,12 @@ mod tests {
             fn start(&mut self) -> Result<(), &'static str> {
                 Err("no context")
             }
-            fn set_slot(&mut self, _: SlotId, _: u64) -> Result<(), &'static str> {
-                panic!("ran after a failed start")
-            }
-            fn launch(&mut self) -> Result<(), &'static str> {
+            fn run(&mut self, _: Command) -> Result<(), &'static str> {
                 panic!("ran after a failed start")
             }
         }
         let mut t = LaunchThread::start(NoContext, Duration::ZERO).unwrap();
-        let first = t.launch().err().or_else(|| t.drain().err());
+        let first = t.post(Command::Launch).err().or_else(|| t.drain().err());
         assert!(matches!(first, Some(LaunchFault::Failed("no context"))), "{first:?}");
         assert!(matches!(t.drain(), Err(LaunchFault::AfterFailure)));
         let (back, status) = t.stop();
@@ -336,15 +393,12 @@ mod tests {
             fn start(&mut self) -> Result<(), ()> {
                 Ok(())
             }
-            fn set_slot(&mut self, _: SlotId, _: u64) -> Result<(), ()> {
-                Ok(())
-            }
-            fn launch(&mut self) -> Result<(), ()> {
+            fn run(&mut self, _: Command) -> Result<(), ()> {
                 panic!("driver binding panicked")
             }
         }
         let mut t = LaunchThread::start(Panics, Duration::ZERO).unwrap();
-        t.launch().unwrap();
+        t.post(Command::Launch).unwrap();
         assert!(matches!(t.drain(), Err(LaunchFault::Ended(_))), "drain must not wait forever for a dead thread");
         let (back, status) = t.stop();
         assert!(back.is_none() && matches!(status, Err(LaunchFault::Ended(_))));
