@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use ostinato::file::{self, GraphFile};
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, PlanOptions};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LoadedModule};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, LaunchOn, LoadedModule};
 use ostinato_host::{builtins, HostBackend};
 
 /// Backend names a graph file may name implementations for.
@@ -166,7 +166,17 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RunError> {
                 None => DeviceSelector::from_env()?,
             };
             let dev = Device::open(&sel)?;
-            notes.push(format!("device {} ({}), mode {}, pdl {}", dev.info().name, dev.info().uuid, options.mode.as_str(), options.pdl.mode.as_str()));
+            notes.push(format!(
+                "device {} ({}), mode {}, pdl {}, launch from the {}",
+                dev.info().name,
+                dev.info().uuid,
+                options.mode.as_str(),
+                options.pdl.mode.as_str(),
+                match options.launch {
+                    LaunchOn::Caller => "caller's thread".to_string(),
+                    LaunchOn::Thread { spin } => format!("exec's launch thread (spins {} µs, then parks)", spin.as_micros()),
+                }
+            ));
             let builtins = BuiltinModules::load(&dev, options.trigger)?;
             let kernels = cuda_kernels(&f, &plan, &dev, &builtins)?;
             let backend = CudaBackend::with_builtins(&dev, &builtins, *options)?;

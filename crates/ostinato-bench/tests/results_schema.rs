@@ -160,6 +160,8 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop12/runs/d5dda6a.json",
         "2026-11-30-h200-stop12/runs/98c50e2.json",
         "2026-11-30-h200-stop12/runs/dc3977d-graph-wrap-conditional.json",
+        "2026-11-30-h200-stop13/runs/756ec48.json",
+        "2026-11-30-h200-stop13/runs/b22ebe2.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
@@ -181,6 +183,8 @@ fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
         ("2026-11-30-h200-stop12/results.json", "fresh"),
         ("2026-11-30-h200-stop12/runs/d5dda6a.json", "fresh"),
         ("2026-11-30-h200-stop12/runs/98c50e2.json", "fresh"),
+        ("2026-11-30-h200-stop13/runs/756ec48.json", "fresh"),
+        ("2026-11-30-h200-stop13/runs/b22ebe2.json", "fresh"),
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert!(v["protocol"]["regime"].as_str().unwrap().starts_with(regime), "{f}");
@@ -209,7 +213,12 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
             .map(|a| (a["arm"].as_str().unwrap().to_string(), a["samples"].as_array().unwrap().iter().filter(|s| s["warmup"] == false).count()))
             .collect()
     };
-    for f in ["2026-11-30-h200-stop12/results.json", "2026-11-30-h200-stop12/runs/98c50e2.json"] {
+    for f in [
+        "2026-11-30-h200-stop12/results.json",
+        "2026-11-30-h200-stop12/runs/98c50e2.json",
+        "2026-11-30-h200-stop13/runs/756ec48.json",
+        "2026-11-30-h200-stop13/runs/b22ebe2.json",
+    ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["protocol"]["timed_ms"], 10, "{f}");
         for (arm, n) in timed(&v, "grid/indep/n1/b1") {
@@ -218,6 +227,29 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
     }
     let before = check(&repo().join("docs/results/2026-11-30-h200-stop12/runs/d5dda6a.json"));
     assert!(timed(&before, "grid/indep/n1/b1").iter().all(|(_, n)| *n == 7));
+}
+
+/// Since `756ec48` the matrix has the arm `ostinato-thread` (the auto graph replayed through the exec's
+/// launch thread). Since `b22ebe2` (the thread parks instead of blocking in the queue, and makes every
+/// call on the exec's stream) its replay call of every 941-dispatch graph cost the caller under 1 µs in
+/// the committed runs, in bursts and alone on an idle GPU, while the same graph's call from the caller's
+/// thread (`ostinato`) cost the driver's launch, above 1.5 µs. (In `756ec48`'s run a call that found
+/// the thread asleep in the queue's blocking receive cost up to 7.2 µs: the 8,192-block rows.)
+#[test]
+fn committed_runs_with_the_launch_thread_show_its_call_under_one_microsecond() {
+    for f in ["2026-11-30-h200-stop13/runs/b22ebe2.json"] {
+        let v = check(&repo().join("docs/results").join(f));
+        let mut rows = 0;
+        for r in v["rows"].as_array().unwrap().iter().filter(|r| r["id"].as_str().unwrap().contains("/n941/")) {
+            let arm = |name: &str| r["arms"].as_array().unwrap().iter().find(|a| a["arm"] == name).unwrap().clone();
+            let (thread, caller) = (arm("ostinato-thread"), arm("ostinato"));
+            let us = |a: &Value, k: &str| a[k]["median"].as_f64().unwrap();
+            assert!(us(&thread, "replay_call_us") < 1.0 && us(&thread, "replay_single_us") < 1.0, "{f} {}: {thread}", r["id"]);
+            assert!(us(&caller, "replay_call_us") > 1.5, "{f} {}", r["id"]);
+            rows += 1;
+        }
+        assert_eq!(rows, 8, "{f}: four serial and four independent 941-dispatch rows");
+    }
 }
 
 #[test]
