@@ -129,12 +129,7 @@ static Chain build_add_one_chain_nvrtc(float* x, int cc_major, int cc_minor) {
   CUfunction fn = load_add_one(cc_major * 10 + cc_minor);
   unsigned n = 256;
   void* args[] = {&x, &n};
-  CUDA_KERNEL_NODE_PARAMS p = {};
-  p.func = fn;
-  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = 256;
-  p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
+  CUDA_KERNEL_NODE_PARAMS p = node_params(fn, 1, 256, args);
   return build_chain_with(true, [&](cudaGraph_t g) {
     CUgraphNode node;
     CU(cuGraphAddKernelNode(&node, (CUgraph)g, nullptr, 0, &p));
@@ -211,11 +206,7 @@ static CUfunction nvrtc_launcher(int cc_major, int cc_minor) {
 static cudaGraphExec_t one_node_graph_driver(CUfunction f, void** args) {
   CUgraph g;
   CU(cuGraphCreate(&g, 0));
-  CUDA_KERNEL_NODE_PARAMS p = {};
-  p.func = f;
-  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
+  CUDA_KERNEL_NODE_PARAMS p = node_params(f, 1, 1, args);
   CUgraphNode n;
   CU(cuGraphAddKernelNode(&n, g, nullptr, 0, &p));
   CUgraphExec e;

@@ -27,12 +27,7 @@ static CUgraphExec build(CUfunction f, CUdeviceptr x, bool pdl, bool bulk, CUstr
   CU(cuGraphCreate(&g, 0));
   unsigned n = 256;
   void* args[] = {&x, &n};
-  CUDA_KERNEL_NODE_PARAMS p = {};
-  p.func = f;
-  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = 256;
-  p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
+  CUDA_KERNEL_NODE_PARAMS p = node_params(f, 1, 256, args);
   std::vector<CUgraphNode> nodes(kNodes);
   CUgraphEdgeData e = {};
   if (pdl) {

@@ -1,5 +1,5 @@
 // Shared by the two C++ probes (driver_api_chain.cpp, device_graph_launch.cu): the driver-error check,
-// the chain's length, and NVRTC compilation of a CUDA source to PTX the way Ostinato compiles its
+// the chain's length, driver kernel-node params, and NVRTC compilation of a CUDA source to PTX the way Ostinato compiles its
 // built-in kernels. Build and run on the GPU machine: scripts/probes/device-graph-launch.sh.
 #pragma once
 #include <cuda.h>
@@ -22,6 +22,18 @@
   } while (0)
 
 constexpr int kNodes = 941;
+
+// Driver kernel-node params: `f` on `blocks` × `threads` (1-D), reading its arguments from `args`.
+static CUDA_KERNEL_NODE_PARAMS node_params(CUfunction f, unsigned blocks, unsigned threads, void** args) {
+  CUDA_KERNEL_NODE_PARAMS p = {};
+  p.func = f;
+  p.gridDimX = blocks;
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = threads;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  return p;
+}
 
 static std::string read_file(const char* path) {
   FILE* f = fopen(path, "rb");
