@@ -162,12 +162,34 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop12/runs/dc3977d-graph-wrap-conditional.json",
         "2026-11-30-h200-stop13/runs/756ec48.json",
         "2026-11-30-h200-stop13/runs/b22ebe2.json",
+        "2026-11-30-h200-stop13/results.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
         assert_eq!(v["provenance"]["build_dirty"], "false", "{f}");
         assert!(v["failed_rows"].as_array().unwrap().is_empty(), "{f}");
         assert!(v["rows"].as_array().unwrap().iter().all(|r| r["ok"] == true), "{f}");
+    }
+}
+
+/// Stop 13's arm-position sweep of the two tiny rows (`study/tiny-rows/`, twelve processes, graph arms
+/// only): valid, every row right, and each run has every graph arm at a different position.
+#[test]
+fn committed_tiny_row_sweep_is_valid_and_puts_every_arm_everywhere() {
+    for set in ["a", "b"] {
+        let mut first: Vec<String> = Vec::new();
+        for r in 0..6 {
+            let f = format!("2026-11-30-h200-stop13/study/tiny-rows/rotate-{r}-{set}-9cd0511.json");
+            let v = check(&repo().join("docs/results").join(&f));
+            assert_eq!(v["provenance"]["build_dirty"], "false", "{f}");
+            assert!(v["rows"].as_array().unwrap().iter().all(|r| r["ok"] == true), "{f}");
+            let row = &v["rows"][0];
+            assert_eq!(row["id"], "grid/serial/n1/b1", "{f}");
+            first.push(row["arm_order"][0].as_str().unwrap().to_string());
+        }
+        first.sort();
+        first.dedup();
+        assert_eq!(first.len(), 6, "set {set}: each of the six graph arms ran first once: {first:?}");
     }
 }
 
@@ -185,6 +207,7 @@ fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
         ("2026-11-30-h200-stop12/runs/98c50e2.json", "fresh"),
         ("2026-11-30-h200-stop13/runs/756ec48.json", "fresh"),
         ("2026-11-30-h200-stop13/runs/b22ebe2.json", "fresh"),
+        ("2026-11-30-h200-stop13/results.json", "fresh"),
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert!(v["protocol"]["regime"].as_str().unwrap().starts_with(regime), "{f}");
@@ -218,6 +241,7 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
         "2026-11-30-h200-stop12/runs/98c50e2.json",
         "2026-11-30-h200-stop13/runs/756ec48.json",
         "2026-11-30-h200-stop13/runs/b22ebe2.json",
+        "2026-11-30-h200-stop13/results.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["protocol"]["timed_ms"], 10, "{f}");
@@ -237,7 +261,7 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
 /// the thread asleep in the queue's blocking receive cost up to 7.2 µs: the 8,192-block rows.)
 #[test]
 fn committed_runs_with_the_launch_thread_show_its_call_under_one_microsecond() {
-    for f in ["2026-11-30-h200-stop13/runs/b22ebe2.json"] {
+    for f in ["2026-11-30-h200-stop13/runs/b22ebe2.json", "2026-11-30-h200-stop13/results.json"] {
         let v = check(&repo().join("docs/results").join(f));
         let mut rows = 0;
         for r in v["rows"].as_array().unwrap().iter().filter(|r| r["id"].as_str().unwrap().contains("/n941/")) {
