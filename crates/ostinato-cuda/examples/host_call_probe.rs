@@ -139,28 +139,35 @@ fn cpu_speed() -> String {
     format!("mul-xor {mul_ns:.3} ns, chase 256 KiB {:.2} ns, 32 MiB {:.2} ns, 128 MiB {:.1} ns", chase(256 << 10), chase(32 << 20), chase(128 << 20))
 }
 
-/// µs per replay call of each graph, one entry per round: `ROUNDS` rounds (after one that warms every
-/// graph up), each graph in turn with the start rotating per round; before each burst of `BURST`
-/// back-to-back calls the GPU is idle.
-fn time_bursts(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
+/// One measurement per graph per round: `ROUNDS` rounds (after one that warms every graph up), each
+/// graph in turn with the start rotating per round.
+fn per_round(graphs: &mut [(String, Replayable)], mut measure: impl FnMut(&mut Replayable) -> Result<f64, String>) -> Result<Vec<Vec<f64>>, String> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
     for round in 0..ROUNDS + 1 {
         for j in 0..graphs.len() {
             let i = (j + round) % graphs.len();
-            let r = &mut graphs[i].1;
-            r.wait()?;
-            let t = Instant::now();
-            for _ in 0..BURST {
-                r.replay()?;
-            }
-            let us = t.elapsed().as_secs_f64() * 1e6 / BURST as f64;
-            r.wait()?;
+            let us = measure(&mut graphs[i].1)?;
             if round > 0 {
                 times[i].push(us);
             }
         }
     }
     Ok(times)
+}
+
+/// µs per replay call of each graph, one entry per round: a burst of `BURST` back-to-back calls after
+/// an idle GPU.
+fn time_bursts(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
+    per_round(graphs, |r| {
+        r.wait()?;
+        let t = Instant::now();
+        for _ in 0..BURST {
+            r.replay()?;
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / BURST as f64;
+        r.wait()?;
+        Ok(us)
+    })
 }
 
 /// `lanes` chains of `len` 1-block `add_one` launches, one buffer each, recorded interleaved (one
@@ -311,52 +318,24 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// µs the caller spends in one replay call on an idle GPU, one entry per round: the median of five calls,
-/// each after `wait` (the same rotation as `time_bursts`).
-fn time_single_calls(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
-    for round in 0..ROUNDS + 1 {
-        for j in 0..graphs.len() {
-            let i = (j + round) % graphs.len();
-            let r = &mut graphs[i].1;
-            let mut calls = [0.0; 5];
-            for c in &mut calls {
-                r.wait()?;
-                let t = Instant::now();
-                r.replay()?;
-                *c = t.elapsed().as_secs_f64() * 1e6;
-            }
+/// One entry per graph per round: the median of five replay calls, each after an idle GPU, timed to
+/// the call's return (what the caller spends in it) or, `to_completion`, to the end of the `wait` after
+/// it (the replay done on the GPU).
+fn time_calls(graphs: &mut [(String, Replayable)], to_completion: bool) -> Result<Vec<Vec<f64>>, String> {
+    per_round(graphs, |r| {
+        let mut calls = [0.0; 5];
+        for c in &mut calls {
             r.wait()?;
-            if round > 0 {
-                times[i].push(median(&mut calls));
-            }
-        }
-    }
-    Ok(times)
-}
-
-/// µs from a replay call to the end of `wait` (the replay done on the GPU), one entry per round: the
-/// median of five, each after an idle GPU.
-fn time_round_trips(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, String> {
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
-    for round in 0..ROUNDS + 1 {
-        for j in 0..graphs.len() {
-            let i = (j + round) % graphs.len();
-            let r = &mut graphs[i].1;
-            let mut trips = [0.0; 5];
-            for c in &mut trips {
+            let t = Instant::now();
+            r.replay()?;
+            if to_completion {
                 r.wait()?;
-                let t = Instant::now();
-                r.replay()?;
-                r.wait()?;
-                *c = t.elapsed().as_secs_f64() * 1e6;
             }
-            if round > 0 {
-                times[i].push(median(&mut trips));
-            }
+            *c = t.elapsed().as_secs_f64() * 1e6;
         }
-    }
-    Ok(times)
+        r.wait()?;
+        Ok(median(&mut calls))
+    })
 }
 
 /// Three of each kind, interleaved, on the 941-node chain (bursts and single calls) and on a 1-node
@@ -397,9 +376,9 @@ fn graphs_by_launch_thread(device: &Device, modules: &BuiltinModules, plain: &os
         }
         if captured_len == NODES {
             results.push(time_bursts(&mut graphs)?);
-            results.push(time_single_calls(&mut graphs)?);
+            results.push(time_calls(&mut graphs, false)?);
         } else {
-            results.push(time_round_trips(&mut graphs)?);
+            results.push(time_calls(&mut graphs, true)?);
         }
     }
     println!(
