@@ -25,7 +25,7 @@ use std::time::Instant;
 mod chain;
 
 use chain::NODES;
-use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
+use ostinato::{Backend, BufferBinding, Exec};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceSelector, LaunchOn, PdlMode, PdlPolicy, PdlTrigger};
 
@@ -170,21 +170,6 @@ fn time_bursts(graphs: &mut [(String, Replayable)]) -> Result<Vec<Vec<f64>>, Str
     })
 }
 
-/// `lanes` chains of `len` 1-block `add_one` launches, one buffer each, recorded interleaved (one
-/// node of every chain, then the next), planned with up to `lanes` lanes.
-fn lanes_plan(lanes: usize, len: usize) -> Result<Plan, String> {
-    let s = |x: ostinato::GraphError| x.to_string();
-    let mut g = Graph::new();
-    let k = g.add_kernel(chain::add_one_sig()).map_err(s)?;
-    let xs = (0..lanes).map(|i| g.add_buffer(format!("x{i}"), 1024)).collect::<Result<Vec<_>, _>>().map_err(s)?;
-    for _ in 0..len {
-        for &x in &xs {
-            g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(s)?;
-        }
-    }
-    Plan::compile_with(&g, PlanOptions { max_lanes: lanes }).map_err(|x| x.to_string())
-}
-
 /// Ostinato execs of graphs of several shapes in one process: the median, min and max µs per replay
 /// call of each over the rounds.
 fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), String> {
@@ -198,7 +183,7 @@ fn graphs_by_shape(device: &Device, modules: &BuiltinModules) -> Result<(), Stri
     let mut graphs: Vec<(String, Replayable)> = Vec::new();
     let mut facts = Vec::new();
     for &(lanes, len, pdl) in &shapes {
-        let plan = lanes_plan(lanes, len)?;
+        let plan = chain::lanes_plan(lanes, len)?;
         let kernels = vec![modules.kernel("add_one", &sig).map_err(e)?];
         let exec = if pdl { &auto } else { &plain }.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).map_err(e)?;
         let name = format!("{lanes} × {len}{}", if pdl { "" } else { ", PDL off" });
@@ -350,7 +335,7 @@ fn graphs_by_launch_thread(device: &Device, modules: &BuiltinModules, plain: &os
         .iter()
         .map(|&launch| CudaBackend::with_builtins(device, modules, CudaOptions { launch, ..CudaOptions::default() }).map_err(e))
         .collect::<Result<Vec<_>, _>>()?;
-    let one = lanes_plan(1, 1)?;
+    let one = chain::lanes_plan(1, 1)?;
     let (chain_plan, _) = chain::chain_plan()?;
     let mut results: Vec<Vec<Vec<f64>>> = Vec::new();
     for (plan, captured_len) in [(&chain_plan, NODES), (&one, 1)] {

@@ -1,5 +1,9 @@
-//! The 941-node chain of 1-block `add_one` launches that `chain_floor_probe` and `host_call_probe`
-//! time, as an Ostinato plan and as a stream-captured graph (shared by `#[path]`).
+//! The 941-node chain of 1-block `add_one` launches that `chain_floor_probe`, `host_call_probe` and
+//! `exec_spread_probe` time, as an Ostinato plan and as a stream-captured graph, and chains side by side
+//! (shared by `#[path]`).
+
+// Each probe that includes this file uses only some of it.
+#![allow(dead_code)]
 
 use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
 use ostinato_cuda::raw::{Args, CapturedGraph, Stream};
@@ -24,6 +28,21 @@ pub fn chain_plan() -> Result<(Plan, BufferId), String> {
         g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(s)?;
     }
     Ok((Plan::compile(&g).map_err(|x| x.to_string())?, x))
+}
+
+/// `lanes` chains of `len` 1-block `add_one` launches, one buffer each, recorded interleaved (one
+/// node of every chain, then the next), planned with up to `lanes` lanes.
+pub fn lanes_plan(lanes: usize, len: usize) -> Result<Plan, String> {
+    let s = |x: ostinato::GraphError| x.to_string();
+    let mut g = Graph::new();
+    let k = g.add_kernel(add_one_sig()).map_err(s)?;
+    let xs = (0..lanes).map(|i| g.add_buffer(format!("x{i}"), 1024)).collect::<Result<Vec<_>, _>>().map_err(s)?;
+    for _ in 0..len {
+        for &x in &xs {
+            g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).map_err(s)?;
+        }
+    }
+    Plan::compile_with(&g, ostinato::PlanOptions { max_lanes: lanes }).map_err(|x| x.to_string())
 }
 
 /// The chain captured from `stream`: `NODES` launches of `k` on the buffer at `x`, each with the
