@@ -2,7 +2,8 @@
 //! identical graphs measured several percent apart in one process (docs/fences.md §6). Is that a
 //! property of each instantiated exec, or of the moment it was measured? Eight Ostinato execs of each
 //! graph, all bound to the same device buffers (as the benchmark's arms are), and for the one-node
-//! graph eight stream-captured graphs of the same launch; `ROUNDS` rounds, each graph in turn (the
+//! graph eight more Ostinato execs built by stream capture (`GraphBuild::Capture`) and eight
+//! stream-captured graphs of the same launch; `ROUNDS` rounds, each graph in turn (the
 //! start rotating per round): GPU µs of one replay between two events, the benchmark's sample. Prints
 //! each graph's median over all rounds and over each half of them: a difference that belongs to the
 //! exec keeps its order from one half to the other. Run: `cargo run --release -p ostinato-cuda
@@ -13,7 +14,7 @@ mod chain;
 
 use ostinato::{Backend, BufferBinding, Exec};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceMemory, DeviceSelector, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaOptions, Device, DeviceMemory, DeviceSelector, GraphBuild, PdlTrigger};
 
 const COPIES: usize = 8;
 const ROUNDS: usize = 60;
@@ -76,6 +77,7 @@ fn main() -> Result<(), String> {
     let sig = chain::add_one_sig();
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).map_err(e)?;
     let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions::default()).map_err(e)?;
+    let by_capture = CudaBackend::with_builtins(&device, &modules, CudaOptions { build: GraphBuild::Capture, ..CudaOptions::default() }).map_err(e)?;
     let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
     let buffers = (0..4).map(|_| Buffer::new(&device, 1024).map_err(e)).collect::<Result<Vec<_>, _>>()?;
     println!("device {} {}; GPU µs of one replay, {ROUNDS} rounds, {COPIES} copies of each graph, one process", device.info().name, device.info().uuid);
@@ -83,10 +85,12 @@ fn main() -> Result<(), String> {
         let plan = chain::lanes_plan(lanes, 1)?;
         let mut graphs: Vec<(String, Timed)> = Vec::new();
         for i in 0..COPIES {
-            let bindings = buffers[..lanes].iter().map(|b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 })).collect();
-            let exec = backend.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], bindings).map_err(e)?;
+            let bindings = || buffers[..lanes].iter().map(|b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 })).collect();
+            let exec = backend.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], bindings()).map_err(e)?;
             graphs.push((format!("ostinato {i}"), Timed::Ostinato(Box::new(exec))));
             if lanes == 1 {
+                let exec = by_capture.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], bindings()).map_err(e)?;
+                graphs.push((format!("ostinato, capture build {i}"), Timed::Ostinato(Box::new(exec))));
                 let stream = Stream::new(&device).map_err(e)?;
                 let graph = chain::capture_launches(&plain, buffers[0].ptr(), &stream, false, 1)?;
                 let (start, stop) = (Event::new(true).map_err(e)?, Event::new(true).map_err(e)?);
@@ -116,6 +120,13 @@ fn main() -> Result<(), String> {
             first.push(f);
             second.push(s);
             all.push(m);
+        }
+        for kind in ["ostinato ", "ostinato, capture build ", "captured "] {
+            let mut m: Vec<f64> =
+                graphs.iter().zip(&all).filter(|((n, _), _)| n.strip_prefix(kind).is_some_and(|r| r.parse::<usize>().is_ok())).map(|(_, m)| *m).collect();
+            if !m.is_empty() {
+                println!("{}: median of the graphs' medians {:.3}", kind.trim_end(), median(&mut m));
+            }
         }
         let lo = all.iter().cloned().fold(f64::INFINITY, f64::min);
         let hi = all.iter().cloned().fold(0.0, f64::max);
