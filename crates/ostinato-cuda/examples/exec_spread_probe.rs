@@ -3,7 +3,8 @@
 //! property of each instantiated exec, or of the moment it was measured? Eight Ostinato execs of each
 //! graph, all bound to the same device buffers (as the benchmark's arms are), and for the one-node
 //! graph eight more Ostinato execs built by stream capture (`GraphBuild::Capture`) and eight
-//! stream-captured graphs of the same launch; `ROUNDS` rounds, each graph in turn (the
+//! stream-captured graphs of the same launch, each timed on its own stream and on one stream they
+//! share (is the difference the graph's or its stream's?); `ROUNDS` rounds, each graph in turn (the
 //! start rotating per round): GPU µs of one replay between two events, the benchmark's sample. Prints
 //! each graph's median over all rounds and over each half of them: a difference that belongs to the
 //! exec keeps its order from one half to the other. Run: `cargo run --release -p ostinato-cuda
@@ -11,6 +12,8 @@
 
 #[path = "common/chain.rs"]
 mod chain;
+
+use std::rc::Rc;
 
 use ostinato::{Backend, BufferBinding, Exec};
 use ostinato_cuda::raw::{Buffer, CapturedGraph, Event, Stream};
@@ -25,7 +28,7 @@ fn e(x: ostinato_cuda::CudaError) -> String {
 
 enum Timed {
     Ostinato(Box<CudaExec>),
-    Captured { graph: CapturedGraph, stream: Stream, start: Event, stop: Event },
+    Captured { graph: Rc<CapturedGraph>, stream: Rc<Stream>, start: Event, stop: Event },
 }
 
 impl Timed {
@@ -84,6 +87,8 @@ fn main() -> Result<(), String> {
     for lanes in [1, 4] {
         let plan = chain::lanes_plan(lanes, 1)?;
         let mut graphs: Vec<(String, Timed)> = Vec::new();
+        let shared = Rc::new(Stream::new(&device).map_err(e)?);
+        let timer = || -> Result<(Event, Event), String> { Ok((Event::new(true).map_err(e)?, Event::new(true).map_err(e)?)) };
         for i in 0..COPIES {
             let bindings = || buffers[..lanes].iter().map(|b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 })).collect();
             let exec = backend.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], bindings()).map_err(e)?;
@@ -91,10 +96,12 @@ fn main() -> Result<(), String> {
             if lanes == 1 {
                 let exec = by_capture.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], bindings()).map_err(e)?;
                 graphs.push((format!("ostinato, capture build {i}"), Timed::Ostinato(Box::new(exec))));
-                let stream = Stream::new(&device).map_err(e)?;
-                let graph = chain::capture_launches(&plain, buffers[0].ptr(), &stream, false, 1)?;
-                let (start, stop) = (Event::new(true).map_err(e)?, Event::new(true).map_err(e)?);
-                graphs.push((format!("captured {i}"), Timed::Captured { graph, stream, start, stop }));
+                let stream = Rc::new(Stream::new(&device).map_err(e)?);
+                let graph = Rc::new(chain::capture_launches(&plain, buffers[0].ptr(), &stream, false, 1)?);
+                let (start, stop) = timer()?;
+                graphs.push((format!("captured {i}"), Timed::Captured { graph: graph.clone(), stream, start, stop }));
+                let (start, stop) = timer()?;
+                graphs.push((format!("captured, shared stream {i}"), Timed::Captured { graph, stream: shared.clone(), start, stop }));
             }
         }
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
@@ -121,7 +128,7 @@ fn main() -> Result<(), String> {
             second.push(s);
             all.push(m);
         }
-        for kind in ["ostinato ", "ostinato, capture build ", "captured "] {
+        for kind in ["ostinato ", "ostinato, capture build ", "captured ", "captured, shared stream "] {
             let mut m: Vec<f64> =
                 graphs.iter().zip(&all).filter(|((n, _), _)| n.strip_prefix(kind).is_some_and(|r| r.parse::<usize>().is_ok())).map(|(_, m)| *m).collect();
             if !m.is_empty() {
