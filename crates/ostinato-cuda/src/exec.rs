@@ -159,6 +159,15 @@ impl Default for CudaOptions {
     }
 }
 
+/// A CUDA stream the user owns (a `CUstream` handle of the device's primary context, e.g. a framework's
+/// current stream) for an exec to replay on instead of a stream of its own: work the user enqueues on
+/// it before a replay runs before the replay, and after it, after (with a launch thread: after
+/// [`CudaExec::flush`]). It must outlive the exec; the exec never destroys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExternalStream {
+    pub handle: u64,
+}
+
 /// Device memory the user owns (it must outlive the exec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceMemory {
@@ -271,6 +280,31 @@ impl Backend for CudaBackend {
     }
 
     fn instantiate(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>) -> Result<CudaExec> {
+        self.build_exec(plan, kernels, buffers, None)
+    }
+}
+
+impl CudaBackend {
+    /// Like [`Backend::instantiate`], but the exec replays on the user's `stream` (its main stream; eager
+    /// mode's further lanes still get streams of their own). Refused for a stream of another context,
+    /// and with `StreamPriority::High` (an external stream keeps the priority its owner gave it).
+    pub fn instantiate_on(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>, stream: ExternalStream) -> Result<CudaExec> {
+        if self.options.priority != StreamPriority::Default {
+            return Err(CudaError::Usage {
+                op: "instantiate_on",
+                reason: "stream priority applies to streams the exec makes; an external stream keeps its owner's priority".into(),
+            });
+        }
+        self.build_exec(plan, kernels, buffers, Some(stream))
+    }
+
+    fn build_exec(
+        &self,
+        plan: &Plan,
+        kernels: Vec<CudaKernel>,
+        buffers: Vec<BufferBinding<DeviceMemory>>,
+        external: Option<ExternalStream>,
+    ) -> Result<CudaExec> {
         self.ctx.bind()?;
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len)?;
@@ -331,7 +365,10 @@ impl Backend for CudaBackend {
             StreamPriority::Default => Stream::new(&self.ctx),
             StreamPriority::High => Stream::with_greatest_priority(&self.ctx),
         };
-        let main = Arc::new(stream()?);
+        let main = Arc::new(match external {
+            Some(e) => Stream::external(&self.ctx, e.handle)?,
+            None => stream()?,
+        });
         let (work, graph) = match self.options.mode {
             ExecMode::Graph => {
                 let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?;
@@ -558,6 +595,17 @@ impl CudaExec {
             Some(_) => self.lowering.edges.iter().filter(|e| e.programmatic).count(),
             None => self.lowering.eager_pdl.iter().filter(|p| **p).count(),
         }
+    }
+    /// The stream the exec replays on (its own, or the one it was instantiated on).
+    pub fn stream(&self) -> ExternalStream {
+        ExternalStream { handle: self.main.handle() }
+    }
+    /// Returns once every replay and patch posted so far has been handed to the driver, so that work
+    /// the caller then enqueues on [`CudaExec::stream`] runs after those replays. Nothing to do on the
+    /// caller's thread (each call reaches the driver before it returns); with a launch thread, waits
+    /// for the thread (not for the GPU).
+    pub fn flush(&mut self) -> Result<()> {
+        self.drain("flush")
     }
     /// Which thread makes this exec's driver calls for replay and patch.
     pub fn launch_on_thread(&self) -> bool {

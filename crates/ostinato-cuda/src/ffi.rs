@@ -310,6 +310,8 @@ impl KernelArgs {
 pub(crate) struct Stream {
     s: sys::CUstream,
     _ctx: Arc<Context>,
+    /// False for a stream the user owns: never destroyed here.
+    owned: bool,
 }
 
 // SAFETY: driver API calls on a stream are thread-safe; the exec shares its stream between the caller
@@ -323,7 +325,27 @@ impl Stream {
         let mut s = std::ptr::null_mut();
         // SAFETY: creates a non-blocking stream in the current context.
         check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) })?;
-        Ok(Stream { s, _ctx: ctx.clone() })
+        Ok(Stream { s, _ctx: ctx.clone(), owned: true })
+    }
+    /// A stream the user owns, by its handle; refused unless the driver says it belongs to `ctx`.
+    /// The caller guarantees the handle is a live stream (a dangling handle is the user's bug, as a
+    /// dangling external buffer pointer is) and that it outlives this value.
+    pub(crate) fn external(ctx: &Arc<Context>, handle: u64) -> Result<Stream> {
+        let s = handle as usize as sys::CUstream;
+        let mut owner = std::ptr::null_mut();
+        // SAFETY: writes one context handle; the driver validates the stream handle it is given.
+        check("cuStreamGetCtx", unsafe { sys::cuStreamGetCtx(s, &mut owner) })?;
+        if owner != ctx.ctx {
+            return Err(CudaError::Usage {
+                op: "external stream",
+                reason: format!("stream {handle:#x} belongs to another CUDA context than the device's primary context the exec runs in"),
+            });
+        }
+        Ok(Stream { s, _ctx: ctx.clone(), owned: false })
+    }
+    /// The driver handle, for a user who binds this stream to an exec.
+    pub(crate) fn handle(&self) -> u64 {
+        self.s as usize as u64
     }
     /// A non-blocking stream at the context's greatest (most urgent) priority.
     pub(crate) fn with_greatest_priority(ctx: &Arc<Context>) -> Result<Stream> {
@@ -333,7 +355,7 @@ impl Stream {
         let mut s = std::ptr::null_mut();
         // SAFETY: creates a non-blocking stream in the current context at a priority inside its range.
         check("cuStreamCreateWithPriority", unsafe { sys::cuStreamCreateWithPriority(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) })?;
-        Ok(Stream { s, _ctx: ctx.clone() })
+        Ok(Stream { s, _ctx: ctx.clone(), owned: true })
     }
     pub(crate) fn synchronize(&self) -> Result<()> {
         // SAFETY: valid stream.
@@ -430,8 +452,10 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        // SAFETY: destroys our own stream once (pending work completes first, per the driver).
-        let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+        if self.owned {
+            // SAFETY: destroys our own stream once (pending work completes first, per the driver).
+            let _ = unsafe { sys::cuStreamDestroy_v2(self.s) };
+        }
     }
 }
 

@@ -18,7 +18,7 @@ pub mod raw;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, GraphBuild, LaunchOn, StreamPriority};
+pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
 

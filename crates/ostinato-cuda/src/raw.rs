@@ -59,6 +59,10 @@ impl Stream {
     pub fn new(device: &Device) -> Result<Stream> {
         Ok(Stream(ffi::Stream::new(&device.ctx)?))
     }
+    /// This stream's handle, to replay an Ostinato exec on it (`CudaBackend::instantiate_on`).
+    pub fn external(&self) -> crate::ExternalStream {
+        crate::ExternalStream { handle: self.0.handle() }
+    }
     /// Launches `k`; with `pdl`, sets programmatic stream serialization on the launch.
     #[inline]
     pub fn launch(&self, k: &CudaKernel, dims: Dims, args: &mut Args, pdl: bool) -> Result<()> {

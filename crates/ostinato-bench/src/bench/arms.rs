@@ -8,7 +8,7 @@ use std::time::Instant;
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority};
 use ostinato_host::{builtins, HostBackend, HostExec};
 
 use super::workload::Workload;
@@ -151,6 +151,11 @@ fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
 pub struct RowMemory {
     /// One allocation per root buffer; None for views.
     roots: Vec<Option<RootSpan>>,
+    /// The stream every CUDA arm of the row replays on (a captured arm captures on it; an eager arm's
+    /// further lanes get streams of their own): which stream a graph runs on moves a one-replay sample's
+    /// GPU time by several percent between streams of one process (docs/fences.md §6), which is not the
+    /// arms' difference.
+    pub stream: Arc<Stream>,
 }
 
 /// A root buffer: `len` bytes starting `offset` bytes into its own allocation (the placement study's
@@ -193,7 +198,7 @@ impl RowMemory {
                 None
             });
         }
-        Ok(Arc::new(RowMemory { roots }))
+        Ok(Arc::new(RowMemory { roots, stream: Arc::new(Stream::new(device).map_err(err("stream"))?) }))
     }
     /// `name=0x…` for each root buffer, in declaration order (the report's record of where they lay).
     pub fn addresses(&self, w: &Workload) -> Vec<String> {
@@ -239,7 +244,13 @@ impl OstinatoCuda {
 
     pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
-        let mut exec = backend.instantiate(&plan, kernels, memory.bindings()).map_err(err("instantiate"))?;
+        // On the row's stream, like every CUDA arm of the row; a high-priority study keeps the exec's own
+        // high-priority stream (an external stream keeps its owner's priority).
+        let mut exec = match backend.options().priority {
+            StreamPriority::Default => backend.instantiate_on(&plan, kernels, memory.bindings(), memory.stream.external()),
+            StreamPriority::High => backend.instantiate(&plan, kernels, memory.bindings()),
+        }
+        .map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
         let graph_mode = backend.options().mode == ExecMode::Graph;
         Ok(OstinatoCuda { written: written_roots(&plan), exec, _memory: memory.clone(), graph_mode, first: true })
@@ -363,7 +374,8 @@ pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, back
 pub struct Baseline {
     kind: ArmKind,
     kernels: Vec<CudaKernel>,
-    streams: Vec<Stream>,
+    /// The row's stream first, then one per further stream of the user schedule.
+    streams: Vec<Arc<Stream>>,
     done: Vec<Option<Event>>,
     fork: Event,
     joins: Vec<Event>,
@@ -407,7 +419,10 @@ impl Baseline {
             ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
         };
         let args = low.launches.iter().map(|l| Args::new(&l.args.iter().map(value).collect::<Vec<_>>())).collect();
-        let streams = (0..w.streams.max(1)).map(|_| Stream::new(device)).collect::<Result<Vec<_>, _>>().map_err(err("stream"))?;
+        let mut streams = vec![memory.stream.clone()];
+        for _ in 1..w.streams.max(1) {
+            streams.push(Arc::new(Stream::new(device).map_err(err("stream"))?));
+        }
         let mut done: Vec<Option<Event>> = (0..g.nodes().len()).map(|_| None).collect();
         for u in &w.user {
             for n in &u.waits {

@@ -311,6 +311,11 @@ fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
                 direct.join(", ")
             );
         }
+        t += if args.priority == ostinato_cuda::StreamPriority::High {
+            "; every CUDA arm of a row on one stream the row makes, except Ostinato's (streams of its own at high priority, --priority high)"
+        } else {
+            "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
+        };
         if ran(ArmKind::Vulkan) {
             t += "; vulkan in a last pass after all rows";
         }
