@@ -411,13 +411,16 @@ mod tests {
         let direct = "the arms that launch kernels directly (eager, ostinato-eager) in a second pass after every row's graph arms";
         let all = text(&[]);
         assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
-        assert!(all.ends_with("docs/fences.md §8); vulkan in a last pass after all rows"), "{all}");
+        let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
+        assert!(all.ends_with(&format!("docs/fences.md §8); {shared}; vulkan in a last pass after all rows")), "{all}");
+        let high = text(&["--priority", "high"]);
+        assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
         let two = text(&["--arms", "ostinato, eager"]);
         assert!(two.contains("directly (eager) in a second pass") && two.ends_with("; only the arms ostinato,eager (--arms)"), "{two}");
         assert!(!two.contains("vulkan in"), "{two}");
         assert_eq!(
             text(&["--arms", "vulkan,ostinato", "--rotate", "2"]),
-            "rotated per row, shifted by 2 (--rotate); vulkan in a last pass after all rows; only the arms vulkan,ostinato (--arms)"
+            format!("rotated per row, shifted by 2 (--rotate); {shared}; vulkan in a last pass after all rows; only the arms vulkan,ostinato (--arms)")
         );
         let host = |argv: &[&str]| regime_text(BenchBackend::Host, &Cmd::parse_from(["bench"].iter().chain(argv)).args, None);
         let cuda = |argv: &[&str], c| regime_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args, c).unwrap_or_default();
