@@ -163,6 +163,7 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop13/runs/756ec48.json",
         "2026-11-30-h200-stop13/runs/b22ebe2.json",
         "2026-11-30-h200-stop13/runs/9cd0511.json",
+        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
         "2026-11-30-h200-stop13/results.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
@@ -209,6 +210,7 @@ fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
         ("2026-11-30-h200-stop13/runs/756ec48.json", "fresh"),
         ("2026-11-30-h200-stop13/runs/b22ebe2.json", "fresh"),
         ("2026-11-30-h200-stop13/runs/9cd0511.json", "fresh"),
+        ("2026-11-30-h200-stop13/runs/30d93c7-2.json", "fresh"),
         ("2026-11-30-h200-stop13/results.json", "fresh"),
     ] {
         let v = check(&repo().join("docs/results").join(f));
@@ -244,6 +246,7 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
         "2026-11-30-h200-stop13/runs/756ec48.json",
         "2026-11-30-h200-stop13/runs/b22ebe2.json",
         "2026-11-30-h200-stop13/runs/9cd0511.json",
+        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
         "2026-11-30-h200-stop13/results.json",
     ] {
         let v = check(&repo().join("docs/results").join(f));
@@ -265,7 +268,12 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
 /// receive cost up to 7.2 µs: the 8,192-block rows.)
 #[test]
 fn committed_runs_with_the_launch_thread_show_its_call_under_three_microseconds() {
-    for f in ["2026-11-30-h200-stop13/runs/b22ebe2.json", "2026-11-30-h200-stop13/runs/9cd0511.json", "2026-11-30-h200-stop13/results.json"] {
+    for f in [
+        "2026-11-30-h200-stop13/runs/b22ebe2.json",
+        "2026-11-30-h200-stop13/runs/9cd0511.json",
+        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
+        "2026-11-30-h200-stop13/results.json",
+    ] {
         let v = check(&repo().join("docs/results").join(f));
         for r in v["rows"].as_array().unwrap() {
             let arm = |name: &str| r["arms"].as_array().unwrap().iter().find(|a| a["arm"] == name).unwrap().clone();
@@ -285,7 +293,11 @@ fn committed_runs_with_the_launch_thread_show_its_call_under_three_microseconds(
 #[test]
 fn committed_runs_say_whether_a_rows_arms_shared_a_stream() {
     let said = |f: &str| check(&repo().join("docs/results").join(f))["protocol"]["arm_order"].as_str().unwrap().contains("one stream the row makes");
-    for f in ["2026-11-30-h200-stop13/results.json", "2026-11-30-h200-stop13/study/tiny-rows/rotate-0-shared-stream-30d93c7.json"] {
+    for f in [
+        "2026-11-30-h200-stop13/results.json",
+        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
+        "2026-11-30-h200-stop13/study/tiny-rows/rotate-0-shared-stream-30d93c7.json",
+    ] {
         assert!(said(f), "{f}");
     }
     for f in ["2026-11-30-h200-stop13/runs/9cd0511.json", "2026-11-30-h200-stop13/study/tiny-rows/rotate-0-a-9cd0511.json"] {
