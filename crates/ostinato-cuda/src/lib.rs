@@ -14,13 +14,15 @@ mod launch_thread;
 pub mod lower;
 pub mod module;
 pub mod nvrtc;
+mod options;
 pub mod raw;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec, CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
+pub use exec::{CudaBackend, CudaExec};
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
 
 /// True when a CUDA driver library can be loaded and initialised.
 pub fn driver_available() -> bool {

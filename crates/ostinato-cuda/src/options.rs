@@ -1,0 +1,170 @@
+//! How an exec is built and replayed: graph or eager mode, the driver calls that build the graph, the
+//! streams' priority, which thread makes the replay calls; and what the user owns and lends an exec
+//! (device memory, a stream).
+
+use std::time::Duration;
+
+use crate::lower::PdlPolicy;
+use crate::module::PdlTrigger;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecMode {
+    /// One explicit CUDA graph built node by node from the plan's edges.
+    Graph,
+    /// Node-by-node launches, one stream per lane, events for cross-lane edges.
+    Eager,
+}
+
+impl ExecMode {
+    pub fn parse(s: &str) -> Option<ExecMode> {
+        match s {
+            "graph" => Some(ExecMode::Graph),
+            "eager" => Some(ExecMode::Eager),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecMode::Graph => "graph",
+            ExecMode::Eager => "eager",
+        }
+    }
+}
+
+/// How graph mode hands the lowering's nodes and edges to the driver. Every way submits the same nodes
+/// and exactly the lowering's edges (a GPU test reads them back); they differ only in the driver calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GraphBuild {
+    /// Every node first, then the edges in one `cuGraphAddDependencies_v2` call per edge type (full,
+    /// then programmatic).
+    #[default]
+    Bulk,
+    /// Investigation only: every edge in ONE `cuGraphAddDependencies_v2` call, full and programmatic
+    /// mixed. On driver 580 the graph then held every edge as the FIRST edge's type (a full edge
+    /// became programmatic; docs/fences.md §4), which `Bulk` avoids.
+    BulkOneCall,
+    /// Node by node in plan order, each added with its in-edges (`cuGraphAddNode_v2`).
+    InOrder,
+    /// Stream capture on the exec's stream, node by node in plan order, the capture's dependency set
+    /// replaced by the node's in-edges before each launch (`cuStreamUpdateCaptureDependencies_v2`):
+    /// the driver's capture path with the plan's edges, not the ones a stream order would imply.
+    Capture,
+}
+
+impl GraphBuild {
+    pub fn parse(s: &str) -> Option<GraphBuild> {
+        match s {
+            "bulk" => Some(GraphBuild::Bulk),
+            "bulk-one-call" => Some(GraphBuild::BulkOneCall),
+            "in-order" => Some(GraphBuild::InOrder),
+            "capture" => Some(GraphBuild::Capture),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GraphBuild::Bulk => "bulk",
+            GraphBuild::BulkOneCall => "bulk-one-call",
+            GraphBuild::InOrder => "in-order",
+            GraphBuild::Capture => "capture",
+        }
+    }
+}
+
+/// Priority of the streams an exec replays on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StreamPriority {
+    /// The context's default priority, as `cuStreamCreate` gives.
+    #[default]
+    Default,
+    /// The context's greatest priority: the GPU starts this exec's blocks before waiting blocks of
+    /// lower-priority streams (a latency-critical graph beside background work).
+    High,
+}
+
+impl StreamPriority {
+    pub fn parse(s: &str) -> Option<StreamPriority> {
+        match s {
+            "default" => Some(StreamPriority::Default),
+            "high" => Some(StreamPriority::High),
+            _ => None,
+        }
+    }
+}
+
+/// Which thread makes an exec's driver calls for `replay` and `set_slot`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LaunchOn {
+    /// The caller's: `replay` returns once the driver has taken the launch (`cuGraphLaunch`).
+    #[default]
+    Caller,
+    /// A launch thread the exec owns: `replay` and `set_slot` post a command and return; the thread
+    /// makes the driver calls in the same order, and every other call on the exec's stream (`wait`,
+    /// timing events). It spins for `spin` after each command (a core busy while replays come faster
+    /// than that) and then parks until the next one, which pays its wake-up. `wait` and buffer reads
+    /// and writes return once the thread has run everything posted before them.
+    Thread { spin: Duration },
+}
+
+impl LaunchOn {
+    /// How long `thread` (the parsed name) keeps its launch thread awake after a command.
+    pub const DEFAULT_SPIN: Duration = Duration::from_millis(5);
+    pub fn parse(s: &str) -> Option<LaunchOn> {
+        match s {
+            "caller" => Some(LaunchOn::Caller),
+            "thread" => Some(LaunchOn::Thread { spin: Self::DEFAULT_SPIN }),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaunchOn::Caller => "caller",
+            LaunchOn::Thread { .. } => "thread",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    pub mode: ExecMode,
+    pub pdl: PdlPolicy,
+    /// Trigger placement of the main PDL build of the internal copy/fill kernels (nodes above
+    /// `lower::EARLY_TRIGGER_MAX_BLOCKS` blocks); small nodes use the early build, nodes without
+    /// programmatic edges the plain build.
+    pub trigger: PdlTrigger,
+    /// Graph mode: which driver calls build the graph.
+    pub build: GraphBuild,
+    /// Priority of the exec's streams (graph mode's one, eager mode's one per lane).
+    pub priority: StreamPriority,
+    /// Which thread calls the driver on replay and patch.
+    pub launch: LaunchOn,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            mode: ExecMode::Graph,
+            pdl: PdlPolicy::default(),
+            trigger: PdlTrigger::AfterWait,
+            build: GraphBuild::default(),
+            priority: StreamPriority::Default,
+            launch: LaunchOn::Caller,
+        }
+    }
+}
+
+/// A CUDA stream the user owns (a `CUstream` handle of the device's primary context, e.g. a framework's
+/// current stream) for an exec to replay on instead of a stream of its own: work the user enqueues on
+/// it before a replay runs before the replay, and after it, after (with a launch thread: after
+/// [`CudaExec::flush`]). It must outlive the exec; the exec never destroys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExternalStream {
+    pub handle: u64,
+}
+
+/// Device memory the user owns (it must outlive the exec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub ptr: u64,
+    pub len: u64,
+}
