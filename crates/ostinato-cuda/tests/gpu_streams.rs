@@ -20,18 +20,23 @@ fn mix(out: &mut [u32], inp: &[u32], salt: u32) {
     }
 }
 
-#[test]
-fn replays_on_a_users_stream_stay_in_order_with_the_users_own_launches() {
-    let Some(device) = common::device_or_skip("replays_on_a_users_stream_stay_in_order_with_the_users_own_launches") else { return };
-    // The plan: one `mix` with salt 1. The user's own launch after each replay: `mix` with salt 2. The
-    // two do not commute, so the final bytes say whether every replay ran between the user's launches.
+/// One `mix` over `out` (N words) with `inp`, salt 1.
+fn mix_plan() -> Plan {
     let mut g = Graph::new();
     let out = g.add_buffer("out", 4 * N as u64).unwrap();
     let inp = g.add_buffer("inp", 4 * N as u64).unwrap();
     let k = g.add_kernel(mix_sig()).unwrap();
     let args = [Arg::Whole(out), Arg::Whole(inp), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(1))];
     g.add_launch(k, Launch::linear(2, 128), &args, &[]).unwrap();
-    let plan = Plan::compile(&g).unwrap();
+    Plan::compile(&g).unwrap()
+}
+
+#[test]
+fn replays_on_a_users_stream_stay_in_order_with_the_users_own_launches() {
+    let Some(device) = common::device_or_skip("replays_on_a_users_stream_stay_in_order_with_the_users_own_launches") else { return };
+    // The plan: one `mix` with salt 1. The user's own launch after each replay: `mix` with salt 2. The
+    // two do not commute, so the final bytes say whether every replay ran between the user's launches.
+    let plan = mix_plan();
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).unwrap();
     let users_mix = modules.plain_kernel("mix", &mix_sig()).unwrap();
     let (out_buf, inp_buf) = (Buffer::new(&device, 4 * N as usize).unwrap(), Buffer::new(&device, 4 * N as usize).unwrap());
@@ -69,19 +74,15 @@ fn replays_on_a_users_stream_stay_in_order_with_the_users_own_launches() {
 #[test]
 fn an_external_stream_keeps_its_owners_priority() {
     let Some(device) = common::device_or_skip("an_external_stream_keeps_its_owners_priority") else { return };
-    let mut g = Graph::new();
-    let x = g.add_buffer("x", 1024).unwrap();
-    let k = g.add_kernel(ostinato::KernelSig::new("add_one").buffer("x", ostinato::Access::ReadWrite).scalar("n", ostinato::ScalarType::U32)).unwrap();
-    g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
-    let plan = Plan::compile(&g).unwrap();
+    let plan = mix_plan();
     let stream = Stream::new(&device).unwrap();
     let high = CudaBackend::new(&device, CudaOptions { priority: StreamPriority::High, ..CudaOptions::default() }).unwrap();
     let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AfterWait);
-    let err = high.instantiate_on(&plan, kernels, vec![BufferBinding::Allocate], stream.external()).err().expect("high priority on an external stream");
+    let err = high.instantiate_on(&plan, kernels, ostinato::allocate_all(&plan), stream.external()).err().expect("high priority on an external stream");
     assert!(err.to_string().contains("priority"), "{err}");
     // The same stream binds at the default priority (the driver vouches for its context).
     let plain = CudaBackend::new(&device, CudaOptions::default()).unwrap();
     let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AfterWait);
-    let made = plain.instantiate_on(&plan, kernels, vec![BufferBinding::Allocate], stream.external());
+    let made = plain.instantiate_on(&plan, kernels, ostinato::allocate_all(&plan), stream.external());
     assert!(made.is_ok(), "a stream of the primary context binds: {:?}", made.err());
 }
