@@ -126,9 +126,19 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Stop 13's full matrices (CUDA, 18 rows, the arm `ostinato-thread`), oldest first: `756ec48` had the
+/// launch thread's first version, the rest the kept one.
+const STOP13_MATRICES: [&str; 5] = [
+    "2026-11-30-h200-stop13/runs/756ec48.json",
+    "2026-11-30-h200-stop13/runs/b22ebe2.json",
+    "2026-11-30-h200-stop13/runs/9cd0511.json",
+    "2026-11-30-h200-stop13/runs/30d93c7-2.json",
+    "2026-11-30-h200-stop13/results.json",
+];
+
 #[test]
 fn committed_h200_results_are_valid_and_all_rows_correct() {
-    for f in [
+    let earlier = [
         "2026-11-29-h200/results.json",
         "2026-11-30-h200/results.json",
         "2026-11-30-h200/runs/0f6ed74.json",
@@ -160,12 +170,8 @@ fn committed_h200_results_are_valid_and_all_rows_correct() {
         "2026-11-30-h200-stop12/runs/d5dda6a.json",
         "2026-11-30-h200-stop12/runs/98c50e2.json",
         "2026-11-30-h200-stop12/runs/dc3977d-graph-wrap-conditional.json",
-        "2026-11-30-h200-stop13/runs/756ec48.json",
-        "2026-11-30-h200-stop13/runs/b22ebe2.json",
-        "2026-11-30-h200-stop13/runs/9cd0511.json",
-        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
-        "2026-11-30-h200-stop13/results.json",
-    ] {
+    ];
+    for f in earlier.into_iter().chain(STOP13_MATRICES) {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["provenance"]["backend"], "cuda", "{f}");
         assert_eq!(v["provenance"]["build_dirty"], "false", "{f}");
@@ -199,7 +205,7 @@ fn committed_tiny_row_sweep_is_valid_and_puts_every_arm_everywhere() {
 /// committed runs say so, and their rows' arm orders show it.
 #[test]
 fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
-    for (f, regime) in [
+    let earlier = [
         ("2026-11-30-h200-stop11/results.json", "fresh"),
         ("2026-11-30-h200-stop11/runs/e03441e.json", "fresh"),
         ("2026-11-30-h200-stop11/study/dense/bench-dense-all-arms-e558328.json", "fresh"),
@@ -207,12 +213,8 @@ fn committed_runs_since_the_pass_split_ran_direct_launch_arms_last() {
         ("2026-11-30-h200-stop12/results.json", "fresh"),
         ("2026-11-30-h200-stop12/runs/d5dda6a.json", "fresh"),
         ("2026-11-30-h200-stop12/runs/98c50e2.json", "fresh"),
-        ("2026-11-30-h200-stop13/runs/756ec48.json", "fresh"),
-        ("2026-11-30-h200-stop13/runs/b22ebe2.json", "fresh"),
-        ("2026-11-30-h200-stop13/runs/9cd0511.json", "fresh"),
-        ("2026-11-30-h200-stop13/runs/30d93c7-2.json", "fresh"),
-        ("2026-11-30-h200-stop13/results.json", "fresh"),
-    ] {
+    ];
+    for (f, regime) in earlier.into_iter().chain(STOP13_MATRICES.map(|f| (f, "fresh"))) {
         let v = check(&repo().join("docs/results").join(f));
         assert!(v["protocol"]["regime"].as_str().unwrap().starts_with(regime), "{f}");
         for r in v["rows"].as_array().unwrap() {
@@ -240,15 +242,7 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
             .map(|a| (a["arm"].as_str().unwrap().to_string(), a["samples"].as_array().unwrap().iter().filter(|s| s["warmup"] == false).count()))
             .collect()
     };
-    for f in [
-        "2026-11-30-h200-stop12/results.json",
-        "2026-11-30-h200-stop12/runs/98c50e2.json",
-        "2026-11-30-h200-stop13/runs/756ec48.json",
-        "2026-11-30-h200-stop13/runs/b22ebe2.json",
-        "2026-11-30-h200-stop13/runs/9cd0511.json",
-        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
-        "2026-11-30-h200-stop13/results.json",
-    ] {
+    for f in ["2026-11-30-h200-stop12/results.json", "2026-11-30-h200-stop12/runs/98c50e2.json"].into_iter().chain(STOP13_MATRICES) {
         let v = check(&repo().join("docs/results").join(f));
         assert_eq!(v["protocol"]["timed_ms"], 10, "{f}");
         for (arm, n) in timed(&v, "grid/indep/n1/b1") {
@@ -268,12 +262,8 @@ fn committed_runs_since_timed_ms_sample_short_rows_more_than_seven_times() {
 /// receive cost up to 7.2 µs: the 8,192-block rows.)
 #[test]
 fn committed_runs_with_the_launch_thread_show_its_call_under_three_microseconds() {
-    for f in [
-        "2026-11-30-h200-stop13/runs/b22ebe2.json",
-        "2026-11-30-h200-stop13/runs/9cd0511.json",
-        "2026-11-30-h200-stop13/runs/30d93c7-2.json",
-        "2026-11-30-h200-stop13/results.json",
-    ] {
+    // The kept version: every matrix after the first.
+    for f in &STOP13_MATRICES[1..] {
         let v = check(&repo().join("docs/results").join(f));
         for r in v["rows"].as_array().unwrap() {
             let arm = |name: &str| r["arms"].as_array().unwrap().iter().find(|a| a["arm"] == name).unwrap().clone();
