@@ -84,11 +84,12 @@ fn main() -> Result<(), String> {
     let plain = modules.plain_kernel("add_one", &sig).map_err(e)?;
     let buffers = (0..4).map(|_| Buffer::new(&device, 1024).map_err(e)).collect::<Result<Vec<_>, _>>()?;
     println!("device {} {}; GPU µs of one replay, {ROUNDS} rounds, {COPIES} copies of each graph, one process", device.info().name, device.info().uuid);
+    // The stream the one-node captures also share, made before any of the graphs (and their streams).
+    let shared = Rc::new(Stream::new(&device).map_err(e)?);
+    let timer = || -> Result<(Event, Event), String> { Ok((Event::new(true).map_err(e)?, Event::new(true).map_err(e)?)) };
     for lanes in [1, 4] {
         let plan = chain::lanes_plan(lanes, 1)?;
         let mut graphs: Vec<(String, Timed)> = Vec::new();
-        let shared = Rc::new(Stream::new(&device).map_err(e)?);
-        let timer = || -> Result<(Event, Event), String> { Ok((Event::new(true).map_err(e)?, Event::new(true).map_err(e)?)) };
         for i in 0..COPIES {
             let bindings = || buffers[..lanes].iter().map(|b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 })).collect();
             let exec = backend.instantiate(&plan, vec![modules.kernel("add_one", &sig).map_err(e)?], bindings()).map_err(e)?;

@@ -100,7 +100,7 @@ pub struct CudaExec {
     _allocs: Vec<DeviceAlloc>,
     /// Device address of each root allocation (by buffer id; views hold 0).
     base: Vec<u64>,
-    /// Graph mode: the graph as built (read back by the tests and `--dump`) and the node of each launch.
+    /// Graph mode: the graph as built (read back by the tests and `ostinato run --dot`) and the node of each launch.
     graph: Option<(Graph, Vec<GraphNode>)>,
     main: Arc<Stream>,
     timer: [Arc<Event>; 2],

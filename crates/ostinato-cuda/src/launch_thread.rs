@@ -114,10 +114,9 @@ impl<S: Submitter> LaunchThread<S> {
     }
 
     /// Queues `command` for the thread and returns (waits only while the queue is full).
-    pub(crate) fn post(&mut self, command: Command) -> Result<(), LaunchFault<S::Error>> {
+    pub(crate) fn post(&mut self, mut command: Command) -> Result<(), LaunchFault<S::Error>> {
         self.failure()?;
         let queue = self.queue.as_ref().ok_or_else(|| LaunchFault::Ended("the launch thread was stopped".into()))?;
-        let mut command = command;
         loop {
             match queue.try_send(command) {
                 Ok(()) => break,
