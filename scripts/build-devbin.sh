@@ -6,10 +6,6 @@ cd "$(dirname "$0")/.."
 rm -rf .devbin && mkdir -p .devbin/tests
 cargo build --release -p ostinato-cli
 cp target/release/ostinato .devbin/
-cargo build --release -p ostinato-cuda --example pdl_full_edge_probe --example host_call_probe --example chain_floor_probe --example exec_spread_probe
-cp target/release/examples/pdl_full_edge_probe target/release/examples/host_call_probe target/release/examples/chain_floor_probe target/release/examples/exec_spread_probe .devbin/
-cargo build --release -p ostinato-bench --example eager_shift_probe
-cp target/release/examples/eager_shift_probe .devbin/
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil, os
@@ -22,7 +18,7 @@ for line in sys.stdin:
 '
 # Only the crates that touch the GPU need to run there; the rest run in CI.
 find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' -delete
-strip .devbin/ostinato .devbin/pdl_full_edge_probe .devbin/host_call_probe .devbin/chain_floor_probe .devbin/exec_spread_probe .devbin/eager_shift_probe .devbin/tests/*
+strip .devbin/ostinato .devbin/tests/*
 cp -r examples kernels .devbin/
 ls -la .devbin .devbin/tests
 du -sh .devbin

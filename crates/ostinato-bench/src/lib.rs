@@ -1,7 +1,8 @@
-//! Ostinato's driver layer: running graph files (`ostinato run`) and the benchmark (`ostinato bench`):
-//! workloads, baseline arms, the measurement protocol with per-sample oracle gating, and reports.
+//! Ostinato's benchmark (`ostinato bench`): workloads, independent baseline arms, the measurement
+//! protocol with every sample checked against the host oracle, and reports. It takes a plain
+//! [`BenchConfig`]; the shells map their flags onto it.
 
 pub mod bench;
-pub mod cli;
-pub mod devices;
-pub mod run;
+pub mod config;
+
+pub use config::{bench, BenchConfig, BenchError, StudyConfig};

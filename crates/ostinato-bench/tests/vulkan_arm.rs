@@ -6,15 +6,12 @@ use ostinato_bench::bench::arms::{self, Arm, VulkanArm};
 use ostinato_bench::bench::workload::{self, DecodeShape};
 use ostinato_bench::bench::{compare, init_bytes};
 
-#[path = "../../ostinato-host/tests/support/skip.rs"]
-mod skip;
-
 #[test]
 fn every_family_matches_the_oracle_on_vulkan() {
     let ctx = match ostinato_vulkan::Context::open() {
         Ok(c) => c,
         Err(e) => {
-            skip::skip(&format!("SKIP every_family_matches_the_oracle_on_vulkan: {e}"));
+            ostinato_testkit::skip(&format!("SKIP every_family_matches_the_oracle_on_vulkan: {e}"));
             return;
         }
     };

@@ -1,16 +1,17 @@
-//! `ostinato`: the command-line shell. It parses arguments and prints; the work is in the library
-//! crates (`ostinato` core, backends, `ostinato-bench`).
+//! `ostinato`: the command-line shell. It parses arguments and prints; the work is in the runtime
+//! (`ostinato-runtime`) and the benchmark (`ostinato-bench`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use ostinato::file;
 use ostinato::{Plan, PlanOptions};
-use ostinato_bench::cli::{named, LAUNCH_ON, MODES, PDL_MODES, PRIORITIES, SHAPES};
-use ostinato_bench::run::{self, BackendChoice, RunOptions};
-use ostinato_cuda::lower::ShapeMode;
-use ostinato_cuda::{CudaOptions, ExecMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_bench::{BenchConfig, StudyConfig};
+use ostinato_runtime::ostinato_cuda::lower::{MixedBuilds, ShapeMode};
+use ostinato_runtime::ostinato_cuda::{self as cuda, CudaOptions, ExecMode, GraphBuild, LaunchOn, Named, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_runtime::{BackendKind, BackendSpec, RunOptions};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -25,10 +26,10 @@ enum BackendArg {
     Cuda,
 }
 
-// `run` lists the benchmark's names (ostinato_bench::cli) but for two studies' values it leaves out: the
-// trigger `disabled` and the graph build `bulk-one-call`.
-const RUN_TRIGGERS: &[&str] = &["after-wait", "entry", "after-writes", "never"];
-const RUN_GRAPH_BUILDS: &[&str] = &["bulk", "in-order", "capture"];
+/// A value parser for a library option: its values' names, listed in `--help` and in the error.
+fn choice<T: Named + Send + Sync>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(T::names()).try_map(|s: String| T::from_name(&s).ok_or_else(|| format!("`{s}` is not a value")))
+}
 
 #[derive(Subcommand)]
 enum Command {
@@ -47,62 +48,164 @@ enum Command {
         /// `--pdl`; needs no GPU. Built-in kernels count as PDL-capable (their PTX certifies at load).
         #[arg(long)]
         cuda: bool,
-        #[arg(long, default_value = "auto", value_parser = named(PDL_MODES, PdlMode::parse))]
+        #[arg(long, default_value = "auto", value_parser = choice::<PdlMode>())]
         pdl: PdlMode,
-        #[arg(long, default_value = "auto", value_parser = named(SHAPES, ShapeMode::parse))]
+        #[arg(long, default_value = "auto", value_parser = choice::<ShapeMode>(), hide = true)]
         shape: ShapeMode,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
     /// Run a graph file on a backend.
-    Run {
-        file: PathBuf,
-        #[arg(long, value_enum, default_value_t = BackendArg::Host)]
-        backend: BackendArg,
-        #[arg(long, default_value_t = 1)]
-        replays: usize,
-        /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
-        #[arg(long)]
-        check: bool,
-        /// Write each buffer's final bytes to DIR/<name>.bin.
-        #[arg(long)]
-        dump: Option<PathBuf>,
-        /// CUDA graph mode: write the submitted graph as DOT (nodes with launch params; edges with
-        /// type and ports) to this file.
-        #[arg(long)]
-        dot: Option<PathBuf>,
-        /// Host worker threads for every replay (0 = serial on the calling thread). Default: one per core,
-        /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
-        #[arg(long)]
-        threads: Option<usize>,
-        #[arg(long, default_value = "graph", value_parser = named(MODES, ExecMode::parse))]
-        mode: ExecMode,
-        #[arg(long, default_value = "auto", value_parser = named(PDL_MODES, PdlMode::parse))]
-        pdl: PdlMode,
-        #[arg(long, default_value = "auto", value_parser = named(SHAPES, ShapeMode::parse))]
-        shape: ShapeMode,
-        /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
-        #[arg(long, default_value = "after-wait", value_parser = named(RUN_TRIGGERS, PdlTrigger::parse))]
-        trigger: PdlTrigger,
-        /// CUDA graph mode: bulk (every node, then the edges in one call per edge type), in-order (each
-        /// node with its in-edges) or capture (stream capture with the plan's edges).
-        #[arg(long, default_value = "bulk", value_parser = named(RUN_GRAPH_BUILDS, GraphBuild::parse))]
-        graph_build: GraphBuild,
-        /// CUDA: priority of the exec's streams: default, or high (the context's greatest).
-        #[arg(long, default_value = "default", value_parser = named(PRIORITIES, StreamPriority::parse))]
-        priority: StreamPriority,
-        /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
-        /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
-        #[arg(long, default_value = "caller", value_parser = named(LAUNCH_ON, LaunchOn::parse))]
-        launch: LaunchOn,
-        /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
-        #[arg(long)]
-        device: Option<String>,
-        #[arg(long, default_value_t = 4)]
-        max_lanes: usize,
-    },
+    Run(Box<RunArgs>),
     /// Run the dispatch benchmark matrix and write results.json, REPORT.md and a chart.
-    Bench(Box<ostinato_bench::cli::BenchArgs>),
+    Bench(Box<BenchArgs>),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    file: PathBuf,
+    #[arg(long, value_enum, default_value_t = BackendArg::Host)]
+    backend: BackendArg,
+    #[arg(long, default_value_t = 1)]
+    replays: usize,
+    /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
+    #[arg(long)]
+    check: bool,
+    /// Write each buffer's final bytes to DIR/<name>.bin.
+    #[arg(long)]
+    dump: Option<PathBuf>,
+    /// CUDA graph mode: write the submitted graph as DOT (nodes with launch params; edges with type
+    /// and ports) to this file.
+    #[arg(long)]
+    dot: Option<PathBuf>,
+    /// Host worker threads for every replay (0 = serial on the calling thread). Default: one per core,
+    /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// CUDA: one retained graph, or eager per-lane streams.
+    #[arg(long, default_value = "graph", value_parser = choice::<ExecMode>())]
+    mode: ExecMode,
+    /// CUDA: programmatic (PDL) edges where the measured policy says they pay, always, or never.
+    #[arg(long, default_value = "auto", value_parser = choice::<PdlMode>())]
+    pdl: PdlMode,
+    /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
+    /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
+    #[arg(long, default_value = "caller", value_parser = choice::<LaunchOn>())]
+    launch: LaunchOn,
+    /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long, default_value_t = 4, hide = true)]
+    max_lanes: usize,
+    #[arg(long, default_value = "auto", value_parser = choice::<ShapeMode>(), hide = true)]
+    shape: ShapeMode,
+    /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
+    #[arg(long, default_value = "after-wait", value_parser = choice::<PdlTrigger>(), hide = true)]
+    trigger: PdlTrigger,
+    /// CUDA graph mode: bulk (every node, then the edges in one call per edge type), in-order (each
+    /// node with its in-edges) or capture (stream capture with the plan's edges).
+    #[arg(long, default_value = "bulk", value_parser = choice::<GraphBuild>(), hide = true)]
+    graph_build: GraphBuild,
+    #[arg(long, default_value = "default", value_parser = choice::<StreamPriority>(), hide = true)]
+    priority: StreamPriority,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// cuda (default where a CUDA device is found) or host.
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
+    /// A shorter matrix.
+    #[arg(long)]
+    quick: bool,
+    /// Only rows whose id contains one of these comma-separated texts.
+    #[arg(long, value_delimiter = ',')]
+    filter: Vec<String>,
+    /// Timed samples per arm, at least.
+    #[arg(long, default_value_t = 7)]
+    samples: usize,
+    /// Keep taking timed samples (beyond --samples, up to 63) until this many milliseconds of them.
+    #[arg(long, default_value_t = 10)]
+    timed_ms: u64,
+    #[arg(long, default_value_t = 3)]
+    warmups: usize,
+    /// Keep warming each arm up until this many milliseconds have passed.
+    #[arg(long, default_value_t = 50)]
+    warmup_ms: u64,
+    #[arg(long, default_value = "bench-out")]
+    out: PathBuf,
+    /// Only these arms (comma-separated names; the main Ostinato arm must be among them).
+    #[arg(long, value_delimiter = ',')]
+    arms: Option<Vec<String>>,
+    /// Replays between the two timing events of every sample (default 1; the decode stack 4).
+    #[arg(long)]
+    replays: Option<usize>,
+    // Fence-policy studies (docs/fences.md); hidden from --help.
+    #[arg(long, default_value = "after-wait", value_parser = choice::<PdlTrigger>(), hide = true)]
+    trigger: PdlTrigger,
+    #[arg(long, hide = true)]
+    pdl_max_blocks: Option<u64>,
+    #[arg(long, hide = true)]
+    pdl_max_side_by_side_blocks: Option<u64>,
+    #[arg(long, hide = true)]
+    pdl_max_fanout: Option<usize>,
+    #[arg(long, default_value = "auto", value_parser = choice::<ShapeMode>(), hide = true)]
+    graph_shape: ShapeMode,
+    #[arg(long, default_value = "bulk", value_parser = choice::<GraphBuild>(), hide = true)]
+    graph_build: GraphBuild,
+    #[arg(long, default_value = "default", value_parser = choice::<StreamPriority>(), hide = true)]
+    priority: StreamPriority,
+    #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all", value_parser = choice::<MixedBuilds>(), hide = true)]
+    pdl_mixed_builds: MixedBuilds,
+    #[arg(long, value_delimiter = ',', hide = true)]
+    blocks: Option<Vec<u32>>,
+    #[arg(long, value_delimiter = ',', hide = true)]
+    fans: Option<Vec<usize>>,
+    #[arg(long, hide = true)]
+    dot: Option<PathBuf>,
+    #[arg(long, default_value_t = 0, hide = true)]
+    rotate: usize,
+    #[arg(long, value_delimiter = ',', hide = true)]
+    offsets: Option<Vec<u64>>,
+    #[arg(long, default_value = "fresh", value_parser = PossibleValuesParser::new(ostinato_bench::bench::Regime::ALL.map(|r| r.as_str())).map(|s| ostinato_bench::bench::Regime::ALL.into_iter().find(|r| r.as_str() == s).unwrap_or(ostinato_bench::bench::Regime::Fresh)), hide = true)]
+    regime: ostinato_bench::bench::Regime,
+}
+
+impl BenchArgs {
+    fn config(self) -> BenchConfig {
+        use ostinato_bench::bench::BenchBackend;
+        BenchConfig {
+            backend: self.backend.map(|b| match b {
+                BackendArg::Host => BenchBackend::Host,
+                BackendArg::Cuda => BenchBackend::Cuda,
+            }),
+            quick: self.quick,
+            filter: self.filter,
+            samples: self.samples,
+            timed_ms: self.timed_ms,
+            warmups: self.warmups,
+            warmup_ms: self.warmup_ms,
+            out: self.out,
+            arms: self.arms,
+            replays: self.replays,
+            study: StudyConfig {
+                trigger: self.trigger,
+                pdl_max_blocks: self.pdl_max_blocks,
+                pdl_max_side_by_side_blocks: self.pdl_max_side_by_side_blocks,
+                pdl_max_fanout: self.pdl_max_fanout,
+                graph_shape: self.graph_shape,
+                graph_build: self.graph_build,
+                priority: self.priority,
+                mixed_builds: self.pdl_mixed_builds,
+                blocks: self.blocks,
+                fans: self.fans,
+                dot: self.dot,
+                rotate: self.rotate,
+                offsets: self.offsets,
+                regime: self.regime,
+            },
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -127,67 +230,83 @@ fn emit(text: &str) -> Result<(), String> {
 }
 
 fn dispatch(c: Command) -> Result<(), String> {
-    use std::fmt::Write;
     match c {
-        Command::Devices => emit(&ostinato_bench::devices::describe()),
-        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => {
-            let f = file::load(&file, run::IMPL_KEYS).map_err(|e| e.to_string())?;
-            let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", file.display()))?;
-            let mut out = String::new();
-            if json {
-                let _ = writeln!(out, "{}", plan.to_json());
-            } else {
-                let _ = writeln!(
-                    out,
-                    "{}: {} nodes, {} edges, {} lanes, fingerprint {:016x}",
-                    file.display(),
-                    plan.node_count(),
-                    plan.edges().len(),
-                    plan.lanes().count(),
-                    plan.fingerprint()
-                );
-                for e in plan.edges() {
-                    let kinds = if e.hazards.is_empty() { "explicit".to_string() } else { e.hazards.names().join("+") };
-                    let _ = writeln!(out, "  {} -> {}  {kinds}{}", e.from, e.to, if e.explicit && !e.hazards.is_empty() { " (explicit)" } else { "" });
-                }
-            }
-            if explain {
-                out.push_str(&plan.explain());
-            }
-            if cuda {
-                let capable: Vec<bool> =
-                    f.impls.iter().map(|i| i.get("cuda").is_some_and(|s| s.pdl().unwrap_or_else(|| s.source().starts_with("builtin")))).collect();
-                let low = ostinato_cuda::lower::lower(&plan, &capable, true, policy(pdl, shape));
-                out.push_str(&low.describe(&plan));
-            }
-            emit(&out)
-        }
-        Command::Run { file, backend, replays, check, dump, dot, threads, mode, pdl, shape, trigger, graph_build, priority, launch, device, max_lanes } => {
-            let backend = match backend {
-                BackendArg::Host => BackendChoice::Host { threads },
-                BackendArg::Cuda => {
-                    BackendChoice::Cuda { options: CudaOptions { mode, pdl: policy(pdl, shape), trigger, build: graph_build, priority, launch }, device }
-                }
-            };
-            let r = run::run_file(&file, &RunOptions { backend, replays, check, dump, dot, max_lanes }).map_err(|e| e.to_string())?;
-            let mut out = String::new();
-            for n in &r.notes {
-                let _ = writeln!(out, "{n}");
-            }
-            let _ = writeln!(
-                out,
-                "{}: {} nodes, {} edges, {} replays in {:.3} ms{}",
-                file.display(),
-                r.nodes,
-                r.edges,
-                r.replays,
-                r.seconds * 1e3,
-                if r.checked { ", check passed (bitwise equal to the host serial oracle)" } else { "" }
-            );
-            emit(&out)
-        }
-        Command::Bench(args) => ostinato_bench::cli::bench(*args),
+        Command::Devices => emit(&ostinato_runtime::devices::describe()),
+        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => plan(&file, json, explain, cuda.then_some(policy(pdl, shape)), max_lanes),
+        Command::Run(a) => run(*a),
+        Command::Bench(args) => ostinato_bench::bench(&args.config()).map(|_| ()).map_err(|e| e.to_string()),
     }
+}
+
+fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolicy>, max_lanes: usize) -> Result<(), String> {
+    use std::fmt::Write;
+    let f = file::load(path, &BackendKind::names()).map_err(|e| e.to_string())?;
+    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = String::new();
+    if json {
+        let _ = writeln!(out, "{}", plan.to_json());
+    } else {
+        let _ = writeln!(
+            out,
+            "{}: {} nodes, {} edges, {} lanes, fingerprint {:016x}",
+            path.display(),
+            plan.node_count(),
+            plan.edges().len(),
+            plan.lanes().count(),
+            plan.fingerprint()
+        );
+        for e in plan.edges() {
+            let kinds = if e.hazards.is_empty() { "explicit".to_string() } else { e.hazards.names().join("+") };
+            let _ = writeln!(out, "  {} -> {}  {kinds}{}", e.from, e.to, if e.explicit && !e.hazards.is_empty() { " (explicit)" } else { "" });
+        }
+    }
+    if explain {
+        out.push_str(&plan.explain());
+    }
+    if let Some(policy) = cuda {
+        // Built-ins certify from their PTX at load; a user's kernel counts as PDL-capable only when declared.
+        let capable: Vec<bool> =
+            f.impls.iter().map(|i| i.get("cuda").is_some_and(|r| r.bool_option("pdl").ok().flatten().unwrap_or(r.builtin_name().is_some()))).collect();
+        let low = cuda::lower::lower(&plan, &capable, true, policy);
+        out.push_str(&low.describe(&plan));
+    }
+    emit(&out)
+}
+
+fn run(a: RunArgs) -> Result<(), String> {
+    use std::fmt::Write;
+    let backend = match a.backend {
+        BackendArg::Host => BackendSpec::Host { threads: a.threads, check_races: a.check },
+        BackendArg::Cuda => BackendSpec::Cuda {
+            device: a.device,
+            options: CudaOptions {
+                mode: a.mode,
+                pdl: policy(a.pdl, a.shape),
+                trigger: a.trigger,
+                build: a.graph_build,
+                priority: a.priority,
+                launch: a.launch,
+            },
+            stream: None,
+        },
+    };
+    let o = RunOptions { backend, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
+    let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    for n in &r.notes {
+        let _ = writeln!(out, "{n}");
+    }
+    let _ = writeln!(
+        out,
+        "{}: {} nodes, {} edges, {} replays in {:.3} ms{}",
+        a.file.display(),
+        r.nodes,
+        r.edges,
+        r.replays,
+        r.seconds * 1e3,
+        if r.checked { ", check passed (bitwise equal to the host serial oracle)" } else { "" }
+    );
+    emit(&out)
 }
 
 fn policy(mode: PdlMode, shape: ShapeMode) -> PdlPolicy {
@@ -199,35 +318,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runs_own_lists_are_names_the_library_parses() {
-        assert!(RUN_TRIGGERS.iter().all(|n| PdlTrigger::parse(n).is_some() && ostinato_bench::cli::TRIGGERS.contains(n)));
-        assert!(RUN_GRAPH_BUILDS.iter().all(|n| GraphBuild::parse(n).is_some() && ostinato_bench::cli::GRAPH_BUILDS.contains(n)));
+    fn run_takes_the_librarys_values_and_refuses_other_names() {
+        let cli = Cli::try_parse_from(["ostinato", "run", "g.toml", "--mode", "eager", "--pdl", "off", "--trigger", "entry", "--graph-build", "in-order"]);
+        let Ok(Cli { command: Command::Run(a) }) = cli else { panic!("parses") };
+        assert_eq!((a.mode, a.pdl, a.trigger, a.graph_build), (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, GraphBuild::InOrder));
+        let err = Cli::try_parse_from(["ostinato", "run", "g.toml", "--graph-build", "tree"]).err().expect("refused").to_string();
+        assert!(err.contains("tree") && err.contains("in-order"), "{err}");
     }
 
     #[test]
-    fn run_takes_the_librarys_values_and_refuses_unlisted_names() {
-        let cli = Cli::try_parse_from([
-            "ostinato",
-            "run",
-            "g.toml",
-            "--mode",
-            "eager",
-            "--pdl",
-            "off",
-            "--trigger",
-            "entry",
-            "--graph-build",
-            "in-order",
-            "--priority",
-            "high",
-        ]);
-        let Ok(Cli { command: Command::Run { mode, pdl, trigger, graph_build, priority, shape, .. } }) = cli else { panic!("parses") };
-        assert_eq!(
-            (mode, pdl, trigger, graph_build, priority, shape),
-            (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, GraphBuild::InOrder, StreamPriority::High, ShapeMode::Auto)
-        );
-        // An investigation-only build the library parses but `run` does not list.
-        let err = Cli::try_parse_from(["ostinato", "run", "g.toml", "--graph-build", "bulk-one-call"]).err().expect("refused").to_string();
-        assert!(err.contains("bulk-one-call") && err.contains("in-order"), "{err}");
+    fn bench_flags_land_in_the_config() {
+        let Ok(Cli { command: Command::Bench(a) }) =
+            Cli::try_parse_from(["ostinato", "bench", "--backend", "host", "--filter", "grid,fan", "--blocks", "1,128", "--regime", "multi-stream"])
+        else {
+            panic!("parses")
+        };
+        let c = a.config();
+        assert_eq!(c.filter, ["grid", "fan"]);
+        assert_eq!(c.study.blocks, Some(vec![1, 128]));
+        assert_eq!(c.study.regime, ostinato_bench::bench::Regime::MultiStream);
+    }
+
+    #[test]
+    fn default_help_shows_at_most_twelve_options_per_command() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        for name in ["run", "bench", "plan"] {
+            let sub = cmd.find_subcommand(name).expect("subcommand");
+            let shown = sub.get_arguments().filter(|a| !a.is_hide_set() && !a.is_positional()).count();
+            assert!(shown <= 12, "`{name}` shows {shown} options");
+        }
     }
 }

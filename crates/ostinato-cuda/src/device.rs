@@ -111,7 +111,8 @@ impl DeviceSelector {
     }
 }
 
-/// A selected device with its primary context bound to the creating thread.
+/// A selected device with its primary context bound to the creating thread. Clones share the context.
+#[derive(Clone)]
 pub struct Device {
     pub(crate) ctx: Arc<Context>,
     info: DeviceInfo,

@@ -3,22 +3,32 @@
 
 use std::sync::Arc;
 
-use ostinato::{check_bindings, check_range, check_slot, Backend, BindError, BufferBinding, BufferId, Exec, NodeId, ParamKind, Plan, Scalar, SlotId};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use ostinato::{
+    check_bindings, check_range, check_rebind, check_slot, Backend, BindError, BufferBinding, BufferId, Exec, KernelRef, KernelSig, NodeId, ParamKind, Plan,
+    Scalar, SlotId,
+};
 
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
 use crate::launch_thread::{Command, LaunchFault, LaunchThread, Submitter};
 use crate::lower::{lower, ArgValue, Callee, Lowering};
-use crate::module::{BuiltinModules, CudaKernel};
+use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
 use crate::options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {
     ctx: Arc<Context>,
-    device_arch: String,
+    device: Device,
     options: CudaOptions,
-    helpers: Option<(CudaKernel, CudaKernel)>,
+    builtins: BuiltinModules,
+    helpers: (CudaKernel, CudaKernel),
+    /// Modules [`Backend::bind_kernel`] loaded from files, by path: each file is compiled and loaded
+    /// once per backend, however many kernels it holds.
+    files: Mutex<Vec<(PathBuf, Arc<LoadedModule>)>>,
 }
 
 impl CudaBackend {
@@ -49,13 +59,37 @@ impl CudaBackend {
             .scalar("n_words", ostinato::ScalarType::U64);
         let copy = modules.kernel("ostinato_copy", &copy_sig)?;
         let fill = modules.kernel("ostinato_fill", &fill_sig)?;
-        Ok(CudaBackend { ctx: device.ctx.clone(), device_arch: device.info().arch(), options, helpers: Some((copy, fill)) })
+        Ok(CudaBackend {
+            ctx: device.ctx.clone(),
+            device: device.clone(),
+            options,
+            builtins: modules.clone(),
+            helpers: (copy, fill),
+            files: Mutex::new(Vec::new()),
+        })
     }
     pub fn options(&self) -> CudaOptions {
         self.options
     }
-    pub fn arch(&self) -> &str {
-        &self.device_arch
+    /// The device's architecture (`sm_90`).
+    pub fn arch(&self) -> String {
+        self.device.info().arch()
+    }
+    /// The device the backend runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The module of a kernel file, loaded once (same main trigger as the built-ins).
+    fn file_module(&self, reference: &KernelRef) -> Result<Arc<LoadedModule>> {
+        let path = reference.path();
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, m)) = files.iter().find(|(p, _)| *p == path) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(LoadedModule::load(&self.device, &ModuleSource::from_path(&path)?, self.options.trigger)?);
+        files.push((path, m.clone()));
+        Ok(m)
     }
 }
 
@@ -97,7 +131,9 @@ pub struct CudaExec {
     plan: Arc<Plan>,
     lowering: Arc<Lowering>,
     ctx: Arc<Context>,
-    _allocs: Vec<DeviceAlloc>,
+    /// The allocation the exec made for each root buffer (by buffer id; `None` for views and
+    /// external memory).
+    allocs: Vec<Option<DeviceAlloc>>,
     /// Device address of each root allocation (by buffer id; views hold 0).
     base: Vec<u64>,
     /// Graph mode: the graph as built (read back by the tests and `ostinato run --dot`) and the node of each launch.
@@ -115,6 +151,22 @@ impl Backend for CudaBackend {
 
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    /// `builtin:NAME` (the built-in kernels, in all their builds), or a `.cu` (compiled by NVRTC), `.ptx`
+    /// or `.cubin` file with an optional `entry`. Option `pdl`: declares the kernel PDL-capable (or
+    /// not); where there is PTX it is certified from it, and a declaration the PTX contradicts is
+    /// refused.
+    fn bind_kernel(&self, sig: &KernelSig, reference: &KernelRef) -> Result<CudaKernel> {
+        let refuse = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason };
+        reference.check_options("cuda", &["pdl"]).map_err(refuse)?;
+        let pdl = reference.bool_option("pdl").map_err(refuse)?;
+        let entry = reference.entry_for(&sig.name);
+        match reference.builtin_name() {
+            Some(_) if pdl.is_some() => Err(refuse("built-in kernels are certified from their PTX; `pdl` is for a user's kernels".into())),
+            Some(_) => self.builtins.kernel(entry, sig),
+            None => self.file_module(reference).map_err(|e| e.at(format!("kernel `{}`", sig.name)))?.kernel(entry, sig, pdl),
+        }
     }
 
     fn instantiate(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>) -> Result<CudaExec> {
@@ -145,7 +197,7 @@ impl CudaBackend {
     ) -> Result<CudaExec> {
         self.ctx.bind()?;
         let g = plan.graph();
-        check_bindings(plan, kernels.len(), &buffers, |m| m.len)?;
+        check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
             if kinds(sig) != kinds(&k.sig) {
@@ -156,7 +208,7 @@ impl CudaBackend {
                 .into());
             }
         }
-        let (copy_k, fill_k) = self.helpers.clone().ok_or(CudaError::Usage { op: "instantiate", reason: "helper kernels not loaded".into() })?;
+        let (copy_k, fill_k) = self.helpers.clone();
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
         let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
@@ -171,18 +223,18 @@ impl CudaBackend {
             .collect();
 
         // Memory: one allocation per root buffer unless bound externally.
-        let mut allocs = Vec::new();
+        let mut allocs: Vec<Option<DeviceAlloc>> = (0..g.buffers().len()).map(|_| None).collect();
         let mut base = vec![0u64; g.buffers().len()];
         for (i, (decl, b)) in g.buffers().iter().zip(&buffers).enumerate() {
             if decl.root.index() != i {
                 continue;
             }
             base[i] = match b {
-                BufferBinding::External(m) => m.ptr,
+                BufferBinding::External(m) => m.ptr(),
                 BufferBinding::Allocate => {
                     let a = DeviceAlloc::new(&self.ctx, decl.size as usize).map_err(|e| e.at(format!("buffer `{}`", decl.name)))?;
                     let p = a.ptr();
-                    allocs.push(a);
+                    allocs[i] = Some(a);
                     p
                 }
             };
@@ -204,7 +256,7 @@ impl CudaBackend {
             StreamPriority::High => Stream::with_greatest_priority(&self.ctx),
         };
         let main = Arc::new(match external {
-            Some(e) => Stream::external(&self.ctx, e.handle)?,
+            Some(e) => Stream::external(&self.ctx, e.handle())?,
             None => stream()?,
         });
         let (work, graph) = match self.options.mode {
@@ -239,7 +291,7 @@ impl CudaBackend {
                 Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?)
             }
         };
-        Ok(CudaExec { plan, lowering, ctx: self.ctx.clone(), _allocs: allocs, base, graph, main, timer, replayer })
+        Ok(CudaExec { plan, lowering, ctx: self.ctx.clone(), allocs, base, graph, main, timer, replayer })
     }
 }
 
@@ -283,16 +335,13 @@ fn build_graph(
     let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
     let mut slots: Vec<Option<GraphNode>> = vec![None; low.launches.len()];
     let graph = match build {
-        GraphBuild::Bulk | GraphBuild::BulkOneCall => {
+        GraphBuild::Bulk => {
             let mut graph = Graph::new()?;
             for (i, l) in low.launches.iter().enumerate() {
                 slots[i] = Some(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?);
             }
-            let groups: Vec<Vec<&crate::lower::GraphEdge>> = if build == GraphBuild::BulkOneCall {
-                vec![low.edges.iter().collect()]
-            } else {
-                [false, true].iter().map(|&p| low.edges.iter().filter(|e| e.programmatic == p).collect()).collect()
-            };
+            let groups: Vec<Vec<&crate::lower::GraphEdge>> =
+                [false, true].iter().map(|&p| low.edges.iter().filter(|e| e.programmatic == p).collect()).collect();
             for group in groups {
                 let from = group.iter().map(|e| node_of(&slots, e.from.index(), e.to.index())).collect::<Result<Vec<_>>>()?;
                 let to = group.iter().map(|e| node_of(&slots, e.to.index(), e.to.index())).collect::<Result<Vec<_>>>()?;
@@ -385,6 +434,26 @@ impl Replayer {
         Ok(())
     }
 
+    /// Points every launch argument into root buffer `root` at `base` (plus the argument's offset);
+    /// graph mode patches only the nodes whose argument changed, no rebuild.
+    fn rebind_bits(&mut self, root: BufferId, base: u64) -> Result<()> {
+        for (i, l) in self.lowering.launches.iter().enumerate() {
+            let mut changed = false;
+            for (a, value) in l.args.iter().enumerate() {
+                if let ArgValue::Pointer { root: r, offset } = value {
+                    if *r == root && self.args[i].get(a) != base + offset {
+                        self.args[i].set(a, base + offset);
+                        changed = true;
+                    }
+                }
+            }
+            if let (true, Work::Graph { exec, nodes }) = (changed, &self.work) {
+                exec.set_kernel_params(nodes[i], &self.funcs[i], l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Waits for the side streams (the main one is the exec's to wait for).
     fn synchronize_side(&self) {
         if let Work::Eager { side, .. } = &self.work {
@@ -403,6 +472,7 @@ impl Submitter for Replayer {
     fn run(&mut self, command: Command) -> Result<()> {
         match command {
             Command::SetSlot(slot, bits) => self.set_slot_bits(slot, bits),
+            Command::Rebind(root, base) => self.rebind_bits(root, base),
             Command::Launch => self.enqueue(),
             Command::Record(i) => self.timer[i].record(&self.main),
             Command::Synchronize => self.main.synchronize(),
@@ -436,7 +506,7 @@ impl CudaExec {
     }
     /// The stream the exec replays on (its own, or the one it was instantiated on).
     pub fn stream(&self) -> ExternalStream {
-        ExternalStream { handle: self.main.handle() }
+        ExternalStream::vouched(self.main.handle())
     }
     /// Returns once every replay and patch posted so far has been handed to the driver, so that work
     /// the caller then enqueues on [`CudaExec::stream`] runs after those replays. Nothing to do on the
@@ -526,6 +596,7 @@ impl CudaExec {
 
 impl Exec for CudaExec {
     type Error = CudaError;
+    type Memory = DeviceMemory;
 
     fn plan(&self) -> &Plan {
         &self.plan
@@ -562,6 +633,27 @@ impl Exec for CudaExec {
         self.ctx.bind()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "read_buffer", reason: "unknown buffer".into() })?;
         crate::ffi::copy_to_host(out, p + offset)
+    }
+
+    /// Points root buffer `buffer` at the user's `memory` from the next replay on: graph mode patches
+    /// the kernel nodes that use it in place (no rebuild), eager mode the launch arguments. Refused
+    /// while anything the exec submitted may still run; an allocation the exec had made for the
+    /// buffer is freed.
+    fn rebind(&mut self, buffer: BufferId, memory: DeviceMemory) -> Result<()> {
+        check_rebind(&self.plan, buffer, memory.len())?;
+        // Every replay ends on the main stream (eager mode joins its side lanes into it), so an idle
+        // main stream, once the launch thread has handed over all it holds, means nothing runs.
+        self.drain("rebind")?;
+        if !self.main.is_idle()? {
+            return Err(CudaError::Usage {
+                op: "rebind",
+                reason: format!("buffer `{}`: a replay may still be running on the exec's stream; call wait() first", self.plan.graph().buffer(buffer).name),
+            });
+        }
+        self.on_stream("rebind", Command::Rebind(buffer, memory.ptr()), true)?;
+        self.base[buffer.index()] = memory.ptr();
+        self.allocs[buffer.index()] = None;
+        Ok(())
     }
 }
 

@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys;
 
+use crate::dims::Dims;
 use crate::error::{CudaError, Result};
-use crate::lower::Dims;
 
 fn name_of(code: sys::CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
@@ -361,6 +361,14 @@ impl Stream {
         // SAFETY: valid stream.
         check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.s) })
     }
+    /// True when everything enqueued on the stream has finished (`cuStreamQuery`).
+    pub(crate) fn is_idle(&self) -> Result<bool> {
+        // SAFETY: valid stream; the query only reads its state.
+        match unsafe { sys::cuStreamQuery(self.s) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuStreamQuery", code).map(|()| true),
+        }
+    }
     pub(crate) fn wait_event(&self, e: &Event) -> Result<()> {
         // SAFETY: valid stream and event.
         check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(self.s, e.e, 0) })
@@ -526,6 +534,10 @@ fn edge_data(programmatic: bool) -> sys::CUgraphEdgeData {
 pub(crate) struct Graph {
     g: sys::CUgraph,
 }
+
+// SAFETY: a graph may be used from any thread, one at a time (the driver's rule for graph objects);
+// its owner (the exec, or a baseline) moves it between threads but never shares it.
+unsafe impl Send for Graph {}
 
 /// A node handle of a [`Graph`] (valid while the graph lives).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

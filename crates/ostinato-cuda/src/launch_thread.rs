@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use ostinato::SlotId;
+use ostinato::{BufferId, SlotId};
 
 /// Commands the queue holds before `post` waits (the thread is behind by that many).
 pub(crate) const QUEUE_COMMANDS: usize = 1024;
@@ -40,6 +40,8 @@ pub(crate) trait Submitter: Send + 'static {
 pub(crate) enum Command {
     /// From the next launch on, `slot` holds the bits.
     SetSlot(SlotId, u64),
+    /// From the next launch on, root buffer `BufferId` lies at the device address.
+    Rebind(BufferId, u64),
     /// One replay.
     Launch,
     /// Record timing event 0 (start) or 1 (stop) on the stream.

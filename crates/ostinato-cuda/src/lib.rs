@@ -7,12 +7,14 @@
 #![deny(unsafe_code)]
 
 pub mod device;
+mod dims;
 mod error;
 mod exec;
 mod ffi;
 mod launch_thread;
 pub mod lower;
 pub mod module;
+mod named;
 pub mod nvrtc;
 mod options;
 pub mod raw;
@@ -22,6 +24,7 @@ pub use error::{CudaError, Result};
 pub use exec::{CudaBackend, CudaExec};
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+pub use named::Named;
 pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
 
 /// True when a CUDA driver library can be loaded and initialised.

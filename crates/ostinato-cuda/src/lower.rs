@@ -7,19 +7,7 @@ use std::fmt::Write as _;
 
 use ostinato::{Arg, BufferId, KernelId, NodeId, NodeOp, Plan, SlotId};
 
-/// Launch geometry in driver terms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dims {
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared: u32,
-}
-
-impl Dims {
-    pub fn blocks(&self) -> u64 {
-        self.grid.iter().map(|&g| g as u64).product()
-    }
-}
+pub use crate::dims::Dims;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PdlMode {
@@ -32,14 +20,6 @@ pub enum PdlMode {
 }
 
 impl PdlMode {
-    pub fn parse(s: &str) -> Option<PdlMode> {
-        match s {
-            "auto" => Some(PdlMode::Auto),
-            "on" => Some(PdlMode::On),
-            "off" => Some(PdlMode::Off),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             PdlMode::Auto => "auto",
@@ -110,14 +90,6 @@ pub enum ShapeMode {
 }
 
 impl ShapeMode {
-    pub fn parse(s: &str) -> Option<ShapeMode> {
-        match s {
-            "auto" => Some(ShapeMode::Auto),
-            "plan" => Some(ShapeMode::Plan),
-            "lanes" => Some(ShapeMode::Lanes),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             ShapeMode::Auto => "auto",
@@ -140,18 +112,6 @@ pub enum MixedBuilds {
     All,
 }
 
-impl MixedBuilds {
-    pub fn parse(s: &str) -> Option<MixedBuilds> {
-        match s {
-            "off" => Some(MixedBuilds::Off),
-            "plain" => Some(MixedBuilds::Plain),
-            "early" => Some(MixedBuilds::Early),
-            "all" => Some(MixedBuilds::All),
-            _ => None,
-        }
-    }
-}
-
 /// The per-edge PDL policy. The data behind `auto` is in `docs/fences.md`; override it here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PdlPolicy {
@@ -171,7 +131,7 @@ pub struct PdlPolicy {
     pub auto_lanes_max_fanout: usize,
     /// Investigation only: pick builds per node instead of one build per submission. Measured no
     /// faster on decode (docs/fences.md), so it is off by default. (Its wrong decode results in earlier
-    /// runs came from full edges the driver had made programmatic: `GraphBuild::BulkOneCall`.)
+    /// runs came from full edges the driver had made programmatic when both types went in one call.)
     pub mixed_builds: MixedBuilds,
 }
 
@@ -634,7 +594,7 @@ mod tests {
     fn the_lane_shape_implies_every_plan_edge_on_random_programs() {
         let mut checked = 0;
         for seed in 0..300u64 {
-            let prog = ostinato_host::random_graphs::random_mix_program(seed, 5 + (seed as usize * 13) % 90);
+            let prog = ostinato_testkit::random_graphs::random_mix_program(seed, 5 + (seed as usize * 13) % 90);
             for max_lanes in 1..=6 {
                 let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes }).unwrap();
                 let edges = lane_shape_edges(&plan);
@@ -660,7 +620,7 @@ mod tests {
     fn non_waiting_kernels_get_no_programmatic_edge() {
         let (mut into_plain, mut programmatic) = (0, 0);
         for seed in 0..100u64 {
-            let prog = ostinato_host::random_graphs::random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
+            let prog = ostinato_testkit::random_graphs::random_two_kernel_program(seed, 20 + (seed as usize * 11) % 100);
             let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
             let g = plan.graph();
             // kernel 0 `mix` is capable, kernel 1 `mix_alt` is not; copies and fills (helpers) are.

@@ -39,16 +39,6 @@ impl PdlTrigger {
             t => format!("-DOST_TRIGGER={}", t as u8),
         }
     }
-    pub fn parse(s: &str) -> Option<PdlTrigger> {
-        match s {
-            "never" => Some(PdlTrigger::Never),
-            "entry" => Some(PdlTrigger::AtEntry),
-            "after-writes" | "exit" => Some(PdlTrigger::AfterWrites),
-            "after-wait" => Some(PdlTrigger::AfterWait),
-            "disabled" => Some(PdlTrigger::Disabled),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             PdlTrigger::Never => "never",
@@ -130,11 +120,13 @@ impl CudaKernel {
 }
 
 /// The built-in kernels in all three builds: late trigger (`trigger`), early trigger and plain.
+/// Clones share the loaded modules.
+#[derive(Clone)]
 pub struct BuiltinModules {
     trigger: PdlTrigger,
-    main: LoadedModule,
-    early: LoadedModule,
-    plain: LoadedModule,
+    main: Arc<LoadedModule>,
+    early: Arc<LoadedModule>,
+    plain: Arc<LoadedModule>,
 }
 
 impl BuiltinModules {
@@ -143,9 +135,9 @@ impl BuiltinModules {
         let src = ModuleSource::builtin();
         Ok(BuiltinModules {
             trigger,
-            main: LoadedModule::load(device, &src, trigger)?,
-            early: LoadedModule::load(device, &src, PdlTrigger::AtEntry)?,
-            plain: LoadedModule::load(device, &src, PdlTrigger::Disabled)?,
+            main: Arc::new(LoadedModule::load(device, &src, trigger)?),
+            early: Arc::new(LoadedModule::load(device, &src, PdlTrigger::AtEntry)?),
+            plain: Arc::new(LoadedModule::load(device, &src, PdlTrigger::Disabled)?),
         })
     }
     /// The main PDL build's trigger.

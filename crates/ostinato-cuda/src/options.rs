@@ -16,13 +16,6 @@ pub enum ExecMode {
 }
 
 impl ExecMode {
-    pub fn parse(s: &str) -> Option<ExecMode> {
-        match s {
-            "graph" => Some(ExecMode::Graph),
-            "eager" => Some(ExecMode::Eager),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             ExecMode::Graph => "graph",
@@ -36,13 +29,10 @@ impl ExecMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GraphBuild {
     /// Every node first, then the edges in one `cuGraphAddDependencies_v2` call per edge type (full,
-    /// then programmatic).
+    /// then programmatic). One call with both types mixed gives every edge the first edge's type on
+    /// driver 580 (docs/fences.md §4), so the types are never mixed in a call.
     #[default]
     Bulk,
-    /// Investigation only: every edge in ONE `cuGraphAddDependencies_v2` call, full and programmatic
-    /// mixed. On driver 580 the graph then held every edge as the FIRST edge's type (a full edge
-    /// became programmatic; docs/fences.md §4), which `Bulk` avoids.
-    BulkOneCall,
     /// Node by node in plan order, each added with its in-edges (`cuGraphAddNode_v2`).
     InOrder,
     /// Stream capture on the exec's stream, node by node in plan order, the capture's dependency set
@@ -52,19 +42,9 @@ pub enum GraphBuild {
 }
 
 impl GraphBuild {
-    pub fn parse(s: &str) -> Option<GraphBuild> {
-        match s {
-            "bulk" => Some(GraphBuild::Bulk),
-            "bulk-one-call" => Some(GraphBuild::BulkOneCall),
-            "in-order" => Some(GraphBuild::InOrder),
-            "capture" => Some(GraphBuild::Capture),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             GraphBuild::Bulk => "bulk",
-            GraphBuild::BulkOneCall => "bulk-one-call",
             GraphBuild::InOrder => "in-order",
             GraphBuild::Capture => "capture",
         }
@@ -80,16 +60,6 @@ pub enum StreamPriority {
     /// The context's greatest priority: the GPU starts this exec's blocks before waiting blocks of
     /// lower-priority streams (a latency-critical graph beside background work).
     High,
-}
-
-impl StreamPriority {
-    pub fn parse(s: &str) -> Option<StreamPriority> {
-        match s {
-            "default" => Some(StreamPriority::Default),
-            "high" => Some(StreamPriority::High),
-            _ => None,
-        }
-    }
 }
 
 /// Which thread makes an exec's driver calls for `replay` and `set_slot`.
@@ -109,13 +79,6 @@ pub enum LaunchOn {
 impl LaunchOn {
     /// How long `thread` (the parsed name) keeps its launch thread awake after a command.
     pub const DEFAULT_SPIN: Duration = Duration::from_millis(5);
-    pub fn parse(s: &str) -> Option<LaunchOn> {
-        match s {
-            "caller" => Some(LaunchOn::Caller),
-            "thread" => Some(LaunchOn::Thread { spin: Self::DEFAULT_SPIN }),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             LaunchOn::Caller => "caller",
@@ -159,12 +122,65 @@ impl Default for CudaOptions {
 /// [`CudaExec::flush`]). It must outlive the exec; the exec never destroys it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExternalStream {
-    pub handle: u64,
+    handle: u64,
 }
 
-/// Device memory the user owns (it must outlive the exec).
+impl ExternalStream {
+    /// The stream whose driver handle (`CUstream`) is `handle`.
+    ///
+    /// # Safety
+    /// `handle` must be a live stream of the device's primary context (the exec checks the context
+    /// with the driver, but cannot tell a dangling handle from a live one), and it must outlive every
+    /// exec instantiated on it.
+    // `unsafe` states the caller's promise; the function itself performs no unsafe operation.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_raw(handle: u64) -> ExternalStream {
+        ExternalStream { handle }
+    }
+    /// A stream this crate made or already vouched for (no new promise is made).
+    pub(crate) fn vouched(handle: u64) -> ExternalStream {
+        ExternalStream { handle }
+    }
+    /// The driver handle.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+}
+
+/// Device memory the user owns, bound to a buffer in place of an allocation of the exec's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceMemory {
-    pub ptr: u64,
-    pub len: u64,
+    ptr: u64,
+    len: u64,
+}
+
+impl DeviceMemory {
+    /// `len` bytes of device memory at device address `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be device memory of the exec's device (or memory mapped into its context)
+    /// that stays allocated, and that nothing else writes while a replay may run, for as long as any
+    /// exec is bound to it. The exec checks the length against the buffer's declared size; it cannot
+    /// check the address.
+    // `unsafe` states the caller's promise; the function itself performs no unsafe operation.
+    #[allow(unsafe_code)]
+    pub unsafe fn new(ptr: u64, len: u64) -> DeviceMemory {
+        DeviceMemory { ptr, len }
+    }
+    /// An allocation of this crate's own (`raw::Buffer`).
+    pub(crate) fn vouched(ptr: u64, len: u64) -> DeviceMemory {
+        DeviceMemory { ptr, len }
+    }
+    /// The device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// The length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    /// True for zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }

@@ -2,9 +2,9 @@
 //! launches, stream capture, PDL launch attributes) with the very same kernels the exec uses.
 
 use crate::device::Device;
+use crate::dims::Dims;
 use crate::error::Result;
 use crate::ffi;
-use crate::lower::Dims;
 use crate::module::CudaKernel;
 
 /// A device allocation.
@@ -16,6 +16,16 @@ impl Buffer {
     }
     pub fn ptr(&self) -> u64 {
         self.0.ptr()
+    }
+    /// This allocation as memory to bind a buffer to (`BufferBinding::External`, `Exec::rebind`). An
+    /// exec bound to it must be dropped, or rebound elsewhere, before this buffer.
+    pub fn memory(&self) -> crate::DeviceMemory {
+        crate::DeviceMemory::vouched(self.ptr(), self.len() as u64)
+    }
+    /// `len` bytes of this allocation from `offset`, as memory to bind (bounds-checked; same rule).
+    pub fn memory_at(&self, offset: usize, len: usize) -> Result<crate::DeviceMemory> {
+        self.check(offset, len, "Buffer::memory_at")?;
+        Ok(crate::DeviceMemory::vouched(self.ptr() + offset as u64, len as u64))
     }
     pub fn len(&self) -> usize {
         self.0.len()
@@ -59,9 +69,10 @@ impl Stream {
     pub fn new(device: &Device) -> Result<Stream> {
         Ok(Stream(ffi::Stream::new(&device.ctx)?))
     }
-    /// This stream's handle, to replay an Ostinato exec on it (`CudaBackend::instantiate_on`).
+    /// This stream's handle, to replay an Ostinato exec on it (`CudaBackend::instantiate_on`). An exec
+    /// bound to it must be dropped before this stream.
     pub fn external(&self) -> crate::ExternalStream {
-        crate::ExternalStream { handle: self.0.handle() }
+        crate::ExternalStream::vouched(self.0.handle())
     }
     /// Launches `k`; with `pdl`, sets programmatic stream serialization on the launch.
     #[inline]

@@ -6,10 +6,12 @@ mod common;
 
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, Launch, Plan, Scalar, Slice};
 use ostinato_cuda::{CudaBackend, CudaOptions, GraphBuild, LaunchOn, PdlTrigger};
-use ostinato_host::random_graphs::mix_sig;
+use ostinato_testkit::random_graphs::mix_sig;
 
-#[path = "../../ostinato-host/tests/support/counting_alloc.rs"]
-mod counting_alloc;
+use ostinato_testkit::counting_alloc;
+
+#[global_allocator]
+static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
 const N: u32 = 256;
 

@@ -7,8 +7,8 @@ mod common;
 
 use ostinato::{Arg, BufferBinding, Exec, Graph, Launch, Plan, Scalar};
 use ostinato_cuda::raw::{Args, Buffer, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, DeviceMemory, Dims, ExecMode, LaunchOn, PdlTrigger, StreamPriority};
-use ostinato_host::random_graphs::mix_sig;
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, Dims, ExecMode, LaunchOn, PdlTrigger, StreamPriority};
+use ostinato_testkit::random_graphs::mix_sig;
 
 const N: u32 = 512;
 const ROUNDS: u32 = 200;
@@ -51,7 +51,7 @@ fn replays_on_a_users_stream_stay_in_order_with_the_users_own_launches() {
     for (mode, launch) in [(ExecMode::Graph, LaunchOn::Caller), (ExecMode::Graph, thread), (ExecMode::Eager, LaunchOn::Caller), (ExecMode::Eager, thread)] {
         let stream = Stream::new(&device).unwrap();
         let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions { mode, launch, ..CudaOptions::default() }).unwrap();
-        let bind = |b: &Buffer| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len() as u64 });
+        let bind = |b: &Buffer| BufferBinding::External(b.memory());
         let kernels = vec![modules.kernel("mix", &mix_sig()).unwrap()];
         let mut exec = backend.instantiate_on(&plan, kernels, vec![bind(&out_buf), bind(&inp_buf)], stream.external()).unwrap();
         assert_eq!(exec.stream(), stream.external(), "{mode:?} {launch:?}: the exec replays on another stream");

@@ -21,17 +21,21 @@ pub fn add_one() -> HostKernel {
     })
 }
 
-/// `mix(out: read_write u32[], inp: read u32[], n_out, n_in, salt: u32)`:
-/// out[i] = out[i]*3 + inp[i mod n_in] + salt (wrapping) for i < n_out. Order-sensitive: a missing
-/// edge changes the result.
-pub fn mix() -> HostKernel {
-    let sig = KernelSig::new("mix")
+/// The `mix` signature (the same for the built-in host, CUDA and WGSL kernels).
+pub fn mix_sig() -> KernelSig {
+    KernelSig::new("mix")
         .buffer("out", Access::ReadWrite)
         .buffer("inp", Access::Read)
         .scalar("n_out", ScalarType::U32)
         .scalar("n_in", ScalarType::U32)
-        .scalar("salt", ScalarType::U32);
-    HostKernel::new(sig, |cx| {
+        .scalar("salt", ScalarType::U32)
+}
+
+/// `mix(out: read_write u32[], inp: read u32[], n_out, n_in, salt: u32)`:
+/// out[i] = out[i]*3 + inp[i mod n_in] + salt (wrapping) for i < n_out. Order-sensitive: a missing
+/// edge changes the result.
+pub fn mix() -> HostKernel {
+    HostKernel::new(mix_sig(), |cx| {
         let (n_out, n_in, salt) = (cx.u32(2)? as usize, cx.u32(3)? as usize, cx.u32(4)?);
         if n_in == 0 {
             return Err("mix: n_in is 0".into());
@@ -50,6 +54,11 @@ pub fn all() -> Vec<HostKernel> {
     let mut v = vec![add_one(), mix()];
     v.extend(decode::all());
     v
+}
+
+/// The built-in kernels' names.
+pub fn names() -> Vec<String> {
+    all().into_iter().map(|k| k.sig.name).collect()
 }
 
 /// Looks up `builtin:<name>` (or a bare name).

@@ -11,14 +11,14 @@ pub mod decode;
 pub mod kernel;
 pub mod memory;
 mod pool;
-pub mod random_graphs;
 pub mod schedule;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use ostinato::{
-    check_bindings, check_range, check_slot, Arg, Backend, BindError, BufferBinding, BufferId, Exec, NodeOp, ParamKind, Plan, Scalar, SlotError, SlotId,
+    check_bindings, check_range, check_rebind, check_slot, Arg, Backend, BindError, BufferBinding, BufferId, Exec, KernelRef, KernelSig, NodeOp, ParamKind,
+    Plan, Scalar, SlotError, SlotId,
 };
 
 pub use kernel::{BufView, HostKernel, KernelCtx, Words};
@@ -88,6 +88,20 @@ impl Backend for HostBackend {
         "host"
     }
 
+    /// `builtin:NAME` from [`builtins`]; a user's own host kernel is passed to `instantiate` directly
+    /// (a [`HostKernel`] wraps any Rust function). Host references take no options.
+    fn bind_kernel(&self, sig: &KernelSig, reference: &KernelRef) -> Result<HostKernel, HostError> {
+        let refuse = |reason: String| HostError::Bind(BindError::Signature { kernel: sig.name.clone(), reason });
+        reference.check_options("host", &[]).map_err(refuse)?;
+        let name = reference.builtin_name().ok_or_else(|| {
+            refuse(format!("`{}`: the host backend binds `builtin:NAME` references (its built-ins: {})", reference.source, builtins::names().join(", ")))
+        })?;
+        let name = reference.entry_for(if name.is_empty() { &sig.name } else { name });
+        let k = builtins::lookup(name).ok_or_else(|| refuse(format!("no host kernel `{name}` (its built-ins: {})", builtins::names().join(", "))))?;
+        k.check_signature(sig).map_err(refuse)?;
+        Ok(k)
+    }
+
     fn instantiate(&self, plan: &Plan, kernels: Vec<HostKernel>, buffers: Vec<BufferBinding<Arc<HostMemory>>>) -> Result<HostExec, HostError> {
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
@@ -102,10 +116,12 @@ impl Backend for HostBackend {
             .zip(buffers)
             .enumerate()
             .map(|(i, (decl, b))| match b {
-                BufferBinding::External(m) => m,
-                BufferBinding::Allocate => Arc::new(HostMemory::zeroed(if decl.root.index() == i { decl.size } else { 0 })),
+                BufferBinding::External(m) => Ok(m),
+                BufferBinding::Allocate => HostMemory::try_zeroed(if decl.root.index() == i { decl.size } else { 0 })
+                    .map(Arc::new)
+                    .map_err(|reason| HostError::Usage { operation: "instantiate", reason: format!("buffer `{}`: {reason}", decl.name) }),
             })
-            .collect();
+            .collect::<Result<_, HostError>>()?;
         let root_of = |s: &ostinato::Slice| {
             let (root, start, _) = g.root_extent(*s);
             (root.index(), start)
@@ -166,7 +182,8 @@ impl HostExec {
     pub fn memory(&self, buffer: BufferId) -> Option<(Arc<HostMemory>, u64)> {
         let g = self.shared.plan.graph();
         let decl = g.buffers().get(buffer.index())?;
-        Some((self.shared.memory[decl.root.index()].clone(), decl.root_offset))
+        let memory = self.shared.memory.read().unwrap_or_else(|p| p.into_inner());
+        Some((memory[decl.root.index()].clone(), decl.root_offset))
     }
 
     fn idle(&self, operation: &'static str) -> Result<(), HostError> {
@@ -179,6 +196,7 @@ impl HostExec {
 
 impl Exec for HostExec {
     type Error = HostError;
+    type Memory = Arc<HostMemory>;
 
     fn plan(&self) -> &Plan {
         &self.shared.plan
@@ -238,6 +256,13 @@ impl Exec for HostExec {
         check_range(&self.shared.plan, buffer, offset, out.len() as u64).map_err(|reason| HostError::Usage { operation: "read_buffer", reason })?;
         let (m, base) = self.memory(buffer).ok_or(HostError::Usage { operation: "read_buffer", reason: "unknown buffer".into() })?;
         m.read(base + offset, out);
+        Ok(())
+    }
+
+    fn rebind(&mut self, buffer: BufferId, memory: Arc<HostMemory>) -> Result<(), HostError> {
+        self.idle("rebind")?;
+        check_rebind(&self.shared.plan, buffer, memory.len())?;
+        self.shared.memory.write().unwrap_or_else(|p| p.into_inner())[buffer.index()] = memory;
         Ok(())
     }
 }

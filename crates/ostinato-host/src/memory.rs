@@ -13,9 +13,22 @@ pub struct HostMemory {
 
 impl HostMemory {
     /// A zeroed allocation of `len` bytes.
+    ///
+    /// # Panics
+    /// When the memory cannot be had; [`HostMemory::try_zeroed`] returns an error instead.
     pub fn zeroed(len: u64) -> Self {
-        let words = (0..len.div_ceil(4)).map(|_| AtomicU32::new(0)).collect();
-        HostMemory { words, len }
+        Self::try_zeroed(len).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A zeroed allocation of `len` bytes, or an error naming the bytes asked for when the system
+    /// cannot give them (never an abort).
+    pub fn try_zeroed(len: u64) -> Result<Self, String> {
+        let refuse = || format!("cannot allocate {len} bytes of host memory");
+        let words = usize::try_from(len.div_ceil(4)).map_err(|_| refuse())?;
+        let mut v: Vec<AtomicU32> = Vec::new();
+        v.try_reserve_exact(words).map_err(|_| refuse())?;
+        v.extend((0..words).map(|_| AtomicU32::new(0)));
+        Ok(HostMemory { words: v.into_boxed_slice(), len })
     }
 
     pub fn len(&self) -> u64 {

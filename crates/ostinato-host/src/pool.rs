@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use ostinato::{NodeId, Plan};
@@ -28,7 +28,9 @@ pub(crate) struct Shared {
     pub plan: Arc<Plan>,
     pub ops: Vec<PreparedOp>,
     pub kernels: Vec<HostKernel>,
-    pub memory: Vec<Arc<HostMemory>>,
+    /// Per buffer: its root allocation (views: a placeholder). Written only by `rebind`, while no
+    /// replay runs; a node takes the (uncontended) read lock once.
+    pub memory: RwLock<Vec<Arc<HostMemory>>>,
     pub slots: Vec<AtomicU64>,
     pub checker: Option<RaceChecker>,
     pending: Vec<AtomicU32>,
@@ -60,7 +62,7 @@ impl Shared {
             plan,
             ops,
             kernels,
-            memory,
+            memory: RwLock::new(memory),
             slots,
             checker,
             pending: (0..n).map(|_| AtomicU32::new(0)).collect(),
@@ -79,10 +81,11 @@ impl Shared {
             c.on_start(self.plan.graph(), v)?;
         }
         let g = self.plan.graph();
+        let memory = self.memory.read().unwrap_or_else(|p| p.into_inner());
         match &self.ops[v.index()] {
             PreparedOp::Kernel { kernel, args, launch } => {
                 let k = &self.kernels[*kernel];
-                let cx = KernelCtx { args, memory: &self.memory, slots: &self.slots, launch: *launch };
+                let cx = KernelCtx { args, memory: &memory, slots: &self.slots, launch: *launch };
                 let fault = |message: String| HostError::Kernel { node: g.describe_node(v), message };
                 match catch_unwind(AssertUnwindSafe(|| (k.body)(&cx))) {
                     Ok(Ok(())) => Ok(()),
@@ -91,7 +94,7 @@ impl Shared {
                 }
             }
             PreparedOp::Copy { src, dst, len } => {
-                let (s, d) = (&self.memory[src.0], &self.memory[dst.0]);
+                let (s, d) = (&memory[src.0], &memory[dst.0]);
                 if (src.1 | dst.1 | len) % 4 == 0 {
                     for off in (0..*len).step_by(4) {
                         d.store_u32(dst.1 + off, s.load_u32(src.1 + off));
@@ -104,7 +107,7 @@ impl Shared {
                 Ok(())
             }
             PreparedOp::Fill { dst, len, value } => {
-                let m = &self.memory[dst.0];
+                let m = &memory[dst.0];
                 for i in 0..len / 4 {
                     m.store_u32(dst.1 + 4 * i, *value);
                 }

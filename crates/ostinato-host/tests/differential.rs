@@ -3,11 +3,11 @@
 //! plan with one required edge deleted is caught.
 
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan, Scalar};
-use ostinato_host::random_graphs::{random_mix_program, random_two_kernel_program, RandomProgram};
 use ostinato_host::{HostBackend, HostError, HostExec};
+use ostinato_testkit::random_graphs::{random_mix_program, random_two_kernel_program, RandomProgram};
 
 fn instantiate(backend: HostBackend, plan: &Plan, prog: &RandomProgram) -> HostExec {
-    let kernels = ostinato_host::random_graphs::host_kernels(plan).unwrap();
+    let kernels = ostinato_testkit::random_graphs::host_kernels(plan).unwrap();
     let buffers = ostinato::allocate_all(plan);
     let mut exec = backend.instantiate(plan, kernels, buffers).unwrap();
     write_inits(&mut exec, &prog.inits).unwrap();
@@ -102,7 +102,7 @@ fn the_workload_is_order_sensitive() {
         let mut g = Graph::new();
         let a = g.add_buffer("a", 64).unwrap();
         let b = g.add_buffer("b", 64).unwrap();
-        let k = g.add_kernel(ostinato_host::random_graphs::mix_sig()).unwrap();
+        let k = g.add_kernel(ostinato_testkit::random_graphs::mix_sig()).unwrap();
         let s = |buf| Arg::Buffer(Slice { buffer: buf, offset: 0, len: 64 });
         let n = Arg::Scalar(Scalar::u32(16));
         let first = [s(a), s(b), n, n, Arg::Scalar(Scalar::u32(1))];
@@ -125,7 +125,7 @@ fn the_workload_is_order_sensitive() {
 
 #[test]
 fn the_serial_oracle_helper_equals_a_parallel_replay() {
-    use ostinato_host::random_graphs::serial_result;
+    use ostinato_testkit::random_graphs::serial_result;
     for seed in 0..10u64 {
         let prog = random_two_kernel_program(seed, 40);
         let plan = Plan::compile(&prog.graph).unwrap();

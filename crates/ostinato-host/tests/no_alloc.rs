@@ -2,11 +2,13 @@
 //! wide parallel plan once the exec is instantiated and warmed.
 
 use ostinato::{write_inits, Backend, Exec, Plan, Scalar};
-use ostinato_host::random_graphs::random_mix_program;
 use ostinato_host::{builtins, HostBackend};
+use ostinato_testkit::random_graphs::random_mix_program;
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
+use ostinato_testkit::counting_alloc;
+
+#[global_allocator]
+static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
 #[test]
 fn replay_and_patch_allocate_nothing() {

@@ -8,18 +8,15 @@ use std::sync::Arc;
 
 use ostinato::file::BufferInit;
 use ostinato::{read_roots, write_inits, Arg, Backend, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, Slice};
-use ostinato_host::random_graphs::mix_sig;
 use ostinato_host::{builtins, HostBackend};
+use ostinato_testkit::random_graphs::mix_sig;
 use ostinato_vulkan::{Context, VulkanRun};
-
-#[path = "../../ostinato-host/tests/support/skip.rs"]
-mod skip;
 
 fn context_or_skip(test: &str) -> Option<Arc<Context>> {
     match Context::open() {
         Ok(c) => Some(c),
         Err(e) => {
-            skip::skip(&format!("SKIP {test}: {e}"));
+            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
             None
         }
     }

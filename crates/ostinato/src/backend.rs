@@ -2,7 +2,8 @@
 //! hazards, and it submits exactly the plan's edges (or a stronger ordering it documents).
 
 use crate::error::{BindError, SlotError};
-use crate::graph::{BufferId, Scalar, SlotId};
+use crate::graph::{BufferId, KernelSig, Scalar, SlotId};
+use crate::kernel_ref::KernelRef;
 use crate::plan::Plan;
 
 /// Where a buffer's memory comes from at instantiation.
@@ -19,16 +20,23 @@ pub fn allocate_all<M>(plan: &Plan) -> Vec<BufferBinding<M>> {
     plan.graph().buffers().iter().map(|_| BufferBinding::Allocate).collect()
 }
 
-/// A backend: turns a plan plus bindings into a retained [`Exec`].
+/// A backend: turns kernel references into its kernels, and a plan plus bindings into a retained
+/// [`Exec`].
 pub trait Backend {
     /// One kernel's implementation on this backend (a host function, a CUDA function, a pipeline).
     type Kernel;
     /// User-owned memory this backend can bind a buffer to.
     type Memory;
-    type Exec: Exec;
+    type Exec: Exec<Memory = Self::Memory, Error = Self::Error>;
     type Error: std::error::Error + Send + Sync + 'static;
 
     fn name(&self) -> &'static str;
+
+    /// Turns `reference` (a built-in's name, a file, the backend's options) into this backend's
+    /// implementation of `sig`, checked against it: a kernel that takes other params, an unknown
+    /// built-in, a file the backend cannot read and an option it does not know are errors naming the
+    /// kernel. Nothing is guessed.
+    fn bind_kernel(&self, sig: &KernelSig, reference: &KernelRef) -> Result<Self::Kernel, Self::Error>;
 
     /// Instantiates `plan`. `kernels[k]` implements the graph's kernel `k`; `buffers[b]` binds buffer
     /// `b` (views must be `Allocate`: they share their root's memory). On error nothing is left alive.
@@ -36,8 +44,24 @@ pub trait Backend {
 }
 
 /// A retained, replayable instantiation of a plan.
+///
+/// The contract every backend keeps:
+/// - `replay` submits the whole plan once; `wait` returns when every submitted replay finished and
+///   reports the first failure among them.
+/// - `set_slot` checks the value against the slot's declared type (a wrong type is refused and the
+///   slot keeps its value) and gives every use of the slot the new value from the next `replay` on.
+///   Replays submitted before it keep the value they were submitted with, or — on a backend that
+///   cannot snapshot — the call is refused while one is in flight; it never changes a replay already
+///   submitted, and it never re-records or re-plans.
+/// - `rebind` points a root buffer at other memory of the same length from the next replay on (views
+///   of it follow); it is refused while a replay is in flight, for a view, and at another length.
+///   After it returns the exec no longer touches the previous memory (memory the exec had allocated
+///   itself is freed).
+/// - `write_buffer` and `read_buffer` wait for submitted replays first.
 pub trait Exec {
     type Error: std::error::Error + Send + Sync + 'static;
+    /// User-owned memory a buffer can be rebound to (the backend's [`Backend::Memory`]).
+    type Memory;
 
     fn plan(&self) -> &Plan;
     /// Submits one replay of the whole plan. On asynchronous backends it returns once submitted.
@@ -50,6 +74,22 @@ pub trait Exec {
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
     /// Reads bytes of a buffer (no replay in flight).
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), Self::Error>;
+    /// Rebinds root buffer `buffer` to `memory` (same length) for the following replays.
+    fn rebind(&mut self, buffer: BufferId, memory: Self::Memory) -> Result<(), Self::Error>;
+}
+
+/// Checks a rebinding against the plan: a known root buffer (views follow their root), and memory of
+/// its declared length.
+pub fn check_rebind(plan: &Plan, buffer: BufferId, len: u64) -> Result<(), BindError> {
+    let g = plan.graph();
+    let decl = g.buffers().get(buffer.index()).ok_or_else(|| BindError::BufferSize { buffer: format!("#{buffer}"), expected: 0, got: len })?;
+    if decl.root != buffer {
+        return Err(BindError::BindView { buffer: decl.name.clone(), root: g.buffer(decl.root).name.clone() });
+    }
+    if len != decl.size {
+        return Err(BindError::BufferSize { buffer: decl.name.clone(), expected: decl.size, got: len });
+    }
+    Ok(())
 }
 
 /// Checks a slot patch against the plan: known slot, same type.

@@ -11,6 +11,7 @@
 //! name = "mix"
 //! params = [{ name = "out", access = "read_write" }, { name = "n", scalar = "u32" }]
 //! host = "builtin:mix"   # one implementation per backend, by backend name
+//! cuda = { source = "kernels/mix.cu", entry = "mix", pdl = true }   # options go to the backend
 //! [[node]]
 //! kernel = "mix"
 //! grid = [1, 1, 1]
@@ -25,6 +26,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::graph::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, ParamKind, Scalar, ScalarType, Slice};
+use crate::kernel_ref::{KernelRef, RefOption};
 
 /// A graph-file error: `path:line: message`.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -109,42 +111,6 @@ fn parse_u32(s: &str) -> Option<u32> {
     }
 }
 
-/// One kernel implementation reference for one backend: a source/file and optionally the entry symbol
-/// and a capability flag (e.g. PDL-capable on CUDA).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum ImplSpec {
-    Path(String),
-    Detailed {
-        source: String,
-        #[serde(default)]
-        entry: Option<String>,
-        #[serde(default)]
-        pdl: Option<bool>,
-    },
-}
-
-impl ImplSpec {
-    pub fn source(&self) -> &str {
-        match self {
-            ImplSpec::Path(s) => s,
-            ImplSpec::Detailed { source, .. } => source,
-        }
-    }
-    pub fn entry(&self) -> Option<&str> {
-        match self {
-            ImplSpec::Path(_) => None,
-            ImplSpec::Detailed { entry, .. } => entry.as_deref(),
-        }
-    }
-    pub fn pdl(&self) -> Option<bool> {
-        match self {
-            ImplSpec::Path(_) => None,
-            ImplSpec::Detailed { pdl, .. } => *pdl,
-        }
-    }
-}
-
 /// A parsed graph file: the recorded graph plus what a runner needs beside it.
 #[derive(Clone, Debug)]
 pub struct GraphFile {
@@ -152,8 +118,8 @@ pub struct GraphFile {
     pub graph: Graph,
     /// Per buffer (by id): its initial contents (views: `None`).
     pub inits: Vec<Option<BufferInit>>,
-    /// Per kernel (by id): backend name → implementation.
-    pub impls: Vec<BTreeMap<String, ImplSpec>>,
+    /// Per kernel (by id): backend name → implementation reference.
+    pub impls: Vec<BTreeMap<String, KernelRef>>,
     /// Per kernel (by id): the line it was declared on.
     pub kernel_lines: Vec<usize>,
 }
@@ -166,6 +132,11 @@ impl GraphFile {
     /// Error for kernel `k` about its implementation on a backend.
     pub fn kernel_error(&self, k: usize, message: impl Into<String>) -> FileError {
         FileError { path: self.path.clone(), line: self.kernel_lines.get(k).copied(), message: message.into() }
+    }
+    /// Kernel `k`'s reference for `backend`, or an error naming the kernel and its line.
+    pub fn kernel_ref(&self, k: usize, backend: &str) -> Result<&KernelRef, FileError> {
+        let name = self.graph.kernels().get(k).map_or("?", |s| s.name.as_str());
+        self.impls.get(k).and_then(|m| m.get(backend)).ok_or_else(|| self.kernel_error(k, format!("kernel `{name}` has no `{backend}` implementation")))
     }
 }
 
@@ -215,7 +186,7 @@ struct KernelSpec {
     name: String,
     params: Vec<ParamSpec>,
     #[serde(flatten)]
-    impls: BTreeMap<String, ImplSpec>,
+    impls: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -277,6 +248,43 @@ impl Ctx<'_> {
     }
     fn err(&self, offset: usize, message: impl Into<String>) -> FileError {
         FileError { path: self.path.to_path_buf(), line: Some(self.line(offset)), message: message.into() }
+    }
+    fn base_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// A kernel's implementation for one backend: `"builtin:NAME"` or `"path"`, or a table with `source`,
+/// an optional `entry` and the backend's own options (passed through; the backend checks them).
+fn kernel_ref_from_toml(v: &toml::Value, base_dir: &Path) -> Result<KernelRef, String> {
+    let with_base = |mut r: KernelRef| {
+        r.base_dir = base_dir.to_path_buf();
+        r
+    };
+    match v {
+        toml::Value::String(s) if !s.is_empty() => Ok(with_base(KernelRef::file(s))),
+        toml::Value::Table(t) => {
+            let source = match t.get("source") {
+                Some(toml::Value::String(s)) if !s.is_empty() => s.clone(),
+                Some(other) => return Err(format!("`source` must be a non-empty string, not `{other}`")),
+                None => return Err("a table needs `source = \"builtin:NAME\"` or a file path".into()),
+            };
+            let mut r = with_base(KernelRef::file(&source));
+            for (key, value) in t {
+                match (key.as_str(), value) {
+                    ("source", _) => {}
+                    ("entry", toml::Value::String(e)) if !e.is_empty() => r.entry = Some(e.clone()),
+                    ("entry", other) => return Err(format!("`entry` must be a non-empty string, not `{other}`")),
+                    (_, toml::Value::Boolean(b)) => _ = r.options.insert(key.clone(), RefOption::Bool(*b)),
+                    (_, toml::Value::Integer(i)) => _ = r.options.insert(key.clone(), RefOption::Int(*i)),
+                    (_, toml::Value::Float(f)) => _ = r.options.insert(key.clone(), RefOption::Float(*f)),
+                    (_, toml::Value::String(s)) => _ = r.options.insert(key.clone(), RefOption::Str(s.clone())),
+                    (_, other) => return Err(format!("option `{key}` must be a boolean, number or string, not `{other}`")),
+                }
+            }
+            Ok(r)
+        }
+        other => Err(format!("expected \"builtin:NAME\", a file path, or a table with `source`; got `{other}`")),
     }
 }
 
@@ -354,13 +362,16 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
                 (Some(_), Some(_)) => return Err(cx.err(at, format!("kernel `{}` param `{}`: both `access` and `scalar` given", k.name, p.name))),
             };
         }
-        for key in k.impls.keys() {
+        let mut refs = BTreeMap::new();
+        for (key, value) in &k.impls {
             if !impl_keys.contains(&key.as_str()) {
                 return Err(cx.err(at, format!("kernel `{}`: unknown key `{key}` (backends: {})", k.name, impl_keys.join(", "))));
             }
+            let r = kernel_ref_from_toml(value, cx.base_dir()).map_err(|m| cx.err(at, format!("kernel `{}`, `{key}` implementation: {m}", k.name)))?;
+            refs.insert(key.clone(), r);
         }
         g.add_kernel(sig).map_err(|e| cx.err(at, e.to_string()))?;
-        impls.push(k.impls.clone());
+        impls.push(refs);
         kernel_lines.push(cx.line(at));
     }
     // `after` may name a later node; those edges are added once every node is recorded.

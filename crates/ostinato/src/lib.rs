@@ -20,15 +20,17 @@ pub mod file;
 mod fingerprint;
 pub mod frontier;
 pub mod graph;
+pub mod kernel_ref;
 pub mod lanes;
 pub mod plan;
 pub mod rng;
 
-pub use backend::{allocate_all, check_bindings, check_range, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
+pub use backend::{allocate_all, check_bindings, check_range, check_rebind, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{
     Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,
     SlotDecl, SlotId,
 };
+pub use kernel_ref::{KernelRef, RefOption};
 pub use lanes::Lanes;
 pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};

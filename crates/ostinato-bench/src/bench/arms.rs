@@ -170,6 +170,9 @@ impl RootSpan {
     pub fn ptr(&self) -> u64 {
         self.alloc.ptr() + self.offset as u64
     }
+    fn memory(&self) -> Result<DeviceMemory, String> {
+        self.alloc.memory_at(self.offset, self.len).map_err(|e| e.to_string())
+    }
     fn fits(&self, at: usize, n: usize) -> Result<(), String> {
         match at.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
@@ -207,11 +210,8 @@ impl RowMemory {
     fn root(&self, i: usize) -> Result<&RootSpan, String> {
         self.roots.get(i).and_then(Option::as_ref).ok_or_else(|| format!("buffer #{i} is a view, not a root allocation"))
     }
-    fn bindings(&self) -> Vec<BufferBinding<DeviceMemory>> {
-        self.roots
-            .iter()
-            .map(|r| r.as_ref().map_or(BufferBinding::Allocate, |b| BufferBinding::External(DeviceMemory { ptr: b.ptr(), len: b.len as u64 })))
-            .collect()
+    fn bindings(&self) -> Result<Vec<BufferBinding<DeviceMemory>>, String> {
+        self.roots.iter().map(|r| r.as_ref().map_or(Ok(BufferBinding::Allocate), |b| b.memory().map(BufferBinding::External))).collect()
     }
 }
 
@@ -247,8 +247,8 @@ impl OstinatoCuda {
         // On the row's stream, like every CUDA arm of the row; a high-priority study keeps the exec's own
         // high-priority stream (an external stream keeps its owner's priority).
         let mut exec = match backend.options().priority {
-            StreamPriority::Default => backend.instantiate_on(&plan, kernels, memory.bindings(), memory.stream.external()),
-            StreamPriority::High => backend.instantiate(&plan, kernels, memory.bindings()),
+            StreamPriority::Default => backend.instantiate_on(&plan, kernels, memory.bindings()?, memory.stream.external()),
+            StreamPriority::High => backend.instantiate(&plan, kernels, memory.bindings()?),
         }
         .map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;

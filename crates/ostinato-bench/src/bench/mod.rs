@@ -13,7 +13,7 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::cli::BenchArgs;
+use crate::config::{BenchConfig, BenchError};
 use arms::{Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
 use workload::{Check, DecodeShape, Workload};
 
@@ -35,11 +35,11 @@ pub enum Regime {
 }
 
 impl Regime {
-    pub fn parse(s: &str) -> Option<Regime> {
-        match s {
-            "fresh" => Some(Regime::Fresh),
-            "multi-stream" => Some(Regime::MultiStream),
-            _ => None,
+    pub const ALL: [Regime; 2] = [Regime::Fresh, Regime::MultiStream];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Regime::Fresh => "fresh",
+            Regime::MultiStream => "multi-stream",
         }
     }
 }
@@ -426,11 +426,11 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
 }
 
 /// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
-pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
-    let backend = match args.backend.as_deref() {
-        Some("host") => BenchBackend::Host,
-        Some("cuda") => BenchBackend::Cuda,
-        Some(other) => return Err(format!("unknown backend `{other}` (cuda, host)")),
+pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
+    args.validate()?;
+    let study = &args.study;
+    let backend = match args.backend {
+        Some(b) => b,
         None => {
             if ostinato_cuda::driver_available() && ostinato_cuda::device::list().is_ok_and(|l| !l.is_empty()) {
                 BenchBackend::Cuda
@@ -440,32 +440,36 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
             }
         }
     };
-    if args.samples < 1 {
-        return Err("--samples must be at least 1".into());
-    }
-    let grid_blocks = args.grid_blocks()?;
-    let placements = args.placements()?;
-    let regime = args.regime;
+    let grid_blocks = study.blocks.clone();
+    let placements = args.placements();
+    let regime = study.regime;
+    let cfg = |setting, reason: &str| BenchError::Config { setting, reason: reason.to_string() };
     if regime != Regime::Fresh && backend != BenchBackend::Cuda {
-        return Err("--regime multi-stream is a state of the CUDA driver; the host backend has none".into());
+        return Err(cfg("regime", "multi-stream is a state of the CUDA driver; the host backend has none"));
     }
-    if args.offsets.is_some() && backend != BenchBackend::Cuda {
-        return Err("--offsets places CUDA device buffers; the host backend's rows have none to place".into());
+    if study.offsets.is_some() && backend != BenchBackend::Cuda {
+        return Err(cfg("offsets", "places CUDA device buffers; the host backend's rows have none to place"));
     }
     let arms = match backend {
         BenchBackend::Cuda => args.selected_arms(&ArmKind::CUDA, ArmKind::Ostinato)?,
         BenchBackend::Host => args.selected_arms(&ArmKind::HOST, ArmKind::OstinatoHost)?,
     };
-    let fan_widths = args.fan_widths()?;
-    let base =
-        ostinato_cuda::CudaOptions { pdl: args.auto_policy(), trigger: args.trigger, build: args.graph_build, priority: args.priority, ..Default::default() };
+    let fan_widths = study.fans.clone();
+    let base = ostinato_cuda::CudaOptions {
+        pdl: args.auto_policy(),
+        trigger: study.trigger,
+        build: study.graph_build,
+        priority: study.priority,
+        ..Default::default()
+    };
     let cuda = if backend == BenchBackend::Cuda {
-        let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        let modules = ostinato_cuda::BuiltinModules::load(&device, args.trigger).map_err(|e| e.to_string())?;
+        let dev = |e: ostinato_cuda::CudaError| BenchError::Device(e.to_string());
+        let device = ostinato_cuda::Device::open(&ostinato_cuda::DeviceSelector::from_env().map_err(dev)?).map_err(dev)?;
+        let modules = ostinato_cuda::BuiltinModules::load(&device, study.trigger).map_err(dev)?;
         let mut backends = Vec::new();
         for kind in ArmKind::CUDA {
             if let Some(options) = OstinatoCuda::options(kind, base) {
-                backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(|e| e.to_string())?));
+                backends.push((kind, ostinato_cuda::CudaBackend::with_builtins(&device, &modules, options).map_err(dev)?));
             }
         }
         Some(CudaCtx { device, modules, backends })
@@ -488,30 +492,38 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
     let contexts = Contexts { cuda, vulkan };
     let regime_chain_us = match (&contexts.cuda, regime) {
         (Some(c), Regime::MultiStream) => {
-            let backend = c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato).map(|(_, b)| b).ok_or("no CUDA backend for the Ostinato arm")?;
+            let backend = c
+                .backends
+                .iter()
+                .find(|(k, _)| *k == ArmKind::Ostinato)
+                .map(|(_, b)| b)
+                .ok_or_else(|| BenchError::Run("no CUDA backend for the Ostinato arm".into()))?;
             Some(arms::enter_multi_stream_regime(&c.device, &c.modules, backend)?)
         }
         _ => None,
     };
     let arms = arms.as_slice();
-    if let Some(dir) = &args.dot {
-        std::fs::create_dir_all(dir).map_err(|e| format!("--dot {}: {e}", dir.display()))?;
+    if let Some(dir) = &study.dot {
+        std::fs::create_dir_all(dir).map_err(|e| BenchError::Io { path: dir.display().to_string(), message: e.to_string() })?;
     }
     let warmup = std::time::Duration::from_millis(args.warmup_ms);
     let timed = std::time::Duration::from_millis(args.timed_ms);
-    let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, timed, dot_dir: args.dot.as_deref() };
+    let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, timed, dot_dir: study.dot.as_deref() };
     let clock_before = provenance::sm_clock_mhz();
-    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref(), args.replays_per_sample()?);
-    if let Some(f) = &args.filter {
-        rows_in.retain(|w| f.split(',').any(|p| w.id.contains(p.trim())));
+    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref(), args.replays);
+    if !args.filter.is_empty() {
+        rows_in.retain(|w| args.filter.iter().any(|p| w.id.contains(p.trim())));
+        if rows_in.is_empty() {
+            return Err(cfg("filter", &format!("{} matches no row of the {backend:?} matrix", args.filter.join(","))));
+        }
     }
     // Each row once per placement (buffer offset); ids carry the offset only in a placement study.
     let row_list: Vec<(&Workload, u64, String)> = rows_in
         .iter()
-        .flat_map(|w| placements.iter().map(move |&o| (w, o, if args.offsets.is_some() { format!("{}@{o}", w.id) } else { w.id.clone() })))
+        .flat_map(|w| placements.iter().map(move |&o| (w, o, if study.offsets.is_some() { format!("{}@{o}", w.id) } else { w.id.clone() })))
         .collect();
     let pb = ProgressBar::new((row_list.len() * arms.len()) as u64);
-    pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?);
+    pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| BenchError::Run(e.to_string()))?);
     // Three passes (see `passes`): the graph arms rotate per row; the arms that launch kernels directly
     // run after every row's graph arms, since plain launches on a second stream slow every graph the
     // process runs afterwards (docs/fences.md §8); an arm of another API (the Vulkan arm) runs last, so
@@ -539,14 +551,14 @@ pub fn run(args: &BenchArgs) -> Result<Vec<RowResult>, String> {
             _ => Vec::new(),
         };
         let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory };
-        run.arms(&rotated(&graph_arms, ri + args.rotate), w, &contexts, &protocol, &pb);
+        run.arms(&rotated(&graph_arms, ri + study.rotate), w, &contexts, &protocol, &pb);
         if direct.is_empty() {
             run.memory = Ok(None);
         }
         runs.push(run);
     }
     for (ri, (&(w, _, _), run)) in row_list.iter().zip(&mut runs).enumerate() {
-        run.arms(&rotated(&direct, ri + args.rotate), w, &contexts, &protocol, &pb);
+        run.arms(&rotated(&direct, ri + study.rotate), w, &contexts, &protocol, &pb);
         run.memory = Ok(None);
     }
     for (&(w, _, _), run) in row_list.iter().zip(&mut runs) {

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::BenchBackend;
-use crate::cli::BenchArgs;
+use crate::config::BenchConfig;
 
 #[derive(Serialize, Clone, Debug)]
 pub struct Provenance {
@@ -79,7 +79,7 @@ pub fn collect(
     dev: Option<&ostinato_cuda::DeviceInfo>,
     vulkan_device: Option<String>,
     clock_before: Option<u32>,
-    args: &BenchArgs,
+    args: &BenchConfig,
 ) -> Provenance {
     Provenance {
         backend,

@@ -12,7 +12,7 @@ use super::arms::ArmKind;
 use super::provenance::Provenance;
 use super::stats::{self, Verdict};
 use super::{ArmResult, BenchBackend, Regime, RowResult, Stat};
-use crate::cli::BenchArgs;
+use crate::config::{BenchConfig, BenchError};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -95,12 +95,12 @@ fn fmt(v: Option<(f64, (f64, f64))>) -> String {
 
 /// Whether the run may exit successfully: every row ok, or an error naming the failed rows (the
 /// reports, already written, say why under "Failures").
-pub fn failed_rows(rows: &[RowResult], out: &Path) -> Result<(), String> {
+pub fn failed_rows(rows: &[RowResult], out: &Path) -> Result<(), BenchError> {
     let failed: Vec<&str> = rows.iter().filter(|r| !r.ok).map(|r| r.id.as_str()).collect();
     if failed.is_empty() {
         return Ok(());
     }
-    Err(format!("{} of {} rows failed: {} (why: {}, section Failures)", failed.len(), rows.len(), failed.join(", "), out.join("REPORT.md").display()))
+    Err(BenchError::FailedRows { failed: failed.len(), rows: rows.len(), ids: failed.join(", "), report: out.join("REPORT.md").display().to_string() })
 }
 
 /// A one-paragraph headline for the terminal and the README.
@@ -124,7 +124,7 @@ pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     s
 }
 
-fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[RowResult]) -> String {
+fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[RowResult]) -> String {
     let us = ours(backend);
     let mut s = String::new();
     let unit = if backend == BenchBackend::Cuda { "GPU µs per dispatch (CUDA events)" } else { "wall µs per dispatch (host backend)" };
@@ -296,12 +296,12 @@ fn replay_table(s: &mut String, title: &str, rows: &[RowResult], arms: &[&'stati
 }
 
 /// How the arms were ordered, and which ran, for the protocol line and `results.json`.
-fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
+fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> String {
     let mut t = "rotated per row".to_string();
-    if args.rotate != 0 {
-        t += &format!(", shifted by {} (--rotate)", args.rotate);
+    if args.study.rotate != 0 {
+        t += &format!(", shifted by {} (--rotate)", args.study.rotate);
     }
-    let chosen: Option<Vec<&str>> = args.arms.as_deref().map(|list| list.split(',').map(str::trim).collect());
+    let chosen: Option<Vec<&str>> = args.arms.as_ref().map(|list| list.iter().map(|a| a.trim()).collect());
     let ran = |a: ArmKind| chosen.as_ref().is_none_or(|c| c.contains(&a.name()));
     if backend == BenchBackend::Cuda {
         let direct: Vec<&str> = ArmKind::CUDA.iter().filter(|a| a.launches_directly() && ran(**a)).map(|a| a.name()).collect();
@@ -311,7 +311,7 @@ fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
                 direct.join(", ")
             );
         }
-        t += if args.priority == ostinato_cuda::StreamPriority::High {
+        t += if args.study.priority == ostinato_cuda::StreamPriority::High {
             "; every CUDA arm of a row on one stream the row makes, except Ostinato's (streams of its own at high priority, --priority high)"
         } else {
             "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
@@ -328,8 +328,8 @@ fn arm_order_text(backend: BenchBackend, args: &BenchArgs) -> String {
 
 /// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`; None
 /// on the host backend. `chain_us`: what entering the multi-stream state measured (before, after).
-fn regime_text(backend: BenchBackend, args: &BenchArgs, chain_us: Option<[f64; 2]>) -> Option<String> {
-    match (backend, args.regime) {
+fn regime_text(backend: BenchBackend, args: &BenchConfig, chain_us: Option<[f64; 2]>) -> Option<String> {
+    match (backend, args.study.regime) {
         (BenchBackend::Host, _) => None,
         (_, Regime::MultiStream) => Some(format!(
             "multi-stream: before the first row, the eager baseline on two streams between replays of a 941 × 1 chain, which took {} µs per dispatch before and {} after (--regime multi-stream; docs/fences.md §8)",
@@ -341,7 +341,7 @@ fn regime_text(backend: BenchBackend, args: &BenchArgs, chain_us: Option<[f64; 2
 }
 
 /// What one timed sample is, for the protocol line and `results.json`.
-fn replays_text(args: &BenchArgs) -> String {
+fn replays_text(args: &BenchConfig) -> String {
     match args.replays {
         Some(1) => "one replay between two events (--replays 1)".into(),
         Some(n) => format!("{n} back-to-back replays between two events (--replays {n})"),
@@ -349,7 +349,7 @@ fn replays_text(args: &BenchArgs) -> String {
     }
 }
 
-pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &BenchArgs, rows: &[RowResult]) -> Result<(), String> {
+pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[RowResult]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let results = Results {
         schema_version: SCHEMA_VERSION,
@@ -383,12 +383,13 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
+    use crate::bench::Regime;
+    use ostinato_cuda::StreamPriority;
 
-    #[derive(Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: BenchArgs,
+    fn cfg(f: impl FnOnce(&mut BenchConfig)) -> BenchConfig {
+        let mut c = BenchConfig::default();
+        f(&mut c);
+        c
     }
 
     fn row(id: &str, addresses: &[&str]) -> RowResult {
@@ -407,25 +408,28 @@ mod tests {
 
     #[test]
     fn the_arm_order_text_says_which_arms_ran_and_in_which_pass() {
-        let text = |argv: &[&str]| arm_order_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args);
+        let text = |c: BenchConfig| arm_order_text(BenchBackend::Cuda, &c);
         let direct = "the arms that launch kernels directly (eager, ostinato-eager) in a second pass after every row's graph arms";
-        let all = text(&[]);
+        let all = text(BenchConfig::default());
         assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
         let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
         assert!(all.ends_with(&format!("docs/fences.md §8); {shared}; vulkan in a last pass after all rows")), "{all}");
-        let high = text(&["--priority", "high"]);
+        let high = text(cfg(|c| c.study.priority = StreamPriority::High));
         assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
-        let two = text(&["--arms", "ostinato, eager"]);
+        let two = text(cfg(|c| c.arms = Some(vec!["ostinato".into(), "eager".into()])));
         assert!(two.contains("directly (eager) in a second pass") && two.ends_with("; only the arms ostinato,eager (--arms)"), "{two}");
         assert!(!two.contains("vulkan in"), "{two}");
         assert_eq!(
-            text(&["--arms", "vulkan,ostinato", "--rotate", "2"]),
+            text(cfg(|c| {
+                c.arms = Some(vec!["vulkan".into(), "ostinato".into()]);
+                c.study.rotate = 2;
+            })),
             format!("rotated per row, shifted by 2 (--rotate); {shared}; vulkan in a last pass after all rows; only the arms vulkan,ostinato (--arms)")
         );
-        let host = |argv: &[&str]| regime_text(BenchBackend::Host, &Cmd::parse_from(["bench"].iter().chain(argv)).args, None);
-        let cuda = |argv: &[&str], c| regime_text(BenchBackend::Cuda, &Cmd::parse_from(["bench"].iter().chain(argv)).args, c).unwrap_or_default();
-        assert!(cuda(&[], None).starts_with("fresh") && host(&[]).is_none());
-        let multi = cuda(&["--regime", "multi-stream"], Some([0.5071, 0.6284]));
+        let fresh = BenchConfig::default();
+        assert!(regime_text(BenchBackend::Cuda, &fresh, None).unwrap_or_default().starts_with("fresh"));
+        assert!(regime_text(BenchBackend::Host, &fresh, None).is_none());
+        let multi = regime_text(BenchBackend::Cuda, &cfg(|c| c.study.regime = Regime::MultiStream), Some([0.5071, 0.6284])).unwrap_or_default();
         assert!(multi.starts_with("multi-stream") && multi.contains("took 0.507 µs per dispatch before and 0.628 after"), "{multi}");
     }
 
@@ -435,13 +439,13 @@ mod tests {
         bad.ok = false;
         let good = row("grid/serial/n941/b1", &[]);
         assert!(failed_rows(std::slice::from_ref(&good), Path::new("out")).is_ok());
-        let err = failed_rows(&[good, bad], Path::new("out")).unwrap_err();
+        let err = failed_rows(&[good, bad], Path::new("out")).unwrap_err().to_string();
         assert!(err.starts_with("1 of 2 rows failed: grid/indep/n1/b1 (why: out/REPORT.md"), "{err}");
     }
 
     #[test]
     fn the_report_says_where_each_rows_buffers_lay_and_json_omits_it_when_unknown() {
-        let args = Cmd::parse_from(["bench", "--backend", "host"]).args;
+        let args = cfg(|c| c.backend = Some(BenchBackend::Host));
         let p = super::super::provenance::collect(BenchBackend::Host, None, None, None, &args);
         let placed = [row("grid/serial/n941/b1", &["x=0x7f0000e20400"]), row("grid/serial/n1/b1", &[])];
         let md = markdown(BenchBackend::Cuda, &p, &args, &placed);

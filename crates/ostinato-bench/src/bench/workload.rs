@@ -79,7 +79,7 @@ pub fn dispatch_grid(count: usize, blocks: u32, independent: bool, replays: usiz
 }
 
 pub fn mix_sig() -> KernelSig {
-    ostinato_host::random_graphs::mix_sig()
+    ostinato_host::builtins::mix_sig()
 }
 
 /// fan-out/fan-in: a producer writes P; `k` consumers each read P and write their own slice of C; a

@@ -5,19 +5,16 @@
 use ostinato::{read_roots, write_inits, Backend, BufferId, Exec, Plan};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, CudaOptions, Device, DeviceSelector, PdlTrigger};
 
-#[path = "../../../ostinato-host/tests/support/skip.rs"]
-mod skip;
-
 /// The device, or `None` (with a message) where no CUDA driver or device is found.
 pub fn device_or_skip(test: &str) -> Option<Device> {
     if !ostinato_cuda::driver_available() {
-        skip::skip(&format!("SKIP {test}: no CUDA driver found"));
+        ostinato_testkit::skip(&format!("SKIP {test}: no CUDA driver found"));
         return None;
     }
     match Device::open(&DeviceSelector::from_env().expect("OSTINATO_DEVICE parses")) {
         Ok(d) => Some(d),
         Err(e) => {
-            skip::skip(&format!("SKIP {test}: {e}"));
+            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
             None
         }
     }

@@ -5,7 +5,7 @@
 
 use ostinato::file::BufferInit;
 use ostinato::rng::XorShift64 as Rng;
-use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, Scalar, ScalarType, Slice, SlotId};
+use ostinato::{Arg, BufferId, Graph, KernelSig, Launch, NodeId, Scalar, Slice, SlotId};
 
 /// A generated program: the graph and each buffer's initial contents.
 pub struct RandomProgram {
@@ -15,27 +15,19 @@ pub struct RandomProgram {
     pub salt_slot: SlotId,
 }
 
-/// The `mix` signature (same as the built-in host and CUDA kernels).
-pub fn mix_sig() -> KernelSig {
-    KernelSig::new("mix")
-        .buffer("out", Access::ReadWrite)
-        .buffer("inp", Access::Read)
-        .scalar("n_out", ScalarType::U32)
-        .scalar("n_in", ScalarType::U32)
-        .scalar("salt", ScalarType::U32)
-}
+pub use ostinato_host::builtins::mix_sig;
 
 /// The host kernels of a generated program's plan: the built-ins, `mix_alt` bound to `mix`.
-pub fn host_kernels(plan: &ostinato::Plan) -> Result<Vec<crate::HostKernel>, crate::HostError> {
+pub fn host_kernels(plan: &ostinato::Plan) -> Result<Vec<ostinato_host::HostKernel>, ostinato_host::HostError> {
     let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
-    crate::bind_kernels(plan, name, crate::builtins::lookup)
+    ostinato_host::bind_kernels(plan, name, ostinato_host::builtins::lookup)
 }
 
 /// The oracle result of a generated program: `replays` serial replays on the host backend (`mix_alt`
 /// bound to `mix`), then every root buffer's bytes.
-pub fn serial_result(plan: &ostinato::Plan, prog: &RandomProgram, replays: usize) -> Result<Vec<(BufferId, Vec<u8>)>, crate::HostError> {
+pub fn serial_result(plan: &ostinato::Plan, prog: &RandomProgram, replays: usize) -> Result<Vec<(BufferId, Vec<u8>)>, ostinato_host::HostError> {
     use ostinato::{Backend, Exec};
-    let mut exec = crate::HostBackend::serial().instantiate(plan, host_kernels(plan)?, ostinato::allocate_all(plan))?;
+    let mut exec = ostinato_host::HostBackend::serial().instantiate(plan, host_kernels(plan)?, ostinato::allocate_all(plan))?;
     ostinato::write_inits(&mut exec, &prog.inits)?;
     for _ in 0..replays {
         exec.replay()?;

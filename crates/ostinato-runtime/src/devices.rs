@@ -6,6 +6,17 @@ use std::fmt::Write as _;
 pub fn describe() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "host: {} worker threads available", ostinato_host::HostBackend::default_threads());
+    describe_cuda(&mut s);
+    s
+}
+
+#[cfg(not(feature = "cuda"))]
+fn describe_cuda(s: &mut String) {
+    let _ = writeln!(s, "cuda: not in this build (cargo feature `cuda`)");
+}
+
+#[cfg(feature = "cuda")]
+fn describe_cuda(s: &mut String) {
     match ostinato_cuda::device::list() {
         Err(ostinato_cuda::CudaError::NoDriver) => {
             let _ = writeln!(s, "cuda: no CUDA driver found");
@@ -42,5 +53,4 @@ pub fn describe() -> String {
             }
         }
     }
-    s
 }

@@ -1,5 +1,10 @@
 //! A global allocator that forwards to the system allocator and counts every allocation, for the
-//! zero-allocation tests (included with `#[path]` by the host and CUDA test binaries).
+//! zero-allocation tests. A test binary installs it:
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static ALLOC: ostinato_testkit::counting_alloc::Counting = ostinato_testkit::counting_alloc::Counting;
+//! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,9 +25,6 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
 }
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 /// Allocations made by the whole process so far.
 pub fn allocations() -> usize {

@@ -1,0 +1,205 @@
+//! What a benchmark run is asked to do: a plain struct the shells fill in (the CLI maps its flags onto
+//! it), with the checks of its values, and the benchmark's error type.
+
+use std::path::PathBuf;
+
+use ostinato_cuda::lower::{MixedBuilds, ShapeMode};
+use ostinato_cuda::{GraphBuild, PdlPolicy, PdlTrigger, StreamPriority};
+
+use crate::bench::arms::ArmKind;
+use crate::bench::{BenchBackend, Regime};
+
+/// The benchmark's configuration. [`BenchConfig::default`] is the full matrix on the GPU where one is
+/// found, else on the host backend.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// `None`: CUDA where a device is found, else the host backend.
+    pub backend: Option<BenchBackend>,
+    /// A shorter matrix (fewer rows).
+    pub quick: bool,
+    /// Only rows whose id contains one of these texts (a row set that ends up empty is an error).
+    pub filter: Vec<String>,
+    /// Timed samples per arm, at least.
+    pub samples: usize,
+    /// Keep taking timed samples (beyond `samples`, up to [`crate::bench::MAX_TIMED_SAMPLES`]) until
+    /// this many milliseconds of them have passed.
+    pub timed_ms: u64,
+    pub warmups: usize,
+    /// Keep warming each arm up (beyond `warmups` samples) until this many milliseconds have passed.
+    pub warmup_ms: u64,
+    /// Where results.json, REPORT.md and chart.svg go.
+    pub out: PathBuf,
+    /// Only these arms (by name), in their fixed order; the main Ostinato arm must be among them.
+    pub arms: Option<Vec<String>>,
+    /// Replays between the two timing events of every sample (default: 1; the decode stack 4).
+    pub replays: Option<usize>,
+    /// Study settings (docs/fences.md); the defaults are the measured policy.
+    pub study: StudyConfig,
+}
+
+/// Settings of the fence-policy studies. Each default is what the policy uses.
+#[derive(Clone, Debug)]
+pub struct StudyConfig {
+    /// The main PDL build's trigger (the expert's capture uses it; Ostinato above the early limit).
+    pub trigger: PdlTrigger,
+    pub pdl_max_blocks: Option<u64>,
+    pub pdl_max_side_by_side_blocks: Option<u64>,
+    pub pdl_max_fanout: Option<usize>,
+    pub graph_shape: ShapeMode,
+    pub graph_build: GraphBuild,
+    pub priority: StreamPriority,
+    pub mixed_builds: MixedBuilds,
+    /// Block counts of the 941-dispatch grid rows (replaces 128, 1024, 8192).
+    pub blocks: Option<Vec<u32>>,
+    /// Consumer counts of the fan rows (replaces 4, 16, 64).
+    pub fans: Option<Vec<usize>>,
+    /// Write every CUDA graph an arm replays as DOT into this folder.
+    pub dot: Option<PathBuf>,
+    /// Shift every row's arm order by this many places.
+    pub rotate: usize,
+    /// Run each row once per byte offset (multiples of 256) of its buffers in their allocations.
+    pub offsets: Option<Vec<u64>>,
+    pub regime: Regime,
+}
+
+impl Default for StudyConfig {
+    fn default() -> Self {
+        StudyConfig {
+            trigger: PdlTrigger::AfterWait,
+            pdl_max_blocks: None,
+            pdl_max_side_by_side_blocks: None,
+            pdl_max_fanout: None,
+            graph_shape: ShapeMode::Auto,
+            graph_build: GraphBuild::Bulk,
+            priority: StreamPriority::Default,
+            mixed_builds: MixedBuilds::Off,
+            blocks: None,
+            fans: None,
+            dot: None,
+            rotate: 0,
+            offsets: None,
+            regime: Regime::Fresh,
+        }
+    }
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            backend: None,
+            quick: false,
+            filter: Vec::new(),
+            samples: 7,
+            timed_ms: 10,
+            warmups: 3,
+            warmup_ms: 50,
+            out: PathBuf::from("bench-out"),
+            arms: None,
+            replays: None,
+            study: StudyConfig::default(),
+        }
+    }
+}
+
+/// Why a benchmark run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A configuration value out of its range, naming the setting.
+    #[error("{setting}: {reason}")]
+    Config { setting: &'static str, reason: String },
+    /// The backend or device could not be opened.
+    #[error("{0}")]
+    Device(String),
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    /// Rows whose arms failed or disagreed with the oracle (the reports were written).
+    #[error("{failed} of {rows} rows failed: {ids} (why: {report}, section Failures)")]
+    FailedRows { failed: usize, rows: usize, ids: String, report: String },
+    #[error("{0}")]
+    Run(String),
+}
+
+impl From<String> for BenchError {
+    fn from(message: String) -> Self {
+        BenchError::Run(message)
+    }
+}
+
+/// The most replays per sample (the captured decode baseline keeps one graph per replay of a sample).
+pub const MAX_REPLAYS: usize = 1000;
+
+/// The largest placement offset: each row's buffers are padded by it.
+const MAX_OFFSET: u64 = 1 << 30;
+
+fn config(setting: &'static str, reason: impl Into<String>) -> BenchError {
+    BenchError::Config { setting, reason: reason.into() }
+}
+
+impl BenchConfig {
+    /// Checks every value's range before anything runs.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        if self.samples < 1 {
+            return Err(config("samples", "at least 1"));
+        }
+        if let Some(n) = self.replays {
+            if !(1..=MAX_REPLAYS).contains(&n) {
+                return Err(config("replays", format!("{n}: between 1 and {MAX_REPLAYS} replays per sample")));
+            }
+        }
+        if self.study.blocks.as_ref().is_some_and(|b| b.is_empty() || b.contains(&0)) {
+            return Err(config("blocks", "positive block counts"));
+        }
+        if self.study.fans.as_ref().is_some_and(|f| f.is_empty() || f.contains(&0)) {
+            return Err(config("fans", "positive consumer counts"));
+        }
+        for &o in self.study.offsets.iter().flatten() {
+            if o % 256 != 0 || o > MAX_OFFSET {
+                return Err(config("offsets", format!("{o}: a multiple of 256 of at most 1 GiB")));
+            }
+        }
+        Ok(())
+    }
+    /// The byte offsets of the placement study: `[0]` (one placement, ids unchanged) when absent.
+    pub fn placements(&self) -> Vec<u64> {
+        self.study.offsets.clone().unwrap_or_else(|| vec![0])
+    }
+    /// The selected arms among `all`, in that order; `main` must be among them.
+    pub fn selected_arms(&self, all: &[ArmKind], main: ArmKind) -> Result<Vec<ArmKind>, BenchError> {
+        let Some(wanted) = &self.arms else { return Ok(all.to_vec()) };
+        let names: Vec<&str> = all.iter().map(|a| a.name()).collect();
+        if let Some(w) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
+            return Err(config("arms", format!("`{w}` is not an arm of this backend ({})", names.join(", "))));
+        }
+        if !wanted.iter().any(|w| w == main.name()) {
+            return Err(config("arms", format!("`{}` must be among them (every ratio is taken against it)", main.name())));
+        }
+        Ok(all.iter().copied().filter(|a| wanted.iter().any(|w| w == a.name())).collect())
+    }
+    /// The most timed samples an arm takes: [`crate::bench::MAX_TIMED_SAMPLES`], or `samples` if larger.
+    pub fn max_timed_samples(&self) -> usize {
+        self.samples.max(crate::bench::MAX_TIMED_SAMPLES)
+    }
+    /// The auto policy with the study's overrides.
+    pub fn auto_policy(&self) -> PdlPolicy {
+        let s = &self.study;
+        let mut p = PdlPolicy { shape: s.graph_shape, mixed_builds: s.mixed_builds, ..Default::default() };
+        if let Some(b) = s.pdl_max_blocks {
+            p.auto_max_blocks = b;
+        }
+        if let Some(b) = s.pdl_max_side_by_side_blocks {
+            p.auto_max_side_by_side_blocks = b;
+        }
+        if let Some(f) = s.pdl_max_fanout {
+            p.auto_max_fanout = f;
+        }
+        p
+    }
+}
+
+/// Runs the benchmark; a failed row (an arm's error or an oracle mismatch) makes it an error, after the
+/// reports are written.
+pub fn bench(config: &BenchConfig) -> Result<Vec<crate::bench::RowResult>, BenchError> {
+    let rows = crate::bench::run(config)?;
+    crate::bench::report::failed_rows(&rows, &config.out)?;
+    Ok(rows)
+}

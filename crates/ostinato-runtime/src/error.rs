@@ -1,0 +1,32 @@
+//! The runtime's errors: each names what is wrong (file:line, kernel, buffer, backend).
+
+/// An error of the runtime or of the backend under it.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    File(#[from] ostinato::file::FileError),
+    #[error(transparent)]
+    Plan(#[from] ostinato::PlanError),
+    #[error(transparent)]
+    Slot(#[from] ostinato::SlotError),
+    #[error("host backend: {0}")]
+    Host(#[from] ostinato_host::HostError),
+    #[cfg(feature = "cuda")]
+    #[error("cuda backend: {0}")]
+    Cuda(#[from] ostinato_cuda::CudaError),
+    /// A backend this build does not contain, or a name that is no backend.
+    #[error("backend `{name}`: {reason}")]
+    Backend { name: String, reason: String },
+    /// Memory of one backend given to an exec of another.
+    #[error("{operation}: memory of the {given} backend given to a {backend} exec")]
+    WrongMemory { operation: &'static str, given: &'static str, backend: &'static str },
+    #[error("unknown {what} `{name}`")]
+    UnknownName { what: &'static str, name: String },
+    /// `--check` found a byte that differs from the host's serial order.
+    #[error("check failed: buffer `{buffer}` differs from the host oracle first at byte {byte} (want {want:#04x}, got {got:#04x})")]
+    Mismatch { buffer: String, byte: usize, want: u8, got: u8 },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{0}")]
+    Usage(String),
+}

@@ -1,0 +1,190 @@
+//! One exec of any backend behind one object-safe trait, so a shell holds "an exec" without naming
+//! its backend.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use ostinato::file::BufferInit;
+use ostinato::{BufferId, Exec, Plan, Scalar, SlotId};
+use ostinato_host::HostMemory;
+
+use crate::error::RuntimeError;
+use crate::oracle::NamedBuffers;
+use crate::session::BackendKind;
+
+/// Memory the user owns, for binding a buffer at instantiation or rebinding it later.
+#[derive(Clone, Debug)]
+pub enum Memory {
+    Host(Arc<HostMemory>),
+    #[cfg(feature = "cuda")]
+    Cuda(ostinato_cuda::DeviceMemory),
+}
+
+impl Memory {
+    /// `len` zeroed bytes of host memory (an error, not an abort, when they cannot be had).
+    pub fn host_zeroed(len: u64) -> Result<Memory, RuntimeError> {
+        Ok(Memory::Host(Arc::new(HostMemory::try_zeroed(len).map_err(RuntimeError::Usage)?)))
+    }
+    fn backend(&self) -> &'static str {
+        match self {
+            Memory::Host(_) => "host",
+            #[cfg(feature = "cuda")]
+            Memory::Cuda(_) => "cuda",
+        }
+    }
+    pub(crate) fn into_host(self, operation: &'static str) -> Result<Arc<HostMemory>, RuntimeError> {
+        match self {
+            Memory::Host(m) => Ok(m),
+            #[allow(unreachable_patterns)]
+            other => Err(RuntimeError::WrongMemory { operation, given: other.backend(), backend: "host" }),
+        }
+    }
+    #[cfg(feature = "cuda")]
+    pub(crate) fn into_cuda(self, operation: &'static str) -> Result<ostinato_cuda::DeviceMemory, RuntimeError> {
+        match self {
+            Memory::Cuda(m) => Ok(m),
+            other => Err(RuntimeError::WrongMemory { operation, given: other.backend(), backend: "cuda" }),
+        }
+    }
+}
+
+/// A retained exec of any backend. The contract is [`ostinato::Exec`]'s, the same on every backend.
+pub trait ExecHandle: Send {
+    fn backend(&self) -> BackendKind;
+    fn plan(&self) -> &Plan;
+    /// Submits one replay of the whole plan (asynchronous backends return once submitted).
+    fn replay(&mut self) -> Result<(), RuntimeError>;
+    /// Returns once every submitted replay finished; reports their first failure.
+    fn wait(&mut self) -> Result<(), RuntimeError>;
+    /// Patches a slot for the following replays (its type is checked).
+    fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<(), RuntimeError>;
+    fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), RuntimeError>;
+    fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), RuntimeError>;
+    /// Rebinds a root buffer to other memory of the same length, between replays.
+    fn rebind(&mut self, buffer: BufferId, memory: Memory) -> Result<(), RuntimeError>;
+    /// What the backend chose that a user may want to know (inline replays, programmatic edges).
+    fn notes(&self) -> &[String];
+    /// The backend's own exec (`ostinato_host::HostExec`, `ostinato_cuda::CudaExec`), for what only
+    /// that backend offers.
+    fn backend_exec(&mut self) -> &mut dyn Any;
+}
+
+impl dyn ExecHandle {
+    /// A slot by name.
+    pub fn slot_id(&self, name: &str) -> Result<SlotId, RuntimeError> {
+        self.plan().graph().slot_by_name(name).ok_or_else(|| RuntimeError::UnknownName { what: "slot", name: name.into() })
+    }
+    /// A buffer by name.
+    pub fn buffer_id(&self, name: &str) -> Result<BufferId, RuntimeError> {
+        self.plan().graph().buffer_by_name(name).ok_or_else(|| RuntimeError::UnknownName { what: "buffer", name: name.into() })
+    }
+    /// Patches the slot called `name`.
+    pub fn set_slot_named(&mut self, name: &str, value: Scalar) -> Result<(), RuntimeError> {
+        let id = self.slot_id(name)?;
+        self.set_slot(id, value)
+    }
+    /// Writes every buffer's initial contents (`None` entries, such as views, are skipped).
+    pub fn write_inits(&mut self, inits: &[Option<BufferInit>]) -> Result<(), RuntimeError> {
+        let sizes: Vec<u64> = self.plan().graph().buffers().iter().map(|b| b.size).collect();
+        for (i, (init, size)) in inits.iter().zip(sizes).enumerate() {
+            if let Some(init) = init {
+                let mut bytes = zeroed_bytes(size, &self.plan().graph().buffers()[i].name)?;
+                init.fill(&mut bytes);
+                self.write_buffer(BufferId(i as u32), 0, &bytes)?;
+            }
+        }
+        Ok(())
+    }
+    /// Every root buffer's bytes, by name, in declaration order (views are read through their roots).
+    pub fn read_roots(&mut self) -> Result<NamedBuffers, RuntimeError> {
+        let roots: Vec<(BufferId, String, u64)> = self
+            .plan()
+            .graph()
+            .buffers()
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| b.root.index() == *i)
+            .map(|(i, b)| (BufferId(i as u32), b.name.clone(), b.size))
+            .collect();
+        let mut out = Vec::with_capacity(roots.len());
+        for (id, name, size) in roots {
+            let mut bytes = zeroed_bytes(size, &name)?;
+            self.read_buffer(id, 0, &mut bytes)?;
+            out.push((name, bytes));
+        }
+        Ok(out)
+    }
+}
+
+/// A zeroed host byte vector for buffer `name`, or an error naming it when it cannot be had.
+pub(crate) fn zeroed_bytes(size: u64, name: &str) -> Result<Vec<u8>, RuntimeError> {
+    let refuse = || RuntimeError::Usage(format!("buffer `{name}`: cannot allocate {size} bytes of host memory to stage it"));
+    let n = usize::try_from(size).map_err(|_| refuse())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| refuse())?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+/// Converts a [`Memory`] into a backend's own memory type.
+pub(crate) trait BackendMemory: Sized {
+    fn from_memory(m: Memory) -> Result<Self, RuntimeError>;
+}
+
+impl BackendMemory for Arc<HostMemory> {
+    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
+        m.into_host("rebind")
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl BackendMemory for ostinato_cuda::DeviceMemory {
+    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
+        m.into_cuda("rebind")
+    }
+}
+
+/// A backend's exec as an [`ExecHandle`].
+pub(crate) struct Wrapped<E> {
+    pub exec: E,
+    pub kind: BackendKind,
+    pub notes: Vec<String>,
+}
+
+impl<E> ExecHandle for Wrapped<E>
+where
+    E: Exec + Send + 'static,
+    E::Memory: BackendMemory,
+    RuntimeError: From<E::Error>,
+{
+    fn backend(&self) -> BackendKind {
+        self.kind
+    }
+    fn plan(&self) -> &Plan {
+        self.exec.plan()
+    }
+    fn replay(&mut self) -> Result<(), RuntimeError> {
+        Ok(self.exec.replay()?)
+    }
+    fn wait(&mut self) -> Result<(), RuntimeError> {
+        Ok(self.exec.wait()?)
+    }
+    fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<(), RuntimeError> {
+        Ok(self.exec.set_slot(slot, value)?)
+    }
+    fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), RuntimeError> {
+        Ok(self.exec.write_buffer(buffer, offset, data)?)
+    }
+    fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), RuntimeError> {
+        Ok(self.exec.read_buffer(buffer, offset, out)?)
+    }
+    fn rebind(&mut self, buffer: BufferId, memory: Memory) -> Result<(), RuntimeError> {
+        Ok(self.exec.rebind(buffer, E::Memory::from_memory(memory)?)?)
+    }
+    fn notes(&self) -> &[String] {
+        &self.notes
+    }
+    fn backend_exec(&mut self) -> &mut dyn Any {
+        &mut self.exec
+    }
+}

@@ -1,0 +1,120 @@
+//! Running a graph file: what `ostinato run` does. Load → plan → open the backend → bind each kernel
+//! from the file's reference → instantiate → initialise → replay → (check against the host oracle)
+//! → (dump).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ostinato::file;
+use ostinato::{Plan, PlanOptions};
+
+use crate::error::RuntimeError;
+use crate::oracle::{compare, host_serial, NamedBuffers};
+use crate::session::{BackendKind, BackendSpec, Session};
+
+/// How to run a graph file.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub backend: BackendSpec,
+    pub replays: usize,
+    /// Compare every root buffer with the host's serial order, bit for bit (and, on the host, turn
+    /// the race checker on).
+    pub check: bool,
+    /// Write each root buffer's final bytes to `DIR/<name>.bin`.
+    pub dump: Option<PathBuf>,
+    /// CUDA graph mode: write the submitted graph as DOT here.
+    pub dot: Option<PathBuf>,
+    pub max_lanes: usize,
+}
+
+/// What a run reports.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub nodes: usize,
+    pub edges: usize,
+    pub replays: usize,
+    /// Wall time of the replays, until the last one finished.
+    pub seconds: f64,
+    pub checked: bool,
+    pub buffers: NamedBuffers,
+    /// What was opened and what the backend chose.
+    pub notes: Vec<String>,
+}
+
+/// Runs a graph file.
+pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> {
+    let f = file::load(path, &BackendKind::names())?;
+    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::Usage(format!("{}: {e}", path.display())))?;
+    let mut spec = o.backend.clone();
+    if let BackendSpec::Host { check_races, .. } = &mut spec {
+        *check_races |= o.check;
+    }
+    if o.dot.is_some() && !is_cuda_graph(&spec) {
+        return Err(RuntimeError::Usage("--dot writes a CUDA graph: it needs --backend cuda in graph mode".into()));
+    }
+    let session = Session::open(&spec)?;
+    let mut notes = vec![session.describe().to_string()];
+    let mut exec = session.instantiate_file(&f, &plan)?;
+    notes.extend(exec.notes().iter().cloned());
+    if let Some(dot) = &o.dot {
+        write_dot(exec.backend_exec(), dot)?;
+        notes.push(format!("graph written to {}", dot.display()));
+    }
+    exec.write_inits(&f.inits)?;
+    let t0 = Instant::now();
+    for _ in 0..o.replays {
+        exec.replay()?;
+    }
+    exec.wait()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let buffers = exec.read_roots()?;
+    drop(exec);
+    if o.check {
+        let host_ref = |k: usize| Ok(f.kernel_ref(k, "host")?.clone());
+        compare(&host_serial(&plan, &host_ref, &f.inits, o.replays)?, &buffers)?;
+    }
+    if let Some(dir) = &o.dump {
+        dump(dir, &buffers)?;
+    }
+    Ok(RunReport { nodes: plan.node_count(), edges: plan.edges().len(), replays: o.replays, seconds, checked: o.check, buffers, notes })
+}
+
+#[cfg(feature = "cuda")]
+fn is_cuda_graph(spec: &BackendSpec) -> bool {
+    matches!(spec, BackendSpec::Cuda { options, .. } if options.mode == ostinato_cuda::ExecMode::Graph)
+}
+#[cfg(not(feature = "cuda"))]
+fn is_cuda_graph(_: &BackendSpec) -> bool {
+    false
+}
+
+#[cfg(feature = "cuda")]
+fn write_dot(exec: &mut dyn std::any::Any, path: &Path) -> Result<(), RuntimeError> {
+    match exec.downcast_mut::<ostinato_cuda::CudaExec>() {
+        Some(e) => Ok(e.write_dot(path)?),
+        None => Err(RuntimeError::Usage("--dot writes a CUDA graph: it needs --backend cuda in graph mode".into())),
+    }
+}
+#[cfg(not(feature = "cuda"))]
+fn write_dot(_: &mut dyn std::any::Any, _: &Path) -> Result<(), RuntimeError> {
+    Err(RuntimeError::Usage("--dot writes a CUDA graph: this build has no CUDA backend".into()))
+}
+
+/// Writes each buffer's bytes to `dir/<name>.bin`. A name that is not a plain file name (a path
+/// separator, `..`, a leading dot, a control character) is refused, so nothing is written outside
+/// `dir`.
+pub fn dump(dir: &Path, buffers: &NamedBuffers) -> Result<(), RuntimeError> {
+    for (name, _) in buffers {
+        let plain = !name.is_empty() && !name.starts_with('.') && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control());
+        if !plain {
+            return Err(RuntimeError::Usage(format!("--dump: buffer name {name:?} is not a plain file name; nothing was written")));
+        }
+    }
+    let io = |p: &Path, e: std::io::Error| RuntimeError::Io { path: p.display().to_string(), message: e.to_string() };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    for (name, bytes) in buffers {
+        let p = dir.join(format!("{name}.bin"));
+        std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
+    }
+    Ok(())
+}

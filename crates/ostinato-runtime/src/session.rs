@@ -1,0 +1,239 @@
+//! Opening a backend by name, and instantiating a plan on it with every kernel bound from its
+//! reference.
+
+use ostinato::file::GraphFile;
+use ostinato::{Backend, BufferBinding, KernelRef, Plan};
+use ostinato_host::HostBackend;
+
+use crate::error::RuntimeError;
+use crate::exec::{ExecHandle, Memory, Wrapped};
+
+/// The backends Ostinato knows by name (whether this build contains them: [`BackendKind::available`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// The host CPU: a thread pool with dependency counters; the oracle.
+    Host,
+    /// NVIDIA GPUs through the CUDA driver API (loaded at run time).
+    Cuda,
+}
+
+impl BackendKind {
+    /// Every backend, in a fixed order.
+    pub const ALL: [BackendKind; 2] = [BackendKind::Host, BackendKind::Cuda];
+
+    /// The name graph files and shells use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+    /// Whether this build contains the backend (a cargo feature of `ostinato-runtime`).
+    pub fn available(self) -> bool {
+        match self {
+            BackendKind::Host => true,
+            BackendKind::Cuda => cfg!(feature = "cuda"),
+        }
+    }
+    /// The backend names a graph file may give kernel implementations for.
+    pub fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|k| k.as_str()).collect()
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = RuntimeError;
+    fn from_str(s: &str) -> Result<BackendKind, RuntimeError> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| RuntimeError::Backend { name: s.to_string(), reason: format!("no such backend (backends: {})", Self::names().join(", ")) })
+    }
+}
+
+/// What to open: a backend and its settings.
+#[derive(Clone, Debug)]
+pub enum BackendSpec {
+    /// `threads: None`: one worker per core where the plan can use them; `Some(0)`: serial on the
+    /// calling thread. `check_races`: the happens-before race checker fails a replay that races.
+    Host { threads: Option<usize>, check_races: bool },
+    /// `device`: an ordinal, `GPU-<uuid>` or PCI bus id (default: `OSTINATO_DEVICE`, else 0);
+    /// `stream`: replay on a stream the user owns instead of the exec's own.
+    #[cfg(feature = "cuda")]
+    Cuda { device: Option<String>, options: ostinato_cuda::CudaOptions, stream: Option<ostinato_cuda::ExternalStream> },
+}
+
+impl BackendSpec {
+    /// The host backend with its defaults.
+    pub fn host() -> BackendSpec {
+        BackendSpec::Host { threads: None, check_races: false }
+    }
+    /// `kind` with its defaults; an error for a backend this build does not contain.
+    pub fn default_for(kind: BackendKind) -> Result<BackendSpec, RuntimeError> {
+        match kind {
+            BackendKind::Host => Ok(Self::host()),
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => Ok(BackendSpec::Cuda { device: None, options: Default::default(), stream: None }),
+            #[cfg(not(feature = "cuda"))]
+            BackendKind::Cuda => Err(not_built(kind)),
+        }
+    }
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            BackendSpec::Host { .. } => BackendKind::Host,
+            #[cfg(feature = "cuda")]
+            BackendSpec::Cuda { .. } => BackendKind::Cuda,
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn not_built(kind: BackendKind) -> RuntimeError {
+    RuntimeError::Backend { name: kind.as_str().into(), reason: format!("this build of Ostinato does not contain it (cargo feature `{kind}`)") }
+}
+
+enum Opened {
+    Host(HostBackend),
+    #[cfg(feature = "cuda")]
+    Cuda {
+        backend: ostinato_cuda::CudaBackend,
+        stream: Option<ostinato_cuda::ExternalStream>,
+    },
+}
+
+/// An open backend: instantiates plans on it.
+pub struct Session {
+    opened: Opened,
+    description: String,
+}
+
+impl Session {
+    /// Opens the backend `spec` names (CUDA: loads the driver, selects the device, compiles or loads
+    /// the built-in kernels through the cache).
+    pub fn open(spec: &BackendSpec) -> Result<Session, RuntimeError> {
+        match spec {
+            BackendSpec::Host { threads, check_races } => {
+                let backend = threads.map_or_else(|| HostBackend::auto(HostBackend::default_threads()), HostBackend::new).with_race_checker(*check_races);
+                let description = format!("host: {} worker threads{}", backend.threads, if *check_races { ", race checker on" } else { "" });
+                Ok(Session { opened: Opened::Host(backend), description })
+            }
+            #[cfg(feature = "cuda")]
+            BackendSpec::Cuda { device, options, stream } => {
+                use ostinato_cuda::{BuiltinModules, CudaBackend, Device, DeviceSelector, LaunchOn};
+                let sel = match device {
+                    Some(d) => DeviceSelector::parse(d)?,
+                    None => DeviceSelector::from_env()?,
+                };
+                let dev = Device::open(&sel)?;
+                let builtins = BuiltinModules::load(&dev, options.trigger)?;
+                let backend = CudaBackend::with_builtins(&dev, &builtins, *options)?;
+                let description = format!(
+                    "device {} ({}), mode {}, pdl {}, launch from the {}{}",
+                    dev.info().name,
+                    dev.info().uuid,
+                    options.mode.as_str(),
+                    options.pdl.mode.as_str(),
+                    match options.launch {
+                        LaunchOn::Caller => "caller's thread".to_string(),
+                        LaunchOn::Thread { spin } => format!("exec's launch thread (spins {} µs, then parks)", spin.as_micros()),
+                    },
+                    if stream.is_some() { ", on the user's stream" } else { "" }
+                );
+                Ok(Session { opened: Opened::Cuda { backend, stream: *stream }, description })
+            }
+        }
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        match &self.opened {
+            Opened::Host(_) => BackendKind::Host,
+            #[cfg(feature = "cuda")]
+            Opened::Cuda { .. } => BackendKind::Cuda,
+        }
+    }
+
+    /// One line on what was opened (device, mode, threads).
+    pub fn describe(&self) -> &str {
+        &self.description
+    }
+
+    /// Instantiates `plan` with the exec's own memory for every buffer; `kernel_ref(k)` names kernel
+    /// `k`'s implementation for this backend.
+    pub fn instantiate(&self, plan: &Plan, kernel_ref: &dyn Fn(usize) -> Result<KernelRef, RuntimeError>) -> Result<Box<dyn ExecHandle>, RuntimeError> {
+        self.instantiate_with(plan, kernel_ref, ostinato::allocate_all(plan))
+    }
+
+    /// Instantiates `plan` with `buffers[b]` binding buffer `b` (the exec's own memory, or the user's).
+    /// Every kernel is bound before anything is allocated; on any error nothing is left alive.
+    pub fn instantiate_with(
+        &self,
+        plan: &Plan,
+        kernel_ref: &dyn Fn(usize) -> Result<KernelRef, RuntimeError>,
+        buffers: Vec<BufferBinding<Memory>>,
+    ) -> Result<Box<dyn ExecHandle>, RuntimeError> {
+        let sigs = plan.graph().kernels();
+        match &self.opened {
+            Opened::Host(backend) => {
+                let kernels = (0..sigs.len()).map(|k| Ok(backend.bind_kernel(&sigs[k], &kernel_ref(k)?)?)).collect::<Result<Vec<_>, RuntimeError>>()?;
+                let buffers = convert(buffers, Memory::into_host)?;
+                let exec = backend.instantiate(plan, kernels, buffers)?;
+                let notes = exec.inline_reason().map(|why| format!("host: replays run on the calling thread ({why})")).into_iter().collect();
+                Ok(Box::new(Wrapped { exec, kind: BackendKind::Host, notes }))
+            }
+            #[cfg(feature = "cuda")]
+            Opened::Cuda { backend, stream } => {
+                let kernels = (0..sigs.len()).map(|k| Ok(backend.bind_kernel(&sigs[k], &kernel_ref(k)?)?)).collect::<Result<Vec<_>, RuntimeError>>()?;
+                let buffers = convert(buffers, Memory::into_cuda)?;
+                let exec = match stream {
+                    Some(s) => backend.instantiate_on(plan, kernels, buffers, *s)?,
+                    None => backend.instantiate(plan, kernels, buffers)?,
+                };
+                let notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
+                Ok(Box::new(Wrapped { exec, kind: BackendKind::Cuda, notes }))
+            }
+        }
+    }
+
+    /// Instantiates a graph file's plan, each kernel bound from the file's reference for this backend
+    /// (an error names the kernel and its line).
+    pub fn instantiate_file(&self, file: &GraphFile, plan: &Plan) -> Result<Box<dyn ExecHandle>, RuntimeError> {
+        let backend = self.kind().as_str();
+        let kernel_ref = |k: usize| Ok(file.kernel_ref(k, backend)?.clone());
+        self.instantiate(plan, &kernel_ref).map_err(|e| match e {
+            RuntimeError::File(_) => e,
+            other => match kernel_of(&other) {
+                Some(k) => match plan.graph().kernels().iter().position(|s| s.name == k) {
+                    Some(i) => RuntimeError::File(file.kernel_error(i, other.to_string())),
+                    None => other,
+                },
+                None => other,
+            },
+        })
+    }
+}
+
+/// The kernel an error of binding names, to point at its line in a graph file.
+fn kernel_of(e: &RuntimeError) -> Option<&str> {
+    match e {
+        RuntimeError::Host(ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel, .. })) => Some(kernel),
+        #[cfg(feature = "cuda")]
+        RuntimeError::Cuda(ostinato_cuda::CudaError::Kernel { kernel, .. }) => Some(kernel),
+        _ => None,
+    }
+}
+
+fn convert<M>(buffers: Vec<BufferBinding<Memory>>, f: fn(Memory, &'static str) -> Result<M, RuntimeError>) -> Result<Vec<BufferBinding<M>>, RuntimeError> {
+    buffers
+        .into_iter()
+        .map(|b| match b {
+            BufferBinding::Allocate => Ok(BufferBinding::Allocate),
+            BufferBinding::External(m) => f(m, "instantiate").map(BufferBinding::External),
+        })
+        .collect()
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""The workspace's dependency rules, checked from `cargo metadata` (run by .ci/run):
+
+- the core (`ostinato`) depends on no other workspace crate;
+- a backend crate (`ostinato-host`, `ostinato-cuda`, `ostinato-vulkan`, later `ostinato-hsa`) depends
+  on the core only, except as a dev-dependency (the test kit);
+- the runtime depends on the core and backends, never on a shell or the benchmark;
+- a shell (`ostinato-cli`, `ostinato-capi`, `ostinato-py`, `ostinato-preload`) reaches backends only
+  through the runtime (it may also use the core and the benchmark);
+- the test kit is only ever a dev-dependency.
+Exits 1 and names each broken rule.
+"""
+import json
+import subprocess
+import sys
+
+CORE = "ostinato"
+BACKENDS = {"ostinato-host", "ostinato-cuda", "ostinato-vulkan", "ostinato-hsa"}
+RUNTIME = "ostinato-runtime"
+SHELLS = {"ostinato-cli", "ostinato-capi", "ostinato-py", "ostinato-preload"}
+TESTKIT = "ostinato-testkit"
+BENCH = "ostinato-bench"
+
+
+def main() -> int:
+    meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"], check=True, capture_output=True, text=True).stdout)
+    members = {p["name"]: p for p in meta["packages"]}
+    broken = []
+    for name, pkg in members.items():
+        for dep in pkg["dependencies"]:
+            target, dev = dep["name"], dep.get("kind") == "dev"
+            if target not in members:
+                continue
+            if target == TESTKIT and not dev and name != TESTKIT:
+                broken.append(f"{name} depends on the test kit as a {dep.get('kind') or 'normal'} dependency (dev-dependency only)")
+            if dev:
+                continue
+            if name == CORE:
+                broken.append(f"the core depends on {target}: it must name no backend or shell")
+            elif name in BACKENDS and target != CORE:
+                broken.append(f"backend {name} depends on {target}: a backend depends on the core only")
+            elif name == RUNTIME and (target in SHELLS or target == BENCH):
+                broken.append(f"the runtime depends on {target}: shells call the runtime, not the other way")
+            elif name in SHELLS and target in BACKENDS:
+                broken.append(f"shell {name} depends on backend {target} directly: shells reach backends through the runtime")
+    for b in broken:
+        print(f"dependency rule broken: {b}", file=sys.stderr)
+    print(f"dependency rules: {len(members)} crates checked, {len(broken)} broken")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
