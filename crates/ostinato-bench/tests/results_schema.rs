@@ -149,7 +149,8 @@ fn arms_runs_only_the_named_arms_in_their_fixed_order() {
 fn a_filter_that_matches_no_row_is_an_error_not_an_empty_report() {
     let out = std::env::temp_dir().join(format!("ostinato-bench-nomatch-{}", std::process::id()));
     let c = host_config(&out, |c| c.filter = vec!["nomatch".into()]);
-    let err = ostinato_bench::bench::run(&c).err().expect("refused").to_string();
+    let Err(err) = ostinato_bench::bench::run(&c) else { panic!("a filter matching no row must be refused") };
+    let err = err.to_string();
     assert!(err.starts_with("filter: nomatch matches no row"), "{err}");
     assert!(!out.exists(), "nothing is written");
 }

@@ -102,7 +102,7 @@ enum Opened {
     Host(HostBackend),
     #[cfg(feature = "cuda")]
     Cuda {
-        backend: ostinato_cuda::CudaBackend,
+        backend: Box<ostinato_cuda::CudaBackend>,
         stream: Option<ostinato_cuda::ExternalStream>,
     },
 }
@@ -145,7 +145,7 @@ impl Session {
                     },
                     if stream.is_some() { ", on the user's stream" } else { "" }
                 );
-                Ok(Session { opened: Opened::Cuda { backend, stream: *stream }, description })
+                Ok(Session { opened: Opened::Cuda { backend: Box::new(backend), stream: *stream }, description })
             }
         }
     }
