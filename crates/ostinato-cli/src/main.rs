@@ -71,7 +71,7 @@ struct RunArgs {
     /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
     #[arg(long)]
     check: bool,
-    /// Write each buffer's final bytes to DIR/<name>.bin.
+    /// Write each buffer's final bytes to DIR/NAME.bin.
     #[arg(long)]
     dump: Option<PathBuf>,
     /// CUDA graph mode: write the submitted graph as DOT (nodes with launch params; edges with type

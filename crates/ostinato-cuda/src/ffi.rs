@@ -498,7 +498,7 @@ impl Event {
     pub(crate) fn elapsed_ms_since(&self, start: &Event) -> Result<f32> {
         let mut ms = 0f32;
         // SAFETY: valid events; writes one float.
-        check("cuEventElapsedTime", unsafe { sys::cuEventElapsedTime(&mut ms, start.e, self.e) })?;
+        check("cuEventElapsedTime_v2", unsafe { sys::cuEventElapsedTime_v2(&mut ms, start.e, self.e) })?;
         Ok(ms)
     }
 }

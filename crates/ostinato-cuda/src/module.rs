@@ -167,19 +167,6 @@ impl std::fmt::Debug for CudaKernel {
     }
 }
 
-fn fnv(seed: u64, parts: &[&[u8]]) -> u64 {
-    let mut h = seed;
-    for p in parts {
-        for &b in *p {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 /// The on-disk NVRTC cache directory: `OSTINATO_CACHE_DIR`, else `$XDG_CACHE_HOME/ostinato/nvrtc`, else
 /// `~/.cache/ostinato/nvrtc`.
 pub fn cache_dir() -> PathBuf {
@@ -201,8 +188,12 @@ pub fn compile_cached(device: &Device, name: &str, source: &str, trigger: PdlTri
     let driver = device.info().driver_version.to_string();
     let ver = format!("{maj}.{min}");
     let joined = options.join(" ");
-    let parts: Vec<&[u8]> = vec![source.as_bytes(), joined.as_bytes(), ver.as_bytes(), driver.as_bytes()];
-    let key = format!("{:016x}{:016x}", fnv(0xcbf2_9ce4_8422_2325, &parts), fnv(0x6c62_272e_07bb_0142, &parts));
+    // Each part is length-prefixed, so no two different inputs hash the same bytes.
+    let mut hasher = blake3::Hasher::new();
+    for part in [source.as_bytes(), joined.as_bytes(), ver.as_bytes(), driver.as_bytes()] {
+        hasher.update(&(part.len() as u64).to_le_bytes()).update(part);
+    }
+    let key = hasher.finalize().to_hex()[..32].to_string();
     let dir = cache_dir();
     let path = dir.join(format!("{key}.ptx"));
     if let Ok(ptx) = std::fs::read_to_string(&path) {

@@ -119,7 +119,7 @@ impl Default for CudaOptions {
 /// A CUDA stream the user owns (a `CUstream` handle of the device's primary context, e.g. a framework's
 /// current stream) for an exec to replay on instead of a stream of its own: work the user enqueues on
 /// it before a replay runs before the replay, and after it, after (with a launch thread: after
-/// [`CudaExec::flush`]). It must outlive the exec; the exec never destroys it.
+/// [`crate::CudaExec::flush`]). It must outlive the exec; the exec never destroys it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExternalStream {
     handle: u64,

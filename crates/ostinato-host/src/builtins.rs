@@ -7,7 +7,7 @@ use ostinato::{Access, KernelSig, ScalarType};
 use crate::decode;
 use crate::kernel::HostKernel;
 
-/// `add_one(x: read_write f32[], n: u32)`: x[i] += 1 for i < n.
+/// `add_one(x: read_write f32[], n: u32)`: `x[i] += 1` for `i < n`.
 pub fn add_one() -> HostKernel {
     let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
     HostKernel::new(sig, |cx| {
@@ -32,7 +32,7 @@ pub fn mix_sig() -> KernelSig {
 }
 
 /// `mix(out: read_write u32[], inp: read u32[], n_out, n_in, salt: u32)`:
-/// out[i] = out[i]*3 + inp[i mod n_in] + salt (wrapping) for i < n_out. Order-sensitive: a missing
+/// `out[i] = out[i]*3 + inp[i mod n_in] + salt` (wrapping) for `i < n_out`. Order-sensitive: a missing
 /// edge changes the result.
 pub fn mix() -> HostKernel {
     HostKernel::new(mix_sig(), |cx| {

@@ -272,19 +272,3 @@ impl Drop for HostExec {
         self.shared.wait_idle();
     }
 }
-
-/// Binds every kernel of `plan` by looking up its reference in `lookup` (for example
-/// [`builtins::lookup`]); a missing reference is an error naming the kernel.
-pub fn bind_kernels(
-    plan: &Plan,
-    reference: impl Fn(usize) -> Option<String>,
-    lookup: impl Fn(&str) -> Option<HostKernel>,
-) -> Result<Vec<HostKernel>, HostError> {
-    let mut out = Vec::new();
-    for (i, sig) in plan.graph().kernels().iter().enumerate() {
-        let r = reference(i).ok_or_else(|| BindError::Missing { kernel: sig.name.clone(), backend: "host".into() })?;
-        let k = lookup(&r).ok_or_else(|| BindError::Signature { kernel: sig.name.clone(), reason: format!("no host kernel `{r}`") })?;
-        out.push(k);
-    }
-    Ok(out)
-}

@@ -2,7 +2,7 @@
 //! wide parallel plan once the exec is instantiated and warmed.
 
 use ostinato::{write_inits, Backend, Exec, Plan, Scalar};
-use ostinato_host::{builtins, HostBackend};
+use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::random_mix_program;
 
 use ostinato_testkit::counting_alloc;
@@ -14,9 +14,10 @@ static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 fn replay_and_patch_allocate_nothing() {
     let prog = random_mix_program(11, 300);
     let plan = Plan::compile(&prog.graph).unwrap();
-    let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
+    let backend = HostBackend::new(4);
+    let kernels = ostinato::bind_builtins(&backend, &plan).unwrap();
     let buffers = ostinato::allocate_all(&plan);
-    let mut exec = HostBackend::new(4).instantiate(&plan, kernels, buffers).unwrap();
+    let mut exec = backend.instantiate(&plan, kernels, buffers).unwrap();
     write_inits(&mut exec, &prog.inits).unwrap();
     exec.replay().unwrap();
     exec.wait().unwrap();

@@ -1,7 +1,7 @@
 //! Ostinato's runtime: the one layer the shells (the CLI, and the C and Python bindings) call.
 //!
 //! A [`Session`] opens a backend by name ([`BackendKind`]); [`Session::instantiate`] binds each kernel
-//! of a plan from its per-backend [`KernelRef`] through the backend's own
+//! of a plan from its per-backend [`ostinato::KernelRef`] through the backend's own
 //! [`ostinato::Backend::bind_kernel`], instantiates, and hands back an [`ExecHandle`]: one exec of any
 //! backend, to replay, patch slots, rebind buffers, read and write. [`oracle`] runs the same plan in
 //! the host's serial order and compares, bit for bit; [`run_file`] is what `ostinato run` does.

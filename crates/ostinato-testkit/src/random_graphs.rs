@@ -19,8 +19,8 @@ pub use ostinato_host::builtins::mix_sig;
 
 /// The host kernels of a generated program's plan: the built-ins, `mix_alt` bound to `mix`.
 pub fn host_kernels(plan: &ostinato::Plan) -> Result<Vec<ostinato_host::HostKernel>, ostinato_host::HostError> {
-    let name = |i: usize| Some(plan.graph().kernels()[i].name.replace("mix_alt", "mix"));
-    ostinato_host::bind_kernels(plan, name, ostinato_host::builtins::lookup)
+    let name = |i: usize| plan.graph().kernels()[i].name.replace("mix_alt", "mix");
+    ostinato::bind_all(&ostinato_host::HostBackend::serial(), plan, |k| ostinato::KernelRef::builtin(&name(k)))
 }
 
 /// The oracle result of a generated program: `replays` serial replays on the host backend (`mix_alt`

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ostinato::file::BufferInit;
 use ostinato::{read_roots, write_inits, Arg, Backend, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, Slice};
-use ostinato_host::{builtins, HostBackend};
+use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::mix_sig;
 use ostinato_vulkan::{Context, VulkanRun};
 
@@ -23,7 +23,7 @@ fn context_or_skip(test: &str) -> Option<Arc<Context>> {
 }
 
 fn oracle(plan: &Plan, inits: &[Option<BufferInit>], replays: usize) -> Vec<(BufferId, Vec<u8>)> {
-    let kernels = ostinato_host::bind_kernels(plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).unwrap();
+    let kernels = ostinato::bind_builtins(&ostinato_host::HostBackend::serial(), plan).unwrap();
     let mut exec = HostBackend::serial().instantiate(plan, kernels, ostinato::allocate_all(plan)).unwrap();
     write_inits(&mut exec, inits).unwrap();
     for _ in 0..replays {

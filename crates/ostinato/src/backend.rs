@@ -92,6 +92,17 @@ pub fn check_rebind(plan: &Plan, buffer: BufferId, len: u64) -> Result<(), BindE
     Ok(())
 }
 
+/// Binds every kernel of `plan` on `backend` with [`Backend::bind_kernel`], kernel `k` from
+/// `reference(k)`; the first refusal is returned (it names the kernel).
+pub fn bind_all<B: Backend>(backend: &B, plan: &Plan, reference: impl Fn(usize) -> KernelRef) -> Result<Vec<B::Kernel>, B::Error> {
+    plan.graph().kernels().iter().enumerate().map(|(k, sig)| backend.bind_kernel(sig, &reference(k))).collect()
+}
+
+/// Binds every kernel of `plan` on `backend` to the built-in of the kernel's own name.
+pub fn bind_builtins<B: Backend>(backend: &B, plan: &Plan) -> Result<Vec<B::Kernel>, B::Error> {
+    bind_all(backend, plan, |k| KernelRef::builtin(&plan.graph().kernels()[k].name))
+}
+
 /// Checks a slot patch against the plan: known slot, same type.
 pub fn check_slot(plan: &Plan, slot: SlotId, value: Scalar) -> Result<(), SlotError> {
     let decl = plan.graph().slots().get(slot.index()).ok_or(SlotError::Unknown(slot.0))?;

@@ -25,7 +25,9 @@ pub mod lanes;
 pub mod plan;
 pub mod rng;
 
-pub use backend::{allocate_all, check_bindings, check_range, check_rebind, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec};
+pub use backend::{
+    allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec,
+};
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{
     Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,

@@ -9,7 +9,7 @@ use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOp
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority};
-use ostinato_host::{builtins, HostBackend, HostExec};
+use ostinato_host::{HostBackend, HostExec};
 
 use super::workload::Workload;
 
@@ -317,17 +317,17 @@ impl Arm for OstinatoCuda {
     }
 }
 
-/// The builds a CUDA arm launches, one per kernel of the workload. Every arm runs the same kernel code;
-/// each gets the build its technique calls for: baselines that never use PDL the build without
-/// griddepcontrol, the expert's PDL capture the main PDL build, Ostinato all builds (it picks one per node).
-pub fn arm_kernels(modules: &BuiltinModules, w: &Workload, kind: ArmKind) -> Result<Vec<CudaKernel>, String> {
+/// The builds a baseline arm launches, one per kernel of the workload. Every arm runs the same kernel
+/// code; each gets the build its technique calls for: baselines that never use PDL the build without
+/// griddepcontrol, the expert's PDL capture the main PDL build. (Ostinato's arms bind through the
+/// backend, which attaches every build and picks one per node.)
+pub fn baseline_kernels(modules: &BuiltinModules, w: &Workload, kind: ArmKind) -> Result<Vec<CudaKernel>, String> {
     w.graph
         .kernels()
         .iter()
         .map(|k| match kind {
-            ArmKind::Eager | ArmKind::Captured => modules.plain_kernel(&k.name, k),
             ArmKind::CapturedPdl => modules.main_kernel(&k.name, k),
-            _ => modules.kernel(&k.name, k),
+            _ => modules.plain_kernel(&k.name, k),
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())
@@ -355,10 +355,11 @@ pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, back
     let w = super::workload::dispatch_grid(941, 1, false, 1);
     let init = super::init_bytes(&w);
     let memory = RowMemory::new(device, &w, 0)?;
-    let mut chain = OstinatoCuda::new(backend, &w, arm_kernels(modules, &w, ArmKind::Ostinato)?, &memory, &init)?;
+    let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
+    let mut chain = OstinatoCuda::new(backend, &w, ostinato::bind_builtins(backend, &plan).map_err(err("bind"))?, &memory, &init)?;
     let before = median_gpu_us(&mut chain, &w, &init, 7)?;
     for _ in 0..2 {
-        let mut eager = Baseline::new(device, &w, arm_kernels(modules, &w, ArmKind::Eager)?, ArmKind::Eager, &memory, &init)?;
+        let mut eager = Baseline::new(device, &w, baseline_kernels(modules, &w, ArmKind::Eager)?, ArmKind::Eager, &memory, &init)?;
         for _ in 0..24 {
             eager.sample(&w, &init)?;
         }
@@ -578,9 +579,9 @@ pub struct HostArm {
 impl HostArm {
     pub fn new(w: &Workload, kind: ArmKind, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
         let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
-        let kernels = ostinato_host::bind_kernels(&plan, |i| Some(plan.graph().kernels()[i].name.clone()), builtins::lookup).map_err(err("bind"))?;
         // Ostinato's host arm schedules as a user's default run does: the pool where the plan can use it.
         let backend = if kind == ArmKind::HostSerial { HostBackend::serial() } else { HostBackend::auto(HostBackend::default_threads()) };
+        let kernels = ostinato::bind_builtins(&backend, &plan).map_err(err("bind"))?;
         let buffers = ostinato::allocate_all(&plan);
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;

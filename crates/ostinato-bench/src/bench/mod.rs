@@ -259,12 +259,16 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     }
     let cuda = cx.cuda.as_ref();
     let cx = cuda.ok_or_else(|| SetupError::Fail("no CUDA device".into()))?;
-    let kernels = arms::arm_kernels(&cx.modules, w, kind)?;
     let memory = memory.clone()?.ok_or_else(|| "no shared device memory for the row".to_string())?;
     Ok(match kind {
-        ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => Box::new(Baseline::new(&cx.device, w, kernels, kind, &memory, init)?),
+        ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => {
+            Box::new(Baseline::new(&cx.device, w, arms::baseline_kernels(&cx.modules, w, kind)?, kind, &memory, init)?)
+        }
         _ => {
             let backend = cx.backends.iter().find(|(k, _)| *k == kind).map(|(_, b)| b).ok_or_else(|| format!("no CUDA backend for arm {}", kind.name()))?;
+            // Ostinato binds as a user does: each kernel through the backend, from its reference.
+            let plan = ostinato::Plan::compile(&w.graph).map_err(|e| e.to_string())?;
+            let kernels = ostinato::bind_builtins(backend, &plan).map_err(|e| e.to_string())?;
             Box::new(OstinatoCuda::new(backend, w, kernels, &memory, init)?)
         }
     })
@@ -509,7 +513,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     let warmup = std::time::Duration::from_millis(args.warmup_ms);
     let timed = std::time::Duration::from_millis(args.timed_ms);
     let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, timed, dot_dir: study.dot.as_deref() };
-    let clock_before = provenance::sm_clock_mhz();
+    let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));
     let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref(), args.replays);
     if !args.filter.is_empty() {
         rows_in.retain(|w| args.filter.iter().any(|p| w.id.contains(p.trim())));

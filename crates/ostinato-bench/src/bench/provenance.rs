@@ -1,5 +1,6 @@
 //! Provenance measured at run time (nothing typed in): the commit the binary was built from and whether
-//! its tree was dirty, the device, driver, NVRTC, SM clocks before and after, the host CPU, the command.
+//! its tree was dirty, the device, driver, NVRTC, SM clocks before and after (from NVML), the host CPU,
+//! the command.
 
 use serde::Serialize;
 
@@ -37,14 +38,29 @@ pub struct Provenance {
     pub regime_chain_us: Option<[f64; 2]>,
 }
 
-fn nvidia_smi(field: &str) -> Option<String> {
-    let o = std::process::Command::new("nvidia-smi").args([&format!("--query-gpu={field}"), "--format=csv,noheader,nounits"]).output().ok()?;
-    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim().to_string()).filter(|s| !s.is_empty())
+/// What NVML (`nvml-wrapper`, the driver's management library loaded at run time) says of the GPU
+/// with `uuid`: the SM clock now, its maximum, and the driver version. Each is `None` where NVML or
+/// the device is unavailable.
+struct Nvml {
+    sm_clock_mhz: Option<u32>,
+    sm_clock_max_mhz: Option<u32>,
+    driver: Option<String>,
 }
 
-/// The current SM clock of GPU 0 from nvidia-smi (`None` where it is unavailable).
-pub fn sm_clock_mhz() -> Option<u32> {
-    nvidia_smi("clocks.sm")?.parse().ok()
+fn nvml(uuid: &str) -> Nvml {
+    use nvml_wrapper::enum_wrappers::device::Clock;
+    let Ok(nvml) = nvml_wrapper::Nvml::init() else { return Nvml { sm_clock_mhz: None, sm_clock_max_mhz: None, driver: None } };
+    let device = nvml.device_by_uuid(uuid).ok();
+    Nvml {
+        sm_clock_mhz: device.as_ref().and_then(|d| d.clock_info(Clock::SM).ok()),
+        sm_clock_max_mhz: device.as_ref().and_then(|d| d.max_clock_info(Clock::SM).ok()),
+        driver: nvml.sys_driver_version().ok(),
+    }
+}
+
+/// The current SM clock of the GPU with `uuid` (`None` where NVML cannot tell).
+pub fn sm_clock_mhz(uuid: &str) -> Option<u32> {
+    nvml(uuid).sm_clock_mhz
 }
 
 fn cpu_model() -> String {
@@ -54,24 +70,9 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
-/// Days since 1970-01-01 → (y, m, d), proleptic Gregorian.
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
+/// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn now_utc() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
-    let (y, m, d) = civil(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 pub fn collect(
@@ -81,6 +82,7 @@ pub fn collect(
     clock_before: Option<u32>,
     args: &BenchConfig,
 ) -> Provenance {
+    let after = dev.map(|d| nvml(&d.uuid));
     Provenance {
         backend,
         build_commit: env!("OSTINATO_BUILD_COMMIT"),
@@ -96,11 +98,11 @@ pub fn collect(
         compute_capability: dev.map(|d| d.arch()),
         cuda_driver_version: dev.map(|d| format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10)),
         nvrtc_version: dev.and_then(|_| ostinato_cuda::nvrtc::version().ok()).map(|((a, b), _)| format!("{a}.{b}")),
-        nvidia_driver: dev.and_then(|_| nvidia_smi("driver_version")),
+        nvidia_driver: after.as_ref().and_then(|n| n.driver.clone()),
         vulkan_device,
         sm_clock_mhz_before: clock_before,
-        sm_clock_mhz_after: dev.and_then(|_| sm_clock_mhz()),
-        sm_clock_mhz_max: dev.and_then(|_| nvidia_smi("clocks.max.sm")?.parse().ok()),
+        sm_clock_mhz_after: after.as_ref().and_then(|n| n.sm_clock_mhz),
+        sm_clock_mhz_max: after.as_ref().and_then(|n| n.sm_clock_max_mhz),
         quick: args.quick,
         samples: args.samples,
         warmups: args.warmups,
@@ -111,9 +113,9 @@ pub fn collect(
 #[cfg(test)]
 mod tests {
     #[test]
-    fn civil_dates() {
-        assert_eq!(super::civil(0), (1970, 1, 1));
-        assert_eq!(super::civil(20_786), (2026, 11, 29));
-        assert_eq!(super::civil(11_016), (2000, 2, 29));
+    fn the_date_is_rfc3339_in_utc_to_the_second() {
+        let d = super::now_utc();
+        assert_eq!(d.len(), 20, "{d}");
+        assert!(d.ends_with('Z') && d.as_bytes()[10] == b'T', "{d}");
     }
 }
