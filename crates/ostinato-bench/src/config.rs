@@ -6,8 +6,48 @@ use std::path::PathBuf;
 use ostinato_cuda::lower::{MixedBuilds, ShapeMode};
 use ostinato_cuda::{GraphBuild, PdlPolicy, PdlTrigger, StreamPriority};
 
-use crate::bench::arms::ArmKind;
-use crate::bench::{BenchBackend, Regime};
+use serde::Serialize;
+
+/// Which backend the matrix runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchBackend {
+    Cuda,
+    Host,
+}
+
+/// The CUDA driver state the matrix runs in (`--regime`; docs/fences.md §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Regime {
+    /// No graph arm runs after plain launches on a second stream.
+    Fresh,
+    /// Before the first row, the eager baseline on two streams between replays of a chain
+    /// (`arms::enter_multi_stream_regime`): every row runs in the state that leaves.
+    MultiStream,
+}
+
+impl ostinato::Named for Regime {
+    const ALL: &'static [Self] = &[Regime::Fresh, Regime::MultiStream];
+    fn name(self) -> &'static str {
+        match self {
+            Regime::Fresh => "fresh",
+            Regime::MultiStream => "multi-stream",
+        }
+    }
+}
+
+impl ostinato::Named for BenchBackend {
+    const ALL: &'static [Self] = &[BenchBackend::Cuda, BenchBackend::Host];
+    fn name(self) -> &'static str {
+        match self {
+            BenchBackend::Cuda => "cuda",
+            BenchBackend::Host => "host",
+        }
+    }
+}
+
+/// Cap on timed samples per arm, whatever `timed_ms` says (a larger `samples` still wins).
+pub const MAX_TIMED_SAMPLES: usize = 63;
 
 /// The benchmark's configuration. [`BenchConfig::default`] is the full matrix on the GPU where one is
 /// found, else on the host backend.
@@ -21,7 +61,7 @@ pub struct BenchConfig {
     pub filter: Vec<String>,
     /// Timed samples per arm, at least.
     pub samples: usize,
-    /// Keep taking timed samples (beyond `samples`, up to [`crate::bench::MAX_TIMED_SAMPLES`]) until
+    /// Keep taking timed samples (beyond `samples`, up to [`MAX_TIMED_SAMPLES`]) until
     /// this many milliseconds of them have passed.
     pub timed_ms: u64,
     pub warmups: usize,
@@ -163,21 +203,21 @@ impl BenchConfig {
     pub fn placements(&self) -> Vec<u64> {
         self.study.offsets.clone().unwrap_or_else(|| vec![0])
     }
-    /// The selected arms among `all`, in that order; `main` must be among them.
-    pub fn selected_arms(&self, all: &[ArmKind], main: ArmKind) -> Result<Vec<ArmKind>, BenchError> {
-        let Some(wanted) = &self.arms else { return Ok(all.to_vec()) };
-        let names: Vec<&str> = all.iter().map(|a| a.name()).collect();
+    /// The configured arms among the backend's arm `names` (all of them when none are configured),
+    /// checked: each a known arm, and `main` among them.
+    pub fn arms_among<'a>(&self, names: &[&'a str], main: &str) -> Result<Vec<&'a str>, BenchError> {
+        let Some(wanted) = &self.arms else { return Ok(names.to_vec()) };
         if let Some(w) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
             return Err(config("arms", format!("`{w}` is not an arm of this backend ({})", names.join(", "))));
         }
-        if !wanted.iter().any(|w| w == main.name()) {
-            return Err(config("arms", format!("`{}` must be among them (every ratio is taken against it)", main.name())));
+        if !wanted.iter().any(|w| w == main) {
+            return Err(config("arms", format!("`{main}` must be among them (every ratio is taken against it)")));
         }
-        Ok(all.iter().copied().filter(|a| wanted.iter().any(|w| w == a.name())).collect())
+        Ok(names.iter().copied().filter(|n| wanted.iter().any(|w| w == n)).collect())
     }
-    /// The most timed samples an arm takes: [`crate::bench::MAX_TIMED_SAMPLES`], or `samples` if larger.
+    /// The most timed samples an arm takes: [`MAX_TIMED_SAMPLES`], or `samples` if larger.
     pub fn max_timed_samples(&self) -> usize {
-        self.samples.max(crate::bench::MAX_TIMED_SAMPLES)
+        self.samples.max(MAX_TIMED_SAMPLES)
     }
     /// The auto policy with the study's overrides.
     pub fn auto_policy(&self) -> PdlPolicy {
@@ -194,12 +234,4 @@ impl BenchConfig {
         }
         p
     }
-}
-
-/// Runs the benchmark; a failed row (an arm's error or an oracle mismatch) makes it an error, after the
-/// reports are written.
-pub fn bench(config: &BenchConfig) -> Result<Vec<crate::bench::RowResult>, BenchError> {
-    let rows = crate::bench::run(config)?;
-    crate::bench::report::failed_rows(&rows, &config.out)?;
-    Ok(rows)
 }

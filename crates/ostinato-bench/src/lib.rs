@@ -5,4 +5,12 @@
 pub mod bench;
 pub mod config;
 
-pub use config::{bench, BenchConfig, BenchError, StudyConfig};
+pub use config::{BenchConfig, BenchError, StudyConfig};
+
+/// Runs the benchmark; a failed row (an arm's error or an oracle mismatch) makes it an error, after the
+/// reports are written.
+pub fn bench(config: &BenchConfig) -> Result<Vec<bench::RowResult>, BenchError> {
+    let rows = bench::run(config)?;
+    bench::report::failed_rows(&rows, &config.out)?;
+    Ok(rows)
+}

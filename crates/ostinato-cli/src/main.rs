@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use ostinato::file;
+use ostinato::Named;
 use ostinato::{Plan, PlanOptions};
+use ostinato_bench::bench::{BenchBackend, Regime};
 use ostinato_bench::{BenchConfig, StudyConfig};
 use ostinato_runtime::ostinato_cuda::lower::{MixedBuilds, ShapeMode};
-use ostinato_runtime::ostinato_cuda::{self as cuda, CudaOptions, ExecMode, GraphBuild, LaunchOn, Named, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_runtime::ostinato_cuda::{self as cuda, CudaOptions, ExecMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 use ostinato_runtime::{BackendKind, BackendSpec, RunOptions};
 
 #[derive(Parser)]
@@ -18,12 +20,6 @@ use ostinato_runtime::{BackendKind, BackendSpec, RunOptions};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum BackendArg {
-    Host,
-    Cuda,
 }
 
 /// A value parser for a library option: its values' names, listed in `--help` and in the error.
@@ -64,8 +60,8 @@ enum Command {
 #[derive(Args)]
 struct RunArgs {
     file: PathBuf,
-    #[arg(long, value_enum, default_value_t = BackendArg::Host)]
-    backend: BackendArg,
+    #[arg(long, default_value = "host", value_parser = choice::<BackendKind>())]
+    backend: BackendKind,
     #[arg(long, default_value_t = 1)]
     replays: usize,
     /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
@@ -113,8 +109,8 @@ struct RunArgs {
 #[derive(Args)]
 struct BenchArgs {
     /// cuda (default where a CUDA device is found) or host.
-    #[arg(long, value_enum)]
-    backend: Option<BackendArg>,
+    #[arg(long, value_parser = choice::<BenchBackend>())]
+    backend: Option<BenchBackend>,
     /// A shorter matrix.
     #[arg(long)]
     quick: bool,
@@ -167,18 +163,14 @@ struct BenchArgs {
     rotate: usize,
     #[arg(long, value_delimiter = ',', hide = true)]
     offsets: Option<Vec<u64>>,
-    #[arg(long, default_value = "fresh", value_parser = PossibleValuesParser::new(ostinato_bench::bench::Regime::ALL.map(|r| r.as_str())).map(|s| ostinato_bench::bench::Regime::ALL.into_iter().find(|r| r.as_str() == s).unwrap_or(ostinato_bench::bench::Regime::Fresh)), hide = true)]
-    regime: ostinato_bench::bench::Regime,
+    #[arg(long, default_value = "fresh", value_parser = choice::<Regime>(), hide = true)]
+    regime: Regime,
 }
 
 impl BenchArgs {
     fn config(self) -> BenchConfig {
-        use ostinato_bench::bench::BenchBackend;
         BenchConfig {
-            backend: self.backend.map(|b| match b {
-                BackendArg::Host => BenchBackend::Host,
-                BackendArg::Cuda => BenchBackend::Cuda,
-            }),
+            backend: self.backend,
             quick: self.quick,
             filter: self.filter,
             samples: self.samples,
@@ -276,8 +268,8 @@ fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolic
 fn run(a: RunArgs) -> Result<(), String> {
     use std::fmt::Write;
     let backend = match a.backend {
-        BackendArg::Host => BackendSpec::Host { threads: a.threads, check_races: a.check },
-        BackendArg::Cuda => BackendSpec::Cuda {
+        BackendKind::Host => BackendSpec::Host { threads: a.threads, check_races: a.check },
+        BackendKind::Cuda => BackendSpec::Cuda {
             device: a.device,
             options: CudaOptions {
                 mode: a.mode,
@@ -336,7 +328,7 @@ mod tests {
         let c = a.config();
         assert_eq!(c.filter, ["grid", "fan"]);
         assert_eq!(c.study.blocks, Some(vec![1, 128]));
-        assert_eq!(c.study.regime, ostinato_bench::bench::Regime::MultiStream);
+        assert_eq!(c.study.regime, Regime::MultiStream);
     }
 
     #[test]

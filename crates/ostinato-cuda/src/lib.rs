@@ -24,8 +24,8 @@ pub use error::{CudaError, Result};
 pub use exec::{CudaBackend, CudaExec};
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
-pub use named::Named;
 pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
+pub use ostinato::Named;
 
 /// True when a CUDA driver library can be loaded and initialised.
 pub fn driver_available() -> bool {

@@ -1,25 +1,10 @@
-//! Option values with names (the CLI's choices, the names reports print): each enum lists its values
-//! once, and parsing is derived from the names, so no second list can drift.
+//! The names of the CUDA backend's option values ([`ostinato::Named`]): each enum lists its values
+//! once, here, and parsing is derived from the names.
 
 use crate::lower::{MixedBuilds, PdlMode, ShapeMode};
 use crate::module::PdlTrigger;
 use crate::options::{ExecMode, GraphBuild, LaunchOn, StreamPriority};
-
-/// A named option value.
-pub trait Named: Sized + Copy + 'static {
-    /// Every value, in the order help texts list them.
-    const ALL: &'static [Self];
-    /// The value's name.
-    fn name(self) -> &'static str;
-    /// The value called `s`.
-    fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|v| v.name() == s)
-    }
-    /// Every value's name.
-    fn names() -> Vec<&'static str> {
-        Self::ALL.iter().map(|v| v.name()).collect()
-    }
-}
+use ostinato::Named;
 
 macro_rules! named {
     ($t:ty, [$($v:expr),+ $(,)?], $name:expr) => {

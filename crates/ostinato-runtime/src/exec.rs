@@ -9,8 +9,10 @@ use ostinato::{BufferId, Exec, Plan, Scalar, SlotId};
 use ostinato_host::HostMemory;
 
 use crate::error::RuntimeError;
-use crate::oracle::NamedBuffers;
-use crate::session::BackendKind;
+use crate::kind::BackendKind;
+
+/// Buffers by name, with their bytes, in declaration order.
+pub type NamedBuffers = Vec<(String, Vec<u8>)>;
 
 /// Memory the user owns, for binding a buffer at instantiation or rebinding it later.
 #[derive(Clone, Debug)]

@@ -32,15 +32,18 @@
 pub mod devices;
 mod error;
 mod exec;
+mod kind;
 pub mod oracle;
 mod run;
 mod session;
 
 pub use error::RuntimeError;
+pub use exec::NamedBuffers;
 pub use exec::{ExecHandle, Memory};
-pub use oracle::{compare, host_serial, NamedBuffers};
+pub use kind::BackendKind;
+pub use oracle::{compare, host_serial};
 pub use run::{dump, run_file, RunOptions, RunReport};
-pub use session::{BackendKind, BackendSpec, Session};
+pub use session::{BackendSpec, Session};
 
 /// The README's Rust example, compiled and run by `cargo test`.
 #[doc = include_str!("../../../README.md")]

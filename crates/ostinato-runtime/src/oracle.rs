@@ -7,9 +7,7 @@ use ostinato::{KernelRef, Plan};
 use crate::error::RuntimeError;
 use crate::session::{BackendSpec, Session};
 
-/// Buffers by name, with their bytes, in declaration order.
-pub type NamedBuffers = Vec<(String, Vec<u8>)>;
-
+use crate::exec::NamedBuffers;
 /// Runs `plan` `replays` times in serial plan order on the host with the race checker on, from
 /// `inits`, binding kernel `k` from `host_ref(k)`; returns every root buffer.
 pub fn host_serial(

@@ -9,8 +9,10 @@ use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 
 use crate::error::RuntimeError;
-use crate::oracle::{compare, host_serial, NamedBuffers};
-use crate::session::{BackendKind, BackendSpec, Session};
+use crate::exec::NamedBuffers;
+use crate::kind::BackendKind;
+use crate::oracle::{compare, host_serial};
+use crate::session::{BackendSpec, Session};
 
 /// How to run a graph file.
 #[derive(Clone, Debug)]

@@ -7,55 +7,7 @@ use ostinato_host::HostBackend;
 
 use crate::error::RuntimeError;
 use crate::exec::{ExecHandle, Memory, Wrapped};
-
-/// The backends Ostinato knows by name (whether this build contains them: [`BackendKind::available`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BackendKind {
-    /// The host CPU: a thread pool with dependency counters; the oracle.
-    Host,
-    /// NVIDIA GPUs through the CUDA driver API (loaded at run time).
-    Cuda,
-}
-
-impl BackendKind {
-    /// Every backend, in a fixed order.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Host, BackendKind::Cuda];
-
-    /// The name graph files and shells use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendKind::Host => "host",
-            BackendKind::Cuda => "cuda",
-        }
-    }
-    /// Whether this build contains the backend (a cargo feature of `ostinato-runtime`).
-    pub fn available(self) -> bool {
-        match self {
-            BackendKind::Host => true,
-            BackendKind::Cuda => cfg!(feature = "cuda"),
-        }
-    }
-    /// The backend names a graph file may give kernel implementations for.
-    pub fn names() -> Vec<&'static str> {
-        Self::ALL.iter().map(|k| k.as_str()).collect()
-    }
-}
-
-impl std::fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for BackendKind {
-    type Err = RuntimeError;
-    fn from_str(s: &str) -> Result<BackendKind, RuntimeError> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| RuntimeError::Backend { name: s.to_string(), reason: format!("no such backend (backends: {})", Self::names().join(", ")) })
-    }
-}
+use crate::kind::BackendKind;
 
 /// What to open: a backend and its settings.
 #[derive(Clone, Debug)]

@@ -2,7 +2,6 @@
 //! Rust's `Hash` layout, pointer values and slot values), so it is equal across runs, builds and hosts.
 
 use crate::graph::{Arg, Graph, NodeOp, ParamKind};
-use crate::plan::PlanOptions;
 
 struct Fnv(u64);
 
@@ -22,10 +21,10 @@ impl Fnv {
     }
 }
 
-pub(crate) fn fingerprint(g: &Graph, options: &PlanOptions) -> u64 {
+pub(crate) fn fingerprint(g: &Graph, max_lanes: usize) -> u64 {
     let mut h = Fnv(0xcbf2_9ce4_8422_2325);
     h.str("ostinato-plan-v1");
-    h.u64(options.max_lanes as u64);
+    h.u64(max_lanes as u64);
     h.u64(g.buffers().len() as u64);
     for b in g.buffers() {
         h.str(&b.name);

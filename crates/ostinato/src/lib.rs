@@ -22,6 +22,7 @@ pub mod frontier;
 pub mod graph;
 pub mod kernel_ref;
 pub mod lanes;
+mod named;
 pub mod plan;
 pub mod rng;
 
@@ -35,4 +36,5 @@ pub use graph::{
 };
 pub use kernel_ref::{KernelRef, RefOption};
 pub use lanes::Lanes;
+pub use named::Named;
 pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};

@@ -166,7 +166,7 @@ impl Plan {
                 }
             }
         }
-        let fingerprint = crate::fingerprint::fingerprint(&graph, &options);
+        let fingerprint = crate::fingerprint::fingerprint(&graph, options.max_lanes);
         Plan { graph, options, edges, preds, succs, order, lanes, fingerprint, slot_uses }
     }
 

@@ -13,36 +13,10 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
 use arms::{Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
 use workload::{Check, DecodeShape, Workload};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BenchBackend {
-    Cuda,
-    Host,
-}
-
-/// The CUDA driver state the matrix runs in (`--regime`; docs/fences.md §8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Regime {
-    /// No graph arm runs after plain launches on a second stream.
-    Fresh,
-    /// Before the first row, the eager baseline on two streams between replays of a chain
-    /// (`arms::enter_multi_stream_regime`): every row runs in the state that leaves.
-    MultiStream,
-}
-
-impl Regime {
-    pub const ALL: [Regime; 2] = [Regime::Fresh, Regime::MultiStream];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Regime::Fresh => "fresh",
-            Regime::MultiStream => "multi-stream",
-        }
-    }
-}
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
 /// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md §8),
@@ -274,6 +248,13 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     })
 }
 
+/// The configured arms among `all`, in that order; `main` must be among them.
+fn select_arms(config: &BenchConfig, all: &[ArmKind], main: ArmKind) -> Result<Vec<ArmKind>, BenchError> {
+    let names: Vec<&str> = all.iter().map(|a| a.name()).collect();
+    let chosen = config.arms_among(&names, main.name())?;
+    Ok(all.iter().copied().filter(|a| chosen.contains(&a.name())).collect())
+}
+
 /// `arms` rotated left by `by` places (modulo their number).
 fn rotated(arms: &[ArmKind], by: usize) -> Vec<ArmKind> {
     let mut v = arms.to_vec();
@@ -292,9 +273,6 @@ struct Contexts {
 
 /// Cap on warm-up samples per arm, whatever `--warmup-ms` says.
 const MAX_WARMUP_SAMPLES: usize = 100_000;
-
-/// Cap on timed samples per arm, whatever `--timed-ms` says (a larger `--samples` still wins).
-pub const MAX_TIMED_SAMPLES: usize = 63;
 
 /// How each arm is run: protocol counts and where (if anywhere) graph descriptions go.
 struct Protocol<'a> {
@@ -455,8 +433,8 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         return Err(cfg("offsets", "places CUDA device buffers; the host backend's rows have none to place"));
     }
     let arms = match backend {
-        BenchBackend::Cuda => args.selected_arms(&ArmKind::CUDA, ArmKind::Ostinato)?,
-        BenchBackend::Host => args.selected_arms(&ArmKind::HOST, ArmKind::OstinatoHost)?,
+        BenchBackend::Cuda => select_arms(args, &ArmKind::CUDA, ArmKind::Ostinato)?,
+        BenchBackend::Host => select_arms(args, &ArmKind::HOST, ArmKind::OstinatoHost)?,
     };
     let fan_widths = study.fans.clone();
     let base = ostinato_cuda::CudaOptions {

@@ -373,7 +373,8 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
         summary: summarize(backend, rows),
         failed_rows: rows.iter().filter(|r| !r.ok).map(|r| r.id.as_str()).collect(),
     };
-    let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+    // Compact: the file carries every sample; REPORT.md is the view for reading.
+    let json = serde_json::to_string(&results).map_err(|e| e.to_string())?;
     let w = |name: &str, data: &str| std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()));
     w("results.json", &json)?;
     w("REPORT.md", &markdown(backend, p, args, rows))?;
