@@ -91,6 +91,9 @@ struct RunArgs {
     /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
     #[arg(long)]
     device: Option<String>,
+    /// CUDA: seconds a wait for the replays may take before it fails (0: wait for ever).
+    #[arg(long, default_value_t = ostinato_runtime::ostinato_cuda::DEFAULT_WAIT_TIMEOUT.as_secs_f64(), value_parser = non_negative_seconds)]
+    wait_timeout_s: f64,
     #[arg(long, default_value_t = 4, hide = true)]
     max_lanes: usize,
     #[arg(long, default_value = "auto", value_parser = choice::<ShapeMode>(), hide = true)]
@@ -233,7 +236,7 @@ fn dispatch(c: Command) -> Result<(), String> {
 fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolicy>, max_lanes: usize) -> Result<(), String> {
     use std::fmt::Write;
     let f = file::load(path, &BackendKind::names()).map_err(|e| e.to_string())?;
-    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| format!("{}: {e}", path.display()))?;
+    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| f.plan_error(&e).to_string())?;
     let mut out = String::new();
     if json {
         let _ = writeln!(out, "{}", plan.to_json());
@@ -256,6 +259,7 @@ fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolic
         out.push_str(&plan.explain());
     }
     if let Some(policy) = cuda {
+        cuda::LaunchLimits::SM90.check(&plan).map_err(|e| format!("{}: {e} (the sm_90 limits)", path.display()))?;
         // Built-ins certify from their PTX at load; a user's kernel counts as PDL-capable only when declared.
         let capable: Vec<bool> =
             f.impls.iter().map(|i| i.get("cuda").is_some_and(|r| r.bool_option("pdl").ok().flatten().unwrap_or(r.builtin_name().is_some()))).collect();
@@ -278,6 +282,7 @@ fn run(a: RunArgs) -> Result<(), String> {
                 build: a.graph_build,
                 priority: a.priority,
                 launch: a.launch,
+                wait_timeout: (a.wait_timeout_s > 0.0).then(|| std::time::Duration::from_secs_f64(a.wait_timeout_s)),
             },
             stream: None,
         },
@@ -299,6 +304,13 @@ fn run(a: RunArgs) -> Result<(), String> {
         if r.checked { ", check passed (bitwise equal to the host serial oracle)" } else { "" }
     );
     emit(&out)
+}
+
+fn non_negative_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=1e9).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds from 0 to 1e9")),
+    }
 }
 
 fn policy(mode: PdlMode, shape: ShapeMode) -> PdlPolicy {

@@ -22,6 +22,8 @@ pub struct DeviceInfo {
     pub total_mem: usize,
     /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0.
     pub driver_version: i32,
+    /// What one launch may ask of this device.
+    pub limits: crate::LaunchLimits,
 }
 
 impl DeviceInfo {
@@ -50,6 +52,12 @@ fn info(ordinal: i32) -> Result<(DeviceInfo, cudarc::driver::sys::CUdevice)> {
         mem_clock_khz: a(attr::MEM_CLOCK_KHZ)?,
         total_mem: ffi::device_total_mem(raw.handle)?,
         driver_version: ffi::driver_version()?,
+        limits: crate::LaunchLimits {
+            max_threads_per_block: a(attr::MAX_THREADS_PER_BLOCK)? as u64,
+            max_block: [a(attr::MAX_BLOCK[0])? as u32, a(attr::MAX_BLOCK[1])? as u32, a(attr::MAX_BLOCK[2])? as u32],
+            max_grid: [a(attr::MAX_GRID[0])? as u32, a(attr::MAX_GRID[1])? as u32, a(attr::MAX_GRID[2])? as u32],
+            max_shared_bytes: a(attr::MAX_SHARED_PER_BLOCK)? as u32,
+        },
     };
     Ok((info, raw.handle))
 }
@@ -140,6 +148,11 @@ impl Device {
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.synchronize()
     }
+    /// `(free, total)` bytes of the device's memory now.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.ctx.bind()?;
+        ffi::memory_info()
+    }
 }
 
 /// The driver version, or `Err(NoDriver)`.
@@ -163,6 +176,7 @@ mod tests {
             mem_clock_khz: 3_201_000,
             total_mem: 1 << 37,
             driver_version: 13000,
+            limits: crate::LaunchLimits::SM90,
         }
     }
 

@@ -27,6 +27,10 @@ pub enum CudaError {
     Slot(#[from] SlotError),
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
+    /// `wait` gave up on work that did not finish in time (a kernel that never ends, or one far
+    /// slower than the deadline allows). The exec is faulted: it refuses every later call.
+    #[error("{exec}: the replays did not finish within {ms} ms (CudaOptions::wait_timeout); the exec is faulted and refuses further use")]
+    Timeout { exec: String, ms: u128 },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
 }
@@ -40,6 +44,12 @@ fn context_suffix(c: &str) -> String {
 }
 
 impl CudaError {
+    /// True for an error after which the CUDA context of the process is unusable (a kernel trapped,
+    /// faulted on memory, or the launch failed): the driver returns it from every later call.
+    pub fn is_sticky(&self) -> bool {
+        matches!(self, CudaError::Driver { name, .. } if STICKY.contains(&name.as_str()))
+    }
+
     /// Adds context (a node, a kernel, a buffer) to a driver error.
     pub fn at(self, context: impl Into<String>) -> Self {
         match self {
@@ -53,3 +63,16 @@ impl CudaError {
 }
 
 pub type Result<T> = std::result::Result<T, CudaError>;
+
+/// The driver's errors that leave the context unusable ("sticky"), by name.
+const STICKY: &[&str] = &[
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_LAUNCH_FAILED",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_ECC_UNCORRECTABLE",
+];

@@ -117,6 +117,10 @@ struct Replayer {
     main: Arc<Stream>,
     /// Timing events (start, stop), recorded on `main` by whichever thread owns the replayer.
     timer: [Arc<Event>; 2],
+    /// How long a wait for the stream may take (`CudaOptions::wait_timeout`).
+    wait_timeout: Option<std::time::Duration>,
+    /// The exec's name in errors.
+    label: Arc<str>,
 }
 
 enum Placement {
@@ -141,6 +145,19 @@ pub struct CudaExec {
     main: Arc<Stream>,
     timer: [Arc<Event>; 2],
     replayer: Placement,
+    /// The exec's name in errors: its plan's fingerprint and size.
+    label: Arc<str>,
+    /// Set by a wait that timed out or a sticky driver error: every later call is refused.
+    fault: Option<Fault>,
+}
+
+/// Why an exec refuses further use.
+#[derive(Clone, Debug)]
+struct Fault {
+    reason: String,
+    /// Work it submitted may still be running (a wait timed out): dropping the exec then leaves its
+    /// device memory, streams and graph to the process instead of waiting for ever.
+    running: bool,
 }
 
 impl Backend for CudaBackend {
@@ -198,6 +215,7 @@ impl CudaBackend {
         self.ctx.bind()?;
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
+        self.device.info().limits.check(plan).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
             if kinds(sig) != kinds(&k.sig) {
@@ -282,16 +300,27 @@ impl CudaBackend {
             }
         };
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
+        let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", plan.fingerprint(), plan.node_count()).into();
         let (plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
-        let replayer =
-            Replayer { ctx: self.ctx.clone(), plan: plan.clone(), lowering: lowering.clone(), funcs, args, work, main: main.clone(), timer: timer.clone() };
+        let replayer = Replayer {
+            ctx: self.ctx.clone(),
+            plan: plan.clone(),
+            lowering: lowering.clone(),
+            funcs,
+            args,
+            work,
+            main: main.clone(),
+            timer: timer.clone(),
+            wait_timeout: self.options.wait_timeout,
+            label: label.clone(),
+        };
         let replayer = match self.options.launch {
             LaunchOn::Caller => Placement::Caller(replayer),
             LaunchOn::Thread { spin } => {
                 Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?)
             }
         };
-        Ok(CudaExec { plan, lowering, ctx: self.ctx.clone(), allocs, base, graph, main, timer, replayer })
+        Ok(CudaExec { plan, lowering, ctx: self.ctx.clone(), allocs, base, graph, main, timer, replayer, label, fault: None })
     }
 }
 
@@ -454,6 +483,27 @@ impl Replayer {
         Ok(())
     }
 
+    /// Returns once everything submitted on the main stream has finished (every replay ends there:
+    /// eager mode joins its side lanes into it), or gives up after the exec's wait timeout. Polls the
+    /// stream: spinning at first (a replay's end is usually microseconds away), then yielding, then
+    /// sleeping 50 µs between queries.
+    fn wait_idle(&self) -> Result<()> {
+        let Some(timeout) = self.wait_timeout else { return self.main.synchronize() };
+        let start = std::time::Instant::now();
+        while !self.main.is_idle()? {
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(CudaError::Timeout { exec: self.label.to_string(), ms: timeout.as_millis() });
+            }
+            match waited.as_micros() {
+                0..=200 => std::hint::spin_loop(),
+                201..=5000 => std::thread::yield_now(),
+                _ => std::thread::sleep(std::time::Duration::from_micros(50)),
+            }
+        }
+        Ok(())
+    }
+
     /// Waits for the side streams (the main one is the exec's to wait for).
     fn synchronize_side(&self) {
         if let Work::Eager { side, .. } = &self.work {
@@ -475,7 +525,7 @@ impl Submitter for Replayer {
             Command::Rebind(root, base) => self.rebind_bits(root, base),
             Command::Launch => self.enqueue(),
             Command::Record(i) => self.timer[i].record(&self.main),
-            Command::Synchronize => self.main.synchronize(),
+            Command::Synchronize => self.wait_idle(),
         }
     }
 }
@@ -559,18 +609,42 @@ impl CudaExec {
     }
 
     /// Runs `command` on the thread that owns the replayer; `finish`: and returns only once it ran.
+    /// Refused once the exec is faulted; a timeout or a sticky driver error faults it.
     fn on_stream(&mut self, op: &'static str, command: Command, finish: bool) -> Result<()> {
-        match &mut self.replayer {
+        self.refuse_if_faulted(op)?;
+        let r = match &mut self.replayer {
             Placement::Caller(r) => r.run(command),
-            Placement::Thread(t) => {
-                t.post(command).map_err(from_thread(op))?;
-                if finish {
-                    t.drain().map_err(from_thread(op))?;
-                }
-                Ok(())
-            }
+            Placement::Thread(t) => match t.post(command).map_err(from_thread(op)) {
+                Ok(()) if finish => t.drain().map_err(from_thread(op)),
+                other => other,
+            },
             Placement::Stopped => Err(CudaError::Usage { op, reason: "the exec is being dropped".into() }),
+        };
+        self.note_fault(r)
+    }
+
+    /// An error from the exec's own work: remembered when it leaves the exec (or the context)
+    /// unusable.
+    fn note_fault<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            let running = matches!(e, CudaError::Timeout { .. });
+            if (running || e.is_sticky()) && self.fault.is_none() {
+                self.fault = Some(Fault { reason: e.to_string(), running });
+            }
         }
+        r
+    }
+
+    fn refuse_if_faulted(&self, op: &'static str) -> Result<()> {
+        match &self.fault {
+            None => Ok(()),
+            Some(f) => Err(CudaError::Usage { op, reason: format!("{} refuses: it is faulted ({})", self.label, f.reason) }),
+        }
+    }
+
+    /// Why the exec refuses further use, if it does.
+    pub fn fault(&self) -> Option<&str> {
+        self.fault.as_ref().map(|f| f.reason.as_str())
     }
 
     /// Records the start timing event on the exec's stream (see [`CudaExec::timer_stop_ms`]).
@@ -624,7 +698,8 @@ impl Exec for CudaExec {
         self.wait()?;
         self.ctx.bind()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "write_buffer", reason: "unknown buffer".into() })?;
-        crate::ffi::copy_to_device(p + offset, data)
+        let r = crate::ffi::copy_to_device(p + offset, data);
+        self.note_fault(r)
     }
 
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
@@ -632,7 +707,8 @@ impl Exec for CudaExec {
         self.wait()?;
         self.ctx.bind()?;
         let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "read_buffer", reason: "unknown buffer".into() })?;
-        crate::ffi::copy_to_host(out, p + offset)
+        let r = crate::ffi::copy_to_host(out, p + offset);
+        self.note_fault(r)
     }
 
     /// Points root buffer `buffer` at the user's `memory` from the next replay on: graph mode patches
@@ -641,6 +717,7 @@ impl Exec for CudaExec {
     /// buffer is freed.
     fn rebind(&mut self, buffer: BufferId, memory: DeviceMemory) -> Result<()> {
         check_rebind(&self.plan, buffer, memory.len())?;
+        self.refuse_if_faulted("rebind")?;
         // Every replay ends on the main stream (eager mode joins its side lanes into it), so an idle
         // main stream, once the launch thread has handed over all it holds, means nothing runs.
         self.drain("rebind")?;
@@ -659,6 +736,18 @@ impl Exec for CudaExec {
 
 impl Drop for CudaExec {
     fn drop(&mut self) {
+        // Work that may still run (a wait timed out) keeps its memory, streams and graph: freeing them
+        // would wait for it, perhaps for ever. They stay allocated until the process ends.
+        if self.fault.as_ref().is_some_and(|f| f.running) {
+            std::mem::forget(std::mem::take(&mut self.allocs));
+            match std::mem::replace(&mut self.replayer, Placement::Stopped) {
+                // The thread ends (every command after the failure is skipped); its replayer is kept.
+                Placement::Thread(t) => std::mem::forget(t.stop().0),
+                other => std::mem::forget(other),
+            }
+            std::mem::forget(self.graph.take());
+            return;
+        }
         // The launch thread submits what it still holds and ends before the streams are waited for
         // and the memory is freed.
         if let Placement::Thread(t) = std::mem::replace(&mut self.replayer, Placement::Stopped) {

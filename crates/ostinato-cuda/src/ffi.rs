@@ -117,6 +117,14 @@ pub(crate) fn device_total_mem(dev: sys::CUdevice) -> Result<usize> {
     Ok(v)
 }
 
+/// `(free, total)` bytes of device memory of the current context's device (`cuMemGetInfo_v2`).
+pub(crate) fn memory_info() -> Result<(usize, usize)> {
+    let (mut free, mut total) = (0, 0);
+    // SAFETY: writes two sizes for the current context.
+    check("cuMemGetInfo_v2", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+    Ok((free, total))
+}
+
 /// The device's primary context, retained for our lifetime and made current on the creating thread.
 pub(crate) struct Context {
     ctx: sys::CUcontext,
@@ -751,6 +759,10 @@ pub(crate) mod attr {
     pub const CC_MINOR: A = A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR;
     pub const CLOCK_KHZ: A = A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE;
     pub const MEM_CLOCK_KHZ: A = A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE;
+    pub const MAX_THREADS_PER_BLOCK: A = A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK;
+    pub const MAX_BLOCK: [A; 3] = [A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z];
+    pub const MAX_GRID: [A; 3] = [A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z];
+    pub const MAX_SHARED_PER_BLOCK: A = A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK;
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod error;
 mod exec;
 mod ffi;
 mod launch_thread;
+pub mod limits;
 pub mod lower;
 pub mod module;
 mod named;
@@ -22,9 +23,10 @@ pub mod raw;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
 pub use exec::{CudaBackend, CudaExec};
+pub use limits::LaunchLimits;
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
-pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
+pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority, DEFAULT_WAIT_TIMEOUT};
 pub use ostinato::Named;
 
 /// True when a CUDA driver library can be loaded and initialised.

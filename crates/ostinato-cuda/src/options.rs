@@ -101,7 +101,14 @@ pub struct CudaOptions {
     pub priority: StreamPriority,
     /// Which thread calls the driver on replay and patch.
     pub launch: LaunchOn,
+    /// How long `wait` (and every call that waits: reads, writes, timers) waits for submitted
+    /// replays before it gives up with [`crate::CudaError::Timeout`]; `None` waits for ever.
+    pub wait_timeout: Option<std::time::Duration>,
 }
+
+/// The default [`CudaOptions::wait_timeout`]: far longer than any replay of a retained graph takes,
+/// short enough that a kernel that never ends becomes an error.
+pub const DEFAULT_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Default for CudaOptions {
     fn default() -> Self {
@@ -112,6 +119,7 @@ impl Default for CudaOptions {
             build: GraphBuild::default(),
             priority: StreamPriority::Default,
             launch: LaunchOn::Caller,
+            wait_timeout: Some(DEFAULT_WAIT_TIMEOUT),
         }
     }
 }

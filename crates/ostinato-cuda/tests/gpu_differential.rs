@@ -41,7 +41,7 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         let replays = 1 + (seed as usize % 3);
         let host = serial_result(&plan, &prog, replays).expect("host oracle");
         for (mode, pdl, trigger, shape, build, priority, launch) in configs {
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build, priority, launch };
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, build, priority, launch, ..CudaOptions::default() };
             let got = common::run_cuda(&device, &plan, options, &prog.inits, replays);
             assert_eq!(
                 got, host,

@@ -100,3 +100,49 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
         assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?} {launch:?}: replay or patch allocated");
     }
 }
+
+/// Soak: 1,000,000 replays with the slot patched before every one (`OSTINATO_SOAK_REPLAYS` overrides):
+/// the last replay's bytes are right, and neither the process's resident memory nor the device's
+/// free memory moves.
+#[test]
+fn a_million_patched_replays_keep_host_and_device_memory_flat() {
+    let Some(device) = common::device_or_skip("a_million_patched_replays_keep_host_and_device_memory_flat") else { return };
+    let replays: u32 = std::env::var("OSTINATO_SOAK_REPLAYS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let (g, slot, out, c) = program();
+    let plan = Plan::compile(&g).unwrap();
+    let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+    let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
+    let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+    let cv: Vec<u32> = (0..N).map(|i| i ^ 0x5bd1_e995).collect();
+    exec.write_buffer(c, 0, &cv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    for r in 0..1000u32 {
+        exec.set_slot(slot, Scalar::u32(r)).unwrap();
+        exec.replay().unwrap();
+    }
+    exec.wait().unwrap();
+    let (host_before, device_before) = (ostinato_testkit::resident_bytes(), device.memory_info().unwrap().0);
+    let mut last = 0;
+    for r in 0..replays {
+        last = r.wrapping_mul(0x9E37_79B9);
+        exec.set_slot(slot, Scalar::u32(last)).unwrap();
+        exec.replay().unwrap();
+    }
+    exec.wait().unwrap();
+    let (host_after, device_after) = (ostinato_testkit::resident_bytes(), device.memory_info().unwrap().0);
+    let mut bytes = vec![0u8; 4 * N as usize];
+    exec.read_buffer(out, 0, &mut bytes).unwrap();
+    for i in 0..N as usize {
+        let once = 3u32.wrapping_add(cv[i]).wrapping_add(last);
+        let want = once.wrapping_mul(3).wrapping_add(cv[i]).wrapping_add(last);
+        assert_eq!(u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]), want, "element {i}");
+    }
+    eprintln!("soak: {replays} patched replays; resident {host_before:?} -> {host_after:?} bytes; device free {device_before} -> {device_after} bytes");
+    assert!(
+        device_before.saturating_sub(device_after) <= 2 << 20,
+        "device memory fell by {} bytes over {replays} replays",
+        device_before.saturating_sub(device_after)
+    );
+    if let (Some(b), Some(a)) = (host_before, host_after) {
+        assert!(a <= b + (1 << 20), "resident memory grew by {} bytes over {replays} replays", a.saturating_sub(b));
+    }
+}

@@ -44,6 +44,9 @@ pub enum HostError {
     Thread(String),
 }
 
+/// The most worker threads a host backend takes.
+pub const MAX_THREADS: usize = 1024;
+
 /// The host backend. `threads == 0` runs each replay serially, in plan order, on the calling thread.
 #[derive(Clone, Copy, Debug)]
 pub struct HostBackend {
@@ -105,6 +108,27 @@ impl Backend for HostBackend {
     fn instantiate(&self, plan: &Plan, kernels: Vec<HostKernel>, buffers: Vec<BufferBinding<Arc<HostMemory>>>) -> Result<HostExec, HostError> {
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
+        if self.threads > MAX_THREADS {
+            return Err(HostError::Usage { operation: "instantiate", reason: format!("{} worker threads asked, at most {MAX_THREADS}", self.threads) });
+        }
+        // Everything the exec would allocate, checked before anything is.
+        let owned: u64 = g
+            .buffers()
+            .iter()
+            .zip(&buffers)
+            .enumerate()
+            .filter(|(i, (d, b))| d.root.index() == *i && matches!(b, BufferBinding::Allocate))
+            .map(|(_, (d, _))| d.size)
+            .sum();
+        if let Some(free) = memory::available_bytes() {
+            if owned > free {
+                let largest = g.buffers().iter().max_by_key(|d| d.size).map_or(String::new(), |d| format!(" (the largest, `{}`, {} bytes)", d.name, d.size));
+                return Err(HostError::Usage {
+                    operation: "instantiate",
+                    reason: format!("the buffers need {owned} bytes of host memory{largest}, {free} available"),
+                });
+            }
+        }
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
         }

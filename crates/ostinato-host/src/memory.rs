@@ -24,6 +24,11 @@ impl HostMemory {
     /// cannot give them (never an abort).
     pub fn try_zeroed(len: u64) -> Result<Self, String> {
         let refuse = || format!("cannot allocate {len} bytes of host memory");
+        if let Some(free) = available_bytes() {
+            if len > free {
+                return Err(format!("{len} bytes of host memory asked, {free} available"));
+            }
+        }
         let words = usize::try_from(len.div_ceil(4)).map_err(|_| refuse())?;
         let mut v: Vec<AtomicU32> = Vec::new();
         v.try_reserve_exact(words).map_err(|_| refuse())?;
@@ -118,6 +123,15 @@ impl HostMemory {
         self.read(0, &mut v);
         v
     }
+}
+
+/// The memory the system can still give without swapping (`MemAvailable` of `/proc/meminfo`), where
+/// the system says. Allocation is checked against it: on Linux an allocation larger than that can
+/// succeed and then kill the process when its pages are touched.
+pub fn available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]

@@ -85,29 +85,51 @@ impl dyn ExecHandle {
         let id = self.slot_id(name)?;
         self.set_slot(id, value)
     }
-    /// Writes every buffer's initial contents (`None` entries, such as views, are skipped).
+    /// Writes every buffer's initial contents (`None` entries, such as views, are skipped), in
+    /// pieces of [`PIECE`] bytes: no full host copy of a buffer is made.
     pub fn write_inits(&mut self, inits: &[Option<BufferInit>]) -> Result<(), RuntimeError> {
         let sizes: Vec<u64> = self.plan().graph().buffers().iter().map(|b| b.size).collect();
+        let mut piece = Vec::new();
         for (i, (init, size)) in inits.iter().zip(sizes).enumerate() {
             if let Some(init) = init {
-                let mut bytes = zeroed_bytes(size, &self.plan().graph().buffers()[i].name)?;
-                init.fill(&mut bytes);
-                self.write_buffer(BufferId(i as u32), 0, &bytes)?;
+                let mut stream = init.stream();
+                for (offset, len) in pieces(size) {
+                    piece.resize(len, 0);
+                    stream.fill_next(&mut piece);
+                    self.write_buffer(BufferId(i as u32), offset, &piece)?;
+                }
             }
         }
         Ok(())
     }
-    /// Every root buffer's bytes, by name, in declaration order (views are read through their roots).
-    pub fn read_roots(&mut self) -> Result<NamedBuffers, RuntimeError> {
-        let roots: Vec<(BufferId, String, u64)> = self
-            .plan()
+
+    /// Calls `f(name, offset, bytes)` for each root buffer, piece by piece ([`PIECE`] bytes at a time).
+    pub fn for_each_root_piece(&mut self, mut f: impl FnMut(&str, u64, &[u8]) -> Result<(), RuntimeError>) -> Result<(), RuntimeError> {
+        let roots: Vec<(BufferId, String, u64)> = self.roots();
+        let mut piece = Vec::new();
+        for (id, name, size) in roots {
+            for (offset, len) in pieces(size) {
+                piece.resize(len, 0);
+                self.read_buffer(id, offset, &mut piece)?;
+                f(&name, offset, &piece)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn roots(&self) -> Vec<(BufferId, String, u64)> {
+        self.plan()
             .graph()
             .buffers()
             .iter()
             .enumerate()
             .filter(|(i, b)| b.root.index() == *i)
             .map(|(i, b)| (BufferId(i as u32), b.name.clone(), b.size))
-            .collect();
+            .collect()
+    }
+    /// Every root buffer's bytes, by name, in declaration order (views are read through their roots).
+    pub fn read_roots(&mut self) -> Result<NamedBuffers, RuntimeError> {
+        let roots = self.roots();
         let mut out = Vec::with_capacity(roots.len());
         for (id, name, size) in roots {
             let mut bytes = zeroed_bytes(size, &name)?;
@@ -116,6 +138,14 @@ impl dyn ExecHandle {
         }
         Ok(out)
     }
+}
+
+/// How many bytes the runtime stages at a time when it initialises, compares or dumps a buffer.
+pub const PIECE: usize = 1 << 20;
+
+/// `(offset, len)` of each piece of a `size`-byte buffer.
+fn pieces(size: u64) -> impl Iterator<Item = (u64, usize)> {
+    (0..size.div_ceil(PIECE as u64)).map(move |i| (i * PIECE as u64, (size - i * PIECE as u64).min(PIECE as u64) as usize))
 }
 
 /// A zeroed host byte vector for buffer `name`, or an error naming it when it cannot be had.

@@ -16,6 +16,16 @@ pub fn host_serial(
     inits: &[Option<BufferInit>],
     replays: usize,
 ) -> Result<NamedBuffers, RuntimeError> {
+    host_serial_exec(plan, host_ref, inits, replays)?.read_roots()
+}
+
+/// [`host_serial`]'s exec after its replays, to read or compare piece by piece.
+pub fn host_serial_exec(
+    plan: &Plan,
+    host_ref: &dyn Fn(usize) -> Result<KernelRef, RuntimeError>,
+    inits: &[Option<BufferInit>],
+    replays: usize,
+) -> Result<Box<dyn crate::ExecHandle>, RuntimeError> {
     let session = Session::open(&BackendSpec::Host { threads: Some(0), check_races: true })?;
     let mut exec = session.instantiate(plan, host_ref)?;
     exec.write_inits(inits)?;
@@ -23,7 +33,7 @@ pub fn host_serial(
         exec.replay()?;
     }
     exec.wait()?;
-    exec.read_roots()
+    Ok(exec)
 }
 
 /// The first byte where `got` differs from `want`, as an error naming the buffer; buffers are

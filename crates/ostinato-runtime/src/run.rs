@@ -9,9 +9,10 @@ use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 
 use crate::error::RuntimeError;
+use crate::exec::ExecHandle;
 use crate::exec::NamedBuffers;
 use crate::kind::BackendKind;
-use crate::oracle::{compare, host_serial};
+use crate::oracle::host_serial_exec;
 use crate::session::{BackendSpec, Session};
 
 /// How to run a graph file.
@@ -38,7 +39,8 @@ pub struct RunReport {
     /// Wall time of the replays, until the last one finished.
     pub seconds: f64,
     pub checked: bool,
-    pub buffers: NamedBuffers,
+    /// Bytes of the root buffers (what `--check` compared and `--dump` wrote).
+    pub bytes: u64,
     /// What was opened and what the backend chose.
     pub notes: Vec<String>,
 }
@@ -46,7 +48,7 @@ pub struct RunReport {
 /// Runs a graph file.
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> {
     let f = file::load(path, &BackendKind::names())?;
-    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::Usage(format!("{}: {e}", path.display())))?;
+    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::File(f.plan_error(&e)))?;
     let mut spec = o.backend.clone();
     if let BackendSpec::Host { check_races, .. } = &mut spec {
         *check_races |= o.check;
@@ -69,16 +71,33 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> 
     }
     exec.wait()?;
     let seconds = t0.elapsed().as_secs_f64();
-    let buffers = exec.read_roots()?;
-    drop(exec);
+    // The check and the dump go piece by piece: besides the exec (and the oracle's exec) nothing
+    // holds more than a piece of a buffer.
     if o.check {
         let host_ref = |k: usize| Ok(f.kernel_ref(k, "host")?.clone());
-        compare(&host_serial(&plan, &host_ref, &f.inits, o.replays)?, &buffers)?;
+        let mut oracle = host_serial_exec(&plan, &host_ref, &f.inits, o.replays)?;
+        compare_execs(&mut *oracle, &mut *exec)?;
     }
     if let Some(dir) = &o.dump {
-        dump(dir, &buffers)?;
+        dump_exec(dir, &mut *exec)?;
     }
-    Ok(RunReport { nodes: plan.node_count(), edges: plan.edges().len(), replays: o.replays, seconds, checked: o.check, buffers, notes })
+    let bytes = plan.graph().buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.size).sum();
+    Ok(RunReport { nodes: plan.node_count(), edges: plan.edges().len(), replays: o.replays, seconds, checked: o.check, bytes, notes })
+}
+
+/// Compares every root buffer of `got` with `want`'s, piece by piece; the first differing byte is
+/// the error.
+fn compare_execs(want: &mut (dyn ExecHandle + 'static), got: &mut (dyn ExecHandle + 'static)) -> Result<(), RuntimeError> {
+    let mut theirs = Vec::new();
+    want.for_each_root_piece(|name, offset, mine| {
+        let id = got.buffer_id(name)?;
+        theirs.resize(mine.len(), 0);
+        got.read_buffer(id, offset, &mut theirs)?;
+        match mine.iter().zip(&theirs).position(|(a, b)| a != b) {
+            None => Ok(()),
+            Some(i) => Err(RuntimeError::Mismatch { buffer: name.to_string(), byte: offset as usize + i, want: mine[i], got: theirs[i] }),
+        }
+    })
 }
 
 #[cfg(feature = "cuda")]
@@ -102,16 +121,42 @@ fn write_dot(_: &mut dyn std::any::Any, _: &Path) -> Result<(), RuntimeError> {
     Err(RuntimeError::Usage("--dot writes a CUDA graph: this build has no CUDA backend".into()))
 }
 
-/// Writes each buffer's bytes to `dir/<name>.bin`. A name that is not a plain file name (a path
-/// separator, `..`, a leading dot, a control character) is refused, so nothing is written outside
-/// `dir`.
-pub fn dump(dir: &Path, buffers: &NamedBuffers) -> Result<(), RuntimeError> {
-    for (name, _) in buffers {
+/// Refuses a name that is not a plain file name (a path separator, `..`, a leading dot, a control
+/// character), so nothing is written outside the dump folder. Graph names are identifiers already
+/// (`ostinato::graph::check_name`); this holds for any name given here.
+fn check_dump_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), RuntimeError> {
+    for name in names {
         let plain = !name.is_empty() && !name.starts_with('.') && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control());
         if !plain {
             return Err(RuntimeError::Usage(format!("--dump: buffer name {name:?} is not a plain file name; nothing was written")));
         }
     }
+    Ok(())
+}
+
+/// Writes each root buffer of `exec` to `dir/<name>.bin`, piece by piece.
+fn dump_exec(dir: &Path, exec: &mut (dyn ExecHandle + 'static)) -> Result<(), RuntimeError> {
+    use std::io::Write;
+    let g = exec.plan().graph();
+    check_dump_names(g.buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.name.as_str()))?;
+    let io = |p: &Path, e: std::io::Error| RuntimeError::Io { path: p.display().to_string(), message: e.to_string() };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let mut open: Option<(String, std::fs::File)> = None;
+    exec.for_each_root_piece(|name, _, bytes| {
+        let p = dir.join(format!("{name}.bin"));
+        if open.as_ref().is_none_or(|(n, _)| n != name) {
+            open = Some((name.to_string(), std::fs::File::create(&p).map_err(|e| io(&p, e))?));
+        }
+        match &mut open {
+            Some((_, file)) => file.write_all(bytes).map_err(|e| io(&p, e)),
+            None => Ok(()),
+        }
+    })
+}
+
+/// Writes each buffer's bytes to `dir/<name>.bin` (names checked as for [`run_file`]'s dump).
+pub fn dump(dir: &Path, buffers: &NamedBuffers) -> Result<(), RuntimeError> {
+    check_dump_names(buffers.iter().map(|(n, _)| n.as_str()))?;
     let io = |p: &Path, e: std::io::Error| RuntimeError::Io { path: p.display().to_string(), message: e.to_string() };
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     for (name, bytes) in buffers {

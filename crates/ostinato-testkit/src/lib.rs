@@ -7,3 +7,10 @@ pub mod random_graphs;
 mod skip;
 
 pub use skip::skip;
+
+/// The process's resident memory in bytes (`/proc/self/statm`), where the system says.
+pub fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}

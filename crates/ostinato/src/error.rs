@@ -7,6 +7,12 @@ use thiserror::Error;
 pub enum GraphError {
     #[error("a {what} needs a non-empty name")]
     EmptyName { what: &'static str },
+    /// Names are identifiers: they become file names (`run --dump`), C and Python identifiers.
+    #[error(
+        "{what} name {name:?} is not an identifier: up to {} ASCII letters, digits, `_`, `.` and `-`, starting with a letter or `_`",
+        crate::graph::MAX_NAME_LEN
+    )]
+    BadName { what: &'static str, name: String },
     #[error("{what} `{name}` is declared twice")]
     DuplicateName { what: &'static str, name: String },
     #[error("buffer `{buffer}` has size 0")]
@@ -43,6 +49,9 @@ pub enum PlanError {
     Cycle { cycle: Vec<u32> },
     #[error("plan option: {0}")]
     BadOption(String),
+    /// The planner would need more memory than its budget.
+    #[error("{nodes} nodes need {bytes} bytes of planner memory, more than its budget of {budget} (about 185,000 nodes)")]
+    TooLarge { nodes: usize, bytes: u64, budget: u64 },
 }
 
 fn describe_cycle(c: &[u32]) -> String {

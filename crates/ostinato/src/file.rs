@@ -78,25 +78,49 @@ impl BufferInit {
 
     /// Fills `out` (the buffer's bytes). A trailing partial element gets the element's low bytes.
     pub fn fill(&self, out: &mut [u8]) {
-        let mut rng = match self {
+        self.stream().fill_next(out);
+    }
+
+    /// The buffer's bytes as a stream, to fill a large buffer in pieces with no full copy.
+    pub fn stream(&self) -> InitStream {
+        let rng = match self {
             BufferInit::Random(seed) | BufferInit::RandomF32 { seed, .. } => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             _ => 0,
         };
-        let mut next = move || {
-            rng ^= rng >> 12;
-            rng ^= rng << 25;
-            rng ^= rng >> 27;
-            (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
-        };
-        for (i, chunk) in out.chunks_mut(4).enumerate() {
-            let v: u32 = match *self {
+        InitStream { init: *self, element: 0, rng }
+    }
+}
+
+/// A buffer's initial bytes, piece after piece: [`InitStream::fill_next`] continues where the last
+/// piece ended, so pieces of any multiple of 4 bytes give the bytes [`BufferInit::fill`] gives.
+#[derive(Clone, Debug)]
+pub struct InitStream {
+    init: BufferInit,
+    element: u64,
+    rng: u64,
+}
+
+impl InitStream {
+    fn next_random(&mut self) -> u32 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
+    }
+
+    /// Fills `out` with the next `out.len()` bytes (a trailing partial element ends the stream's
+    /// whole elements: give pieces of multiples of 4 bytes but the last).
+    pub fn fill_next(&mut self, out: &mut [u8]) {
+        for chunk in out.chunks_mut(4) {
+            let v: u32 = match self.init {
                 BufferInit::Zero => 0,
-                BufferInit::Iota => i as u32,
+                BufferInit::Iota => self.element as u32,
                 BufferInit::Const(c) => c,
                 BufferInit::ConstF32(f) => f.to_bits(),
-                BufferInit::Random(_) => next(),
-                BufferInit::RandomF32 { scale, .. } => ((next() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).mul_add(scale, 0.0).to_bits(),
+                BufferInit::Random(_) => self.next_random(),
+                BufferInit::RandomF32 { scale, .. } => ((self.next_random() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).mul_add(scale, 0.0).to_bits(),
             };
+            self.element += 1;
             let b = v.to_le_bytes();
             chunk.copy_from_slice(&b[..chunk.len()]);
         }
@@ -122,7 +146,16 @@ pub struct GraphFile {
     pub impls: Vec<BTreeMap<String, KernelRef>>,
     /// Per kernel (by id): the line it was declared on.
     pub kernel_lines: Vec<usize>,
+    /// Per node (by id): the line of the `[[node]]` that recorded it.
+    pub node_lines: Vec<usize>,
 }
+
+/// The most nodes a graph file may record (`repeat` included).
+pub const MAX_NODES: usize = 200_000;
+
+/// The largest buffer a graph file may declare, in bytes (1 TiB). Whether a backend can allocate it
+/// is the backend's check, at instantiation.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 40;
 
 impl GraphFile {
     /// The directory relative implementation paths resolve against.
@@ -132,6 +165,22 @@ impl GraphFile {
     /// Error for kernel `k` about its implementation on a backend.
     pub fn kernel_error(&self, k: usize, message: impl Into<String>) -> FileError {
         FileError { path: self.path.clone(), line: self.kernel_lines.get(k).copied(), message: message.into() }
+    }
+    /// A planning error with the lines of the nodes it names (a cycle through explicit edges).
+    pub fn plan_error(&self, e: &crate::PlanError) -> FileError {
+        let line = |n: u32| self.node_lines.get(n as usize).copied();
+        let message = match e {
+            crate::PlanError::Cycle { cycle } => {
+                let at: Vec<String> = cycle.iter().map(|&n| format!("node {n} (line {})", line(n).map_or("?".into(), |l| l.to_string()))).collect();
+                format!("explicit edges make a cycle: {} -> back to the first", at.join(" -> "))
+            }
+            other => other.to_string(),
+        };
+        let first = match e {
+            crate::PlanError::Cycle { cycle } => cycle.first().and_then(|&n| line(n)),
+            _ => None,
+        };
+        FileError { path: self.path.clone(), line: first, message }
     }
     /// Kernel `k`'s reference for `backend`, or an error naming the kernel and its line.
     pub fn kernel_ref(&self, k: usize, backend: &str) -> Result<&KernelRef, FileError> {
@@ -157,7 +206,7 @@ struct FileSpec {
 #[serde(deny_unknown_fields)]
 struct BufferSpec {
     name: String,
-    size: u64,
+    size: Spanned<u64>,
     #[serde(default)]
     init: Option<String>,
     #[serde(default)]
@@ -211,7 +260,7 @@ struct NodeSpec {
     #[serde(default)]
     shared: Option<u32>,
     #[serde(default)]
-    args: Option<BTreeMap<String, toml::Value>>,
+    args: Option<BTreeMap<String, Spanned<toml::Value>>>,
     #[serde(default)]
     copy: Option<CopySpec>,
     #[serde(default)]
@@ -300,18 +349,27 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
     let cx = Ctx { path, src };
     let spec: FileSpec = toml::from_str(src).map_err(|e| {
         let line = e.span().map(|s| cx.line(s.start));
-        FileError { path: path.to_path_buf(), line, message: e.message().to_string() }
+        // The parser's messages name no key; the text its span covers does.
+        let named = match e.span().and_then(|s| src.get(s)).map(str::trim) {
+            Some(key) if e.message().starts_with("duplicate key") && !key.is_empty() && key.len() <= 128 => format!("duplicate key `{key}`"),
+            _ => e.message().trim_end().to_string(),
+        };
+        FileError { path: path.to_path_buf(), line, message: named }
     })?;
     let mut g = Graph::new();
     let mut inits = Vec::new();
     for b in &spec.buffer {
         let at = b.span().start;
         let b = b.get_ref();
+        let (size, size_at) = (*b.size.get_ref(), b.size.span().start);
+        if size > MAX_BUFFER_BYTES {
+            return Err(cx.err(size_at, format!("buffer `{}`: {size} bytes is more than the {MAX_BUFFER_BYTES} a graph file may declare", b.name)));
+        }
         let id = match &b.view {
-            None => g.add_buffer(&b.name, b.size),
+            None => g.add_buffer(&b.name, size),
             Some(v) => {
                 let parent = g.buffer_by_name(&v.of).ok_or_else(|| cx.err(at, format!("view `{}`: unknown buffer `{}` (declare it above)", b.name, v.of)))?;
-                g.add_view(&b.name, parent, v.offset, b.size)
+                g.add_view(&b.name, parent, v.offset, size)
             }
         }
         .map_err(|e| cx.err(at, e.to_string()))?;
@@ -376,17 +434,31 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
     }
     // `after` may name a later node; those edges are added once every node is recorded.
     let mut pending = Vec::new();
+    let mut node_lines = Vec::new();
     for n in &spec.node {
         let at = n.span().start;
         let spec = n.get_ref();
-        for _ in 0..spec.repeat.unwrap_or(1) {
-            add_node(&mut g, spec, &cx, at, &mut pending)?;
+        let repeat = spec.repeat.unwrap_or(1);
+        if repeat == 0 {
+            return Err(cx.err(at, format!("node {}: `repeat = 0` records nothing; give 1 or more", g.nodes().len())));
         }
+        if g.nodes().len() as u64 + u64::from(repeat) > MAX_NODES as u64 {
+            return Err(
+                cx.err(at, format!("node {}: `repeat = {repeat}` takes the graph past {MAX_NODES} nodes, the most a graph file may record", g.nodes().len()))
+            );
+        }
+        for _ in 0..repeat {
+            add_node(&mut g, spec, &cx, at, &mut pending)?;
+            node_lines.push(cx.line(at));
+        }
+    }
+    if g.nodes().is_empty() {
+        return Err(FileError { path: path.to_path_buf(), line: None, message: "the file records no node: nothing to plan or run (add a [[node]])".into() });
     }
     for (id, before, at) in pending {
         g.add_edge(before, id).map_err(|e| cx.err(at, e.to_string()))?;
     }
-    Ok(GraphFile { path: path.to_path_buf(), graph: g, inits, impls, kernel_lines })
+    Ok(GraphFile { path: path.to_path_buf(), graph: g, inits, impls, kernel_lines, node_lines })
 }
 
 fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<(NodeId, NodeId, usize)>) -> Result<NodeId, FileError> {
@@ -416,14 +488,16 @@ fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<
         let sig = g.kernel(k).clone();
         let empty = BTreeMap::new();
         let given = n.args.as_ref().unwrap_or(&empty);
-        for name in given.keys() {
+        for (name, v) in given {
             if sig.param_index(name).is_none() {
-                return Err(cx.err(at, format!("node {idx} ({kname}): kernel has no param `{name}`")));
+                return Err(cx.err(v.span().start, format!("node {idx} ({kname}): kernel has no param `{name}`")));
             }
         }
         let mut args = Vec::with_capacity(sig.params.len());
         for p in &sig.params {
             let v = given.get(&p.name).ok_or_else(|| cx.err(at, format!("node {idx} ({kname}): missing arg `{}`", p.name)))?;
+            // A param's error points at its value's line.
+            let (v, at) = (v.get_ref(), v.span().start);
             let here = |m: String| cx.err(at, format!("node {idx} ({kname}), param `{}`: {m}", p.name));
             args.push(match &p.kind {
                 ParamKind::Buffer(_) => Arg::Buffer(slice_from_toml(g, v).map_err(here)?),

@@ -156,6 +156,23 @@ id_type!(
     NodeId
 );
 
+/// The longest name a buffer, kernel, param or slot may have.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// A name is an identifier: 1 to [`MAX_NAME_LEN`] ASCII letters, digits, `_`, `.` and `-`, starting
+/// with a letter or `_` (so it is a safe file name, and a C or Python identifier up to `.`/`-`).
+pub fn check_name(what: &'static str, name: &str) -> Result<(), GraphError> {
+    if name.is_empty() {
+        return Err(GraphError::EmptyName { what });
+    }
+    let first_ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if name.len() > MAX_NAME_LEN || !first_ok || !rest_ok {
+        return Err(GraphError::BadName { what, name: name.chars().take(MAX_NAME_LEN + 8).collect() });
+    }
+    Ok(())
+}
+
 /// A logical buffer. A view shares the allocation of its `root` buffer at `root_offset`; hazards are
 /// computed on the root allocation, so views of one allocation order correctly against each other.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -390,9 +407,7 @@ impl Graph {
     }
 
     fn check_new_buffer_name(&self, name: &str) -> Result<(), GraphError> {
-        if name.is_empty() {
-            return Err(GraphError::EmptyName { what: "buffer" });
-        }
+        check_name("buffer", name)?;
         if self.buffer_by_name(name).is_some() {
             return Err(GraphError::DuplicateName { what: "buffer", name: name.to_string() });
         }
@@ -401,16 +416,12 @@ impl Graph {
 
     /// Declares a kernel signature.
     pub fn add_kernel(&mut self, sig: KernelSig) -> Result<KernelId, GraphError> {
-        if sig.name.is_empty() {
-            return Err(GraphError::EmptyName { what: "kernel" });
-        }
+        check_name("kernel", &sig.name)?;
         if self.kernel_by_name(&sig.name).is_some() {
             return Err(GraphError::DuplicateName { what: "kernel", name: sig.name });
         }
         for (i, p) in sig.params.iter().enumerate() {
-            if p.name.is_empty() {
-                return Err(GraphError::EmptyName { what: "kernel param" });
-            }
+            check_name("kernel param", &p.name)?;
             if sig.params[..i].iter().any(|q| q.name == p.name) {
                 return Err(GraphError::DuplicateName { what: "kernel param", name: format!("{}.{}", sig.name, p.name) });
             }
@@ -423,9 +434,7 @@ impl Graph {
     /// Declares a patchable scalar slot with its initial value.
     pub fn add_slot(&mut self, name: impl Into<String>, initial: Scalar) -> Result<SlotId, GraphError> {
         let name = name.into();
-        if name.is_empty() {
-            return Err(GraphError::EmptyName { what: "slot" });
-        }
+        check_name("slot", &name)?;
         if self.slot_by_name(&name).is_some() {
             return Err(GraphError::DuplicateName { what: "slot", name });
         }

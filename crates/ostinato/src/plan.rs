@@ -124,6 +124,11 @@ impl Plan {
             return Err(PlanError::BadOption(format!("max_lanes must be 1..=64, got {}", options.max_lanes)));
         }
         let n = graph.nodes().len();
+        // Refused before any work: the reduction's ancestor sets take n²/16 bytes.
+        let bytes = ancestor_words(n) as u64 * 8;
+        if bytes > PLAN_MEMORY_BUDGET {
+            return Err(PlanError::TooLarge { nodes: n, bytes, budget: PLAN_MEMORY_BUDGET });
+        }
         let mut preds = hazard_frontier_preds(graph);
         for (v, node) in graph.nodes().iter().enumerate() {
             for a in &node.after {
@@ -133,7 +138,7 @@ impl Plan {
             preds[v].dedup();
         }
         let order = topo_order(n, &preds)?;
-        let kept = reduce(n, &preds, &order);
+        let kept = reduce(n, &preds, &order)?;
         let mut edges = Vec::new();
         for (v, ps) in kept.iter().enumerate() {
             let to = NodeId(v as u32);
@@ -320,8 +325,17 @@ fn topo_order(n: usize, preds: &[Vec<u32>]) -> Result<Vec<NodeId>, PlanError> {
     Err(PlanError::Cycle { cycle })
 }
 
+/// The most memory the planner's ancestor sets may take: n²/16 bytes for n nodes, so about 185,000
+/// nodes. A larger graph is refused with [`PlanError::TooLarge`], never an abort.
+pub const PLAN_MEMORY_BUDGET: u64 = 2 << 30;
+
+/// 64-bit words of the triangular ancestor bitsets of `n` nodes (the node at position p: ceil(p/64)).
+fn ancestor_words(n: usize) -> usize {
+    (0..n).map(|p| p.div_ceil(64)).sum()
+}
+
 /// Keeps, for each node, the predecessors that are not ancestors of another predecessor.
-fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Vec<Vec<u32>> {
+fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Result<Vec<Vec<u32>>, PlanError> {
     let mut pos = vec![0usize; n];
     for (i, v) in order.iter().enumerate() {
         pos[v.index()] = i;
@@ -332,7 +346,13 @@ fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Vec<Vec<u32>> {
     for p in 0..n {
         offset[p + 1] = offset[p] + words(p);
     }
-    let mut anc = vec![0u64; offset[n]];
+    let bytes = offset[n] as u64 * 8;
+    if bytes > PLAN_MEMORY_BUDGET {
+        return Err(PlanError::TooLarge { nodes: n, bytes, budget: PLAN_MEMORY_BUDGET });
+    }
+    let mut anc: Vec<u64> = Vec::new();
+    anc.try_reserve_exact(offset[n]).map_err(|_| PlanError::TooLarge { nodes: n, bytes, budget: PLAN_MEMORY_BUDGET })?;
+    anc.resize(offset[n], 0);
     let mut covered = vec![0u64; words(n)];
     let mut kept = vec![Vec::new(); n];
     let mut ps: Vec<usize> = Vec::new();
@@ -355,7 +375,7 @@ fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Vec<Vec<u32>> {
         anc[offset[p_v]..offset[p_v + 1]].copy_from_slice(&covered[..wv]);
         kept[v.index()].sort_unstable();
     }
-    kept
+    Ok(kept)
 }
 
 impl Plan {

@@ -1,0 +1,113 @@
+//! Every class of hostile input found by fuzzing the example files ends in a non-zero exit with a
+//! message naming what is wrong (file:line, buffer, node, limit) — never a panic (exit 101), an abort
+//! (134) or an out-of-memory kill (137).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `ostinato ARGS…` with FILE's text written to a temporary file in place of `{}`.
+fn refused(text: &str, args: &[&str], want: &[&str]) {
+    let path = std::env::temp_dir().join(format!("ostinato-hard-{}-{:x}.toml", std::process::id(), fnv(text, args)));
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let argv: Vec<&str> = args.iter().map(|a| if *a == "{}" { p } else { a }).collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_ostinato")).args(&argv).current_dir(repo()).output().expect("binary runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o.status.code(), Some(1), "{argv:?} must fail with exit 1 (an error, not a crash): {err}");
+    for w in want {
+        assert!(err.contains(w), "{argv:?}: the message must contain {w:?}: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+fn fnv(text: &str, args: &[&str]) -> u64 {
+    text.bytes().chain(args.iter().flat_map(|a| a.bytes())).fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+const KERNEL: &str = "[[kernel]]\nname = \"add_one\"\nparams = [{ name = \"x\", access = \"read_write\" }, { name = \"n\", scalar = \"u32\" }]\nhost = \"builtin:add_one\"\ncuda = \"builtin:add_one\"\n";
+
+fn one_buffer(size: &str) -> String {
+    format!("[[buffer]]\nname = \"x\"\nsize = {size}\n\n{KERNEL}\n[[node]]\nkernel = \"add_one\"\ngrid = [1]\nblock = [256]\nargs = {{ x = \"x\", n = 256 }}\n")
+}
+
+fn node(extra: &str) -> String {
+    format!("[[buffer]]\nname = \"x\"\nsize = 1024\n\n{KERNEL}\n[[node]]\nkernel = \"add_one\"\n{extra}\nargs = {{ x = \"x\", n = 256 }}\n")
+}
+
+#[test]
+fn sizes_past_an_integer_or_the_memory_are_refused_naming_buffer_and_line() {
+    refused(&one_buffer("9223372036854775808"), &["run", "{}"], &[".toml:3: buffer `x`: 9223372036854775808 bytes is more than the 1099511627776"]);
+    refused(&one_buffer("1e15"), &["run", "{}"], &[".toml:3:"]);
+    refused(
+        &one_buffer("2199023255552"),
+        &["run", "{}"],
+        &[".toml:3: buffer `x`: 2199023255552 bytes is more than the 1099511627776 a graph file may declare"],
+    );
+    // Under the file's limit but more than this machine has: refused before anything is allocated.
+    refused(&one_buffer("900000000000"), &["run", "{}", "--check"], &["buffers need 900000000000 bytes of host memory", "available"]);
+}
+
+#[test]
+fn node_counts_past_the_limit_are_refused_at_their_line() {
+    for repeat in ["941000", "4294967295"] {
+        refused(
+            &node(&format!("grid = [1]\nblock = [256]\nrepeat = {repeat}")),
+            &["plan", "{}"],
+            &[".toml:11:", "past 200000 nodes, the most a graph file may record"],
+        );
+    }
+    refused(&node("grid = [1]\nblock = [256]\nrepeat = 0"), &["plan", "{}"], &["`repeat = 0` records nothing"]);
+}
+
+#[test]
+fn names_that_are_not_identifiers_are_refused() {
+    for bad in ["../escaped", "/abs/path", "new\\nline", ".hidden"] {
+        let text = one_buffer("1024").replacen("name = \"x\"", &format!("name = \"{bad}\""), 1).replace("x = \"x\"", &format!("x = \"{bad}\""));
+        refused(&text, &["run", "{}", "--dump", "/tmp/ostinato-never"], &[".toml:1:", "is not an identifier"]);
+    }
+    assert!(!Path::new("/tmp/escaped.bin").exists() && !Path::new("/tmp/ostinato-never").exists());
+}
+
+#[test]
+fn launches_past_the_sm90_limits_are_refused_by_plan_cuda_naming_node_and_dimension() {
+    refused(
+        &node("grid = [1]\nblock = [2048]"),
+        &["plan", "{}", "--cuda"],
+        &["node 0 (add_one): block x = 2048 is more than the device's 1024 (the sm_90 limits)"],
+    );
+    refused(&node("grid = [1, 65536, 1]\nblock = [32]"), &["plan", "{}", "--cuda"], &["node 0 (add_one): grid y = 65536"]);
+    refused(&node("grid = [1, 1, 65536]\nblock = [32]"), &["plan", "{}", "--cuda"], &["grid z = 65536"]);
+}
+
+#[test]
+fn thread_counts_past_the_host_limit_are_refused() {
+    refused(&one_buffer("1024"), &["run", "{}", "--threads", "1000000"], &["1000000 worker threads asked, at most 1024"]);
+}
+
+#[test]
+fn silent_successes_are_errors() {
+    refused("", &["run", "{}", "--check"], &["the file records no node"]);
+    refused("# only a comment\n", &["plan", "{}"], &["the file records no node"]);
+}
+
+#[test]
+fn messages_name_the_key_the_value_and_the_lines() {
+    refused("[[buffer]]\nname = \"x\"\nsize = 4\nsize = 8\n", &["plan", "{}"], &[".toml:4: duplicate key `size`"]);
+    refused(
+        &one_buffer("1024").replace("host = \"builtin:add_one\"", "host = 3"),
+        &["plan", "{}"],
+        &["`host` implementation: expected \"builtin:NAME\", a file path, or a table with `source`; got `3`"],
+    );
+    // A param's error points at the line of its value, not the [[node]] header.
+    let bad_arg = node("grid = [1]\nblock = [256]").replace("args = { x = \"x\", n = 256 }", "args = { x = \"x\",\n  n = -3 }");
+    refused(&bad_arg, &["plan", "{}"], &[".toml:16:", "param `n`: -3 does not fit a u32"]);
+    // Node 0 must come after node 1 (explicit), node 1 after node 0 (both write x): a cycle, with lines.
+    let second = "\n[[node]]\nkernel = \"add_one\"\ngrid = [1]\nblock = [256]\nargs = { x = \"x\", n = 256 }\n";
+    let cycle = format!("{}{second}", node("grid = [1]\nblock = [256]\nafter = [1]"));
+    refused(&cycle, &["plan", "{}"], &[".toml:11: explicit edges make a cycle: node 0 (line 11) -> node 1 (line 18)"]);
+}
