@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs scripts/probes/device_graph_launch.cu on the GPU machine (needs the CUDA toolkit's
+# Builds and runs lab/probes/device_graph_launch.cu on the GPU machine (needs the CUDA toolkit's
 # nvcc, libcudadevrt.a and NVRTC), twice: with relocatable device code and the device runtime (every
-# arm) and without (host-launch arms only); then scripts/probes/driver_api_chain.cpp (no CUDA runtime
+# arm) and without (host-launch arms only); then lab/probes/driver_api_chain.cpp (no CUDA runtime
 # in the process). Logs go to $OUT/device-graph-launch{,-plain}.log and $OUT/driver-api-chain.log.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -9,9 +9,8 @@
 #   arm position:       lab/scripts/bench-sweep.sh rotate "0 1 2 3 4 5 6 7" --filter serial/n941/b128,indep/n941/b128
 #   mixed builds:       lab/scripts/bench-sweep.sh pdl-mixed-builds "off plain early all" --filter decode
 #   graph build:        lab/scripts/bench-sweep.sh graph-build "bulk in-order capture" --filter n941 --blocks 128
-#   one mixed edge call: lab/scripts/bench-sweep.sh graph-build "bulk-one-call bulk" --filter fan,decode
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
 source scripts/vulkan-env.sh

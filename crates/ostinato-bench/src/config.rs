@@ -16,7 +16,7 @@ pub enum BenchBackend {
     Host,
 }
 
-/// The CUDA driver state the matrix runs in (`--regime`; docs/fences.md §8).
+/// The CUDA driver state the matrix runs in (`--regime`; docs/fences.md decision 7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Regime {
     /// No graph arm runs after plain launches on a second stream.

@@ -29,10 +29,10 @@ impl PdlMode {
     }
 }
 
-/// `auto`'s thresholds, measured on the H200 (docs/fences.md §3): an edge is programmatic only when the
+/// `auto`'s thresholds, measured on the H200 (docs/fences.md decision 3): an edge is programmatic only when the
 /// SMALLER of its two kernels' grids has at most `AUTO_MAX_BLOCKS` blocks and, times the plan's lane
 /// count, at most `AUTO_MAX_SIDE_BY_SIDE_BLOCKS`. Both were measured in the two driver states a process
-/// can be in (§8): serial chains gained up to 512 blocks in both; at 1,024 blocks PDL lost 7-9% to the
+/// can be in (decision 7): serial chains gained up to 512 blocks in both; at 1,024 blocks PDL lost 7-9% to the
 /// plain graph in a process that never launched plainly on a second stream and gained 4% in one that
 /// had, so 1,024 stays plain (never slower than the captured graph in either). Four side-by-side chains
 /// gained at 128 blocks each, tied or gained 9% at 256 (by state) and lost at 512 (0.73 vs 0.48 µs).
@@ -317,7 +317,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
     // (docs/fences.md): no programmatic edge at all → the plain build (griddepcontrol costs large grids
     // microseconds); every node small → the early-trigger build; otherwise the main (after-wait) build.
     // Kernels that are not PDL-capable keep their one build, and every edge into them is full: a full
-    // edge waits for its producer's completion whatever the producer triggers (docs/fences.md §4).
+    // edge waits for its producer's completion whatever the producer triggers (docs/fences.md decision 4).
     // Per-node builds for our kernels stay an investigation option (`mixed_builds`): no faster on decode.
     let all_small = launches.iter().all(|l| l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS);
     let build = |any_prog: bool| match (any_prog, all_small) {

@@ -30,7 +30,7 @@ impl ExecMode {
 pub enum GraphBuild {
     /// Every node first, then the edges in one `cuGraphAddDependencies_v2` call per edge type (full,
     /// then programmatic). One call with both types mixed gives every edge the first edge's type on
-    /// driver 580 (docs/fences.md §4), so the types are never mixed in a call.
+    /// driver 580 (docs/fences.md decision 4), so the types are never mixed in a call.
     #[default]
     Bulk,
     /// Node by node in plan order, each added with its in-edges (`cuGraphAddNode_v2`).

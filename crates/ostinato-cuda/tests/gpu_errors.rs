@@ -63,7 +63,7 @@ fn a_backend_refuses_builtins_of_another_trigger() {
 /// for milliseconds and `tail` reads the last elements it writes. A waiting kernel `head` before `trig`
 /// makes the graph's FIRST edge programmatic (`head → trig`), the shape in which the driver gave every
 /// edge of one mixed `cuGraphAddDependencies_v2` call the first edge's type: there `trig → tail` became
-/// programmatic and `tail` read stale data (20 of 20 runs, `pdl_full_edge_probe` part 3). So this test
+/// programmatic and `tail` read stale data (20 of 20 runs of the full-edge probe, docs/fences.md decision 4). So this test
 /// fails if the bulk build stops adding full and programmatic edges in separate calls.
 #[test]
 fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {

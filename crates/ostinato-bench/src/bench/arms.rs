@@ -44,7 +44,7 @@ pub enum ArmKind {
 
 impl ArmKind {
     /// The arms that launch kernels directly on streams rather than replaying a graph. Plain launches on
-    /// a second stream slow every CUDA graph the process runs afterwards (docs/fences.md §8), so the
+    /// a second stream slow every CUDA graph the process runs afterwards (docs/fences.md decision 7), so the
     /// benchmark runs these after every row's graph arms.
     pub fn launches_directly(self) -> bool {
         matches!(self, ArmKind::Eager | ArmKind::OstinatoEager)
@@ -153,7 +153,7 @@ pub struct RowMemory {
     roots: Vec<Option<RootSpan>>,
     /// The stream every CUDA arm of the row replays on (a captured arm captures on it; an eager arm's
     /// further lanes get streams of their own): which stream a graph runs on moves a one-replay sample's
-    /// GPU time by several percent between streams of one process (docs/fences.md §6), which is not the
+    /// GPU time by several percent between streams of one process (docs/fences.md decision 10), which is not the
     /// arms' difference.
     pub stream: Arc<Stream>,
 }
@@ -347,7 +347,7 @@ pub fn median_gpu_us(arm: &mut dyn Arm, w: &Workload, init: &[Option<Vec<u8>>], 
 }
 
 /// Puts the process in the state that plain kernel launches on a second stream leave every later CUDA
-/// graph in (docs/fences.md §8), the way `eager_shift_probe` saw it set: Ostinato's arm on the serial
+/// graph in (docs/fences.md decision 7), the way the driver-state probe saw it set: Ostinato's arm on the serial
 /// 941 × 1 chain (a scratch row), then twice the eager baseline (a stream of its own, 24 samples of 941
 /// plain launches) followed by the chain again. Returns the chain's GPU µs per dispatch before and
 /// after, so the report shows whether the state changed.

@@ -19,7 +19,7 @@ use arms::{Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
 use workload::{Check, DecodeShape, Workload};
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
-/// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md §8),
+/// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md decision 7),
 /// then the Vulkan arm (no CUDA arm is measured right after a switch of API).
 pub fn passes(arms: &[ArmKind]) -> [Vec<ArmKind>; 3] {
     let pick = |f: &dyn Fn(ArmKind) -> bool| arms.iter().copied().filter(|&a| f(a)).collect::<Vec<_>>();
@@ -106,7 +106,7 @@ pub struct RowResult {
     pub ok: bool,
     pub arm_order: Vec<&'static str>,
     /// Where the row's root buffers lay (`name=0x…`), shared by every CUDA arm; empty on the host. A
-    /// 1-block chain's time depends on it (docs/fences.md §8).
+    /// 1-block chain's time depends on it (docs/fences.md, decision 8).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buffer_addresses: Vec<String>,
     pub arms: Vec<ArmResult>,
@@ -508,7 +508,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| BenchError::Run(e.to_string()))?);
     // Three passes (see `passes`): the graph arms rotate per row; the arms that launch kernels directly
     // run after every row's graph arms, since plain launches on a second stream slow every graph the
-    // process runs afterwards (docs/fences.md §8); an arm of another API (the Vulkan arm) runs last, so
+    // process runs afterwards (docs/fences.md decision 7); an arm of another API (the Vulkan arm) runs last, so
     // no CUDA arm is measured right after a switch of API (that biased the next arm on tiny rows:
     // runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
     let [graph_arms, direct, later] = passes(arms);

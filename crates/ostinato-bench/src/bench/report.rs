@@ -218,7 +218,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     if !placed.is_empty() {
         let _ = writeln!(
             s,
-            "\n## Where each row's buffers lay (shared by its CUDA arms; a 1-block chain's time depends on it, docs/fences.md §8)\n\n{}",
+            "\n## Where each row's buffers lay (shared by its CUDA arms; a 1-block chain's time depends on it, docs/fences.md decision 8)\n\n{}",
             placed.join("\n")
         );
     }
@@ -307,7 +307,7 @@ fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> String {
         let direct: Vec<&str> = ArmKind::CUDA.iter().filter(|a| a.launches_directly() && ran(**a)).map(|a| a.name()).collect();
         if !direct.is_empty() {
             t += &format!(
-                "; the arms that launch kernels directly ({}) in a second pass after every row's graph arms (plain launches on a second stream slow every later graph: docs/fences.md §8)",
+                "; the arms that launch kernels directly ({}) in a second pass after every row's graph arms (plain launches on a second stream slow every later graph: docs/fences.md decision 7)",
                 direct.join(", ")
             );
         }
@@ -332,7 +332,7 @@ fn regime_text(backend: BenchBackend, args: &BenchConfig, chain_us: Option<[f64;
     match (backend, args.study.regime) {
         (BenchBackend::Host, _) => None,
         (_, Regime::MultiStream) => Some(format!(
-            "multi-stream: before the first row, the eager baseline on two streams between replays of a 941 × 1 chain, which took {} µs per dispatch before and {} after (--regime multi-stream; docs/fences.md §8)",
+            "multi-stream: before the first row, the eager baseline on two streams between replays of a 941 × 1 chain, which took {} µs per dispatch before and {} after (--regime multi-stream; docs/fences.md decision 7)",
             chain_us.map_or("—".into(), |c| format!("{:.3}", c[0])),
             chain_us.map_or("—".into(), |c| format!("{:.3}", c[1]))
         )),
@@ -414,7 +414,7 @@ mod tests {
         let all = text(BenchConfig::default());
         assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
         let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
-        assert!(all.ends_with(&format!("docs/fences.md §8); {shared}; vulkan in a last pass after all rows")), "{all}");
+        assert!(all.ends_with(&format!("docs/fences.md decision 7); {shared}; vulkan in a last pass after all rows")), "{all}");
         let high = text(cfg(|c| c.study.priority = StreamPriority::High));
         assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
         let two = text(cfg(|c| c.arms = Some(vec!["ostinato".into(), "eager".into()])));
