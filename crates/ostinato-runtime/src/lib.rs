@@ -39,7 +39,7 @@ mod session;
 
 pub use error::RuntimeError;
 pub use exec::NamedBuffers;
-pub use exec::{ExecHandle, Memory};
+pub use exec::{ExecHandle, Memory, PIECE};
 pub use kind::BackendKind;
 pub use oracle::{compare, host_serial};
 pub use run::{dump, run_file, RunOptions, RunReport};
