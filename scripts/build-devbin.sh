@@ -20,5 +20,8 @@ for line in sys.stdin:
 find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' -delete
 strip .devbin/ostinato .devbin/tests/*
 cp -r examples kernels .devbin/
+# The C ABI (library, header), for the C examples the GPU machine compiles against it.
+bash scripts/install-c.sh .devbin/c >/dev/null
+strip .devbin/c/lib/libostinato.so
 ls -la .devbin .devbin/tests
 du -sh .devbin

@@ -45,6 +45,15 @@ if [[ "$WHAT" != bench ]]; then
   if $BIN/ostinato run examples/mix.toml --backend cuda --replays 1 --check --dot /tmp/mix.dot >>"$OUT/cli.log" 2>&1 \
     && grep -c -- "->" /tmp/mix.dot >>"$OUT/cli.log"; then echo "dot: ok" >>"$OUT/cli.log"; else echo "FAILED: run --dot"; status=1; fi
   tail -n 12 "$OUT/cli.log"
+  # The C ABI on CUDA: the C and C++ examples, and an engine's own PTX kernel, memory and stream.
+  step "c" | tee "$OUT/c.log"
+  C="-I.devbin/c/include -L.devbin/c/lib -Wl,-rpath,$PWD/.devbin/c/lib -lostinato"
+  CUDA="-I/usr/local/cuda/include -L/usr/local/cuda/lib64/stubs -lcuda"
+  { cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $C -o /tmp/ost-record && /tmp/ost-record cuda \
+    && c++ -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $C -o /tmp/ost-record-cpp && /tmp/ost-record-cpp cuda \
+    && cc -std=c11 -Wall -Wextra -Werror examples/c/cuda_own.c $C $CUDA -o /tmp/ost-cuda-own && /tmp/ost-cuda-own; } >>"$OUT/c.log" 2>&1 \
+    || { echo "FAILED: the C examples on CUDA"; status=1; }
+  cat "$OUT/c.log"
 fi
 if [[ "$WHAT" == full || "$WHAT" == bench ]]; then
   step "bench"

@@ -143,6 +143,32 @@ impl BufView<'_> {
         Ok(Words(self.mem.words(self.start, count)))
     }
 
+    /// Checks a byte range `[offset, offset + n)` of the extent for reading or writing.
+    fn bytes_at(&self, offset: u64, n: usize, write: bool) -> Result<u64, String> {
+        if offset.checked_add(n as u64).is_none_or(|end| end > self.len) {
+            return Err(format!("param {}: bytes {offset}+{n} lie outside its declared extent of {} bytes", self.param, self.len));
+        }
+        if write && !self.access.writes() {
+            return Err(format!("param {} is declared `{}` but the kernel writes it", self.param, self.access.as_str()));
+        }
+        if !write && !self.access.reads() {
+            return Err(format!("param {} is declared `{}` but the kernel reads it", self.param, self.access.as_str()));
+        }
+        Ok(self.start + offset)
+    }
+
+    /// Copies `out.len()` bytes from `offset` of the extent (checked).
+    pub fn read_bytes(&self, offset: u64, out: &mut [u8]) -> Result<(), String> {
+        self.mem.read(self.bytes_at(offset, out.len(), false)?, out);
+        Ok(())
+    }
+
+    /// Copies `data` to `offset` of the extent (checked).
+    pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), String> {
+        self.mem.write(self.bytes_at(offset, data.len(), true)?, data);
+        Ok(())
+    }
+
     #[inline]
     pub fn load_u32(&self, i: usize) -> Result<u32, String> {
         Ok(self.mem.load_u32(self.at(i, false)?))

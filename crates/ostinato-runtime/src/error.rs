@@ -20,6 +20,9 @@ pub enum RuntimeError {
     /// Memory of one backend given to an exec of another.
     #[error("{operation}: memory of the {given} backend given to a {backend} exec")]
     WrongMemory { operation: &'static str, given: &'static str, backend: &'static str },
+    /// A kernel with no implementation for the backend it is instantiated on.
+    #[error("kernel `{kernel}` has no implementation for the {backend} backend")]
+    NoImplementation { kernel: String, backend: &'static str },
     #[error("unknown {what} `{name}`")]
     UnknownName { what: &'static str, name: String },
     /// `--check` found a byte that differs from the host's serial order.

@@ -71,7 +71,7 @@ pub trait ExecHandle: Send {
     fn backend_exec(&mut self) -> &mut dyn Any;
 }
 
-impl dyn ExecHandle {
+impl dyn ExecHandle + '_ {
     /// A slot by name.
     pub fn slot_id(&self, name: &str) -> Result<SlotId, RuntimeError> {
         self.plan().graph().slot_by_name(name).ok_or_else(|| RuntimeError::UnknownName { what: "slot", name: name.into() })

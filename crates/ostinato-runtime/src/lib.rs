@@ -43,7 +43,7 @@ pub use exec::{ExecHandle, Memory, PIECE};
 pub use kind::BackendKind;
 pub use oracle::{compare, host_serial};
 pub use run::{dump, run_file, RunOptions, RunReport};
-pub use session::{BackendSpec, Session};
+pub use session::{BackendSpec, KernelSource, Session};
 
 /// The README's Rust example, compiled and run by `cargo test`.
 #[doc = include_str!("../../../README.md")]

@@ -9,6 +9,14 @@ use crate::error::RuntimeError;
 use crate::exec::{ExecHandle, Memory, Wrapped};
 use crate::kind::BackendKind;
 
+/// Where a kernel's implementation comes from.
+pub enum KernelSource {
+    /// A reference the backend binds (`builtin:NAME`, a file).
+    Ref(KernelRef),
+    /// A host function the caller made (host backend only).
+    Host(ostinato_host::HostKernel),
+}
+
 /// What to open: a backend and its settings.
 #[derive(Clone, Debug)]
 pub enum BackendSpec {
@@ -129,10 +137,31 @@ impl Session {
         kernel_ref: &dyn Fn(usize) -> Result<KernelRef, RuntimeError>,
         buffers: Vec<BufferBinding<Memory>>,
     ) -> Result<Box<dyn ExecHandle>, RuntimeError> {
+        self.instantiate_sources(plan, &|k| kernel_ref(k).map(KernelSource::Ref), buffers)
+    }
+
+    /// Like [`Session::instantiate_with`], with each kernel from a reference or from an implementation
+    /// the caller made (a host function: `ostinato_host::HostKernel`, checked against the signature).
+    pub fn instantiate_sources(
+        &self,
+        plan: &Plan,
+        source: &dyn Fn(usize) -> Result<KernelSource, RuntimeError>,
+        buffers: Vec<BufferBinding<Memory>>,
+    ) -> Result<Box<dyn ExecHandle>, RuntimeError> {
         let sigs = plan.graph().kernels();
         match &self.opened {
             Opened::Host(backend) => {
-                let kernels = (0..sigs.len()).map(|k| Ok(backend.bind_kernel(&sigs[k], &kernel_ref(k)?)?)).collect::<Result<Vec<_>, RuntimeError>>()?;
+                let bind = |k: usize| -> Result<ostinato_host::HostKernel, RuntimeError> {
+                    match source(k)? {
+                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
+                        KernelSource::Host(h) => {
+                            h.check_signature(&sigs[k])
+                                .map_err(|reason| ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel: sigs[k].name.clone(), reason }))?;
+                            Ok(h)
+                        }
+                    }
+                };
+                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
                 let buffers = convert(buffers, Memory::into_host)?;
                 let exec = backend.instantiate(plan, kernels, buffers)?;
                 let notes = exec.inline_reason().map(|why| format!("host: replays run on the calling thread ({why})")).into_iter().collect();
@@ -140,7 +169,19 @@ impl Session {
             }
             #[cfg(feature = "cuda")]
             Opened::Cuda { backend, stream } => {
-                let kernels = (0..sigs.len()).map(|k| Ok(backend.bind_kernel(&sigs[k], &kernel_ref(k)?)?)).collect::<Result<Vec<_>, RuntimeError>>()?;
+                let bind = |k: usize| -> Result<ostinato_cuda::CudaKernel, RuntimeError> {
+                    match source(k)? {
+                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
+                        KernelSource::Host(_) => Err(RuntimeError::Backend {
+                            name: "cuda".into(),
+                            reason: format!(
+                                "kernel `{}` is a host function; the cuda backend needs a CUDA implementation (builtin, .cu, .ptx or .cubin)",
+                                sigs[k].name
+                            ),
+                        }),
+                    }
+                };
+                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
                 let buffers = convert(buffers, Memory::into_cuda)?;
                 let exec = match stream {
                     Some(s) => backend.instantiate_on(plan, kernels, buffers, *s)?,

@@ -1,0 +1,245 @@
+//! Ostinato's C ABI (`include/ostinato.h`, generated from this crate by cbindgen).
+//!
+//! The C side holds opaque handles (`ost_graph`, `ost_plan`, `ost_exec`). Every function returns an
+//! `ost_status` (`OST_OK` is 0) and leaves the calling thread's message in `ost_last_error()`. A
+//! handle is a key into a registry of live objects: a pointer that is not a live handle of the right
+//! kind (NULL, freed, of another kind, or garbage) is refused with `OST_ERR_HANDLE` and never
+//! dereferenced; freeing twice is refused the same way. Each object is behind a lock, so two threads
+//! that share a handle are serialised, never racing. Every entry catches panics: none crosses into C.
+//! A call that fails leaves nothing half-built: an `out` pointer is written only on success.
+//!
+//! This crate holds no logic of its own: recording is the core's `Graph`, planning `Plan::compile`,
+//! execution the runtime's `Session` and `ExecHandle`.
+
+// The C ABI is the FFI boundary: raw pointers from C are read here, each use with its SAFETY line.
+#![allow(unsafe_code)]
+#![allow(non_camel_case_types)]
+
+mod exec;
+mod graph;
+mod host_fn;
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use exec::*;
+pub use graph::*;
+pub use host_fn::*;
+
+/// The ABI version: bumped on any incompatible change of the header.
+pub const OST_ABI_VERSION: u32 = 1;
+
+/// What every entry point returns. Each failure class has its own code; the message of
+/// `ost_last_error()` names the culprit (file:line, node, param, buffer, slot, driver code).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ost_status {
+    OST_OK = 0,
+    /// A required pointer argument was NULL.
+    OST_ERR_NULL = 1,
+    /// A handle that is not a live handle of the expected kind (freed, of another kind, garbage).
+    OST_ERR_HANDLE = 2,
+    /// An argument out of its domain: not UTF-8, an unknown name, a value out of range.
+    OST_ERR_ARGUMENT = 3,
+    /// The graph refused a recording call (bad slice, wrong arg count, duplicate name, ...).
+    OST_ERR_GRAPH = 4,
+    /// A graph file could not be read or parsed.
+    OST_ERR_FILE = 5,
+    /// Planning failed (a cycle through explicit edges, a graph past the planner's budget).
+    OST_ERR_PLAN = 6,
+    /// A kernel could not be bound (no implementation, another signature, a compile error).
+    OST_ERR_BIND = 7,
+    /// The backend or device could not be opened (no driver, no such device, not in this build).
+    OST_ERR_BACKEND = 8,
+    /// The device or backend failed at run time (a driver error, a kernel fault, a timeout).
+    OST_ERR_RUNTIME = 9,
+    /// The call is not allowed now (a replay in flight, a faulted exec).
+    OST_ERR_STATE = 10,
+    /// A panic inside Ostinato was caught at the boundary (a bug: please report it).
+    OST_ERR_PANIC = 11,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `message` as the thread's last error and returns `status`.
+pub(crate) fn fail(status: ost_status, message: impl Into<String>) -> ost_status {
+    let text = message.into().replace('\0', " ");
+    LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(text).unwrap_or_default());
+    status
+}
+
+/// A failure: its class and message.
+pub(crate) type Fallible<T> = Result<T, (ost_status, String)>;
+
+/// Runs one entry point's body: a panic becomes `OST_ERR_PANIC`, an error its status with the message.
+pub(crate) fn guard(body: impl FnOnce() -> Fallible<()>) -> ost_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => ost_status::OST_OK,
+        Ok(Err((status, message))) => fail(status, message),
+        Err(panic) => fail(ost_status::OST_ERR_PANIC, format!("internal error (caught at the C boundary): {}", panic_text(&panic))),
+    }
+}
+
+fn panic_text(p: &Box<dyn Any + Send>) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
+}
+
+/// Maps a runtime error to its status class.
+pub(crate) fn runtime_error(e: ostinato_runtime::RuntimeError) -> (ost_status, String) {
+    use ostinato_runtime::RuntimeError as R;
+    let status = match &e {
+        R::File(_) => ost_status::OST_ERR_FILE,
+        R::Plan(_) => ost_status::OST_ERR_PLAN,
+        R::Slot(_) | R::UnknownName { .. } | R::WrongMemory { .. } => ost_status::OST_ERR_ARGUMENT,
+        R::Backend { .. } => ost_status::OST_ERR_BACKEND,
+        R::NoImplementation { .. } => ost_status::OST_ERR_BIND,
+        R::Host(h) => match h {
+            ostinato_runtime::ostinato_host::HostError::Bind(_) => ost_status::OST_ERR_BIND,
+            ostinato_runtime::ostinato_host::HostError::Slot(_) => ost_status::OST_ERR_ARGUMENT,
+            ostinato_runtime::ostinato_host::HostError::Usage { reason, .. } if reason.contains("in flight") => ost_status::OST_ERR_STATE,
+            _ => ost_status::OST_ERR_RUNTIME,
+        },
+        #[cfg(feature = "cuda")]
+        R::Cuda(c) => {
+            use ostinato_runtime::ostinato_cuda::CudaError as C;
+            match c {
+                C::NoDriver | C::NoDevice(_) | C::NvrtcMissing(_) | C::DriverTooOld { .. } => ost_status::OST_ERR_BACKEND,
+                C::Kernel { .. } | C::Compile { .. } | C::Bind(_) => ost_status::OST_ERR_BIND,
+                C::Slot(_) => ost_status::OST_ERR_ARGUMENT,
+                C::Usage { reason, .. } if reason.contains("refuses") || reason.contains("wait() first") => ost_status::OST_ERR_STATE,
+                _ => ost_status::OST_ERR_RUNTIME,
+            }
+        }
+        _ => ost_status::OST_ERR_RUNTIME,
+    };
+    (status, e.to_string())
+}
+
+/// The live objects behind handles, by address. A handle's address is its key; the object is kept
+/// alive by the registry (and by any call in progress on it) and dropped when freed.
+#[derive(Clone)]
+pub(crate) enum Object {
+    Graph(Arc<Mutex<graph::CGraph>>),
+    Plan(Arc<graph::CPlan>),
+    Exec(Arc<Mutex<exec::CExec>>),
+}
+
+fn registry() -> &'static Mutex<HashMap<usize, Object>> {
+    static R: OnceLock<Mutex<HashMap<usize, Object>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Registers `object` and returns its handle address.
+pub(crate) fn register(object: Object) -> usize {
+    let key = match &object {
+        Object::Graph(a) => Arc::as_ptr(a) as usize,
+        Object::Plan(a) => Arc::as_ptr(a) as usize,
+        Object::Exec(a) => Arc::as_ptr(a) as usize,
+    };
+    registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, object);
+    key
+}
+
+/// The live object at `handle`, or why not.
+pub(crate) fn lookup(handle: usize, kind: &'static str) -> Fallible<Object> {
+    if handle == 0 {
+        return Err((ost_status::OST_ERR_NULL, format!("the {kind} handle is NULL")));
+    }
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&handle)
+        .cloned()
+        .ok_or_else(|| (ost_status::OST_ERR_HANDLE, format!("{handle:#x} is not a live {kind} handle (freed already, or never made by Ostinato)")))
+}
+
+/// Removes the object at `handle` (of `kind`); NULL is a no-op, as `free(NULL)` is.
+pub(crate) fn unregister(handle: usize, kind: &'static str, is_kind: fn(&Object) -> bool) -> Fallible<()> {
+    if handle == 0 {
+        return Ok(());
+    }
+    let mut r = registry().lock().unwrap_or_else(|p| p.into_inner());
+    match r.get(&handle) {
+        Some(o) if is_kind(o) => {
+            r.remove(&handle);
+            Ok(())
+        }
+        Some(_) => Err((ost_status::OST_ERR_HANDLE, format!("{handle:#x} is a live handle, but not of an {kind}"))),
+        None => Err((ost_status::OST_ERR_HANDLE, format!("{handle:#x} is not a live {kind} handle (freed already, or never made by Ostinato)"))),
+    }
+}
+
+/// Reads a C string argument.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that stays valid for the call.
+pub(crate) unsafe fn text<'a>(p: *const c_char, what: &str) -> Fallible<&'a str> {
+    if p.is_null() {
+        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")));
+    }
+    // SAFETY: the caller vouches for a NUL-terminated string (the header says so for every `const char *`).
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| (ost_status::OST_ERR_ARGUMENT, format!("{what} is not UTF-8")))
+}
+
+/// Writes `value` through an out pointer that must not be NULL.
+///
+/// # Safety
+/// `out` is NULL or points to writable memory for one `T`.
+pub(crate) unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Fallible<()> {
+    if out.is_null() {
+        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")));
+    }
+    // SAFETY: non-NULL, and the caller vouches that it points to a writable `T`.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Checks an out pointer before any work, so a call that would fail on it changes nothing.
+pub(crate) fn need<T>(out: *mut T, what: &str) -> Fallible<()> {
+    if out.is_null() {
+        Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")))
+    } else {
+        Ok(())
+    }
+}
+
+/// The ABI version of the library (`OST_ABI_VERSION` of the header it was built with).
+#[no_mangle]
+pub extern "C" fn ost_abi_version() -> u32 {
+    OST_ABI_VERSION
+}
+
+/// The calling thread's last error message ("" when none). The pointer stays valid until the next
+/// failing call on this thread; copy it to keep it.
+#[no_mangle]
+pub extern "C" fn ost_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// The name of a status code (`"OST_ERR_BIND"`), a static string; `"OST_UNKNOWN"` for a code that is
+/// none. Takes the code as an integer, so any value C passes is defined.
+#[no_mangle]
+pub extern "C" fn ost_status_name(status: i32) -> *const c_char {
+    let s: &'static CStr = match status {
+        0 => c"OST_OK",
+        1 => c"OST_ERR_NULL",
+        2 => c"OST_ERR_HANDLE",
+        3 => c"OST_ERR_ARGUMENT",
+        4 => c"OST_ERR_GRAPH",
+        5 => c"OST_ERR_FILE",
+        6 => c"OST_ERR_PLAN",
+        7 => c"OST_ERR_BIND",
+        8 => c"OST_ERR_BACKEND",
+        9 => c"OST_ERR_RUNTIME",
+        10 => c"OST_ERR_STATE",
+        11 => c"OST_ERR_PANIC",
+        _ => c"OST_UNKNOWN",
+    };
+    s.as_ptr()
+}

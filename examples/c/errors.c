@@ -1,0 +1,89 @@
+/* The C ABI's error paths: NULLs, bad names and values, unknown backends, handles of the wrong kind,
+ * freed handles and double frees are refused with their status and a message, never a crash. */
+#include <ostinato.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+
+static void expect(ost_status got, ost_status want, const char *needle, const char *what) {
+    const char *msg = ost_last_error();
+    if (got != want || (needle && !strstr(msg, needle))) {
+        fprintf(stderr, "FAIL %s: got %s (%s), want %s containing \"%s\"\n", what, ost_status_name((int)got), msg,
+                ost_status_name((int)want), needle ? needle : "");
+        failures++;
+    }
+}
+
+int main(void) {
+    ost_graph *g = NULL;
+    ost_plan *p = NULL;
+    ost_exec *e = NULL;
+    uint32_t id = 0;
+    size_t n = 0;
+
+    expect(ost_graph_new(NULL), OST_ERR_NULL, "out is NULL", "new with a NULL out");
+    expect(ost_graph_load(NULL, &g), OST_ERR_NULL, "path is NULL", "load a NULL path");
+    expect(ost_graph_load("/nonexistent/graph.toml", &g), OST_ERR_FILE, "cannot read", "load a missing file");
+    if (g != NULL) { fprintf(stderr, "FAIL a failed load wrote its out pointer\n"); failures++; }
+    expect(ost_plan_compile(NULL, &p), OST_ERR_NULL, "graph handle is NULL", "compile a NULL graph");
+
+    expect(ost_graph_new(&g), OST_OK, NULL, "new");
+    expect(ost_graph_add_buffer(g, "../escaped", 64, &id), OST_ERR_GRAPH, "is not an identifier", "a path as a buffer name");
+    expect(ost_graph_add_buffer(g, "x", 0, &id), OST_ERR_GRAPH, "size 0", "an empty buffer");
+    expect(ost_graph_add_buffer(g, "x", 64, &id), OST_OK, NULL, "a buffer");
+    expect(ost_graph_add_buffer(g, "x", 64, &id), OST_ERR_GRAPH, "declared twice", "a duplicate buffer");
+    const ost_param bad[] = {{"x", 99}};
+    expect(ost_graph_add_kernel(g, "k", bad, 1, &id), OST_ERR_ARGUMENT, "param `x`", "a param of no kind");
+    const ost_param ok[] = {{"x", OST_PARAM_READ_WRITE}, {"n", OST_U32}};
+    uint32_t k = 0;
+    expect(ost_graph_add_kernel(g, "add_one", ok, 2, &k), OST_OK, NULL, "a kernel");
+    expect(ost_graph_set_kernel_impl(g, k, "metal", "builtin:add_one", NULL), OST_ERR_ARGUMENT, "no such backend", "an unknown backend");
+    expect(ost_graph_set_kernel_impl(g, 7, "host", "builtin:add_one", NULL), OST_ERR_ARGUMENT, "kernel id 7", "an undeclared kernel");
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
+    ost_arg args[2] = {{0}};
+    args[0].kind = OST_ARG_BUFFER; args[0].slice.buffer = 0; args[0].slice.offset = 32; args[0].slice.len = 64;
+    args[1].kind = OST_ARG_SCALAR; args[1].scalar = ost_scalar_u32(16);
+    expect(ost_graph_add_launch(g, k, grid, block, 0, args, 2, NULL, 0, &id), OST_ERR_GRAPH, "outside buffer `x`", "a slice past the buffer");
+    args[0].slice.offset = 0;
+    args[1].scalar = ost_scalar_f32(1.0f);
+    expect(ost_graph_add_launch(g, k, grid, block, 0, args, 2, NULL, 0, &id), OST_ERR_GRAPH, "param `add_one.n`: expects a u32", "a scalar of another type");
+    args[1].scalar = ost_scalar_u32(16);
+    expect(ost_graph_add_launch(g, k, grid, block, 0, args, 1, NULL, 0, &id), OST_ERR_GRAPH, "1 args given", "too few args");
+    expect(ost_graph_add_launch(g, k, grid, block, 0, NULL, 2, NULL, 0, &id), OST_ERR_NULL, "args is NULL", "NULL args with a count");
+    uint32_t node = 0;
+    expect(ost_graph_add_launch(g, k, grid, block, 0, args, 2, NULL, 0, &node), OST_OK, NULL, "a launch");
+    expect(ost_graph_add_edge(g, node, node), OST_ERR_GRAPH, "itself", "an edge to itself");
+
+    expect(ost_plan_compile(g, &p), OST_OK, NULL, "compile");
+    expect(ost_plan_edge_count((const ost_plan *)g, &n), OST_ERR_HANDLE, "not a plan", "a graph passed as a plan");
+    expect(ost_exec_create(p, "host", &e), OST_ERR_BIND, "no implementation for the host backend", "an exec without an implementation");
+    if (e != NULL) { fprintf(stderr, "FAIL a failed create wrote its out pointer\n"); failures++; }
+    expect(ost_graph_set_kernel_impl(g, k, "host", "builtin:add_one", NULL), OST_OK, NULL, "an implementation");
+    expect(ost_plan_free(p), OST_OK, NULL, "free the plan");
+    expect(ost_plan_free(p), OST_ERR_HANDLE, "not a live plan handle", "free a plan twice");
+    expect(ost_plan_edge_count(p, &n), OST_ERR_HANDLE, "not a live plan handle", "use a freed plan");
+    expect(ost_plan_compile(g, &p), OST_OK, NULL, "compile again");
+    expect(ost_exec_create(p, "vulkan", &e), OST_ERR_BACKEND, "no such backend", "an unknown backend");
+    expect(ost_exec_create(p, "host", &e), OST_OK, NULL, "an exec");
+    expect(ost_exec_set_slot_u32(e, "nope", 1), OST_ERR_ARGUMENT, "unknown slot `nope`", "an unknown slot");
+    unsigned char buf[8];
+    expect(ost_exec_read(e, "y", 0, buf, 8), OST_ERR_ARGUMENT, "unknown buffer `y`", "an unknown buffer");
+    expect(ost_exec_read(e, "x", 60, buf, 8), OST_ERR_RUNTIME, "outside buffer `x`", "a read past the buffer");
+    expect(ost_exec_read(e, "x", 0, NULL, 8), OST_ERR_NULL, "dst is NULL", "a read into NULL");
+    expect(ost_exec_replay(e, 3), OST_OK, NULL, "replays");
+    expect(ost_exec_rebind(e, "x", 0x1000, 64), OST_ERR_ARGUMENT, "takes no device memory", "device memory on the host");
+    expect(ost_exec_free(e), OST_OK, NULL, "free the exec");
+    expect(ost_exec_free(e), OST_ERR_HANDLE, "not a live exec handle", "free an exec twice");
+    expect(ost_exec_replay(e, 1), OST_ERR_HANDLE, "not a live exec handle", "replay a freed exec");
+    expect(ost_exec_replay(NULL, 1), OST_ERR_NULL, "exec handle is NULL", "replay NULL");
+    expect(ost_graph_free((ost_graph *)p), OST_ERR_HANDLE, "not of an graph", "free a plan as a graph");
+    expect(ost_plan_free(p), OST_OK, NULL, "free the plan");
+    expect(ost_graph_free(g), OST_OK, NULL, "free the graph");
+    expect(ost_graph_free(NULL), OST_OK, NULL, "free NULL");
+    if (strcmp(ost_status_name(12345), "OST_UNKNOWN") != 0) { fprintf(stderr, "FAIL status name of a bad code\n"); failures++; }
+
+    if (failures) { fprintf(stderr, "errors.c: %d failures\n", failures); return 1; }
+    printf("errors.c: every error path refused with its status and message\n");
+    return 0;
+}

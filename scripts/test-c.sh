@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The C ABI's tests: installs it under a temporary prefix (scripts/install-c.sh), builds the C and
+# C++ examples against it with pkg-config and -Wall -Wextra -Werror (and record.c against the static
+# library), and runs them on the host backend from the repository root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+bash scripts/install-c.sh "$prefix" >/dev/null
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+flags="$(pkg-config --cflags --libs ostinato)"
+cc=${CC:-cc}
+cxx=${CXX:-c++}
+passed=0 failed=0
+run() {  # name, then the command
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); else echo "FAILED: $name"; failed=$((failed + 1)); fi
+}
+run "build record.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $flags -o "$prefix/record"
+run "build errors.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/errors.c $flags -o "$prefix/errors"
+run "build record.cpp" $cxx -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $flags -o "$prefix/record_cpp"
+run "build record.c, static" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c -I"$prefix/include" "$prefix/lib/libostinato.a" -lpthread -ldl -lm -o "$prefix/record_static"
+for t in record errors record_cpp record_static; do
+  [[ -x "$prefix/$t" ]] && run "run $t" "$prefix/$t"
+done
+echo "c abi: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
