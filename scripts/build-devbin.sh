@@ -23,5 +23,6 @@ cp -r examples kernels .devbin/
 # The C ABI (library, header), for the C examples the GPU machine compiles against it.
 bash scripts/install-c.sh .devbin/c >/dev/null
 strip .devbin/c/lib/libostinato.so
+rm .devbin/c/lib/libostinato.a   # the GPU machine links the shared library
 ls -la .devbin .devbin/tests
 du -sh .devbin
