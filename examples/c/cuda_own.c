@@ -5,6 +5,7 @@
  * ost_exec_replay for the 941-node chain of examples/add_one_serial_941.toml: bursts of 20 calls
  * after an idle GPU, median per call. Build: cc cuda_own.c $(pkg-config --cflags --libs ostinato)
  * -I/usr/local/cuda/include -L/usr/local/cuda/lib64/stubs -lcuda. Run from the repository root. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <cuda.h>
 #include <ostinato.h>
 #include <stdio.h>
