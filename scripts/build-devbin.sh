@@ -23,6 +23,8 @@ cp -r examples kernels .devbin/
 # The C ABI (library, header), for the C examples the GPU machine compiles against it.
 bash scripts/install-c.sh .devbin/c >/dev/null
 strip .devbin/c/lib/libostinato.so
+# The Python wheel (abi3, manylinux), installed there with pip install --no-deps --target.
+if command -v maturin >/dev/null; then maturin build --release --manifest-path python/Cargo.toml -o .devbin/wheels; else echo "maturin not found: no Python wheel"; fi
 rm .devbin/c/lib/libostinato.a   # the GPU machine links the shared library
 ls -la .devbin .devbin/tests
 du -sh .devbin

@@ -23,8 +23,11 @@ BENCH = "ostinato-bench"
 
 
 def main() -> int:
-    meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"], check=True, capture_output=True, text=True).stdout)
-    members = {p["name"]: p for p in meta["packages"]}
+    members = {}
+    # The workspace, and the Python extension (its own cargo project under python/, built by maturin).
+    for manifest in ([], ["--manifest-path", "python/Cargo.toml"]):
+        meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline", *manifest], check=True, capture_output=True, text=True).stdout)
+        members.update({p["name"]: p for p in meta["packages"]})
     broken = []
     for name, pkg in members.items():
         for dep in pkg["dependencies"]:

@@ -54,6 +54,15 @@ if [[ "$WHAT" != bench ]]; then
     && cc -std=c11 -Wall -Wextra -Werror examples/c/cuda_own.c $C $CUDA -o /tmp/ost-cuda-own && /tmp/ost-cuda-own; } >>"$OUT/c.log" 2>&1 \
     || { echo "FAILED: the C examples on CUDA"; status=1; }
   cat "$OUT/c.log"
+  # The Python package from the wheel built here: its CUDA tests with torch tensors and streams.
+  step "python" | tee "$OUT/python.log"
+  if ls .devbin/wheels/*.whl >/dev/null 2>&1; then
+    { python3 -m pip install -q --no-deps --target /tmp/ost-site .devbin/wheels/*.whl \
+      && PYTHONPATH=/tmp/ost-site python3 -m pytest -q -s python/tests; } >>"$OUT/python.log" 2>&1 || { echo "FAILED: python tests"; status=1; }
+  else
+    echo "no wheel in .devbin/wheels" >>"$OUT/python.log"
+  fi
+  tail -n 8 "$OUT/python.log"
 fi
 if [[ "$WHAT" == full || "$WHAT" == bench ]]; then
   step "bench"

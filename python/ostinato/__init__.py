@@ -1,0 +1,54 @@
+"""Ostinato: record a GPU kernel DAG once, declaring the byte ranges each node reads and writes;
+replay it as one retained submission with the orderings the data flow needs and nothing more.
+
+    import ostinato
+    g = ostinato.Graph()
+    a = g.buffer("a", 4096, init="iota")
+    mix = g.kernel("mix", [("out", "read_write"), ("inp", "read"), ("n_out", "u32"), ("n_in", "u32"),
+                           ("salt", "u32")], host="builtin:mix", cuda="builtin:mix")
+    salt = g.slot("salt", "u32", 7)
+    g.launch(mix, grid=(1, 1, 1), block=(256, 1, 1), out=a[0:1024], inp=a[1024:2048], n_out=256, n_in=256, salt=salt)
+    ex = g.plan().instantiate("host")
+    ex.set_slot("salt", 9); ex.replay(10); ex.wait()
+    data = ex.read("a")
+
+Errors raise `ostinato.Error`, naming the file:line, node, param, buffer or slot.
+"""
+
+import os as _os
+import tempfile as _tempfile
+import hashlib as _hashlib
+
+from ._ostinato import Error, Buffer, BufferSlice, Kernel, Slot, devices  # noqa: F401
+from ._ostinato import PyGraph as Graph, PyPlan as Plan, PyExec as Exec  # noqa: F401
+from ._ostinato import load as _load
+
+__all__ = ["Error", "Graph", "Plan", "Exec", "Buffer", "BufferSlice", "Kernel", "Slot", "load", "devices", "source_file", "as_bytes"]
+
+
+def load(path):
+    """Loads a graph file (TOML, the format of `ostinato run`); relative kernel paths resolve against
+    the file's folder."""
+    return _load(_os.fspath(path))
+
+
+def source_file(text, suffix=".cu"):
+    """Writes kernel source text (CUDA C, or PTX with suffix=".ptx") to a cache file named by its
+    content hash and returns its path, for `kernel(..., cuda=ostinato.source_file(src))`."""
+    digest = _hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    folder = _os.path.join(_tempfile.gettempdir(), "ostinato-sources")
+    _os.makedirs(folder, exist_ok=True)
+    path = _os.path.join(folder, digest + suffix)
+    if not _os.path.exists(path):
+        tmp = path + ".%d.tmp" % _os.getpid()
+        with open(tmp, "w") as f:
+            f.write(text)
+        _os.replace(tmp, path)
+    return path
+
+
+def as_bytes(obj):
+    """The bytes of any buffer-protocol object (NumPy arrays included), for `Exec.write`."""
+    if isinstance(obj, (bytes, bytearray)):
+        return bytes(obj)
+    return memoryview(obj).cast("B").tobytes()

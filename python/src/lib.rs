@@ -1,0 +1,543 @@
+//! The Python extension `ostinato._ostinato`: conversion between Python values and the core and
+//! runtime, nothing more. Errors become `ostinato.Error` with the runtime's message; a panic is caught
+//! by pyo3 and raised as a Python exception, never crossing as an abort.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use ostinato::file::BufferInit;
+use ostinato::{
+    Access, Arg, BufferBinding, BufferId, Graph, KernelId, KernelRef, KernelSig, Launch, NodeId, ParamKind, Plan, Scalar, ScalarType, Slice, SlotId,
+};
+use ostinato_runtime::{BackendKind, BackendSpec, ExecHandle, Memory, RuntimeError, Session};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PySlice};
+
+create_exception!(_ostinato, Error, PyException, "Everything Ostinato refuses: the message names the file:line, node, param, buffer or slot.");
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    Error::new_err(e.to_string())
+}
+
+/// A byte range of a buffer (the declared extent of an access): `buffer[lo:hi]`.
+#[pyclass(module = "ostinato", frozen)]
+#[derive(Clone)]
+struct BufferSlice {
+    #[pyo3(get)]
+    buffer: String,
+    id: u32,
+    #[pyo3(get)]
+    offset: u64,
+    #[pyo3(get)]
+    len: u64,
+}
+
+#[pymethods]
+impl BufferSlice {
+    fn __repr__(&self) -> String {
+        format!("{}[{}:{}]", self.buffer, self.offset, self.offset + self.len)
+    }
+}
+
+/// A declared buffer; `b[lo:hi]` is a byte slice of it, `b` alone the whole buffer.
+#[pyclass(module = "ostinato", frozen)]
+#[derive(Clone)]
+struct Buffer {
+    #[pyo3(get)]
+    name: String,
+    id: u32,
+    #[pyo3(get)]
+    size: u64,
+}
+
+#[pymethods]
+impl Buffer {
+    fn __getitem__(&self, key: &Bound<'_, PySlice>) -> PyResult<BufferSlice> {
+        let size = i64::try_from(self.size).map_err(err)?;
+        // Python clips a slice to the sequence; an extent past the buffer is an error instead.
+        for end in ["start", "stop"] {
+            if let Ok(Some(v)) = key.getattr(end).and_then(|v| v.extract::<Option<i64>>()) {
+                if v > size || v < -size {
+                    return Err(err(format!("buffer `{}`: {end} {v} lies outside its {} bytes", self.name, self.size)));
+                }
+            }
+        }
+        let ind = key.indices(size as isize)?;
+        if ind.step != 1 {
+            return Err(err(format!("buffer `{}`: a slice is a contiguous byte range (step 1)", self.name)));
+        }
+        let (lo, hi) = (ind.start as u64, ind.stop.max(ind.start) as u64);
+        if hi > self.size {
+            return Err(err(format!("buffer `{}`: [{lo}:{hi}] lies outside its {} bytes", self.name, self.size)));
+        }
+        Ok(BufferSlice { buffer: self.name.clone(), id: self.id, offset: lo, len: hi - lo })
+    }
+    fn __len__(&self) -> usize {
+        self.size as usize
+    }
+    fn __repr__(&self) -> String {
+        format!("Buffer({:?}, {} bytes)", self.name, self.size)
+    }
+}
+
+/// A declared kernel signature.
+#[pyclass(module = "ostinato", frozen)]
+#[derive(Clone)]
+struct Kernel {
+    #[pyo3(get)]
+    name: String,
+    id: u32,
+}
+
+/// A patchable scalar slot.
+#[pyclass(module = "ostinato", frozen)]
+#[derive(Clone)]
+struct Slot {
+    #[pyo3(get)]
+    name: String,
+    id: u32,
+}
+
+/// A recording: buffers, kernels with declared access, slots, and nodes in program order.
+#[pyclass(module = "ostinato")]
+struct PyGraph {
+    graph: Graph,
+    impls: Vec<BTreeMap<String, KernelRef>>,
+    inits: Vec<Option<BufferInit>>,
+    base_dir: PathBuf,
+}
+
+fn scalar_type(name: &str) -> PyResult<ScalarType> {
+    ScalarType::parse(name).ok_or_else(|| err(format!("`{name}` is not a scalar type (u32, i32, u64, i64, f32, f64)")))
+}
+
+/// A Python number as a scalar of type `ty`, range-checked.
+fn scalar(ty: ScalarType, v: &Bound<'_, PyAny>, what: &str) -> PyResult<Scalar> {
+    let bad = |e: PyErr| err(format!("{what}: {e} (a {})", ty.as_str()));
+    Ok(match ty {
+        ScalarType::U32 => Scalar::u32(v.extract().map_err(bad)?),
+        ScalarType::I32 => Scalar::i32(v.extract().map_err(bad)?),
+        ScalarType::U64 => Scalar::u64(v.extract().map_err(bad)?),
+        ScalarType::I64 => Scalar::i64(v.extract().map_err(bad)?),
+        ScalarType::F32 => Scalar::f32(v.extract().map_err(bad)?),
+        ScalarType::F64 => Scalar::f64(v.extract().map_err(bad)?),
+    })
+}
+
+impl PyGraph {
+    fn slice_arg(&self, v: &Bound<'_, PyAny>) -> PyResult<Option<Slice>> {
+        if let Ok(s) = v.cast::<BufferSlice>() {
+            let s = s.get();
+            return Ok(Some(Slice { buffer: BufferId(s.id), offset: s.offset, len: s.len }));
+        }
+        if let Ok(b) = v.cast::<Buffer>() {
+            return Ok(Some(self.graph.whole(BufferId(b.get().id))));
+        }
+        Ok(None)
+    }
+}
+
+#[pymethods]
+impl PyGraph {
+    #[new]
+    fn new() -> Self {
+        PyGraph { graph: Graph::new(), impls: Vec::new(), inits: Vec::new(), base_dir: PathBuf::from(".") }
+    }
+
+    /// Declares a buffer of `size` bytes; `init` is its initial contents (zero, iota, const:V,
+    /// random:SEED, f32:V, randf:SEED:SCALE); `view_of=(buffer, offset)` makes it a view.
+    #[pyo3(signature = (name, size, init=None, view_of=None))]
+    fn buffer(&mut self, name: &str, size: u64, init: Option<&str>, view_of: Option<(Buffer, u64)>) -> PyResult<Buffer> {
+        let init = match (init, &view_of) {
+            (Some(_), Some(_)) => return Err(err(format!("view `{name}` cannot have an init (initialise its root)"))),
+            (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| err(format!("buffer `{name}`: unknown init `{s}`")))?),
+            (None, None) => Some(BufferInit::Zero),
+            (None, Some(_)) => None,
+        };
+        let id = match view_of {
+            None => self.graph.add_buffer(name, size),
+            Some((parent, offset)) => self.graph.add_view(name, BufferId(parent.id), offset, size),
+        }
+        .map_err(err)?;
+        self.inits.push(init);
+        Ok(Buffer { name: name.to_string(), id: id.0, size })
+    }
+
+    /// Declares a kernel: `params` is a list of `(name, kind)`, kind `read`, `write`, `read_write` for
+    /// a buffer or a scalar type; the keyword arguments name its implementation per backend
+    /// (`host="builtin:mix"`, `cuda="builtin:mix"` or a `.cu`/`.ptx`/`.cubin` path; `cuda_entry=` its
+    /// symbol).
+    #[pyo3(signature = (name, params, **impls))]
+    fn kernel(&mut self, name: &str, params: Vec<(String, String)>, impls: Option<&Bound<'_, PyDict>>) -> PyResult<Kernel> {
+        let mut sig = KernelSig::new(name);
+        for (p, kind) in &params {
+            sig = match Access::parse(kind) {
+                Some(a) => sig.buffer(p, a),
+                None => sig.scalar(
+                    p,
+                    scalar_type(kind)
+                        .map_err(|_| err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write) nor a scalar type")))?,
+                ),
+            };
+        }
+        let mut refs = BTreeMap::new();
+        let mut entries: HashMap<String, String> = HashMap::new();
+        if let Some(d) = impls {
+            for (k, v) in d.iter() {
+                let k: String = k.extract()?;
+                let v: String = v.extract().map_err(|_| err(format!("kernel `{name}`: `{k}` must be a string")))?;
+                if let Some(backend) = k.strip_suffix("_entry") {
+                    entries.insert(backend.to_string(), v);
+                    continue;
+                }
+                let kind: BackendKind = k.parse().map_err(err)?;
+                let mut r = KernelRef::file(&v);
+                r.base_dir = self.base_dir.clone();
+                refs.insert(kind.as_str().to_string(), r);
+            }
+        }
+        for (backend, entry) in entries {
+            refs.get_mut(&backend).ok_or_else(|| err(format!("kernel `{name}`: `{backend}_entry` without a `{backend}` implementation")))?.entry = Some(entry);
+        }
+        let id = self.graph.add_kernel(sig).map_err(err)?;
+        self.impls.push(refs);
+        Ok(Kernel { name: name.to_string(), id: id.0 })
+    }
+
+    /// Declares a patchable slot of scalar type `ty` with its initial value.
+    #[pyo3(signature = (name, ty, value=None))]
+    fn slot(&mut self, name: &str, ty: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Slot> {
+        let t = scalar_type(ty)?;
+        let v = match value {
+            Some(v) => scalar(t, v, &format!("slot `{name}`"))?,
+            None => Scalar { ty: t, bits: 0 },
+        };
+        let id = self.graph.add_slot(name, v).map_err(err)?;
+        Ok(Slot { name: name.to_string(), id: id.0 })
+    }
+
+    /// Records a launch: every param by name as a keyword (a `Buffer` or a slice of one for buffer
+    /// params, a number or a `Slot` for scalars); `after=` nodes it must follow beyond the data flow.
+    /// Returns the node's id.
+    #[pyo3(signature = (kernel, grid, block, shared=0, after=None, **args))]
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &mut self,
+        py: Python<'_>,
+        kernel: &Kernel,
+        grid: Vec<u32>,
+        block: Vec<u32>,
+        shared: u32,
+        after: Option<Vec<u32>>,
+        args: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let dims = |v: &[u32], what: &str| -> PyResult<[u32; 3]> {
+            if v.is_empty() || v.len() > 3 {
+                return Err(err(format!("launch of `{}`: `{what}` needs 1 to 3 dimensions", kernel.name)));
+            }
+            let mut d = [1u32; 3];
+            d[..v.len()].copy_from_slice(v);
+            Ok(d)
+        };
+        let sig = self.graph.kernels().get(kernel.id as usize).cloned().ok_or_else(|| err("unknown kernel"))?;
+        let given = args.cloned().unwrap_or_else(|| PyDict::new(py));
+        for k in given.keys() {
+            let k: String = k.extract()?;
+            if sig.param_index(&k).is_none() {
+                return Err(err(format!("launch of `{}`: the kernel has no param `{k}`", sig.name)));
+            }
+        }
+        let mut converted = Vec::with_capacity(sig.params.len());
+        for p in &sig.params {
+            let v = given.get_item(&p.name)?.ok_or_else(|| err(format!("launch of `{}`: missing arg `{}`", sig.name, p.name)))?;
+            let what = format!("launch of `{}`, param `{}`", sig.name, p.name);
+            converted.push(match &p.kind {
+                ParamKind::Buffer(_) => Arg::Buffer(self.slice_arg(&v)?.ok_or_else(|| err(format!("{what}: give a Buffer or a slice of one")))?),
+                ParamKind::Scalar(ty) => match v.cast::<Slot>() {
+                    Ok(s) => Arg::Slot(SlotId(s.get().id)),
+                    Err(_) => Arg::Scalar(scalar(*ty, &v, &what)?),
+                },
+            });
+        }
+        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
+        let launch = Launch::new(dims(&grid, "grid")?, dims(&block, "block")?).shared(shared);
+        Ok(self.graph.add_launch(KernelId(kernel.id), launch, &converted, &after).map_err(err)?.0)
+    }
+
+    /// Records a copy of `src` to `dst` (Buffers or slices of equal length).
+    #[pyo3(signature = (src, dst, after=None))]
+    fn copy(&mut self, src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>, after: Option<Vec<u32>>) -> PyResult<u32> {
+        let s = self.slice_arg(src)?.ok_or_else(|| err("copy: `src` must be a Buffer or a slice of one"))?;
+        let d = self.slice_arg(dst)?.ok_or_else(|| err("copy: `dst` must be a Buffer or a slice of one"))?;
+        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
+        Ok(self.graph.add_copy(s, d, &after).map_err(err)?.0)
+    }
+
+    /// Records a fill of `dst` with the 32-bit `value`.
+    #[pyo3(signature = (dst, value, after=None))]
+    fn fill(&mut self, dst: &Bound<'_, PyAny>, value: u32, after: Option<Vec<u32>>) -> PyResult<u32> {
+        let d = self.slice_arg(dst)?.ok_or_else(|| err("fill: `dst` must be a Buffer or a slice of one"))?;
+        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
+        Ok(self.graph.add_fill(d, value, &after).map_err(err)?.0)
+    }
+
+    /// An explicit edge: node `after` runs after node `before`.
+    fn edge(&mut self, before: u32, after: u32) -> PyResult<()> {
+        self.graph.add_edge(NodeId(before), NodeId(after)).map_err(err)
+    }
+
+    /// Plans the graph: the exact transitive reduction of its hazards and explicit edges.
+    #[pyo3(signature = (max_lanes=4))]
+    fn plan(&self, max_lanes: usize) -> PyResult<PyPlan> {
+        let plan = Plan::compile_with(&self.graph, ostinato::PlanOptions { max_lanes }).map_err(err)?;
+        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone() })
+    }
+
+    #[getter]
+    fn nodes(&self) -> usize {
+        self.graph.nodes().len()
+    }
+}
+
+/// A plan: immutable, instantiable on any backend.
+#[pyclass(module = "ostinato", frozen)]
+struct PyPlan {
+    plan: Plan,
+    impls: Vec<BTreeMap<String, KernelRef>>,
+    inits: Vec<Option<BufferInit>>,
+}
+
+/// A CUDA device pointer from an object with `__cuda_array_interface__` (torch, CuPy), checked for
+/// contiguity and length.
+fn cuda_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<(u64, u64)> {
+    let cai = obj
+        .getattr("__cuda_array_interface__")
+        .map_err(|_| err(format!("bind `{name}`: the object has no __cuda_array_interface__ (a torch tensor or CuPy array on the GPU)")))?;
+    let (ptr, _readonly): (u64, bool) = cai.get_item("data")?.extract()?;
+    let shape: Vec<u64> = cai.get_item("shape")?.extract()?;
+    let typestr: String = cai.get_item("typestr")?.extract()?;
+    let itemsize: u64 = typestr.get(2..).and_then(|s| s.parse().ok()).ok_or_else(|| err(format!("bind `{name}`: typestr `{typestr}`")))?;
+    let strides = cai.get_item("strides").ok().filter(|s| !s.is_none());
+    if let Some(s) = strides {
+        let s: Vec<i64> = s.extract()?;
+        let mut expect = itemsize as i64;
+        for (dim, stride) in shape.iter().zip(&s).rev() {
+            if *dim > 1 && *stride != expect {
+                return Err(err(format!("bind `{name}`: the array is not C-contiguous (strides {s:?})")));
+            }
+            expect *= *dim as i64;
+        }
+    }
+    let bytes = shape.iter().product::<u64>() * itemsize;
+    if bytes != want {
+        return Err(err(format!("bind `{name}`: the array has {bytes} bytes, the buffer declares {want}")));
+    }
+    Ok((ptr, bytes))
+}
+
+/// A stream handle from an int or an object with `cuda_stream` (torch) or `ptr` (CuPy).
+fn stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if let Ok(h) = obj.extract::<u64>() {
+        return Ok(h);
+    }
+    for attr in ["cuda_stream", "ptr"] {
+        if let Ok(h) = obj.getattr(attr).and_then(|h| h.extract::<u64>()) {
+            return Ok(h);
+        }
+    }
+    Err(err("stream: give a torch.cuda.Stream, a CuPy stream or a CUstream handle (int)"))
+}
+
+#[pymethods]
+impl PyPlan {
+    /// The kept edges as `(from, to)` node ids.
+    #[getter]
+    fn edges(&self) -> Vec<(u32, u32)> {
+        self.plan.edges().iter().map(|e| (e.from.0, e.to.0)).collect()
+    }
+    #[getter]
+    fn nodes(&self) -> usize {
+        self.plan.node_count()
+    }
+    /// Every edge with the params and bytes that force it.
+    fn explain(&self) -> String {
+        self.plan.explain()
+    }
+
+    /// Instantiates the plan on `backend` (`"host"`, `"cuda"`). CUDA: `bind={"buffer": tensor}` binds
+    /// buffers to framework memory (`__cuda_array_interface__`; the arrays must outlive the exec),
+    /// `stream=` replays on a framework's stream (`torch.cuda.current_stream()`), `device=` picks the
+    /// GPU, `launch_thread=True` takes the driver's launch call off the caller's thread. Host:
+    /// `threads=` worker threads.
+    #[pyo3(signature = (backend="host", bind=None, stream=None, device=None, launch_thread=false, threads=None))]
+    fn instantiate(
+        &self,
+        backend: &str,
+        bind: Option<&Bound<'_, PyDict>>,
+        stream: Option<&Bound<'_, PyAny>>,
+        device: Option<String>,
+        launch_thread: bool,
+        threads: Option<usize>,
+    ) -> PyResult<PyExec> {
+        let kind: BackendKind = backend.parse().map_err(err)?;
+        let g = self.plan.graph();
+        let mut buffers = ostinato::allocate_all::<Memory>(&self.plan);
+        let spec = match kind {
+            BackendKind::Host => {
+                if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
+                    return Err(err("the host backend allocates its own memory and has no stream: use exec.write() to fill buffers"));
+                }
+                BackendSpec::Host { threads, check_races: false }
+            }
+            BackendKind::Cuda => {
+                use ostinato_runtime::ostinato_cuda::{CudaOptions, DeviceMemory, ExternalStream, LaunchOn};
+                if let Some(b) = bind {
+                    for (k, v) in b.iter() {
+                        let name: String = k.extract()?;
+                        let id = g.buffer_by_name(&name).ok_or_else(|| err(format!("bind: no buffer `{name}`")))?;
+                        let (ptr, len) = cuda_array(&v, g.buffer(id).size, &name)?;
+                        // SAFETY: the pointer comes from the array's own interface; the docstring makes
+                        // the caller keep the array alive for the exec's lifetime.
+                        #[allow(unsafe_code)]
+                        let m = unsafe { DeviceMemory::new(ptr, len) };
+                        buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
+                    }
+                }
+                // SAFETY: a framework's live stream, which the caller keeps alive for the exec's lifetime.
+                #[allow(unsafe_code)]
+                let stream = stream.map(stream_handle).transpose()?.map(|h| unsafe { ExternalStream::from_raw(h) });
+                let mut options = CudaOptions::default();
+                if launch_thread {
+                    options.launch = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
+                }
+                BackendSpec::Cuda { device, options, stream }
+            }
+        };
+        let session = Session::open(&spec).map_err(err)?;
+        let name = kind.as_str();
+        let kernel_ref = |k: usize| -> Result<KernelRef, RuntimeError> {
+            self.impls[k].get(name).cloned().ok_or_else(|| RuntimeError::NoImplementation { kernel: g.kernels()[k].name.clone(), backend: name })
+        };
+        let mut exec = session.instantiate_with(&self.plan, &kernel_ref, buffers).map_err(err)?;
+        // Buffers bound to framework memory keep the framework's contents; the rest get their init.
+        let inits: Vec<Option<BufferInit>> = self
+            .inits
+            .iter()
+            .enumerate()
+            .map(|(i, init)| if bind.is_some_and(|b| b.contains(&g.buffers()[i].name).unwrap_or(false)) { None } else { *init })
+            .collect();
+        exec.write_inits(&inits).map_err(err)?;
+        Ok(PyExec { exec: std::sync::Mutex::new(exec) })
+    }
+}
+
+/// A retained exec: replay, patch slots, read and write buffers.
+#[pyclass(module = "ostinato")]
+struct PyExec {
+    /// Behind a lock: Python threads may share an exec; their calls are serialised.
+    exec: std::sync::Mutex<Box<dyn ExecHandle>>,
+}
+
+impl PyExec {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Box<dyn ExecHandle>> {
+        self.exec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl PyExec {
+    /// Submits `count` replays (asynchronous on CUDA).
+    #[pyo3(signature = (count=1))]
+    fn replay(&self, count: u32) -> PyResult<()> {
+        let mut exec = self.inner();
+        for _ in 0..count {
+            exec.replay().map_err(err)?;
+        }
+        Ok(())
+    }
+    /// Returns once every submitted replay finished.
+    fn wait(&self, py: Python<'_>) -> PyResult<()> {
+        // The GIL is released while the GPU finishes; the lock is taken on the waiting thread.
+        py.detach(|| self.inner().wait()).map_err(err)
+    }
+    /// Patches slot `name` for the following replays (the value is checked against its type).
+    fn set_slot(&self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut exec = self.inner();
+        let id = exec.slot_id(name).map_err(err)?;
+        let ty = exec.plan().graph().slots()[id.index()].ty;
+        let v = scalar(ty, value, &format!("slot `{name}`"))?;
+        exec.set_slot(id, v).map_err(err)
+    }
+    /// The bytes of buffer `name` (from `offset`, `length` bytes or to the end).
+    #[pyo3(signature = (name, offset=0, length=None))]
+    fn read<'py>(&self, py: Python<'py>, name: &str, offset: u64, length: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
+        let mut exec = self.inner();
+        let id = exec.buffer_id(name).map_err(err)?;
+        let size = exec.plan().graph().buffer(id).size;
+        let len = length.unwrap_or(size.saturating_sub(offset));
+        let mut out = vec![0u8; usize::try_from(len).map_err(err)?];
+        exec.read_buffer(id, offset, &mut out).map_err(err)?;
+        Ok(PyBytes::new(py, &out))
+    }
+    /// Writes `data` (bytes) into buffer `name` at `offset`.
+    #[pyo3(signature = (name, data, offset=0))]
+    fn write(&self, name: &str, data: &[u8], offset: u64) -> PyResult<()> {
+        let mut exec = self.inner();
+        let id = exec.buffer_id(name).map_err(err)?;
+        exec.write_buffer(id, offset, data).map_err(err)
+    }
+    /// CUDA: rebinds buffer `name` to another framework array of the same length (between replays).
+    fn rebind(&self, name: &str, array: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut exec = self.inner();
+        let id = exec.buffer_id(name).map_err(err)?;
+        let size = exec.plan().graph().buffer(id).size;
+        let (ptr, len) = cuda_array(array, size, name)?;
+        // SAFETY: as for `bind=` at instantiation.
+        #[allow(unsafe_code)]
+        let m = unsafe { ostinato_runtime::ostinato_cuda::DeviceMemory::new(ptr, len) };
+        exec.rebind(id, Memory::Cuda(m)).map_err(err)
+    }
+    /// The backend's name.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.inner().backend().as_str()
+    }
+}
+
+/// Loads a graph file (the format of `ostinato run`).
+#[pyfunction]
+fn load(path: PathBuf) -> PyResult<PyGraph> {
+    let f = ostinato::file::load(&path, &BackendKind::names()).map_err(err)?;
+    let base_dir = f.base_dir().to_path_buf();
+    Ok(PyGraph { graph: f.graph, impls: f.impls, inits: f.inits, base_dir })
+}
+
+/// The buffers and slots of a loaded graph, by name (for `launch` on a loaded graph).
+#[pyfunction]
+fn names(g: &PyGraph) -> (Vec<(String, u64)>, Vec<String>) {
+    (g.graph.buffers().iter().map(|b| (b.name.clone(), b.size)).collect(), g.graph.slots().iter().map(|s| s.name.clone()).collect())
+}
+
+/// What each backend finds, as `ostinato devices` prints it.
+#[pyfunction]
+fn devices() -> String {
+    ostinato_runtime::devices::describe()
+}
+
+#[pymodule]
+fn _ostinato(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("Error", m.py().get_type::<Error>())?;
+    m.add_class::<PyGraph>()?;
+    m.add_class::<PyPlan>()?;
+    m.add_class::<PyExec>()?;
+    m.add_class::<Buffer>()?;
+    m.add_class::<BufferSlice>()?;
+    m.add_class::<Kernel>()?;
+    m.add_class::<Slot>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(names, m)?)?;
+    m.add_function(wrap_pyfunction!(devices, m)?)?;
+    Ok(())
+}

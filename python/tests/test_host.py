@@ -1,0 +1,112 @@
+"""The Python package on the host backend: the spellings of the README, graph files, errors."""
+
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import ostinato
+
+REPO = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def mix_graph():
+    g = ostinato.Graph()
+    a = g.buffer("a", 4096, init="iota")
+    mix = g.kernel("mix", [("out", "read_write"), ("inp", "read"), ("n_out", "u32"), ("n_in", "u32"), ("salt", "u32")],
+                   host="builtin:mix", cuda="builtin:mix")
+    salt = g.slot("salt", "u32", 7)
+    g.launch(mix, grid=(1, 1, 1), block=(256, 1, 1), out=a[0:1024], inp=a[1024:2048], n_out=256, n_in=256, salt=salt)
+    g.launch(mix, grid=(1,), block=(256,), out=a[1024:2048], inp=a[2048:3072], n_out=256, n_in=256, salt=3)
+    g.launch(mix, grid=(1,), block=(256,), out=a[0:1024], inp=a[1024:2048], n_out=256, n_in=256, salt=salt)
+    return g
+
+
+def expected(replays, salts):
+    w = list(range(1024))
+    for r in range(replays):
+        s = salts[r]
+        for i in range(256):
+            w[i] = (w[i] * 3 + w[256 + i] + s) & 0xFFFFFFFF
+        for i in range(256):
+            w[256 + i] = (w[256 + i] * 3 + w[512 + i] + 3) & 0xFFFFFFFF
+        for i in range(256):
+            w[i] = (w[i] * 3 + w[256 + i] + s) & 0xFFFFFFFF
+    return w
+
+
+def test_record_plan_replay_patch_read():
+    g = mix_graph()
+    plan = g.plan()
+    # node 0 writes a[0:1024) and reads a[1024:2048), which node 1 writes (WAR); node 2 after both.
+    assert plan.edges == [(0, 1), (1, 2)]
+    assert "WAR" in plan.explain()
+    ex = plan.instantiate("host")
+    salts = [7, 9, 9, 9]
+    ex.replay(1)
+    ex.set_slot("salt", 9)
+    ex.replay(3)
+    ex.wait()
+    words = struct.unpack("<1024I", ex.read("a"))
+    assert list(words) == expected(4, salts)
+
+
+def test_write_takes_numpy_and_read_gives_bytes():
+    ex = mix_graph().plan().instantiate("host")
+    ex.write("a", ostinato.as_bytes(np.arange(1024, dtype=np.uint32)[::-1].copy()))
+    got = np.frombuffer(ex.read("a", offset=4092, length=4), dtype=np.uint32)
+    assert got[0] == 0
+    assert ex.backend == "host"
+
+
+def test_graph_files_load_and_run():
+    g = ostinato.load(os.path.join(REPO, "examples", "mix.toml"))
+    plan = g.plan()
+    assert plan.nodes == 5
+    ex = plan.instantiate("host")
+    ex.replay(4)
+    ex.wait()
+    assert len(ex.read("a")) == 4096
+
+
+def test_errors_name_the_culprit_and_leave_nothing_half_built():
+    g = ostinato.Graph()
+    x = g.buffer("x", 64)
+    with pytest.raises(ostinato.Error, match="declared twice"):
+        g.buffer("x", 64)
+    with pytest.raises(ostinato.Error, match="not an identifier"):
+        g.buffer("../escaped", 64)
+    with pytest.raises(ostinato.Error, match="stop 128 lies outside its 64 bytes"):
+        x[0:128]
+    k = g.kernel("add_one", [("x", "read_write"), ("n", "u32")], host="builtin:add_one")
+    with pytest.raises(ostinato.Error, match="neither an access"):
+        g.kernel("bad", [("x", "readwrite")])
+    with pytest.raises(ostinato.Error, match="missing arg `n`"):
+        g.launch(k, grid=(1,), block=(16,), x=x)
+    with pytest.raises(ostinato.Error, match="no param `m`"):
+        g.launch(k, grid=(1,), block=(16,), x=x, n=16, m=1)
+    with pytest.raises(ostinato.Error, match="param `n`"):
+        g.launch(k, grid=(1,), block=(16,), x=x, n=-1)
+    assert g.nodes == 0, "a refused launch records nothing"
+    g.launch(k, grid=(1,), block=(16,), x=x, n=16)
+    ex = g.plan().instantiate("host")
+    with pytest.raises(ostinato.Error, match="unknown slot `salt`"):
+        ex.set_slot("salt", 1)
+    with pytest.raises(ostinato.Error, match="unknown buffer `y`"):
+        ex.read("y")
+    with pytest.raises(ostinato.Error, match="no implementation for the cuda backend|no CUDA driver"):
+        g.plan().instantiate("cuda")
+    with pytest.raises(ostinato.Error, match="no such backend"):
+        g.plan().instantiate("metal")
+    with pytest.raises(ostinato.Error, match=r"mix\.toml:\d+|cannot read"):
+        ostinato.load("/nonexistent/mix.toml")
+
+
+def test_a_slot_of_the_wrong_type_is_refused():
+    g = mix_graph()
+    ex = g.plan().instantiate("host")
+    with pytest.raises(ostinato.Error, match="slot `salt`"):
+        ex.set_slot("salt", -5)
+    with pytest.raises(ostinato.Error, match="slot `salt`"):
+        ex.set_slot("salt", 1.5)
