@@ -97,4 +97,4 @@ def test_replay_call_cost_next_to_a_torch_cuda_graph():
     theirs = per_call(graph.replay, torch.cuda.synchronize)
     print(f"\nreplay call of a 941-node chain from Python: ostinato {ours:.2f} us, torch.cuda.CUDAGraph {theirs:.2f} us (median of 15 bursts of 20)")
     ex.wait()
-    assert torch.all(t == t[0]) and t[0].item() == 941.0 * (15 * 20 + 1) or True
+    assert torch.all(t == 941.0 * 15 * 20), "every timed replay ran its 941 nodes"
