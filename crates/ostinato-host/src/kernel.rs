@@ -117,17 +117,7 @@ impl BufView<'_> {
 
     #[inline]
     fn at(&self, i: usize, write: bool) -> Result<u64, String> {
-        let off = (i as u64) * 4;
-        if off + 4 > self.len {
-            return Err(format!("param {} element {i} lies outside its declared extent of {} bytes", self.param, self.len));
-        }
-        if write && !self.access.writes() {
-            return Err(format!("param {} is declared `{}` but the kernel writes it", self.param, self.access.as_str()));
-        }
-        if !write && !self.access.reads() {
-            return Err(format!("param {} is declared `{}` but the kernel reads it", self.param, self.access.as_str()));
-        }
-        Ok(self.start + off)
+        self.check(i as u64 * 4, 4, write, || format!("element {i}"))
     }
 
     /// The first `count` elements as words, with every check done once: the extent must be 4-byte
@@ -143,10 +133,12 @@ impl BufView<'_> {
         Ok(Words(self.mem.words(self.start, count)))
     }
 
-    /// Checks a byte range `[offset, offset + n)` of the extent for reading or writing.
-    fn bytes_at(&self, offset: u64, n: usize, write: bool) -> Result<u64, String> {
-        if offset.checked_add(n as u64).is_none_or(|end| end > self.len) {
-            return Err(format!("param {}: bytes {offset}+{n} lie outside its declared extent of {} bytes", self.param, self.len));
+    /// Checks `n` bytes at `offset` of the extent for reading or writing; `what` names them in the
+    /// error.
+    #[inline]
+    fn check(&self, offset: u64, n: u64, write: bool, what: impl Fn() -> String) -> Result<u64, String> {
+        if offset.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(format!("param {} {} lies outside its declared extent of {} bytes", self.param, what(), self.len));
         }
         if write && !self.access.writes() {
             return Err(format!("param {} is declared `{}` but the kernel writes it", self.param, self.access.as_str()));
@@ -159,13 +151,13 @@ impl BufView<'_> {
 
     /// Copies `out.len()` bytes from `offset` of the extent (checked).
     pub fn read_bytes(&self, offset: u64, out: &mut [u8]) -> Result<(), String> {
-        self.mem.read(self.bytes_at(offset, out.len(), false)?, out);
+        self.mem.read(self.check(offset, out.len() as u64, false, || format!("bytes {offset}+{}", out.len()))?, out);
         Ok(())
     }
 
     /// Copies `data` to `offset` of the extent (checked).
     pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<(), String> {
-        self.mem.write(self.bytes_at(offset, data.len(), true)?, data);
+        self.mem.write(self.check(offset, data.len() as u64, true, || format!("bytes {offset}+{}", data.len()))?, data);
         Ok(())
     }
 
