@@ -1,8 +1,34 @@
-//! Planning-time benchmark: `cargo bench -p ostinato --bench plan_scale`.
-//! A 10,000-node graph over 1,000 buffers (random extents and modes, decode-like locality) is planned
-//! repeatedly on one thread; prints the median and the edge count.
+//! Planning benchmark: `cargo bench -p ostinato --bench plan_scale`.
+//! Random graphs (random extents and modes over many buffers, decode-like locality) and plain chains
+//! of 10⁴ to 10⁶ nodes are planned on one thread; prints the median time, the planner's peak heap
+//! memory (an allocator that tracks it) and the edge count, or the planner's refusal past its budget.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+/// The system allocator, tracking the bytes in use and their peak.
+struct Peak;
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
+unsafe impl GlobalAlloc for Peak {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let now = IN_USE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        IN_USE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Peak = Peak;
 
 use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, Plan, PlanOptions, Scalar, ScalarType, Slice};
 
@@ -36,18 +62,41 @@ fn build(nodes: usize, buffers: usize, seed: u64) -> Graph {
     g
 }
 
+/// A chain of `nodes` launches read-modify-writing one buffer.
+fn chain(nodes: usize) -> Graph {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 4096).unwrap();
+    let k = g.add_kernel(KernelSig::new("k").buffer("x", Access::ReadWrite)).unwrap();
+    for _ in 0..nodes {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x)], &[]).unwrap();
+    }
+    g
+}
+
+fn measure(label: &str, g: &Graph, runs: usize) {
+    let mut times = Vec::new();
+    let mut outcome = String::new();
+    let base = IN_USE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let p = Plan::compile_with(g, PlanOptions { max_lanes: 4 });
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        outcome = match p {
+            Ok(p) => format!("{} edges", p.edges().len()),
+            Err(e) => format!("refused: {e}"),
+        };
+    }
+    times.sort_by(f64::total_cmp);
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base) as f64 / (1 << 20) as f64;
+    println!("plan {label}: median {:9.2} ms (min {:.2}, max {:.2}), peak {peak:8.1} MiB, {outcome}", times[runs / 2], times[0], times[runs - 1]);
+}
+
 fn main() {
-    for (nodes, buffers) in [(1_000, 100), (10_000, 1_000), (20_000, 1_000)] {
-        let g = build(nodes, buffers, 0x5eed);
-        let mut times = Vec::new();
-        let mut edges = 0;
-        for _ in 0..7 {
-            let t = Instant::now();
-            let p = Plan::compile_with(&g, PlanOptions { max_lanes: 4 }).expect("plans");
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-            edges = p.edges().len();
-        }
-        times.sort_by(f64::total_cmp);
-        println!("plan {nodes:>6} nodes / {buffers:>5} buffers: median {:8.2} ms (min {:.2}, max {:.2}), {edges} edges", times[3], times[0], times[6]);
+    for (nodes, buffers, runs) in [(1_000, 100, 7), (10_000, 1_000, 7), (20_000, 1_000, 7), (100_000, 10_000, 3), (200_000, 20_000, 1)] {
+        measure(&format!("{nodes:>7} random nodes / {buffers:>6} buffers"), &build(nodes, buffers, 0x5eed), runs);
+    }
+    for (nodes, runs) in [(10_000, 7), (100_000, 3), (1_000_000, 1)] {
+        measure(&format!("{nodes:>7}-node chain                 "), &chain(nodes), runs);
     }
 }

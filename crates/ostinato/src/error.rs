@@ -50,7 +50,7 @@ pub enum PlanError {
     #[error("plan option: {0}")]
     BadOption(String),
     /// The planner would need more memory than its budget.
-    #[error("{nodes} nodes need {bytes} bytes of planner memory, more than its budget of {budget} (about 185,000 nodes)")]
+    #[error("{nodes} nodes need {bytes} bytes of planner memory, more than its budget of {budget} (about 227,000 nodes)")]
     TooLarge { nodes: usize, bytes: u64, budget: u64 },
 }
 

@@ -325,9 +325,9 @@ fn topo_order(n: usize, preds: &[Vec<u32>]) -> Result<Vec<NodeId>, PlanError> {
     Err(PlanError::Cycle { cycle })
 }
 
-/// The most memory the planner's ancestor sets may take: n²/16 bytes for n nodes, so about 185,000
+/// The most memory the planner's ancestor sets may take: n²/16 bytes for n nodes, so about 227,000
 /// nodes. A larger graph is refused with [`PlanError::TooLarge`], never an abort.
-pub const PLAN_MEMORY_BUDGET: u64 = 2 << 30;
+pub const PLAN_MEMORY_BUDGET: u64 = 3 << 30;
 
 /// 64-bit words of the triangular ancestor bitsets of `n` nodes (the node at position p: ceil(p/64)).
 fn ancestor_words(n: usize) -> usize {
