@@ -49,9 +49,9 @@ pub enum PlanError {
     Cycle { cycle: Vec<u32> },
     #[error("plan option: {0}")]
     BadOption(String),
-    /// The planner would need more memory than its budget.
-    #[error("{nodes} nodes need {bytes} bytes of planner memory, more than its budget of {budget} (about 227,000 nodes)")]
-    TooLarge { nodes: usize, bytes: u64, budget: u64 },
+    /// The system would not give the planner the memory it asked for (within its budget).
+    #[error("planning {nodes} nodes: the system refused {bytes} bytes of planner memory")]
+    OutOfMemory { nodes: usize, bytes: u64 },
 }
 
 fn describe_cycle(c: &[u32]) -> String {

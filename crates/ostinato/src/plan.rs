@@ -124,11 +124,6 @@ impl Plan {
             return Err(PlanError::BadOption(format!("max_lanes must be 1..=64, got {}", options.max_lanes)));
         }
         let n = graph.nodes().len();
-        // Refused before any work: the reduction's ancestor sets take n²/16 bytes.
-        let bytes = ancestor_words(n) as u64 * 8;
-        if bytes > PLAN_MEMORY_BUDGET {
-            return Err(PlanError::TooLarge { nodes: n, bytes, budget: PLAN_MEMORY_BUDGET });
-        }
         let mut preds = hazard_frontier_preds(graph);
         for (v, node) in graph.nodes().iter().enumerate() {
             for a in &node.after {
@@ -138,7 +133,9 @@ impl Plan {
             preds[v].dedup();
         }
         let order = topo_order(n, &preds)?;
-        let kept = reduce(n, &preds, &order)?;
+        // Ancestor bitsets (n²/16 bytes) while they fit the budget; past it a search whose memory is
+        // O(nodes + edges). Both give the exact transitive reduction (a test compares them).
+        let kept = if ancestor_words(n) as u64 * 8 <= PLAN_MEMORY_BUDGET { reduce(n, &preds, &order)? } else { reduce_by_search(n, &preds, &order) };
         let mut edges = Vec::new();
         for (v, ps) in kept.iter().enumerate() {
             let to = NodeId(v as u32);
@@ -325,13 +322,66 @@ fn topo_order(n: usize, preds: &[Vec<u32>]) -> Result<Vec<NodeId>, PlanError> {
     Err(PlanError::Cycle { cycle })
 }
 
-/// The most memory the planner's ancestor sets may take: n²/16 bytes for n nodes, so about 227,000
-/// nodes. A larger graph is refused with [`PlanError::TooLarge`], never an abort.
+/// The most memory the planner's ancestor bitsets may take: n²/16 bytes for n nodes, so up to about
+/// 227,000 nodes. A larger graph is reduced by a search whose memory is O(nodes + edges) instead.
 pub const PLAN_MEMORY_BUDGET: u64 = 3 << 30;
 
 /// 64-bit words of the triangular ancestor bitsets of `n` nodes (the node at position p: ceil(p/64)).
 fn ancestor_words(n: usize) -> usize {
     (0..n).map(|p| p.div_ceil(64)).sum()
+}
+
+/// The same reduction as [`reduce`] without ancestor sets: for each node, its candidate predecessors
+/// latest first; a candidate already reached backwards from a kept (later) one is redundant, else it
+/// is kept and its ancestors are walked, through the edges kept so far (which have the full graph's
+/// reachability), down to the earliest candidate's position only. Memory: positions, one visit stamp
+/// per node and a stack, O(nodes + edges). Time: O(edges) on chains (one candidate each: no walk),
+/// the span between a node and its earliest candidate otherwise.
+fn reduce_by_search(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Vec<Vec<u32>> {
+    let mut pos = vec![0usize; n];
+    for (i, v) in order.iter().enumerate() {
+        pos[v.index()] = i;
+    }
+    let mut kept: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut visited = vec![0u32; n];
+    let mut stamp = 0u32;
+    let mut cands: Vec<u32> = Vec::new();
+    let mut stack: Vec<u32> = Vec::new();
+    for v in order {
+        let v = v.index();
+        cands.clear();
+        cands.extend_from_slice(&preds[v]);
+        if cands.len() <= 1 {
+            kept[v] = cands.clone();
+            continue;
+        }
+        cands.sort_unstable_by_key(|&u| std::cmp::Reverse(pos[u as usize]));
+        let floor = pos[*cands.last().unwrap_or(&0) as usize];
+        stamp = stamp.wrapping_add(1);
+        if stamp == 0 {
+            visited.fill(0);
+            stamp = 1;
+        }
+        let mut mine = Vec::new();
+        for &u in &cands {
+            if visited[u as usize] == stamp {
+                continue; // an ancestor of a kept, later candidate
+            }
+            mine.push(u);
+            stack.clear();
+            stack.extend(kept[u as usize].iter().copied().filter(|&w| pos[w as usize] >= floor));
+            while let Some(x) = stack.pop() {
+                if visited[x as usize] == stamp {
+                    continue;
+                }
+                visited[x as usize] = stamp;
+                stack.extend(kept[x as usize].iter().copied().filter(|&w| pos[w as usize] >= floor && visited[w as usize] != stamp));
+            }
+        }
+        mine.sort_unstable();
+        kept[v] = mine;
+    }
+    kept
 }
 
 /// Keeps, for each node, the predecessors that are not ancestors of another predecessor.
@@ -347,11 +397,8 @@ fn reduce(n: usize, preds: &[Vec<u32>], order: &[NodeId]) -> Result<Vec<Vec<u32>
         offset[p + 1] = offset[p] + words(p);
     }
     let bytes = offset[n] as u64 * 8;
-    if bytes > PLAN_MEMORY_BUDGET {
-        return Err(PlanError::TooLarge { nodes: n, bytes, budget: PLAN_MEMORY_BUDGET });
-    }
     let mut anc: Vec<u64> = Vec::new();
-    anc.try_reserve_exact(offset[n]).map_err(|_| PlanError::TooLarge { nodes: n, bytes, budget: PLAN_MEMORY_BUDGET })?;
+    anc.try_reserve_exact(offset[n]).map_err(|_| PlanError::OutOfMemory { nodes: n, bytes })?;
     anc.resize(offset[n], 0);
     let mut covered = vec![0u64; words(n)];
     let mut kept = vec![Vec::new(); n];
@@ -395,5 +442,35 @@ impl Plan {
             "waits": (0..self.node_count()).map(|v| self.lanes.waits(NodeId(v as u32)).iter().map(|n| n.0).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "fingerprint": format!("{:016x}", self.fingerprint),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::XorShift64;
+
+    /// Random DAGs given as candidate predecessors (in recording order, some far back, some nodes
+    /// with none): the search gives exactly the bitsets' reduction.
+    #[test]
+    fn the_search_reduction_equals_the_bitset_reduction() {
+        let mut r = XorShift64::seeded(0x7e57);
+        for case in 0..400 {
+            let n = 1 + r.below(160) as usize;
+            let preds: Vec<Vec<u32>> = (0..n)
+                .map(|v| {
+                    let k = if v == 0 { 0 } else { r.below(6) as usize };
+                    let mut p: Vec<u32> = (0..k).map(|_| r.below(v as u64) as u32).collect();
+                    if case % 3 == 0 && v > 0 {
+                        p.push((v - 1) as u32); // chain-like
+                    }
+                    p.sort_unstable();
+                    p.dedup();
+                    p
+                })
+                .collect();
+            let order: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+            assert_eq!(reduce_by_search(n, &preds, &order), reduce(n, &preds, &order).unwrap(), "case {case}, {n} nodes");
+        }
     }
 }

@@ -174,21 +174,16 @@ args = { out = { buffer = "a", offset = 1024, len = 1024 }, inp = { buffer = "a"
 }
 
 #[test]
-fn a_graph_past_the_planners_memory_budget_is_refused_before_any_work() {
-    use ostinato::{Access, Arg, Graph, KernelSig, Launch, Plan, PlanError};
+fn a_graph_past_the_planners_bitset_budget_is_planned_by_search() {
+    use ostinato::{Access, Arg, Graph, KernelSig, Launch, Plan};
+    // 230,000 nodes: the ancestor bitsets would take 3.3 GB, past the budget; the search takes O(n).
     let mut g = Graph::new();
     let x = g.add_buffer("x", 64).unwrap();
     let k = g.add_kernel(KernelSig::new("k").buffer("x", Access::ReadWrite)).unwrap();
     for _ in 0..230_000 {
         g.add_launch(k, Launch::linear(1, 1), &[Arg::Whole(x)], &[]).unwrap();
     }
-    let t = std::time::Instant::now();
-    match Plan::compile(&g) {
-        Err(PlanError::TooLarge { nodes, bytes, budget }) => {
-            assert_eq!(nodes, 230_000);
-            assert!(bytes > budget && budget == ostinato::plan::PLAN_MEMORY_BUDGET);
-        }
-        other => panic!("expected a refusal, got {:?}", other.map(|p| p.edges().len())),
-    }
-    assert!(t.elapsed() < std::time::Duration::from_secs(5), "refused before any work");
+    let plan = Plan::compile(&g).expect("a long chain plans");
+    assert_eq!(plan.edges().len(), 229_999);
+    assert!(plan.edges().iter().enumerate().all(|(i, e)| (e.from.0, e.to.0) == (i as u32, i as u32 + 1)), "a chain reduces to its links");
 }
