@@ -172,3 +172,33 @@ fn float_kernels_store_nan_as_the_gpus_canonical_nan() {
     assert_eq!(got[6], 0x7F80_0000, "+inf + 1 stays +inf");
     assert_eq!(got[13], 0, "-1 + 1 is +0");
 }
+
+/// A position far past the KV cache is refused by the kernel's extent check before it sizes anything
+/// by it (it once allocated 16 GiB of scores for `pos = 4294967295`).
+#[test]
+fn attention_at_a_position_past_its_cache_fails_the_replay_without_allocating_by_it() {
+    let mut g = Graph::new();
+    let (out, q, kc, vc) =
+        (g.add_buffer("out", 256).unwrap(), g.add_buffer("q", 256).unwrap(), g.add_buffer("kc", 1024).unwrap(), g.add_buffer("vc", 1024).unwrap());
+    let k = g.add_kernel(ostinato_host::decode::attention().sig.clone()).unwrap();
+    let args = [
+        Arg::Whole(out),
+        Arg::Whole(q),
+        Arg::Whole(kc),
+        Arg::Whole(vc),
+        Arg::Scalar(Scalar::u32(u32::MAX)),
+        Arg::Scalar(Scalar::u32(1)),
+        Arg::Scalar(Scalar::u32(1)),
+        Arg::Scalar(Scalar::u32(64)),
+    ];
+    g.add_launch(k, Launch::linear(1, 64), &args, &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let backend = HostBackend::serial();
+    let mut exec = backend.instantiate(&plan, ostinato::bind_builtins(&backend, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    let before = ostinato_testkit::resident_bytes();
+    let err = exec.replay().unwrap_err().to_string();
+    assert!(err.contains("node 0 (attention)") && err.contains("outside its declared extent"), "{err}");
+    if let (Some(b), Some(a)) = (before, ostinato_testkit::resident_bytes()) {
+        assert!(a < b + (64 << 20), "the refused replay grew resident memory by {} bytes", a - b);
+    }
+}
