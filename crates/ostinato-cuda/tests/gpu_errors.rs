@@ -123,3 +123,29 @@ fn a_triggering_user_kernel_before_a_non_waiting_one_runs_after_it_completes() {
         }
     }
 }
+
+/// A buffer larger than the device's memory is the driver's out-of-memory, named with the buffer;
+/// nothing is left allocated (the next instantiation of a small plan succeeds).
+#[test]
+fn a_buffer_past_the_devices_memory_is_an_error_naming_it() {
+    let Some(device) = common::device_or_skip("a_buffer_past_the_devices_memory_is_an_error_naming_it") else { return };
+    use ostinato::{Arg, Backend, Graph, Launch, Plan, Scalar};
+    let plan_with = |bytes: u64| {
+        let mut g = Graph::new();
+        let small = g.add_buffer("small", 1024).unwrap();
+        let huge = g.add_buffer("huge", bytes).unwrap();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(small), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(huge), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+        Plan::compile(&g).unwrap()
+    };
+    let backend = ostinato_cuda::CudaBackend::new(&device, ostinato_cuda::CudaOptions::default()).unwrap();
+    let too_big = device.info().total_mem as u64 * 2;
+    let plan = plan_with(too_big);
+    let kernels = ostinato::bind_builtins(&backend, &plan).unwrap();
+    let err = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).err().expect("refused").to_string();
+    assert!(err.contains("CUDA_ERROR_OUT_OF_MEMORY") && err.contains("buffer `huge`"), "{err}");
+    let plan = plan_with(4096);
+    let kernels = ostinato::bind_builtins(&backend, &plan).unwrap();
+    assert!(backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).is_ok(), "the failed instantiation left the device usable");
+}
