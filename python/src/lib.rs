@@ -57,10 +57,10 @@ impl Buffer {
     fn __getitem__(&self, key: &Bound<'_, PySlice>) -> PyResult<BufferSlice> {
         let size = i64::try_from(self.size).map_err(err)?;
         // Python clips a slice to the sequence; an extent past the buffer is an error instead.
-        for end in ["start", "stop"] {
-            if let Ok(Some(v)) = key.getattr(end).and_then(|v| v.extract::<Option<i64>>()) {
+        for (attr, end) in [("start", "first byte"), ("stop", "end")] {
+            if let Ok(Some(v)) = key.getattr(attr).and_then(|v| v.extract::<Option<i64>>()) {
                 if v > size || v < -size {
-                    return Err(err(format!("buffer `{}`: {end} {v} lies outside its {} bytes", self.name, self.size)));
+                    return Err(err(format!("buffer `{}`: slice {end} {v} lies outside its {} bytes", self.name, self.size)));
                 }
             }
         }

@@ -77,7 +77,7 @@ def test_errors_name_the_culprit_and_leave_nothing_half_built():
         g.buffer("x", 64)
     with pytest.raises(ostinato.Error, match="not an identifier"):
         g.buffer("../escaped", 64)
-    with pytest.raises(ostinato.Error, match="stop 128 lies outside its 64 bytes"):
+    with pytest.raises(ostinato.Error, match="slice end 128 lies outside its 64 bytes"):
         x[0:128]
     k = g.kernel("add_one", [("x", "read_write"), ("n", "u32")], host="builtin:add_one")
     with pytest.raises(ostinato.Error, match="neither an access"):
