@@ -77,6 +77,7 @@ int main(void) {
     expect(ost_exec_free(e), OST_ERR_HANDLE, "not a live exec handle", "free an exec twice");
     expect(ost_exec_replay(e, 1), OST_ERR_HANDLE, "not a live exec handle", "replay a freed exec");
     expect(ost_exec_replay(NULL, 1), OST_ERR_NULL, "exec handle is NULL", "replay NULL");
+    expect(ost_exec_replay((ost_exec *)(uintptr_t)0x1234, 1), OST_ERR_HANDLE, "never made by Ostinato", "replay a garbage pointer");
     expect(ost_graph_free((ost_graph *)p), OST_ERR_HANDLE, "not of an graph", "free a plan as a graph");
     expect(ost_plan_free(p), OST_OK, NULL, "free the plan");
     expect(ost_graph_free(g), OST_OK, NULL, "free the graph");
