@@ -5,7 +5,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use ostinato::file::BufferInit;
-use ostinato::{BufferId, Exec, Plan, Scalar, SlotId};
+use ostinato::{pieces, BufferId, Exec, Plan, Scalar, SlotId};
 use ostinato_host::HostMemory;
 
 use crate::error::RuntimeError;
@@ -86,24 +86,13 @@ impl dyn ExecHandle + '_ {
         self.set_slot(id, value)
     }
     /// Writes every buffer's initial contents (`None` entries, such as views, are skipped), in
-    /// pieces of [`PIECE`] bytes: no full host copy of a buffer is made.
+    /// pieces of [`ostinato::PIECE`] bytes: no full host copy of a buffer is made.
     pub fn write_inits(&mut self, inits: &[Option<BufferInit>]) -> Result<(), RuntimeError> {
         let sizes: Vec<u64> = self.plan().graph().buffers().iter().map(|b| b.size).collect();
-        let mut piece = Vec::new();
-        for (i, (init, size)) in inits.iter().zip(sizes).enumerate() {
-            if let Some(init) = init {
-                let mut stream = init.stream();
-                for (offset, len) in pieces(size) {
-                    piece.resize(len, 0);
-                    stream.fill_next(&mut piece);
-                    self.write_buffer(BufferId(i as u32), offset, &piece)?;
-                }
-            }
-        }
-        Ok(())
+        ostinato::for_each_init_piece(inits, &sizes, |buffer, offset, bytes| self.write_buffer(buffer, offset, bytes))
     }
 
-    /// Calls `f(name, offset, bytes)` for each root buffer, piece by piece ([`PIECE`] bytes at a time).
+    /// Calls `f(name, offset, bytes)` for each root buffer, piece by piece ([`ostinato::PIECE`] bytes at a time).
     pub fn for_each_root_piece(&mut self, mut f: impl FnMut(&str, u64, &[u8]) -> Result<(), RuntimeError>) -> Result<(), RuntimeError> {
         let roots: Vec<(BufferId, String, u64)> = self.roots();
         let mut piece = Vec::new();
@@ -138,14 +127,6 @@ impl dyn ExecHandle + '_ {
         }
         Ok(out)
     }
-}
-
-/// How many bytes the runtime stages at a time when it initialises, compares or dumps a buffer.
-pub const PIECE: usize = 1 << 20;
-
-/// `(offset, len)` of each piece of a `size`-byte buffer.
-fn pieces(size: u64) -> impl Iterator<Item = (u64, usize)> {
-    (0..size.div_ceil(PIECE as u64)).map(move |i| (i * PIECE as u64, (size - i * PIECE as u64).min(PIECE as u64) as usize))
 }
 
 /// A zeroed host byte vector for buffer `name`, or an error naming it when it cannot be had.

@@ -39,9 +39,10 @@ mod session;
 
 pub use error::RuntimeError;
 pub use exec::NamedBuffers;
-pub use exec::{ExecHandle, Memory, PIECE};
+pub use exec::{ExecHandle, Memory};
 pub use kind::BackendKind;
 pub use oracle::{compare, host_serial};
+pub use ostinato::PIECE;
 pub use run::{dump, run_file, RunOptions, RunReport};
 pub use session::{BackendSpec, KernelSource, Session};
 

@@ -148,11 +148,34 @@ pub fn check_range(plan: &Plan, buffer: BufferId, offset: u64, len: u64) -> Resu
 /// Writes every buffer's initial contents (`None` entries, such as views, are skipped).
 pub fn write_inits<E: Exec>(exec: &mut E, inits: &[Option<crate::file::BufferInit>]) -> Result<(), E::Error> {
     let sizes: Vec<u64> = exec.plan().graph().buffers().iter().map(|b| b.size).collect();
-    for (i, (init, size)) in inits.iter().zip(sizes).enumerate() {
+    for_each_init_piece(inits, &sizes, |buffer, offset, bytes| exec.write_buffer(buffer, offset, bytes))
+}
+
+/// How many bytes are staged at a time when a buffer is initialised, compared or dumped.
+pub const PIECE: usize = 1 << 20;
+
+/// `(offset, len)` of each [`PIECE`] of a `size`-byte buffer.
+pub fn pieces(size: u64) -> impl Iterator<Item = (u64, usize)> {
+    (0..size.div_ceil(PIECE as u64)).map(move |i| (i * PIECE as u64, (size - i * PIECE as u64).min(PIECE as u64) as usize))
+}
+
+/// Calls `write(buffer, offset, bytes)` with each buffer's initial contents (`inits[b]`, for buffers of
+/// `sizes[b]` bytes; `None` entries, such as views, are skipped), a [`PIECE`] at a time: no full host
+/// copy of a buffer is made.
+pub fn for_each_init_piece<E>(
+    inits: &[Option<crate::file::BufferInit>],
+    sizes: &[u64],
+    mut write: impl FnMut(BufferId, u64, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut piece = Vec::new();
+    for (i, (init, &size)) in inits.iter().zip(sizes).enumerate() {
         if let Some(init) = init {
-            let mut bytes = vec![0u8; size as usize];
-            init.fill(&mut bytes);
-            exec.write_buffer(BufferId(i as u32), 0, &bytes)?;
+            let mut stream = init.stream();
+            for (offset, len) in pieces(size) {
+                piece.resize(len, 0);
+                stream.fill_next(&mut piece);
+                write(BufferId(i as u32), offset, &piece)?;
+            }
         }
     }
     Ok(())

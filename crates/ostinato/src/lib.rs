@@ -27,7 +27,8 @@ pub mod plan;
 pub mod rng;
 
 pub use backend::{
-    allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_slot, read_roots, write_inits, Backend, BufferBinding, Exec,
+    allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_slot, for_each_init_piece, pieces, read_roots, write_inits,
+    Backend, BufferBinding, Exec, PIECE,
 };
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{
