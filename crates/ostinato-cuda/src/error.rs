@@ -25,6 +25,8 @@ pub enum CudaError {
     Bind(#[from] BindError),
     #[error(transparent)]
     Slot(#[from] SlotError),
+    #[error(transparent)]
+    Prefetch(#[from] crate::prefetch::PrefetchRace),
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
     /// `wait` gave up on work that did not finish in time (a kernel that never ends, or one far

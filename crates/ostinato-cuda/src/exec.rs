@@ -15,7 +15,7 @@ use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
 use crate::launch_thread::{Command, LaunchFault, LaunchThread, Submitter};
-use crate::lower::{lower, ArgValue, Callee, Lowering};
+use crate::lower::{lower_with, ArgValue, Callee, KernelPdl, Lowering};
 use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
 use crate::options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
 
@@ -228,8 +228,8 @@ impl CudaBackend {
         }
         let (copy_k, fill_k) = self.helpers.clone();
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
-        let kernel_pdl: Vec<bool> = kernels.iter().map(|k| k.pdl_capable).collect();
-        let lowering = lower(plan, &kernel_pdl, helpers_pdl, self.options.pdl);
+        let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
+        let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl)?;
         let node_kernels: Vec<&CudaKernel> = lowering
             .launches
             .iter()

@@ -18,6 +18,8 @@ pub mod module;
 mod named;
 pub mod nvrtc;
 mod options;
+pub mod prefetch;
+pub mod ptx;
 pub mod raw;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};

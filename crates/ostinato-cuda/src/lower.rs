@@ -7,6 +7,9 @@ use std::fmt::Write as _;
 
 use ostinato::{Arg, BufferId, KernelId, NodeId, NodeOp, Plan, SlotId};
 
+use crate::prefetch::demote_racing;
+pub use crate::prefetch::{KernelPdl, PrefetchRace};
+
 pub use crate::dims::Dims;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,9 +240,17 @@ fn helper_dims(words: u64) -> Dims {
     Dims { grid: [blocks, 1, 1], block: [COPY_BLOCK, 1, 1], shared: 0 }
 }
 
-/// Translates `plan`. `kernel_pdl[k]` says whether kernel `k`'s implementation is PDL-capable;
-/// `helpers_pdl` the same for the internal copy/fill kernels.
+/// Translates `plan` for kernels that read nothing before their wait. `kernel_pdl[k]` says whether
+/// kernel `k`'s implementation is PDL-capable; `helpers_pdl` the same for the internal copy/fill kernels.
 pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPolicy) -> Lowering {
+    let kernels: Vec<KernelPdl> = kernel_pdl.iter().map(|&c| KernelPdl::plain(c)).collect();
+    lower_with(plan, &kernels, helpers_pdl, policy).unwrap_or_else(|race| unreachable!("kernels that read nothing before their wait cannot race: {race}"))
+}
+
+/// Translates `plan`, with what each kernel reads before its wait: a programmatic edge on which such a
+/// prefetch could race with a running writer becomes a full edge, or, into a kernel the user declared
+/// PDL-safe, is refused ([`crate::prefetch`]).
+pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy: PdlPolicy) -> Result<Lowering, PrefetchRace> {
     let g = plan.graph();
     let ptr = |s: &ostinato::Slice| {
         let (root, start, _) = g.root_extent(*s);
@@ -260,7 +271,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
                     })
                     .collect();
                 let dims = Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes };
-                (Callee::Kernel(*kernel), dims, args, kernel_pdl.get(kernel.index()).copied().unwrap_or(false))
+                (Callee::Kernel(*kernel), dims, args, kernels.get(kernel.index()).is_some_and(|k| k.capable))
             }
             NodeOp::Copy { src, dst } => (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl),
             NodeOp::Fill { dst, value } => {
@@ -300,19 +311,6 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             })
             .collect()
     };
-    let lane_links = decide(&lane_edges);
-    // Eager mode submits the lane shape itself: a node launches with programmatic serialization when
-    // the link from its lane predecessor is programmatic there and it has no cross-lane wait.
-    let mut eager_pdl = vec![false; plan.node_count()];
-    for e in &lane_links {
-        if e.programmatic && lanes.lane_of(e.from) == lanes.lane_of(e.to) && lanes.waits(e.to).is_empty() {
-            eager_pdl[e.to.index()] = true;
-        }
-    }
-    let edges = match shape {
-        GraphShape::Plan => decide(&plan.edges().iter().map(|e| (e.from, e.to)).collect::<Vec<_>>()),
-        GraphShape::Lanes => lane_links,
-    };
     // One build for the whole submission, from the configurations measured correct and fast
     // (docs/fences.md): no programmatic edge at all → the plain build (griddepcontrol costs large grids
     // microseconds); every node small → the early-trigger build; otherwise the main (after-wait) build.
@@ -325,6 +323,33 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
         (true, true) => Variant::Early,
         (true, false) => Variant::Late,
     };
+    // Pre-wait reads: demote the programmatic edges on which a prefetch could race (prefetch.rs), under
+    // the build each edge set would launch. Demotion only shrinks what may run early, so a build chosen
+    // after it stays safe.
+    let kernel_of: Vec<Option<usize>> = launches.iter().map(|l| if let Callee::Kernel(k) = l.callee { Some(k.index()) } else { None }).collect();
+    let variants = |es: &[GraphEdge]| {
+        let b = build(es.iter().any(|e| e.programmatic));
+        launches.iter().map(|l| if l.pdl_capable { b } else { Variant::Plain }).collect::<Vec<_>>()
+    };
+    let mut lane_links = decide(&lane_edges);
+    let v = variants(&lane_links);
+    demote_racing(plan, kernels, &kernel_of, &v, &mut lane_links)?;
+    // Eager mode submits the lane shape itself: a node launches with programmatic serialization when
+    // the link from its lane predecessor is programmatic there and it has no cross-lane wait.
+    let mut eager_pdl = vec![false; plan.node_count()];
+    for e in &lane_links {
+        if e.programmatic && lanes.lane_of(e.from) == lanes.lane_of(e.to) && lanes.waits(e.to).is_empty() {
+            eager_pdl[e.to.index()] = true;
+        }
+    }
+    let mut edges = match shape {
+        GraphShape::Plan => decide(&plan.edges().iter().map(|e| (e.from, e.to)).collect::<Vec<_>>()),
+        GraphShape::Lanes => lane_links,
+    };
+    if shape == GraphShape::Plan {
+        let v = variants(&edges);
+        demote_racing(plan, kernels, &kernel_of, &v, &mut edges)?;
+    }
     let graph_build = build(edges.iter().any(|e| e.programmatic));
     let eager_build = build(eager_pdl.iter().any(|p| *p));
     for l in launches.iter_mut() {
@@ -351,7 +376,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
             }
         }
     }
-    Lowering { launches, shape, edges, eager_pdl }
+    Ok(Lowering { launches, shape, edges, eager_pdl })
 }
 
 /// The lane shape's dependencies: consecutive nodes of each lane, then each node's cross-lane waits.

@@ -15,7 +15,13 @@ use crate::lower::Variant;
 use crate::nvrtc;
 
 /// The built-in kernels (`builtin:<name>`) and the internal copy/fill kernels.
-pub const BUILTIN_SOURCE: &str = concat!(include_str!("../../../kernels/ostinato.cu"), "\n", include_str!("../../../kernels/decode.cu"));
+pub const BUILTIN_SOURCE: &str = concat!(
+    include_str!("../../../kernels/ostinato.cu"),
+    "\n",
+    include_str!("../../../kernels/decode.cu"),
+    "\n",
+    include_str!("../../../kernels/llama/llama.cu")
+);
 
 /// Where a PDL-capable kernel lets its dependents launch (the `OST_TRIGGER` macro of our sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,6 +98,11 @@ pub struct CudaKernel {
     pub pdl_capable: bool,
     /// How `pdl_capable` was established: "ptx" (inspected), "declared" or "none".
     pub pdl_evidence: &'static str,
+    /// The user declared the kernel PDL-safe (option `pdl = true`): a pre-wait read that could race is
+    /// refused rather than avoided.
+    pub pdl_declared: bool,
+    /// Params the kernel reads before its wait (from the PTX; empty where there is none to read).
+    pub pre_wait_reads: Vec<usize>,
     /// The signature it was checked against.
     pub sig: KernelSig,
     /// Optional variants of the same code: `early` triggers its dependents at entry (for small grids),
@@ -252,57 +263,34 @@ impl LoadedModule {
                 }
             }
         }
-        let (pdl_capable, pdl_evidence) = match (&self.ptx, declared_pdl) {
-            (Some(ptx), declared) => match certify_pdl(ptx, entry) {
-                Ok(()) => (declared.unwrap_or(true), "ptx"),
+        let (pdl_capable, pdl_evidence, pre_wait_reads) = match (&self.ptx, declared_pdl) {
+            (Some(ptx), declared) => match crate::ptx::analyze(ptx, entry, |i| sig.params.get(i).is_some_and(|p| matches!(p.kind, ParamKind::Buffer(_)))) {
+                Ok(pre) => (declared.unwrap_or(true), "ptx", pre.reads),
                 Err(why) if declared == Some(true) => return Err(kerr(format!("declared PDL-capable but its PTX says otherwise: {why}"))),
-                Err(_) => (false, "ptx"),
+                Err(_) => (false, "ptx", Vec::new()),
             },
-            (None, Some(d)) => (d, "declared"),
-            (None, None) => (false, "none"),
+            (None, Some(d)) => (d, "declared", Vec::new()),
+            (None, None) => (false, "none", Vec::new()),
         };
-        Ok(CudaKernel { func, name: sig.name.clone(), pdl_capable, pdl_evidence, sig: sig.clone(), early: None, plain: None })
+        Ok(CudaKernel {
+            func,
+            name: sig.name.clone(),
+            pdl_capable,
+            pdl_evidence,
+            pdl_declared: declared_pdl == Some(true),
+            pre_wait_reads,
+            sig: sig.clone(),
+            early: None,
+            plain: None,
+        })
     }
 }
 
-/// Certifies from PTX that `entry` executes `griddepcontrol.wait` before any instruction that could
-/// touch global memory or leave straight-line code. Conservative: any `ld`/`st`/`atom`/`red`/`cp`/
-/// `prefetch` other than `ld.param`, any branch, call or return before the wait fails certification.
-pub fn certify_pdl(ptx: &str, entry: &str) -> std::result::Result<(), String> {
-    let start = ptx
-        .match_indices(".entry")
-        .map(|(i, _)| i)
-        .find(|&i| {
-            let rest = ptx[i + 6..].trim_start();
-            rest.starts_with(entry) && rest[entry.len()..].trim_start().starts_with('(')
-        })
-        .ok_or_else(|| format!("no `.entry {entry}` in the PTX"))?;
-    let body_at = ptx[start..].find('{').map(|b| start + b).ok_or("entry has no body")?;
-    for raw in ptx[body_at + 1..].lines() {
-        let line = raw.split("//").next().unwrap_or("").trim();
-        if line.is_empty() || line.starts_with('.') || line.ends_with(':') || line == "{" {
-            continue;
-        }
-        if line.starts_with('}') {
-            return Err("the body ends without `griddepcontrol.wait`".into());
-        }
-        // Drop a guard predicate (`@%p1 ` / `@!%p1 `): a guarded instruction may still execute.
-        let instr = match line.strip_prefix('@') {
-            Some(rest) => rest.split_once(char::is_whitespace).map_or("", |x| x.1).trim_start(),
-            None => line,
-        };
-        let mnemonic = instr.split(char::is_whitespace).next().unwrap_or("");
-        if mnemonic.starts_with("griddepcontrol.wait") {
-            return Ok(());
-        }
-        let touches = ["ld.", "st.", "atom.", "red.", "cp.", "prefetch", "ldu.", "tex.", "suld.", "sust."].iter().any(|p| mnemonic.starts_with(p))
-            && !mnemonic.starts_with("ld.param");
-        let leaves = ["bra", "call", "ret", "exit", "brx."].iter().any(|p| mnemonic.starts_with(p));
-        if touches || leaves {
-            return Err(format!("`{line}` comes before `griddepcontrol.wait`"));
-        }
+impl CudaKernel {
+    /// What the lowering needs to know of its PDL behaviour.
+    pub fn pdl(&self) -> crate::lower::KernelPdl {
+        crate::lower::KernelPdl { capable: self.pdl_capable, declared: self.pdl_declared, pre_wait_reads: self.pre_wait_reads.clone() }
     }
-    Err("no `griddepcontrol.wait` found".into())
 }
 
 /// Resolves a graph file's CUDA implementation reference: `builtin:<entry>` or a path (relative to
@@ -318,51 +306,4 @@ pub fn resolve_source(reference: &str, base: &Path) -> Result<ModuleSource> {
 /// The driver's version, for cache keys and provenance.
 pub fn driver_version() -> Result<i32> {
     ffi::driver_version()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::certify_pdl;
-
-    const GOOD: &str = r#"
-.visible .entry add_one(
-	.param .u64 add_one_param_0,
-	.param .u32 add_one_param_1
-)
-{
-	.reg .b32 	%r<8>;
-	ld.param.u64 	%rd3, [add_one_param_0];
-	ld.param.u32 	%r2, [add_one_param_1];
-	griddepcontrol.launch_dependents;
-	griddepcontrol.wait;
-	mov.u32 	%r3, %ctaid.x;
-	@%p1 bra 	$L__BB0_3;
-	ld.global.f32 	%f1, [%rd1];
-}
-"#;
-
-    #[test]
-    fn certifies_a_kernel_that_waits_first() {
-        assert_eq!(certify_pdl(GOOD, "add_one"), Ok(()));
-    }
-
-    #[test]
-    fn rejects_memory_access_or_branch_before_the_wait() {
-        let branch_first = GOOD.replace("griddepcontrol.wait;", "").replace("ld.global.f32", "griddepcontrol.wait;\n\tld.global.f32");
-        let e = certify_pdl(&branch_first, "add_one").unwrap_err();
-        assert!(e.contains("bra"), "{e}");
-        let load_first = GOOD.replace("griddepcontrol.launch_dependents;", "ld.global.f32 %f9, [%rd3];");
-        assert!(certify_pdl(&load_first, "add_one").unwrap_err().contains("ld.global"));
-        let generic = GOOD.replace("griddepcontrol.launch_dependents;", "st.u32 [%rd3], %r2;");
-        assert!(certify_pdl(&generic, "add_one").is_err());
-        assert!(certify_pdl(&GOOD.replace("griddepcontrol.wait;", ""), "add_one").is_err());
-        assert!(certify_pdl(GOOD, "other").unwrap_err().contains("no `.entry other`"));
-    }
-
-    #[test]
-    fn entry_names_must_match_exactly() {
-        let two = GOOD.replace("add_one(", "add_one_x(") + &GOOD.replace("griddepcontrol.wait;", "ld.global.f32 %f1, [%rd1];");
-        assert!(certify_pdl(&two, "add_one").is_err());
-        assert!(certify_pdl(&two, "add_one_x").is_ok());
-    }
 }

@@ -9,6 +9,7 @@ pub mod builtins;
 mod checker;
 pub mod decode;
 pub mod kernel;
+pub mod llama;
 pub mod memory;
 mod pool;
 pub mod schedule;

@@ -1,0 +1,341 @@
+//! Host kernels of the Llama decode step: bf16 weights and KV cache, f32 activations and accumulation.
+//! Their CUDA twins live in `kernels/llama/llama.cu` with the same signatures and the same math (the
+//! same bf16 rounding of the KV cache, the same RoPE angles from the same frequency table); summation
+//! order differs, so the two agree within the decode check's tolerance, not bit for bit. Projections
+//! spread their rows over the machine's cores: the host backend is the oracle of the full-size model.
+//!
+//! bf16 tensors are stored two per 32-bit word, little-endian: element `2i` is the low half of word `i`.
+
+use ostinato::{Access, KernelSig, ScalarType};
+
+use crate::kernel::{BufView, HostKernel, Words};
+
+fn bf16_at(w: &Words<'_>, i: usize) -> f32 {
+    let word = w.u32(i / 2);
+    f32::from_bits(if i % 2 == 0 { word << 16 } else { word & 0xffff_0000 })
+}
+
+fn bf16_store(w: &Words<'_>, i: usize, v: f32) {
+    let b = half::bf16::from_f32(v).to_bits() as u32;
+    let word = w.u32(i / 2);
+    w.set_u32(i / 2, if i % 2 == 0 { (word & 0xffff_0000) | b } else { (word & 0xffff) | (b << 16) });
+}
+
+fn f32s(w: &Words<'_>, n: usize) -> Vec<f32> {
+    (0..n).map(|i| w.f32(i)).collect()
+}
+
+/// `out[r] = W[rows(r)] · x` for `r < n`, W bf16 row-major with `x.len()` columns, rows spread over the
+/// available cores.
+fn project(w: &Words<'_>, x: &[f32], n: usize, rows: impl Fn(usize) -> usize + Sync) -> Vec<f32> {
+    let k = x.len();
+    let dot = |r: usize| {
+        let base = rows(r) * k;
+        let mut acc = 0.0f32;
+        for (j, xv) in x.iter().enumerate() {
+            acc += bf16_at(w, base + j) * xv;
+        }
+        acc
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n.div_ceil(64)).max(1);
+    if threads == 1 {
+        return (0..n).map(dot).collect();
+    }
+    let per = n.div_ceil(threads);
+    let mut out = vec![0.0f32; n];
+    std::thread::scope(|s| {
+        for (t, chunk) in out.chunks_mut(per).enumerate() {
+            let dot = &dot;
+            s.spawn(move || {
+                for (i, o) in chunk.iter_mut().enumerate() {
+                    *o = dot(t * per + i);
+                }
+            });
+        }
+    });
+    out
+}
+
+/// RMS norm of `x` with bf16 weights `g`: `x * rsqrt(mean(x²) + eps) * g`.
+fn rmsnorm(x: &[f32], g: &Words<'_>, eps: f32) -> Vec<f32> {
+    let ss: f32 = x.iter().map(|v| v * v).sum();
+    let scale = 1.0 / (ss / x.len() as f32 + eps).sqrt();
+    x.iter().enumerate().map(|(i, v)| v * scale * bf16_at(g, i)).collect()
+}
+
+fn sig(name: &str, params: &[(&str, Option<Access>, ScalarType)]) -> KernelSig {
+    params.iter().fold(KernelSig::new(name), |k, (p, a, t)| match a {
+        Some(a) => k.buffer(*p, *a),
+        None => k.scalar(*p, *t),
+    })
+}
+
+const U: ScalarType = ScalarType::U32;
+const F: ScalarType = ScalarType::F32;
+use Access::{Read as R, ReadWrite as RW, Write as W};
+
+/// `llama_embed(x: write f32[hidden], emb: read bf16[vocab*hidden], token: read u32[1], hidden)`.
+pub fn embed_sig() -> KernelSig {
+    sig("llama_embed", &[("x", Some(W), U), ("emb", Some(R), U), ("token", Some(R), U), ("hidden", None, U)])
+}
+
+/// `llama_qkv(q, kcache, vcache, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, max_seq,
+/// eps)`: see `kernels/llama/llama.cu`.
+pub fn qkv_sig() -> KernelSig {
+    sig(
+        "llama_qkv",
+        &[
+            ("q", Some(W), U),
+            ("kcache", Some(RW), U),
+            ("vcache", Some(RW), U),
+            ("x", Some(R), U),
+            ("ln", Some(R), U),
+            ("wqkv", Some(R), U),
+            ("rope_freq", Some(R), U),
+            ("pos", None, U),
+            ("hidden", None, U),
+            ("heads", None, U),
+            ("kv_heads", None, U),
+            ("head_dim", None, U),
+            ("max_seq", None, U),
+            ("eps", None, F),
+        ],
+    )
+}
+
+/// `llama_attn(out, part, counter, q, kcache, vcache, pos, heads, kv_heads, max_seq, splits)`.
+pub fn attn_sig() -> KernelSig {
+    sig(
+        "llama_attn",
+        &[
+            ("out", Some(W), U),
+            ("part", Some(RW), U),
+            ("counter", Some(RW), U),
+            ("q", Some(R), U),
+            ("kcache", Some(R), U),
+            ("vcache", Some(R), U),
+            ("pos", None, U),
+            ("heads", None, U),
+            ("kv_heads", None, U),
+            ("max_seq", None, U),
+            ("splits", None, U),
+        ],
+    )
+}
+
+fn residual_sig(name: &str) -> KernelSig {
+    sig(name, &[("x", Some(RW), U), ("w", Some(R), U), ("v", Some(R), U), ("m", None, U), ("k", None, U)])
+}
+
+/// `llama_o(x: read_write f32[m], w: read bf16[m*k], v: read f32[k], m, k)`: `x += W v`.
+pub fn o_sig() -> KernelSig {
+    residual_sig("llama_o")
+}
+
+/// `llama_down(x, w, v, m, k)`: as `llama_o`, for the FFN down projection.
+pub fn down_sig() -> KernelSig {
+    residual_sig("llama_down")
+}
+
+/// `llama_ffn_in(act: write f32[ffn], x, ln, wgu: read bf16[2*ffn*hidden], ffn, hidden, eps)`.
+pub fn ffn_in_sig() -> KernelSig {
+    sig(
+        "llama_ffn_in",
+        &[("act", Some(W), U), ("x", Some(R), U), ("ln", Some(R), U), ("wgu", Some(R), U), ("ffn", None, U), ("hidden", None, U), ("eps", None, F)],
+    )
+}
+
+/// `llama_lm_head(logits, part, counter, token, x, ln, emb, vocab, hidden, eps)`.
+pub fn lm_head_sig() -> KernelSig {
+    sig(
+        "llama_lm_head",
+        &[
+            ("logits", Some(W), U),
+            ("part", Some(RW), U),
+            ("counter", Some(RW), U),
+            ("token", Some(W), U),
+            ("x", Some(R), U),
+            ("ln", Some(R), U),
+            ("emb", Some(R), U),
+            ("vocab", None, U),
+            ("hidden", None, U),
+            ("eps", None, F),
+        ],
+    )
+}
+
+/// The words of a bf16 extent holding `count` elements.
+fn halves<'a>(view: &'a BufView<'_>, count: usize, write: bool) -> Result<Words<'a>, String> {
+    view.words(count.div_ceil(2), write)
+}
+
+pub fn embed() -> HostKernel {
+    HostKernel::new(embed_sig(), |cx| {
+        let hidden = cx.u32(3)? as usize;
+        let (xv, ev, tv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
+        let token = tv.words(1, false)?.u32(0) as usize;
+        let rows = ev.len_bytes() as usize / (2 * hidden.max(1));
+        if token >= rows {
+            return Err(format!("llama_embed: token {token} is past the embedding's {rows} rows"));
+        }
+        let emb = halves(&ev, rows * hidden, false)?;
+        let x = xv.words(hidden, true)?;
+        for i in 0..hidden {
+            x.set_f32(i, bf16_at(&emb, token * hidden + i));
+        }
+        Ok(())
+    })
+}
+
+pub fn qkv() -> HostKernel {
+    HostKernel::new(qkv_sig(), |cx| {
+        let pos = cx.u32(7)? as usize;
+        let (hidden, heads, kvh, hd, max_seq) = (cx.u32(8)? as usize, cx.u32(9)? as usize, cx.u32(10)? as usize, cx.u32(11)? as usize, cx.u32(12)? as usize);
+        let eps = cx.f32(13)?;
+        if pos >= max_seq {
+            return Err(format!("llama_qkv: pos {pos} is past the cache's {max_seq} rows"));
+        }
+        let views: Vec<_> = (0..7).map(|i| cx.buffer(i)).collect::<Result<_, _>>()?;
+        let half = hd / 2;
+        let rows = (heads + 2 * kvh) * hd;
+        let q = views[0].words(heads * hd, true)?;
+        let kc = halves(&views[1], kvh * max_seq * hd, true)?;
+        let vc = halves(&views[2], kvh * max_seq * hd, true)?;
+        let x = f32s(&views[3].words(hidden, false)?, hidden);
+        let ln = halves(&views[4], hidden, false)?;
+        let w = halves(&views[5], rows * hidden, false)?;
+        let freq = f32s(&views[6].words(half, false)?, half);
+        let xn = rmsnorm(&x, &ln, eps);
+        let y = project(&w, &xn, rows, |r| r);
+        for head in 0..heads + 2 * kvh {
+            for j in 0..half {
+                let (mut a, mut b) = (y[head * hd + j], y[head * hd + j + half]);
+                if head < heads + kvh {
+                    let (s, c) = (pos as f32 * freq[j]).sin_cos();
+                    (a, b) = (a * c - b * s, b * c + a * s);
+                }
+                if head < heads {
+                    q.set_f32(head * hd + j, a);
+                    q.set_f32(head * hd + j + half, b);
+                } else {
+                    let (cache, h) = if head < heads + kvh { (&kc, head - heads) } else { (&vc, head - heads - kvh) };
+                    let at = (h * max_seq + pos) * hd + j;
+                    bf16_store(cache, at, a);
+                    bf16_store(cache, at + half, b);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn attn() -> HostKernel {
+    HostKernel::new(attn_sig(), |cx| {
+        let pos = cx.u32(6)? as usize;
+        let (heads, kvh, max_seq) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
+        const HD: usize = 64;
+        if kvh == 0 || heads % kvh != 0 {
+            return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads"));
+        }
+        let n = pos.min(max_seq.saturating_sub(1)) + 1;
+        let (ov, qv, kv, vv) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?);
+        let out = ov.words(heads * HD, true)?;
+        let q = f32s(&qv.words(heads * HD, false)?, heads * HD);
+        let kc = halves(&kv, kvh * max_seq * HD, false)?;
+        let vc = halves(&vv, kvh * max_seq * HD, false)?;
+        let group = heads / kvh;
+        for h in 0..heads {
+            let base = (h / group) * max_seq * HD;
+            let scores: Vec<f32> = (0..n).map(|t| (0..HD).map(|d| q[h * HD + d] * bf16_at(&kc, base + t * HD + d)).sum::<f32>() * 0.125).collect();
+            let m = scores.iter().copied().fold(f32::MIN, f32::max);
+            let e: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
+            let l: f32 = e.iter().sum();
+            for d in 0..HD {
+                let o: f32 = (0..n).map(|t| e[t] * bf16_at(&vc, base + t * HD + d)).sum();
+                out.set_f32(h * HD + d, o / l);
+            }
+        }
+        Ok(())
+    })
+}
+
+fn residual(sig: KernelSig) -> HostKernel {
+    HostKernel::new(sig, |cx| {
+        let (m, k) = (cx.u32(3)? as usize, cx.u32(4)? as usize);
+        let (xv, wv, vv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
+        let x = xv.words(m, true)?;
+        let w = halves(&wv, m * k, false)?;
+        let v = f32s(&vv.words(k, false)?, k);
+        let y = project(&w, &v, m, |r| r);
+        for (i, yv) in y.iter().enumerate() {
+            x.set_f32(i, x.f32(i) + yv);
+        }
+        Ok(())
+    })
+}
+
+pub fn o() -> HostKernel {
+    residual(o_sig())
+}
+
+pub fn down() -> HostKernel {
+    residual(down_sig())
+}
+
+pub fn ffn_in() -> HostKernel {
+    HostKernel::new(ffn_in_sig(), |cx| {
+        let (ffn, hidden, eps) = (cx.u32(4)? as usize, cx.u32(5)? as usize, cx.f32(6)?);
+        let (av, xv, lv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?);
+        let act = av.words(ffn, true)?;
+        let x = f32s(&xv.words(hidden, false)?, hidden);
+        let ln = halves(&lv, hidden, false)?;
+        let w = halves(&wv, 2 * ffn * hidden, false)?;
+        let xn = rmsnorm(&x, &ln, eps);
+        let gu = project(&w, &xn, 2 * ffn, |r| r);
+        for i in 0..ffn {
+            let (g, u) = (gu[i], gu[ffn + i]);
+            act.set_f32(i, g / (1.0 + (-g).exp()) * u);
+        }
+        Ok(())
+    })
+}
+
+pub fn lm_head() -> HostKernel {
+    HostKernel::new(lm_head_sig(), |cx| {
+        let (vocab, hidden, eps) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.f32(9)?);
+        let (lv, tv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?);
+        let logits = lv.words(vocab, true)?;
+        let token = tv.words(1, true)?;
+        let x = f32s(&xv.words(hidden, false)?, hidden);
+        let ln = halves(&nv, hidden, false)?;
+        let emb = halves(&ev, vocab * hidden, false)?;
+        let xn = rmsnorm(&x, &ln, eps);
+        let y = project(&emb, &xn, vocab, |r| r);
+        let mut best = 0;
+        for (i, v) in y.iter().enumerate() {
+            logits.set_f32(i, *v);
+            if *v > y[best] {
+                best = i;
+            }
+        }
+        token.set_u32(0, best as u32);
+        Ok(())
+    })
+}
+
+/// Every Llama kernel.
+pub fn all() -> Vec<HostKernel> {
+    vec![embed(), qkv(), attn(), o(), down(), ffn_in(), lm_head()]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bf16_rounds_to_nearest_even_like_the_cuda_twin() {
+        // The CUDA kernels round with u + 0x7fff + ((u >> 16) & 1): check the crate agrees on ties.
+        for bits in [0x3f80_8000u32, 0x3f81_8000, 0x3f80_7fff, 0xbf80_8001, 0x4049_0fdb] {
+            let u = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+            assert_eq!(half::bf16::from_f32(f32::from_bits(bits)).to_bits() as u32, u, "{bits:#x}");
+        }
+    }
+}
