@@ -147,7 +147,7 @@ impl PyGraph {
     }
 
     /// Declares a buffer of `size` bytes; `init` is its initial contents (zero, iota, const:V,
-    /// random:SEED, f32:V, randf:SEED:SCALE); `view_of=(buffer, offset)` makes it a view.
+    /// random:SEED, f32:V, randf:SEED:SCALE, randbf16:SEED:SCALE); `view_of=(buffer, offset)` makes it a view.
     #[pyo3(signature = (name, size, init=None, view_of=None))]
     fn buffer(&mut self, name: &str, size: u64, init: Option<&str>, view_of: Option<(Buffer, u64)>) -> PyResult<Buffer> {
         let init = match (init, &view_of) {

@@ -6,7 +6,7 @@
 //! [[buffer]]
 //! name = "a"
 //! size = 4096            # bytes
-//! init = "iota"          # zero | iota | const:V | random:SEED | f32:V | randf:SEED:SCALE
+//! init = "iota"          # zero | iota | const:V | random:SEED | f32:V | randf:SEED:SCALE | randbf16:SEED:SCALE
 //! [[kernel]]
 //! name = "mix"
 //! params = [{ name = "out", access = "read_write" }, { name = "n", scalar = "u32" }]
@@ -54,6 +54,12 @@ pub enum BufferInit {
         seed: u64,
         scale: f32,
     },
+    /// bf16 elements (two per 4 bytes, low half first) uniform in [-scale, scale) from the seed, each
+    /// the f32 draw of `RandomF32` rounded to nearest even.
+    RandomBf16 {
+        seed: u64,
+        scale: f32,
+    },
 }
 
 impl BufferInit {
@@ -72,6 +78,10 @@ impl BufferInit {
                 let (seed, scale) = v.split_once(':')?;
                 Some(BufferInit::RandomF32 { seed: seed.parse().ok()?, scale: scale.parse().ok()? })
             }
+            "randbf16" => {
+                let (seed, scale) = v.split_once(':')?;
+                Some(BufferInit::RandomBf16 { seed: seed.parse().ok()?, scale: scale.parse().ok()? })
+            }
             _ => None,
         }
     }
@@ -84,7 +94,7 @@ impl BufferInit {
     /// The buffer's bytes as a stream, to fill a large buffer in pieces with no full copy.
     pub fn stream(&self) -> InitStream {
         let rng = match self {
-            BufferInit::Random(seed) | BufferInit::RandomF32 { seed, .. } => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            BufferInit::Random(seed) | BufferInit::RandomF32 { seed, .. } | BufferInit::RandomBf16 { seed, .. } => seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             _ => 0,
         };
         InitStream { init: *self, element: 0, rng }
@@ -101,6 +111,11 @@ pub struct InitStream {
 }
 
 impl InitStream {
+    /// A uniform f32 in [-scale, scale).
+    fn next_uniform(&mut self, scale: f32) -> f32 {
+        ((self.next_random() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).mul_add(scale, 0.0)
+    }
+
     fn next_random(&mut self) -> u32 {
         self.rng ^= self.rng >> 12;
         self.rng ^= self.rng << 25;
@@ -118,13 +133,23 @@ impl InitStream {
                 BufferInit::Const(c) => c,
                 BufferInit::ConstF32(f) => f.to_bits(),
                 BufferInit::Random(_) => self.next_random(),
-                BufferInit::RandomF32 { scale, .. } => ((self.next_random() >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0).mul_add(scale, 0.0).to_bits(),
+                BufferInit::RandomF32 { scale, .. } => self.next_uniform(scale).to_bits(),
+                BufferInit::RandomBf16 { scale, .. } => {
+                    let lo = bf16_bits(self.next_uniform(scale));
+                    lo | (bf16_bits(self.next_uniform(scale)) << 16)
+                }
             };
             self.element += 1;
             let b = v.to_le_bytes();
             chunk.copy_from_slice(&b[..chunk.len()]);
         }
     }
+}
+
+/// f32 → bf16 bits, round to nearest even (finite values: the draws are).
+fn bf16_bits(f: f32) -> u32 {
+    let u = f.to_bits();
+    u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16
 }
 
 fn parse_u32(s: &str) -> Option<u32> {
@@ -373,15 +398,14 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
             }
         }
         .map_err(|e| cx.err(at, e.to_string()))?;
-        let init =
-            match (&b.init, &b.view) {
-                (Some(_), Some(_)) => return Err(cx.err(at, format!("view `{}` cannot have an init (initialise its root)", b.name))),
-                (None, Some(_)) => None,
-                (None, None) => Some(BufferInit::Zero),
-                (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| {
-                    cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V, randf:SEED:SCALE)", b.name))
-                })?),
-            };
+        let init = match (&b.init, &b.view) {
+            (Some(_), Some(_)) => return Err(cx.err(at, format!("view `{}` cannot have an init (initialise its root)", b.name))),
+            (None, Some(_)) => None,
+            (None, None) => Some(BufferInit::Zero),
+            (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| {
+                cx.err(at, format!("buffer `{}`: unknown init `{s}` (zero, iota, const:V, random:SEED, f32:V, randf:SEED:SCALE, randbf16:SEED:SCALE)", b.name))
+            })?),
+        };
         debug_assert_eq!(id.index(), inits.len());
         inits.push(init);
     }

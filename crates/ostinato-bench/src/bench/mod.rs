@@ -152,8 +152,21 @@ pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, f
         BenchBackend::Cuda => workload::decode(DecodeShape::LLAMA_1B, per(4)),
         BenchBackend::Host => workload::decode(DecodeShape { layers: if quick { 2 } else { 4 }, ..DecodeShape::HOST_SMALL }, per(2)),
     });
+    // The Llama decode step: one KV cache size for every row, the position patched in the slot.
+    let (config, positions): (_, &[u32]) = match (backend, quick) {
+        (BenchBackend::Cuda, false) => (ostinato_llama::LlamaConfig::llama_3_2_1b(LLAMA_MAX_SEQ), &[128, 1024, 4096]),
+        (BenchBackend::Cuda, true) => (ostinato_llama::LlamaConfig::llama_3_2_1b(LLAMA_MAX_SEQ), &[1024]),
+        (BenchBackend::Host, false) => (ostinato_llama::LlamaConfig::shrunk(128), &[8, 100]),
+        (BenchBackend::Host, true) => (ostinato_llama::LlamaConfig::shrunk(128), &[100]),
+    };
+    for &pos in positions {
+        rows.push(workload::llama(config, pos, per(1)));
+    }
     rows
 }
+
+/// KV-cache capacity of the GPU's Llama rows (positions up to 4096, and room past them).
+pub const LLAMA_MAX_SEQ: u32 = 4352;
 
 /// Compares an arm's outputs with the oracle's under the row's check.
 pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
@@ -163,6 +176,23 @@ pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), St
                 if let Some(at) = w.iter().zip(g).position(|(a, b)| a != b) {
                     return Err(format!("checked buffer #{i} differs first at byte {at}"));
                 }
+            }
+            Check::Logits(tol) => {
+                let f = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<f32>>();
+                return match (want.first(), got.first(), want.get(1), got.get(1)) {
+                    (Some(wl), Some(gl), Some(_), Some(gt)) => {
+                        let (wl, gl) = (f(wl), f(gl));
+                        ostinato_llama::agree(&wl, &gl, tol)?;
+                        // The token written is the logits' argmax (ties to the lower index).
+                        let argmax = (0..gl.len()).fold(0, |b, j| if gl[j] > gl[b] { j } else { b });
+                        let token = |b: &[u8]| b.get(..4).map(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]));
+                        if token(gt) != Some(argmax as u32) {
+                            return Err(format!("token {:?} is not the argmax {argmax} of the logits", token(gt)));
+                        }
+                        Ok(())
+                    }
+                    _ => Err("a decode row checks logits and token".into()),
+                };
             }
             Check::RelL2(tol) => {
                 let f = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect::<Vec<f64>>();
@@ -194,6 +224,10 @@ pub fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
                 v
             })
         })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| w.data.iter().find(|(b, _)| b.index() == i).map(|(_, d)| Some(d.clone())).unwrap_or(v))
         .collect()
 }
 
@@ -558,6 +592,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             check: match w.check {
                 Check::Exact => "exact".into(),
                 Check::RelL2(t) => format!("f32 relative L2 <= {t:.0e}"),
+                Check::Logits(t) => format!("logits |diff| <= {t:.0e}, greedy token equal beyond that margin"),
             },
             ok: results.iter().all(|r| r.ok),
             arm_order: order.iter().map(|a| a.name()).collect(),

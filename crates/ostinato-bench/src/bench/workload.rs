@@ -12,6 +12,10 @@ pub enum Check {
     Exact,
     /// f32 buffers: relative L2 error ‖got − want‖ / ‖want‖ at most this (and no NaN).
     RelL2(f64),
+    /// Decode: checked buffer 0 holds logits, which may differ from the oracle's by at most this
+    /// (absolute); buffer 1 the greedy token, equal to the oracle's wherever the oracle's top-1 margin
+    /// exceeds that tolerance ([`ostinato_llama::agree`]).
+    Logits(f32),
 }
 
 /// One launch of the hand-written baseline: on which stream, after which nodes' events.
@@ -27,6 +31,10 @@ pub struct Workload {
     pub family: &'static str,
     pub graph: Graph,
     pub inits: Vec<Option<BufferInit>>,
+    /// Buffers whose initial bytes are data rather than a pattern (they replace the pattern's).
+    pub data: Vec<(BufferId, Vec<u8>)>,
+    /// Bytes of weights and cache one replay reads (decode rows: the memory floor's numerator).
+    pub bytes_per_replay: Option<u64>,
     /// Replays of the whole graph per timed sample.
     pub replays: usize,
     /// A slot patched before every replay, with its value for replay r.
@@ -68,6 +76,8 @@ pub fn dispatch_grid(count: usize, blocks: u32, independent: bool, replays: usiz
         inits: vec![Some(BufferInit::ConstF32(0.0)); lanes],
         checked: bufs,
         graph: g,
+        data: Vec::new(),
+        bytes_per_replay: None,
         replays,
         slot_schedule: None,
         check: Check::Exact,
@@ -122,6 +132,8 @@ pub fn fan(k: usize, words: u32, replays: usize) -> Workload {
         inits: vec![Some(BufferInit::Random(11)), Some(BufferInit::Zero), Some(BufferInit::Random(12)), Some(BufferInit::Zero)],
         checked: vec![p, c, r],
         graph: g,
+        data: Vec::new(),
+        bytes_per_replay: None,
         replays,
         slot_schedule: None,
         check: Check::Exact,
@@ -262,6 +274,8 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
         checked: vec![x],
         graph: g,
         inits,
+        data: Vec::new(),
+        bytes_per_replay: None,
         replays,
         slot_schedule: Some((pos, schedule)),
         check: Check::RelL2(1e-3),
@@ -269,5 +283,34 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
         user,
         streams: 1,
         independent: false,
+    }
+}
+
+/// Largest |Δlogit| the decode rows allow against the host oracle (the same math in f32 on the CPU,
+/// its own summation order; its KV cache rounds to bf16 as the GPU's does, so a rounding that flips
+/// is the largest source).
+pub const LLAMA_LOGIT_TOL: f32 = 2e-2;
+
+/// The Llama decode step (`ostinato-llama`: Llama-3.2-1B on the GPU, the shrunk model on the host)
+/// at position `pos` of a random context: one step per replay, the greedy token and logits checked.
+pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> Workload {
+    let step = ostinato_llama::record(&config, ostinato_llama::StepOptions { pos, ..Default::default() }).expect("the built-in configs are valid");
+    let user = (0..step.graph.nodes().len()).map(|_| UserLaunch { stream: 0, waits: vec![] }).collect();
+    let name = if config.hidden == 2048 { "1b".to_string() } else { format!("h{}-l{}", config.hidden, config.layers) };
+    Workload {
+        id: format!("llama/{name}/pos{pos}"),
+        family: "llama decode",
+        checked: vec![step.logits, step.token],
+        inits: step.inits.clone(),
+        data: step.data.clone(),
+        bytes_per_replay: Some(step.bytes_read(pos)),
+        replays,
+        slot_schedule: Some((step.pos, vec![Scalar::u32(pos); replays])),
+        check: Check::Logits(LLAMA_LOGIT_TOL),
+        dispatches: step.dispatches,
+        user,
+        streams: 1,
+        independent: false,
+        graph: step.graph,
     }
 }

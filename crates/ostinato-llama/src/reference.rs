@@ -1,0 +1,130 @@
+//! The f32 reference of the step: the same model written plainly on the CPU, independent of the graph
+//! and of both backends' kernels — f32 activations *and* an f32 KV cache (the kernels round the cache
+//! to bf16), textbook softmax attention, sequential sums. What every decode check compares against.
+
+use crate::LlamaStep;
+
+/// The reference model, from a step's buffers (weights as the step's initial bytes or a checkpoint's).
+pub struct Reference {
+    c: crate::LlamaConfig,
+    bytes: Vec<Vec<u8>>,
+    step: LlamaStep,
+    /// Per layer, K and V rows by position (f32, [kv_heads][max_seq][64]).
+    kcache: Vec<Vec<f32>>,
+    vcache: Vec<Vec<f32>>,
+}
+
+fn bf(b: &[u8], i: usize) -> f32 {
+    f32::from_bits((u16::from_le_bytes([b[2 * i], b[2 * i + 1]]) as u32) << 16)
+}
+
+/// `W[r] · x` for every row r < rows of a bf16 row-major matrix, rows over the machine's cores.
+fn matvec(w: &[u8], x: &[f32], rows: usize) -> Vec<f32> {
+    let k = x.len();
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(rows.div_ceil(256)).max(1);
+    let per = rows.div_ceil(threads);
+    let mut out = vec![0.0f32; rows];
+    std::thread::scope(|s| {
+        for (t, chunk) in out.chunks_mut(per).enumerate() {
+            s.spawn(move || {
+                for (i, o) in chunk.iter_mut().enumerate() {
+                    let r = t * per + i;
+                    *o = (0..k).map(|j| bf(w, r * k + j) * x[j]).sum();
+                }
+            });
+        }
+    });
+    out
+}
+
+fn rmsnorm(x: &[f32], g: &[u8], eps: f32) -> Vec<f32> {
+    let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let s = 1.0 / (ms + eps).sqrt();
+    x.iter().enumerate().map(|(i, v)| v * s * bf(g, i)).collect()
+}
+
+impl Reference {
+    /// `bytes[b]`: buffer b's contents (the KV caches' rows below the first position are the context).
+    pub fn new(step: &LlamaStep, bytes: Vec<Vec<u8>>) -> Reference {
+        let c = step.config;
+        let decode = |b: &[u8]| (0..b.len() / 2).map(|i| bf(b, i)).collect::<Vec<f32>>();
+        let kcache = step.layers.iter().map(|l| decode(&bytes[l.kcache.index()])).collect();
+        let vcache = step.layers.iter().map(|l| decode(&bytes[l.vcache.index()])).collect();
+        Reference { c, bytes, step: step.clone(), kcache, vcache }
+    }
+
+    fn buf(&self, id: ostinato::BufferId) -> &[u8] {
+        &self.bytes[id.index()]
+    }
+
+    /// One step: gathers `token`, appends K and V at `pos`, returns the logits.
+    pub fn step(&mut self, token: u32, pos: u32) -> Vec<f32> {
+        let c = self.c;
+        let (h, hd, nh, nkv, f) = (c.hidden as usize, c.head_dim as usize, c.heads as usize, c.kv_heads as usize, c.ffn as usize);
+        let (half, group, max_seq, pos) = (hd / 2, nh / nkv, c.max_seq as usize, pos as usize);
+        let freq = c.rope_freq();
+        let emb = self.buf(self.step.embed);
+        let mut x: Vec<f32> = (0..h).map(|i| bf(emb, token as usize * h + i)).collect();
+        for l in 0..self.step.layers.len() {
+            let lb = self.step.layers[l];
+            let xn = rmsnorm(&x, self.buf(lb.ln1), c.rms_eps);
+            let mut qkv = matvec(self.buf(lb.wqkv), &xn, (nh + 2 * nkv) * hd);
+            // RoPE, rotate-half pairing, on the q and k heads.
+            for head in 0..nh + nkv {
+                for j in 0..half {
+                    let (s, co) = (pos as f32 * freq[j]).sin_cos();
+                    let (a, b) = (qkv[head * hd + j], qkv[head * hd + j + half]);
+                    qkv[head * hd + j] = a * co - b * s;
+                    qkv[head * hd + j + half] = b * co + a * s;
+                }
+            }
+            for kvh in 0..nkv {
+                for d in 0..hd {
+                    self.kcache[l][(kvh * max_seq + pos) * hd + d] = qkv[(nh + kvh) * hd + d];
+                    self.vcache[l][(kvh * max_seq + pos) * hd + d] = qkv[(nh + nkv + kvh) * hd + d];
+                }
+            }
+            let mut attn = vec![0.0f32; nh * hd];
+            for head in 0..nh {
+                let kvh = head / group;
+                let q = &qkv[head * hd..(head + 1) * hd];
+                let scores: Vec<f32> =
+                    (0..=pos).map(|t| (0..hd).map(|d| q[d] * self.kcache[l][(kvh * max_seq + t) * hd + d]).sum::<f32>() / (hd as f32).sqrt()).collect();
+                let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let e: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
+                let z: f32 = e.iter().sum();
+                for d in 0..hd {
+                    attn[head * hd + d] = (0..=pos).map(|t| e[t] * self.vcache[l][(kvh * max_seq + t) * hd + d]).sum::<f32>() / z;
+                }
+            }
+            let o = matvec(self.buf(lb.wo), &attn, h);
+            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
+            let xn = rmsnorm(&x, self.buf(lb.ln2), c.rms_eps);
+            let gu = matvec(self.buf(lb.wgu), &xn, 2 * f);
+            let act: Vec<f32> = (0..f).map(|i| gu[i] / (1.0 + (-gu[i]).exp()) * gu[f + i]).collect();
+            let d = matvec(self.buf(lb.wd), &act, h);
+            x.iter_mut().zip(&d).for_each(|(a, b)| *a += b);
+        }
+        let xn = rmsnorm(&x, self.buf(self.step.norm), c.rms_eps);
+        matvec(self.buf(self.step.embed), &xn, c.vocab as usize)
+    }
+}
+
+/// How two logit vectors agree: the largest absolute difference, and whether the greedy tokens are
+/// equal or the reference's top-1 margin is within `tol` (a near-tie either side may take).
+pub fn agree(want: &[f32], got: &[f32], tol: f32) -> Result<f32, String> {
+    if got.iter().any(|v| !v.is_finite()) {
+        return Err("logits hold a NaN or infinity".into());
+    }
+    let diff = want.iter().zip(got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    if diff > tol {
+        return Err(format!("logits differ by up to {diff:.3e} (tolerance {tol:.1e})"));
+    }
+    let top = |v: &[f32]| (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b });
+    let (tw, tg) = (top(want), top(got));
+    let second = want.iter().enumerate().filter(|(i, _)| *i != tw).map(|(_, v)| *v).fold(f32::NEG_INFINITY, f32::max);
+    if tw != tg && want[tw] - second > tol {
+        return Err(format!("greedy token {tg} but the reference's is {tw} with a margin of {:.3e} > {tol:.1e}", want[tw] - second));
+    }
+    Ok(diff)
+}

@@ -1,0 +1,237 @@
+//! One decode step recorded as one graph: embedding gather, per layer the fused norm + QKV + RoPE + KV
+//! append, split attention, output projection + residual, fused norm + gate/up + SiLU·mul, down
+//! projection + residual; then the fused final norm + LM head + greedy argmax, whose token the next
+//! step's gather reads. Five kernels per layer, 82 for Llama-3.2-1B; the position is a slot patched per
+//! token.
+//!
+//! Fusion choices (docs/llama.md): every RMS norm runs inside the projection that consumes it (each
+//! block recomputes the 8 KB sum of squares of its input — cheaper than a kernel boundary); RoPE and the
+//! KV append run in the QKV projection's epilogue (a block owns the two rows each rotation pairs); the
+//! residual adds run in the O and down projections' epilogues; the attention blocks merge their own
+//! partials (the last block of each KV head), and the LM head's blocks their argmax, so neither needs a
+//! second kernel.
+
+use ostinato::file::BufferInit;
+use ostinato::{Arg, BufferId, Graph, KernelId, Launch, Scalar, SlotId};
+use ostinato_host::llama as sigs;
+
+use crate::{LlamaConfig, LlamaError};
+
+/// How the step is recorded.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepOptions {
+    /// Blocks per KV head of the attention kernel (each takes an equal share of rows 0..=pos).
+    pub attn_splits: u32,
+    /// Seed of the random weights and KV cache (`BufferInit::RandomBf16`).
+    pub seed: u64,
+    /// The position slot's initial value.
+    pub pos: u32,
+    /// The token the first step gathers.
+    pub token: u32,
+}
+
+impl Default for StepOptions {
+    fn default() -> Self {
+        StepOptions { attn_splits: 16, seed: 1, pos: 0, token: 1 }
+    }
+}
+
+/// The weights of one layer, by buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerBuffers {
+    pub ln1: BufferId,
+    pub wqkv: BufferId,
+    pub wo: BufferId,
+    pub ln2: BufferId,
+    pub wgu: BufferId,
+    pub wd: BufferId,
+    pub kcache: BufferId,
+    pub vcache: BufferId,
+}
+
+/// The recorded step.
+#[derive(Clone, Debug)]
+pub struct LlamaStep {
+    pub config: LlamaConfig,
+    pub graph: Graph,
+    /// Every buffer's initial contents (weights and KV cache random from the seed, norms 1.0).
+    pub inits: Vec<Option<BufferInit>>,
+    /// Buffers whose initial bytes are data rather than a pattern (the RoPE frequency table).
+    pub data: Vec<(BufferId, Vec<u8>)>,
+    pub pos: SlotId,
+    pub token: BufferId,
+    pub logits: BufferId,
+    /// The residual stream (f32, hidden).
+    pub x: BufferId,
+    pub embed: BufferId,
+    pub norm: BufferId,
+    pub layers: Vec<LayerBuffers>,
+    /// Kernel launches per step.
+    pub dispatches: usize,
+}
+
+/// The bf16 pattern of 1.0 in both halves of a word.
+const BF16_ONES: u32 = 0x3f80_3f80;
+
+/// The standard deviation `transformers` initialises Llama weights with (`initializer_range`), as a
+/// uniform draw's half-width: U(-a, a) has standard deviation a / sqrt(3).
+const WEIGHT_SCALE: f32 = 0.02 * 1.732_050_8;
+
+/// Records the step for `c`.
+pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> {
+    c.validate()?;
+    if o.attn_splits == 0 || o.attn_splits > 1024 {
+        return Err(LlamaError::Config { field: "attn_splits".into(), reason: "must be 1..=1024".into() });
+    }
+    if o.token >= c.vocab {
+        return Err(LlamaError::Config { field: "token".into(), reason: format!("{} is past the vocabulary of {}", o.token, c.vocab) });
+    }
+    let group = c.heads / c.kv_heads;
+    let attn_shared = group * c.max_seq.div_ceil(o.attn_splits) * 4;
+    if attn_shared > 40 * 1024 {
+        return Err(LlamaError::Config {
+            field: "max_seq".into(),
+            reason: format!(
+                "{} positions over {} splits need {attn_shared} bytes of shared memory per attention block (at most 40 KiB): raise attn_splits",
+                c.max_seq, o.attn_splits
+            ),
+        });
+    }
+    let (h, q, kv, f, v) = (c.hidden as u64, (c.heads * c.head_dim) as u64, (c.kv_heads * c.head_dim) as u64, c.ffn as u64, c.vocab as u64);
+    let mut g = Graph::new();
+    let mut inits: Vec<Option<BufferInit>> = Vec::new();
+    let base = o.seed.wrapping_mul(1000);
+    let mut seed = base;
+    let mut buf = |g: &mut Graph, name: String, bytes: u64, init: BufferInit| -> Result<BufferId, LlamaError> {
+        let b = g.add_buffer(name, bytes)?;
+        inits.push(Some(init));
+        Ok(b)
+    };
+    let mut random = || {
+        seed += 1;
+        BufferInit::RandomBf16 { seed, scale: WEIGHT_SCALE }
+    };
+    let embed = buf(&mut g, "embed".into(), 2 * v * h, random())?;
+    let norm = buf(&mut g, "norm".into(), 2 * h, BufferInit::Const(BF16_ONES))?;
+    let rope = buf(&mut g, "rope_freq".into(), 4 * (c.head_dim as u64 / 2), BufferInit::Zero)?;
+    let x = buf(&mut g, "x".into(), 4 * h, BufferInit::Zero)?;
+    let qb = buf(&mut g, "q".into(), 4 * q, BufferInit::Zero)?;
+    let attn = buf(&mut g, "attn".into(), 4 * q, BufferInit::Zero)?;
+    let act = buf(&mut g, "act".into(), 4 * f, BufferInit::Zero)?;
+    let logits = buf(&mut g, "logits".into(), 4 * v, BufferInit::Zero)?;
+    let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
+    let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group * (2 + c.head_dim)) as u64, BufferInit::Zero)?;
+    let attn_count = buf(&mut g, "attn_count".into(), 4 * c.kv_heads as u64, BufferInit::Zero)?;
+    let head_blocks = c.vocab.div_ceil(8);
+    let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
+    let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
+    let mut layers = Vec::with_capacity(c.layers as usize);
+    for l in 0..c.layers {
+        let mut w = |name: &str, bytes: u64, init: BufferInit| buf(&mut g, format!("layers.{l}.{name}"), bytes, init);
+        let ln1 = w("ln1", 2 * h, BufferInit::Const(BF16_ONES))?;
+        let wqkv = w("wqkv", 2 * (q + 2 * kv) * h, random())?;
+        let wo = w("wo", 2 * h * q, random())?;
+        let ln2 = w("ln2", 2 * h, BufferInit::Const(BF16_ONES))?;
+        let wgu = w("wgu", 2 * 2 * f * h, random())?;
+        let wd = w("wd", 2 * h * f, random())?;
+        // The cache starts random too: rows below the position stand for an earlier context.
+        let cache = (kv * c.max_seq as u64) * 2;
+        let kcache = w("kcache", cache, BufferInit::RandomBf16 { seed: base + 500 + 2 * l as u64, scale: 1.0 })?;
+        let vcache = w("vcache", cache, BufferInit::RandomBf16 { seed: base + 501 + 2 * l as u64, scale: 1.0 })?;
+        layers.push(LayerBuffers { ln1, wqkv, wo, ln2, wgu, wd, kcache, vcache });
+    }
+    let k = |g: &mut Graph, sig| -> Result<KernelId, LlamaError> { Ok(g.add_kernel(sig)?) };
+    let [k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head] =
+        [sigs::embed_sig(), sigs::qkv_sig(), sigs::attn_sig(), sigs::o_sig(), sigs::ffn_in_sig(), sigs::down_sig(), sigs::lm_head_sig()].map(|s| k(&mut g, s));
+    let (k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head) = (k_embed?, k_qkv?, k_attn?, k_o?, k_ffn?, k_down?, k_head?);
+    let pos = g.add_slot("pos", Scalar::u32(o.pos))?;
+    let u = |n: u32| Arg::Scalar(Scalar::u32(n));
+    let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
+    let b = Arg::Whole;
+    let tile = |rows: u32, per_block: u32| Launch::linear(rows.div_ceil(per_block), 256);
+    let mut dispatches = 0;
+    let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg]| -> Result<(), LlamaError> {
+        g.add_launch(kernel, l, args, &[])?;
+        dispatches += 1;
+        Ok(())
+    };
+    launch(&mut g, k_embed, Launch::linear(c.hidden.div_ceil(256), 256), &[b(x), b(embed), b(token), u(c.hidden)])?;
+    let pairs = (c.heads + 2 * c.kv_heads) * c.head_dim / 2;
+    for lb in &layers {
+        launch(
+            &mut g,
+            k_qkv,
+            tile(pairs, 4),
+            &[
+                b(qb),
+                b(lb.kcache),
+                b(lb.vcache),
+                b(x),
+                b(lb.ln1),
+                b(lb.wqkv),
+                b(rope),
+                Arg::Slot(pos),
+                u(c.hidden),
+                u(c.heads),
+                u(c.kv_heads),
+                u(c.head_dim),
+                u(c.max_seq),
+                eps,
+            ],
+        )?;
+        let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]).shared(attn_shared);
+        launch(
+            &mut g,
+            k_attn,
+            attn_launch,
+            &[
+                b(attn),
+                b(attn_part),
+                b(attn_count),
+                b(qb),
+                b(lb.kcache),
+                b(lb.vcache),
+                Arg::Slot(pos),
+                u(c.heads),
+                u(c.kv_heads),
+                u(c.max_seq),
+                u(o.attn_splits),
+            ],
+        )?;
+        launch(&mut g, k_o, tile(c.hidden, 8), &[b(x), b(lb.wo), b(attn), u(c.hidden), u(c.heads * c.head_dim)])?;
+        launch(&mut g, k_ffn, tile(c.ffn, 4), &[b(act), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+        launch(&mut g, k_down, tile(c.hidden, 4), &[b(x), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
+    }
+    launch(&mut g, k_head, tile(c.vocab, 8), &[b(logits), b(head_part), b(head_count), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps])?;
+    let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
+    Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, logits, x, embed, norm, layers, dispatches })
+}
+
+impl LlamaStep {
+    /// Bytes one step at `pos` reads from weights and KV cache (the memory floor's numerator).
+    pub fn bytes_read(&self, pos: u32) -> u64 {
+        self.config.weight_bytes() + self.config.kv_bytes(pos)
+    }
+
+    /// Every buffer's initial bytes: the patterns of [`LlamaStep::inits`] with [`LlamaStep::data`] over
+    /// them. Large: the full model's weights.
+    pub fn initial_bytes(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self
+            .graph
+            .buffers()
+            .iter()
+            .zip(&self.inits)
+            .map(|(b, i)| {
+                let mut v = vec![0u8; b.size as usize];
+                if let Some(init) = i {
+                    init.fill(&mut v);
+                }
+                v
+            })
+            .collect();
+        for (id, bytes) in &self.data {
+            out[id.index()] = bytes.clone();
+        }
+        out
+    }
+}
