@@ -129,8 +129,8 @@ impl LlamaConfig {
         if self.head_dim != 64 {
             return bad("head_dim", "the attention kernel is written for head_dim 64");
         }
-        if self.kv_heads == 0 || self.heads % self.kv_heads != 0 || self.heads / self.kv_heads > 8 {
-            return bad("num_key_value_heads", "must divide num_attention_heads into groups of at most 8");
+        if self.kv_heads == 0 || self.heads % self.kv_heads != 0 || ![1, 2, 4, 8].contains(&(self.heads / self.kv_heads)) {
+            return bad("num_key_value_heads", "must divide num_attention_heads into groups of 1, 2, 4 or 8");
         }
         if self.hidden == 0 || self.hidden % 8 != 0 || self.hidden > 2048 {
             return bad("hidden_size", "must be a positive multiple of 8, at most 2048 (one 16-byte chunk per thread of a 256-thread tile)");
@@ -186,6 +186,22 @@ impl LlamaConfig {
         let (h, q, kv, f) = (self.hidden as u64, (self.heads * self.head_dim) as u64, (self.kv_heads * self.head_dim) as u64, self.ffn as u64);
         let layer = (q + 2 * kv) * h + h * q + 2 * f * h + h * f + 2 * h;
         2 * (self.layers as u64 * layer + h + self.vocab as u64 * h)
+    }
+
+    /// Bytes one launch of kernel `kernel` of the step reads from weights and cache at `pos` (its input
+    /// vector aside): what its bandwidth is measured by. `None` for a kernel not of the step.
+    pub fn kernel_bytes(&self, kernel: &str, pos: u32) -> Option<u64> {
+        let (h, q, kv, f, v) = (self.hidden as u64, (self.heads * self.head_dim) as u64, (self.kv_heads * self.head_dim) as u64, self.ffn as u64, self.vocab as u64);
+        Some(match kernel {
+            "llama_embed" => 2 * h,
+            "llama_qkv" => 2 * ((q + 2 * kv) * h + h),
+            "llama_attn" => self.kv_bytes(pos) / self.layers as u64,
+            "llama_o" => 2 * h * q,
+            "llama_ffn_in" => 2 * (2 * f * h + h),
+            "llama_down" => 2 * h * f,
+            "llama_lm_head" => 2 * (v * h + h),
+            _ => return None,
+        })
     }
 
     /// Bytes of KV cache one step at `pos` reads (rows 0..=pos of every layer's K and V).

@@ -110,15 +110,18 @@ impl Reference {
     }
 }
 
-/// How two logit vectors agree: the largest absolute difference, and whether the greedy tokens are
-/// equal or the reference's top-1 margin is within `tol` (a near-tie either side may take).
-pub fn agree(want: &[f32], got: &[f32], tol: f32) -> Result<f32, String> {
-    if got.iter().any(|v| !v.is_finite()) {
-        return Err("logits hold a NaN or infinity".into());
+/// How two logit vectors agree. The tolerance is relative to the reference's scale: every logit within
+/// `rel_tol · max|want|`, and the greedy tokens equal wherever the reference's top-1 margin exceeds that
+/// (a near-tie either side may take). Returns the largest difference relative to that scale.
+pub fn agree(want: &[f32], got: &[f32], rel_tol: f32) -> Result<f32, String> {
+    if got.len() != want.len() || got.iter().any(|v| !v.is_finite()) {
+        return Err("logits hold a NaN or infinity, or have another length".into());
     }
+    let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+    let tol = rel_tol * scale;
     let diff = want.iter().zip(got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     if diff > tol {
-        return Err(format!("logits differ by up to {diff:.3e} (tolerance {tol:.1e})"));
+        return Err(format!("logits differ by up to {diff:.3e}, {:.2e} of their scale {scale:.3} (tolerance {rel_tol:.1e})", diff / scale));
     }
     let top = |v: &[f32]| (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b });
     let (tw, tg) = (top(want), top(got));
@@ -126,5 +129,5 @@ pub fn agree(want: &[f32], got: &[f32], tol: f32) -> Result<f32, String> {
     if tw != tg && want[tw] - second > tol {
         return Err(format!("greedy token {tg} but the reference's is {tw} with a margin of {:.3e} > {tol:.1e}", want[tw] - second));
     }
-    Ok(diff)
+    Ok(diff / scale)
 }

@@ -28,11 +28,13 @@ pub struct StepOptions {
     pub pos: u32,
     /// The token the first step gathers.
     pub token: u32,
+    /// Blocks per projection kernel (their warps stream the rows): 2 per SM of an H200 by default.
+    pub gemv_blocks: u32,
 }
 
 impl Default for StepOptions {
     fn default() -> Self {
-        StepOptions { attn_splits: 16, seed: 1, pos: 0, token: 1 }
+        StepOptions { attn_splits: 16, seed: 1, pos: 0, token: 1, gemv_blocks: 264 }
     }
 }
 
@@ -80,23 +82,16 @@ const WEIGHT_SCALE: f32 = 0.02 * 1.732_050_8;
 /// Records the step for `c`.
 pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> {
     c.validate()?;
-    if o.attn_splits == 0 || o.attn_splits > 1024 {
-        return Err(LlamaError::Config { field: "attn_splits".into(), reason: "must be 1..=1024".into() });
+    if o.attn_splits == 0 || o.attn_splits > 32 {
+        return Err(LlamaError::Config { field: "attn_splits".into(), reason: "must be 1..=32 (kernels/llama/llama.cu: LL_MAX_SPLITS)".into() });
+    }
+    if o.gemv_blocks == 0 {
+        return Err(LlamaError::Config { field: "gemv_blocks".into(), reason: "must be positive".into() });
     }
     if o.token >= c.vocab {
         return Err(LlamaError::Config { field: "token".into(), reason: format!("{} is past the vocabulary of {}", o.token, c.vocab) });
     }
     let group = c.heads / c.kv_heads;
-    let attn_shared = group * c.max_seq.div_ceil(o.attn_splits) * 4;
-    if attn_shared > 40 * 1024 {
-        return Err(LlamaError::Config {
-            field: "max_seq".into(),
-            reason: format!(
-                "{} positions over {} splits need {attn_shared} bytes of shared memory per attention block (at most 40 KiB): raise attn_splits",
-                c.max_seq, o.attn_splits
-            ),
-        });
-    }
     let (h, q, kv, f, v) = (c.hidden as u64, (c.heads * c.head_dim) as u64, (c.kv_heads * c.head_dim) as u64, c.ffn as u64, c.vocab as u64);
     let mut g = Graph::new();
     let mut inits: Vec<Option<BufferInit>> = Vec::new();
@@ -122,7 +117,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
     let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group * (2 + c.head_dim)) as u64, BufferInit::Zero)?;
     let attn_count = buf(&mut g, "attn_count".into(), 4 * c.kv_heads as u64, BufferInit::Zero)?;
-    let head_blocks = c.vocab.div_ceil(8);
+    let head_blocks = c.vocab.div_ceil(8).min(o.gemv_blocks);
     let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
     let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
     let mut layers = Vec::with_capacity(c.layers as usize);
@@ -148,7 +143,9 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let u = |n: u32| Arg::Scalar(Scalar::u32(n));
     let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
     let b = Arg::Whole;
-    let tile = |rows: u32, per_block: u32| Launch::linear(rows.div_ceil(per_block), 256);
+    // Projections stream their rows warp by warp (kernels/llama/llama.cu): 8 rows (or row pairs) per
+    // block at least, at most `gemv_blocks` blocks.
+    let tile = |rows: u32, per_unit: u32| Launch::linear(rows.div_ceil(per_unit).div_ceil(8).min(o.gemv_blocks), 256);
     let mut dispatches = 0;
     let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg]| -> Result<(), LlamaError> {
         g.add_launch(kernel, l, args, &[])?;
@@ -161,7 +158,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         launch(
             &mut g,
             k_qkv,
-            tile(pairs, 4),
+            tile(pairs, 1),
             &[
                 b(qb),
                 b(lb.kcache),
@@ -179,7 +176,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
                 eps,
             ],
         )?;
-        let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]).shared(attn_shared);
+        let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]);
         launch(
             &mut g,
             k_attn,
@@ -198,11 +195,11 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
                 u(o.attn_splits),
             ],
         )?;
-        launch(&mut g, k_o, tile(c.hidden, 8), &[b(x), b(lb.wo), b(attn), u(c.hidden), u(c.heads * c.head_dim)])?;
-        launch(&mut g, k_ffn, tile(c.ffn, 4), &[b(act), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
-        launch(&mut g, k_down, tile(c.hidden, 4), &[b(x), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
+        launch(&mut g, k_o, tile(c.hidden, 1), &[b(x), b(lb.wo), b(attn), u(c.hidden), u(c.heads * c.head_dim)])?;
+        launch(&mut g, k_ffn, tile(c.ffn, 1), &[b(act), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+        launch(&mut g, k_down, tile(c.hidden, 1), &[b(x), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
     }
-    launch(&mut g, k_head, tile(c.vocab, 8), &[b(logits), b(head_part), b(head_count), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps])?;
+    launch(&mut g, k_head, tile(c.vocab, 1), &[b(logits), b(head_part), b(head_count), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps])?;
     let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
     Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, logits, x, embed, norm, layers, dispatches })
 }

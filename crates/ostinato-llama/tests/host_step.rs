@@ -5,8 +5,9 @@ use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_host::HostBackend;
 use ostinato_llama::{agree, record, LlamaConfig, Reference, StepOptions};
 
-/// Largest |Δlogit| allowed: the kernels round the KV cache to bf16 and sum in another order.
-const TOL: f32 = 2e-2;
+/// Largest |Δlogit| allowed, relative to the largest |logit|: the kernels round the KV cache to bf16
+/// and sum in another order.
+const TOL: f32 = 1e-2;
 
 #[test]
 fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
@@ -38,6 +39,6 @@ fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
         let argmax = (0..got.len()).fold(0, |b, j| if got[j] > got[b] { j } else { b });
         assert_eq!(u32::from_le_bytes(t) as usize, argmax);
     }
-    println!("host step vs f32 reference: max |Δlogit| {worst:.3e} over 24 steps");
+    println!("host step vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps");
     assert!(worst > 0.0, "the reference keeps an f32 cache: some difference is expected");
 }

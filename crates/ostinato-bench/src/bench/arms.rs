@@ -514,6 +514,60 @@ impl Baseline {
     }
 }
 
+impl Baseline {
+    /// Each node's GPU time, median over `rounds`: `alone`, launched by itself on an idle GPU (in
+    /// recording order, so a node's weights were last read a whole step earlier and L2 does not serve
+    /// them) less `floor`, the same measurement of an empty kernel (the events' and the launch's own
+    /// cost, returned too); and `chained`, from the previous node's end to its own in the eager chain
+    /// (one stream, an event between nodes, no waits): the gaps and ramps a chain pays, without overlap.
+    pub fn time_nodes(&mut self, w: &Workload, rounds: usize, empty: &CudaKernel) -> Result<(Vec<f64>, Vec<f64>, f64), String> {
+        self.set_slot(w, 0);
+        let n = self.launches.len();
+        let events: Vec<Event> = (0..=n).map(|_| Event::new(true)).collect::<Result<_, _>>().map_err(err("event"))?;
+        let (mut alone, mut chained, mut floor) = (vec![Vec::new(); n], vec![Vec::new(); n], Vec::new());
+        let s = self.streams[0].clone();
+        let mut empty_args = Args::new(&[0, 0, 0]);
+        let one = ostinato_cuda::Dims { grid: [1, 1, 1], block: [32, 1, 1], shared: 0 };
+        for _ in 0..rounds.max(1) {
+            for _ in 0..8 {
+                s.record(&events[0]).map_err(err("timer"))?;
+                s.launch(empty, one, &mut empty_args, false).map_err(err("empty kernel"))?;
+                s.record(&events[1]).map_err(err("timer"))?;
+                events[1].synchronize().map_err(err("sync"))?;
+                floor.push(events[1].elapsed_ms_since(&events[0]).map_err(err("timer"))? * 1e3);
+            }
+            for i in 0..n {
+                s.record(&events[0]).map_err(err("timer"))?;
+                self.launch_node(i, &s)?;
+                s.record(&events[1]).map_err(err("timer"))?;
+                events[1].synchronize().map_err(err("sync"))?;
+                alone[i].push(events[1].elapsed_ms_since(&events[0]).map_err(err("timer"))? * 1e3);
+            }
+            s.record(&events[0]).map_err(err("timer"))?;
+            for i in 0..n {
+                self.launch_node(i, &s)?;
+                s.record(&events[i + 1]).map_err(err("timer"))?;
+            }
+            events[n].synchronize().map_err(err("sync"))?;
+            for i in 0..n {
+                chained[i].push(events[i + 1].elapsed_ms_since(&events[i]).map_err(err("timer"))? * 1e3);
+            }
+        }
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let floor = median(floor);
+        Ok((alone.into_iter().map(|a| (median(a) - floor).max(0.0)).collect(), chained.into_iter().map(median).collect(), floor))
+    }
+
+    fn launch_node(&mut self, i: usize, s: &Stream) -> Result<(), String> {
+        let l = &self.launches[i];
+        let ostinato_cuda::lower::Callee::Kernel(k) = l.callee else { return Err("baselines submit kernel nodes only".into()) };
+        s.launch(&self.kernels[k.index()], l.dims, &mut self.args[i], false).map_err(|e| format!("launch node {i}: {e}"))
+    }
+}
+
 impl Arm for Baseline {
     fn write_dot(&self, path: &std::path::Path) -> Option<Result<(), String>> {
         self.graphs.first().map(|g| g.write_dot(path).map_err(|e| e.to_string()))

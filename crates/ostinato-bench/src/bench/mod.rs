@@ -3,6 +3,7 @@
 //! time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
 
 pub mod arms;
+pub mod profile;
 pub mod provenance;
 pub mod report;
 pub mod stats;
@@ -110,6 +111,9 @@ pub struct RowResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buffer_addresses: Vec<String>,
     pub arms: Vec<ArmResult>,
+    /// Decode rows on the GPU: bytes per step and the kernel table (or why it could not be made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode: Option<Result<profile::DecodeProfile, String>>,
 }
 
 /// The matrix for a backend.
@@ -338,6 +342,7 @@ struct RowRun {
     /// Those buffers, kept from the row's graph arms to its direct-launch arms (so with direct-launch
     /// arms selected, every row's buffers are alive at once until the second pass).
     memory: SharedMemory,
+    decode: Option<Result<profile::DecodeProfile, String>>,
 }
 
 impl RowRun {
@@ -566,8 +571,13 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             Ok(Some(m)) => m.addresses(w),
             _ => Vec::new(),
         };
-        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory };
+        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None };
         run.arms(&rotated(&graph_arms, ri + study.rotate), w, &contexts, &protocol, &pb);
+        // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
+        if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
+            pb.set_message(format!("{id} (kernel table)"));
+            run.decode = Some(profile::profile(&c.device, &c.modules, w, m, &run.oracle.init, if args.quick { 3 } else { 9 }));
+        }
         if direct.is_empty() {
             run.memory = Ok(None);
         }
@@ -581,7 +591,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         run.arms(&later, w, &contexts, &protocol, &pb);
     }
     let mut rows = Vec::new();
-    for (&(w, _, ref id), RowRun { mut results, order, addresses, .. }) in row_list.iter().zip(runs) {
+    for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
@@ -598,6 +608,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             arm_order: order.iter().map(|a| a.name()).collect(),
             buffer_addresses: addresses,
             arms: results,
+            decode,
         });
     }
     pb.finish_and_clear();

@@ -179,6 +179,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
             let _ = writeln!(s, "| {} | {} | {} |", r.id, cells.join(" | "), if r.ok { "yes" } else { "**FAILED**" });
         }
     }
+    s.push_str(&super::profile::markdown(rows));
     let _ = writeln!(s, "\n## Host submission µs per dispatch (median)\n");
     let _ = writeln!(s, "| row | {} |", arms.join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(arms.len()));
@@ -404,6 +405,7 @@ mod tests {
             arm_order: vec![],
             buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
             arms: vec![],
+            decode: None,
         }
     }
 
