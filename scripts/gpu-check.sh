@@ -59,6 +59,9 @@ if [[ "$WHAT" != bench ]]; then
   if ls .devbin/wheels/*.whl >/dev/null 2>&1; then
     { python3 -m pip install -q --no-deps --target /tmp/ost-site .devbin/wheels/*.whl \
       && PYTHONPATH=/tmp/ost-site python3 -m pytest -q -s python/tests; } >>"$OUT/python.log" 2>&1 || { echo "FAILED: python tests"; status=1; }
+    # Llama-3.2-1B from Python on transformers' weights: 64 teacher-forced steps, then the timing table.
+    PYTHONPATH=/tmp/ost-site python3 examples/python/llama_hf.py --json "$OUT/llama_hf.json" >>"$OUT/python.log" 2>&1 \
+      || { echo "FAILED: examples/python/llama_hf.py"; status=1; }
   else
     echo "no wheel in .devbin/wheels" >>"$OUT/python.log"
   fi

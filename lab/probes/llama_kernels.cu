@@ -15,7 +15,10 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s at %d: %s\n", cudaGetErrorString(e_), __LINE__, #x); exit(1); } } while (0)
 
-constexpr unsigned H = 2048, L = 16, NH = 32, NKV = 8, HD = 64, F = 8192, V = 128256, SEQ = 4352, SPLITS = 16;
+#ifndef SPLITS
+#define SPLITS 16
+#endif
+constexpr unsigned H = 2048, L = 16, NH = 32, NKV = 8, HD = 64, F = 8192, V = 128256, SEQ = 4352;
 
 template <class T> T* dev(size_t n) { T* p; CK(cudaMalloc(&p, n * sizeof(T))); CK(cudaMemset(p, 0, n * sizeof(T))); return p; }
 

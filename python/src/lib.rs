@@ -520,6 +520,28 @@ fn names(g: &PyGraph) -> (Vec<(String, u64)>, Vec<String>) {
     (g.graph.buffers().iter().map(|b| (b.name.clone(), b.size)).collect(), g.graph.slots().iter().map(|s| s.name.clone()).collect())
 }
 
+/// Buffers whose initial bytes are data: (name, bytes).
+type StepData = Vec<(String, Py<PyBytes>)>;
+
+/// Records one Llama decode step (the graph of `ostinato-llama`: kernels/llama/ on CUDA, their host
+/// twins on the host): `config_json` is a Hugging Face `config.json` text (default: Llama-3.2-1B),
+/// `max_seq` the KV cache's positions. Returns the graph (buffers named `embed`, `norm`,
+/// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `logits`; slot `pos`) and the buffers
+/// whose initial bytes are data, as (name, bytes): write them after instantiating.
+#[pyfunction]
+#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=16, gemv_blocks=264))]
+fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64, attn_splits: u32, gemv_blocks: u32) -> PyResult<(PyGraph, StepData)> {
+    let config = match config_json {
+        Some(text) => ostinato_llama::LlamaConfig::from_hf_json(text, max_seq).map_err(err)?,
+        None => ostinato_llama::LlamaConfig::llama_3_2_1b(max_seq),
+    };
+    let options = ostinato_llama::StepOptions { seed, attn_splits, gemv_blocks, ..Default::default() };
+    let step = ostinato_llama::record(&config, options).map_err(err)?;
+    let impls = step.graph.kernels().iter().map(|k| ["host", "cuda"].into_iter().map(|b| (b.to_string(), KernelRef::builtin(&k.name))).collect()).collect();
+    let data = step.data.iter().map(|(b, bytes)| (step.graph.buffer(*b).name.clone(), PyBytes::new(py, bytes).unbind())).collect();
+    Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from(".") }, data))
+}
+
 /// What each backend finds, as `ostinato devices` prints it.
 #[pyfunction]
 fn devices() -> String {
@@ -539,5 +561,6 @@ fn _ostinato(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
+    m.add_function(wrap_pyfunction!(llama_step, m)?)?;
     Ok(())
 }

@@ -110,3 +110,37 @@ def test_a_slot_of_the_wrong_type_is_refused():
         ex.set_slot("salt", -5)
     with pytest.raises(ostinato.Error, match="slot `salt`"):
         ex.set_slot("salt", 1.5)
+
+
+SHRUNK_LLAMA = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+                "intermediate_size": 256, "vocab_size": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+                "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 8192}, "tie_word_embeddings": True}
+
+
+def test_llama_step_runs_on_the_host_and_writes_the_greedy_token():
+    g, data = ostinato.llama_step(SHRUNK_LLAMA, max_seq=32)
+    assert set(data) == {"rope_freq"} and len(data["rope_freq"]) == 4 * 32
+    names = {n for n, _ in ostinato._ostinato.names(g)[0]}
+    assert {"embed", "layers.1.wqkv", "layers.0.kcache", "token", "logits"} <= names
+    ex = g.plan().instantiate("host")
+    for name, bytes_ in data.items():
+        ex.write(name, bytes_)
+    outs = []
+    for pos, token in enumerate([5, 17, 300]):
+        ex.write("token", struct.pack("<I", token))
+        ex.set_slot("pos", pos)
+        ex.replay()
+        ex.wait()
+        logits = np.frombuffer(ex.read("logits"), dtype=np.float32)
+        assert logits.shape == (512,) and np.isfinite(logits).all()
+        assert struct.unpack("<I", ex.read("token"))[0] == int(np.argmax(logits))
+        outs.append(logits.copy())
+    assert not np.array_equal(outs[0], outs[1]), "the step depends on token and position"
+
+
+def test_llama_step_refuses_a_config_the_kernels_do_not_support_naming_the_field():
+    with pytest.raises(ostinato.Error, match="head_dim"):
+        ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=128))
+    with pytest.raises(ostinato.Error, match="num_key_value_heads"):
+        ostinato.llama_step(dict(SHRUNK_LLAMA, num_key_value_heads=3))

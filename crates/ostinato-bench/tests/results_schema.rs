@@ -49,7 +49,7 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
     let v = check(&out.join("results.json"));
     assert_eq!(v["provenance"]["backend"], "host");
     let families: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["family"].as_str().unwrap()).collect();
-    for fam in ["dispatch-grid serial", "dispatch-grid independent", "fan-out/fan-in", "decode-shaped"] {
+    for fam in ["dispatch-grid serial", "dispatch-grid independent", "fan-out/fan-in", "decode-shaped", "llama decode"] {
         assert!(families.contains(&fam), "{fam} missing");
     }
     // every sample carries an oracle verdict; the listed samples are the 3 counted warm-ups and the

@@ -10,9 +10,12 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::{LlamaConfig, LlamaError};
 
+/// A checkpoint tensor's name and shape.
+type Tensor = (String, Vec<usize>);
+
 /// The step's weight buffers (by buffer name) and the checkpoint tensors each is made of, rows
 /// concatenated in order, with each tensor's expected shape.
-fn layout(c: &LlamaConfig) -> Vec<(String, Vec<(String, Vec<usize>)>)> {
+fn layout(c: &LlamaConfig) -> Vec<(String, Vec<Tensor>)> {
     let (h, q, kv, f, v) = (c.hidden as usize, (c.heads * c.head_dim) as usize, (c.kv_heads * c.head_dim) as usize, c.ffn as usize, c.vocab as usize);
     let mut out = vec![
         ("embed".to_string(), vec![("model.embed_tokens.weight".to_string(), vec![v, h])]),

@@ -72,19 +72,25 @@ impl LlamaConfig {
             rms_norm_eps: f32,
             rope_theta: Option<f64>,
             rope_scaling: Option<serde_json::Value>,
+            /// transformers 5 spells theta and scaling together here.
+            rope_parameters: Option<serde_json::Value>,
             tie_word_embeddings: Option<bool>,
         }
         let bad = |field: &str, reason: String| LlamaError::Config { field: field.to_string(), reason };
         let hf: Hf = serde_json::from_str(text).map_err(|e| bad("config.json", e.to_string()))?;
-        let rope_scaling = match hf.rope_scaling {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => {
-                let kind = v.get("rope_type").or_else(|| v.get("type")).and_then(|t| t.as_str()).unwrap_or("");
-                if kind != "llama3" {
-                    return Err(bad("rope_scaling.rope_type", format!("`{kind}` is not supported (only `llama3`)")));
-                }
-                Some(serde_json::from_value(v).map_err(|e| bad("rope_scaling", e.to_string()))?)
-            }
+        let (field, rope) = match (&hf.rope_parameters, &hf.rope_scaling) {
+            (Some(p), _) if !p.is_null() => ("rope_parameters", Some(p.clone())),
+            (_, Some(s)) if !s.is_null() => ("rope_scaling", Some(s.clone())),
+            _ => ("rope_scaling", None),
+        };
+        let rope_theta = rope.as_ref().and_then(|v| v.get("rope_theta")).and_then(|t| t.as_f64()).or(hf.rope_theta);
+        let rope_scaling = match rope {
+            None => None,
+            Some(v) => match v.get("rope_type").or_else(|| v.get("type")).and_then(|t| t.as_str()).unwrap_or("") {
+                "default" => None,
+                "llama3" => Some(serde_json::from_value(v).map_err(|e| bad(field, e.to_string()))?),
+                kind => return Err(bad(&format!("{field}.rope_type"), format!("`{kind}` is not supported (`llama3` or `default`)"))),
+            },
         };
         let c = LlamaConfig {
             hidden: hf.hidden_size,
@@ -95,7 +101,7 @@ impl LlamaConfig {
             ffn: hf.intermediate_size,
             vocab: hf.vocab_size,
             rms_eps: hf.rms_norm_eps,
-            rope_theta: hf.rope_theta.unwrap_or(10_000.0),
+            rope_theta: rope_theta.unwrap_or(10_000.0),
             rope_scaling,
             tied_embeddings: hf.tie_word_embeddings.unwrap_or(false),
             max_seq,
@@ -191,7 +197,8 @@ impl LlamaConfig {
     /// Bytes one launch of kernel `kernel` of the step reads from weights and cache at `pos` (its input
     /// vector aside): what its bandwidth is measured by. `None` for a kernel not of the step.
     pub fn kernel_bytes(&self, kernel: &str, pos: u32) -> Option<u64> {
-        let (h, q, kv, f, v) = (self.hidden as u64, (self.heads * self.head_dim) as u64, (self.kv_heads * self.head_dim) as u64, self.ffn as u64, self.vocab as u64);
+        let (h, q, kv, f, v) =
+            (self.hidden as u64, (self.heads * self.head_dim) as u64, (self.kv_heads * self.head_dim) as u64, self.ffn as u64, self.vocab as u64);
         Some(match kernel {
             "llama_embed" => 2 * h,
             "llama_qkv" => 2 * ((q + 2 * kv) * h + h),
@@ -248,6 +255,9 @@ mod tests {
         assert!(e.to_string().contains("head_dim"), "{e}");
         let e = LlamaConfig::from_hf_json(&json.replace("llama3", "yarn"), 1024).unwrap_err();
         assert!(e.to_string().contains("rope_scaling.rope_type"), "{e}");
+        // transformers 5 spells theta and scaling as `rope_parameters`.
+        let v5 = json.replace("\"rope_theta\": 500000.0,", "").replace("\"rope_scaling\": {", "\"rope_parameters\": {\"rope_theta\": 500000.0, ");
+        assert_eq!(LlamaConfig::from_hf_json(&v5, 1024).unwrap(), c, "{v5}");
         let other = LlamaConfig { ffn: 4096, ..c };
         assert_eq!(other.mismatch(&c).map(|m| m.0), Some("intermediate_size"));
         assert_eq!(c.mismatch(&c), None);

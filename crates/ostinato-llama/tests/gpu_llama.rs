@@ -63,7 +63,10 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
         let argmax = (0..vocab).fold(0, |b, j| if got[j] > got[b] { j } else { b });
         assert_eq!(u32::from_le_bytes(t) as usize, argmax, "{mode:?} step {i}: the token written is the logits' argmax");
     }
-    println!("{:?} {mode:?}: max |Δlogit| / max |logit| {worst:.3e} over {steps} steps from position {pos0} ({programmatic} programmatic edges)", step.config.hidden);
+    println!(
+        "{:?} {mode:?}: max |Δlogit| / max |logit| {worst:.3e} over {steps} steps from position {pos0} ({programmatic} programmatic edges)",
+        step.config.hidden
+    );
     worst
 }
 

@@ -536,12 +536,12 @@ impl Baseline {
                 events[1].synchronize().map_err(err("sync"))?;
                 floor.push(events[1].elapsed_ms_since(&events[0]).map_err(err("timer"))? * 1e3);
             }
-            for i in 0..n {
+            for (i, times) in alone.iter_mut().enumerate() {
                 s.record(&events[0]).map_err(err("timer"))?;
                 self.launch_node(i, &s)?;
                 s.record(&events[1]).map_err(err("timer"))?;
                 events[1].synchronize().map_err(err("sync"))?;
-                alone[i].push(events[1].elapsed_ms_since(&events[0]).map_err(err("timer"))? * 1e3);
+                times.push(events[1].elapsed_ms_since(&events[0]).map_err(err("timer"))? * 1e3);
             }
             s.record(&events[0]).map_err(err("timer"))?;
             for i in 0..n {
@@ -549,8 +549,8 @@ impl Baseline {
                 s.record(&events[i + 1]).map_err(err("timer"))?;
             }
             events[n].synchronize().map_err(err("sync"))?;
-            for i in 0..n {
-                chained[i].push(events[i + 1].elapsed_ms_since(&events[i]).map_err(err("timer"))? * 1e3);
+            for (i, times) in chained.iter_mut().enumerate() {
+                times.push(events[i + 1].elapsed_ms_since(&events[i]).map_err(err("timer"))? * 1e3);
             }
         }
         let median = |mut v: Vec<f64>| {

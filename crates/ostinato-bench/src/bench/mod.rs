@@ -641,6 +641,23 @@ mod tests {
     }
 
     #[test]
+    fn the_decode_check_takes_logits_within_tolerance_and_the_greedy_token_beyond_the_margin() {
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let token = |t: u32| t.to_le_bytes().to_vec();
+        let want = vec![bytes(&[1.0, 5.0, 2.0, 4.99]), token(1)];
+        let ok = |got: &[f32], t: u32| compare(Check::Logits(1e-2), &want, &[bytes(got), token(t)]);
+        assert!(ok(&[1.0, 5.0, 2.0, 4.99], 1).is_ok());
+        assert!(ok(&[1.0, 5.001, 2.0, 4.99], 1).is_ok(), "within 1e-2 of the largest |logit|");
+        assert!(ok(&[1.0, 5.0, 2.2, 4.99], 1).unwrap_err().contains("differ"), "a logit off by 4% of the scale");
+        assert!(ok(&[1.0, 4.99, 2.0, 5.0], 3).is_ok(), "a near-tie (margin 0.2% of the scale) may flip");
+        assert!(ok(&[1.0, 5.0, 2.0, 4.99], 3).unwrap_err().contains("argmax"), "the token written is not the logits' argmax");
+        let clear = vec![bytes(&[1.0, 5.0, 2.0, 4.0]), token(1)];
+        let flipped = compare(Check::Logits(0.15), &clear, &[bytes(&[1.0, 4.6, 2.0, 4.7]), token(3)]);
+        assert!(flipped.unwrap_err().contains("margin"), "a flip where the reference's margin (20% of the scale) exceeds the tolerance (15%)");
+        assert!(compare(Check::Logits(1e-2), &want, &[bytes(&[f32::NAN, 5.0, 2.0, 4.99]), token(1)]).is_err());
+    }
+
+    #[test]
     fn matrix_row_ids_are_unique_whatever_the_lists() {
         for backend in [BenchBackend::Cuda, BenchBackend::Host] {
             for quick in [false, true] {

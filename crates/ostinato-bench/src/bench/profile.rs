@@ -45,10 +45,20 @@ pub struct DecodeProfile {
 }
 
 /// Times every kernel of `w` (a decode row) on the row's memory, `rounds` times.
-pub fn profile(device: &ostinato_cuda::Device, modules: &ostinato_cuda::BuiltinModules, w: &Workload, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>], rounds: usize) -> Result<DecodeProfile, String> {
+pub fn profile(
+    device: &ostinato_cuda::Device,
+    modules: &ostinato_cuda::BuiltinModules,
+    w: &Workload,
+    memory: &Arc<RowMemory>,
+    init: &[Option<Vec<u8>>],
+    rounds: usize,
+) -> Result<DecodeProfile, String> {
     let (config, pos) = w.model.ok_or("not a decode row")?;
     let mut base = Baseline::new(device, w, baseline_kernels(modules, w, ArmKind::Eager)?, ArmKind::Eager, memory, init)?;
-    let fill = ostinato::KernelSig::new("ostinato_fill").buffer("dst", ostinato::Access::Write).scalar("value", ostinato::ScalarType::U32).scalar("n_words", ostinato::ScalarType::U64);
+    let fill = ostinato::KernelSig::new("ostinato_fill")
+        .buffer("dst", ostinato::Access::Write)
+        .scalar("value", ostinato::ScalarType::U32)
+        .scalar("n_words", ostinato::ScalarType::U64);
     let empty = modules.plain_kernel("ostinato_fill", &fill).map_err(|e| e.to_string())?;
     let (alone, chained, launch_floor_us) = base.time_nodes(w, rounds, &empty)?;
     let g = &w.graph;
@@ -60,7 +70,8 @@ pub fn profile(device: &ostinato_cuda::Device, modules: &ostinato_cuda::BuiltinM
         ..Default::default()
     };
     for (ki, sig) in g.kernels().iter().enumerate() {
-        let nodes: Vec<usize> = (0..g.nodes().len()).filter(|&i| matches!(&g.nodes()[i].op, ostinato::NodeOp::Kernel { kernel, .. } if kernel.index() == ki)).collect();
+        let nodes: Vec<usize> =
+            (0..g.nodes().len()).filter(|&i| matches!(&g.nodes()[i].op, ostinato::NodeOp::Kernel { kernel, .. } if kernel.index() == ki)).collect();
         if nodes.is_empty() {
             continue;
         }
@@ -119,7 +130,10 @@ pub fn markdown(rows: &[super::RowResult]) -> String {
                 let _ = writeln!(s, "| {} | {step:.1} | {tb:.2} | {:.0}% | {over:.1} µs | {:.1}% |", a.arm, 100.0 * tb / HBM_TB_S, 100.0 * over / step);
             }
         }
-        let _ = writeln!(s, "\n| kernel | launches | MB per launch | µs alone | TB/s alone | of {HBM_TB_S} | µs in chain | TB/s in chain |\n|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            s,
+            "\n| kernel | launches | MB per launch | µs alone | TB/s alone | of {HBM_TB_S} | µs in chain | TB/s in chain |\n|---|---|---|---|---|---|---|---|"
+        );
         for k in &p.kernels {
             let _ = writeln!(
                 s,
