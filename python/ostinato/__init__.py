@@ -27,14 +27,15 @@ from ._ostinato import llama_step as _llama_step
 __all__ = ["Error", "Graph", "Plan", "Exec", "Buffer", "BufferSlice", "Kernel", "Slot", "load", "devices", "source_file", "as_bytes", "llama_step"]
 
 
-def llama_step(config=None, max_seq=1024, seed=1, attn_splits=16, gemv_blocks=264):
+def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=264):
     """Records one Llama decode step as a graph (Ostinato's Llama kernels; Llama-3.2-1B by default).
 
     `config`: a Hugging Face config (a dict, e.g. `LlamaConfig.to_dict()`, or config.json text).
     Returns `(graph, data)`: `data` maps buffer names to bytes to `write` after instantiating (the
     RoPE frequency table). Buffers: `embed`, `norm`, `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd}` (bf16:
     wqkv is q, k, v rows stacked; wgu gate then up), `layers.{l}.{kcache,vcache}` (bf16,
-    [kv_head][max_seq][head_dim]), `token` (u32), `logits` (f32); slot `pos`."""
+    [kv_head][max_seq][head_dim]), `token` (u32), `logits` (f32); slot `pos`. `attn_splits` 0 picks
+    the attention's blocks per KV head from max_seq; `gemv_blocks` caps each projection's grid."""
     import json as _json
     text = config if isinstance(config, str) or config is None else _json.dumps(config)
     graph, data = _llama_step(text, max_seq, seed, attn_splits, gemv_blocks)

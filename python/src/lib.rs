@@ -529,7 +529,7 @@ type StepData = Vec<(String, Py<PyBytes>)>;
 /// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `logits`; slot `pos`) and the buffers
 /// whose initial bytes are data, as (name, bytes): write them after instantiating.
 #[pyfunction]
-#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=16, gemv_blocks=264))]
+#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=264))]
 fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64, attn_splits: u32, gemv_blocks: u32) -> PyResult<(PyGraph, StepData)> {
     let config = match config_json {
         Some(text) => ostinato_llama::LlamaConfig::from_hf_json(text, max_seq).map_err(err)?,
