@@ -337,6 +337,94 @@ fn cuda_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<(u64, u
     Ok((ptr, bytes))
 }
 
+// DLPack's C structs (dlpack.h, v0.8 and the unversioned capsule of v1): what `__dlpack__()` hands over.
+#[repr(C)]
+struct DlDevice {
+    device_type: i32,
+    device_id: i32,
+}
+#[repr(C)]
+struct DlDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+#[repr(C)]
+struct DlTensor {
+    data: *mut std::ffi::c_void,
+    device: DlDevice,
+    ndim: i32,
+    dtype: DlDataType,
+    shape: *const i64,
+    strides: *const i64,
+    byte_offset: u64,
+}
+#[repr(C)]
+struct DlManagedTensor {
+    dl_tensor: DlTensor,
+    manager_ctx: *mut std::ffi::c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
+}
+
+/// DLPack's device types for memory a CUDA kernel can address.
+const DL_CUDA: i32 = 2;
+const DL_CUDA_MANAGED: i32 = 13;
+
+/// Framework memory to bind: its device pointer and length, and what keeps it alive (a DLPack capsule,
+/// which the exec holds and whose destructor releases the tensor; `None` for
+/// `__cuda_array_interface__`, whose owner the caller keeps alive).
+type BoundArray = (u64, u64, Option<Py<PyAny>>);
+
+/// Device memory from a torch tensor, a CuPy array, or any object with `__cuda_array_interface__` or
+/// `__dlpack__`, checked for device, C-contiguity and byte length.
+fn framework_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<BoundArray> {
+    if obj.hasattr("__cuda_array_interface__")? {
+        let (ptr, len) = cuda_array(obj, want, name)?;
+        return Ok((ptr, len, None));
+    }
+    if !obj.hasattr("__dlpack__")? {
+        return Err(err(format!(
+            "bind `{name}`: the object has neither __cuda_array_interface__ nor __dlpack__ (a torch tensor, a CuPy array, any DLPack producer on the GPU)"
+        )));
+    }
+    let capsule = obj.call_method0("__dlpack__")?;
+    let capsule = capsule.cast_into::<pyo3::types::PyCapsule>().map_err(|_| err(format!("bind `{name}`: __dlpack__() did not return a capsule")))?;
+    // The name check is DLPack's only type check: "dltensor" (not yet consumed, unversioned).
+    let managed =
+        capsule.pointer_checked(Some(c"dltensor")).map_err(|_| err(format!("bind `{name}`: __dlpack__() gave no unconsumed `dltensor` capsule")))?.as_ptr()
+            as *const DlManagedTensor;
+    // SAFETY: a live capsule named "dltensor" holds a DLManagedTensor (the DLPack contract); the
+    // capsule is kept alive while its fields are read, and the shape/strides arrays hold `ndim` entries.
+    #[allow(unsafe_code)]
+    let (ptr, device, dims, strides, elem_bits) = unsafe {
+        let t = &(*managed).dl_tensor;
+        let n = t.ndim.max(0) as usize;
+        let dims: Vec<i64> = if n == 0 || t.shape.is_null() { Vec::new() } else { std::slice::from_raw_parts(t.shape, n).to_vec() };
+        let strides: Option<Vec<i64>> = if t.strides.is_null() || n == 0 { None } else { Some(std::slice::from_raw_parts(t.strides, n).to_vec()) };
+        (t.data as u64 + t.byte_offset, t.device.device_type, dims, strides, t.dtype.bits as u64 * t.dtype.lanes as u64)
+    };
+    if device != DL_CUDA && device != DL_CUDA_MANAGED {
+        return Err(err(format!("bind `{name}`: the DLPack tensor lives on device type {device} (kDLCPU = 1), not on a CUDA GPU (kDLCUDA = 2)")));
+    }
+    if elem_bits % 8 != 0 {
+        return Err(err(format!("bind `{name}`: DLPack elements of {elem_bits} bits are not whole bytes")));
+    }
+    if let Some(s) = &strides {
+        let mut expect = 1i64;
+        for (d, st) in dims.iter().zip(s).rev() {
+            if *d > 1 && *st != expect {
+                return Err(err(format!("bind `{name}`: the DLPack tensor is not C-contiguous (strides {s:?} elements)")));
+            }
+            expect *= *d;
+        }
+    }
+    let bytes = dims.iter().map(|d| (*d).max(0) as u64).product::<u64>() * (elem_bits / 8);
+    if bytes != want {
+        return Err(err(format!("bind `{name}`: the DLPack tensor has {bytes} bytes, the buffer declares {want}")));
+    }
+    Ok((ptr, bytes, Some(capsule.into_any().unbind())))
+}
+
 /// A stream handle from an int or an object with `cuda_stream` (torch) or `ptr` (CuPy).
 fn stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     if let Ok(h) = obj.extract::<u64>() {
@@ -367,7 +455,8 @@ impl PyPlan {
     }
 
     /// Instantiates the plan on `backend` (`"host"`, `"cuda"`). CUDA: `bind={"buffer": tensor}` binds
-    /// buffers to framework memory (`__cuda_array_interface__`; the arrays must outlive the exec),
+    /// buffers to framework memory (`__cuda_array_interface__`, whose arrays must outlive the exec, or
+    /// DLPack, whose capsule the exec holds),
     /// `stream=` replays on a framework's stream (`torch.cuda.current_stream()`), `device=` picks the
     /// GPU, `launch_thread=True` takes the driver's launch call off the caller's thread. Host:
     /// `threads=` worker threads.
@@ -384,6 +473,7 @@ impl PyPlan {
         let kind: BackendKind = backend.parse().map_err(err)?;
         let g = self.plan.graph();
         let mut buffers = ostinato::allocate_all::<Memory>(&self.plan);
+        let mut keep: Vec<Py<PyAny>> = Vec::new();
         let spec = match kind {
             BackendKind::Host => {
                 if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
@@ -397,9 +487,11 @@ impl PyPlan {
                     for (k, v) in b.iter() {
                         let name: String = k.extract()?;
                         let id = g.buffer_by_name(&name).ok_or_else(|| err(format!("bind: no buffer `{name}`")))?;
-                        let (ptr, len) = cuda_array(&v, g.buffer(id).size, &name)?;
-                        // SAFETY: the pointer comes from the array's own interface; the docstring makes
-                        // the caller keep the array alive for the exec's lifetime.
+                        let (ptr, len, owner) = framework_array(&v, g.buffer(id).size, &name)?;
+                        keep.extend(owner);
+                        // SAFETY: the pointer comes from the array's own interface; a DLPack capsule is
+                        // held by the exec, and the docstring makes the caller keep an
+                        // interface-bound array alive for the exec's lifetime.
                         #[allow(unsafe_code)]
                         let m = unsafe { DeviceMemory::new(ptr, len) };
                         buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
@@ -429,7 +521,7 @@ impl PyPlan {
             .map(|(i, init)| if bind.is_some_and(|b| b.contains(&g.buffers()[i].name).unwrap_or(false)) { None } else { *init })
             .collect();
         exec.write_inits(&inits).map_err(err)?;
-        Ok(PyExec { exec: std::sync::Mutex::new(exec) })
+        Ok(PyExec { exec: std::sync::Mutex::new(exec), keep: std::sync::Mutex::new(keep) })
     }
 }
 
@@ -438,6 +530,9 @@ impl PyPlan {
 struct PyExec {
     /// Behind a lock: Python threads may share an exec; their calls are serialised.
     exec: std::sync::Mutex<Box<dyn ExecHandle>>,
+    /// The DLPack capsules of bound tensors: held for the exec's lifetime (their destructors release
+    /// the tensors afterwards).
+    keep: std::sync::Mutex<Vec<Py<PyAny>>>,
 }
 
 impl PyExec {
@@ -493,11 +588,16 @@ impl PyExec {
         let mut exec = self.inner();
         let id = exec.buffer_id(name).map_err(err)?;
         let size = exec.plan().graph().buffer(id).size;
-        let (ptr, len) = cuda_array(array, size, name)?;
+        let (ptr, len, owner) = framework_array(array, size, name)?;
         // SAFETY: as for `bind=` at instantiation.
         #[allow(unsafe_code)]
         let m = unsafe { ostinato_runtime::ostinato_cuda::DeviceMemory::new(ptr, len) };
-        exec.rebind(id, Memory::Cuda(m)).map_err(err)
+        exec.rebind(id, Memory::Cuda(m)).map_err(err)?;
+        // The previous capsule of this buffer may still be read by a replay in flight: all stay held.
+        if let Ok(mut keep) = self.keep.lock() {
+            keep.extend(owner);
+        }
+        Ok(())
     }
     /// The backend's name.
     #[getter]

@@ -98,3 +98,28 @@ def test_replay_call_cost_next_to_a_torch_cuda_graph():
     print(f"\nreplay call of a 941-node chain from Python: ostinato {ours:.2f} us, torch.cuda.CUDAGraph {theirs:.2f} us (median of 15 bursts of 20)")
     ex.wait()
     assert torch.all(t == 941.0 * 15 * 20), "every timed replay ran its 941 nodes"
+
+
+class DlpackOnly:
+    """A producer that speaks only DLPack (as JAX arrays do), over a torch tensor's memory."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, stream=None):
+        return self.tensor.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_a_dlpack_only_tensor_binds_without_a_copy_and_is_checked():
+    t = torch.zeros(256, dtype=torch.float32, device="cuda")
+    ex = chain(5).plan().instantiate("cuda", bind={"x": DlpackOnly(t)})
+    ex.replay(2)
+    ex.wait()
+    assert torch.all(t == 10.0), t[:4]
+    with pytest.raises(ostinato.Error, match="has 512 bytes, the buffer declares 1024"):
+        chain(1).plan().instantiate("cuda", bind={"x": DlpackOnly(torch.zeros(128, device="cuda"))})
+    with pytest.raises(ostinato.Error, match="not C-contiguous"):
+        chain(1).plan().instantiate("cuda", bind={"x": DlpackOnly(torch.zeros(16, 32, device="cuda").t())})

@@ -144,3 +144,14 @@ def test_llama_step_refuses_a_config_the_kernels_do_not_support_naming_the_field
         ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=128))
     with pytest.raises(ostinato.Error, match="num_key_value_heads"):
         ostinato.llama_step(dict(SHRUNK_LLAMA, num_key_value_heads=3))
+
+
+def test_bind_reads_dlpack_and_refuses_memory_a_cuda_kernel_cannot_address():
+    g = ostinato.Graph()
+    g.buffer("x", 1024)
+    plan = g.plan()
+    host_array = np.zeros(256, dtype=np.float32)  # a DLPack producer on the CPU
+    with pytest.raises(ostinato.Error, match=r"bind `x`: the DLPack tensor lives on device type 1"):
+        plan.instantiate("cuda", bind={"x": host_array})
+    with pytest.raises(ostinato.Error, match=r"neither __cuda_array_interface__ nor __dlpack__"):
+        plan.instantiate("cuda", bind={"x": b"\0" * 1024})
