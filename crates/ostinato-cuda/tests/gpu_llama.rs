@@ -3,27 +3,15 @@
 //! Llama-3.2-1B itself for 64 steps from position 0, each with PDL on auto (weights prefetched before
 //! `griddepcontrol.wait` on programmatic edges) and off.
 
+mod common;
+
 use ostinato::{Backend, Exec, Plan, Scalar};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, Device, PdlMode, PdlPolicy, PdlTrigger};
 use ostinato_llama::{agree, record, LlamaConfig, LlamaStep, Reference, StepOptions};
 
 /// Largest |Δlogit| allowed, relative to the largest |logit| (the kernels keep the KV cache in bf16 and
 /// sum in another order).
 const TOL: f32 = 2e-2;
-
-fn device_or_skip(test: &str) -> Option<Device> {
-    if !ostinato_cuda::driver_available() {
-        ostinato_testkit::skip(&format!("SKIP {test}: no CUDA driver found"));
-        return None;
-    }
-    match Device::open(&DeviceSelector::from_env().expect("OSTINATO_DEVICE parses")) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
 
 /// Runs `steps` teacher-forced steps from `pos0` under `mode`; returns the worst |Δlogit|.
 fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0: u32, steps: u32) -> f32 {
@@ -72,7 +60,7 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
 
 #[test]
 fn shrunk_step_on_cuda_agrees_with_the_reference() {
-    let Some(device) = device_or_skip("shrunk_step_on_cuda_agrees_with_the_reference") else { return };
+    let Some(device) = common::device_or_skip("shrunk_step_on_cuda_agrees_with_the_reference") else { return };
     let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
     let init = step.initial_bytes();
     for mode in [PdlMode::Auto, PdlMode::Off] {
@@ -82,7 +70,7 @@ fn shrunk_step_on_cuda_agrees_with_the_reference() {
 
 #[test]
 fn llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps() {
-    let Some(device) = device_or_skip("llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps") else { return };
+    let Some(device) = common::device_or_skip("llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps") else { return };
     let step = record(&LlamaConfig::llama_3_2_1b(128), StepOptions::default()).unwrap();
     let init = step.initial_bytes();
     for mode in [PdlMode::Auto, PdlMode::Off] {
