@@ -475,6 +475,12 @@ impl PyPlan {
         let mut buffers = ostinato::allocate_all::<Memory>(&self.plan);
         let mut keep: Vec<Py<PyAny>> = Vec::new();
         let spec = match kind {
+            BackendKind::Vulkan => {
+                if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
+                    return Err(err("the vulkan backend allocates its own memory and has no stream: use exec.write() to fill buffers"));
+                }
+                BackendSpec::Vulkan { device: device.clone() }
+            }
             BackendKind::Host => {
                 if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
                     return Err(err("the host backend allocates its own memory and has no stream: use exec.write() to fill buffers"));

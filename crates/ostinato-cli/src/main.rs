@@ -286,6 +286,7 @@ fn run(a: RunArgs) -> Result<(), String> {
             },
             stream: None,
         },
+        BackendKind::Vulkan => BackendSpec::Vulkan { device: a.device },
     };
     let o = RunOptions { backend, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;

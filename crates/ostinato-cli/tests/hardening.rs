@@ -111,3 +111,45 @@ fn messages_name_the_key_the_value_and_the_lines() {
     let cycle = format!("{}{second}", node("grid = [1]\nblock = [256]\nafter = [1]"));
     refused(&cycle, &["plan", "{}"], &[".toml:11: explicit edges make a cycle: node 0 (line 11) -> node 1 (line 18)"]);
 }
+
+/// The Vulkan backend without a driver, with a device that does not exist, and with a shader that has
+/// no such entry point: each a clear error naming it.
+#[test]
+fn vulkan_without_a_driver_a_device_or_an_entry_point_is_named() {
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ostinato"));
+        c.args(args).current_dir(repo());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().expect("binary runs");
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let none = [("VK_DRIVER_FILES", "/nonexistent/icd.json"), ("VK_ICD_FILENAMES", "/nonexistent/icd.json")];
+    let (code, err) = run(&none, &["run", "examples/mix.toml", "--backend", "vulkan"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("vulkan backend")
+            && (err.contains("no installable client driver") || err.contains("no Vulkan loader") || err.contains("no Vulkan device")),
+        "{err}"
+    );
+    let (code, err) = run(&[], &["run", "examples/mix.toml", "--backend", "vulkan", "--device", "no-such-gpu"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no-such-gpu"), "{err}");
+    if err.contains("matches `no-such-gpu`") {
+        // A Vulkan device exists: a WGSL file without the kernel's entry point is named with its line.
+        let dir = std::env::temp_dir().join(format!("ostinato-vk-entry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("k.wgsl"),
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(256)\nfn other() { x[0] = 1.0; }\n",
+        )
+        .unwrap();
+        let text = format!(
+            "[[buffer]]\nname = \"x\"\nsize = 1024\n\n[[kernel]]\nname = \"one\"\nparams = [{{ name = \"x\", access = \"read_write\" }}]\nhost = \"builtin:add_one\"\nvulkan = \"{}\"\n\n[[node]]\nkernel = \"one\"\ngrid = [1]\nblock = [256]\nargs = {{ x = \"x\" }}\n",
+            dir.join("k.wgsl").display()
+        );
+        refused(&text, &["run", "{}", "--backend", "vulkan"], &["no entry point `one`", "other"]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

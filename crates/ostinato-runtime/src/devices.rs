@@ -7,7 +7,25 @@ pub fn describe() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "host: {} worker threads available", ostinato_host::HostBackend::default_threads());
     describe_cuda(&mut s);
+    describe_vulkan(&mut s);
     s
+}
+
+#[cfg(not(feature = "vulkan"))]
+fn describe_vulkan(s: &mut String) {
+    let _ = writeln!(s, "vulkan: not in this build (cargo feature `vulkan`)");
+}
+
+#[cfg(feature = "vulkan")]
+fn describe_vulkan(s: &mut String) {
+    match ostinato_vulkan::Context::open_matching(std::env::var("OSTINATO_VK_DEVICE").ok().as_deref()) {
+        Ok(c) => {
+            let _ = writeln!(s, "vulkan: {} (storage buffers bound at multiples of {} bytes)", c.name, c.storage_alignment());
+        }
+        Err(e) => {
+            let _ = writeln!(s, "vulkan: {e}");
+        }
+    }
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -14,6 +14,9 @@ pub enum RuntimeError {
     #[cfg(feature = "cuda")]
     #[error("cuda backend: {0}")]
     Cuda(#[from] ostinato_cuda::CudaError),
+    #[cfg(feature = "vulkan")]
+    #[error("vulkan backend: {0}")]
+    Vulkan(#[from] ostinato_vulkan::VkError),
     /// A backend this build does not contain, or a name that is no backend.
     #[error("backend `{name}`: {reason}")]
     Backend { name: String, reason: String },

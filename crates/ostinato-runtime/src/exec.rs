@@ -27,7 +27,7 @@ impl Memory {
     pub fn host_zeroed(len: u64) -> Result<Memory, RuntimeError> {
         Ok(Memory::Host(Arc::new(HostMemory::try_zeroed(len).map_err(RuntimeError::Usage)?)))
     }
-    fn backend(&self) -> &'static str {
+    pub(crate) fn backend(&self) -> &'static str {
         match self {
             Memory::Host(_) => "host",
             #[cfg(feature = "cuda")]
@@ -154,6 +154,14 @@ impl BackendMemory for Arc<HostMemory> {
 impl BackendMemory for ostinato_cuda::DeviceMemory {
     fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
         m.into_cuda("rebind")
+    }
+}
+
+/// The Vulkan backend binds no user memory yet: every buffer is the exec's own.
+#[cfg(feature = "vulkan")]
+impl BackendMemory for ostinato_vulkan::VulkanMemory {
+    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
+        Err(RuntimeError::WrongMemory { operation: "rebind", given: m.backend(), backend: "vulkan" })
     }
 }
 

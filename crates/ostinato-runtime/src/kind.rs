@@ -9,17 +9,20 @@ pub enum BackendKind {
     Host,
     /// NVIDIA GPUs through the CUDA driver API (loaded at run time).
     Cuda,
+    /// Any vendor's GPU (or Mesa's lavapipe on the CPU) through Vulkan (the loader opened at run time).
+    Vulkan,
 }
 
 impl BackendKind {
     /// Every backend, in a fixed order.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Host, BackendKind::Cuda];
+    pub const ALL: [BackendKind; 3] = [BackendKind::Host, BackendKind::Cuda, BackendKind::Vulkan];
 
     /// The name graph files and shells use.
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Host => "host",
             BackendKind::Cuda => "cuda",
+            BackendKind::Vulkan => "vulkan",
         }
     }
     /// Whether this build contains the backend (a cargo feature of `ostinato-runtime`).
@@ -27,6 +30,7 @@ impl BackendKind {
         match self {
             BackendKind::Host => true,
             BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Vulkan => cfg!(feature = "vulkan"),
         }
     }
     /// The backend names a graph file may give kernel implementations for.

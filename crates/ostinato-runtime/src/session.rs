@@ -27,6 +27,10 @@ pub enum BackendSpec {
     /// `stream`: replay on a stream the user owns instead of the exec's own.
     #[cfg(feature = "cuda")]
     Cuda { device: Option<String>, options: ostinato_cuda::CudaOptions, stream: Option<ostinato_cuda::ExternalStream> },
+    /// `device`: an index, a UUID or part of a name (default: `OSTINATO_VK_DEVICE`, else the best
+    /// device with a compute queue, a discrete GPU first).
+    #[cfg(feature = "vulkan")]
+    Vulkan { device: Option<String> },
 }
 
 impl BackendSpec {
@@ -42,6 +46,10 @@ impl BackendSpec {
             BackendKind::Cuda => Ok(BackendSpec::Cuda { device: None, options: Default::default(), stream: None }),
             #[cfg(not(feature = "cuda"))]
             BackendKind::Cuda => Err(not_built(kind)),
+            #[cfg(feature = "vulkan")]
+            BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: None }),
+            #[cfg(not(feature = "vulkan"))]
+            BackendKind::Vulkan => Err(not_built(kind)),
         }
     }
     pub fn kind(&self) -> BackendKind {
@@ -49,11 +57,13 @@ impl BackendSpec {
             BackendSpec::Host { .. } => BackendKind::Host,
             #[cfg(feature = "cuda")]
             BackendSpec::Cuda { .. } => BackendKind::Cuda,
+            #[cfg(feature = "vulkan")]
+            BackendSpec::Vulkan { .. } => BackendKind::Vulkan,
         }
     }
 }
 
-#[cfg(not(feature = "cuda"))]
+#[cfg(any(not(feature = "cuda"), not(feature = "vulkan")))]
 fn not_built(kind: BackendKind) -> RuntimeError {
     RuntimeError::Backend { name: kind.as_str().into(), reason: format!("this build of Ostinato does not contain it (cargo feature `{kind}`)") }
 }
@@ -65,6 +75,8 @@ enum Opened {
         backend: Box<ostinato_cuda::CudaBackend>,
         stream: Option<ostinato_cuda::ExternalStream>,
     },
+    #[cfg(feature = "vulkan")]
+    Vulkan(ostinato_vulkan::VulkanBackend),
 }
 
 /// An open backend: instantiates plans on it.
@@ -107,6 +119,13 @@ impl Session {
                 );
                 Ok(Session { opened: Opened::Cuda { backend: Box::new(backend), stream: *stream }, description })
             }
+            #[cfg(feature = "vulkan")]
+            BackendSpec::Vulkan { device } => {
+                let selector = device.clone().or_else(|| std::env::var("OSTINATO_VK_DEVICE").ok());
+                let ctx = ostinato_vulkan::Context::open_matching(selector.as_deref())?;
+                let description = format!("vulkan device {}", ctx.name);
+                Ok(Session { opened: Opened::Vulkan(ostinato_vulkan::VulkanBackend::with_context(ctx)), description })
+            }
         }
     }
 
@@ -115,6 +134,8 @@ impl Session {
             Opened::Host(_) => BackendKind::Host,
             #[cfg(feature = "cuda")]
             Opened::Cuda { .. } => BackendKind::Cuda,
+            #[cfg(feature = "vulkan")]
+            Opened::Vulkan(_) => BackendKind::Vulkan,
         }
     }
 
@@ -190,6 +211,24 @@ impl Session {
                 let notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
                 Ok(Box::new(Wrapped { exec, kind: BackendKind::Cuda, notes }))
             }
+            #[cfg(feature = "vulkan")]
+            Opened::Vulkan(backend) => {
+                let bind = |k: usize| -> Result<ostinato_vulkan::VulkanKernel, RuntimeError> {
+                    match source(k)? {
+                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
+                        KernelSource::Host(_) => Err(RuntimeError::Backend {
+                            name: "vulkan".into(),
+                            reason: format!("kernel `{}` is a host function; the vulkan backend needs a WGSL or SPIR-V implementation", sigs[k].name),
+                        }),
+                    }
+                };
+                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
+                let buffers = convert(buffers, |m, operation| Err(RuntimeError::WrongMemory { operation, given: m.backend(), backend: "vulkan" }))?;
+                let exec = backend.instantiate(plan, kernels, buffers)?;
+                let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
+                let notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
+                Ok(Box::new(Wrapped { exec, kind: BackendKind::Vulkan, notes }))
+            }
         }
     }
 
@@ -217,6 +256,8 @@ fn kernel_of(e: &RuntimeError) -> Option<&str> {
         RuntimeError::Host(ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel, .. })) => Some(kernel),
         #[cfg(feature = "cuda")]
         RuntimeError::Cuda(ostinato_cuda::CudaError::Kernel { kernel, .. }) => Some(kernel),
+        #[cfg(feature = "vulkan")]
+        RuntimeError::Vulkan(ostinato_vulkan::VkError::Shader { kernel, .. }) => Some(kernel),
         _ => None,
     }
 }

@@ -27,26 +27,41 @@ pub struct Context {
     pub name: String,
     pub driver_version: u32,
     pub api_version: u32,
-    cmd_pool: vk::CommandPool,
+    pub(crate) cmd_pool: vk::CommandPool,
 }
 
 impl Context {
     /// Opens the first device with a compute queue (a discrete GPU first; `OSTINATO_VK_DEVICE` picks by
     /// name substring). `Err(NoLoader)` without a Vulkan loader, `Err(NoDevice)` without a device.
     pub fn open() -> Result<Arc<Context>, VkError> {
+        Self::open_matching(std::env::var("OSTINATO_VK_DEVICE").ok().as_deref())
+    }
+
+    /// Opens the device `selector` names: its index among the instance's devices (`0`), its UUID
+    /// (`VkPhysicalDeviceIDProperties::deviceUUID`, 32 hex digits, dashes allowed) or a substring of its
+    /// name; `None`: the best device with a compute queue (a discrete GPU first).
+    pub fn open_matching(selector: Option<&str>) -> Result<Arc<Context>, VkError> {
         // SAFETY: loads the system Vulkan loader; no other precondition.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::NoLoader(e.to_string()))?;
         let app = vk::ApplicationInfo::default().application_name(c"ostinato").api_version(vk::API_VERSION_1_2);
         let ci = vk::InstanceCreateInfo::default().application_info(&app);
         // SAFETY: valid create info with no layers or extensions.
-        let instance = unsafe { entry.create_instance(&ci, None) }.map_err(vkr("vkCreateInstance"))?;
-        let picked = Self::pick(&instance);
+        let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|e| match e {
+            vk::Result::ERROR_INCOMPATIBLE_DRIVER => VkError::NoDevice(
+                "driver answers: the loader found no installable client driver (vkCreateInstance: ERROR_INCOMPATIBLE_DRIVER; see VK_DRIVER_FILES)".into(),
+            ),
+            other => vkr("vkCreateInstance")(other),
+        })?;
+        let picked = Self::pick(&instance, selector);
         let (pdev, family) = match picked {
             Ok(Some(p)) => p,
             Ok(None) => {
                 // SAFETY: no child objects exist yet.
                 unsafe { instance.destroy_instance(None) };
-                return Err(VkError::NoDevice);
+                return Err(VkError::NoDevice(match selector {
+                    Some(sel) => format!("with a compute queue matches `{sel}` (an index, a UUID or part of a name: `ostinato devices` lists them)"),
+                    None => "with a compute queue found".into(),
+                }));
             }
             Err(e) => {
                 // SAFETY: no child objects exist yet.
@@ -93,18 +108,31 @@ impl Context {
         }))
     }
 
-    fn pick(instance: &ash::Instance) -> Result<Option<(vk::PhysicalDevice, u32)>, VkError> {
+    /// The alignment storage-buffer bindings need (`minStorageBufferOffsetAlignment`).
+    pub fn storage_alignment(&self) -> u64 {
+        self.min_storage_align
+    }
+
+    fn pick(instance: &ash::Instance, selector: Option<&str>) -> Result<Option<(vk::PhysicalDevice, u32)>, VkError> {
         // SAFETY: valid instance.
         let devs = unsafe { instance.enumerate_physical_devices() }.map_err(vkr("vkEnumeratePhysicalDevices"))?;
-        let want = std::env::var("OSTINATO_VK_DEVICE").ok();
         let mut best: Option<(i32, vk::PhysicalDevice, u32)> = None;
-        for d in devs {
+        for (index, d) in devs.into_iter().enumerate() {
             // SAFETY: d comes from this instance.
             let props = unsafe { instance.get_physical_device_properties(d) };
             // SAFETY: NUL-terminated name.
             let name = unsafe { CStr::from_ptr(props.device_name.as_ptr()) }.to_string_lossy().into_owned();
-            if want.as_deref().is_some_and(|w| !name.contains(w)) {
-                continue;
+            if let Some(sel) = selector {
+                let mut id = vk::PhysicalDeviceIDProperties::default();
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
+                // SAFETY: d comes from this instance (Vulkan 1.1+, which the instance asks for).
+                unsafe { instance.get_physical_device_properties2(d, &mut p2) };
+                let uuid: String = id.device_uuid.iter().map(|b| format!("{b:02x}")).collect();
+                let hex: String = sel.chars().filter(|c| *c != '-').collect::<String>().to_ascii_lowercase();
+                let hex = hex.strip_prefix("gpu").unwrap_or(&hex);
+                if sel != index.to_string() && !(hex.len() == 32 && hex == uuid) && !name.contains(sel) {
+                    continue;
+                }
             }
             // SAFETY: as above.
             let fams = unsafe { instance.get_physical_device_queue_family_properties(d) };
@@ -152,6 +180,26 @@ impl Context {
         // SAFETY: as above.
         unsafe { self.device.reset_fences(&[fence]) }.map_err(vkr("vkResetFences"))?;
         Ok(host_us)
+    }
+
+    /// Submits a recorded command buffer, signalling `fence` when it completes.
+    pub(crate) fn submit(&self, cmd: vk::CommandBuffer, fence: vk::Fence) -> Result<(), VkError> {
+        let cmds = [cmd];
+        let si = [vk::SubmitInfo::default().command_buffers(&cmds)];
+        // SAFETY: cmd is fully recorded (simultaneous use where it is in flight more than once); the
+        // fence is unsignalled.
+        unsafe { self.device.queue_submit(self.queue, &si, fence) }.map_err(vkr("vkQueueSubmit"))
+    }
+
+    /// Waits for `fences` (all) and resets them.
+    pub(crate) fn wait_reset(&self, fences: &[vk::Fence]) -> Result<(), VkError> {
+        if fences.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: our own fences of this device.
+        unsafe { self.device.wait_for_fences(fences, true, u64::MAX) }.map_err(vkr("vkWaitForFences"))?;
+        // SAFETY: as above, signalled.
+        unsafe { self.device.reset_fences(fences) }.map_err(vkr("vkResetFences"))
     }
 
     pub(crate) fn fence(&self) -> Result<vk::Fence, VkError> {
@@ -225,6 +273,10 @@ impl Buffer {
     }
 }
 
+// SAFETY: the mapped pointer is this buffer's own mapping of its own memory, reached only through
+// `&mut self` (`bytes`); the Vulkan handles are plain identifiers that may move between threads.
+unsafe impl Send for Buffer {}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         // SAFETY: our own objects; the device is idle for them (submits wait on fences).
@@ -250,7 +302,13 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// A pipeline of entry point `main`.
     pub fn new(ctx: &Arc<Context>, spirv: &[u32], bindings: u32, push_bytes: u32) -> Result<Pipeline, VkError> {
+        Self::with_entry(ctx, spirv, bindings, push_bytes, c"main")
+    }
+
+    /// A pipeline of `entry`, `bindings` storage buffers and `push_bytes` of push constants (none for 0).
+    pub fn with_entry(ctx: &Arc<Context>, spirv: &[u32], bindings: u32, push_bytes: u32, entry: &CStr) -> Result<Pipeline, VkError> {
         let d = &ctx.device;
         // SAFETY: valid SPIR-V words produced and validated by naga.
         let module = unsafe { d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(spirv), None) }.map_err(vkr("vkCreateShaderModule"))?;
@@ -268,13 +326,24 @@ impl Pipeline {
             .map_err(vkr("vkCreateDescriptorSetLayout"))?;
         let ranges = [vk::PushConstantRange::default().stage_flags(vk::ShaderStageFlags::COMPUTE).offset(0).size(push_bytes.max(4))];
         let sets = [set_layout];
-        let pli = vk::PipelineLayoutCreateInfo::default().set_layouts(&sets).push_constant_ranges(&ranges);
+        let pli = vk::PipelineLayoutCreateInfo::default().set_layouts(&sets).push_constant_ranges(if push_bytes == 0 { &[] } else { &ranges });
         // SAFETY: valid create info.
         let layout = unsafe { d.create_pipeline_layout(&pli, None) }.map_err(vkr("vkCreatePipelineLayout"))?;
-        let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
+        let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(entry);
         let ci = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
-        // SAFETY: valid create info; the module's entry point is `main`.
-        let pipeline = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &ci, None) }.map_err(|(_, e)| vkr("vkCreateComputePipelines")(e))?[0];
+        // SAFETY: valid create info; a missing entry point is the driver's error, reported as such.
+        let pipeline = match unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &ci, None) } {
+            Ok(p) => p[0],
+            Err((_, e)) => {
+                // SAFETY: our own objects, unused.
+                unsafe {
+                    d.destroy_pipeline_layout(layout, None);
+                    d.destroy_descriptor_set_layout(set_layout, None);
+                    d.destroy_shader_module(module, None);
+                }
+                return Err(vkr("vkCreateComputePipelines")(e));
+            }
+        };
         Ok(Pipeline { ctx: ctx.clone(), module, set_layout, layout, pipeline, bindings, push_bytes })
     }
 }

@@ -1,36 +1,51 @@
-//! Raw Vulkan submission of a plan's kernels: the benchmark's Vulkan arm, written the way a skilled
-//! Vulkan user writes it. One command buffer recorded once, dispatches grouped into dependency levels
-//! (from the plan's edges) with one compute→compute memory barrier between levels, timestamps around
-//! the whole sequence. Kernels are WGSL (`kernels/wgsl/`) compiled to SPIR-V with naga at run time;
-//! the Vulkan loader is opened at run time (no SDK needed to build).
+//! Ostinato on Vulkan (any vendor): [`VulkanBackend`] and [`VulkanExec`] record a plan into one command
+//! buffer once — a barrier only where a plan edge needs one, on the bytes its producers wrote
+//! ([`commands`]) — and replay it with one submit; slots live in a storage buffer the kernels read, so
+//! patching one re-records nothing. Kernels are WGSL (the built-ins of `kernels/wgsl/`, or files)
+//! compiled to SPIR-V with naga at run time, or SPIR-V files; the Vulkan loader is opened at run time
+//! (no SDK needed to build).
+//!
+//! [`VulkanRun`] is the benchmark's raw baseline, written the way a skilled Vulkan user writes it: one
+//! barrier per dependency level, slot values baked into push constants (one command buffer per value).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+pub mod commands;
+mod exec;
 mod ffi;
+mod kernel;
+mod record;
 pub mod shaders;
 
 use std::sync::Arc;
 
 use ostinato::{Arg, BufferId, NodeOp, ParamKind, Plan, Scalar, SlotId};
 
+pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};
 pub use ffi::{Buffer, Context, Dispatch, Pipeline, Program};
+pub use kernel::VulkanKernel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VkError {
     #[error("no Vulkan loader found: {0}")]
     NoLoader(String),
-    #[error("no Vulkan device with a compute queue found")]
-    NoDevice,
+    #[error("no Vulkan device {0}")]
+    NoDevice(String),
     #[error("{op} failed: {name} ({code})")]
     Vk { op: &'static str, code: i32, name: String },
     #[error("kernel `{kernel}`: {message}")]
     Shader { kernel: String, message: String },
-    /// The workload uses something this arm has no Vulkan version of (a kernel, a copy, a slot).
+    /// The workload uses something Vulkan (or this device, or the raw arm) has no version of: a kernel
+    /// without WGSL, a launch unlike the shader's workgroup, a binding offset the device cannot take.
     #[error("not applicable: {0}")]
     NotApplicable(String),
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Bind(#[from] ostinato::BindError),
+    #[error(transparent)]
+    Slot(#[from] ostinato::SlotError),
 }
 
 /// A plan recorded into one Vulkan command buffer, with device buffers per root allocation.

@@ -40,6 +40,8 @@ pub enum ArmKind {
     OstinatoHost,
     /// Raw Vulkan: one command buffer, one barrier per dependency level (where a Vulkan device is found).
     Vulkan,
+    /// Ostinato's Vulkan backend: one command buffer recorded once, barriers only where edges need them.
+    OstinatoVulkan,
 }
 
 impl ArmKind {
@@ -48,6 +50,10 @@ impl ArmKind {
     /// benchmark runs these after every row's graph arms.
     pub fn launches_directly(self) -> bool {
         matches!(self, ArmKind::Eager | ArmKind::OstinatoEager)
+    }
+    /// The arms of another API than CUDA (run in a last pass: docs/fences.md decision 7).
+    pub fn is_vulkan(self) -> bool {
+        matches!(self, ArmKind::Vulkan | ArmKind::OstinatoVulkan)
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -62,13 +68,15 @@ impl ArmKind {
             ArmKind::HostSerial => "host-serial",
             ArmKind::OstinatoHost => "ostinato-host",
             ArmKind::Vulkan => "vulkan",
+            ArmKind::OstinatoVulkan => "ostinato-vulkan",
         }
     }
-    pub const CUDA: [ArmKind; 9] = [
+    pub const CUDA: [ArmKind; 10] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
         ArmKind::Vulkan,
+        ArmKind::OstinatoVulkan,
         ArmKind::Ostinato,
         ArmKind::OstinatoPdlOff,
         ArmKind::OstinatoPdlOn,
@@ -120,7 +128,7 @@ pub trait Arm {
     }
 }
 
-fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
+pub(super) fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |e| format!("{what}: {e}")
 }
 
@@ -138,7 +146,7 @@ pub fn written_roots(plan: &Plan) -> Vec<bool> {
     w
 }
 
-fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
+pub(super) fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
     w.slot_schedule.as_ref().map(|(s, v)| (*s, v[r % v.len()]))
 }
 
@@ -257,7 +265,7 @@ impl OstinatoCuda {
     }
 }
 
-fn load_all<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>]) -> Result<(), E::Error> {
+pub(super) fn load_all<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>]) -> Result<(), E::Error> {
     for (i, b) in init.iter().enumerate() {
         if let Some(b) = b {
             exec.write_buffer(BufferId(i as u32), 0, b)?;
@@ -266,7 +274,7 @@ fn load_all<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>]) -> Result<(), E::Er
     Ok(())
 }
 
-fn reset<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>], written: &[bool]) -> Result<(), E::Error> {
+pub(super) fn reset<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>], written: &[bool]) -> Result<(), E::Error> {
     for (i, b) in init.iter().enumerate() {
         if let (Some(b), true) = (b, written[i]) {
             exec.write_buffer(BufferId(i as u32), 0, b)?;
@@ -275,7 +283,7 @@ fn reset<E: Exec>(exec: &mut E, init: &[Option<Vec<u8>>], written: &[bool]) -> R
     Ok(())
 }
 
-fn read_checked<E: Exec>(exec: &mut E, w: &Workload) -> Result<Vec<Vec<u8>>, E::Error> {
+pub(super) fn read_checked<E: Exec>(exec: &mut E, w: &Workload) -> Result<Vec<Vec<u8>>, E::Error> {
     let mut out = Vec::new();
     for &b in &w.checked {
         let mut v = vec![0u8; w.graph.buffer(b).size as usize];
@@ -663,60 +671,6 @@ impl Arm for HostArm {
 pub fn oracle(w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Vec<Vec<u8>>, String> {
     let mut arm = HostArm::new(w, ArmKind::HostSerial, init)?;
     Ok(arm.sample(w, init)?.outputs)
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Raw Vulkan
-
-pub struct VulkanArm {
-    plan: Plan,
-    run: ostinato_vulkan::VulkanRun,
-    written: Vec<bool>,
-}
-
-impl VulkanArm {
-    /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
-    pub fn new(ctx: &std::sync::Arc<ostinato_vulkan::Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, ostinato_vulkan::VkError> {
-        let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Usage(e.to_string()))?;
-        // A slot patched every replay: one command buffer per value, recorded up front (as the
-        // captured CUDA baselines capture one graph per value).
-        let variants: Vec<Vec<(ostinato::SlotId, Scalar)>> = match &w.slot_schedule {
-            Some((slot, values)) => values.iter().map(|v| vec![(*slot, *v)]).collect(),
-            None => Vec::new(),
-        };
-        let mut run = ostinato_vulkan::VulkanRun::new(ctx, &plan, &variants)?;
-        for (i, b) in init.iter().enumerate() {
-            if let Some(b) = b {
-                run.write(&plan, BufferId(i as u32), b)?;
-            }
-        }
-        Ok(VulkanArm { written: written_roots(&plan), plan, run })
-    }
-}
-
-impl Arm for VulkanArm {
-    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
-        for (i, b) in init.iter().enumerate() {
-            if let (Some(b), true) = (b, self.written[i]) {
-                self.run.write(&self.plan, BufferId(i as u32), b).map_err(err("reset"))?;
-            }
-        }
-        let (mut gpu, mut host) = (Some(0.0), 0.0);
-        for r in 0..w.replays {
-            let variant = if w.slot_schedule.is_some() { r } else { 0 };
-            let (g, h) = self.run.run(variant).map_err(err("submit"))?;
-            gpu = gpu.zip(g).map(|(a, b)| a + b);
-            host += h;
-        }
-        let mut outputs = Vec::new();
-        for &b in &w.checked {
-            let decl = w.graph.buffer(b);
-            let mut v = vec![0u8; self.plan.graph().buffer(decl.root).size as usize];
-            self.run.read(&self.plan, decl.root, &mut v).map_err(err("read"))?;
-            outputs.push(v[decl.root_offset as usize..(decl.root_offset + decl.size) as usize].to_vec());
-        }
-        Ok(RawSample { gpu_us: gpu, host_us: host, outputs, replay_call_us: None, replay_single_us: None })
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod profile;
 pub mod provenance;
 pub mod report;
 pub mod stats;
+pub mod vulkan;
 pub mod workload;
 
 use std::path::Path;
@@ -24,7 +25,7 @@ use workload::{Check, DecodeShape, Workload};
 /// then the Vulkan arm (no CUDA arm is measured right after a switch of API).
 pub fn passes(arms: &[ArmKind]) -> [Vec<ArmKind>; 3] {
     let pick = |f: &dyn Fn(ArmKind) -> bool| arms.iter().copied().filter(|&a| f(a)).collect::<Vec<_>>();
-    [pick(&|a| a != ArmKind::Vulkan && !a.launches_directly()), pick(&|a| a.launches_directly()), pick(&|a| a == ArmKind::Vulkan)]
+    [pick(&|a| !a.is_vulkan() && !a.launches_directly()), pick(&|a| a.launches_directly()), pick(&|a| a.is_vulkan())]
 }
 
 #[derive(Serialize, Clone, Copy, Debug)]
@@ -261,10 +262,14 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     if matches!(kind, ArmKind::HostSerial | ArmKind::OstinatoHost) {
         return Ok(Box::new(HostArm::new(w, kind, init)?));
     }
-    if kind == ArmKind::Vulkan {
+    if kind.is_vulkan() {
         let vk = cx.vulkan.as_ref().ok_or_else(|| SetupError::Skip("no Vulkan device".into()))?;
-        return match arms::VulkanArm::new(vk, w, init) {
-            Ok(a) => Ok(Box::new(a)),
+        let arm: Result<Box<dyn Arm>, _> = match kind {
+            ArmKind::Vulkan => vulkan::VulkanArm::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
+            _ => vulkan::OstinatoVulkan::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
+        };
+        return match arm {
+            Ok(a) => Ok(a),
             Err(ostinato_vulkan::VkError::NotApplicable(m)) => Err(SetupError::Skip(m)),
             Err(e) => Err(SetupError::Fail(e.to_string())),
         };
@@ -500,7 +505,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     // The Vulkan arm compares GPU time with GPU time: it runs in the CUDA matrix only (its correctness
     // on a CPU Vulkan driver is covered by ostinato-vulkan's tests).
     let vulkan = match backend {
-        BenchBackend::Cuda if !arms.contains(&ArmKind::Vulkan) => None,
+        BenchBackend::Cuda if !arms.iter().any(|a| a.is_vulkan()) => None,
         BenchBackend::Cuda => match ostinato_vulkan::Context::open() {
             Ok(c) => Some(c),
             Err(e) => {
@@ -629,7 +634,7 @@ mod tests {
     fn no_graph_arm_runs_after_an_arm_that_launches_directly() {
         let [graph, direct, later] = passes(&ArmKind::CUDA);
         assert_eq!(direct, [ArmKind::Eager, ArmKind::OstinatoEager]);
-        assert_eq!(later, [ArmKind::Vulkan]);
+        assert_eq!(later, [ArmKind::Vulkan, ArmKind::OstinatoVulkan]);
         assert_eq!(
             graph,
             [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn, ArmKind::OstinatoThread]

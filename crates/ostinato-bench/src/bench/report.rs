@@ -317,8 +317,8 @@ fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> String {
         } else {
             "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
         };
-        if ran(ArmKind::Vulkan) {
-            t += "; vulkan in a last pass after all rows";
+        if ran(ArmKind::Vulkan) || ran(ArmKind::OstinatoVulkan) {
+            t += "; the Vulkan arms in a last pass after all rows";
         }
     }
     if let Some(c) = chosen {
@@ -416,18 +416,20 @@ mod tests {
         let all = text(BenchConfig::default());
         assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
         let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
-        assert!(all.ends_with(&format!("docs/fences.md decision 7); {shared}; vulkan in a last pass after all rows")), "{all}");
+        assert!(all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows")), "{all}");
         let high = text(cfg(|c| c.study.priority = StreamPriority::High));
         assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
         let two = text(cfg(|c| c.arms = Some(vec!["ostinato".into(), "eager".into()])));
         assert!(two.contains("directly (eager) in a second pass") && two.ends_with("; only the arms ostinato,eager (--arms)"), "{two}");
-        assert!(!two.contains("vulkan in"), "{two}");
+        assert!(!two.contains("Vulkan arms in"), "{two}");
         assert_eq!(
             text(cfg(|c| {
                 c.arms = Some(vec!["vulkan".into(), "ostinato".into()]);
                 c.study.rotate = 2;
             })),
-            format!("rotated per row, shifted by 2 (--rotate); {shared}; vulkan in a last pass after all rows; only the arms vulkan,ostinato (--arms)")
+            format!(
+                "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows; only the arms vulkan,ostinato (--arms)"
+            )
         );
         let fresh = BenchConfig::default();
         assert!(regime_text(BenchBackend::Cuda, &fresh, None).unwrap_or_default().starts_with("fresh"));

@@ -1,0 +1,103 @@
+//! The Vulkan arms: the raw baseline a skilled Vulkan user writes (one barrier per dependency level,
+//! slot values baked into one command buffer per value), and Ostinato's Vulkan backend on the same
+//! kernels (barriers only where edges need them, slots in a buffer the kernels read).
+
+use std::sync::Arc;
+
+use ostinato::{Backend, BufferId, Exec, Plan, Scalar};
+use ostinato_vulkan::{Context, VkError, VulkanBackend, VulkanExec};
+
+use super::arms::{err, load_all, read_checked, reset, slot_value, written_roots, Arm, RawSample};
+use super::workload::Workload;
+
+pub struct VulkanArm {
+    plan: Plan,
+    run: ostinato_vulkan::VulkanRun,
+    written: Vec<bool>,
+}
+
+impl VulkanArm {
+    /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
+    pub fn new(ctx: &std::sync::Arc<ostinato_vulkan::Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, ostinato_vulkan::VkError> {
+        let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Usage(e.to_string()))?;
+        // A slot patched every replay: one command buffer per value, recorded up front (as the
+        // captured CUDA baselines capture one graph per value).
+        let variants: Vec<Vec<(ostinato::SlotId, Scalar)>> = match &w.slot_schedule {
+            Some((slot, values)) => values.iter().map(|v| vec![(*slot, *v)]).collect(),
+            None => Vec::new(),
+        };
+        let mut run = ostinato_vulkan::VulkanRun::new(ctx, &plan, &variants)?;
+        for (i, b) in init.iter().enumerate() {
+            if let Some(b) = b {
+                run.write(&plan, BufferId(i as u32), b)?;
+            }
+        }
+        Ok(VulkanArm { written: written_roots(&plan), plan, run })
+    }
+}
+
+impl Arm for VulkanArm {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+        for (i, b) in init.iter().enumerate() {
+            if let (Some(b), true) = (b, self.written[i]) {
+                self.run.write(&self.plan, BufferId(i as u32), b).map_err(err("reset"))?;
+            }
+        }
+        let (mut gpu, mut host) = (Some(0.0), 0.0);
+        for r in 0..w.replays {
+            let variant = if w.slot_schedule.is_some() { r } else { 0 };
+            let (g, h) = self.run.run(variant).map_err(err("submit"))?;
+            gpu = gpu.zip(g).map(|(a, b)| a + b);
+            host += h;
+        }
+        let mut outputs = Vec::new();
+        for &b in &w.checked {
+            let decl = w.graph.buffer(b);
+            let mut v = vec![0u8; self.plan.graph().buffer(decl.root).size as usize];
+            self.run.read(&self.plan, decl.root, &mut v).map_err(err("read"))?;
+            outputs.push(v[decl.root_offset as usize..(decl.root_offset + decl.size) as usize].to_vec());
+        }
+        Ok(RawSample { gpu_us: gpu, host_us: host, outputs, replay_call_us: None, replay_single_us: None })
+    }
+}
+
+/// Ostinato's Vulkan backend as an arm: the exec's own buffers, one replay per submit.
+pub struct OstinatoVulkan {
+    exec: VulkanExec,
+    written: Vec<bool>,
+}
+
+impl OstinatoVulkan {
+    /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
+    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, VkError> {
+        let plan = Plan::compile(&w.graph).map_err(|e| VkError::Usage(e.to_string()))?;
+        let backend = VulkanBackend::with_context(ctx.clone());
+        let kernels = ostinato::bind_builtins(&backend, &plan)?;
+        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
+        load_all(&mut exec, init)?;
+        Ok(OstinatoVulkan { written: written_roots(&plan), exec })
+    }
+}
+
+impl Arm for OstinatoVulkan {
+    fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+        reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
+        let (mut gpu, mut host) = (Some(0.0), 0.0);
+        for r in 0..w.replays {
+            if let Some((s, v)) = slot_value(w, r) {
+                self.exec.set_slot(s, v).map_err(err("set_slot"))?;
+            }
+            let t = std::time::Instant::now();
+            self.exec.replay().map_err(err("replay"))?;
+            host += t.elapsed().as_secs_f64() * 1e6;
+            gpu = gpu.zip(self.exec.last_gpu_us().map_err(err("timestamps"))?).map(|(a, b)| a + b);
+        }
+        Ok(RawSample {
+            gpu_us: gpu,
+            host_us: host,
+            outputs: read_checked(&mut self.exec, w).map_err(err("read"))?,
+            replay_call_us: None,
+            replay_single_us: None,
+        })
+    }
+}

@@ -1,0 +1,221 @@
+//! Recording and submitting the backend's one command buffer (an FFI module: every Vulkan call of the
+//! backend's exec is here). The command list it records is decided by `commands.rs`.
+
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::ffi::{Buffer, Context, Pipeline};
+use crate::VkError;
+
+fn vkr(op: &'static str) -> impl Fn(vk::Result) -> VkError {
+    move |code| VkError::Vk { op, code: code.as_raw(), name: format!("{code:?}") }
+}
+
+/// The stages every ordering spans: compute dispatches and transfers (copies, fills).
+const STAGES: vk::PipelineStageFlags =
+    vk::PipelineStageFlags::from_raw(vk::PipelineStageFlags::COMPUTE_SHADER.as_raw() | vk::PipelineStageFlags::TRANSFER.as_raw());
+const WRITES: vk::AccessFlags = vk::AccessFlags::from_raw(vk::AccessFlags::SHADER_WRITE.as_raw() | vk::AccessFlags::TRANSFER_WRITE.as_raw());
+const ACCESSES: vk::AccessFlags = vk::AccessFlags::from_raw(
+    vk::AccessFlags::SHADER_READ.as_raw()
+        | vk::AccessFlags::SHADER_WRITE.as_raw()
+        | vk::AccessFlags::TRANSFER_READ.as_raw()
+        | vk::AccessFlags::TRANSFER_WRITE.as_raw(),
+);
+
+/// One command buffer being recorded (simultaneous use: a replay may be submitted while the previous
+/// one runs; the leading barrier orders them), its descriptor pool and its timestamp pair.
+pub(crate) struct Recording {
+    ctx: Arc<Context>,
+    cmd: vk::CommandBuffer,
+    pool: vk::DescriptorPool,
+    query: vk::QueryPool,
+}
+
+impl Recording {
+    /// Begins recording, with room for `sets` descriptor sets of `descriptors` storage buffers in all.
+    pub(crate) fn begin(ctx: &Arc<Context>, sets: u32, descriptors: u32) -> Result<Recording, VkError> {
+        let d = &ctx.device;
+        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(descriptors.max(1))];
+        // SAFETY: valid create info.
+        let pool = unsafe { d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(sets.max(1)).pool_sizes(&sizes), None) }
+            .map_err(vkr("vkCreateDescriptorPool"))?;
+        let qi = vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2);
+        // SAFETY: valid create info.
+        let query = match unsafe { d.create_query_pool(&qi, None) } {
+            Ok(q) => q,
+            Err(e) => {
+                // SAFETY: our own pool, unused.
+                unsafe { d.destroy_descriptor_pool(pool, None) };
+                return Err(vkr("vkCreateQueryPool")(e));
+            }
+        };
+        let r = Recording { ctx: ctx.clone(), cmd: ctx.command_buffer()?, pool, query };
+        let bi = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
+        // SAFETY: a fresh command buffer of this device.
+        unsafe { d.begin_command_buffer(r.cmd, &bi) }.map_err(vkr("vkBeginCommandBuffer"))?;
+        // SAFETY: recording; the query pool is ours.
+        unsafe {
+            d.cmd_reset_query_pool(r.cmd, query, 0, 2);
+            d.cmd_write_timestamp(r.cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
+        }
+        Ok(r)
+    }
+
+    /// An execution dependency from every earlier command (in submission order: the previous replay
+    /// too) to every later one, with the memory dependency for `buffers` (bytes (offset, size) of each)
+    /// where writes must become visible; `memory_all` makes it cover all memory instead.
+    pub(crate) fn barrier(&self, buffers: &[(&Buffer, u64, u64)], memory_all: bool) {
+        let bb: Vec<vk::BufferMemoryBarrier> = buffers
+            .iter()
+            .map(|(b, off, size)| {
+                vk::BufferMemoryBarrier::default()
+                    .src_access_mask(WRITES)
+                    .dst_access_mask(ACCESSES)
+                    .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .buffer(b.buffer)
+                    .offset(*off)
+                    .size(*size)
+            })
+            .collect();
+        let mb = [vk::MemoryBarrier::default().src_access_mask(WRITES).dst_access_mask(ACCESSES)];
+        // SAFETY: recording into our command buffer; the buffers are live buffers of this device.
+        unsafe { self.ctx.device.cmd_pipeline_barrier(self.cmd, STAGES, STAGES, vk::DependencyFlags::empty(), if memory_all { &mb } else { &[] }, &bb, &[]) };
+    }
+
+    /// Binds `pipeline` with `bindings` (buffer, offset, range) and dispatches `groups` workgroups.
+    pub(crate) fn dispatch(&self, pipeline: &Pipeline, bindings: &[(&Buffer, u64, u64)], groups: [u32; 3]) -> Result<(), VkError> {
+        let d = &self.ctx.device;
+        let layouts = [pipeline.set_layout];
+        let ai = vk::DescriptorSetAllocateInfo::default().descriptor_pool(self.pool).set_layouts(&layouts);
+        // SAFETY: a pool of this device sized for every node's set.
+        let set = unsafe { d.allocate_descriptor_sets(&ai) }.map_err(vkr("vkAllocateDescriptorSets"))?[0];
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> =
+            bindings.iter().map(|(b, off, range)| [vk::DescriptorBufferInfo::default().buffer(b.buffer).offset(*off).range(*range)]).collect();
+        let writes: Vec<vk::WriteDescriptorSet> = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                vk::WriteDescriptorSet::default().dst_set(set).dst_binding(i as u32).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(info)
+            })
+            .collect();
+        // SAFETY: the set was just allocated; every buffer is live; recording into our command buffer.
+        unsafe {
+            d.update_descriptor_sets(&writes, &[]);
+            d.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
+            d.cmd_bind_descriptor_sets(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.layout, 0, &[set], &[]);
+            d.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
+        }
+        Ok(())
+    }
+
+    /// `vkCmdCopyBuffer` of `len` bytes.
+    pub(crate) fn copy(&self, src: &Buffer, src_off: u64, dst: &Buffer, dst_off: u64, len: u64) {
+        // SAFETY: live buffers; the caller checked the regions lie inside them and do not overlap.
+        unsafe { self.ctx.device.cmd_copy_buffer(self.cmd, src.buffer, dst.buffer, &[vk::BufferCopy { src_offset: src_off, dst_offset: dst_off, size: len }]) };
+    }
+
+    /// `vkCmdFillBuffer`: `size` bytes (a multiple of 4) at `off` (a multiple of 4) with the u32 `value`.
+    pub(crate) fn fill(&self, dst: &Buffer, off: u64, size: u64, value: u32) {
+        // SAFETY: a live buffer; the caller checked alignment and bounds.
+        unsafe { self.ctx.device.cmd_fill_buffer(self.cmd, dst.buffer, off, size, value) };
+    }
+
+    /// Ends recording.
+    pub(crate) fn finish(self) -> Result<Recorded, VkError> {
+        let d = &self.ctx.device;
+        // SAFETY: recording into our command buffer.
+        unsafe {
+            d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
+            d.end_command_buffer(self.cmd).map_err(vkr("vkEndCommandBuffer"))?;
+        }
+        let r = Recorded { ctx: self.ctx.clone(), cmd: self.cmd, pool: self.pool, query: self.query, in_flight: Vec::new(), free: Vec::new() };
+        std::mem::forget(self);
+        Ok(r)
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        // SAFETY: a recording abandoned before it finished was never submitted.
+        unsafe {
+            let d = &self.ctx.device;
+            d.free_command_buffers(self.ctx.cmd_pool, &[self.cmd]);
+            d.destroy_query_pool(self.query, None);
+            d.destroy_descriptor_pool(self.pool, None);
+        }
+    }
+}
+
+/// A finished command buffer: submitted once per replay, each submission with its own fence.
+pub(crate) struct Recorded {
+    ctx: Arc<Context>,
+    cmd: vk::CommandBuffer,
+    pool: vk::DescriptorPool,
+    query: vk::QueryPool,
+    in_flight: Vec<vk::Fence>,
+    free: Vec<vk::Fence>,
+}
+
+impl Recorded {
+    pub(crate) fn submit(&mut self) -> Result<(), VkError> {
+        let fence = match self.free.pop() {
+            Some(f) => f,
+            None => self.ctx.fence()?,
+        };
+        match self.ctx.submit(self.cmd, fence) {
+            Ok(()) => {
+                self.in_flight.push(fence);
+                Ok(())
+            }
+            Err(e) => {
+                self.free.push(fence);
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn busy(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// Waits for every submission.
+    pub(crate) fn wait(&mut self) -> Result<(), VkError> {
+        let r = self.ctx.wait_reset(&self.in_flight);
+        if r.is_ok() {
+            self.free.append(&mut self.in_flight);
+        }
+        r
+    }
+
+    /// GPU µs of the last completed submission (between its two timestamps), where the queue has them.
+    pub(crate) fn last_gpu_us(&self) -> Result<Option<f64>, VkError> {
+        if !self.ctx.timestamps || self.busy() {
+            return Ok(None);
+        }
+        let mut ts = [0u64; 2];
+        // SAFETY: two 64-bit results of our own query pool, written by a completed submission.
+        unsafe { self.ctx.device.get_query_pool_results(self.query, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT) }
+            .map_err(vkr("vkGetQueryPoolResults"))?;
+        Ok(Some(ts[1].wrapping_sub(ts[0]) as f64 * self.ctx.timestamp_period_ns / 1e3))
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        // SAFETY: every submission completed (waited above); our own objects.
+        unsafe {
+            let d = &self.ctx.device;
+            for f in self.free.drain(..).chain(self.in_flight.drain(..)) {
+                d.destroy_fence(f, None);
+            }
+            d.free_command_buffers(self.ctx.cmd_pool, &[self.cmd]);
+            d.destroy_query_pool(self.query, None);
+            d.destroy_descriptor_pool(self.pool, None);
+        }
+    }
+}
