@@ -41,6 +41,10 @@ if [[ "$WHAT" != bench ]]; then
     $BIN/ostinato run examples/mix.toml --backend cuda --mode $mode --launch thread --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --mode $mode --launch thread"; status=1; }
   done
   $BIN/ostinato run examples/add_one_serial_941.toml --backend cuda --launch thread --replays 50 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run add_one_serial_941.toml --launch thread"; status=1; }
+  # The Vulkan backend on the GPU's Vulkan driver.
+  for f in examples/mix.toml examples/add_one_serial_941.toml; do
+    $BIN/ostinato run "$f" --backend vulkan --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f --backend vulkan"; status=1; }
+  done
   # run --dot: the driver's DOT of the instantiated graph (edge types and ports).
   if $BIN/ostinato run examples/mix.toml --backend cuda --replays 1 --check --dot /tmp/mix.dot >>"$OUT/cli.log" 2>&1 \
     && grep -c -- "->" /tmp/mix.dot >>"$OUT/cli.log"; then echo "dot: ok" >>"$OUT/cli.log"; else echo "FAILED: run --dot"; status=1; fi
