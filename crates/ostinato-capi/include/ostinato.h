@@ -107,7 +107,8 @@ typedef struct ost_plan ost_plan;
 // Options of `ost_exec_create_ex`. Zero-initialise it (`ost_exec_options o = {0};`) for the defaults.
 typedef struct ost_exec_options {
   // CUDA: the device, as an ordinal (`"0"`), `GPU-<uuid>` or PCI bus id (`"0000:00:06.0"`); NULL:
-  // `OSTINATO_DEVICE`, else 0.
+  // `OSTINATO_DEVICE`, else 0. Vulkan: an index, a UUID or part of the device's name; NULL:
+  // `OSTINATO_VK_DEVICE`, else the best device with a compute queue.
   const char *device;
   // CUDA: a `CUstream` of the device's primary context to replay on, in order with the caller's
   // own work (it must outlive the exec); 0: a stream of the exec's own.
@@ -181,7 +182,7 @@ const char *ost_last_error(void);
 // none. Takes the code as an integer, so any value C passes is defined.
 const char *ost_status_name(int32_t status);
 
-// Instantiates `plan` on `backend` (`"host"` or `"cuda"`) with the defaults: the exec's own memory for
+// Instantiates `plan` on `backend` (`"host"`, `"cuda"` or `"vulkan"`) with the defaults: the exec's own memory for
 // every buffer (initialised as a loaded graph file says, else zeroed), its own stream.
 //
 // # Safety

@@ -20,7 +20,8 @@ pub struct ost_exec {
 #[repr(C)]
 pub struct ost_exec_options {
     /// CUDA: the device, as an ordinal (`"0"`), `GPU-<uuid>` or PCI bus id (`"0000:00:06.0"`); NULL:
-    /// `OSTINATO_DEVICE`, else 0.
+    /// `OSTINATO_DEVICE`, else 0. Vulkan: an index, a UUID or part of the device's name; NULL:
+    /// `OSTINATO_VK_DEVICE`, else the best device with a compute queue.
     pub device: *const c_char,
     /// CUDA: a `CUstream` of the device's primary context to replay on, in order with the caller's
     /// own work (it must outlive the exec); 0: a stream of the exec's own.
@@ -62,7 +63,7 @@ fn with_exec<T>(e: *const ost_exec, f: impl FnOnce(&mut dyn ExecHandle) -> Resul
     f(&mut *e.exec).map_err(runtime_error)
 }
 
-/// Instantiates `plan` on `backend` (`"host"` or `"cuda"`) with the defaults: the exec's own memory for
+/// Instantiates `plan` on `backend` (`"host"`, `"cuda"` or `"vulkan"`) with the defaults: the exec's own memory for
 /// every buffer (initialised as a loaded graph file says, else zeroed), its own stream.
 ///
 /// # Safety
