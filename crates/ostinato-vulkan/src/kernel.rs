@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn builtin_wgsl_moves_its_scalars_into_the_storage_buffer_after_the_buffers() {
-        let sig = ostinato_sig_mix();
+        let sig = ostinato_host::builtins::mix_sig();
         let src = crate::shaders::wgsl("mix").unwrap();
         let (words, wg) = wgsl_to_spirv(&sig, &src, "main").unwrap();
         assert_eq!(words[0], 0x0723_0203);
@@ -163,18 +163,9 @@ mod tests {
         let three = KernelSig::new("mix3").buffer("a", Access::ReadWrite).buffer("b", Access::Read).buffer("c", Access::Read).scalar("n", ScalarType::U32);
         let e = wgsl_to_spirv(&three, &src, "main").unwrap_err().to_string();
         assert!(e.contains("`mix3`") && e.contains("3 buffer params"), "{e}");
-        let e = wgsl_to_spirv(&ostinato_sig_mix(), &src, "mix_main").unwrap_err().to_string();
+        let e = wgsl_to_spirv(&ostinato_host::builtins::mix_sig(), &src, "mix_main").unwrap_err().to_string();
         assert!(e.contains("no entry point `mix_main`") && e.contains("main"), "{e}");
         let wide = KernelSig::new("w").buffer("out", Access::ReadWrite).scalar("n", ScalarType::U64).scalar("m", ScalarType::U32);
         assert_eq!(params_layout(&wide), (vec![0, 8], 12));
-    }
-
-    fn ostinato_sig_mix() -> KernelSig {
-        KernelSig::new("mix")
-            .buffer("out", Access::ReadWrite)
-            .buffer("inp", Access::Read)
-            .scalar("n_out", ScalarType::U32)
-            .scalar("n_in", ScalarType::U32)
-            .scalar("salt", ScalarType::U32)
     }
 }
