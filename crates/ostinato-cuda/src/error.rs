@@ -26,7 +26,7 @@ pub enum CudaError {
     #[error(transparent)]
     Slot(#[from] SlotError),
     #[error(transparent)]
-    Prefetch(#[from] crate::prefetch::PrefetchRace),
+    Prefetch(#[from] crate::lower::PrefetchRace),
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
     /// `wait` gave up on work that did not finish in time (a kernel that never ends, or one far

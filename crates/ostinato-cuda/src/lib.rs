@@ -18,7 +18,6 @@ pub mod module;
 mod named;
 pub mod nvrtc;
 mod options;
-pub mod prefetch;
 pub mod ptx;
 pub mod raw;
 

@@ -7,8 +7,10 @@ use std::fmt::Write as _;
 
 use ostinato::{Arg, BufferId, KernelId, NodeId, NodeOp, Plan, SlotId};
 
-use crate::prefetch::demote_racing;
-pub use crate::prefetch::{KernelPdl, PrefetchRace};
+pub mod prefetch;
+
+use prefetch::demote_racing;
+pub use prefetch::{KernelPdl, PrefetchRace};
 
 pub use crate::dims::Dims;
 
@@ -249,7 +251,7 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
 
 /// Translates `plan`, with what each kernel reads before its wait: a programmatic edge on which such a
 /// prefetch could race with a running writer becomes a full edge, or, into a kernel the user declared
-/// PDL-safe, is refused ([`crate::prefetch`]).
+/// PDL-safe, is refused ([`prefetch`]).
 pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy: PdlPolicy) -> Result<Lowering, PrefetchRace> {
     let g = plan.graph();
     let ptr = |s: &ostinato::Slice| {
@@ -323,7 +325,7 @@ pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy:
         (true, true) => Variant::Early,
         (true, false) => Variant::Late,
     };
-    // Pre-wait reads: demote the programmatic edges on which a prefetch could race (prefetch.rs), under
+    // Pre-wait reads: demote the programmatic edges on which a prefetch could race (`prefetch`), under
     // the build each edge set would launch. Demotion only shrinks what may run early, so a build chosen
     // after it stays safe.
     let kernel_of: Vec<Option<usize>> = launches.iter().map(|l| if let Callee::Kernel(k) = l.callee { Some(k.index()) } else { None }).collect();

@@ -11,7 +11,7 @@
 //!
 //! It reports which params those pre-wait reads derive from (the *prefetched* params): the lowering then
 //! keeps a programmatic edge only where no node that may still run writes their declared extents
-//! (`prefetch.rs`). Address provenance is a taint analysis over the pre-wait instructions: `ld.param`
+//! (`lower/prefetch.rs`). Address provenance is a taint analysis over the pre-wait instructions: `ld.param`
 //! taints its destination with the param, every other instruction taints its destinations with the union
 //! of its sources, and a value loaded from memory is of unknown origin (a pointer read from memory could
 //! point anywhere): an address of unknown origin fails certification. Conservative by construction: an

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use ostinato::{NodeId, Plan};
 
-use crate::lower::{GraphEdge, Variant};
+use super::{GraphEdge, Variant};
 
 /// What the lowering knows of a kernel's PDL behaviour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
