@@ -32,6 +32,8 @@ pub(crate) struct Recording {
     cmd: vk::CommandBuffer,
     pool: vk::DescriptorPool,
     query: vk::QueryPool,
+    /// Set by `finish`: the objects now belong to the `Recorded`.
+    handed_over: bool,
 }
 
 impl Recording {
@@ -52,7 +54,7 @@ impl Recording {
                 return Err(vkr("vkCreateQueryPool")(e));
             }
         };
-        let r = Recording { ctx: ctx.clone(), cmd: ctx.command_buffer()?, pool, query };
+        let r = Recording { ctx: ctx.clone(), cmd: ctx.command_buffer()?, pool, query, handed_over: false };
         let bi = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
         // SAFETY: a fresh command buffer of this device.
         unsafe { d.begin_command_buffer(r.cmd, &bi) }.map_err(vkr("vkBeginCommandBuffer"))?;
@@ -125,21 +127,23 @@ impl Recording {
     }
 
     /// Ends recording.
-    pub(crate) fn finish(self) -> Result<Recorded, VkError> {
+    pub(crate) fn finish(mut self) -> Result<Recorded, VkError> {
         let d = &self.ctx.device;
         // SAFETY: recording into our command buffer.
         unsafe {
             d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
             d.end_command_buffer(self.cmd).map_err(vkr("vkEndCommandBuffer"))?;
         }
-        let r = Recorded { ctx: self.ctx.clone(), cmd: self.cmd, pool: self.pool, query: self.query, in_flight: Vec::new(), free: Vec::new() };
-        std::mem::forget(self);
-        Ok(r)
+        self.handed_over = true;
+        Ok(Recorded { ctx: self.ctx.clone(), cmd: self.cmd, pool: self.pool, query: self.query, in_flight: Vec::new(), free: Vec::new() })
     }
 }
 
 impl Drop for Recording {
     fn drop(&mut self) {
+        if self.handed_over {
+            return;
+        }
         // SAFETY: a recording abandoned before it finished was never submitted.
         unsafe {
             let d = &self.ctx.device;
