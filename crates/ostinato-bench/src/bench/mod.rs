@@ -216,9 +216,10 @@ pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), St
     Ok(())
 }
 
-/// Every buffer's initial bytes (`None` for views).
+/// Every buffer's initial bytes (`None` for views): its pattern, or its `data` where the workload has some.
 pub fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
-    w.graph
+    let mut out: Vec<Option<Vec<u8>>> = w
+        .graph
         .buffers()
         .iter()
         .zip(&w.inits)
@@ -229,11 +230,11 @@ pub fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
                 v
             })
         })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| w.data.iter().find(|(b, _)| b.index() == i).map(|(_, d)| Some(d.clone())).unwrap_or(v))
-        .collect()
+        .collect();
+    for (id, bytes) in &w.data {
+        out[id.index()] = Some(bytes.clone());
+    }
+    out
 }
 
 struct CudaCtx {
