@@ -1,6 +1,8 @@
 //! The Vulkan backend: `Backend` + `Exec` over one command buffer recorded once ([`crate::commands`]
-//! decides it), replayed by one submit each. Scalars, slots included, live in a host-visible storage
-//! buffer the kernels read, one region per node: `set_slot` writes those bytes and re-records nothing.
+//! decides it), replayed by one submit each. A node whose scalars are all constants gets them as push
+//! constants, recorded with its dispatch (where its kernel has a push-constant pipeline: WGSL). A node
+//! that takes a slot reads its scalars from a mapped storage buffer (device-local where the device
+//! can map such memory), one region per node: `set_slot` writes those bytes and re-records nothing.
 
 use std::sync::Arc;
 
@@ -63,6 +65,8 @@ pub struct VulkanExec {
     _kernels: Vec<VulkanKernel>,
     roots: Vec<Option<Buffer>>,
     params: Buffer,
+    /// Nodes that take their scalars as push constants.
+    pushed: usize,
     /// Per slot: the byte offsets in `params` of every use, with the value's size.
     slot_uses: Vec<Vec<(usize, usize)>>,
     cmds: Vec<Cmd>,
@@ -103,13 +107,14 @@ impl VulkanExec {
                         }
                     }
                 }
-                if k.params_bytes > 0 {
+                let slotted = args.iter().any(|a| matches!(a, Arg::Slot(_)));
+                if k.params_bytes > 0 && (slotted || k.push.is_none()) {
                     param_at[i] = Some(total);
                     total += (k.params_bytes as u64).div_ceil(align) * align;
                 }
             }
         }
-        let mut params = Buffer::new(ctx, total.max(4), true)?;
+        let mut params = Buffer::mapped_device_local(ctx, total.max(4))?;
         let mut slot_uses = vec![Vec::new(); g.slots().len()];
         {
             let bytes = params.bytes().ok_or_else(|| usage("the params buffer is not mapped".into()))?;
@@ -141,7 +146,9 @@ impl VulkanExec {
         let kernel_nodes = g.nodes().iter().filter(|n| matches!(n.op, NodeOp::Kernel { .. })).count() as u32;
         let descriptors: u32 =
             g.nodes().iter().map(|n| if let NodeOp::Kernel { kernel, .. } = &n.op { kernels[kernel.index()].pipeline.bindings } else { 0 }).sum();
-        let rec = Recording::begin(ctx, kernel_nodes, descriptors)?;
+        let transfers = g.nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. }));
+        let rec = Recording::begin(ctx, kernel_nodes, descriptors, transfers)?;
+        let mut pushed = 0;
         // Replays follow each other: the first barrier orders this one after the previous submission.
         rec.barrier(&[], true);
         for c in &cmds {
@@ -160,10 +167,23 @@ impl VulkanExec {
                                 bindings.push((root(r)?, start, (end - start).max(4)));
                             }
                         }
-                        if let Some(at) = param_at[n.index()] {
-                            bindings.push((&params, at, k.params_bytes as u64));
+                        match (param_at[n.index()], &k.push) {
+                            (Some(at), _) => {
+                                bindings.push((&params, at, k.params_bytes as u64));
+                                rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
+                            }
+                            (None, Some(push)) if k.params_bytes > 0 => {
+                                let mut bytes = vec![0u8; push.push_bytes as usize];
+                                let scalars = args.iter().filter_map(|a| if let Arg::Scalar(v) = a { Some(v) } else { None });
+                                for (v, &off) in scalars.zip(&k.scalar_offsets) {
+                                    let n = v.ty.size();
+                                    bytes[off as usize..off as usize + n].copy_from_slice(&v.bits.to_le_bytes()[..n]);
+                                }
+                                rec.dispatch(push, &bindings, &bytes, launch.grid)?;
+                                pushed += 1;
+                            }
+                            (None, _) => rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?,
                         }
-                        rec.dispatch(&k.pipeline, &bindings, launch.grid)?;
                     }
                     NodeOp::Copy { src, dst } => {
                         let ((sr, ss, se), (dr, ds, _)) = (g.root_extent(*src), g.root_extent(*dst));
@@ -186,7 +206,7 @@ impl VulkanExec {
             }
         }
         let recorded = rec.finish()?;
-        Ok(VulkanExec { plan: plan.clone(), ctx: ctx.clone(), _kernels: kernels, roots, params, slot_uses, cmds, recorded })
+        Ok(VulkanExec { plan: plan.clone(), ctx: ctx.clone(), _kernels: kernels, roots, params, pushed, slot_uses, cmds, recorded })
     }
 
     /// The recorded command list (for golden tests and `ostinato plan --explain`).
@@ -199,6 +219,12 @@ impl VulkanExec {
     pub fn last_gpu_us(&mut self) -> Result<Option<f64>, VkError> {
         self.recorded.wait()?;
         self.recorded.last_gpu_us()
+    }
+
+    /// How many dispatches take their scalars as push constants (the rest that have scalars read them
+    /// from the params buffer).
+    pub fn pushed_dispatches(&self) -> usize {
+        self.pushed
     }
 
     pub fn device_name(&self) -> &str {

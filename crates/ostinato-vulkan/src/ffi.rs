@@ -232,6 +232,21 @@ pub struct Buffer {
 impl Buffer {
     /// A device-local storage buffer (`host == false`) or a host-visible coherent staging buffer.
     pub fn new(ctx: &Arc<Context>, size: u64, host: bool) -> Result<Buffer, VkError> {
+        let flags = if host { vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT } else { vk::MemoryPropertyFlags::DEVICE_LOCAL };
+        Self::with_memory(ctx, size, &[flags], host)
+    }
+
+    /// A mapped buffer the GPU reads often and the host writes now and then (the exec's scalars):
+    /// device-local and host-visible memory where the device has it (a GPU's BAR window), else host
+    /// memory, which every dispatch would read across the bus.
+    pub(crate) fn mapped_device_local(ctx: &Arc<Context>, size: u64) -> Result<Buffer, VkError> {
+        let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        Self::with_memory(ctx, size, &[host | vk::MemoryPropertyFlags::DEVICE_LOCAL, host], true)
+    }
+
+    /// A buffer in the first memory type with one of `candidates`' flags, mapped when `map`.
+    fn with_memory(ctx: &Arc<Context>, size: u64, candidates: &[vk::MemoryPropertyFlags], map: bool) -> Result<Buffer, VkError> {
+        let host = map;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
         let bi = vk::BufferCreateInfo::default().size(size.max(4)).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
         let d = &ctx.device;
@@ -239,11 +254,10 @@ impl Buffer {
         let buffer = unsafe { d.create_buffer(&bi, None) }.map_err(vkr("vkCreateBuffer"))?;
         // SAFETY: buffer of this device.
         let req = unsafe { d.get_buffer_memory_requirements(buffer) };
-        let flags = if host { vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT } else { vk::MemoryPropertyFlags::DEVICE_LOCAL };
-        let Some(mt) = ctx.memory_type(req.memory_type_bits, flags) else {
+        let Some(mt) = candidates.iter().find_map(|&f| ctx.memory_type(req.memory_type_bits, f)) else {
             // SAFETY: our own buffer, unbound.
             unsafe { d.destroy_buffer(buffer, None) };
-            return Err(VkError::Vk { op: "find memory type", code: 0, name: format!("no memory type with {flags:?}") });
+            return Err(VkError::Vk { op: "find memory type", code: 0, name: format!("no memory type with {candidates:?}") });
         };
         let ai = vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(mt);
         // SAFETY: valid allocate info.

@@ -14,7 +14,7 @@ fn vkr(op: &'static str) -> impl Fn(vk::Result) -> VkError {
     move |code| VkError::Vk { op, code: code.as_raw(), name: format!("{code:?}") }
 }
 
-/// The stages every ordering spans: compute dispatches and transfers (copies, fills).
+/// The stages an ordering spans in a plan with copies or fills: compute dispatches and transfers.
 const STAGES: vk::PipelineStageFlags =
     vk::PipelineStageFlags::from_raw(vk::PipelineStageFlags::COMPUTE_SHADER.as_raw() | vk::PipelineStageFlags::TRANSFER.as_raw());
 const WRITES: vk::AccessFlags = vk::AccessFlags::from_raw(vk::AccessFlags::SHADER_WRITE.as_raw() | vk::AccessFlags::TRANSFER_WRITE.as_raw());
@@ -32,13 +32,19 @@ pub(crate) struct Recording {
     cmd: vk::CommandBuffer,
     pool: vk::DescriptorPool,
     query: vk::QueryPool,
+    /// The stages every barrier spans, and the writes and accesses it orders: compute only, or compute
+    /// and transfer where the plan copies or fills (an access mask may name only its stages' accesses).
+    stages: vk::PipelineStageFlags,
+    writes: vk::AccessFlags,
+    accesses: vk::AccessFlags,
     /// Set by `finish`: the objects now belong to the `Recorded`.
     handed_over: bool,
 }
 
 impl Recording {
-    /// Begins recording, with room for `sets` descriptor sets of `descriptors` storage buffers in all.
-    pub(crate) fn begin(ctx: &Arc<Context>, sets: u32, descriptors: u32) -> Result<Recording, VkError> {
+    /// Begins recording, with room for `sets` descriptor sets of `descriptors` storage buffers in all;
+    /// `transfers`: the plan has copies or fills (its barriers then span the transfer stage too).
+    pub(crate) fn begin(ctx: &Arc<Context>, sets: u32, descriptors: u32, transfers: bool) -> Result<Recording, VkError> {
         let d = &ctx.device;
         let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(descriptors.max(1))];
         // SAFETY: valid create info.
@@ -54,7 +60,12 @@ impl Recording {
                 return Err(vkr("vkCreateQueryPool")(e));
             }
         };
-        let r = Recording { ctx: ctx.clone(), cmd: ctx.command_buffer()?, pool, query, handed_over: false };
+        let (stages, writes, accesses) = if transfers {
+            (STAGES, WRITES, ACCESSES)
+        } else {
+            (vk::PipelineStageFlags::COMPUTE_SHADER, vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)
+        };
+        let r = Recording { ctx: ctx.clone(), cmd: ctx.command_buffer()?, pool, query, stages, writes, accesses, handed_over: false };
         let bi = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
         // SAFETY: a fresh command buffer of this device.
         unsafe { d.begin_command_buffer(r.cmd, &bi) }.map_err(vkr("vkBeginCommandBuffer"))?;
@@ -74,8 +85,8 @@ impl Recording {
             .iter()
             .map(|(b, off, size)| {
                 vk::BufferMemoryBarrier::default()
-                    .src_access_mask(WRITES)
-                    .dst_access_mask(ACCESSES)
+                    .src_access_mask(self.writes)
+                    .dst_access_mask(self.accesses)
                     .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
                     .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
                     .buffer(b.buffer)
@@ -83,13 +94,16 @@ impl Recording {
                     .size(*size)
             })
             .collect();
-        let mb = [vk::MemoryBarrier::default().src_access_mask(WRITES).dst_access_mask(ACCESSES)];
+        let mb = [vk::MemoryBarrier::default().src_access_mask(self.writes).dst_access_mask(self.accesses)];
         // SAFETY: recording into our command buffer; the buffers are live buffers of this device.
-        unsafe { self.ctx.device.cmd_pipeline_barrier(self.cmd, STAGES, STAGES, vk::DependencyFlags::empty(), if memory_all { &mb } else { &[] }, &bb, &[]) };
+        unsafe {
+            self.ctx.device.cmd_pipeline_barrier(self.cmd, self.stages, self.stages, vk::DependencyFlags::empty(), if memory_all { &mb } else { &[] }, &bb, &[])
+        };
     }
 
-    /// Binds `pipeline` with `bindings` (buffer, offset, range) and dispatches `groups` workgroups.
-    pub(crate) fn dispatch(&self, pipeline: &Pipeline, bindings: &[(&Buffer, u64, u64)], groups: [u32; 3]) -> Result<(), VkError> {
+    /// Binds `pipeline` with `bindings` (buffer, offset, range) and `push` constants (may be empty), and
+    /// dispatches `groups` workgroups.
+    pub(crate) fn dispatch(&self, pipeline: &Pipeline, bindings: &[(&Buffer, u64, u64)], push: &[u8], groups: [u32; 3]) -> Result<(), VkError> {
         let d = &self.ctx.device;
         let layouts = [pipeline.set_layout];
         let ai = vk::DescriptorSetAllocateInfo::default().descriptor_pool(self.pool).set_layouts(&layouts);
@@ -109,6 +123,9 @@ impl Recording {
             d.update_descriptor_sets(&writes, &[]);
             d.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
             d.cmd_bind_descriptor_sets(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.layout, 0, &[set], &[]);
+            if !push.is_empty() {
+                d.cmd_push_constants(self.cmd, pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+            }
             d.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
         }
         Ok(())

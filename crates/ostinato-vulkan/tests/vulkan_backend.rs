@@ -102,7 +102,7 @@ fn random_programs_match_the_host_oracle_bit_for_bit() {
     let Some(vk) = backend_or_skip("random_programs_match_the_host_oracle_bit_for_bit") else { return };
     eprintln!("vulkan device: {}", vk.context().name);
     let host = HostBackend::serial();
-    let (mut barriers, mut nodes) = (0, 0);
+    let (mut barriers, mut nodes, mut pushed, mut slotted) = (0, 0, 0, 0);
     for seed in 0..60u64 {
         let plan = Plan::compile(&program(seed, 4 + seed as usize % 40)).unwrap();
         let kernels = ostinato::bind_builtins(&vk, &plan).unwrap();
@@ -110,11 +110,21 @@ fn random_programs_match_the_host_oracle_bit_for_bit() {
         commands::check(&plan, exec.commands()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         barriers += exec.commands().iter().filter(|c| matches!(c, commands::Cmd::Barrier { .. })).count();
         nodes += plan.node_count();
+        // Every kernel node without a slot takes its scalars as push constants; the rest read the buffer.
+        let kernel_nodes = plan.graph().nodes().iter().filter(|n| matches!(n.op, ostinato::NodeOp::Kernel { .. }));
+        let with_slot = kernel_nodes
+            .clone()
+            .filter(|n| matches!(&n.op, ostinato::NodeOp::Kernel { args, .. } if args.iter().any(|a| matches!(a, ostinato::Arg::Slot(_)))))
+            .count();
+        assert_eq!(exec.pushed_dispatches(), kernel_nodes.count() - with_slot, "seed {seed}");
+        pushed += exec.pushed_dispatches();
+        slotted += with_slot;
         let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
         assert_eq!(run(&mut exec, &plan, seed, 3), run(&mut oracle, &plan, seed, 3), "seed {seed}");
     }
-    eprintln!("compared 60 random programs ({nodes} nodes, {barriers} barriers) bitwise with the host oracle");
+    eprintln!("compared 60 random programs ({nodes} nodes, {barriers} barriers, {pushed} dispatches with push constants, {slotted} with a slot) bitwise with the host oracle");
     assert!(barriers < nodes, "independent nodes share barriers");
+    assert!(pushed > 0 && slotted > 0, "both ways of passing scalars are exercised");
 }
 
 /// One invocation per workgroup writes 1 + x + 10 y + 100 z at the group's linear index.
