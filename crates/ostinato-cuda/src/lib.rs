@@ -11,6 +11,7 @@ mod dims;
 mod error;
 mod exec;
 mod ffi;
+pub mod fusion;
 mod launch_thread;
 pub mod limits;
 pub mod lower;

@@ -253,6 +253,93 @@ pub fn analyze(ptx: &str, entry: &str, is_buffer: impl Fn(usize) -> bool) -> Res
     Ok(PreWait { reads: out.into_iter().collect() })
 }
 
+/// What a kernel body fused into a resident block ([`crate::fusion`]) uses, read from its PTX as fused
+/// (compiled with `blockIdx` and `gridDim` bound to the one block of a 1-block launch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FusedBody {
+    /// The body touches shared memory: the fused kernel puts a barrier between it and its neighbours,
+    /// whose shared memory may be the same bytes.
+    pub uses_shared: bool,
+    /// Bytes of static shared memory the body's code refers to (its `__shared__` variables).
+    pub static_shared_bytes: u64,
+}
+
+/// A module-scope `.shared` declaration's (name, bytes): `.shared .align 4 .b8 name[128];`.
+fn shared_decl(line: &str) -> Option<(&str, u64)> {
+    let line = line.trim().trim_end_matches(';');
+    if !(line.starts_with(".shared") || line.starts_with(".extern .shared")) {
+        return None;
+    }
+    let last = line.split_whitespace().last()?;
+    let (name, count) = match last.split_once('[') {
+        Some((n, c)) => (n, c.trim_end_matches(']').parse::<u64>().unwrap_or(0)),
+        None => (last, 1),
+    };
+    let elem = line.split_whitespace().find_map(|t| match t {
+        ".b8" | ".u8" | ".s8" => Some(1),
+        ".b16" | ".u16" | ".s16" | ".f16" => Some(2),
+        ".b32" | ".u32" | ".s32" | ".f32" => Some(4),
+        ".b64" | ".u64" | ".s64" | ".f64" => Some(8),
+        _ => None,
+    })?;
+    Some((name, count * elem))
+}
+
+/// Special registers that name the grid or the cluster: a body reading one behaves differently in a
+/// fused block (which is block `b` of a grid of lanes) than in its own 1-block launch.
+const GRID_REGISTERS: &[&str] = &[
+    "%ctaid",
+    "%nctaid",
+    "%clusterid",
+    "%nclusterid",
+    "%cluster_ctaid",
+    "%cluster_nctaid",
+    "%cluster_ctarank",
+    "%cluster_nctarank",
+    "%is_explicit_cluster",
+    "%gridid",
+];
+
+/// Functions a body may still call (the device runtime's printf and assert): they touch no block state.
+const HARMLESS_CALLS: &[&str] = &["vprintf", "__assertfail"];
+
+/// Certifies `entry` of `ptx` (the kernel compiled as fused) as a body that may run as a device
+/// function inside a fused block: it reads no grid or cluster register, synchronises no block or
+/// cluster (a body's barrier would also count the threads that already returned from it and wait at
+/// the next one), never exits the block, has no `griddepcontrol` of its own (the fused kernel waits and
+/// triggers for all its bodies), and calls nothing but printf and assert. An `Err` names the
+/// instruction.
+pub fn fused_body(ptx: &str, entry: &str) -> Result<FusedBody, String> {
+    let (_, items) = entry_body(ptx, entry)?;
+    // Shared-memory symbols of the module (a function's `__shared__` variables are module-scope in PTX).
+    let shared_syms: HashMap<&str, u64> = ptx.lines().filter_map(shared_decl).collect();
+    let mut referenced: BTreeSet<&str> = BTreeSet::new();
+    let mut body = FusedBody::default();
+    for item in &items {
+        let Item::Instr { op, operands, text, .. } = item else { continue };
+        if let Some(r) = GRID_REGISTERS.iter().find(|r| operands.iter().any(|o| names(o).contains(r))) {
+            return Err(format!("`{text}` reads `{r}`: the kernel uses the grid"));
+        }
+        let head = op.split('.').next().unwrap_or("");
+        let refused = match head {
+            "bar" => !op.starts_with("bar.warp"),
+            "barrier" | "exit" | "griddepcontrol" | "mapa" | "getctarank" => true,
+            "call" => !operands.iter().any(|o| HARMLESS_CALLS.contains(&o.as_str())),
+            _ => op.contains("shared::cluster"),
+        };
+        if refused {
+            return Err(format!("`{text}`: a fused body may not synchronise the block or cluster, exit, wait on its own grid dependencies, or call"));
+        }
+        for o in operands {
+            referenced.extend(names(o).into_iter().filter(|n| shared_syms.contains_key(n)));
+        }
+        body.uses_shared |= op.contains("shared");
+    }
+    body.uses_shared |= !referenced.is_empty();
+    body.static_shared_bytes = referenced.iter().map(|n| shared_syms[n]).sum();
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,17 +37,34 @@ pub fn serial_result(plan: &ostinato::Plan, prog: &RandomProgram, replays: usize
 
 /// Generates a program of `nodes` nodes from `seed`.
 pub fn random_mix_program(seed: u64, nodes: usize) -> RandomProgram {
-    generate(seed, nodes, false)
+    generate(seed, nodes, Shape::Mix)
+}
+
+/// Like [`random_mix_program`], every launch one block of 256 threads (copies and fills stay within
+/// one block of the internal kernels): programs whose every node a backend may fuse.
+pub fn random_one_block_program(seed: u64, nodes: usize) -> RandomProgram {
+    generate(seed, nodes, Shape::OneBlock)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `mix` launches of 1 to 3 blocks of 32 to 128 threads.
+    Mix,
+    /// `mix` or `mix_alt`, 1 to 16 blocks.
+    TwoKernels,
+    /// `mix` launches of one block of 256 threads.
+    OneBlock,
 }
 
 /// Like [`random_mix_program`], with a second kernel `mix_alt` of the same signature and semantics (a
 /// backend binds it to another implementation of `mix`, e.g. one that is not PDL-capable) and grids of
 /// 1 to 16 blocks; each launch picks either kernel. The host binds both to `mix`.
 pub fn random_two_kernel_program(seed: u64, nodes: usize) -> RandomProgram {
-    generate(seed, nodes, true)
+    generate(seed, nodes, Shape::TwoKernels)
 }
 
-fn generate(seed: u64, nodes: usize, two_kernels: bool) -> RandomProgram {
+fn generate(seed: u64, nodes: usize, shape: Shape) -> RandomProgram {
+    let two_kernels = shape == Shape::TwoKernels;
     let mut r = Rng::seeded(seed);
     let mut g = Graph::new();
     let mut inits = Vec::new();
@@ -101,7 +118,7 @@ fn generate(seed: u64, nodes: usize, two_kernels: bool) -> RandomProgram {
                     Some(alt) => (if r.below(2) == 0 { mix } else { alt }, [1, 2, 3, 8, 16][r.below(5) as usize]),
                     None => (mix, 1 + r.below(3) as u32),
                 };
-                let launch = Launch::linear(blocks, 32 << r.below(3));
+                let launch = if shape == Shape::OneBlock { Launch::linear(1, 256) } else { Launch::linear(blocks, 32 << r.below(3)) };
                 let args =
                     [Arg::Buffer(out), Arg::Buffer(inp), Arg::Scalar(Scalar::u32((out.len / 4) as u32)), Arg::Scalar(Scalar::u32((inp.len / 4) as u32)), salt];
                 g.add_launch(kernel, launch, &args, &after).expect("valid by construction");

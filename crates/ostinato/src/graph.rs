@@ -335,6 +335,11 @@ impl Graph {
         Self::default()
     }
 
+    /// The same buffers, kernels and slots (same ids) without any node: the start of a graph that
+    /// records the same program another way (a backend's rewrite of its nodes).
+    pub fn without_nodes(&self) -> Graph {
+        Graph { buffers: self.buffers.clone(), kernels: self.kernels.clone(), slots: self.slots.clone(), nodes: Vec::new() }
+    }
     pub fn buffers(&self) -> &[BufferDecl] {
         &self.buffers
     }

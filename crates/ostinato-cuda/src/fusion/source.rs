@@ -1,0 +1,276 @@
+//! The fused kernel's CUDA C, generated from a group: the bodies' source with every `__global__` made
+//! a `__device__` function and `blockIdx` / `gridDim` bound to those of a 1-block launch (each body
+//! runs as if launched alone), then one `ostinato_fused` entry whose block `b` calls lane `b`'s bodies
+//! in order with the nodes' arguments. Pointer and slot arguments become the fused kernel's params
+//! (one per distinct pointer; slots stay patchable in place), constant scalars are written into the
+//! source bit for bit. Repeated identical calls become a loop, so a chain of 941 equal nodes compiles
+//! to a few instructions and stays in the instruction cache.
+
+use std::fmt::Write as _;
+
+use ostinato::{Access, Arg, BufferId, KernelSig, Launch, NodeOp, ParamKind, Plan, Scalar, ScalarType, Slice, SlotId};
+
+use super::Group;
+
+/// Prepended to a body source in both compiles: PDL is the fused kernel's (the bodies' own
+/// `OST_WAIT`/`OST_TRIGGER` macros compile to nothing), and each body sees a grid of one block.
+const BODY_PRELUDE: &str = r#"#ifdef OST_NO_PDL
+#define OSTINATO_FUSED_PDL 0
+#else
+#define OSTINATO_FUSED_PDL 1
+#endif
+#undef OST_NO_PDL
+#define OST_NO_PDL 1
+#define blockIdx (::uint3{0u, 0u, 0u})
+#define gridDim (::dim3(1u, 1u, 1u))
+"#;
+
+/// After the bodies: the real `blockIdx`/`gridDim` again, and the fused kernel's PDL entry and exit.
+const FUSED_EPILOGUE: &str = r#"#undef blockIdx
+#undef gridDim
+#undef __global__
+#define __global__ __attribute__((global))
+#ifndef OST_TRIGGER
+#define OST_TRIGGER 3
+#endif
+#if OSTINATO_FUSED_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define OSTINATO_FUSED_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define OSTINATO_FUSED_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" :::)
+#else
+#define OSTINATO_FUSED_WAIT() do {} while (0)
+#define OSTINATO_FUSED_TRIGGER() do {} while (0)
+#endif
+/* A pointer param handed to a body whatever pointer type it takes. */
+struct ostinato_fused_ptr {
+  void* p;
+  template <class T> __device__ __forceinline__ operator T*() const { return static_cast<T*>(p); }
+};
+"#;
+
+/// The source compiled to certify bodies: each kernel stays an entry (its PTX is what it will run as),
+/// with the fused view of the grid.
+pub fn check_source(body_source: &str) -> String {
+    format!("{BODY_PRELUDE}{body_source}\n")
+}
+
+/// The generated kernel of one group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusedKernel {
+    /// Name of the entry in `source`.
+    pub entry: &'static str,
+    pub source: String,
+    /// The signature the rewritten plan declares (its accesses: the union of the members').
+    pub sig: KernelSig,
+    pub args: Vec<Arg>,
+    pub launch: Launch,
+}
+
+/// The entry every generated module defines.
+pub const FUSED_ENTRY: &str = "ostinato_fused";
+
+/// One param of the fused kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Param {
+    /// `start..end` bytes of root `root`, accessed as `access` by some member.
+    Pointer {
+        root: BufferId,
+        start: u64,
+        end: u64,
+        access: Access,
+    },
+    Slot {
+        slot: SlotId,
+        ty: ScalarType,
+    },
+}
+
+fn c_type(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::U32 => "unsigned",
+        ScalarType::I32 => "int",
+        ScalarType::F32 => "float",
+        ScalarType::U64 => "unsigned long long",
+        ScalarType::I64 => "long long",
+        ScalarType::F64 => "double",
+    }
+}
+
+/// A constant scalar as a C expression of its type, bit for bit.
+fn literal(v: Scalar) -> String {
+    let b = v.bits;
+    match v.ty {
+        ScalarType::U32 => format!("{}u", b as u32),
+        ScalarType::I32 => format!("(int){}u", b as u32),
+        ScalarType::F32 => format!("__uint_as_float({}u)", b as u32),
+        ScalarType::U64 => format!("{b}ull"),
+        ScalarType::I64 => format!("(long long){b}ull"),
+        ScalarType::F64 => format!("__longlong_as_double((long long){b}ull)"),
+    }
+}
+
+fn join(a: Access, b: Access) -> Access {
+    if a == b {
+        a
+    } else {
+        Access::ReadWrite
+    }
+}
+
+/// Collects the fused kernel's params and writes each member's call.
+struct Calls<'a> {
+    plan: &'a Plan,
+    params: Vec<Param>,
+}
+
+impl Calls<'_> {
+    fn pointer(&mut self, s: Slice, access: Access) -> String {
+        let (root, start, end) = self.plan.graph().root_extent(s);
+        let i = match self.params.iter().position(|p| matches!(p, Param::Pointer { root: r, start: st, .. } if *r == root && *st == start)) {
+            Some(i) => {
+                if let Param::Pointer { end: e, access: a, .. } = &mut self.params[i] {
+                    *e = (*e).max(end);
+                    *a = join(*a, access);
+                }
+                i
+            }
+            None => {
+                self.params.push(Param::Pointer { root, start, end, access });
+                self.params.len() - 1
+            }
+        };
+        format!("ostinato_fused_ptr{{p{i}}}")
+    }
+    fn slot(&mut self, slot: SlotId, ty: ScalarType) -> String {
+        let i = match self.params.iter().position(|p| matches!(p, Param::Slot { slot: s, .. } if *s == slot)) {
+            Some(i) => i,
+            None => {
+                self.params.push(Param::Slot { slot, ty });
+                self.params.len() - 1
+            }
+        };
+        format!("p{i}")
+    }
+    /// The call node `v` makes: `entry(args...)` (`entry`: the kernel's name in its source).
+    fn call(&mut self, v: ostinato::NodeId, entry: &str) -> String {
+        let g = self.plan.graph();
+        match &g.node(v).op {
+            NodeOp::Kernel { kernel, args, .. } => {
+                let sig = g.kernel(*kernel);
+                let mut out = Vec::with_capacity(args.len());
+                for (p, a) in sig.params.iter().zip(args) {
+                    out.push(match (&p.kind, a) {
+                        (ParamKind::Buffer(m), Arg::Buffer(s)) => self.pointer(*s, *m),
+                        (_, Arg::Scalar(x)) => literal(*x),
+                        (ParamKind::Scalar(t), Arg::Slot(s)) => self.slot(*s, *t),
+                        _ => unreachable!("a recorded node's args match its signature"),
+                    });
+                }
+                format!("{entry}({})", out.join(", "))
+            }
+            NodeOp::Copy { src, dst } => {
+                let (d, s) = (self.pointer(*dst, Access::Write), self.pointer(*src, Access::Read));
+                format!("ostinato_copy({d}, {s}, {}ull)", src.len)
+            }
+            NodeOp::Fill { dst, value } => {
+                let d = self.pointer(*dst, Access::Write);
+                format!("ostinato_fill({d}, {value}u, {}ull)", dst.len / 4)
+            }
+        }
+    }
+}
+
+/// The fused kernel `name` of `group`: `body_source` holds every member's code, `barriers[b][i]` says
+/// whether lane `b`'s `i`-th member needs a barrier before it ([`super::barriers`]), and `entry(k)` is
+/// kernel `k`'s name in the source (copies and fills call the internal kernels).
+pub fn generate(
+    plan: &Plan,
+    group: &Group,
+    name: &str,
+    body_source: &str,
+    barriers: &[Vec<bool>],
+    entry: &dyn Fn(ostinato::KernelId) -> String,
+) -> FusedKernel {
+    let g = plan.graph();
+    let mut calls = Calls { plan, params: Vec::new() };
+    let mut body = String::new();
+    let lanes = group.lanes.len();
+    for (b, (lane, bar)) in group.lanes.iter().zip(barriers).enumerate() {
+        // (barrier before, call) per member, then runs of equal steps as loops.
+        let steps: Vec<(bool, String)> = lane
+            .iter()
+            .zip(bar)
+            .map(|(&v, &before)| {
+                let e = if let NodeOp::Kernel { kernel, .. } = &g.node(v).op { entry(*kernel) } else { String::new() };
+                (before, calls.call(v, &e))
+            })
+            .collect();
+        let indent = if lanes > 1 { "      " } else { "  " };
+        if lanes > 1 {
+            let _ = writeln!(body, "    case {b}: {{");
+        }
+        let mut i = 0;
+        while i < steps.len() {
+            let mut j = i + 1;
+            while j < steps.len() && steps[j] == steps[i] {
+                j += 1;
+            }
+            let (before, call) = &steps[i];
+            let sync = if *before { "__syncthreads(); " } else { "" };
+            if j - i > 2 {
+                let _ = writeln!(body, "{indent}for (unsigned r = 0; r < {}u; ++r) {{ {sync}{call}; }}", j - i);
+            } else {
+                for _ in i..j {
+                    let _ = writeln!(body, "{indent}{sync}{call};");
+                }
+            }
+            i = j;
+        }
+        if lanes > 1 {
+            let _ = writeln!(body, "      break;\n    }}");
+        }
+    }
+    let decls: Vec<String> = calls
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Param::Pointer { .. } => format!("void* p{i}"),
+            Param::Slot { ty, .. } => format!("{} p{i}", c_type(*ty)),
+        })
+        .collect();
+    let threads: u32 = group.key.block.iter().product();
+    let mut src = String::new();
+    let _ = writeln!(src, "// Generated by Ostinato: fused kernel `{name}`, {} nodes in {lanes} lane(s) of one block each.", group.len());
+    src.push_str(BODY_PRELUDE);
+    src.push_str("#define __global__ __device__ __forceinline__\n");
+    src.push_str(body_source);
+    src.push('\n');
+    src.push_str(FUSED_EPILOGUE);
+    let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({threads}) {FUSED_ENTRY}({}) {{", decls.join(", "));
+    src.push_str("  if (OST_TRIGGER == 1) OSTINATO_FUSED_TRIGGER();\n  OSTINATO_FUSED_WAIT();\n  if (OST_TRIGGER == 3) OSTINATO_FUSED_TRIGGER();\n");
+    if lanes > 1 {
+        src.push_str("  switch (blockIdx.x) {\n");
+        src.push_str(&body);
+        src.push_str("  }\n");
+    } else {
+        src.push_str(&body);
+    }
+    src.push_str("  if (OST_TRIGGER == 2) OSTINATO_FUSED_TRIGGER();\n}\n");
+    let mut sig = KernelSig::new(name);
+    let mut args = Vec::with_capacity(calls.params.len());
+    for (i, p) in calls.params.iter().enumerate() {
+        match *p {
+            Param::Pointer { root, start, end, access } => {
+                sig = sig.buffer(format!("p{i}"), access);
+                args.push(Arg::Buffer(Slice { buffer: root, offset: start, len: end - start }));
+            }
+            Param::Slot { slot, ty } => {
+                sig = sig.scalar(format!("p{i}"), ty);
+                args.push(Arg::Slot(slot));
+            }
+        }
+    }
+    let shared = group.nodes().map(|v| if let NodeOp::Kernel { launch, .. } = &g.node(v).op { launch.shared_bytes } else { 0 }).max().unwrap_or(0);
+    let launch = Launch::new([lanes as u32, 1, 1], group.key.block).shared(shared);
+    FusedKernel { entry: FUSED_ENTRY, source: src, sig, args, launch }
+}

@@ -1,0 +1,283 @@
+use std::collections::BTreeSet;
+
+use ostinato::{Access, Arg, Graph, KernelSig, Launch, NodeId, NodeOp, Plan, PlanOptions, Scalar, ScalarType};
+use ostinato_testkit::random_graphs::{random_one_block_program, serial_result, RandomProgram};
+
+use super::source::{generate, FusedKernel};
+use super::*;
+
+const BLOCK: [u32; 3] = [256, 1, 1];
+
+/// Every kernel node of one block of 256 threads fuses (one source); copies and fills too.
+fn all_fusable(plan: &Plan) -> Vec<Option<Fusable>> {
+    plan.graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } if launch.grid != [1, 1, 1] => None,
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, source: 0 }, uses_shared: false }),
+            _ => Some(Fusable { key: FuseKey { block: BLOCK, source: 0 }, uses_shared: false }),
+        })
+        .collect()
+}
+
+fn add_one(g: &mut Graph) -> ostinato::KernelId {
+    g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap()
+}
+
+/// `lanes` chains of `len` add_one nodes on their own buffers, recorded interleaved.
+fn chains(lanes: usize, len: usize, blocks: u32) -> Plan {
+    let mut g = Graph::new();
+    let bufs: Vec<_> = (0..lanes).map(|l| g.add_buffer(format!("x{l}"), 1024).unwrap()).collect();
+    let k = add_one(&mut g);
+    for _ in 0..len {
+        for &b in &bufs {
+            g.add_launch(k, Launch::linear(blocks, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+        }
+    }
+    Plan::compile(&g).unwrap()
+}
+
+fn fused_for(plan: &Plan, groups: &[Group]) -> Vec<FusedKernel> {
+    groups
+        .iter()
+        .enumerate()
+        .map(|(i, gr)| {
+            let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |_| false)).collect();
+            generate(plan, gr, &format!("ostinato_fused_{i}"), "", &bars, &|k| plan.graph().kernel(k).name.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn a_serial_chain_is_one_block_and_independent_chains_its_blocks() {
+    let plan = chains(1, 941, 1);
+    let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    assert_eq!(gs.len(), 1);
+    assert_eq!(gs[0].lanes.len(), 1);
+    assert_eq!(gs[0].len(), 941);
+    let bars = barriers(&plan, &gs[0].lanes[0], |_| false);
+    assert!(!bars[0] && bars[1..].iter().all(|b| *b), "a barrier between every two dependent nodes");
+    let plan = chains(4, 941, 1);
+    let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    assert_eq!(gs.len(), 1, "{gs:?}");
+    assert_eq!(gs[0].lanes.len(), 4, "the four chains side by side as four blocks");
+    assert!(gs[0].lanes.iter().all(|l| l.len() == 941));
+    assert!(groups(&plan, &all_fusable(&plan), FusionMode::Off).is_empty());
+    let plan = chains(1, 50, 2);
+    assert!(groups(&plan, &all_fusable(&plan), FusionMode::On).is_empty(), "2-block nodes never fuse");
+}
+
+#[test]
+fn auto_keeps_independent_neighbours_apart_and_on_fuses_them() {
+    // Eight independent nodes on one lane (max_lanes 1): side by side in the unfused graph.
+    let mut g = Graph::new();
+    let k = add_one(&mut g);
+    for i in 0..8 {
+        let b = g.add_buffer(format!("x{i}"), 1024).unwrap();
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+    }
+    let plan = Plan::compile_with(&g, PlanOptions { max_lanes: 1 }).unwrap();
+    let auto = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    assert_eq!(auto.len(), 1);
+    assert!(auto[0].lanes.len() == 8 && auto[0].len() == 8, "auto: side by side as eight blocks, not one after the other: {auto:?}");
+    let on = groups(&plan, &all_fusable(&plan), FusionMode::On);
+    assert_eq!(on.len(), 1);
+    assert_eq!(on[0].len(), 8);
+    let bars = barriers(&plan, &on[0].lanes[0], |_| false);
+    assert!(bars.iter().all(|b| !b), "no edge, no barrier");
+    let shared = barriers(&plan, &on[0].lanes[0], |v| v.0 == 3);
+    assert_eq!(shared, vec![false, false, false, true, true, false, false, false], "shared memory fences its neighbours");
+}
+
+#[test]
+fn a_node_that_cannot_fuse_or_a_cross_lane_edge_cuts_the_run() {
+    let plan = chains(1, 6, 1);
+    let mut f = all_fusable(&plan);
+    f[2] = None;
+    let gs = groups(&plan, &f, FusionMode::Auto);
+    let lens: Vec<usize> = gs.iter().map(Group::len).collect();
+    assert_eq!(lens, vec![2, 3], "n0-n1, then n3-n5");
+    // A producer feeding two chains: it ends its run (the consumers' lanes must not wait for the rest).
+    let mut g = Graph::new();
+    let k = add_one(&mut g);
+    let mix = g.add_kernel(ostinato_host::builtins::mix_sig()).unwrap();
+    let [p, a, b] = ["p", "a", "b"].map(|n| g.add_buffer(n, 1024).unwrap());
+    let one = |g: &mut Graph, x| g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+    one(&mut g, p);
+    one(&mut g, p);
+    for x in [a, b] {
+        let u = Arg::Scalar(Scalar::u32(256));
+        g.add_launch(mix, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Whole(p), u, u, u], &[]).unwrap();
+        one(&mut g, x);
+        one(&mut g, x);
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    check_invariants(&plan, &gs);
+    assert!(gs.iter().all(|gr| gr.lanes.iter().all(|l| !l.contains(&NodeId(1)) || l.last() == Some(&NodeId(1)))), "{gs:?}");
+}
+
+#[test]
+fn golden_generated_source_of_a_small_plan() {
+    let mut g = Graph::new();
+    let [x, y] = ["x", "y"].map(|n| g.add_buffer(n, 64).unwrap());
+    let k = add_one(&mut g);
+    let mix = g.add_kernel(ostinato_host::builtins::mix_sig()).unwrap();
+    let salt = g.add_slot("salt", Scalar::u32(5)).unwrap();
+    let n16 = Arg::Scalar(Scalar::u32(16));
+    for _ in 0..4 {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), n16], &[]).unwrap();
+    }
+    g.add_launch(mix, Launch::linear(1, 256), &[Arg::Whole(y), Arg::Whole(x), n16, n16, Arg::Slot(salt)], &[]).unwrap();
+    g.add_copy(g.whole(y), g.whole(x), &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    assert_eq!(gs.len(), 1);
+    let f = &fused_for(&plan, &gs)[0];
+    let body = f.source.split("struct ostinato_fused_ptr").nth(1).and_then(|s| s.split_once("};\n")).map(|(_, b)| b).unwrap();
+    assert_eq!(
+        body,
+        "extern \"C\" __global__ void __launch_bounds__(256) ostinato_fused(void* p0, void* p1, unsigned p2) {\n\
+         \x20 if (OST_TRIGGER == 1) OSTINATO_FUSED_TRIGGER();\n\
+         \x20 OSTINATO_FUSED_WAIT();\n\
+         \x20 if (OST_TRIGGER == 3) OSTINATO_FUSED_TRIGGER();\n\
+         \x20 add_one(ostinato_fused_ptr{p0}, 16u);\n\
+         \x20 for (unsigned r = 0; r < 3u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p0}, 16u); }\n\
+         \x20 __syncthreads(); mix(ostinato_fused_ptr{p1}, ostinato_fused_ptr{p0}, 16u, 16u, p2);\n\
+         \x20 __syncthreads(); ostinato_copy(ostinato_fused_ptr{p0}, ostinato_fused_ptr{p1}, 64ull);\n\
+         \x20 if (OST_TRIGGER == 2) OSTINATO_FUSED_TRIGGER();\n\
+         }\n"
+    );
+    assert!(f.source.contains("#define __global__ __device__ __forceinline__") && f.source.contains("#define blockIdx (::uint3{0u, 0u, 0u})"));
+    // Params: x read and written, y read and written, the slot patchable in place.
+    let kinds: Vec<String> = f.sig.params.iter().map(|p| format!("{}:{:?}", p.name, p.kind)).collect();
+    assert_eq!(kinds, vec!["p0:Buffer(ReadWrite)", "p1:Buffer(ReadWrite)", "p2:Scalar(U32)"]);
+    assert_eq!(f.args[2], Arg::Slot(salt));
+    assert_eq!(f.launch, Launch::linear(1, 256));
+}
+
+#[test]
+fn scalars_are_written_bit_for_bit() {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 64).unwrap();
+    let sig = KernelSig::new("k")
+        .buffer("x", Access::Write)
+        .scalar("a", ScalarType::F32)
+        .scalar("b", ScalarType::I64)
+        .scalar("c", ScalarType::F64)
+        .scalar("d", ScalarType::I32);
+    let k = g.add_kernel(sig).unwrap();
+    let args = [Arg::Whole(x), Arg::Scalar(Scalar::f32(-0.5)), Arg::Scalar(Scalar::i64(-2)), Arg::Scalar(Scalar::f64(1.0)), Arg::Scalar(Scalar::i32(i32::MIN))];
+    g.add_launch(k, Launch::linear(1, 256), &args, &[]).unwrap();
+    g.add_launch(k, Launch::linear(1, 256), &args, &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    let f = &fused_for(&plan, &gs)[0];
+    assert!(
+        f.source.contains("k(ostinato_fused_ptr{p0}, __uint_as_float(3204448256u), (long long)18446744073709551614ull, __longlong_as_double((long long)4607182418800017408ull), (int)2147483648u)"),
+        "{}",
+        f.source
+    );
+}
+
+/// Groups are disjoint, of two nodes or more; no edge joins two lanes of a group; each lane is in
+/// plan order along one plan lane.
+fn check_invariants(plan: &Plan, gs: &[Group]) {
+    let mut seen = BTreeSet::new();
+    let lanes = plan.lanes();
+    for gr in gs {
+        assert!(gr.len() >= 2);
+        for (b, lane) in gr.lanes.iter().enumerate() {
+            assert!(lane.windows(2).all(|w| lanes.lane_of(w[0]) == lanes.lane_of(w[1]) && lanes.index_in_lane(w[0]) < lanes.index_in_lane(w[1])));
+            for &v in lane {
+                assert!(seen.insert(v), "n{v} in two groups");
+                for (c, other) in gr.lanes.iter().enumerate() {
+                    if c != b {
+                        assert!(other.iter().all(|w| plan.edge(v, *w).is_none()), "an edge from n{v} to another lane of its group");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `plan`'s nodes on the host in the order the fused plan runs them — each group where the
+/// rewrite put it, its lanes one after the other (forwards or backwards: blocks run in any order) —
+/// and returns every root buffer's bytes.
+fn run_fused_order(plan: &Plan, prog: &RandomProgram, gs: &[Group], backwards: bool) -> Vec<(ostinato::BufferId, Vec<u8>)> {
+    let rw = rewrite::rewrite(plan, gs, &fused_for(plan, gs)).unwrap();
+    let mut by_new: Vec<Vec<NodeId>> = vec![Vec::new(); rw.graph.nodes().len()];
+    let in_group: BTreeSet<NodeId> = gs.iter().flat_map(Group::nodes).collect();
+    for v in 0..plan.node_count() {
+        if !in_group.contains(&NodeId(v as u32)) {
+            by_new[rw.node_of[v].index()].push(NodeId(v as u32));
+        }
+    }
+    for gr in gs {
+        let first = rw.node_of[gr.lanes[0][0].index()];
+        let mut lanes: Vec<&Vec<NodeId>> = gr.lanes.iter().collect();
+        if backwards {
+            lanes.reverse();
+        }
+        by_new[first.index()] = lanes.into_iter().flatten().copied().collect();
+    }
+    let g = plan.graph();
+    let mut seq = g.without_nodes();
+    for v in by_new.into_iter().flatten() {
+        match &g.node(v).op {
+            NodeOp::Kernel { kernel, launch, args } => seq.add_launch(*kernel, *launch, args, &[]).map(|_| ()),
+            NodeOp::Copy { src, dst } => seq.add_copy(*src, *dst, &[]).map(|_| ()),
+            NodeOp::Fill { dst, value } => seq.add_fill(*dst, *value, &[]).map(|_| ()),
+        }
+        .unwrap();
+    }
+    let p = Plan::compile(&seq).unwrap();
+    serial_result(&p, prog, 1).unwrap()
+}
+
+#[test]
+fn random_programs_fused_give_the_oracle_bits_in_any_block_order() {
+    let (mut fused_nodes, mut multi_lane, mut total) = (0, 0, 0);
+    for seed in 0..150u64 {
+        let prog = random_one_block_program(seed, 6 + (seed as usize * 7) % 50);
+        for max_lanes in [1, 2, 4] {
+            let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes }).unwrap();
+            let want = serial_result(&plan, &prog, 1).unwrap();
+            for mode in [FusionMode::Auto, FusionMode::On] {
+                let gs = groups(&plan, &all_fusable(&plan), mode);
+                check_invariants(&plan, &gs);
+                let rw = rewrite::rewrite(&plan, &gs, &fused_for(&plan, &gs)).unwrap();
+                // Every edge between two units is still an ordering of the rewritten plan.
+                let fused_plan = Plan::compile_with(&rw.graph, plan.options()).unwrap();
+                for e in plan.edges() {
+                    let (a, b) = (rw.node_of[e.from.index()], rw.node_of[e.to.index()]);
+                    assert!(a == b || reaches(&fused_plan, a, b), "seed {seed}: n{} -> n{} lost in the fused plan", e.from, e.to);
+                }
+                for backwards in [false, true] {
+                    assert_eq!(run_fused_order(&plan, &prog, &gs, backwards), want, "seed {seed}, {max_lanes} lanes, {mode:?}, backwards {backwards}");
+                }
+                fused_nodes += gs.iter().map(Group::len).sum::<usize>();
+                multi_lane += gs.iter().filter(|g| g.lanes.len() > 1).count();
+                total += plan.node_count();
+            }
+        }
+    }
+    assert!(fused_nodes > total / 3 && multi_lane > 20, "{fused_nodes} of {total} nodes fused, {multi_lane} groups of several lanes");
+}
+
+fn reaches(plan: &Plan, from: NodeId, to: NodeId) -> bool {
+    let mut stack = vec![from];
+    let mut seen = vec![false; plan.node_count()];
+    while let Some(u) = stack.pop() {
+        if u == to {
+            return true;
+        }
+        for &w in plan.succs(u) {
+            if !std::mem::replace(&mut seen[w as usize], true) {
+                stack.push(NodeId(w));
+            }
+        }
+    }
+    false
+}
