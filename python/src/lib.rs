@@ -458,9 +458,10 @@ impl PyPlan {
     /// buffers to framework memory (`__cuda_array_interface__`, whose arrays must outlive the exec, or
     /// DLPack, whose capsule the exec holds),
     /// `stream=` replays on a framework's stream (`torch.cuda.current_stream()`), `device=` picks the
-    /// GPU, `launch_thread=True` takes the driver's launch call off the caller's thread. Host:
+    /// GPU, `launch_thread=True` takes the driver's launch call off the caller's thread, `fusion=`
+    /// (`"auto"`, `"on"`, `"off"`) runs chains of 1-block nodes as one resident block. Host:
     /// `threads=` worker threads.
-    #[pyo3(signature = (backend="host", bind=None, stream=None, device=None, launch_thread=false, threads=None))]
+    #[pyo3(signature = (backend="host", bind=None, stream=None, device=None, launch_thread=false, threads=None, fusion="auto"))]
     fn instantiate(
         &self,
         backend: &str,
@@ -469,6 +470,7 @@ impl PyPlan {
         device: Option<String>,
         launch_thread: bool,
         threads: Option<usize>,
+        fusion: &str,
     ) -> PyResult<PyExec> {
         let kind: BackendKind = backend.parse().map_err(err)?;
         let g = self.plan.graph();
@@ -510,6 +512,8 @@ impl PyPlan {
                 if launch_thread {
                     options.launch = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
                 }
+                options.fusion = <ostinato_runtime::ostinato_cuda::FusionMode as ostinato::Named>::from_name(fusion)
+                    .ok_or_else(|| err(format!("fusion: `{fusion}` is not auto, on or off")))?;
                 BackendSpec::Cuda { device, options, stream }
             }
         };

@@ -119,6 +119,8 @@ typedef struct ost_exec_options {
   uint64_t wait_timeout_ms;
   // Host: worker threads, 0 for the default (one per core where the plan can use them).
   uint32_t host_threads;
+  // CUDA: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
+  const char *fusion;
 } ost_exec_options;
 
 // Device memory the caller owns, bound to a root buffer in place of an allocation of the exec's.

@@ -32,6 +32,8 @@ pub struct ost_exec_options {
     pub wait_timeout_ms: u64,
     /// Host: worker threads, 0 for the default (one per core where the plan can use them).
     pub host_threads: u32,
+    /// CUDA: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
+    pub fusion: *const c_char,
 }
 
 /// Device memory the caller owns, bound to a root buffer in place of an allocation of the exec's.
@@ -162,6 +164,13 @@ fn spec_for(kind: BackendKind, o: Option<&ost_exec_options>) -> Fallible<Backend
                 }
                 if o.wait_timeout_ms != 0 {
                     options.wait_timeout = Some(std::time::Duration::from_millis(o.wait_timeout_ms));
+                }
+                if !o.fusion.is_null() {
+                    use ostinato::Named;
+                    // SAFETY: the caller vouches that a non-NULL `fusion` is a NUL-terminated string.
+                    let name = unsafe { text(o.fusion, "options.fusion") }?;
+                    options.fusion = ostinato_runtime::ostinato_cuda::FusionMode::from_name(name)
+                        .ok_or_else(|| (OST_ERR_ARGUMENT, format!("options.fusion: `{name}` is not auto, on or off")))?;
                 }
             }
             Ok(BackendSpec::Cuda { device, options, stream })

@@ -12,7 +12,7 @@ use ostinato::{Plan, PlanOptions};
 use ostinato_bench::bench::{BenchBackend, Regime};
 use ostinato_bench::{BenchConfig, StudyConfig};
 use ostinato_runtime::ostinato_cuda::lower::{MixedBuilds, ShapeMode};
-use ostinato_runtime::ostinato_cuda::{self as cuda, CudaOptions, ExecMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+use ostinato_runtime::ostinato_cuda::{self as cuda, CudaOptions, ExecMode, FusionMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
 use ostinato_runtime::{BackendKind, BackendSpec, RunOptions};
 
 #[derive(Parser)]
@@ -84,6 +84,10 @@ struct RunArgs {
     /// CUDA: programmatic (PDL) edges where the measured policy says they pay, always, or never.
     #[arg(long, default_value = "auto", value_parser = choice::<PdlMode>())]
     pdl: PdlMode,
+    /// CUDA: chain fusion — runs of dependent 1-block nodes replayed as one resident block: where it
+    /// cannot lose (auto), wherever the nodes may fuse (on), or never (off).
+    #[arg(long, default_value = "auto", value_parser = choice::<FusionMode>())]
+    fusion: FusionMode,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
     /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
     #[arg(long, default_value = "caller", value_parser = choice::<LaunchOn>())]
@@ -282,6 +286,7 @@ fn run(a: RunArgs) -> Result<(), String> {
                 build: a.graph_build,
                 priority: a.priority,
                 launch: a.launch,
+                fusion: a.fusion,
                 wait_timeout: (a.wait_timeout_s > 0.0).then(|| std::time::Duration::from_secs_f64(a.wait_timeout_s)),
             },
             stream: None,

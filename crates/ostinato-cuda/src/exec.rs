@@ -132,7 +132,13 @@ enum Placement {
 
 /// A retained CUDA instantiation of a plan.
 pub struct CudaExec {
+    /// The user's plan.
     plan: Arc<Plan>,
+    /// The plan that runs: `plan`, or `plan` with its fused groups as single nodes.
+    run_plan: Arc<Plan>,
+    /// How many of the user's nodes run inside fused kernels.
+    fused_nodes: usize,
+    /// The lowering of `run_plan`.
     lowering: Arc<Lowering>,
     ctx: Arc<Context>,
     /// The allocation the exec made for each root buffer (by buffer id; `None` for views and
@@ -173,16 +179,29 @@ impl Backend for CudaBackend {
     /// `builtin:NAME` (the built-in kernels, in all their builds), or a `.cu` (compiled by NVRTC), `.ptx`
     /// or `.cubin` file with an optional `entry`. Option `pdl`: declares the kernel PDL-capable (or
     /// not); where there is PTX it is certified from it, and a declaration the PTX contradicts is
-    /// refused.
+    /// refused. Option `fusable = true`: the kernel (CUDA C, `extern "C"`) may run as a body of a fused
+    /// kernel (`crate::fusion`); certified from its PTX as fused, refused naming what stands in the way.
+    /// The built-ins are certified without a declaration.
     fn bind_kernel(&self, sig: &KernelSig, reference: &KernelRef) -> Result<CudaKernel> {
         let refuse = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason };
-        reference.check_options("cuda", &["pdl"]).map_err(refuse)?;
+        reference.check_options("cuda", &["pdl", "fusable"]).map_err(refuse)?;
         let pdl = reference.bool_option("pdl").map_err(refuse)?;
+        let fusable = reference.bool_option("fusable").map_err(refuse)?;
         let entry = reference.entry_for(&sig.name);
         match reference.builtin_name() {
-            Some(_) if pdl.is_some() => Err(refuse("built-in kernels are certified from their PTX; `pdl` is for a user's kernels".into())),
+            Some(_) if pdl.is_some() || fusable.is_some() => {
+                Err(refuse("built-in kernels are certified from their PTX; `pdl` and `fusable` are for a user's kernels".into()))
+            }
             Some(_) => self.builtins.kernel(entry, sig),
-            None => self.file_module(reference).map_err(|e| e.at(format!("kernel `{}`", sig.name)))?.kernel(entry, sig, pdl),
+            None => {
+                let module = self.file_module(reference).map_err(|e| e.at(format!("kernel `{}`", sig.name)))?;
+                let kernel = module.kernel(entry, sig, pdl)?;
+                if fusable == Some(true) {
+                    module.fusable_kernel(kernel, entry, sig)
+                } else {
+                    Ok(kernel)
+                }
+            }
         }
     }
 
@@ -227,6 +246,14 @@ impl CudaBackend {
             }
         }
         let (copy_k, fill_k) = self.helpers.clone();
+        // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
+        // fused groups as single nodes (same buffers and slots).
+        let user_plan = plan;
+        let fused = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion)?;
+        let (plan, kernels, fused_nodes) = match &fused {
+            Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes),
+            None => (plan, kernels, 0),
+        };
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl)?;
@@ -300,11 +327,12 @@ impl CudaBackend {
             }
         };
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
-        let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", plan.fingerprint(), plan.node_count()).into();
-        let (plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
+        let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
+        let (run_plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
+        let plan = Arc::new(user_plan.clone());
         let replayer = Replayer {
             ctx: self.ctx.clone(),
-            plan: plan.clone(),
+            plan: run_plan.clone(),
             lowering: lowering.clone(),
             funcs,
             args,
@@ -320,7 +348,7 @@ impl CudaBackend {
                 Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?)
             }
         };
-        Ok(CudaExec { plan, lowering, ctx: self.ctx.clone(), allocs, base, graph, main, timer, replayer, label, fault: None })
+        Ok(CudaExec { plan, run_plan, fused_nodes, lowering, ctx: self.ctx.clone(), allocs, base, graph, main, timer, replayer, label, fault: None })
     }
 }
 
@@ -544,6 +572,17 @@ fn from_thread(op: &'static str) -> impl Fn(LaunchFault<CudaError>) -> CudaError
 
 impl CudaExec {
     /// The lowering this exec submits (what the golden tests pin).
+    /// The plan that runs: the user's plan, or with its fused groups as single nodes (the
+    /// [`lowering`](Self::lowering) is this plan's; its node ids are this plan's).
+    pub fn run_plan(&self) -> &Plan {
+        &self.run_plan
+    }
+
+    /// How many of the user's nodes run inside fused kernels (0: fusion off or nothing fused).
+    pub fn fused_nodes(&self) -> usize {
+        self.fused_nodes
+    }
+
     pub fn lowering(&self) -> &Lowering {
         &self.lowering
     }

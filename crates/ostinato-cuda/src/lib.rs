@@ -25,6 +25,7 @@ pub mod raw;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
 pub use exec::{CudaBackend, CudaExec};
+pub use fusion::FusionMode;
 pub use limits::LaunchLimits;
 pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};

@@ -237,7 +237,8 @@ pub struct Lowering {
 
 const COPY_BLOCK: u32 = 256;
 
-fn helper_dims(words: u64) -> Dims {
+/// The launch of the internal copy/fill kernel over `words` 4-byte words.
+pub fn helper_dims(words: u64) -> Dims {
     let blocks = words.div_ceil(COPY_BLOCK as u64).clamp(1, 1024) as u32;
     Dims { grid: [blocks, 1, 1], block: [COPY_BLOCK, 1, 1], shared: 0 }
 }

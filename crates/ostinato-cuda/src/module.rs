@@ -4,7 +4,7 @@
 //! for cubin).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ostinato::{KernelSig, ParamKind};
 
@@ -22,6 +22,10 @@ pub const BUILTIN_SOURCE: &str = concat!(
     "\n",
     include_str!("../../../kernels/llama/llama.cu")
 );
+
+/// The built-ins a fused kernel may call (copy, fill and the small kernels): their source, without the
+/// Llama kernels (all of several blocks), so a fused module compiles quickly.
+pub const FUSABLE_BUILTIN_SOURCE: &str = concat!(include_str!("../../../kernels/ostinato.cu"), "\n", include_str!("../../../kernels/decode.cu"));
 
 /// Where a PDL-capable kernel lets its dependents launch (the `OST_TRIGGER` macro of our sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,11 +85,13 @@ impl ModuleSource {
     }
 }
 
-/// A loaded module, with its PTX when known (for PDL certification).
+/// A loaded module, with its PTX when known (for PDL certification) and, for CUDA C, its source as
+/// fused bodies see it (compiled on the first kernel declared fusable).
 pub struct LoadedModule {
     module: Arc<Module>,
     ptx: Option<String>,
     name: String,
+    fusion: Option<(Device, FusionCheck)>,
 }
 
 /// A kernel bound for the CUDA backend.
@@ -105,6 +111,9 @@ pub struct CudaKernel {
     pub pre_wait_reads: Vec<usize>,
     /// The signature it was checked against.
     pub sig: KernelSig,
+    /// The kernel's code as a body a fused kernel calls, where it is certified for that (`None`: the
+    /// kernel always launches by itself).
+    pub fusion: Option<Arc<FusionBody>>,
     /// Optional variants of the same code: `early` triggers its dependents at entry (for small grids),
     /// `plain` has no `griddepcontrol` at all (for nodes with no programmatic edge: the wait costs
     /// large grids microseconds even when nothing is programmatic; see docs/fences.md).
@@ -130,6 +139,45 @@ impl CudaKernel {
     }
 }
 
+/// A kernel's code as a fused body: the CUDA C source that defines it (which fused kernels include),
+/// its name there, and what its PTX as fused says it uses.
+#[derive(Debug)]
+pub struct FusionBody {
+    pub source: Arc<str>,
+    pub entry: String,
+    pub body: crate::ptx::FusedBody,
+}
+
+/// A CUDA C source compiled once as fused bodies see it (`fusion::source::check_source`): the PTX
+/// that certifies each of its kernels as a body.
+struct FusionCheck {
+    source: Arc<str>,
+    ptx: OnceLock<std::result::Result<String, String>>,
+}
+
+impl FusionCheck {
+    fn new(source: &str) -> FusionCheck {
+        FusionCheck { source: source.into(), ptx: OnceLock::new() }
+    }
+    /// `entry` certified as a fused body (compiling the source once, through the cache), or why not.
+    fn body(&self, device: &Device, entry: &str) -> std::result::Result<Arc<FusionBody>, String> {
+        let ptx = self.ptx.get_or_init(|| {
+            compile_cached(device, "fused-bodies", &crate::fusion::source::check_source(&self.source), PdlTrigger::Disabled)
+                .map(|(p, _)| p)
+                .map_err(|e| e.to_string())
+        });
+        let ptx = ptx.as_ref().map_err(|e| format!("compiling it as a fused body failed: {e}"))?;
+        let body = crate::ptx::fused_body(ptx, entry).map_err(|e| {
+            if e.starts_with("no `.entry") {
+                format!("{e} as fused (a fused kernel calls it by its name: declare it `extern \"C\"`)")
+            } else {
+                e
+            }
+        })?;
+        Ok(Arc::new(FusionBody { source: self.source.clone(), entry: entry.to_string(), body }))
+    }
+}
+
 /// The built-in kernels in all three builds: late trigger (`trigger`), early trigger and plain.
 /// Clones share the loaded modules.
 #[derive(Clone)]
@@ -138,6 +186,8 @@ pub struct BuiltinModules {
     main: Arc<LoadedModule>,
     early: Arc<LoadedModule>,
     plain: Arc<LoadedModule>,
+    device: Device,
+    fusion: Arc<FusionCheck>,
 }
 
 impl BuiltinModules {
@@ -149,7 +199,14 @@ impl BuiltinModules {
             main: Arc::new(LoadedModule::load(device, &src, trigger)?),
             early: Arc::new(LoadedModule::load(device, &src, PdlTrigger::AtEntry)?),
             plain: Arc::new(LoadedModule::load(device, &src, PdlTrigger::Disabled)?),
+            device: device.clone(),
+            fusion: Arc::new(FusionCheck::new(FUSABLE_BUILTIN_SOURCE)),
         })
+    }
+    /// The built-in `entry` as a fused body, where it is one (copy, fill, `add_one`, `mix`, the
+    /// element-wise decode kernels; not the ones with a block barrier or of the Llama step).
+    fn fusion(&self, entry: &str) -> Option<Arc<FusionBody>> {
+        self.fusion.body(&self.device, entry).ok()
     }
     /// The main PDL build's trigger.
     pub fn trigger(&self) -> PdlTrigger {
@@ -160,11 +217,11 @@ impl BuiltinModules {
         let main = self.main.kernel(entry, sig, None)?;
         let early = self.early.kernel(entry, sig, None)?;
         let plain = self.plain.kernel(entry, sig, None)?;
-        Ok(main.with_variants(Some(&early), Some(&plain)))
+        Ok(CudaKernel { fusion: self.fusion(entry), ..main.with_variants(Some(&early), Some(&plain)) })
     }
     /// Only the plain build (no griddepcontrol), as a baseline that never uses PDL would compile it.
     pub fn plain_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
-        self.plain.kernel(entry, sig, None)
+        Ok(CudaKernel { fusion: self.fusion(entry), ..self.plain.kernel(entry, sig, None)? })
     }
     /// Only the main PDL build.
     pub fn main_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
@@ -241,7 +298,22 @@ impl LoadedModule {
             ModuleSource::Cubin { name, bytes } => (bytes.clone(), None, name.clone()),
         };
         let module = Module::load(&device.ctx, &image).map_err(|e| e.at(format!("module `{name}`")))?;
-        Ok(LoadedModule { module, ptx, name })
+        let fusion = match source {
+            ModuleSource::CudaC { source, .. } => Some((device.clone(), FusionCheck::new(source))),
+            _ => None,
+        };
+        Ok(LoadedModule { module, ptx, name, fusion })
+    }
+
+    /// `kernel` (checked against `sig`) declared fusable: certified as a fused body, or refused with
+    /// the reason, naming the kernel.
+    pub fn fusable_kernel(&self, kernel: CudaKernel, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
+        let refuse = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason: format!("declared fusable, but {reason}") };
+        let Some((device, check)) = &self.fusion else {
+            return Err(refuse(format!("module `{}` is not CUDA C: a fused kernel includes its bodies' source", self.name)));
+        };
+        let body = check.body(device, entry).map_err(refuse)?;
+        Ok(CudaKernel { fusion: Some(body), ..kernel })
     }
 
     /// Looks up `entry`, checks it against `sig`, and settles its PDL capability: certified from the PTX
@@ -280,6 +352,7 @@ impl LoadedModule {
             pdl_declared: declared_pdl == Some(true),
             pre_wait_reads,
             sig: sig.clone(),
+            fusion: None,
             early: None,
             plain: None,
         })

@@ -1,6 +1,7 @@
 //! The names of the CUDA backend's option values ([`ostinato::Named`]): each enum lists its values
 //! once, here, and parsing is derived from the names.
 
+use crate::fusion::FusionMode;
 use crate::lower::{MixedBuilds, PdlMode, ShapeMode};
 use crate::module::PdlTrigger;
 use crate::options::{ExecMode, GraphBuild, LaunchOn, StreamPriority};
@@ -26,6 +27,7 @@ named!(StreamPriority, [StreamPriority::Default, StreamPriority::High], |p| matc
 named!(LaunchOn, [LaunchOn::Caller, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }], LaunchOn::as_str);
 named!(PdlTrigger, [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::AfterWrites, PdlTrigger::Never, PdlTrigger::Disabled], PdlTrigger::as_str);
 named!(PdlMode, [PdlMode::Auto, PdlMode::On, PdlMode::Off], PdlMode::as_str);
+named!(FusionMode, [FusionMode::Auto, FusionMode::On, FusionMode::Off], FusionMode::as_str);
 named!(ShapeMode, [ShapeMode::Auto, ShapeMode::Plan, ShapeMode::Lanes], ShapeMode::as_str);
 named!(MixedBuilds, [MixedBuilds::Off, MixedBuilds::Plain, MixedBuilds::Early, MixedBuilds::All], |m| match m {
     MixedBuilds::Off => "off",
@@ -59,6 +61,7 @@ mod tests {
         round_trips::<PdlTrigger>();
         round_trips::<PdlMode>();
         round_trips::<ShapeMode>();
+        round_trips::<FusionMode>();
         round_trips::<MixedBuilds>();
     }
 }

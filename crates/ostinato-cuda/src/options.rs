@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::fusion::FusionMode;
 use crate::lower::PdlPolicy;
 use crate::module::PdlTrigger;
 
@@ -101,6 +102,8 @@ pub struct CudaOptions {
     pub priority: StreamPriority,
     /// Which thread calls the driver on replay and patch.
     pub launch: LaunchOn,
+    /// Chain fusion: runs of dependent 1-block nodes replayed as one resident block (`crate::fusion`).
+    pub fusion: FusionMode,
     /// How long `wait` (and every call that waits: reads, writes, timers) waits for submitted
     /// replays before it gives up with [`crate::CudaError::Timeout`]; `None` waits for ever.
     pub wait_timeout: Option<std::time::Duration>,
@@ -119,6 +122,7 @@ impl Default for CudaOptions {
             build: GraphBuild::default(),
             priority: StreamPriority::Default,
             launch: LaunchOn::Caller,
+            fusion: FusionMode::default(),
             wait_timeout: Some(DEFAULT_WAIT_TIMEOUT),
         }
     }

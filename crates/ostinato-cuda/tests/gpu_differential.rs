@@ -59,7 +59,9 @@ fn pdl_on_submits_programmatic_edges() {
     let Some(device) = common::device_or_skip("pdl_on_submits_programmatic_edges") else { return };
     let prog = random_mix_program(5, 40);
     let plan = Plan::compile(&prog.graph).unwrap();
-    let backend = ostinato_cuda::CudaBackend::new(&device, CudaOptions { pdl: PdlPolicy::new(PdlMode::On), ..CudaOptions::default() }).unwrap();
+    // Fusion off: every node its own launch, every edge a graph edge.
+    let options = CudaOptions { pdl: PdlPolicy::new(PdlMode::On), fusion: ostinato_cuda::FusionMode::Off, ..CudaOptions::default() };
+    let backend = ostinato_cuda::CudaBackend::new(&device, options).unwrap();
     let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
     assert!(kernels.iter().all(|k| k.pdl_capable && k.pdl_evidence == "ptx"), "built-ins certify from PTX: {kernels:?}");
     let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
@@ -162,7 +164,9 @@ fn graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle() {
                 .map(|k| if k.name == "mix" { m.kernel("mix", k) } else { m.plain_kernel("mix", k) }.expect("built-in kernel binds"))
                 .collect();
             assert!(kernels.iter().all(|k| k.pdl_capable == (k.name == "mix")), "mix_alt must bind as NOT PDL-capable: {kernels:?}");
-            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, ..CudaOptions::default() };
+            // Fusion off: the edges counted are the plan's.
+            let fusion = ostinato_cuda::FusionMode::Off;
+            let options = CudaOptions { mode, pdl: PdlPolicy { shape, ..PdlPolicy::new(pdl) }, trigger, fusion, ..CudaOptions::default() };
             let backend = CudaBackend::with_builtins(&device, m, options).expect("backend");
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
             if mode == ExecMode::Graph {

@@ -24,7 +24,8 @@ fn an_edgeless_graph_reads_back_no_edges_and_writes_its_dot() {
     let dir = std::env::temp_dir().join(format!("ostinato-readback-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for build in [GraphBuild::Bulk, GraphBuild::InOrder, GraphBuild::Capture] {
-        let backend = CudaBackend::with_builtins(&device, &m, CudaOptions { build, ..CudaOptions::default() }).expect("backend");
+        let backend =
+            CudaBackend::with_builtins(&device, &m, CudaOptions { build, fusion: ostinato_cuda::FusionMode::Off, ..CudaOptions::default() }).expect("backend");
         let kernels = vec![m.kernel("add_one", &sig).expect("binds")];
         let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).expect("instantiate");
         assert_eq!(exec.submitted_edges().expect("edges read back"), vec![], "{build:?}");

@@ -84,8 +84,9 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
         (GraphMode, GraphBuild::Bulk, thread),
         (Eager, GraphBuild::Bulk, thread),
     ];
-    for (mode, build, launch) in configs {
-        let backend = CudaBackend::new(&device, CudaOptions { mode, build, launch, ..CudaOptions::default() }).unwrap();
+    // Fusion off (941 launches) and auto (one fused launch with the slot among its params).
+    for ((mode, build, launch), fusion) in configs.into_iter().flat_map(|c| [(c, ostinato_cuda::FusionMode::Off), (c, ostinato_cuda::FusionMode::Auto)]) {
+        let backend = CudaBackend::new(&device, CudaOptions { mode, build, launch, fusion, ..CudaOptions::default() }).unwrap();
         let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
         let mut exec = backend.instantiate(&plan, kernels, vec![BufferBinding::Allocate]).unwrap();
         exec.replay().unwrap();
@@ -97,7 +98,7 @@ fn replay_of_a_941_node_graph_allocates_nothing() {
         }
         exec.wait().unwrap();
         // The allocator counts every thread's allocations: the launch thread's too.
-        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?} {launch:?}: replay or patch allocated");
+        assert_eq!(counting_alloc::allocations() - before, 0, "{mode:?} {build:?} {launch:?} fusion {fusion:?}: replay or patch allocated");
     }
 }
 

@@ -106,11 +106,12 @@ impl Session {
                 let builtins = BuiltinModules::load(&dev, options.trigger)?;
                 let backend = CudaBackend::with_builtins(&dev, &builtins, *options)?;
                 let description = format!(
-                    "device {} ({}), mode {}, pdl {}, launch from the {}{}",
+                    "device {} ({}), mode {}, pdl {}, fusion {}, launch from the {}{}",
                     dev.info().name,
                     dev.info().uuid,
                     options.mode.as_str(),
                     options.pdl.mode.as_str(),
+                    options.fusion.as_str(),
                     match options.launch {
                         LaunchOn::Caller => "caller's thread".to_string(),
                         LaunchOn::Thread { spin } => format!("exec's launch thread (spins {} µs, then parks)", spin.as_micros()),
@@ -208,7 +209,11 @@ impl Session {
                     Some(s) => backend.instantiate_on(plan, kernels, buffers, *s)?,
                     None => backend.instantiate(plan, kernels, buffers)?,
                 };
-                let notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
+                let mut notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
+                if exec.fused_nodes() > 0 {
+                    let launches = exec.run_plan().node_count();
+                    notes.push(format!("{} of {} nodes fused: {launches} launches per replay", exec.fused_nodes(), plan.node_count()));
+                }
                 Ok(Box::new(Wrapped { exec, kind: BackendKind::Cuda, notes }))
             }
             #[cfg(feature = "vulkan")]

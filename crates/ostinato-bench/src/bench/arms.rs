@@ -23,13 +23,17 @@ pub enum ArmKind {
     Captured,
     /// The same capture with the PDL launch attribute on every launch (the expert's variant).
     CapturedPdl,
-    /// Ostinato, explicit graph, auto PDL policy.
+    /// Ostinato, explicit graph, auto PDL policy, auto chain fusion.
     Ostinato,
-    /// Ablation: Ostinato's graph with PDL off.
+    /// Ablation: Ostinato's graph without chain fusion (every node its own launch), auto PDL.
+    OstinatoUnfused,
+    /// Ablation: chain fusion on (independent neighbours on a lane fused too).
+    OstinatoFusionOn,
+    /// Ablation: Ostinato's unfused graph with PDL off.
     OstinatoPdlOff,
-    /// Ablation: Ostinato's graph with PDL on every capable edge.
+    /// Ablation: Ostinato's unfused graph with PDL on every capable edge.
     OstinatoPdlOn,
-    /// Ablation: Ostinato's plan launched eagerly over lanes.
+    /// Ablation: Ostinato's plan launched eagerly over lanes (unfused).
     OstinatoEager,
     /// Ostinato's `auto` graph replayed through the exec's launch thread (`LaunchOn::Thread`): the same
     /// submission, the driver calls off the caller's thread.
@@ -61,6 +65,8 @@ impl ArmKind {
             ArmKind::Captured => "captured",
             ArmKind::CapturedPdl => "captured-pdl",
             ArmKind::Ostinato => "ostinato",
+            ArmKind::OstinatoUnfused => "ostinato-unfused",
+            ArmKind::OstinatoFusionOn => "ostinato-fusion-on",
             ArmKind::OstinatoPdlOff => "ostinato-pdl-off",
             ArmKind::OstinatoPdlOn => "ostinato-pdl-on",
             ArmKind::OstinatoEager => "ostinato-eager",
@@ -71,13 +77,15 @@ impl ArmKind {
             ArmKind::OstinatoVulkan => "ostinato-vulkan",
         }
     }
-    pub const CUDA: [ArmKind; 10] = [
+    pub const CUDA: [ArmKind; 12] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
         ArmKind::Vulkan,
         ArmKind::OstinatoVulkan,
         ArmKind::Ostinato,
+        ArmKind::OstinatoUnfused,
+        ArmKind::OstinatoFusionOn,
         ArmKind::OstinatoPdlOff,
         ArmKind::OstinatoPdlOn,
         ArmKind::OstinatoThread,
@@ -236,18 +244,22 @@ pub struct OstinatoCuda {
 
 impl OstinatoCuda {
     /// The options an Ostinato arm runs with: `base` (the auto policy with any overrides, the trigger,
-    /// graph build and stream priority) for the main arm, PDL forced on/off for the ablations, eager
-    /// mode for the eager ablation. None for the other arms.
+    /// graph build and stream priority) for the main arm, fusion off or on for the fusion ablations,
+    /// PDL forced on/off (unfused) for the fence ablations, eager mode for the eager ablation. None for
+    /// the other arms.
     pub fn options(kind: ArmKind, base: CudaOptions) -> Option<CudaOptions> {
-        let (mode, pdl, launch) = match kind {
-            ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller),
-            ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off, LaunchOn::Caller),
-            ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On, LaunchOn::Caller),
-            ArmKind::OstinatoThread => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }),
-            ArmKind::OstinatoEager => (ExecMode::Eager, PdlMode::Auto, LaunchOn::Caller),
+        use ostinato_cuda::FusionMode::{Auto, Off, On};
+        let (mode, pdl, launch, fusion) = match kind {
+            ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller, Auto),
+            ArmKind::OstinatoUnfused => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller, Off),
+            ArmKind::OstinatoFusionOn => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller, On),
+            ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off, LaunchOn::Caller, Off),
+            ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On, LaunchOn::Caller, Off),
+            ArmKind::OstinatoThread => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }, Auto),
+            ArmKind::OstinatoEager => (ExecMode::Eager, PdlMode::Auto, LaunchOn::Caller, Off),
             _ => return None,
         };
-        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..base.pdl }, launch, ..base })
+        Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..base.pdl }, launch, fusion, ..base })
     }
 
     pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {

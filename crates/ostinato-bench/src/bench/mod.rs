@@ -146,6 +146,22 @@ pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, f
             rows.push(workload::dispatch_grid(941, b, independent, per(1)));
         }
     }
+    // Chain fusion's policy rows (docs/fences.md decision 12): chain length, block size, work per node,
+    // and independent nodes that `on` would put one after the other in a block.
+    if backend == BenchBackend::Cuda && !quick {
+        for (len, threads, elems, side) in [
+            (2, 256, 256, false),
+            (8, 256, 256, false),
+            (64, 256, 256, false),
+            (64, 32, 32, false),
+            (64, 1024, 1024, false),
+            (64, 256, 65536, false),
+            (16, 256, 256, true),
+            (16, 256, 65536, true),
+        ] {
+            rows.push(workload::fusion(len, threads, elems, side, per(1)));
+        }
+    }
     let mut fans: Vec<usize> = Vec::new();
     for &k in fan_widths.unwrap_or(if quick { &[4] } else { &[4, 16, 64] }) {
         if !fans.contains(&k) {
@@ -638,7 +654,16 @@ mod tests {
         assert_eq!(later, [ArmKind::Vulkan, ArmKind::OstinatoVulkan]);
         assert_eq!(
             graph,
-            [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Ostinato, ArmKind::OstinatoPdlOff, ArmKind::OstinatoPdlOn, ArmKind::OstinatoThread]
+            [
+                ArmKind::Captured,
+                ArmKind::CapturedPdl,
+                ArmKind::Ostinato,
+                ArmKind::OstinatoUnfused,
+                ArmKind::OstinatoFusionOn,
+                ArmKind::OstinatoPdlOff,
+                ArmKind::OstinatoPdlOn,
+                ArmKind::OstinatoThread
+            ]
         );
         let [graph, direct, later] = passes(&[ArmKind::Eager, ArmKind::Ostinato]);
         assert_eq!((graph, direct, later), (vec![ArmKind::Ostinato], vec![ArmKind::Eager], vec![]));

@@ -91,6 +91,39 @@ pub fn dispatch_grid(count: usize, blocks: u32, independent: bool, replays: usiz
     }
 }
 
+/// chain fusion: `len` dependent add_one nodes of one block of `threads` threads over `elems` floats
+/// (`side == false`), or `len` independent such nodes on their own buffers (`side == true`: fused
+/// under `on` they share a block, one after the other; under `auto` they stay side by side).
+pub fn fusion(len: usize, threads: u32, elems: u32, side: bool, replays: usize) -> Workload {
+    let mut g = Graph::new();
+    let bufs: Vec<BufferId> = (0..if side { len } else { 1 }).map(|l| g.add_buffer(format!("x{l}"), 4 * elems as u64).expect("fresh")).collect();
+    let k = g.add_kernel(add_one_sig()).expect("fresh");
+    let mut user = Vec::new();
+    for i in 0..len {
+        let (b, stream) = if side { (bufs[i], i % 4) } else { (bufs[0], 0) };
+        g.add_launch(k, Launch::linear(1, threads), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(elems))], &[]).expect("valid");
+        user.push(UserLaunch { stream, waits: vec![] });
+    }
+    let kind = if side { "side" } else { "chain" };
+    Workload {
+        id: format!("fusion/{kind}/n{len}/t{threads}/e{elems}"),
+        family: "chain fusion",
+        inits: vec![Some(BufferInit::ConstF32(0.0)); bufs.len()],
+        checked: bufs.clone(),
+        graph: g,
+        data: Vec::new(),
+        bytes_per_replay: None,
+        model: None,
+        replays,
+        slot_schedule: None,
+        check: Check::Exact,
+        dispatches: len,
+        user,
+        streams: if side { 4 } else { 1 },
+        independent: side,
+    }
+}
+
 pub fn mix_sig() -> KernelSig {
     ostinato_host::builtins::mix_sig()
 }

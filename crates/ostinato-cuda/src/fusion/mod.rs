@@ -13,6 +13,7 @@
 //! body is certified from its PTX as fused (`ptx::fused_body`), launched as one block; copies and fills
 //! small enough for one block of the internal kernels.
 
+pub mod build;
 pub mod rewrite;
 pub mod source;
 

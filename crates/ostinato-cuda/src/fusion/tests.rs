@@ -281,3 +281,67 @@ fn reaches(plan: &Plan, from: NodeId, to: NodeId) -> bool {
     }
     false
 }
+
+/// NVRTC's PTX of `source` for sm_90 with `defines`, or `None` (with a note) where NVRTC is missing.
+fn nvrtc_ptx(test: &str, source: &str, defines: &[&str]) -> Option<String> {
+    if crate::nvrtc::version().is_err() {
+        ostinato_testkit::skip(&format!("{test}: NVRTC not found (set OSTINATO_NVRTC)"));
+        return None;
+    }
+    let mut opts: Vec<String> = vec!["--gpu-architecture=compute_90".into(), "-default-device".into(), "--std=c++17".into()];
+    opts.extend(defines.iter().map(|d| d.to_string()));
+    Some(crate::nvrtc::compile_ptx(source, "fused", &opts).unwrap_or_else(|e| panic!("{e}\n{source}")))
+}
+
+/// A kernel that reads the grid through inline PTX (invisible to the `blockIdx` binding), one with a
+/// block barrier, one with an early exit, and one that only uses `blockIdx`/`gridDim` from C (a 1-block
+/// launch's values, so it fuses).
+const PLANTED: &str = r#"
+extern "C" __global__ void grid_asm(unsigned* x) { unsigned b; asm("mov.u32 %0, %%ctaid.x;" : "=r"(b)); x[threadIdx.x] = b; }
+extern "C" __global__ void barrier(unsigned* x) { __shared__ unsigned s[256]; s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[255 - threadIdx.x]; }
+extern "C" __global__ void leaves(unsigned* x) { if (x[0] == 7) asm volatile("exit;"); x[threadIdx.x] += 1; }
+extern "C" __global__ void grid_c(unsigned* x, unsigned n) { for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] += 1; }
+extern "C" __global__ void scratch(unsigned* x) { __shared__ unsigned s[64]; s[threadIdx.x & 63] = x[threadIdx.x]; x[threadIdx.x] = s[threadIdx.x & 63] + 1; }
+"#;
+
+#[test]
+fn bodies_are_certified_from_their_ptx_as_fused() {
+    let Some(ptx) =
+        nvrtc_ptx("bodies_are_certified_from_their_ptx_as_fused", &source::check_source(crate::module::FUSABLE_BUILTIN_SOURCE), &["-DOST_NO_PDL=1"])
+    else {
+        return;
+    };
+    for k in ["add_one", "mix", "ostinato_copy", "ostinato_fill", "add", "silu_mul", "rope", "kv_store"] {
+        assert_eq!(crate::ptx::fused_body(&ptx, k).map(|b| b.uses_shared), Ok(false), "{k}");
+    }
+    for k in ["rmsnorm", "attention"] {
+        assert!(crate::ptx::fused_body(&ptx, k).unwrap_err().contains("bar.sync"), "{k}: a block barrier");
+    }
+    let Some(planted) = nvrtc_ptx("bodies_are_certified_from_their_ptx_as_fused", &source::check_source(PLANTED), &["-DOST_NO_PDL=1"]) else { return };
+    let e = |k: &str| crate::ptx::fused_body(&planted, k).unwrap_err();
+    assert!(e("grid_asm").contains("%ctaid") && e("grid_asm").contains("uses the grid"), "{}", e("grid_asm"));
+    assert!(e("barrier").contains("bar.sync"), "{}", e("barrier"));
+    assert!(e("leaves").contains("exit"), "{}", e("leaves"));
+    assert_eq!(crate::ptx::fused_body(&planted, "grid_c").map(|b| b.uses_shared), Ok(false), "C's blockIdx and gridDim are a 1-block launch's");
+    assert_eq!(crate::ptx::fused_body(&planted, "scratch"), Ok(crate::ptx::FusedBody { uses_shared: true, static_shared_bytes: 256 }));
+    assert!(crate::ptx::fused_body(&planted, "nope").unwrap_err().contains("no `.entry nope`"));
+}
+
+#[test]
+fn generated_kernels_compile_and_wait_before_touching_memory() {
+    let plan = chains(4, 941, 1);
+    let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
+    let bars: Vec<Vec<bool>> = gs[0].lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
+    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::FUSABLE_BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone());
+    assert!(f.source.contains("for (unsigned r = 0; r < 940u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p3}, 256u); }"), "{}", f.source);
+    for define in ["-DOST_TRIGGER=3", "-DOST_TRIGGER=1", "-DOST_NO_PDL=1"] {
+        let Some(ptx) = nvrtc_ptx("generated_kernels_compile_and_wait_before_touching_memory", &f.source, &[define]) else { return };
+        let waits = ptx.contains("griddepcontrol.wait");
+        assert_eq!(waits, define != "-DOST_NO_PDL=1", "{define}");
+        if waits {
+            assert_eq!(crate::ptx::analyze(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "{define}: certified PDL-capable");
+        }
+        assert!(ptx.contains("%ctaid.x"), "four lanes: the block picks its lane");
+        assert!(ptx.lines().filter(|l| l.contains("bar.sync")).count() <= 8, "the chains are loops, not 941 copies");
+    }
+}

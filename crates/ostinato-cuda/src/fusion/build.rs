@@ -1,0 +1,119 @@
+//! Fusion on a device: which nodes may fuse (from their kernels' certified bodies), the groups the
+//! policy picks, each group's kernel generated and compiled with NVRTC in the three PDL builds, and
+//! the rewritten plan the exec lowers in place of the user's.
+
+use std::sync::Arc;
+
+use ostinato::{NodeOp, Plan};
+
+use super::source::{generate, FUSED_ENTRY};
+use super::{barriers, groups, Fusable, FuseKey, FusionMode, Group};
+use crate::device::Device;
+use crate::error::{CudaError, Result};
+use crate::lower::{helper_dims, Dims};
+use crate::module::{CudaKernel, FusionBody, LoadedModule, ModuleSource, PdlTrigger};
+
+/// A plan with its fused groups as single nodes, and the kernels to bind it with (the user's, then
+/// one per group).
+pub struct FusedPlan {
+    pub plan: Plan,
+    pub kernels: Vec<CudaKernel>,
+    /// How many groups, and how many of the user's nodes they run.
+    pub groups: usize,
+    pub fused_nodes: usize,
+}
+
+/// The body node `v` runs when fused, where it may fuse: a kernel certified as a body launched as one
+/// block, or a copy or fill that the internal kernels do in one block.
+fn body_of<'a>(plan: &Plan, v: usize, kernels: &'a [CudaKernel], helpers: (&'a CudaKernel, &'a CudaKernel)) -> Option<(&'a Arc<FusionBody>, Fusable)> {
+    let g = plan.graph();
+    let (body, dims) = match &g.nodes()[v].op {
+        NodeOp::Kernel { kernel, launch, .. } => {
+            (kernels[kernel.index()].fusion.as_ref()?, Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes })
+        }
+        NodeOp::Copy { src, .. } => (helpers.0.fusion.as_ref()?, helper_dims(src.len.div_ceil(4))),
+        NodeOp::Fill { dst, .. } => (helpers.1.fusion.as_ref()?, helper_dims(dst.len / 4)),
+    };
+    if dims.grid != [1, 1, 1] {
+        return None;
+    }
+    let (block, dynamic) = (dims.block, dims.shared);
+    let key = FuseKey { block, source: Arc::as_ptr(&body.source) as *const u8 as usize };
+    Some((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
+}
+
+/// Fuses `plan` under `mode`; `None` where nothing fuses. A group whose shared memory would pass the
+/// block's limit is left unfused under `auto` and refused under `on`.
+pub fn fuse(
+    device: &Device,
+    trigger: PdlTrigger,
+    plan: &Plan,
+    kernels: &[CudaKernel],
+    helpers: (&CudaKernel, &CudaKernel),
+    mode: FusionMode,
+) -> Result<Option<FusedPlan>> {
+    if mode == FusionMode::Off {
+        return Ok(None);
+    }
+    let n = plan.node_count();
+    let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = (0..n).map(|v| body_of(plan, v, kernels, helpers)).collect();
+    let fusable: Vec<Option<Fusable>> = bodies.iter().map(|b| b.map(|(_, f)| f)).collect();
+    let limit = device.info().limits.max_shared_bytes as u64;
+    let g = plan.graph();
+    let mut picked: Vec<Group> = Vec::new();
+    for gr in groups(plan, &fusable, mode) {
+        // Static shared memory: once per distinct body; dynamic: the largest member's.
+        let mut entries: Vec<&str> = Vec::new();
+        let mut shared = 0u64;
+        let mut dynamic = 0u64;
+        for v in gr.nodes() {
+            let (body, _) = bodies[v.index()].unwrap_or_else(|| unreachable!("groups hold fusable nodes"));
+            if !entries.contains(&body.entry.as_str()) {
+                entries.push(&body.entry);
+                shared += body.body.static_shared_bytes;
+            }
+            if let NodeOp::Kernel { launch, .. } = &g.node(v).op {
+                dynamic = dynamic.max(launch.shared_bytes as u64);
+            }
+        }
+        if shared + dynamic > limit {
+            if mode == FusionMode::On {
+                let first = gr.lanes[0][0];
+                return Err(CudaError::Usage {
+                    op: "fusion",
+                    reason: format!(
+                        "the fused kernel of {} nodes from n{first} ({}) needs {} bytes of shared memory, more than the {limit} a block has",
+                        gr.len(),
+                        entries.join(", "),
+                        shared + dynamic
+                    ),
+                });
+            }
+            continue;
+        }
+        picked.push(gr);
+    }
+    if picked.is_empty() {
+        return Ok(None);
+    }
+    let mut fused = Vec::with_capacity(picked.len());
+    for (i, gr) in picked.iter().enumerate() {
+        let (body, _) = bodies[gr.lanes[0][0].index()].unwrap_or_else(|| unreachable!("groups hold fusable nodes"));
+        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |v| fusable[v.index()].is_some_and(|f| f.uses_shared))).collect();
+        let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
+        fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry));
+    }
+    let rewritten = super::rewrite::rewrite(plan, &picked, &fused).map_err(|reason| CudaError::Usage { op: "fusion", reason })?;
+    let fused_plan =
+        Plan::compile_with(&rewritten.graph, plan.options()).map_err(|e| CudaError::Usage { op: "fusion", reason: format!("planning the fused plan: {e}") })?;
+    let mut all = kernels.to_vec();
+    for f in &fused {
+        let src = ModuleSource::CudaC { name: f.sig.name.clone(), source: f.source.clone() };
+        let load = |t: PdlTrigger| LoadedModule::load(device, &src, t).and_then(|m| m.kernel(FUSED_ENTRY, &f.sig, None));
+        let main = load(trigger)?;
+        let (early, plain) = (load(PdlTrigger::AtEntry)?, load(PdlTrigger::Disabled)?);
+        all.push(main.with_variants(Some(&early), Some(&plain)));
+    }
+    let fused_nodes = picked.iter().map(Group::len).sum();
+    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes }))
+}

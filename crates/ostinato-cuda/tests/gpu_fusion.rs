@@ -1,0 +1,150 @@
+//! On the GPU: chain fusion. Random programs of 1-block nodes (order-sensitive `mix`, copies, fills,
+//! views, explicit edges, a slot patched every replay) run fused bitwise equal to the host oracle in
+//! every mode; a serial chain and independent chains become one launch; a user's kernel declared
+//! fusable fuses, and a false declaration (a kernel that reads the grid) is refused naming it.
+
+mod common;
+
+use ostinato::{read_roots, write_inits, Access, Arg, Backend, Exec, Graph, KernelRef, KernelSig, Launch, Plan, PlanOptions, RefOption, Scalar, ScalarType};
+use ostinato_cuda::lower::PdlPolicy;
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaError, CudaOptions, ExecMode, FusionMode, PdlMode, PdlTrigger};
+use ostinato_testkit::random_graphs::random_one_block_program;
+
+#[test]
+fn random_one_block_programs_fused_match_the_host_oracle() {
+    let Some(device) = common::device_or_skip("random_one_block_programs_fused_match_the_host_oracle") else { return };
+    let configs = [
+        (FusionMode::On, ExecMode::Graph, PdlMode::Auto),
+        (FusionMode::Auto, ExecMode::Graph, PdlMode::Auto),
+        (FusionMode::On, ExecMode::Graph, PdlMode::On),
+        (FusionMode::On, ExecMode::Graph, PdlMode::Off),
+        (FusionMode::On, ExecMode::Eager, PdlMode::Auto),
+    ];
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).unwrap();
+    let (mut compared, mut fused, mut nodes) = (0, 0, 0);
+    for seed in 0..40u64 {
+        let prog = random_one_block_program(seed, 10 + (seed as usize * 13) % 90);
+        let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
+        let replays = 3;
+        // The host oracle with the slot patched before every replay, as the GPU exec is.
+        let mut host = ostinato_host::HostBackend::serial()
+            .instantiate(&plan, ostinato_testkit::random_graphs::host_kernels(&plan).unwrap(), ostinato::allocate_all(&plan))
+            .unwrap();
+        write_inits(&mut host, &prog.inits).unwrap();
+        for r in 0..replays {
+            host.set_slot(prog.salt_slot, Scalar::u32(7 * r as u32 + seed as u32)).unwrap();
+            host.replay().unwrap();
+        }
+        let want = read_roots(&mut host).unwrap();
+        for (fusion, mode, pdl) in configs {
+            let backend =
+                CudaBackend::with_builtins(&device, &modules, CudaOptions { fusion, mode, pdl: PdlPolicy::new(pdl), ..CudaOptions::default() }).unwrap();
+            let kernels = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name, k).unwrap()).collect();
+            let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+            write_inits(&mut exec, &prog.inits).unwrap();
+            for r in 0..replays {
+                exec.set_slot(prog.salt_slot, Scalar::u32(7 * r as u32 + seed as u32)).unwrap();
+                exec.replay().unwrap();
+            }
+            exec.wait().unwrap();
+            assert_eq!(read_roots(&mut exec).unwrap(), want, "seed {seed}: fusion {fusion:?} {mode:?} pdl {pdl:?} differs from the host oracle");
+            fused += exec.fused_nodes();
+            nodes += plan.node_count();
+            compared += 1;
+        }
+    }
+    assert!(fused > nodes / 3, "only {fused} of {nodes} nodes ran fused");
+    eprintln!("compared {compared} fused CUDA runs bitwise with the host oracle ({fused} of {nodes} nodes fused)");
+}
+
+fn add_one_chains(lanes: usize, len: usize) -> (Graph, Vec<ostinato::BufferId>) {
+    let mut g = Graph::new();
+    let bufs: Vec<_> = (0..lanes).map(|l| g.add_buffer(format!("x{l}"), 1024).unwrap()).collect();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    for _ in 0..len {
+        for &b in &bufs {
+            g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+        }
+    }
+    (g, bufs)
+}
+
+#[test]
+fn chains_of_941_run_as_one_launch() {
+    let Some(device) = common::device_or_skip("chains_of_941_run_as_one_launch") else { return };
+    for lanes in [1, 4] {
+        let (g, bufs) = add_one_chains(lanes, 941);
+        let plan = Plan::compile(&g).unwrap();
+        let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+        let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AfterWait);
+        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!(exec.fused_nodes(), 941 * lanes);
+        assert_eq!(exec.run_plan().node_count(), 1, "{lanes} chain(s): one fused launch");
+        assert_eq!(exec.lowering().launches[0].dims.grid, [lanes as u32, 1, 1]);
+        for _ in 0..3 {
+            exec.replay().unwrap();
+        }
+        for b in bufs {
+            let mut out = vec![0u8; 1024];
+            exec.read_buffer(b, 0, &mut out).unwrap();
+            let v: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            assert!(v.iter().all(|x| *x == 3.0 * 941.0), "every element incremented 941 times per replay: {:?}", &v[..4]);
+        }
+    }
+}
+
+const USER: &str = r#"
+extern "C" __global__ void scale(float* x, float a, unsigned n) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = x[i] * a + 1.0f;
+}
+extern "C" __global__ void by_block(float* x, float a, unsigned n) {
+  unsigned b; asm("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+  if (threadIdx.x < n) x[threadIdx.x] = x[threadIdx.x] * a + (float)b;
+}
+"#;
+
+#[test]
+fn a_users_kernel_declared_fusable_fuses_and_a_false_declaration_is_refused() {
+    let Some(device) = common::device_or_skip("a_users_kernel_declared_fusable_fuses_and_a_false_declaration_is_refused") else { return };
+    let dir = std::env::temp_dir().join(format!("ostinato-fusion-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("user.cu");
+    std::fs::write(&path, USER).unwrap();
+    let sig = |name: &str| KernelSig::new(name).buffer("x", Access::ReadWrite).scalar("a", ScalarType::F32).scalar("n", ScalarType::U32);
+    let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+    let reference = |entry: &str, fusable: bool| KernelRef::file(&path).with_entry(entry).with_option("fusable", RefOption::Bool(fusable));
+    let refused = backend.bind_kernel(&sig("by_block"), &reference("by_block", true)).unwrap_err();
+    assert!(
+        matches!(&refused, CudaError::Kernel { kernel, reason } if kernel == "by_block" && reason.contains("declared fusable") && reason.contains("%ctaid")),
+        "{refused}"
+    );
+    let undeclared = backend.bind_kernel(&sig("by_block"), &reference("by_block", false)).unwrap();
+    assert!(undeclared.fusion.is_none(), "undeclared: never fused");
+    let k = backend.bind_kernel(&sig("scale"), &reference("scale", true)).unwrap();
+    assert!(k.fusion.is_some());
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 4 * 200).unwrap();
+    let kid = g.add_kernel(sig("scale")).unwrap();
+    for i in 0..10 {
+        g.add_launch(kid, Launch::linear(1, 128), &[Arg::Whole(x), Arg::Scalar(Scalar::f32(1.0 + i as f32 / 4.0)), Arg::Scalar(Scalar::u32(200))], &[])
+            .unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let mut exec = backend.instantiate(&plan, vec![k], ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (10, 1));
+    exec.replay().unwrap();
+    let mut out = vec![0u8; 800];
+    exec.read_buffer(x, 0, &mut out).unwrap();
+    let mut want = 0.0f32;
+    for i in 0..10 {
+        want = want * (1.0 + i as f32 / 4.0) + 1.0;
+    }
+    let got = f32::from_le_bytes([out[796], out[797], out[798], out[799]]);
+    assert_eq!(got, want, "the ten scales in order");
+    // A PTX module cannot be fused (its source is not there to include).
+    let ptx = dir.join("user.ptx");
+    std::fs::write(&ptx, ostinato_cuda::nvrtc::compile_ptx(USER, "user.cu", &["--gpu-architecture=compute_90".into()]).unwrap()).unwrap();
+    let e = backend.bind_kernel(&sig("scale"), &KernelRef::file(&ptx).with_entry("scale").with_option("fusable", RefOption::Bool(true))).unwrap_err();
+    assert!(e.to_string().contains("not CUDA C"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
