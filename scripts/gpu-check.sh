@@ -23,11 +23,16 @@ if [[ "$WHAT" != bench ]]; then
   done
   grep -E "^test result|FAILED|SKIP|panicked|compared" "$OUT/tests.log" | sort | uniq -c | tee "$OUT/tests.summary"
   step "cli" | tee "$OUT/cli.log"
-  for f in examples/mix.toml examples/add_one_serial_941.toml examples/own_kernel.toml; do
+  for f in examples/mix.toml examples/add_one_serial_941.toml examples/own_kernel.toml examples/fused_chain.toml; do
     for mode in graph eager; do for pdl in auto on off; do
       $BIN/ostinato run "$f" --backend cuda --mode $mode --pdl $pdl --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f $mode $pdl"; status=1; }
     done; done
   done
+  # Chain fusion: the user's fusable kernel runs as one fused launch, and unfused gives the same bits.
+  for fu in auto on off; do
+    $BIN/ostinato run examples/fused_chain.toml --backend cuda --fusion $fu --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run fused_chain.toml --fusion $fu"; status=1; }
+  done
+  grep -q "64 of 64 nodes fused: 1 launches per replay" "$OUT/cli.log" || { echo "FAILED: fused_chain.toml did not fuse"; status=1; }
   # The other two graph builds (same nodes and edges, other driver calls).
   for b in in-order capture; do for pdl in auto on; do
     $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --graph-build $b --pdl $pdl"; status=1; }

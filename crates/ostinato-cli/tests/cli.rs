@@ -50,6 +50,11 @@ fn a_users_own_kernel_gets_full_edges_in() {
     assert!(out.contains("edge n4 -> n5 programmatic\n"), "out of it they may be programmatic: {out}");
     let (ok, out, err) = run(&["run", "examples/own_kernel.toml", "--backend", "host", "--replays", "3", "--check"]);
     assert!(ok && out.contains("check passed"), "{out}{err}");
+    // The fusion example's kernel reference carries `fusable` to the CUDA backend; the host runs it as is.
+    let (ok, out, err) = run(&["run", "examples/fused_chain.toml", "--backend", "host", "--replays", "2", "--check"]);
+    assert!(ok && out.contains("64 nodes, 63 edges") && out.contains("check passed"), "{out}{err}");
+    let (ok, _, err) = run(&["run", "examples/fused_chain.toml", "--backend", "cuda", "--fusion", "sometimes"]);
+    assert!(!ok && err.contains("invalid value 'sometimes' for '--fusion <FUSION>'") && err.contains("auto, on, off"), "{err}");
 }
 
 #[test]
