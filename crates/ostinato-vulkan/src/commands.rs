@@ -30,6 +30,20 @@ fn writes(plan: &Plan, n: NodeId) -> Vec<(BufferId, u64, u64)> {
     plan.graph().accesses(n).into_iter().filter(|a| a.access.writes()).map(|a| (a.root, a.start, a.end)).collect()
 }
 
+/// Byte ranges sorted, with overlapping and adjacent ranges of one root merged (one buffer memory
+/// barrier each: a fan's consumers writing neighbouring slices need one).
+fn coalesce(mut ranges: Vec<(BufferId, u64, u64)>) -> Vec<(BufferId, u64, u64)> {
+    ranges.sort();
+    let mut out: Vec<(BufferId, u64, u64)> = Vec::with_capacity(ranges.len());
+    for (r, s, e) in ranges {
+        match out.last_mut() {
+            Some(last) if last.0 == r && s <= last.2 => last.2 = last.2.max(e),
+            _ => out.push((r, s, e)),
+        }
+    }
+    out
+}
+
 /// The command list for `plan`.
 pub fn commands(plan: &Plan) -> Vec<Cmd> {
     let mut out = Vec::with_capacity(plan.node_count() * 2);
@@ -38,9 +52,7 @@ pub fn commands(plan: &Plan) -> Vec<Cmd> {
     for &v in plan.order() {
         let edges: Vec<(NodeId, NodeId)> = plan.preds(v).iter().filter(|&&u| is_pending[u as usize]).map(|&u| (NodeId(u), v)).collect();
         if !edges.is_empty() {
-            let mut visible: Vec<(BufferId, u64, u64)> = pending.iter().flat_map(|&u| writes(plan, u)).collect();
-            visible.sort();
-            visible.dedup();
+            let visible = coalesce(pending.iter().flat_map(|&u| writes(plan, u)).collect());
             out.push(Cmd::Barrier { visible, edges });
             for u in pending.drain(..) {
                 is_pending[u.index()] = false;
@@ -128,6 +140,15 @@ mod tests {
         let mut narrow = cmds.clone();
         narrow[2] = Cmd::Barrier { visible: vec![(b, 0, 1024)], edges: vec![] };
         assert!(check(&plan, &narrow).unwrap_err().contains("does not make its write"));
+    }
+
+    #[test]
+    fn neighbouring_writes_share_one_range() {
+        let b = BufferId(0);
+        assert_eq!(
+            coalesce(vec![(b, 64, 128), (b, 0, 64), (BufferId(1), 0, 4), (b, 200, 300), (b, 250, 260)]),
+            vec![(b, 0, 128), (b, 200, 300), (BufferId(1), 0, 4)]
+        );
     }
 
     #[test]
