@@ -65,6 +65,9 @@ int main(void) {
     expect(ost_plan_edge_count(p, &n), OST_ERR_HANDLE, "not a live plan handle", "use a freed plan");
     expect(ost_plan_compile(g, &p), OST_OK, NULL, "compile again");
     expect(ost_exec_create(p, "metal", &e), OST_ERR_BACKEND, "no such backend", "an unknown backend");
+    ost_exec_options bad_fusion = {0};
+    bad_fusion.fusion = "sometimes";
+    expect(ost_exec_create_ex(p, "host", &bad_fusion, NULL, 0, &e), OST_ERR_ARGUMENT, "options.fusion: `sometimes` is not auto, on or off", "an unknown fusion mode");
     expect(ost_exec_create(p, "host", &e), OST_OK, NULL, "an exec");
     expect(ost_exec_set_slot_u32(e, "nope", 1), OST_ERR_ARGUMENT, "unknown slot `nope`", "an unknown slot");
     unsigned char buf[8];

@@ -473,6 +473,9 @@ impl PyPlan {
         fusion: &str,
     ) -> PyResult<PyExec> {
         let kind: BackendKind = backend.parse().map_err(err)?;
+        // Checked on every backend, not only where it takes effect.
+        let fusion_mode = <ostinato_runtime::ostinato_cuda::FusionMode as ostinato::Named>::from_name(fusion)
+            .ok_or_else(|| err(format!("fusion: `{fusion}` is not auto, on or off")))?;
         let g = self.plan.graph();
         let mut buffers = ostinato::allocate_all::<Memory>(&self.plan);
         let mut keep: Vec<Py<PyAny>> = Vec::new();
@@ -512,8 +515,7 @@ impl PyPlan {
                 if launch_thread {
                     options.launch = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
                 }
-                options.fusion = <ostinato_runtime::ostinato_cuda::FusionMode as ostinato::Named>::from_name(fusion)
-                    .ok_or_else(|| err(format!("fusion: `{fusion}` is not auto, on or off")))?;
+                options.fusion = fusion_mode;
                 BackendSpec::Cuda { device, options, stream }
             }
         };

@@ -99,6 +99,8 @@ def test_errors_name_the_culprit_and_leave_nothing_half_built():
         g.plan().instantiate("cuda")
     with pytest.raises(ostinato.Error, match="no such backend"):
         g.plan().instantiate("metal")
+    with pytest.raises(ostinato.Error, match="fusion: `sometimes` is not auto, on or off"):
+        g.plan().instantiate("host", fusion="sometimes")
     with pytest.raises(ostinato.Error, match=r"mix\.toml:\d+|cannot read"):
         ostinato.load("/nonexistent/mix.toml")
 

@@ -142,7 +142,22 @@ pub unsafe extern "C" fn ost_exec_create_ex(
     })
 }
 
+/// `options.fusion` parsed (`None`: NULL, the default), whichever the backend: a bad name is an error
+/// on every backend, not only where it would take effect.
+#[cfg(feature = "cuda")]
+fn fusion(o: Option<&ost_exec_options>) -> Fallible<Option<ostinato_runtime::ostinato_cuda::FusionMode>> {
+    use ostinato::Named;
+    let Some(o) = o.filter(|o| !o.fusion.is_null()) else { return Ok(None) };
+    // SAFETY: the caller vouches that a non-NULL `fusion` is a NUL-terminated string.
+    let name = unsafe { text(o.fusion, "options.fusion") }?;
+    ostinato_runtime::ostinato_cuda::FusionMode::from_name(name)
+        .map(Some)
+        .ok_or_else(|| (OST_ERR_ARGUMENT, format!("options.fusion: `{name}` is not auto, on or off")))
+}
+
 fn spec_for(kind: BackendKind, o: Option<&ost_exec_options>) -> Fallible<BackendSpec> {
+    #[cfg(feature = "cuda")]
+    fusion(o)?;
     match kind {
         BackendKind::Host => Ok(BackendSpec::Host { threads: o.map(|o| o.host_threads as usize).filter(|&t| t > 0), check_races: false }),
         #[cfg(feature = "cuda")]
@@ -165,12 +180,8 @@ fn spec_for(kind: BackendKind, o: Option<&ost_exec_options>) -> Fallible<Backend
                 if o.wait_timeout_ms != 0 {
                     options.wait_timeout = Some(std::time::Duration::from_millis(o.wait_timeout_ms));
                 }
-                if !o.fusion.is_null() {
-                    use ostinato::Named;
-                    // SAFETY: the caller vouches that a non-NULL `fusion` is a NUL-terminated string.
-                    let name = unsafe { text(o.fusion, "options.fusion") }?;
-                    options.fusion = ostinato_runtime::ostinato_cuda::FusionMode::from_name(name)
-                        .ok_or_else(|| (OST_ERR_ARGUMENT, format!("options.fusion: `{name}` is not auto, on or off")))?;
+                if let Some(f) = fusion(Some(o))? {
+                    options.fusion = f;
                 }
             }
             Ok(BackendSpec::Cuda { device, options, stream })
