@@ -462,6 +462,8 @@ impl PyPlan {
     /// (`"auto"`, `"on"`, `"off"`) runs chains of 1-block nodes as one resident block. Host:
     /// `threads=` worker threads.
     #[pyo3(signature = (backend="host", bind=None, stream=None, device=None, launch_thread=false, threads=None, fusion="auto"))]
+    // One Rust argument per Python keyword argument: the signature is the Python API.
+    #[allow(clippy::too_many_arguments)]
     fn instantiate(
         &self,
         backend: &str,

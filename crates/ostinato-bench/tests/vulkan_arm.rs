@@ -28,7 +28,7 @@ fn every_family_matches_the_oracle_on_vulkan() {
         let init = init_bytes(w);
         let want = arms::oracle(w, &init).unwrap();
         let raw: Box<dyn Arm> = Box::new(VulkanArm::new(&ctx, w, &init).unwrap_or_else(|e| panic!("{}: {e}", w.id)));
-        let ours: Option<Box<dyn Arm>> = match OstinatoVulkan::new(&ctx, w, &init) {
+        let ours: Option<Box<dyn Arm>> = match OstinatoVulkan::new(&ctx, w, &init, ostinato_vulkan::QueueMode::Lanes) {
             Ok(a) => Some(Box::new(a)),
             // The decode stack launches its norm with 1,024 threads; the WGSL twin's workgroup is 256.
             Err(ostinato_vulkan::VkError::NotApplicable(m)) if w.id.starts_with("decode") => {

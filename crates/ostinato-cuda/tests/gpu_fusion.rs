@@ -148,3 +148,58 @@ fn a_users_kernel_declared_fusable_fuses_and_a_false_declaration_is_refused() {
     assert!(e.to_string().contains("not CUDA C"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two kernels of 32 KiB of static shared memory each (a block reverses through it): fused, one
+/// block would need 64 KiB, more than the 48 a block gets.
+const SHARED: &str = r#"
+extern "C" __global__ void rev_a(unsigned* x) {
+  __shared__ unsigned s[8192];
+  for (unsigned i = threadIdx.x; i < 8192; i += blockDim.x) s[i] = x[i];
+  for (unsigned i = threadIdx.x; i < 8192; i += blockDim.x) x[i] = s[i] + 1;
+}
+extern "C" __global__ void rev_b(unsigned* x) {
+  __shared__ unsigned t[8192];
+  for (unsigned i = threadIdx.x; i < 8192; i += blockDim.x) t[i] = x[i] * 3;
+  for (unsigned i = threadIdx.x; i < 8192; i += blockDim.x) x[i] = t[i];
+}
+"#;
+
+#[test]
+fn shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_under_on() {
+    let Some(device) = common::device_or_skip("shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_under_on") else { return };
+    let dir = std::env::temp_dir().join(format!("ostinato-fusion-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("shared.cu");
+    std::fs::write(&path, SHARED).unwrap();
+    let sig = |name: &str| KernelSig::new(name).buffer("x", Access::ReadWrite);
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 4 * 8192).unwrap();
+    let (a, b) = (g.add_kernel(sig("rev_a")).unwrap(), g.add_kernel(sig("rev_b")).unwrap());
+    for k in [a, b, a, b] {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x)], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    for fusion in [FusionMode::Auto, FusionMode::On] {
+        let backend = CudaBackend::new(&device, CudaOptions { fusion, ..CudaOptions::default() }).unwrap();
+        let kernels: Vec<_> = ["rev_a", "rev_b"]
+            .iter()
+            .map(|e| backend.bind_kernel(&sig(e), &KernelRef::file(&path).with_entry(e).with_option("fusable", RefOption::Bool(true))).unwrap())
+            .collect();
+        assert!(kernels.iter().all(|k| k.fusion.as_ref().is_some_and(|f| f.body.uses_shared && f.body.static_shared_bytes == 32768)), "{kernels:?}");
+        match backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)) {
+            Ok(mut exec) => {
+                assert_eq!(fusion, FusionMode::Auto, "on must refuse");
+                assert_eq!(exec.fused_nodes(), 0, "auto leaves the group unfused");
+                exec.replay().unwrap();
+                let mut out = vec![0u8; 4 * 8192];
+                exec.read_buffer(x, 0, &mut out).unwrap();
+                assert_eq!(u32::from_le_bytes([out[0], out[1], out[2], out[3]]), 12, "((0 + 1) * 3 + 1) * 3");
+            }
+            Err(e) => {
+                assert_eq!(fusion, FusionMode::On, "{e}");
+                assert!(e.to_string().contains("65536 bytes of shared memory") && e.to_string().contains("rev_a, rev_b"), "{e}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

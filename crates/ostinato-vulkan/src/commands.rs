@@ -26,13 +26,13 @@ pub enum Cmd {
 }
 
 /// The write extents of node `n` on root buffers.
-fn writes(plan: &Plan, n: NodeId) -> Vec<(BufferId, u64, u64)> {
+pub(crate) fn writes(plan: &Plan, n: NodeId) -> Vec<(BufferId, u64, u64)> {
     plan.graph().accesses(n).into_iter().filter(|a| a.access.writes()).map(|a| (a.root, a.start, a.end)).collect()
 }
 
 /// Byte ranges sorted, with overlapping and adjacent ranges of one root merged (one buffer memory
 /// barrier each: a fan's consumers writing neighbouring slices need one).
-fn coalesce(mut ranges: Vec<(BufferId, u64, u64)>) -> Vec<(BufferId, u64, u64)> {
+pub(crate) fn coalesce(mut ranges: Vec<(BufferId, u64, u64)>) -> Vec<(BufferId, u64, u64)> {
     ranges.sort();
     let mut out: Vec<(BufferId, u64, u64)> = Vec::with_capacity(ranges.len());
     for (r, s, e) in ranges {

@@ -11,13 +11,27 @@ use ostinato::{check_bindings, check_slot, Arg, Backend, BufferBinding, BufferId
 use crate::commands::{commands, Cmd};
 use crate::ffi::{self, Buffer, Context};
 use crate::kernel::VulkanKernel;
-use crate::record::{Recorded, Recording};
+use crate::lanes::Segment;
+use crate::record::{LaneRun, Recording, Submission};
 use crate::VkError;
+
+/// How a Vulkan exec uses the device's compute queues.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueMode {
+    /// One command buffer on one queue (barriers order everything).
+    #[default]
+    One,
+    /// Each plan lane on a queue of its own (as many as the device has, up to
+    /// [`crate::ffi::MAX_QUEUES`]), cross-lane edges as timeline-semaphore waits ([`crate::lanes`]);
+    /// one queue where the plan has one lane or the device one queue.
+    Lanes,
+}
 
 /// The Vulkan backend on one device.
 #[derive(Clone)]
 pub struct VulkanBackend {
     ctx: Arc<Context>,
+    queues: QueueMode,
 }
 
 /// Memory a user could bind to a buffer on Vulkan: none yet (every buffer is the exec's own), so
@@ -29,10 +43,15 @@ impl VulkanBackend {
     /// Opens the Vulkan device `OSTINATO_VK_DEVICE` names (a name substring), else the first with a
     /// compute queue, a discrete GPU first.
     pub fn open() -> Result<VulkanBackend, VkError> {
-        Ok(VulkanBackend { ctx: Context::open()? })
+        Ok(VulkanBackend { ctx: Context::open()?, queues: QueueMode::default() })
     }
     pub fn with_context(ctx: Arc<Context>) -> VulkanBackend {
-        VulkanBackend { ctx }
+        VulkanBackend { ctx, queues: QueueMode::default() }
+    }
+    /// The same backend, its execs using the device's queues as `queues` says.
+    pub fn with_queues(mut self, queues: QueueMode) -> VulkanBackend {
+        self.queues = queues;
+        self
     }
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
@@ -54,7 +73,7 @@ impl Backend for VulkanBackend {
     }
 
     fn instantiate(&self, plan: &Plan, kernels: Vec<VulkanKernel>, buffers: Vec<BufferBinding<VulkanMemory>>) -> Result<VulkanExec, VkError> {
-        VulkanExec::new(&self.ctx, plan, kernels, &buffers)
+        VulkanExec::new(&self.ctx, plan, kernels, &buffers, self.queues)
     }
 }
 
@@ -70,7 +89,9 @@ pub struct VulkanExec {
     /// Per slot: the byte offsets in `params` of every use, with the value's size.
     slot_uses: Vec<Vec<(usize, usize)>>,
     cmds: Vec<Cmd>,
-    recorded: Recorded,
+    /// The lanes' segments where the exec runs its lanes on several queues.
+    segments: Option<Vec<Vec<Segment>>>,
+    recorded: Submission,
 }
 
 fn usage(m: String) -> VkError {
@@ -78,7 +99,13 @@ fn usage(m: String) -> VkError {
 }
 
 impl VulkanExec {
-    fn new(ctx: &Arc<Context>, plan: &Plan, kernels: Vec<VulkanKernel>, buffers: &[BufferBinding<VulkanMemory>]) -> Result<VulkanExec, VkError> {
+    fn new(
+        ctx: &Arc<Context>,
+        plan: &Plan,
+        kernels: Vec<VulkanKernel>,
+        buffers: &[BufferBinding<VulkanMemory>],
+        queues: QueueMode,
+    ) -> Result<VulkanExec, VkError> {
         check_bindings(plan, kernels.len(), buffers, |m| match *m {})?;
         let g = plan.graph();
         let align = ctx.min_storage_align;
@@ -143,75 +170,111 @@ impl VulkanExec {
         }
         let cmds = commands(plan);
         let root = |id: BufferId| roots[id.index()].as_ref().ok_or_else(|| usage(format!("buffer #{id} has no memory")));
-        let kernel_nodes = g.nodes().iter().filter(|n| matches!(n.op, NodeOp::Kernel { .. })).count() as u32;
-        let descriptors: u32 =
-            g.nodes().iter().map(|n| if let NodeOp::Kernel { kernel, .. } = &n.op { kernels[kernel.index()].pipeline.bindings } else { 0 }).sum();
-        let transfers = g.nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. }));
-        let rec = Recording::begin(ctx, kernel_nodes, descriptors, transfers)?;
-        let mut pushed = 0;
-        // Replays follow each other: the first barrier orders this one after the previous submission.
-        rec.barrier(&[], true);
-        for c in &cmds {
-            match c {
-                Cmd::Barrier { visible, .. } => {
-                    let list: Vec<(&Buffer, u64, u64)> = visible.iter().map(|&(r, s, e)| root(r).map(|b| (b, s, e - s))).collect::<Result<_, _>>()?;
-                    rec.barrier(&list, false);
-                }
+        // Descriptor sets and storage-buffer descriptors the kernel nodes among `list` bind.
+        let sets_for = |list: &[Cmd]| -> (u32, u32) {
+            list.iter().fold((0, 0), |(s, d), c| match c {
                 Cmd::Node(n) => match &g.node(*n).op {
-                    NodeOp::Kernel { kernel, launch, args } => {
-                        let k = &kernels[kernel.index()];
-                        let mut bindings = Vec::new();
-                        for a in args {
-                            if let Arg::Buffer(s) = a {
-                                let (r, start, end) = g.root_extent(*s);
-                                bindings.push((root(r)?, start, (end - start).max(4)));
-                            }
-                        }
-                        match (param_at[n.index()], &k.push) {
-                            (Some(at), _) => {
-                                bindings.push((&params, at, k.params_bytes as u64));
-                                rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
-                            }
-                            (None, Some(push)) if k.params_bytes > 0 => {
-                                let mut bytes = vec![0u8; push.push_bytes as usize];
-                                let scalars = args.iter().filter_map(|a| if let Arg::Scalar(v) = a { Some(v) } else { None });
-                                for (v, &off) in scalars.zip(&k.scalar_offsets) {
-                                    let n = v.ty.size();
-                                    bytes[off as usize..off as usize + n].copy_from_slice(&v.bits.to_le_bytes()[..n]);
-                                }
-                                rec.dispatch(push, &bindings, &bytes, launch.grid)?;
-                                pushed += 1;
-                            }
-                            (None, _) => rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?,
-                        }
-                    }
-                    NodeOp::Copy { src, dst } => {
-                        let ((sr, ss, se), (dr, ds, _)) = (g.root_extent(*src), g.root_extent(*dst));
-                        if sr == dr && ss < ds + (se - ss) && ds < se {
-                            return Err(usage(format!("node n{n}: a copy within buffer `{}` whose source and destination overlap", g.buffer(sr).name)));
-                        }
-                        rec.copy(root(sr)?, ss, root(dr)?, ds, se - ss);
-                    }
-                    NodeOp::Fill { dst, value } => {
-                        let (r, s, e) = g.root_extent(*dst);
-                        if s % 4 != 0 || (e - s) % 4 != 0 {
-                            return Err(usage(format!(
-                                "node n{n}: a fill of bytes {s}..{e} of `{}`: Vulkan fills whole 4-byte words at 4-byte offsets",
-                                g.buffer(r).name
-                            )));
-                        }
-                        rec.fill(root(r)?, s, e - s, *value);
-                    }
+                    NodeOp::Kernel { kernel, .. } => (s + 1, d + kernels[kernel.index()].pipeline.bindings),
+                    _ => (s, d),
                 },
+                Cmd::Barrier { .. } => (s, d),
+            })
+        };
+        let transfers = g.nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. }));
+        let mut pushed = 0;
+        // Records `list` into `rec`; counts the dispatches that take push constants.
+        let mut record = |rec: &Recording, list: &[Cmd]| -> Result<(), VkError> {
+            for c in list {
+                match c {
+                    Cmd::Barrier { visible, .. } => {
+                        let list: Vec<(&Buffer, u64, u64)> = visible.iter().map(|&(r, s, e)| root(r).map(|b| (b, s, e - s))).collect::<Result<_, _>>()?;
+                        rec.barrier(&list, false);
+                    }
+                    Cmd::Node(n) => match &g.node(*n).op {
+                        NodeOp::Kernel { kernel, launch, args } => {
+                            let k = &kernels[kernel.index()];
+                            let mut bindings = Vec::new();
+                            for a in args {
+                                if let Arg::Buffer(s) = a {
+                                    let (r, start, end) = g.root_extent(*s);
+                                    bindings.push((root(r)?, start, (end - start).max(4)));
+                                }
+                            }
+                            match (param_at[n.index()], &k.push) {
+                                (Some(at), _) => {
+                                    bindings.push((&params, at, k.params_bytes as u64));
+                                    rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
+                                }
+                                (None, Some(push)) if k.params_bytes > 0 => {
+                                    let mut bytes = vec![0u8; push.push_bytes as usize];
+                                    let scalars = args.iter().filter_map(|a| if let Arg::Scalar(v) = a { Some(v) } else { None });
+                                    for (v, &off) in scalars.zip(&k.scalar_offsets) {
+                                        let n = v.ty.size();
+                                        bytes[off as usize..off as usize + n].copy_from_slice(&v.bits.to_le_bytes()[..n]);
+                                    }
+                                    rec.dispatch(push, &bindings, &bytes, launch.grid)?;
+                                    pushed += 1;
+                                }
+                                (None, _) => rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?,
+                            }
+                        }
+                        NodeOp::Copy { src, dst } => {
+                            let ((sr, ss, se), (dr, ds, _)) = (g.root_extent(*src), g.root_extent(*dst));
+                            if sr == dr && ss < ds + (se - ss) && ds < se {
+                                return Err(usage(format!("node n{n}: a copy within buffer `{}` whose source and destination overlap", g.buffer(sr).name)));
+                            }
+                            rec.copy(root(sr)?, ss, root(dr)?, ds, se - ss);
+                        }
+                        NodeOp::Fill { dst, value } => {
+                            let (r, s, e) = g.root_extent(*dst);
+                            if s % 4 != 0 || (e - s) % 4 != 0 {
+                                return Err(usage(format!(
+                                    "node n{n}: a fill of bytes {s}..{e} of `{}`: Vulkan fills whole 4-byte words at 4-byte offsets",
+                                    g.buffer(r).name
+                                )));
+                            }
+                            rec.fill(root(r)?, s, e - s, *value);
+                        }
+                    },
+                }
             }
-        }
-        let recorded = rec.finish()?;
-        Ok(VulkanExec { plan: plan.clone(), ctx: ctx.clone(), _kernels: kernels, roots, params, pushed, slot_uses, cmds, recorded })
+            Ok(())
+        };
+        let lanes_used = queues == QueueMode::Lanes && ctx.queue_count() > 1 && plan.lanes().count() > 1;
+        let (recorded, segments) = if lanes_used {
+            let segs = crate::lanes::segments(plan);
+            let mut lanes = Vec::with_capacity(segs.len());
+            for lane in &segs {
+                let mut bufs = Vec::with_capacity(lane.len());
+                for (k, seg) in lane.iter().enumerate() {
+                    let (sets, descriptors) = sets_for(&seg.cmds);
+                    let rec = Recording::begin_segment(ctx, sets, descriptors, transfers, k == 0)?;
+                    record(&rec, &seg.cmds)?;
+                    bufs.push((rec.finish_segment(k + 1 == lane.len())?, seg.waits.clone()));
+                }
+                lanes.push(bufs);
+            }
+            (Submission::Lanes(LaneRun::new(ctx, lanes)?), Some(segs))
+        } else {
+            let (sets, descriptors) = sets_for(&cmds);
+            let rec = Recording::begin(ctx, sets, descriptors, transfers)?;
+            // Replays follow each other: the first barrier orders this one after the previous submission.
+            rec.barrier(&[], true);
+            record(&rec, &cmds)?;
+            (Submission::Queue(rec.finish()?), None)
+        };
+        Ok(VulkanExec { plan: plan.clone(), ctx: ctx.clone(), _kernels: kernels, roots, params, pushed, slot_uses, cmds, segments, recorded })
     }
 
-    /// The recorded command list (for golden tests and `ostinato plan --explain`).
+    /// The one-queue command list (for golden tests and `ostinato plan --explain`; what runs where the
+    /// exec uses one queue).
     pub fn commands(&self) -> &[Cmd] {
         &self.cmds
+    }
+
+    /// The lanes' command segments, where the exec runs its lanes on several queues.
+    pub fn segments(&self) -> Option<&[Vec<Segment>]> {
+        self.segments.as_deref()
     }
 
     /// GPU µs of the last replay (the command buffer's timestamps), once it finished; `None` where the

@@ -14,13 +14,19 @@ fn vkr(op: &'static str) -> impl Fn(vk::Result) -> VkError {
     move |code| VkError::Vk { op, code: code.as_raw(), name: format!("{code:?}") }
 }
 
-/// Instance, device and one compute queue.
+/// The most compute queues a context opens (the plan's lanes are at most 4 by default).
+pub const MAX_QUEUES: u32 = 4;
+
+/// Instance, device and its compute queues (one family; queue 0 takes single-queue submissions).
 pub struct Context {
     _entry: ash::Entry,
     instance: ash::Instance,
     pdev: vk::PhysicalDevice,
     pub(crate) device: ash::Device,
     queue: vk::Queue,
+    /// Every queue opened, `queue` first; more than one only where the family has them and the device
+    /// has timeline semaphores (which order the lanes' submissions).
+    pub(crate) queues: Vec<vk::Queue>,
     pub(crate) timestamp_period_ns: f64,
     pub(crate) timestamps: bool,
     pub(crate) min_storage_align: u64,
@@ -73,9 +79,17 @@ impl Context {
         let props = unsafe { instance.get_physical_device_properties(pdev) };
         // SAFETY: as above.
         let families = unsafe { instance.get_physical_device_queue_family_properties(pdev) };
-        let prio = [1.0f32];
+        // Timeline semaphores (Vulkan 1.2) order lanes on several queues; without them, one queue.
+        let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+        // SAFETY: pdev comes from this instance (Vulkan 1.1+, which the instance asks for).
+        unsafe { instance.get_physical_device_features2(pdev, &mut f2) };
+        let timeline = v12.timeline_semaphore == vk::TRUE && props.api_version >= vk::API_VERSION_1_2;
+        let count = if timeline { families[family as usize].queue_count.clamp(1, MAX_QUEUES) } else { 1 };
+        let prio = vec![1.0f32; count as usize];
         let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&prio)];
-        let dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci);
+        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline);
+        let dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci).push_next(&mut enable12);
         // SAFETY: valid create info for a queue family this device has.
         let device = match unsafe { instance.create_device(pdev, &dci, None) } {
             Ok(d) => d,
@@ -85,8 +99,9 @@ impl Context {
                 return Err(vkr("vkCreateDevice")(e));
             }
         };
-        // SAFETY: queue 0 of a family we created.
-        let queue = unsafe { device.get_device_queue(family, 0) };
+        // SAFETY: queues 0..count of a family we created with that many.
+        let queues: Vec<vk::Queue> = (0..count).map(|i| unsafe { device.get_device_queue(family, i) }).collect();
+        let queue = queues[0];
         let pci = vk::CommandPoolCreateInfo::default().queue_family_index(family).flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
         // SAFETY: valid device.
         let cmd_pool = unsafe { device.create_command_pool(&pci, None) }.map_err(vkr("vkCreateCommandPool"))?;
@@ -98,6 +113,7 @@ impl Context {
             pdev,
             device,
             queue,
+            queues,
             timestamp_period_ns: props.limits.timestamp_period as f64,
             timestamps: families[family as usize].timestamp_valid_bits > 0 && props.limits.timestamp_compute_and_graphics == vk::TRUE,
             min_storage_align: props.limits.min_storage_buffer_offset_alignment.max(4),
@@ -106,6 +122,11 @@ impl Context {
             api_version: props.api_version,
             cmd_pool,
         }))
+    }
+
+    /// How many compute queues this context drives (lanes of a plan may run on separate ones).
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
     }
 
     /// The alignment storage-buffer bindings need (`minStorageBufferOffsetAlignment`).

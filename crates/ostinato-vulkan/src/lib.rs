@@ -15,6 +15,7 @@ pub mod commands;
 mod exec;
 mod ffi;
 mod kernel;
+pub mod lanes;
 mod record;
 pub mod shaders;
 
@@ -22,7 +23,7 @@ use std::sync::Arc;
 
 use ostinato::{Arg, BufferId, NodeOp, ParamKind, Plan, Scalar, SlotId};
 
-pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};
+pub use exec::{QueueMode, VulkanBackend, VulkanExec, VulkanMemory};
 pub use ffi::{Buffer, Context, Dispatch, Pipeline, Program};
 pub use kernel::VulkanKernel;
 

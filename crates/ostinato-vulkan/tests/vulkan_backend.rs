@@ -123,6 +123,29 @@ fn random_programs_match_the_host_oracle_bit_for_bit() {
         assert_eq!(run(&mut exec, &plan, seed, 3), run(&mut oracle, &plan, seed, 3), "seed {seed}");
     }
     eprintln!("compared 60 random programs ({nodes} nodes, {barriers} barriers, {pushed} dispatches with push constants, {slotted} with a slot) bitwise with the host oracle");
+    // The plan's lanes on separate queues, where the device has several.
+    let lanes = vk.clone().with_queues(ostinato_vulkan::QueueMode::Lanes);
+    let (mut multi, mut waits) = (0, 0);
+    for seed in 0..60u64 {
+        let plan = Plan::compile(&program(seed, 4 + seed as usize % 40)).unwrap();
+        let mut exec = lanes.instantiate(&plan, ostinato::bind_builtins(&lanes, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        if let Some(segs) = exec.segments() {
+            ostinato_vulkan::lanes::check(&plan, segs).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            waits += segs.iter().flatten().map(|s| s.waits.len()).sum::<usize>();
+            multi += 1;
+        }
+        let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!(run(&mut exec, &plan, seed, 3), run(&mut oracle, &plan, seed, 3), "seed {seed}: lanes on {} queues", vk.context().queue_count());
+    }
+    if vk.context().queue_count() > 1 {
+        assert!(multi > 30, "only {multi} of 60 programs ran on several queues");
+        eprintln!(
+            "compared 60 random programs on {} queues ({multi} with several lanes, {waits} cross-lane waits) bitwise with the host oracle",
+            vk.context().queue_count()
+        );
+    } else {
+        ostinato_testkit::skip(&format!("{}: one compute queue, so the lanes ran on one queue", vk.context().name));
+    }
     assert!(barriers < nodes, "independent nodes share barriers");
     assert!(pushed > 0 && slotted > 0, "both ways of passing scalars are exercised");
 }

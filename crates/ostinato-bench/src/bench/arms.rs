@@ -46,6 +46,8 @@ pub enum ArmKind {
     Vulkan,
     /// Ostinato's Vulkan backend: one command buffer recorded once, barriers only where edges need them.
     OstinatoVulkan,
+    /// Ostinato's Vulkan backend with each plan lane on a queue of its own (`QueueMode::Lanes`).
+    OstinatoVulkanLanes,
 }
 
 impl ArmKind {
@@ -57,7 +59,7 @@ impl ArmKind {
     }
     /// The arms of another API than CUDA (run in a last pass: docs/fences.md decision 7).
     pub fn is_vulkan(self) -> bool {
-        matches!(self, ArmKind::Vulkan | ArmKind::OstinatoVulkan)
+        matches!(self, ArmKind::Vulkan | ArmKind::OstinatoVulkan | ArmKind::OstinatoVulkanLanes)
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -75,14 +77,16 @@ impl ArmKind {
             ArmKind::OstinatoHost => "ostinato-host",
             ArmKind::Vulkan => "vulkan",
             ArmKind::OstinatoVulkan => "ostinato-vulkan",
+            ArmKind::OstinatoVulkanLanes => "ostinato-vulkan-lanes",
         }
     }
-    pub const CUDA: [ArmKind; 12] = [
+    pub const CUDA: [ArmKind; 13] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
         ArmKind::Vulkan,
         ArmKind::OstinatoVulkan,
+        ArmKind::OstinatoVulkanLanes,
         ArmKind::Ostinato,
         ArmKind::OstinatoUnfused,
         ArmKind::OstinatoFusionOn,

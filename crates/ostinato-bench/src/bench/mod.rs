@@ -283,7 +283,8 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
         let vk = cx.vulkan.as_ref().ok_or_else(|| SetupError::Skip("no Vulkan device".into()))?;
         let arm: Result<Box<dyn Arm>, _> = match kind {
             ArmKind::Vulkan => vulkan::VulkanArm::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
-            _ => vulkan::OstinatoVulkan::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
+            ArmKind::OstinatoVulkanLanes => vulkan::OstinatoVulkan::new(vk, w, init, ostinato_vulkan::QueueMode::Lanes).map(|a| Box::new(a) as Box<dyn Arm>),
+            _ => vulkan::OstinatoVulkan::new(vk, w, init, ostinato_vulkan::QueueMode::One).map(|a| Box::new(a) as Box<dyn Arm>),
         };
         return match arm {
             Ok(a) => Ok(a),
@@ -651,7 +652,7 @@ mod tests {
     fn no_graph_arm_runs_after_an_arm_that_launches_directly() {
         let [graph, direct, later] = passes(&ArmKind::CUDA);
         assert_eq!(direct, [ArmKind::Eager, ArmKind::OstinatoEager]);
-        assert_eq!(later, [ArmKind::Vulkan, ArmKind::OstinatoVulkan]);
+        assert_eq!(later, [ArmKind::Vulkan, ArmKind::OstinatoVulkan, ArmKind::OstinatoVulkanLanes]);
         assert_eq!(
             graph,
             [
