@@ -53,6 +53,11 @@ fn a_users_own_kernel_gets_full_edges_in() {
     // The fusion example's kernel reference carries `fusable` to the CUDA backend; the host runs it as is.
     let (ok, out, err) = run(&["run", "examples/fused_chain.toml", "--backend", "host", "--replays", "2", "--check"]);
     assert!(ok && out.contains("64 nodes, 63 edges") && out.contains("check passed"), "{out}{err}");
+    // Two devices and an all-reduce: the host runs it (the oracle), x0 = 3 and x1 = 4 after it.
+    let (ok, out, err) = run(&["run", "examples/two_devices.toml", "--backend", "host", "--check"]);
+    assert!(ok && out.contains("5 nodes, 4 edges") && out.contains("check passed"), "{out}{err}");
+    let (ok, out, err) = run(&["plan", "examples/two_devices.toml", "--explain"]);
+    assert!(ok && out.contains("node 0 (add_one) -> node 3 (all_reduce over 2 ranks): RAW+WAR+WAW"), "{out}{err}");
     let (ok, _, err) = run(&["run", "examples/fused_chain.toml", "--backend", "cuda", "--fusion", "sometimes"]);
     assert!(!ok && err.contains("invalid value 'sometimes' for '--fusion <FUSION>'") && err.contains("auto, on, off"), "{err}");
 }

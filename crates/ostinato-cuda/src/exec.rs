@@ -234,6 +234,13 @@ impl CudaBackend {
         self.ctx.bind()?;
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
+        ostinato::check_single_device(plan, "cuda").map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
+        if let Some(i) = g.nodes().iter().position(|n| matches!(n.op, ostinato::NodeOp::Collective { .. })) {
+            return Err(CudaError::Usage {
+                op: "instantiate",
+                reason: format!("{}: the CUDA backend does not lower collectives (NCCL); the host backend runs them", g.describe_node(NodeId(i as u32))),
+            });
+        }
         self.device.info().limits.check(plan).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
@@ -263,7 +270,8 @@ impl CudaBackend {
             .map(|l| match l.callee {
                 Callee::Kernel(k) => &kernels[k.index()],
                 Callee::Copy => &copy_k,
-                Callee::Fill => &fill_k,
+                // Refused above, before anything was built.
+                Callee::Fill | Callee::Collective => &fill_k,
             })
             .collect();
 

@@ -181,6 +181,8 @@ pub enum Callee {
     Kernel(KernelId),
     Copy,
     Fill,
+    /// A collective: not a kernel of ours; its edges are full. The exec refuses it (no NCCL lowering).
+    Collective,
 }
 
 /// One kernel argument value.
@@ -280,6 +282,7 @@ pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy:
             NodeOp::Fill { dst, value } => {
                 (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
             }
+            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false),
         };
         launches.push(NodeLaunch { node: node_id, callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain, pdl_capable: pdl });
     }
@@ -310,7 +313,13 @@ pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy:
             .map(|&(from, to)| {
                 let (u, v) = (from.index(), to.index());
                 let fan = outs[u].max(ins[v]);
-                GraphEdge { from, to, programmatic: policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes.count()) }
+                // A collective is no kernel of ours: it neither waits nor triggers, so its edges are full.
+                let kernel_ends = launches[u].callee != Callee::Collective;
+                GraphEdge {
+                    from,
+                    to,
+                    programmatic: kernel_ends && policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes.count()),
+                }
             })
             .collect()
     };
@@ -406,6 +415,7 @@ impl Lowering {
                 Callee::Kernel(k) => g.kernel(k).name.as_str(),
                 Callee::Copy => "ostinato_copy",
                 Callee::Fill => "ostinato_fill",
+                Callee::Collective => "collective",
             };
             let args: Vec<String> = l
                 .args

@@ -7,6 +7,7 @@
 
 pub mod builtins;
 mod checker;
+mod collective;
 pub mod decode;
 pub mod kernel;
 pub mod llama;
@@ -174,6 +175,13 @@ impl Backend for HostBackend {
                 }
                 NodeOp::Copy { src, dst } => PreparedOp::Copy { src: root_of(src), dst: root_of(dst), len: src.len },
                 NodeOp::Fill { dst, value } => PreparedOp::Fill { dst: root_of(dst), len: dst.len, value: *value },
+                NodeOp::Collective { op, dtype, send, recv } => {
+                    let extent = |s: &ostinato::Slice| {
+                        let (root, start) = root_of(s);
+                        (root, start, s.len)
+                    };
+                    PreparedOp::Collective { op: *op, ty: *dtype, send: send.iter().map(extent).collect(), recv: recv.iter().map(extent).collect() }
+                }
             });
         }
         let slots = g.slots().iter().map(|s| AtomicU64::new(s.initial.bits)).collect();

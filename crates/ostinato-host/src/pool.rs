@@ -21,6 +21,7 @@ pub(crate) enum PreparedOp {
     Kernel { kernel: usize, args: Vec<PreparedArg>, launch: ostinato::Launch },
     Copy { src: (usize, u64), dst: (usize, u64), len: u64 },
     Fill { dst: (usize, u64), len: u64, value: u32 },
+    Collective { op: ostinato::collective::CollectiveOp, ty: ostinato::ScalarType, send: Vec<crate::collective::Extent>, recv: Vec<crate::collective::Extent> },
 }
 
 /// Everything the workers share with the exec.
@@ -111,6 +112,10 @@ impl Shared {
                 for i in 0..len / 4 {
                     m.store_u32(dst.1 + 4 * i, *value);
                 }
+                Ok(())
+            }
+            PreparedOp::Collective { op, ty, send, recv } => {
+                crate::collective::run(*op, *ty, send, recv, &memory);
                 Ok(())
             }
         }

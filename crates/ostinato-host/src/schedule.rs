@@ -34,6 +34,7 @@ pub fn inline_reason(plan: &Plan) -> Option<String> {
             NodeOp::Kernel { args, .. } => args.iter().map(|a| if let Arg::Buffer(s) = a { s.len } else { 0 }).sum(),
             NodeOp::Copy { src, .. } => 2 * src.len,
             NodeOp::Fill { dst, .. } => dst.len,
+            NodeOp::Collective { send, recv, .. } => send.iter().chain(recv).map(|s| s.len).sum(),
         })
         .sum();
     let nodes = g.nodes().len().max(1) as u64;

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use ostinato::{check_bindings, check_slot, Arg, Backend, BufferBinding, BufferId, Exec, KernelRef, KernelSig, NodeOp, Plan, Scalar, SlotId};
+use ostinato::{check_bindings, check_slot, Arg, Backend, BufferBinding, BufferId, Exec, KernelRef, KernelSig, NodeId, NodeOp, Plan, Scalar, SlotId};
 
 use crate::commands::{commands, Cmd};
 use crate::ffi::{self, Buffer, Context};
@@ -22,7 +22,7 @@ pub enum QueueMode {
     #[default]
     One,
     /// Each plan lane on a queue of its own (as many as the device has, up to
-    /// [`crate::ffi::MAX_QUEUES`]), cross-lane edges as timeline-semaphore waits ([`crate::lanes`]);
+    /// [`crate::MAX_QUEUES`]), cross-lane edges as timeline-semaphore waits ([`crate::lanes`]);
     /// one queue where the plan has one lane or the device one queue.
     Lanes,
 }
@@ -108,6 +108,13 @@ impl VulkanExec {
     ) -> Result<VulkanExec, VkError> {
         check_bindings(plan, kernels.len(), buffers, |m| match *m {})?;
         let g = plan.graph();
+        ostinato::check_single_device(plan, "vulkan").map_err(VkError::NotApplicable)?;
+        if let Some(i) = g.nodes().iter().position(|n| matches!(n.op, NodeOp::Collective { .. })) {
+            return Err(VkError::NotApplicable(format!(
+                "{}: collectives run on CUDA with NCCL; the Vulkan backend has none",
+                g.describe_node(NodeId(i as u32))
+            )));
+        }
         let align = ctx.min_storage_align;
         // Params: one aligned region per kernel node, initial scalars and slot values written in.
         let mut param_at = vec![None; plan.node_count()];
@@ -225,6 +232,7 @@ impl VulkanExec {
                             }
                             rec.copy(root(sr)?, ss, root(dr)?, ds, se - ss);
                         }
+                        NodeOp::Collective { .. } => return Err(VkError::NotApplicable(format!("node n{n}: a collective (refused above)"))),
                         NodeOp::Fill { dst, value } => {
                             let (r, s, e) = g.root_extent(*dst);
                             if s % 4 != 0 || (e - s) % 4 != 0 {

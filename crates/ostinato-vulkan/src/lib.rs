@@ -24,7 +24,7 @@ use std::sync::Arc;
 use ostinato::{Arg, BufferId, NodeOp, ParamKind, Plan, Scalar, SlotId};
 
 pub use exec::{QueueMode, VulkanBackend, VulkanExec, VulkanMemory};
-pub use ffi::{Buffer, Context, Dispatch, Pipeline, Program};
+pub use ffi::{Buffer, Context, Dispatch, Pipeline, Program, MAX_QUEUES};
 pub use kernel::VulkanKernel;
 
 #[derive(Debug, thiserror::Error)]

@@ -201,6 +201,22 @@ fn three_d_grids_a_wgsl_file_and_replays_in_flight() {
 #[test]
 fn bad_input_is_named() {
     let Some(vk) = backend_or_skip("bad_input_is_named") else { return };
+    // A buffer on a second device, and a collective: a Vulkan exec drives one device and has no NCCL.
+    let mut two = Graph::new();
+    let (x0, x1) = (two.add_buffer_on("x0", 64, 0).unwrap(), two.add_buffer_on("x1", 64, 1).unwrap());
+    let (w0, w1) = (two.whole(x0), two.whole(x1));
+    two.add_collective(ostinato::collective::CollectiveOp::AllReduceSum, ScalarType::F32, &[w0, w1], &[w0, w1], &[]).unwrap();
+    let plan = Plan::compile(&two).unwrap();
+    let refused = |plan: &Plan| vk.instantiate(plan, vec![], ostinato::allocate_all(plan)).err().map(|e| e.to_string()).unwrap_or_default();
+    let e = refused(&plan);
+    assert!(e.contains("buffer `x1` is on device 1: a vulkan exec drives one device"), "{e}");
+    let mut one = Graph::new();
+    let y = one.add_buffer("y", 64).unwrap();
+    let wy = one.whole(y);
+    one.add_collective(ostinato::collective::CollectiveOp::AllReduceSum, ScalarType::F32, &[wy], &[wy], &[]).unwrap();
+    let plan = Plan::compile(&one).unwrap();
+    let e = refused(&plan);
+    assert!(e.contains("node 0 (all_reduce over 1 ranks): collectives run on CUDA with NCCL"), "{e}");
     let mut g = Graph::new();
     let a = g.add_buffer("a", 4096).unwrap();
     let k = g.add_kernel(mix_sig()).unwrap();

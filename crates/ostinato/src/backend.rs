@@ -78,6 +78,15 @@ pub trait Exec {
     fn rebind(&mut self, buffer: BufferId, memory: Self::Memory) -> Result<(), Self::Error>;
 }
 
+/// For a backend whose exec drives one device: every buffer must lie on device 0 (`Err` names the
+/// first that does not, and its device).
+pub fn check_single_device(plan: &Plan, backend: &str) -> Result<(), String> {
+    match plan.graph().buffers().iter().find(|b| b.device != 0) {
+        Some(b) => Err(format!("buffer `{}` is on device {}: a {backend} exec drives one device (device 0 of the DAG)", b.name, b.device)),
+        None => Ok(()),
+    }
+}
+
 /// Checks a rebinding against the plan: a known root buffer (views follow their root), and memory of
 /// its declared length.
 pub fn check_rebind(plan: &Plan, buffer: BufferId, len: u64) -> Result<(), BindError> {

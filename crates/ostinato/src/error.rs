@@ -39,6 +39,10 @@ pub enum GraphError {
     UnknownNode { node: u32, referenced: u32 },
     #[error("node {node}: an explicit edge from a node to itself")]
     SelfEdge { node: u32 },
+    #[error("node {node} ({what}): {detail}: a kernel runs on one device (copy between devices instead)")]
+    MixedDevices { node: u32, what: String, detail: String },
+    #[error("node {node} ({op}): {reason}")]
+    Collective { node: u32, op: &'static str, reason: String },
 }
 
 /// Planning failed.

@@ -236,6 +236,9 @@ struct BufferSpec {
     init: Option<String>,
     #[serde(default)]
     view: Option<ViewSpec>,
+    /// The device of the DAG that holds it (default 0; a view's is its parent's).
+    #[serde(default)]
+    device: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +294,8 @@ struct NodeSpec {
     #[serde(default)]
     fill: Option<FillSpec>,
     #[serde(default)]
+    collective: Option<CollectiveSpec>,
+    #[serde(default)]
     after: Vec<u32>,
     /// Records the node this many times in a row (default 1).
     #[serde(default)]
@@ -309,6 +314,17 @@ struct CopySpec {
 struct FillSpec {
     dst: toml::Value,
     value: u32,
+}
+
+/// `collective = { op = "all_reduce", dtype = "f32", send = ["a0", "a1"], recv = ["a0", "a1"] }`: one
+/// send and receive extent per rank (a buffer name or `{ buffer, offset, len }`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CollectiveSpec {
+    op: String,
+    dtype: String,
+    send: Vec<toml::Value>,
+    recv: Vec<toml::Value>,
 }
 
 struct Ctx<'a> {
@@ -391,7 +407,8 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
             return Err(cx.err(size_at, format!("buffer `{}`: {size} bytes is more than the {MAX_BUFFER_BYTES} a graph file may declare", b.name)));
         }
         let id = match &b.view {
-            None => g.add_buffer(&b.name, size),
+            None => g.add_buffer_on(&b.name, size, b.device.unwrap_or(0)),
+            Some(_) if b.device.is_some() => return Err(cx.err(at, format!("view `{}`: a view lies on its parent's device; drop `device`", b.name))),
             Some(v) => {
                 let parent = g.buffer_by_name(&v.of).ok_or_else(|| cx.err(at, format!("view `{}`: unknown buffer `{}` (declare it above)", b.name, v.of)))?;
                 g.add_view(&b.name, parent, v.offset, size)
@@ -493,9 +510,9 @@ fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<
     if forward.iter().any(|a| a.index() == idx) {
         return Err(cx.err(at, format!("node {idx}: `after` names the node itself")));
     }
-    let kinds = n.kernel.is_some() as u8 + n.copy.is_some() as u8 + n.fill.is_some() as u8;
+    let kinds = n.kernel.is_some() as u8 + n.copy.is_some() as u8 + n.fill.is_some() as u8 + n.collective.is_some() as u8;
     if kinds != 1 {
-        return Err(cx.err(at, format!("node {idx}: give exactly one of `kernel`, `copy`, `fill`")));
+        return Err(cx.err(at, format!("node {idx}: give exactly one of `kernel`, `copy`, `fill`, `collective`")));
     }
     let id = if let Some(kname) = &n.kernel {
         let k = g.kernel_by_name(kname).ok_or_else(|| cx.err(at, format!("node {idx}: unknown kernel `{kname}`")))?;
@@ -543,6 +560,15 @@ fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<
     } else if let Some(f) = &n.fill {
         let dst = slice_from_toml(g, &f.dst).map_err(|m| cx.err(at, format!("node {idx} (fill): dst: {m}")))?;
         g.add_fill(dst, f.value, &backward)
+    } else if let Some(c) = &n.collective {
+        let here = |m: String| cx.err(at, format!("node {idx} (collective): {m}"));
+        let op = crate::collective::CollectiveOp::parse(&c.op).ok_or_else(|| here(format!("`op = {:?}`: all_reduce, all_gather or reduce_scatter", c.op)))?;
+        let dtype = ScalarType::parse(&c.dtype).ok_or_else(|| here(format!("`dtype = {:?}`: u32, i32, f32, u64, i64 or f64", c.dtype)))?;
+        let slices = |what: &str, v: &[toml::Value]| -> Result<Vec<Slice>, FileError> {
+            v.iter().enumerate().map(|(r, x)| slice_from_toml(g, x).map_err(|m| here(format!("{what}[{r}]: {m}")))).collect()
+        };
+        let (send, recv) = (slices("send", &c.send)?, slices("recv", &c.recv)?);
+        g.add_collective(op, dtype, &send, &recv, &backward)
     } else {
         unreachable!("exactly one kind checked above")
     }

@@ -23,7 +23,7 @@ impl Fnv {
 
 pub(crate) fn fingerprint(g: &Graph, max_lanes: usize) -> u64 {
     let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-    h.str("ostinato-plan-v1");
+    h.str("ostinato-plan-v2");
     h.u64(max_lanes as u64);
     h.u64(g.buffers().len() as u64);
     for b in g.buffers() {
@@ -31,6 +31,7 @@ pub(crate) fn fingerprint(g: &Graph, max_lanes: usize) -> u64 {
         h.u64(b.size);
         h.u64(b.root.0 as u64);
         h.u64(b.root_offset);
+        h.u64(b.device as u64);
     }
     h.u64(g.kernels().len() as u64);
     for k in g.kernels() {
@@ -97,6 +98,17 @@ pub(crate) fn fingerprint(g: &Graph, max_lanes: usize) -> u64 {
                 h.u64(dst.offset);
                 h.u64(dst.len);
                 h.u64(*value as u64);
+            }
+            NodeOp::Collective { op, dtype, send, recv } => {
+                h.u64(4);
+                h.str(op.as_str());
+                h.str(dtype.as_str());
+                h.u64(send.len() as u64);
+                for s in send.iter().chain(recv) {
+                    h.u64(s.buffer.0 as u64);
+                    h.u64(s.offset);
+                    h.u64(s.len);
+                }
             }
         }
         let mut after: Vec<u32> = n.after.iter().map(|a| a.0).collect();

@@ -181,6 +181,8 @@ pub struct BufferDecl {
     pub size: u64,
     pub root: BufferId,
     pub root_offset: u64,
+    /// The device (of the DAG's devices, 0 first) that holds the allocation; a view's is its root's.
+    pub device: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -301,6 +303,14 @@ pub enum NodeOp {
         dst: Slice,
         value: u32,
     },
+    /// A collective over the DAG's devices, one rank per device: rank `r` sends `send[r]` and
+    /// receives into `recv[r]`, both on its device (`crate::collective`).
+    Collective {
+        op: crate::collective::CollectiveOp,
+        dtype: ScalarType,
+        send: Vec<Slice>,
+        recv: Vec<Slice>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -377,19 +387,27 @@ impl Graph {
             Some(NodeOp::Kernel { kernel, .. }) => format!("node {} ({})", id, self.kernels[kernel.index()].name),
             Some(NodeOp::Copy { .. }) => format!("node {} (copy)", id),
             Some(NodeOp::Fill { .. }) => format!("node {} (fill)", id),
+            Some(NodeOp::Collective { op, send, .. }) => format!("node {} ({} over {} ranks)", id, op.as_str(), send.len()),
             None => format!("node {} (unknown)", id),
         }
     }
 
-    /// Declares a buffer (its own allocation) of `size` bytes.
+    /// Declares a buffer (its own allocation) of `size` bytes on device 0.
     pub fn add_buffer(&mut self, name: impl Into<String>, size: u64) -> Result<BufferId, GraphError> {
+        self.add_buffer_on(name, size, 0)
+    }
+
+    /// Declares a buffer of `size` bytes on `device` (an index into the devices the DAG runs on: 0 for
+    /// a one-device DAG). A kernel runs on the device of its buffers; a copy between devices is a peer
+    /// copy; a collective spans one buffer pair per device.
+    pub fn add_buffer_on(&mut self, name: impl Into<String>, size: u64, device: u32) -> Result<BufferId, GraphError> {
         let name = name.into();
         self.check_new_buffer_name(&name)?;
         if size == 0 {
             return Err(GraphError::EmptyBuffer { buffer: name });
         }
         let id = BufferId(self.buffers.len() as u32);
-        self.buffers.push(BufferDecl { name, size, root: id, root_offset: 0 });
+        self.buffers.push(BufferDecl { name, size, root: id, root_offset: 0, device });
         Ok(id)
     }
 
@@ -405,9 +423,9 @@ impl Graph {
         if offset.checked_add(len).is_none_or(|end| end > p.size) {
             return Err(GraphError::ViewOutOfRange { view: name, parent: p.name.clone(), offset, len, parent_size: p.size });
         }
-        let (root, root_offset) = (p.root, p.root_offset + offset);
+        let (root, root_offset, device) = (p.root, p.root_offset + offset, p.device);
         let id = BufferId(self.buffers.len() as u32);
-        self.buffers.push(BufferDecl { name, size: len, root, root_offset });
+        self.buffers.push(BufferDecl { name, size: len, root, root_offset, device });
         Ok(id)
     }
 
@@ -458,7 +476,7 @@ impl Graph {
         NodeId(self.nodes.len() as u32)
     }
 
-    fn check_slice(&self, node: NodeId, what: &str, s: Slice) -> Result<(), GraphError> {
+    pub(crate) fn check_slice(&self, node: NodeId, what: &str, s: Slice) -> Result<(), GraphError> {
         let b = self.buffers.get(s.buffer.index()).ok_or_else(|| GraphError::BadArg {
             node: node.0,
             param: what.to_string(),
@@ -480,7 +498,7 @@ impl Graph {
         Ok(())
     }
 
-    fn check_after(&self, node: NodeId, after: &[NodeId]) -> Result<(), GraphError> {
+    pub(crate) fn check_after(&self, node: NodeId, after: &[NodeId]) -> Result<(), GraphError> {
         for a in after {
             if a.index() >= self.nodes.len() {
                 return Err(GraphError::UnknownNode { node: node.0, referenced: a.0 });
@@ -536,6 +554,17 @@ impl Graph {
                 (ParamKind::Scalar(ty), _) => return Err(bad(format!("is a {} scalar param but got a buffer", ty.as_str()))),
             };
             resolved.push(r);
+        }
+        let mut devices =
+            resolved.iter().filter_map(|a| if let Arg::Buffer(s) = a { Some(s.buffer) } else { None }).map(|b| (b, self.buffers[b.index()].device));
+        if let Some((first, d)) = devices.next() {
+            if let Some((other, e)) = devices.find(|(_, e)| *e != d) {
+                return Err(GraphError::MixedDevices {
+                    node: node.0,
+                    what: kname,
+                    detail: format!("`{}` is on device {d} and `{}` on device {e}", self.buffers[first.index()].name, self.buffers[other.index()].name),
+                });
+            }
         }
         self.check_after(node, after)?;
         self.nodes.push(Node { op: NodeOp::Kernel { kernel, launch, args: resolved }, after: after.to_vec() });
@@ -629,6 +658,14 @@ impl Graph {
                 push(*dst, Access::Write, 1);
             }
             NodeOp::Fill { dst, .. } => push(*dst, Access::Write, 0),
+            NodeOp::Collective { send, recv, .. } => {
+                for (r, s) in send.iter().enumerate() {
+                    push(*s, Access::Read, r);
+                }
+                for (r, s) in recv.iter().enumerate() {
+                    push(*s, Access::Write, send.len() + r);
+                }
+            }
         }
     }
 
@@ -641,6 +678,8 @@ impl Graph {
             }
             NodeOp::Copy { .. } => (if param == 0 { "src" } else { "dst" }).to_string(),
             NodeOp::Fill { .. } => "dst".to_string(),
+            NodeOp::Collective { send, .. } if param < send.len() => format!("send[{param}]"),
+            NodeOp::Collective { send, .. } => format!("recv[{}]", param - send.len()),
         }
     }
 }

@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod collective;
 pub mod error;
 pub mod file;
 mod fingerprint;
@@ -27,8 +28,8 @@ pub mod plan;
 pub mod rng;
 
 pub use backend::{
-    allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_slot, for_each_init_piece, pieces, read_roots, write_inits,
-    Backend, BufferBinding, Exec, PIECE,
+    allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_single_device, check_slot, for_each_init_piece, pieces, read_roots,
+    write_inits, Backend, BufferBinding, Exec, PIECE,
 };
 pub use error::{BindError, GraphError, PlanError, SlotError};
 pub use graph::{

@@ -187,3 +187,29 @@ fn a_graph_past_the_planners_bitset_budget_is_planned_by_search() {
     assert_eq!(plan.edges().len(), 229_999);
     assert!(plan.edges().iter().enumerate().all(|(i, e)| (e.from.0, e.to.0) == (i as u32, i as u32 + 1)), "a chain reduces to its links");
 }
+
+#[test]
+fn graph_files_place_buffers_and_name_a_bad_collective_by_line() {
+    use std::path::Path;
+    let head = r#"
+[[buffer]]
+name = "a0"
+size = 64
+
+[[buffer]]
+name = "a1"
+size = 64
+device = 1
+"#;
+    let parse = |tail: &str| ostinato::file::parse(&format!("{head}{tail}"), Path::new("g.toml"), &["host"]);
+    let ok = parse("[[node]]\ncollective = { op = \"all_reduce\", dtype = \"f32\", send = [\"a0\", \"a1\"], recv = [\"a0\", \"a1\"] }\n").unwrap();
+    assert_eq!(ok.graph.buffers()[1].device, 1);
+    assert_eq!(ok.graph.describe_node(ostinato::NodeId(0)), "node 0 (all_reduce over 2 ranks)");
+    let e = parse("[[node]]\ncollective = { op = \"all_sum\", dtype = \"f32\", send = [\"a0\"], recv = [\"a0\"] }\n").unwrap_err().to_string();
+    assert!(e.contains("g.toml:10") && e.contains("node 0 (collective): `op = \"all_sum\"`: all_reduce, all_gather or reduce_scatter"), "{e}");
+    let e =
+        parse("[[node]]\ncollective = { op = \"all_reduce\", dtype = \"f32\", send = [\"a0\", \"a1\"], recv = [\"a1\", \"a0\"] }\n").unwrap_err().to_string();
+    assert!(e.contains("g.toml:10") && e.contains("rank 0 sends from `a0` on device 0 but receives into `a1` on device 1"), "{e}");
+    let e = parse("[[buffer]]\nname = \"v\"\nsize = 8\nview = { of = \"a1\", offset = 0 }\ndevice = 0\n").unwrap_err().to_string();
+    assert!(e.contains("view `v`: a view lies on its parent's device"), "{e}");
+}

@@ -256,4 +256,5 @@ fn fingerprint_is_pinned() {
     assert_eq!(format!("{:016x}", Plan::compile(&g2).unwrap().fingerprint()), PINNED_FINGERPRINT);
 }
 
-const PINNED_FINGERPRINT: &str = "f536ad41fbcc0c12";
+// Format v2: buffers carry their device.
+const PINNED_FINGERPRINT: &str = "430010fc60df36dd";

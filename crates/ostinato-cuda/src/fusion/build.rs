@@ -33,6 +33,7 @@ fn body_of<'a>(plan: &Plan, v: usize, kernels: &'a [CudaKernel], helpers: (&'a C
         }
         NodeOp::Copy { src, .. } => (helpers.0.fusion.as_ref()?, helper_dims(src.len.div_ceil(4))),
         NodeOp::Fill { dst, .. } => (helpers.1.fusion.as_ref()?, helper_dims(dst.len / 4)),
+        NodeOp::Collective { .. } => return None,
     };
     if dims.grid != [1, 1, 1] {
         return None;

@@ -95,6 +95,7 @@ pub fn rewrite(plan: &Plan, groups: &[Group], fused: &[FusedKernel]) -> Result<R
                 NodeOp::Kernel { kernel, launch, args } => out.add_launch(*kernel, *launch, args, &after).map_err(err)?,
                 NodeOp::Copy { src, dst } => out.add_copy(*src, *dst, &after).map_err(err)?,
                 NodeOp::Fill { dst, value } => out.add_fill(*dst, *value, &after).map_err(err)?,
+                NodeOp::Collective { op, dtype, send, recv } => out.add_collective(*op, *dtype, send, recv, &after).map_err(err)?,
             }
         };
         new_of_unit[u] = Some(id);

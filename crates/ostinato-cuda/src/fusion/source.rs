@@ -175,6 +175,7 @@ impl Calls<'_> {
                 let d = self.pointer(*dst, Access::Write);
                 format!("ostinato_fill({d}, {value}u, {}ull)", dst.len / 4)
             }
+            NodeOp::Collective { .. } => unreachable!("a collective is never fusable (`build::body_of`)"),
         }
     }
 }

@@ -229,6 +229,7 @@ fn run_fused_order(plan: &Plan, prog: &RandomProgram, gs: &[Group], backwards: b
             NodeOp::Kernel { kernel, launch, args } => seq.add_launch(*kernel, *launch, args, &[]).map(|_| ()),
             NodeOp::Copy { src, dst } => seq.add_copy(*src, *dst, &[]).map(|_| ()),
             NodeOp::Fill { dst, value } => seq.add_fill(*dst, *value, &[]).map(|_| ()),
+            NodeOp::Collective { op, dtype, send, recv } => seq.add_collective(*op, *dtype, send, recv, &[]).map(|_| ()),
         }
         .unwrap();
     }
