@@ -93,6 +93,15 @@ fn chains_of_941_run_as_one_launch() {
     }
 }
 
+/// `text` written to `NAME.cu` in a folder of its own: (the folder, the file).
+fn source_file(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ostinato-fusion-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.cu"));
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 const USER: &str = r#"
 extern "C" __global__ void scale(float* x, float a, unsigned n) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = x[i] * a + 1.0f;
@@ -106,10 +115,7 @@ extern "C" __global__ void by_block(float* x, float a, unsigned n) {
 #[test]
 fn a_users_kernel_declared_fusable_fuses_and_a_false_declaration_is_refused() {
     let Some(device) = common::device_or_skip("a_users_kernel_declared_fusable_fuses_and_a_false_declaration_is_refused") else { return };
-    let dir = std::env::temp_dir().join(format!("ostinato-fusion-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("user.cu");
-    std::fs::write(&path, USER).unwrap();
+    let (dir, path) = source_file("user", USER);
     let sig = |name: &str| KernelSig::new(name).buffer("x", Access::ReadWrite).scalar("a", ScalarType::F32).scalar("n", ScalarType::U32);
     let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
     let reference = |entry: &str, fusable: bool| KernelRef::file(&path).with_entry(entry).with_option("fusable", RefOption::Bool(fusable));
@@ -167,10 +173,7 @@ extern "C" __global__ void rev_b(unsigned* x) {
 #[test]
 fn shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_under_on() {
     let Some(device) = common::device_or_skip("shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_under_on") else { return };
-    let dir = std::env::temp_dir().join(format!("ostinato-fusion-shared-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("shared.cu");
-    std::fs::write(&path, SHARED).unwrap();
+    let (dir, path) = source_file("shared", SHARED);
     let sig = |name: &str| KernelSig::new(name).buffer("x", Access::ReadWrite);
     let mut g = Graph::new();
     let x = g.add_buffer("x", 4 * 8192).unwrap();
