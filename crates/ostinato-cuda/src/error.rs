@@ -15,6 +15,10 @@ pub enum CudaError {
     NoDevice(String),
     #[error("NVRTC unavailable: {0}")]
     NvrtcMissing(String),
+    #[error("NCCL unavailable: {0}")]
+    NcclMissing(String),
+    #[error("{op} failed: {name} ({code})")]
+    Nccl { op: &'static str, code: i32, name: String },
     #[error("{op} failed: {name} ({code})")]
     Nvrtc { op: &'static str, code: i32, name: String },
     #[error("compiling `{source_name}` with NVRTC failed:\n{log}")]

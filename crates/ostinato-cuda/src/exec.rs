@@ -17,6 +17,7 @@ use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphN
 use crate::launch_thread::{Command, LaunchFault, LaunchThread, Submitter};
 use crate::lower::{lower_with, ArgValue, Callee, KernelPdl, Lowering};
 use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
+use crate::nccl::Communicator;
 use crate::options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority};
 
 /// The CUDA backend on one device.
@@ -108,6 +109,9 @@ enum Work {
 /// Everything `replay` and `set_slot` touch: the caller's thread owns it, or the exec's launch thread
 /// (a graph exec must not be used from two threads at once, so it lives on exactly one).
 struct Replayer {
+    /// Per launch: the NCCL call of a collective node (`None`: a kernel).
+    calls: Vec<Option<CollectiveCall>>,
+    comm: Option<Communicator>,
     ctx: Arc<Context>,
     plan: Arc<Plan>,
     lowering: Arc<Lowering>,
@@ -138,6 +142,8 @@ pub struct CudaExec {
     run_plan: Arc<Plan>,
     /// How many of the user's nodes run inside fused kernels.
     fused_nodes: usize,
+    /// Root buffers a collective uses (its pointers live in a captured NCCL call: not rebindable).
+    collective_roots: Vec<BufferId>,
     /// The lowering of `run_plan`.
     lowering: Arc<Lowering>,
     ctx: Arc<Context>,
@@ -235,12 +241,6 @@ impl CudaBackend {
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
         ostinato::check_single_device(plan, "cuda").map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
-        if let Some(i) = g.nodes().iter().position(|n| matches!(n.op, ostinato::NodeOp::Collective { .. })) {
-            return Err(CudaError::Usage {
-                op: "instantiate",
-                reason: format!("{}: the CUDA backend does not lower collectives (NCCL); the host backend runs them", g.describe_node(NodeId(i as u32))),
-            });
-        }
         self.device.info().limits.check(plan).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
@@ -270,7 +270,7 @@ impl CudaBackend {
             .map(|l| match l.callee {
                 Callee::Kernel(k) => &kernels[k.index()],
                 Callee::Copy => &copy_k,
-                // Refused above, before anything was built.
+                // A collective launches no kernel of ours (its NCCL call is in `calls`): a placeholder.
                 Callee::Fill | Callee::Collective => &fill_k,
             })
             .collect();
@@ -297,6 +297,10 @@ impl CudaBackend {
             ArgValue::Bits(b) => *b,
             ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
         };
+        // Collectives (one rank: every buffer is on this device): NCCL calls on the exec's streams,
+        // captured into child graphs in graph mode.
+        let calls: Vec<Option<CollectiveCall>> = lowering.launches.iter().map(|l| CollectiveCall::of(plan, l.node, &base)).collect();
+        let comm = if calls.iter().any(Option::is_some) { Some(Communicator::single(self.device.info().ordinal)?) } else { None };
         let mut funcs = Vec::with_capacity(lowering.launches.len());
         let mut args = Vec::with_capacity(lowering.launches.len());
         let eager = self.options.mode == ExecMode::Eager;
@@ -314,7 +318,8 @@ impl CudaBackend {
         });
         let (work, graph) = match self.options.mode {
             ExecMode::Graph => {
-                let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build)?;
+                let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx };
+                let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build, &collectives)?;
                 (Work::Graph { exec, nodes: nodes.clone() }, Some((graph, nodes)))
             }
             ExecMode::Eager => {
@@ -338,7 +343,13 @@ impl CudaBackend {
         let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
         let (run_plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
         let plan = Arc::new(user_plan.clone());
+        let collective_roots: Vec<BufferId> = (0..plan.node_count())
+            .filter(|&v| matches!(plan.graph().nodes()[v].op, ostinato::NodeOp::Collective { .. }))
+            .flat_map(|v| plan.graph().accesses(NodeId(v as u32)).into_iter().map(|a| a.root))
+            .collect();
         let replayer = Replayer {
+            calls,
+            comm,
             ctx: self.ctx.clone(),
             plan: run_plan.clone(),
             lowering: lowering.clone(),
@@ -356,7 +367,22 @@ impl CudaBackend {
                 Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?)
             }
         };
-        Ok(CudaExec { plan, run_plan, fused_nodes, lowering, ctx: self.ctx.clone(), allocs, base, graph, main, timer, replayer, label, fault: None })
+        Ok(CudaExec {
+            plan,
+            run_plan,
+            fused_nodes,
+            collective_roots,
+            lowering,
+            ctx: self.ctx.clone(),
+            allocs,
+            base,
+            graph,
+            main,
+            timer,
+            replayer,
+            label,
+            fault: None,
+        })
     }
 }
 
@@ -395,6 +421,7 @@ fn build_graph(
     args: &mut [KernelArgs],
     stream: &Stream,
     build: GraphBuild,
+    collectives: &Collectives,
 ) -> Result<(Graph, GraphExec, Vec<GraphNode>)> {
     let g = plan.graph();
     let at = |i: usize| move |e: CudaError| e.at(g.describe_node(low.launches[i].node));
@@ -403,7 +430,10 @@ fn build_graph(
         GraphBuild::Bulk => {
             let mut graph = Graph::new()?;
             for (i, l) in low.launches.iter().enumerate() {
-                slots[i] = Some(graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?);
+                slots[i] = Some(match collectives.child(i)? {
+                    Some(child) => graph.add_child(&child, &[]).map_err(at(i))?,
+                    None => graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?,
+                });
             }
             let groups: Vec<Vec<&crate::lower::GraphEdge>> =
                 [false, true].iter().map(|&p| low.edges.iter().filter(|e| e.programmatic == p).collect()).collect();
@@ -417,15 +447,17 @@ fn build_graph(
         }
         GraphBuild::InOrder => {
             let mut graph = Graph::new()?;
-            add_in_plan_order(plan, low, &mut slots, |i, deps, prog| {
-                graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
+            add_in_plan_order(plan, low, &mut slots, |i, deps, prog| match collectives.child(i)? {
+                Some(child) => graph.add_child(&child, deps).map_err(at(i)),
+                None => graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i)),
             })?;
             graph
         }
         GraphBuild::Capture => {
             stream.begin_capture_thread_local()?;
-            let result = add_in_plan_order(plan, low, &mut slots, |i, deps, prog| {
-                stream.capture_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i))
+            let result = add_in_plan_order(plan, low, &mut slots, |i, deps, prog| match (&collectives.calls[i], collectives.comm) {
+                (Some(call), Some(comm)) => stream.capture_after(deps, prog, || call.enqueue(comm, stream)).map_err(at(i)),
+                _ => stream.capture_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i)),
             });
             // The capture always ends, so that a failed build leaves the stream usable.
             let graph = stream.end_capture();
@@ -444,6 +476,54 @@ fn build_graph(
     }
     stream.synchronize()?;
     Ok((graph, exec, nodes))
+}
+
+/// A collective node's NCCL call: device addresses and element count.
+struct CollectiveCall {
+    op: ostinato::collective::CollectiveOp,
+    ty: ostinato::ScalarType,
+    send: u64,
+    recv: u64,
+    elements: usize,
+}
+
+impl CollectiveCall {
+    /// The call node `v` of `plan` makes, where it is a collective (one rank: the exec's device).
+    fn of(plan: &Plan, v: NodeId, base: &[u64]) -> Option<CollectiveCall> {
+        let g = plan.graph();
+        let ostinato::NodeOp::Collective { op, dtype, send, recv } = &g.node(v).op else { return None };
+        let at = |s: &ostinato::Slice| {
+            let (root, start, _) = g.root_extent(*s);
+            base[root.index()] + start
+        };
+        let counted = if *op == ostinato::collective::CollectiveOp::ReduceScatterSum { &recv[0] } else { &send[0] };
+        Some(CollectiveCall { op: *op, ty: *dtype, send: at(&send[0]), recv: at(&recv[0]), elements: (counted.len / dtype.size() as u64) as usize })
+    }
+    fn enqueue(&self, comm: &Communicator, stream: &Stream) -> Result<()> {
+        comm.enqueue(self.op, self.ty, self.send, self.recv, self.elements, stream.handle())
+    }
+}
+
+/// What graph building needs of the collectives: each launch's call, the communicator, and the
+/// context to capture a call's child graph on a stream of its own.
+struct Collectives<'a> {
+    calls: &'a [Option<CollectiveCall>],
+    comm: Option<&'a Communicator>,
+    ctx: &'a Arc<Context>,
+}
+
+impl Collectives<'_> {
+    /// Launch `i`'s NCCL call captured into a graph, where launch `i` is a collective.
+    fn child(&self, i: usize) -> Result<Option<Graph>> {
+        let (Some(call), Some(comm)) = (&self.calls[i], self.comm) else { return Ok(None) };
+        let s = Stream::new(self.ctx)?;
+        s.begin_capture_thread_local()?;
+        let r = call.enqueue(comm, &s);
+        // The capture always ends, so that a failed call leaves the stream usable.
+        let child = s.end_capture();
+        r?;
+        Ok(Some(child?))
+    }
 }
 
 impl Replayer {
@@ -468,7 +548,10 @@ impl Replayer {
                     }
                     let i = v.index();
                     let pdl = self.lowering.eager_pdl[i] && lanes.waits(v).is_empty();
-                    s.launch(&self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?;
+                    match (&self.calls[i], &self.comm) {
+                        (Some(call), Some(comm)) => call.enqueue(comm, s)?,
+                        _ => s.launch(&self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?,
+                    }
                     if let Some(e) = &done[i] {
                         e.record(s)?;
                     }
@@ -764,6 +847,15 @@ impl Exec for CudaExec {
     /// buffer is freed.
     fn rebind(&mut self, buffer: BufferId, memory: DeviceMemory) -> Result<()> {
         check_rebind(&self.plan, buffer, memory.len())?;
+        if self.collective_roots.contains(&buffer) {
+            return Err(CudaError::Usage {
+                op: "rebind",
+                reason: format!(
+                    "buffer `{}` is used by a collective, whose NCCL call holds its address: instantiate again instead",
+                    self.plan.graph().buffer(buffer).name
+                ),
+            });
+        }
         self.refuse_if_faulted("rebind")?;
         // Every replay ends on the main stream (eager mode joins its side lanes into it), so an idle
         // main stream, once the launch thread has handed over all it holds, means nothing runs.

@@ -433,6 +433,11 @@ impl Stream {
     /// While capturing: replaces the capture's dependency set with `deps` (edge `i` programmatic where
     /// `programmatic[i]`), launches `f` into the capture and returns the node it became.
     pub(crate) fn capture_kernel_after(&self, f: &Function, d: Dims, args: &mut KernelArgs, deps: &[GraphNode], programmatic: &[bool]) -> Result<GraphNode> {
+        self.capture_after(deps, programmatic, || self.launch(f, d, args, false))
+    }
+    /// While capturing: replaces the capture's dependency set with `deps`, runs `enqueue` (work on this
+    /// stream: a launch, a library's calls) and returns the node the capture's dependency set ends at.
+    pub(crate) fn capture_after(&self, deps: &[GraphNode], programmatic: &[bool], enqueue: impl FnOnce() -> Result<()>) -> Result<GraphNode> {
         require_driver("cuStreamUpdateCaptureDependencies_v2", 12030)?;
         let (mut raw, data) = driver_edges("cuStreamUpdateCaptureDependencies_v2", deps, programmatic)?;
         let (nodes, datas) = if raw.is_empty() { (std::ptr::null_mut(), std::ptr::null()) } else { (raw.as_mut_ptr(), data.as_ptr()) };
@@ -440,7 +445,7 @@ impl Stream {
         // SAFETY: the stream is capturing; both arrays hold `raw.len()` entries (or are null for none)
         // and outlive the call; the nodes belong to this capture's graph.
         check("cuStreamUpdateCaptureDependencies_v2", unsafe { sys::cuStreamUpdateCaptureDependencies_v2(self.s, nodes, datas, raw.len(), set) })?;
-        self.launch(f, d, args, false)?;
+        enqueue()?;
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut after: *const sys::CUgraphNode = std::ptr::null();
         let mut n = 0usize;
@@ -615,6 +620,16 @@ impl Graph {
         // SAFETY: both dependency arrays hold `raw.len()` entries and outlive the call, the nodes belong to
         // this graph; the driver copies the params (and the arg values they point to) during the call.
         check("cuGraphAddNode_v2", unsafe { sys::cuGraphAddNode_v2(&mut n, self.g, raw.as_ptr(), data.as_ptr(), raw.len(), &mut p) })?;
+        Ok(GraphNode(n))
+    }
+
+    /// Adds a child-graph node running a copy of `child` (a captured library call), after `deps`
+    /// (full edges).
+    pub(crate) fn add_child(&mut self, child: &Graph, deps: &[GraphNode]) -> Result<GraphNode> {
+        let raw: Vec<sys::CUgraphNode> = deps.iter().map(|n| n.0).collect();
+        let mut n = std::ptr::null_mut();
+        // SAFETY: `raw` holds nodes of this graph and outlives the call; the driver clones `child`.
+        check("cuGraphAddChildGraphNode", unsafe { sys::cuGraphAddChildGraphNode(&mut n, self.g, raw.as_ptr(), raw.len(), child.g) })?;
         Ok(GraphNode(n))
     }
 

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod lower;
 pub mod module;
 mod named;
+pub mod nccl;
 pub mod nvrtc;
 mod options;
 pub mod ptx;

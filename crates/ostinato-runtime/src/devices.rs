@@ -69,6 +69,14 @@ fn describe_cuda(s: &mut String) {
                     let _ = writeln!(s, "nvrtc: {e}");
                 }
             }
+            match ostinato_cuda::nccl::version() {
+                Ok(v) => {
+                    let _ = writeln!(s, "nccl: {}.{}.{} (collective nodes)", v / 10000, v / 100 % 100, v % 100);
+                }
+                Err(e) => {
+                    let _ = writeln!(s, "nccl: {e}");
+                }
+            }
         }
     }
 }
