@@ -431,6 +431,10 @@ impl Lowering {
                 Variant::Early => " [pdl-early]",
                 Variant::Late => " [pdl]",
             };
+            if let NodeOp::Collective { op, dtype, send, .. } = &g.node(l.node).op {
+                let _ = writeln!(s, "collective n{} {} {} over {} ranks (NCCL)", l.node, op.as_str(), dtype.as_str(), send.len());
+                continue;
+            }
             let _ = writeln!(s, "kernel n{} {name}<<<{:?},{:?},{}>>>({}){v}", l.node, l.dims.grid, l.dims.block, l.dims.shared, args.join(", "));
         }
         for e in &self.edges {
