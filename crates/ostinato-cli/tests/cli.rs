@@ -58,6 +58,8 @@ fn a_users_own_kernel_gets_full_edges_in() {
     assert!(ok && out.contains("5 nodes, 4 edges") && out.contains("check passed"), "{out}{err}");
     let (ok, out, err) = run(&["plan", "examples/two_devices.toml", "--explain"]);
     assert!(ok && out.contains("node 0 (add_one) -> node 3 (all_reduce over 2 ranks): RAW+WAR+WAW"), "{out}{err}");
+    let (ok, out, err) = run(&["plan", "examples/two_devices.toml", "--cuda"]);
+    assert!(ok && out.contains("collective n3 all_reduce f32 over 2 ranks (NCCL)\n") && out.contains("edge n2 -> n3\n"), "full edges into it: {out}{err}");
     let (ok, _, err) = run(&["run", "examples/fused_chain.toml", "--backend", "cuda", "--fusion", "sometimes"]);
     assert!(!ok && err.contains("invalid value 'sometimes' for '--fusion <FUSION>'") && err.contains("auto, on, off"), "{err}");
 }
