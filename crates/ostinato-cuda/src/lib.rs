@@ -12,6 +12,7 @@ mod error;
 mod exec;
 mod ffi;
 pub mod fusion;
+mod graph_build;
 mod launch_thread;
 pub mod limits;
 pub mod lower;
