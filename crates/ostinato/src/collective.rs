@@ -10,42 +10,8 @@
 //! Sums are in the element type: wrapping for integers, IEEE for floats, adding ranks in order 0, 1, ….
 
 use crate::error::GraphError;
+pub use crate::graph::CollectiveOp;
 use crate::graph::{Graph, Node, NodeId, NodeOp, ScalarType, Slice};
-
-/// Which collective.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CollectiveOp {
-    AllReduceSum,
-    AllGather,
-    ReduceScatterSum,
-}
-
-impl CollectiveOp {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CollectiveOp::AllReduceSum => "all_reduce",
-            CollectiveOp::AllGather => "all_gather",
-            CollectiveOp::ReduceScatterSum => "reduce_scatter",
-        }
-    }
-    pub fn parse(s: &str) -> Option<CollectiveOp> {
-        Some(match s {
-            "all_reduce" => CollectiveOp::AllReduceSum,
-            "all_gather" => CollectiveOp::AllGather,
-            "reduce_scatter" => CollectiveOp::ReduceScatterSum,
-            _ => return None,
-        })
-    }
-    /// The receive length for a send of `send` bytes over `ranks` ranks, or `None` where a send of
-    /// that length cannot be split (reduce-scatter).
-    pub fn recv_len(self, send: u64, ranks: u64) -> Option<u64> {
-        match self {
-            CollectiveOp::AllReduceSum => Some(send),
-            CollectiveOp::AllGather => send.checked_mul(ranks),
-            CollectiveOp::ReduceScatterSum => (send % ranks == 0).then(|| send / ranks),
-        }
-    }
-}
 
 impl Graph {
     /// Records a collective of element type `dtype`: rank `r` sends `send[r]` and receives into

@@ -285,6 +285,41 @@ impl Launch {
     }
 }
 
+/// Which collective a [`NodeOp::Collective`] runs (`crate::collective` has its semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CollectiveOp {
+    AllReduceSum,
+    AllGather,
+    ReduceScatterSum,
+}
+
+impl CollectiveOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CollectiveOp::AllReduceSum => "all_reduce",
+            CollectiveOp::AllGather => "all_gather",
+            CollectiveOp::ReduceScatterSum => "reduce_scatter",
+        }
+    }
+    pub fn parse(s: &str) -> Option<CollectiveOp> {
+        Some(match s {
+            "all_reduce" => CollectiveOp::AllReduceSum,
+            "all_gather" => CollectiveOp::AllGather,
+            "reduce_scatter" => CollectiveOp::ReduceScatterSum,
+            _ => return None,
+        })
+    }
+    /// The receive length for a send of `send` bytes over `ranks` ranks, or `None` where a send of
+    /// that length cannot be split (reduce-scatter).
+    pub fn recv_len(self, send: u64, ranks: u64) -> Option<u64> {
+        match self {
+            CollectiveOp::AllReduceSum => Some(send),
+            CollectiveOp::AllGather => send.checked_mul(ranks),
+            CollectiveOp::ReduceScatterSum => (send % ranks == 0).then(|| send / ranks),
+        }
+    }
+}
+
 /// What a node does. Buffer args are resolved: every `Arg::Whole` became an `Arg::Buffer`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NodeOp {
@@ -306,7 +341,7 @@ pub enum NodeOp {
     /// A collective over the DAG's devices, one rank per device: rank `r` sends `send[r]` and
     /// receives into `recv[r]`, both on its device (`crate::collective`).
     Collective {
-        op: crate::collective::CollectiveOp,
+        op: CollectiveOp,
         dtype: ScalarType,
         send: Vec<Slice>,
         recv: Vec<Slice>,
