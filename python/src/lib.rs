@@ -147,9 +147,13 @@ impl PyGraph {
     }
 
     /// Declares a buffer of `size` bytes; `init` is its initial contents (zero, iota, const:V,
-    /// random:SEED, f32:V, randf:SEED:SCALE, randbf16:SEED:SCALE); `view_of=(buffer, offset)` makes it a view.
-    #[pyo3(signature = (name, size, init=None, view_of=None))]
-    fn buffer(&mut self, name: &str, size: u64, init: Option<&str>, view_of: Option<(Buffer, u64)>) -> PyResult<Buffer> {
+    /// random:SEED, f32:V, randf:SEED:SCALE, randbf16:SEED:SCALE); `view_of=(buffer, offset)` makes it a
+    /// view; `device=` places it on a device of the DAG (default 0; a view lies on its root's).
+    #[pyo3(signature = (name, size, init=None, view_of=None, device=None))]
+    fn buffer(&mut self, name: &str, size: u64, init: Option<&str>, view_of: Option<(Buffer, u64)>, device: Option<u32>) -> PyResult<Buffer> {
+        if view_of.is_some() && device.is_some() {
+            return Err(err(format!("view `{name}` lies on its root's device: drop `device`")));
+        }
         let init = match (init, &view_of) {
             (Some(_), Some(_)) => return Err(err(format!("view `{name}` cannot have an init (initialise its root)"))),
             (Some(s), None) => Some(BufferInit::parse(s).ok_or_else(|| err(format!("buffer `{name}`: unknown init `{s}`")))?),
@@ -157,7 +161,7 @@ impl PyGraph {
             (None, Some(_)) => None,
         };
         let id = match view_of {
-            None => self.graph.add_buffer(name, size),
+            None => self.graph.add_buffer_on(name, size, device.unwrap_or(0)),
             Some((parent, offset)) => self.graph.add_view(name, BufferId(parent.id), offset, size),
         }
         .map_err(err)?;
@@ -281,6 +285,25 @@ impl PyGraph {
         let d = self.slice_arg(dst)?.ok_or_else(|| err("fill: `dst` must be a Buffer or a slice of one"))?;
         let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
         Ok(self.graph.add_fill(d, value, &after).map_err(err)?.0)
+    }
+
+    /// Records a collective over the DAG's devices, one rank per device: `op` is `all_reduce`,
+    /// `all_gather` or `reduce_scatter`, `dtype` the element type, `send[r]` and `recv[r]` rank `r`'s
+    /// extents (Buffers or slices).
+    #[pyo3(signature = (op, dtype, send, recv, after=None))]
+    fn collective(&mut self, op: &str, dtype: &str, send: Vec<Bound<'_, PyAny>>, recv: Vec<Bound<'_, PyAny>>, after: Option<Vec<u32>>) -> PyResult<u32> {
+        let op =
+            ostinato::collective::CollectiveOp::parse(op).ok_or_else(|| err(format!("collective: `{op}` is not all_reduce, all_gather or reduce_scatter")))?;
+        let ty = ScalarType::parse(dtype).ok_or_else(|| err(format!("collective: `{dtype}` is not u32, i32, f32, u64, i64 or f64")))?;
+        let slices = |what: &str, v: &[Bound<'_, PyAny>]| -> PyResult<Vec<ostinato::Slice>> {
+            v.iter()
+                .enumerate()
+                .map(|(r, x)| self.slice_arg(x)?.ok_or_else(|| err(format!("collective: `{what}[{r}]` must be a Buffer or a slice of one"))))
+                .collect()
+        };
+        let (send, recv) = (slices("send", &send)?, slices("recv", &recv)?);
+        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
+        Ok(self.graph.add_collective(op, ty, &send, &recv, &after).map_err(err)?.0)
     }
 
     /// An explicit edge: node `after` runs after node `before`.

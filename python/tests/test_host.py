@@ -157,3 +157,22 @@ def test_bind_reads_dlpack_and_refuses_memory_a_cuda_kernel_cannot_address():
         plan.instantiate("cuda", bind={"x": host_array})
     with pytest.raises(ostinato.Error, match=r"neither __cuda_array_interface__ nor __dlpack__"):
         plan.instantiate("cuda", bind={"x": b"\0" * 1024})
+
+
+def test_buffers_on_two_devices_and_an_all_reduce_between_them():
+    import struct
+    g = ostinato.Graph()
+    x0 = g.buffer("x0", 64, init="f32:1.5")
+    x1 = g.buffer("x1", 64, init="f32:2", device=1)
+    n = g.collective("all_reduce", "f32", send=[x0, x1], recv=[x0, x1])
+    assert n == 0
+    ex = g.plan().instantiate("host")
+    ex.replay(1)
+    ex.wait()
+    assert struct.unpack("16f", ex.read("x1")) == (3.5,) * 16
+    with pytest.raises(ostinato.Error, match="rank 0 sends from `x0` on device 0 but receives into `x1` on device 1"):
+        g.collective("all_reduce", "f32", send=[x0, x1], recv=[x1, x0])
+    with pytest.raises(ostinato.Error, match="`all_sum` is not all_reduce"):
+        g.collective("all_sum", "f32", send=[x0], recv=[x0])
+    with pytest.raises(ostinato.Error, match="lies on its root's device"):
+        g.buffer("v", 8, view_of=(x1, 0), device=0)
