@@ -87,6 +87,21 @@ int main(void) {
     expect(ost_graph_free(NULL), OST_OK, NULL, "free NULL");
     if (strcmp(ost_status_name(12345), "OST_UNKNOWN") != 0) { fprintf(stderr, "FAIL status name of a bad code\n"); failures++; }
 
+    /* Buffers on two devices and a collective between them. */
+    ost_graph *t = NULL;
+    uint32_t d0 = 0, d1 = 0, c = 0;
+    expect(ost_graph_new(&t), OST_OK, NULL, "a second graph");
+    expect(ost_graph_add_buffer_on(t, "d0", 64, 0, &d0), OST_OK, NULL, "a buffer on device 0");
+    expect(ost_graph_add_buffer_on(t, "d1", 64, 1, &d1), OST_OK, NULL, "a buffer on device 1");
+    const ost_slice sends[] = {{d0, 0, OST_WHOLE}, {d1, 0, OST_WHOLE}};
+    const ost_slice crossed[] = {{d1, 0, OST_WHOLE}, {d0, 0, OST_WHOLE}};
+    expect(ost_graph_add_collective(t, "all_reduce", OST_F32, sends, crossed, 2, NULL, 0, &c), OST_ERR_GRAPH,
+           "rank 0 sends from `d0` on device 0 but receives into `d1` on device 1", "a rank on two devices");
+    expect(ost_graph_add_collective(t, "all_sum", OST_F32, sends, sends, 2, NULL, 0, &c), OST_ERR_ARGUMENT, "op `all_sum`", "an unknown collective");
+    expect(ost_graph_add_collective(t, "all_reduce", 99, sends, sends, 2, NULL, 0, &c), OST_ERR_ARGUMENT, "99 is not a scalar type", "an unknown element type");
+    expect(ost_graph_add_collective(t, "all_reduce", OST_F32, sends, sends, 2, NULL, 0, &c), OST_OK, NULL, "an all-reduce over two devices");
+    expect(ost_graph_free(t), OST_OK, NULL, "free the second graph");
+
     if (failures) { fprintf(stderr, "errors.c: %d failures\n", failures); return 1; }
     printf("errors.c: every error path refused with its status and message\n");
     return 0;

@@ -140,13 +140,6 @@ typedef struct ost_scalar {
   uint64_t bits;
 } ost_scalar;
 
-// One param of a kernel signature: its name and kind (`OST_PARAM_*` for buffers, `OST_U32`… for
-// scalars). Nothing is assumed: every buffer param declares its access.
-typedef struct ost_param {
-  const char *name;
-  uint32_t kind;
-} ost_param;
-
 // A byte range of a buffer: the declared extent of an access.
 typedef struct ost_slice {
   uint32_t buffer;
@@ -154,6 +147,13 @@ typedef struct ost_slice {
   // Bytes, or `OST_WHOLE` for the rest of the buffer.
   uint64_t len;
 } ost_slice;
+
+// One param of a kernel signature: its name and kind (`OST_PARAM_*` for buffers, `OST_U32`… for
+// scalars). Nothing is assumed: every buffer param declares its access.
+typedef struct ost_param {
+  const char *name;
+  uint32_t kind;
+} ost_param;
 
 // One launch argument: a buffer slice (`OST_ARG_BUFFER`), a fixed scalar (`OST_ARG_SCALAR`) or a
 // patchable slot (`OST_ARG_SLOT`).
@@ -338,6 +338,34 @@ enum ost_status ost_graph_add_buffer(struct ost_graph *g,
                                      const char *name,
                                      uint64_t size,
                                      uint32_t *id);
+
+// Declares buffer `name` of `size` bytes on `device` of the DAG (0 for a one-device DAG; a kernel runs
+// on its buffers' device, a collective spans one buffer pair per device).
+//
+// # Safety
+// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
+enum ost_status ost_graph_add_buffer_on(struct ost_graph *g,
+                                        const char *name,
+                                        uint64_t size,
+                                        uint32_t device,
+                                        uint32_t *id);
+
+// Records a collective: `op` is `"all_reduce"`, `"all_gather"` or `"reduce_scatter"`, `dtype` its
+// element type (`OST_U32` … `OST_F64`), rank `r` sends `send[r]` and receives into `recv[r]` (`nranks`
+// each, one rank per device). Refused, naming rank, buffer and device, where the extents do not fit.
+//
+// # Safety
+// `op` is a NUL-terminated string; `send` and `recv` point to `nranks` items each; `after` to `nafter`
+// items (or the count is 0); `node` points to a writable `uint32_t`.
+enum ost_status ost_graph_add_collective(struct ost_graph *g,
+                                         const char *op,
+                                         uint32_t dtype,
+                                         const struct ost_slice *send,
+                                         const struct ost_slice *recv,
+                                         size_t nranks,
+                                         const uint32_t *after,
+                                         size_t nafter,
+                                         uint32_t *node);
 
 // Declares `name` as a view of `len` bytes at `offset` of buffer `parent` (hazards are computed on the
 // shared allocation).

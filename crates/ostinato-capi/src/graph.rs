@@ -265,6 +265,63 @@ pub unsafe extern "C" fn ost_graph_add_buffer(g: *mut ost_graph, name: *const c_
     })
 }
 
+/// Declares buffer `name` of `size` bytes on `device` of the DAG (0 for a one-device DAG; a kernel runs
+/// on its buffers' device, a collective spans one buffer pair per device).
+///
+/// # Safety
+/// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ost_graph_add_buffer_on(g: *mut ost_graph, name: *const c_char, size: u64, device: u32, id: *mut u32) -> ost_status {
+    guard(|| {
+        let g = graph_of(g)?;
+        // SAFETY: the caller vouches for a NUL-terminated string.
+        let name = unsafe { text(name, "name") }?;
+        need(id, "id")?;
+        let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        let b = g.graph.add_buffer_on(name, size, device).map_err(graph_err)?;
+        g.inits.push(None);
+        // SAFETY: checked non-NULL above.
+        unsafe { put(id, b.0, "id") }
+    })
+}
+
+/// Records a collective: `op` is `"all_reduce"`, `"all_gather"` or `"reduce_scatter"`, `dtype` its
+/// element type (`OST_U32` … `OST_F64`), rank `r` sends `send[r]` and receives into `recv[r]` (`nranks`
+/// each, one rank per device). Refused, naming rank, buffer and device, where the extents do not fit.
+///
+/// # Safety
+/// `op` is a NUL-terminated string; `send` and `recv` point to `nranks` items each; `after` to `nafter`
+/// items (or the count is 0); `node` points to a writable `uint32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ost_graph_add_collective(
+    g: *mut ost_graph,
+    op: *const c_char,
+    dtype: u32,
+    send: *const ost_slice,
+    recv: *const ost_slice,
+    nranks: usize,
+    after: *const u32,
+    nafter: usize,
+    node: *mut u32,
+) -> ost_status {
+    guard(|| {
+        let g = graph_of(g)?;
+        // SAFETY: the caller vouches for a NUL-terminated string and for the item counts.
+        let (name, send, recv, after) =
+            unsafe { (text(op, "op")?, items(send, nranks, "send")?, items(recv, nranks, "recv")?, items(after, nafter, "after")?) };
+        let op = ostinato::collective::CollectiveOp::parse(name)
+            .ok_or_else(|| (OST_ERR_ARGUMENT, format!("op `{name}` is not all_reduce, all_gather or reduce_scatter")))?;
+        let ty = scalar_type(dtype)?;
+        need(node, "node")?;
+        let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        let s = send.iter().map(|x| slice(&g.graph, *x)).collect::<Fallible<Vec<_>>>()?;
+        let r = recv.iter().map(|x| slice(&g.graph, *x)).collect::<Fallible<Vec<_>>>()?;
+        let n = g.graph.add_collective(op, ty, &s, &r, &edges_after(after)).map_err(graph_err)?;
+        // SAFETY: checked non-NULL above.
+        unsafe { put(node, n.0, "node") }
+    })
+}
+
 /// Declares `name` as a view of `len` bytes at `offset` of buffer `parent` (hazards are computed on the
 /// shared allocation).
 ///
