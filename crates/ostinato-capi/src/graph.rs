@@ -252,17 +252,8 @@ pub extern "C" fn ost_graph_free(g: *mut ost_graph) -> ost_status {
 /// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
 #[no_mangle]
 pub unsafe extern "C" fn ost_graph_add_buffer(g: *mut ost_graph, name: *const c_char, size: u64, id: *mut u32) -> ost_status {
-    guard(|| {
-        let g = graph_of(g)?;
-        // SAFETY: the caller vouches for a NUL-terminated string.
-        let name = unsafe { text(name, "name") }?;
-        need(id, "id")?;
-        let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let b = g.graph.add_buffer(name, size).map_err(graph_err)?;
-        g.inits.push(None);
-        // SAFETY: checked non-NULL above.
-        unsafe { put(id, b.0, "id") }
-    })
+    // SAFETY: forwarded with the caller's promises; device 0.
+    unsafe { ost_graph_add_buffer_on(g, name, size, 0, id) }
 }
 
 /// Declares buffer `name` of `size` bytes on `device` of the DAG (0 for a one-device DAG; a kernel runs
