@@ -28,7 +28,7 @@
 
 
 // The ABI version: bumped on any incompatible change of the header.
-#define OST_ABI_VERSION 1
+#define OST_ABI_VERSION 2
 
 // A buffer param the kernel only reads.
 #define OST_PARAM_READ 1
@@ -88,6 +88,16 @@ typedef enum ost_status {
   OST_ERR_STATE = 10,
   // A panic inside Ostinato was caught at the boundary (a bug: please report it).
   OST_ERR_PANIC = 11,
+  // The backend or device cannot run the plan as recorded (a launch past the device's limits, a
+  // buffer on a device the exec does not drive, a feature the device lacks).
+  OST_ERR_UNSUPPORTED = 12,
+  // A kernel faulted or replays missed their deadline: the exec is faulted and refuses every
+  // later call but `ost_exec_free`.
+  OST_ERR_FAULT = 13,
+  // A result differs from the host oracle.
+  OST_ERR_MISMATCH = 14,
+  // A file could not be read or written, or memory could not be had.
+  OST_ERR_IO = 15,
 } ost_status;
 
 // An opaque exec: a plan instantiated on a backend, replayed and patched. One thread at a time may

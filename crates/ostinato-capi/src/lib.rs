@@ -31,7 +31,7 @@ pub use graph::*;
 pub use host_fn::*;
 
 /// The ABI version: bumped on any incompatible change of the header.
-pub const OST_ABI_VERSION: u32 = 1;
+pub const OST_ABI_VERSION: u32 = 2;
 
 /// What every entry point returns. Each failure class has its own code; the message of
 /// `ost_last_error()` names the culprit (file:line, node, param, buffer, slot, driver code).
@@ -61,6 +61,16 @@ pub enum ost_status {
     OST_ERR_STATE = 10,
     /// A panic inside Ostinato was caught at the boundary (a bug: please report it).
     OST_ERR_PANIC = 11,
+    /// The backend or device cannot run the plan as recorded (a launch past the device's limits, a
+    /// buffer on a device the exec does not drive, a feature the device lacks).
+    OST_ERR_UNSUPPORTED = 12,
+    /// A kernel faulted or replays missed their deadline: the exec is faulted and refuses every
+    /// later call but `ost_exec_free`.
+    OST_ERR_FAULT = 13,
+    /// A result differs from the host oracle.
+    OST_ERR_MISMATCH = 14,
+    /// A file could not be read or written, or memory could not be had.
+    OST_ERR_IO = 15,
 }
 
 thread_local! {
@@ -90,35 +100,30 @@ fn panic_text(p: &Box<dyn Any + Send>) -> String {
     p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
 }
 
-/// Maps a runtime error to its status class.
-pub(crate) fn runtime_error(e: ostinato_runtime::RuntimeError) -> (ost_status, String) {
-    use ostinato_runtime::RuntimeError as R;
-    let status = match &e {
-        R::File(_) => ost_status::OST_ERR_FILE,
-        R::Plan(_) => ost_status::OST_ERR_PLAN,
-        R::Slot(_) | R::UnknownName { .. } | R::WrongMemory { .. } => ost_status::OST_ERR_ARGUMENT,
-        R::Backend { .. } => ost_status::OST_ERR_BACKEND,
-        R::NoImplementation { .. } => ost_status::OST_ERR_BIND,
-        R::Host(h) => match h {
-            ostinato_runtime::ostinato_host::HostError::Bind(_) => ost_status::OST_ERR_BIND,
-            ostinato_runtime::ostinato_host::HostError::Slot(_) => ost_status::OST_ERR_ARGUMENT,
-            ostinato_runtime::ostinato_host::HostError::Usage { reason, .. } if reason.contains("in flight") => ost_status::OST_ERR_STATE,
-            _ => ost_status::OST_ERR_RUNTIME,
-        },
-        #[cfg(feature = "cuda")]
-        R::Cuda(c) => {
-            use ostinato_runtime::ostinato_cuda::CudaError as C;
-            match c {
-                C::NoDriver | C::NoDevice(_) | C::NvrtcMissing(_) | C::DriverTooOld { .. } => ost_status::OST_ERR_BACKEND,
-                C::Kernel { .. } | C::Compile { .. } | C::Bind(_) => ost_status::OST_ERR_BIND,
-                C::Slot(_) => ost_status::OST_ERR_ARGUMENT,
-                C::Usage { reason, .. } if reason.contains("refuses") || reason.contains("wait() first") => ost_status::OST_ERR_STATE,
-                _ => ost_status::OST_ERR_RUNTIME,
-            }
-        }
+/// The status of an error kind: the one place a C status is chosen (from the error's kind, never
+/// from its message).
+pub(crate) fn status_of(kind: ostinato_runtime::ostinato::ErrorKind) -> ost_status {
+    use ostinato_runtime::ostinato::ErrorKind as K;
+    match kind {
+        K::Graph => ost_status::OST_ERR_GRAPH,
+        K::File => ost_status::OST_ERR_FILE,
+        K::Plan => ost_status::OST_ERR_PLAN,
+        K::Argument => ost_status::OST_ERR_ARGUMENT,
+        K::State => ost_status::OST_ERR_STATE,
+        K::Bind => ost_status::OST_ERR_BIND,
+        K::Unsupported => ost_status::OST_ERR_UNSUPPORTED,
+        K::BackendMissing => ost_status::OST_ERR_BACKEND,
+        K::Runtime => ost_status::OST_ERR_RUNTIME,
+        K::Fault => ost_status::OST_ERR_FAULT,
+        K::Mismatch => ost_status::OST_ERR_MISMATCH,
+        K::Io => ost_status::OST_ERR_IO,
         _ => ost_status::OST_ERR_RUNTIME,
-    };
-    (status, e.to_string())
+    }
+}
+
+/// Maps a runtime error to its status class and message.
+pub(crate) fn runtime_error(e: ostinato_runtime::RuntimeError) -> (ost_status, String) {
+    (status_of(e.kind()), e.to_string())
 }
 
 /// The live objects behind handles, by address. A handle's address is its key; the object is kept
@@ -239,6 +244,10 @@ pub extern "C" fn ost_status_name(status: i32) -> *const c_char {
         9 => c"OST_ERR_RUNTIME",
         10 => c"OST_ERR_STATE",
         11 => c"OST_ERR_PANIC",
+        12 => c"OST_ERR_UNSUPPORTED",
+        13 => c"OST_ERR_FAULT",
+        14 => c"OST_ERR_MISMATCH",
+        15 => c"OST_ERR_IO",
         _ => c"OST_UNKNOWN",
     };
     s.as_ptr()

@@ -1,14 +1,19 @@
 //! Errors of the CUDA backend: each carries the operation, the node or kernel where one is involved, and
 //! the raw driver/NVRTC code with its name.
 
-use ostinato::{BindError, SlotError};
+use cudarc::driver::sys::CUresult;
+use ostinato::{BindError, ErrorKind, SlotError, UsageError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CudaError {
     #[error("no CUDA driver found (libcuda.so could not be loaded); the CUDA backend is unavailable")]
     NoDriver,
-    #[error("{op} failed: {name} ({code}){}", context_suffix(.context))]
-    Driver { op: &'static str, code: u32, name: String, context: String },
+    /// A driver call failed; `result` is the driver's own code.
+    #[error("{op} failed: {name} ({}){}", *.result as u32, context_suffix(.context))]
+    Driver { op: &'static str, result: CUresult, name: String, context: String },
+    /// The driver library loaded but `cuInit` failed (no device, a driver/kernel-module mismatch).
+    #[error("cuInit failed: {0}")]
+    Init(String),
     #[error("{op} needs a CUDA driver of version {needed} or newer; this driver is {found}")]
     DriverTooOld { op: &'static str, needed: i32, found: i32 },
     #[error("no CUDA device matches `{0}`")]
@@ -31,8 +36,22 @@ pub enum CudaError {
     Slot(#[from] SlotError),
     #[error(transparent)]
     Prefetch(#[from] crate::lower::PrefetchRace),
+    /// An argument out of its domain (an option, a name, a stream of another context).
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
+    /// A buffer, range or device placement the plan does not allow.
+    #[error("{op}: {source}")]
+    Range { op: &'static str, source: UsageError },
+    /// A call not allowed now: a replay in flight, a faulted exec, an exec being dropped.
+    #[error("{op}: {reason}")]
+    State { op: &'static str, reason: String },
+    /// The device or this exec's mode cannot do what was asked (a launch past the device's limits,
+    /// a fused kernel past the shared memory a block has, a graph asked of an eager exec).
+    #[error("{op}: {reason}")]
+    Unsupported { op: &'static str, reason: String },
+    /// An invariant of Ostinato's own broke (a bug: please report it).
+    #[error("{op}: internal error: {reason}")]
+    Internal { op: &'static str, reason: String },
     /// `wait` gave up on work that did not finish in time (a kernel that never ends, or one far
     /// slower than the deadline allows). The exec is faulted: it refuses every later call.
     #[error("{exec}: the replays did not finish within {ms} ms (CudaOptions::wait_timeout); the exec is faulted and refuses further use")]
@@ -53,15 +72,36 @@ impl CudaError {
     /// True for an error after which the CUDA context of the process is unusable (a kernel trapped,
     /// faulted on memory, or the launch failed): the driver returns it from every later call.
     pub fn is_sticky(&self) -> bool {
-        matches!(self, CudaError::Driver { name, .. } if STICKY.contains(&name.as_str()))
+        matches!(self, CudaError::Driver { result, .. } if STICKY.contains(result))
+    }
+
+    /// The class of this failure (what the shells map to a status or an exception class).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CudaError::NoDriver | CudaError::Init(_) | CudaError::NoDevice(_) | CudaError::NvrtcMissing(_) | CudaError::NcclMissing(_) => {
+                ErrorKind::BackendMissing
+            }
+            CudaError::DriverTooOld { .. } | CudaError::Unsupported { .. } => ErrorKind::Unsupported,
+            CudaError::Driver { result, .. } if *result == CUresult::CUDA_ERROR_OUT_OF_MEMORY => ErrorKind::Io,
+            CudaError::Driver { .. } if self.is_sticky() => ErrorKind::Fault,
+            CudaError::Driver { .. } | CudaError::Nccl { .. } | CudaError::Nvrtc { .. } | CudaError::Internal { .. } => ErrorKind::Runtime,
+            CudaError::Compile { .. } | CudaError::Kernel { .. } | CudaError::Prefetch(_) => ErrorKind::Bind,
+            CudaError::Bind(e) => e.kind(),
+            CudaError::Slot(e) => e.kind(),
+            CudaError::Usage { .. } => ErrorKind::Argument,
+            CudaError::Range { source, .. } => source.kind(),
+            CudaError::State { .. } => ErrorKind::State,
+            CudaError::Timeout { .. } => ErrorKind::Fault,
+            CudaError::Io { .. } => ErrorKind::Io,
+        }
     }
 
     /// Adds context (a node, a kernel, a buffer) to a driver error.
     pub fn at(self, context: impl Into<String>) -> Self {
         match self {
-            CudaError::Driver { op, code, name, context: old } => {
+            CudaError::Driver { op, result, name, context: old } => {
                 let c = context.into();
-                CudaError::Driver { op, code, name, context: if old.is_empty() { c } else { format!("{c}; {old}") } }
+                CudaError::Driver { op, result, name, context: if old.is_empty() { c } else { format!("{c}; {old}") } }
             }
             other => other,
         }
@@ -70,15 +110,15 @@ impl CudaError {
 
 pub type Result<T> = std::result::Result<T, CudaError>;
 
-/// The driver's errors that leave the context unusable ("sticky"), by name.
-const STICKY: &[&str] = &[
-    "CUDA_ERROR_ILLEGAL_ADDRESS",
-    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-    "CUDA_ERROR_MISALIGNED_ADDRESS",
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-    "CUDA_ERROR_INVALID_PC",
-    "CUDA_ERROR_LAUNCH_FAILED",
-    "CUDA_ERROR_HARDWARE_STACK_ERROR",
-    "CUDA_ERROR_ASSERT",
-    "CUDA_ERROR_ECC_UNCORRECTABLE",
+/// The driver's errors that leave the context unusable ("sticky"): it returns them from every later call.
+const STICKY: &[CUresult] = &[
+    CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+    CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+    CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
+    CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE,
+    CUresult::CUDA_ERROR_INVALID_PC,
+    CUresult::CUDA_ERROR_LAUNCH_FAILED,
+    CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR,
+    CUresult::CUDA_ERROR_ASSERT,
+    CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
 ];

@@ -241,8 +241,8 @@ impl CudaBackend {
         self.ctx.bind()?;
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
-        ostinato::check_single_device(plan, "cuda").map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
-        self.device.info().limits.check(plan).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?;
+        ostinato::check_single_device(plan, "cuda").map_err(|source| CudaError::Range { op: "instantiate", source })?;
+        self.device.info().limits.check(plan).map_err(|reason| CudaError::Unsupported { op: "instantiate", reason })?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
             if kinds(sig) != kinds(&k.sig) {
@@ -365,7 +365,7 @@ impl CudaBackend {
         let replayer = match self.options.launch {
             LaunchOn::Caller => Placement::Caller(replayer),
             LaunchOn::Thread { spin } => {
-                Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Usage { op: "instantiate", reason })?)
+                Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Internal { op: "instantiate", reason })?)
             }
         };
         Ok(CudaExec {
@@ -514,11 +514,11 @@ impl Submitter for Replayer {
 fn from_thread(op: &'static str) -> impl Fn(LaunchFault<CudaError>) -> CudaError {
     move |fault| match fault {
         LaunchFault::Failed(e) => e.at("on the exec's launch thread"),
-        LaunchFault::AfterFailure => CudaError::Usage {
+        LaunchFault::AfterFailure => CudaError::State {
             op,
             reason: "a replay or patch failed on the exec's launch thread (that error was returned earlier); the exec submits nothing more".into(),
         },
-        LaunchFault::Ended(reason) => CudaError::Usage { op, reason },
+        LaunchFault::Ended(reason) => CudaError::State { op, reason },
     }
 }
 
@@ -566,7 +566,7 @@ impl CudaExec {
         self.drain("write_dot")?;
         match &self.graph {
             Some((graph, _)) => graph.write_dot(path),
-            None => Err(CudaError::Usage { op: "write_dot", reason: "eager mode submits no graph".into() }),
+            None => Err(CudaError::Unsupported { op: "write_dot", reason: "eager mode submits no graph".into() }),
         }
     }
     /// Graph mode: the edges of the submitted graph as the driver holds them, `(from, to, programmatic)`
@@ -574,11 +574,11 @@ impl CudaExec {
     pub fn submitted_edges(&self) -> Result<Vec<(usize, usize, bool)>> {
         self.drain("submitted_edges")?;
         let Some((graph, nodes)) = &self.graph else {
-            return Err(CudaError::Usage { op: "submitted_edges", reason: "eager mode submits no graph".into() });
+            return Err(CudaError::Unsupported { op: "submitted_edges", reason: "eager mode submits no graph".into() });
         };
         let by_node: std::collections::HashMap<GraphNode, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let index = |n: GraphNode| {
-            by_node.get(&n).copied().ok_or(CudaError::Usage { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
+            by_node.get(&n).copied().ok_or(CudaError::Internal { op: "submitted_edges", reason: "an edge names a node the exec did not add".into() })
         };
         let mut edges = graph.typed_edges()?.into_iter().map(|(f, t, p)| Ok((index(f)?, index(t)?, p))).collect::<Result<Vec<_>>>()?;
         edges.sort_unstable();
@@ -609,7 +609,7 @@ impl CudaExec {
                 Ok(()) if finish => t.drain().map_err(from_thread(op)),
                 other => other,
             },
-            Placement::Stopped => Err(CudaError::Usage { op, reason: "the exec is being dropped".into() }),
+            Placement::Stopped => Err(CudaError::State { op, reason: "the exec is being dropped".into() }),
         };
         self.note_fault(r)
     }
@@ -629,7 +629,7 @@ impl CudaExec {
     fn refuse_if_faulted(&self, op: &'static str) -> Result<()> {
         match &self.fault {
             None => Ok(()),
-            Some(f) => Err(CudaError::Usage { op, reason: format!("{} refuses: it is faulted ({})", self.label, f.reason) }),
+            Some(f) => Err(CudaError::State { op, reason: format!("{} refuses: it is faulted ({})", self.label, f.reason) }),
         }
     }
 
@@ -685,19 +685,19 @@ impl Exec for CudaExec {
     }
 
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
-        check_range(&self.plan, buffer, offset, data.len() as u64).map_err(|reason| CudaError::Usage { op: "write_buffer", reason })?;
+        check_range(&self.plan, buffer, offset, data.len() as u64).map_err(|source| CudaError::Range { op: "write_buffer", source })?;
         self.wait()?;
         self.ctx.bind()?;
-        let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "write_buffer", reason: "unknown buffer".into() })?;
+        let p = self.device_ptr(buffer).ok_or(CudaError::Range { op: "write_buffer", source: ostinato::UsageError::UnknownBuffer { id: buffer.0 } })?;
         let r = crate::ffi::copy_to_device(p + offset, data);
         self.note_fault(r)
     }
 
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<()> {
-        check_range(&self.plan, buffer, offset, out.len() as u64).map_err(|reason| CudaError::Usage { op: "read_buffer", reason })?;
+        check_range(&self.plan, buffer, offset, out.len() as u64).map_err(|source| CudaError::Range { op: "read_buffer", source })?;
         self.wait()?;
         self.ctx.bind()?;
-        let p = self.device_ptr(buffer).ok_or(CudaError::Usage { op: "read_buffer", reason: "unknown buffer".into() })?;
+        let p = self.device_ptr(buffer).ok_or(CudaError::Range { op: "read_buffer", source: ostinato::UsageError::UnknownBuffer { id: buffer.0 } })?;
         let r = crate::ffi::copy_to_host(out, p + offset);
         self.note_fault(r)
     }
@@ -709,7 +709,7 @@ impl Exec for CudaExec {
     fn rebind(&mut self, buffer: BufferId, memory: DeviceMemory) -> Result<()> {
         check_rebind(&self.plan, buffer, memory.len())?;
         if self.collective_roots.contains(&buffer) {
-            return Err(CudaError::Usage {
+            return Err(CudaError::Unsupported {
                 op: "rebind",
                 reason: format!(
                     "buffer `{}` is used by a collective, whose NCCL call holds its address: instantiate again instead",
@@ -722,7 +722,7 @@ impl Exec for CudaExec {
         // main stream, once the launch thread has handed over all it holds, means nothing runs.
         self.drain("rebind")?;
         if !self.main.is_idle()? {
-            return Err(CudaError::Usage {
+            return Err(CudaError::State {
                 op: "rebind",
                 reason: format!("buffer `{}`: a replay may still be running on the exec's stream; call wait() first", self.plan.graph().buffer(buffer).name),
             });

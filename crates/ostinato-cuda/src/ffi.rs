@@ -28,7 +28,7 @@ fn check(op: &'static str, code: sys::CUresult) -> Result<()> {
     if code == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(CudaError::Driver { op, code: code as u32, name: name_of(code), context: String::new() })
+        Err(CudaError::Driver { op, result: code, name: name_of(code), context: String::new() })
     }
 }
 
@@ -46,7 +46,7 @@ pub(crate) fn init() -> Result<()> {
     match r {
         Ok(()) => Ok(()),
         Err(m) if m.is_empty() => Err(CudaError::NoDriver),
-        Err(m) => Err(CudaError::Usage { op: "cuInit", reason: m.clone() }),
+        Err(m) => Err(CudaError::Init(m.clone())),
     }
 }
 
@@ -455,7 +455,7 @@ impl Stream {
             sys::cuStreamGetCaptureInfo_v3(self.s, &mut status, std::ptr::null_mut(), std::ptr::null_mut(), &mut after, std::ptr::null_mut(), &mut n)
         })?;
         if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || after.is_null() {
-            return Err(CudaError::Usage {
+            return Err(CudaError::Internal {
                 op: "cuStreamGetCaptureInfo_v3",
                 reason: format!("after a captured launch the capture is {status:?} with {n} dependencies (expected active, 1)"),
             });
@@ -528,7 +528,7 @@ impl Drop for Event {
 /// same length).
 fn driver_edges(op: &'static str, deps: &[GraphNode], programmatic: &[bool]) -> Result<(Vec<sys::CUgraphNode>, Vec<sys::CUgraphEdgeData>)> {
     if deps.len() != programmatic.len() {
-        return Err(CudaError::Usage { op, reason: format!("{} dependency nodes but {} edge types", deps.len(), programmatic.len()) });
+        return Err(CudaError::Internal { op, reason: format!("{} dependency nodes but {} edge types", deps.len(), programmatic.len()) });
     }
     Ok((deps.iter().map(|n| n.0).collect(), programmatic.iter().map(|&p| edge_data(p)).collect()))
 }
@@ -643,7 +643,7 @@ impl Graph {
         let op = "cuGraphAddDependencies_v2";
         let (f, data) = driver_edges(op, from, programmatic)?;
         if to.len() != from.len() {
-            return Err(CudaError::Usage { op, reason: format!("{} edge sources but {} targets", from.len(), to.len()) });
+            return Err(CudaError::Internal { op, reason: format!("{} edge sources but {} targets", from.len(), to.len()) });
         }
         let t: Vec<sys::CUgraphNode> = to.iter().map(|n| n.0).collect();
         // SAFETY: the three arrays have equal length and outlive the call; nodes belong to this graph.
@@ -689,7 +689,7 @@ impl Graph {
             .map(|(f, t, d)| match (same(&d, &full), same(&d, &programmatic)) {
                 (true, _) => Ok((GraphNode(f), GraphNode(t), false)),
                 (_, true) => Ok((GraphNode(f), GraphNode(t), true)),
-                _ => Err(CudaError::Usage {
+                _ => Err(CudaError::Internal {
                     op: "cuGraphGetEdges_v2",
                     reason: format!("an edge holds type {} from port {} to port {}, which Ostinato never submits", d.type_, d.from_port, d.to_port),
                 }),

@@ -15,7 +15,7 @@ use crate::options::GraphBuild;
 /// The graph node of launch `j`, which must have been added already (plan order is topological, and
 /// the bulk build adds every node before any edge); `to` names the launch whose edge needs it.
 fn node_of(slots: &[Option<GraphNode>], j: usize, to: usize) -> Result<GraphNode> {
-    slots[j].ok_or_else(|| CudaError::Usage { op: "build_graph", reason: format!("launch {j} has no graph node yet, for an edge into launch {to}") })
+    slots[j].ok_or_else(|| CudaError::Internal { op: "build_graph", reason: format!("launch {j} has no graph node yet, for an edge into launch {to}") })
 }
 
 /// Adds every launch in plan order with `add(launch, its in-edges' nodes, which of them are
@@ -92,7 +92,7 @@ pub(crate) fn build_graph(
         }
     };
     let nodes: Vec<GraphNode> =
-        slots.into_iter().collect::<Option<Vec<_>>>().ok_or(CudaError::Usage { op: "build_graph", reason: "a node was not added".into() })?;
+        slots.into_iter().collect::<Option<Vec<_>>>().ok_or(CudaError::Internal { op: "build_graph", reason: "a node was not added".into() })?;
     let exec = graph.instantiate()?;
     exec.upload(stream)?;
     // Resolve the patch entry point now (the driver symbol is looked up, and cached, on first use), so

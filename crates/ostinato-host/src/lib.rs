@@ -40,10 +40,37 @@ pub enum HostError {
     Race { first: String, second: String, second_param: String, buffer: String, lo: u64, hi: u64 },
     #[error("{node}: kernel fault: {message}")]
     Kernel { node: String, message: String },
+    /// An argument out of its domain (more threads than the backend takes, say).
     #[error("{operation}: {reason}")]
     Usage { operation: &'static str, reason: String },
+    /// A call on a buffer or range the plan does not allow.
+    #[error("{operation}: {source}")]
+    Range { operation: &'static str, source: ostinato::UsageError },
+    /// A call not allowed now: a replay is in flight.
+    #[error("{operation}: {reason}")]
+    State { operation: &'static str, reason: String },
+    /// Host memory could not be had.
+    #[error("{operation}: {reason}")]
+    OutOfMemory { operation: &'static str, reason: String },
     #[error("cannot start a worker thread: {0}")]
     Thread(String),
+}
+
+impl HostError {
+    /// The class of this failure (what the shells map to a status or an exception class).
+    pub fn kind(&self) -> ostinato::ErrorKind {
+        use ostinato::ErrorKind as K;
+        match self {
+            HostError::Bind(e) => e.kind(),
+            HostError::Slot(e) => e.kind(),
+            HostError::Race { .. } | HostError::Kernel { .. } => K::Fault,
+            HostError::Usage { .. } => K::Argument,
+            HostError::Range { source, .. } => source.kind(),
+            HostError::State { .. } => K::State,
+            HostError::OutOfMemory { .. } => K::Io,
+            HostError::Thread(_) => K::Runtime,
+        }
+    }
 }
 
 /// The most worker threads a host backend takes.
@@ -125,7 +152,7 @@ impl Backend for HostBackend {
         if let Some(free) = memory::available_bytes() {
             if owned > free {
                 let largest = g.buffers().iter().max_by_key(|d| d.size).map_or(String::new(), |d| format!(" (the largest, `{}`, {} bytes)", d.name, d.size));
-                return Err(HostError::Usage {
+                return Err(HostError::OutOfMemory {
                     operation: "instantiate",
                     reason: format!("the buffers need {owned} bytes of host memory{largest}, {free} available"),
                 });
@@ -145,7 +172,7 @@ impl Backend for HostBackend {
                 BufferBinding::External(m) => Ok(m),
                 BufferBinding::Allocate => HostMemory::try_zeroed(if decl.root.index() == i { decl.size } else { 0 })
                     .map(Arc::new)
-                    .map_err(|reason| HostError::Usage { operation: "instantiate", reason: format!("buffer `{}`: {reason}", decl.name) }),
+                    .map_err(|reason| HostError::OutOfMemory { operation: "instantiate", reason: format!("buffer `{}`: {reason}", decl.name) }),
             })
             .collect::<Result<_, HostError>>()?;
         let root_of = |s: &ostinato::Slice| {
@@ -221,7 +248,7 @@ impl HostExec {
 
     fn idle(&self, operation: &'static str) -> Result<(), HostError> {
         if self.in_flight {
-            return Err(HostError::Usage { operation, reason: "a replay is in flight; call wait() first".into() });
+            return Err(HostError::State { operation, reason: "a replay is in flight; call wait() first".into() });
         }
         Ok(())
     }
@@ -278,16 +305,18 @@ impl Exec for HostExec {
 
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), HostError> {
         self.idle("write_buffer")?;
-        check_range(&self.shared.plan, buffer, offset, data.len() as u64).map_err(|reason| HostError::Usage { operation: "write_buffer", reason })?;
-        let (m, base) = self.memory(buffer).ok_or(HostError::Usage { operation: "write_buffer", reason: "unknown buffer".into() })?;
+        check_range(&self.shared.plan, buffer, offset, data.len() as u64).map_err(|source| HostError::Range { operation: "write_buffer", source })?;
+        let (m, base) =
+            self.memory(buffer).ok_or(HostError::Range { operation: "write_buffer", source: ostinato::UsageError::UnknownBuffer { id: buffer.0 } })?;
         m.write(base + offset, data);
         Ok(())
     }
 
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), HostError> {
         self.idle("read_buffer")?;
-        check_range(&self.shared.plan, buffer, offset, out.len() as u64).map_err(|reason| HostError::Usage { operation: "read_buffer", reason })?;
-        let (m, base) = self.memory(buffer).ok_or(HostError::Usage { operation: "read_buffer", reason: "unknown buffer".into() })?;
+        check_range(&self.shared.plan, buffer, offset, out.len() as u64).map_err(|source| HostError::Range { operation: "read_buffer", source })?;
+        let (m, base) =
+            self.memory(buffer).ok_or(HostError::Range { operation: "read_buffer", source: ostinato::UsageError::UnknownBuffer { id: buffer.0 } })?;
         m.read(base + offset, out);
         Ok(())
     }

@@ -60,7 +60,7 @@ fn slots_patch_between_replays_and_are_refused_in_flight() {
     for n in [4u32, 8, 16] {
         exec.set_slot(s, Scalar::u32(n)).unwrap();
         exec.replay().unwrap();
-        assert!(matches!(exec.set_slot(s, Scalar::u32(1)), Err(HostError::Usage { operation: "set_slot", .. })));
+        assert!(matches!(exec.set_slot(s, Scalar::u32(1)), Err(HostError::State { operation: "set_slot", .. })));
         exec.wait().unwrap();
     }
     let mut out = vec![0u8; 64];

@@ -31,8 +31,37 @@ pub enum RuntimeError {
     /// `--check` found a byte that differs from the host's serial order.
     #[error("check failed: buffer `{buffer}` differs from the host oracle first at byte {byte} (want {want:#04x}, got {got:#04x})")]
     Mismatch { buffer: String, byte: usize, want: u8, got: u8 },
+    /// `--check` found a buffer of another length than the host oracle's.
+    #[error("check failed: buffer `{buffer}` has {got} bytes, the host oracle's {want}")]
+    LengthMismatch { buffer: String, want: usize, got: usize },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    /// Host memory could not be had.
+    #[error("{0}")]
+    OutOfMemory(String),
     #[error("{0}")]
     Usage(String),
+}
+
+impl RuntimeError {
+    /// The class of this failure: the C status and the Python exception class derive from it, never
+    /// from the message.
+    pub fn kind(&self) -> ostinato::ErrorKind {
+        use ostinato::ErrorKind as K;
+        match self {
+            RuntimeError::File(_) => K::File,
+            RuntimeError::Plan(e) => e.kind(),
+            RuntimeError::Slot(e) => e.kind(),
+            RuntimeError::Host(e) => e.kind(),
+            #[cfg(feature = "cuda")]
+            RuntimeError::Cuda(e) => e.kind(),
+            #[cfg(feature = "vulkan")]
+            RuntimeError::Vulkan(e) => e.kind(),
+            RuntimeError::Backend { .. } => K::BackendMissing,
+            RuntimeError::WrongMemory { .. } | RuntimeError::UnknownName { .. } | RuntimeError::Usage(_) => K::Argument,
+            RuntimeError::NoImplementation { .. } => K::Bind,
+            RuntimeError::Mismatch { .. } | RuntimeError::LengthMismatch { .. } => K::Mismatch,
+            RuntimeError::Io { .. } | RuntimeError::OutOfMemory(_) => K::Io,
+        }
+    }
 }

@@ -131,7 +131,7 @@ impl dyn ExecHandle + '_ {
 
 /// A zeroed host byte vector for buffer `name`, or an error naming it when it cannot be had.
 pub(crate) fn zeroed_bytes(size: u64, name: &str) -> Result<Vec<u8>, RuntimeError> {
-    let refuse = || RuntimeError::Usage(format!("buffer `{name}`: cannot allocate {size} bytes of host memory to stage it"));
+    let refuse = || RuntimeError::OutOfMemory(format!("buffer `{name}`: cannot allocate {size} bytes of host memory to stage it"));
     let n = usize::try_from(size).map_err(|_| refuse())?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| refuse())?;

@@ -43,7 +43,7 @@ pub fn compare(want: &NamedBuffers, got: &NamedBuffers) -> Result<(), RuntimeErr
         let g =
             got.iter().find(|(n, _)| n == name).map(|(_, g)| g).ok_or_else(|| RuntimeError::UnknownName { what: "buffer in the run", name: name.clone() })?;
         if w.len() != g.len() {
-            return Err(RuntimeError::Usage(format!("check failed: buffer `{name}` has {} bytes, the host oracle's {}", g.len(), w.len())));
+            return Err(RuntimeError::LengthMismatch { buffer: name.to_string(), want: w.len(), got: g.len() });
         }
         if let Some(i) = w.iter().zip(g).position(|(a, b)| a != b) {
             return Err(RuntimeError::Mismatch { buffer: name.clone(), byte: i, want: w[i], got: g[i] });

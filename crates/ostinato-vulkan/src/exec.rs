@@ -108,7 +108,7 @@ impl VulkanExec {
     ) -> Result<VulkanExec, VkError> {
         check_bindings(plan, kernels.len(), buffers, |m| match *m {})?;
         let g = plan.graph();
-        ostinato::check_single_device(plan, "vulkan").map_err(VkError::NotApplicable)?;
+        ostinato::check_single_device(plan, "vulkan").map_err(|e| VkError::NotApplicable(e.to_string()))?;
         if let Some(i) = g.nodes().iter().position(|n| matches!(n.op, NodeOp::Collective { .. })) {
             return Err(VkError::NotApplicable(format!(
                 "{}: collectives run on CUDA with NCCL; the Vulkan backend has none",

@@ -49,6 +49,28 @@ pub enum VkError {
     Slot(#[from] ostinato::SlotError),
 }
 
+impl VkError {
+    /// The class of this failure (what the shells map to a status or an exception class).
+    pub fn kind(&self) -> ostinato::ErrorKind {
+        use ostinato::ErrorKind as K;
+        match self {
+            VkError::NoLoader(_) | VkError::NoDevice(_) => K::BackendMissing,
+            VkError::Vk { code, .. } if *code == ash::vk::Result::ERROR_DEVICE_LOST.as_raw() => K::Fault,
+            VkError::Vk { code, .. }
+                if *code == ash::vk::Result::ERROR_OUT_OF_HOST_MEMORY.as_raw() || *code == ash::vk::Result::ERROR_OUT_OF_DEVICE_MEMORY.as_raw() =>
+            {
+                K::Io
+            }
+            VkError::Vk { .. } => K::Runtime,
+            VkError::Shader { .. } => K::Bind,
+            VkError::NotApplicable(_) => K::Unsupported,
+            VkError::Usage(_) => K::Argument,
+            VkError::Bind(e) => e.kind(),
+            VkError::Slot(e) => e.kind(),
+        }
+    }
+}
+
 /// A plan recorded into one Vulkan command buffer, with device buffers per root allocation.
 pub struct VulkanRun {
     ctx: Arc<Context>,

@@ -1,7 +1,7 @@
 //! The contract every backend implements. A backend only translates a [`Plan`]: it never re-derives
 //! hazards, and it submits exactly the plan's edges (or a stronger ordering it documents).
 
-use crate::error::{BindError, SlotError};
+use crate::error::{BindError, SlotError, UsageError};
 use crate::graph::{BufferId, KernelSig, Scalar, SlotId};
 use crate::kernel_ref::KernelRef;
 use crate::plan::Plan;
@@ -80,9 +80,9 @@ pub trait Exec {
 
 /// For a backend whose exec drives one device: every buffer must lie on device 0 (`Err` names the
 /// first that does not, and its device).
-pub fn check_single_device(plan: &Plan, backend: &str) -> Result<(), String> {
+pub fn check_single_device(plan: &Plan, backend: &str) -> Result<(), UsageError> {
     match plan.graph().buffers().iter().find(|b| b.device != 0) {
-        Some(b) => Err(format!("buffer `{}` is on device {}: a {backend} exec drives one device (device 0 of the DAG)", b.name, b.device)),
+        Some(b) => Err(UsageError::OtherDevice { buffer: b.name.clone(), device: b.device, backend: backend.to_string() }),
         None => Ok(()),
     }
 }
@@ -146,10 +146,10 @@ pub fn check_bindings<M>(plan: &Plan, kernel_count: usize, buffers: &[BufferBind
 }
 
 /// Checks that an in-bounds `len`-byte access at `offset` fits buffer `buffer`.
-pub fn check_range(plan: &Plan, buffer: BufferId, offset: u64, len: u64) -> Result<(), String> {
-    let b = plan.graph().buffers().get(buffer.index()).ok_or_else(|| format!("unknown buffer id {buffer}"))?;
+pub fn check_range(plan: &Plan, buffer: BufferId, offset: u64, len: u64) -> Result<(), UsageError> {
+    let b = plan.graph().buffers().get(buffer.index()).ok_or(UsageError::UnknownBuffer { id: buffer.0 })?;
     if offset.checked_add(len).is_none_or(|e| e > b.size) {
-        return Err(format!("range {offset}+{len} lies outside buffer `{}` of {} bytes", b.name, b.size));
+        return Err(UsageError::OutOfRange { buffer: b.name.clone(), offset, len, size: b.size });
     }
     Ok(())
 }

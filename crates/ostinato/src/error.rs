@@ -89,3 +89,130 @@ pub enum BindError {
     #[error("buffer `{buffer}` is a view; bind its root buffer `{root}` instead")]
     BindView { buffer: String, root: String },
 }
+
+/// What class of failure an error is. Every error the runtime returns has one; the shells map it —
+/// never the message text — to a C status or a Python exception class, so rewording a message
+/// changes nothing a program sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A recording call was refused (a bad slice, a wrong arg count, a duplicate name).
+    Graph,
+    /// A graph file could not be read or parsed.
+    File,
+    /// Planning failed (a cycle through explicit edges, a graph past the planner's budget).
+    Plan,
+    /// An argument out of its domain: an unknown name or id, a wrong type, a range outside its
+    /// buffer, an unknown option, memory of the wrong length.
+    Argument,
+    /// The call is not allowed in the object's present state (a replay in flight, a faulted exec).
+    State,
+    /// A kernel could not be bound: no implementation, another signature, a compile error, a
+    /// declaration its own code contradicts.
+    Bind,
+    /// The backend or device cannot run this plan as recorded (a launch past the device's limits, a
+    /// buffer on a device the exec does not drive, a feature the device lacks).
+    Unsupported,
+    /// The backend, a runtime library it loads, or the device asked for is not there.
+    BackendMissing,
+    /// The driver or device failed at run time.
+    Runtime,
+    /// A kernel faulted or replays missed their deadline: the exec is faulted and refuses further use.
+    Fault,
+    /// A result differs from the host oracle.
+    Mismatch,
+    /// A file could not be read or written, or host memory could not be had.
+    Io,
+}
+
+impl ErrorKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::Graph,
+        ErrorKind::File,
+        ErrorKind::Plan,
+        ErrorKind::Argument,
+        ErrorKind::State,
+        ErrorKind::Bind,
+        ErrorKind::Unsupported,
+        ErrorKind::BackendMissing,
+        ErrorKind::Runtime,
+        ErrorKind::Fault,
+        ErrorKind::Mismatch,
+        ErrorKind::Io,
+    ];
+
+    /// A short lower-case name (`"bind"`, `"backend-missing"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Graph => "graph",
+            ErrorKind::File => "file",
+            ErrorKind::Plan => "plan",
+            ErrorKind::Argument => "argument",
+            ErrorKind::State => "state",
+            ErrorKind::Bind => "bind",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::BackendMissing => "backend-missing",
+            ErrorKind::Runtime => "runtime",
+            ErrorKind::Fault => "fault",
+            ErrorKind::Mismatch => "mismatch",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl GraphError {
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Graph
+    }
+}
+
+impl PlanError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            PlanError::BadOption(_) => ErrorKind::Argument,
+            PlanError::Cycle { .. } | PlanError::OutOfMemory { .. } => ErrorKind::Plan,
+        }
+    }
+}
+
+impl SlotError {
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Argument
+    }
+}
+
+impl BindError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            BindError::Missing { .. } | BindError::Signature { .. } => ErrorKind::Bind,
+            BindError::BufferSize { .. } | BindError::BindView { .. } => ErrorKind::Argument,
+        }
+    }
+}
+
+/// A call on an exec named a buffer or a range the plan does not allow, or a plan the exec cannot drive.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum UsageError {
+    #[error("unknown buffer id {id}")]
+    UnknownBuffer { id: u32 },
+    #[error("range {offset}+{len} lies outside buffer `{buffer}` of {size} bytes")]
+    OutOfRange { buffer: String, offset: u64, len: u64, size: u64 },
+    #[error("buffer `{buffer}` is on device {device}: a {backend} exec drives one device (device 0 of the DAG)")]
+    OtherDevice { buffer: String, device: u32, backend: String },
+}
+
+impl UsageError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            UsageError::UnknownBuffer { .. } | UsageError::OutOfRange { .. } => ErrorKind::Argument,
+            UsageError::OtherDevice { .. } => ErrorKind::Unsupported,
+        }
+    }
+}

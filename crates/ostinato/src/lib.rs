@@ -31,7 +31,7 @@ pub use backend::{
     allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_single_device, check_slot, for_each_init_piece, pieces, read_roots,
     write_inits, Backend, BufferBinding, Exec, PIECE,
 };
-pub use error::{BindError, GraphError, PlanError, SlotError};
+pub use error::{BindError, ErrorKind, GraphError, PlanError, SlotError, UsageError};
 pub use graph::{
     Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,
     SlotDecl, SlotId,

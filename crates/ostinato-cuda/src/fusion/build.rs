@@ -80,7 +80,7 @@ pub fn fuse(
         if shared + dynamic > limit {
             if mode == FusionMode::On {
                 let first = gr.lanes[0][0];
-                return Err(CudaError::Usage {
+                return Err(CudaError::Unsupported {
                     op: "fusion",
                     reason: format!(
                         "the fused kernel of {} nodes from n{first} ({}) needs {} bytes of shared memory, more than the {limit} a block has",
@@ -104,9 +104,9 @@ pub fn fuse(
         let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
         fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry));
     }
-    let rewritten = super::rewrite::rewrite(plan, &picked, &fused).map_err(|reason| CudaError::Usage { op: "fusion", reason })?;
-    let fused_plan =
-        Plan::compile_with(&rewritten.graph, plan.options()).map_err(|e| CudaError::Usage { op: "fusion", reason: format!("planning the fused plan: {e}") })?;
+    let rewritten = super::rewrite::rewrite(plan, &picked, &fused).map_err(|reason| CudaError::Internal { op: "fusion", reason })?;
+    let fused_plan = Plan::compile_with(&rewritten.graph, plan.options())
+        .map_err(|e| CudaError::Internal { op: "fusion", reason: format!("planning the fused plan: {e}") })?;
     let mut all = kernels.to_vec();
     for f in &fused {
         let src = ModuleSource::CudaC { name: f.sig.name.clone(), source: f.source.clone() };
