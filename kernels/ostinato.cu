@@ -1,28 +1,9 @@
 // Ostinato's built-in CUDA kernels. Same semantics as the host backend's built-ins (grid-stride: the
 // result never depends on the launch geometry). Every kernel is PDL-capable: it executes
-// `griddepcontrol.wait` before its first global-memory access, so a programmatic edge into it is safe.
-// OST_TRIGGER picks where it lets its dependents launch: 0 never (they launch at its completion),
-// 1 at entry (before its own wait: dependents can cascade down a chain), 2 after its last write,
-// 3 right after its own wait (one kernel ahead at most).
+// `griddepcontrol.wait` before its first global-memory access (OST_ENTRY, kernels/ostinato.cuh), so a
+// programmatic edge into it is safe.
 
-#ifndef OST_TRIGGER
-#define OST_TRIGGER 1
-#endif
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(OST_NO_PDL)
-#define OST_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
-#define OST_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
-#else
-#define OST_WAIT() do {} while (0)
-#define OST_LAUNCH_DEPENDENTS() do {} while (0)
-#endif
-
-#define OST_ENTRY() do { if (OST_TRIGGER == 1) OST_LAUNCH_DEPENDENTS(); OST_WAIT(); if (OST_TRIGGER == 3) OST_LAUNCH_DEPENDENTS(); } while (0)
-#define OST_EXIT() do { if (OST_TRIGGER == 2) OST_LAUNCH_DEPENDENTS(); } while (0)
-
-#define OST_GRID_STRIDE(i, n) \
-  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-       i += (unsigned long long)gridDim.x * blockDim.x)
+#include "ostinato.cuh"
 
 // x[i] += 1 for i < n.
 extern "C" __global__ void add_one(float* x, unsigned n) {

@@ -1,11 +1,11 @@
-// Study tool: each Llama decode kernel (kernels/llama/llama.cu) timed alone at Llama-3.2-1B's shapes,
+// Study tool: each Llama decode kernel (crates/ostinato-llama/kernels/llama.cu) timed alone at Llama-3.2-1B's shapes,
 // cycling over 16 layers' worth of distinct weights so L2 does not serve them; prints µs and TB/s per
 // kernel. Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90 -std=c++17 -DOST_TRIGGER=3 -o /tmp/llama_kernels lab/probes/llama_kernels.cu && /tmp/llama_kernels [pos] [blocks]
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o /tmp/llama_kernels lab/probes/llama_kernels.cu && /tmp/llama_kernels [pos] [blocks]
 // The shipped numbers come from `ostinato bench` (its decode rows' kernel table); this is for trying a
 // kernel change in seconds.
 #include "../../kernels/ostinato.cu"
-#include "../../kernels/llama/llama.cu"
+#include "../../crates/ostinato-llama/kernels/llama.cu"
 
 #include <cuda_runtime.h>
 #include <algorithm>

@@ -9,7 +9,7 @@ use ostinato::file::BufferInit;
 use ostinato::{
     Access, Arg, BufferBinding, BufferId, Graph, KernelId, KernelRef, KernelSig, Launch, NodeId, ParamKind, Plan, Scalar, ScalarType, Slice, SlotId,
 };
-use ostinato_runtime::{BackendKind, BackendSpec, ExecHandle, Memory, RuntimeError, Session};
+use ostinato_runtime::{BackendKind, BackendSpec, ExecHandle, KernelSource, Memory, RuntimeError, Session};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -104,7 +104,7 @@ struct Slot {
 #[pyclass(module = "ostinato")]
 struct PyGraph {
     graph: Graph,
-    impls: Vec<BTreeMap<String, KernelRef>>,
+    impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
     base_dir: PathBuf,
 }
@@ -199,11 +199,14 @@ impl PyGraph {
                 let kind: BackendKind = k.parse().map_err(err)?;
                 let mut r = KernelRef::file(&v);
                 r.base_dir = self.base_dir.clone();
-                refs.insert(kind.as_str().to_string(), r);
+                refs.insert(kind.as_str().to_string(), KernelSource::Ref(r));
             }
         }
         for (backend, entry) in entries {
-            refs.get_mut(&backend).ok_or_else(|| err(format!("kernel `{name}`: `{backend}_entry` without a `{backend}` implementation")))?.entry = Some(entry);
+            match refs.get_mut(&backend) {
+                Some(KernelSource::Ref(r)) => r.entry = Some(entry),
+                _ => return Err(err(format!("kernel `{name}`: `{backend}_entry` without a `{backend}` implementation"))),
+            }
         }
         let id = self.graph.add_kernel(sig).map_err(err)?;
         self.impls.push(refs);
@@ -328,7 +331,7 @@ impl PyGraph {
 #[pyclass(module = "ostinato", frozen)]
 struct PyPlan {
     plan: Plan,
-    impls: Vec<BTreeMap<String, KernelRef>>,
+    impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
 }
 
@@ -546,10 +549,10 @@ impl PyPlan {
         };
         let session = Session::open(&spec).map_err(err)?;
         let name = kind.as_str();
-        let kernel_ref = |k: usize| -> Result<KernelRef, RuntimeError> {
+        let source = |k: usize| -> Result<KernelSource, RuntimeError> {
             self.impls[k].get(name).cloned().ok_or_else(|| RuntimeError::NoImplementation { kernel: g.kernels()[k].name.clone(), backend: name })
         };
-        let mut exec = session.instantiate_with(&self.plan, &kernel_ref, buffers).map_err(err)?;
+        let mut exec = session.instantiate_sources(&self.plan, &source, buffers).map_err(err)?;
         // Buffers bound to framework memory keep the framework's contents; the rest get their init.
         let inits: Vec<Option<BufferInit>> = self
             .inits
@@ -648,7 +651,8 @@ impl PyExec {
 fn load(path: PathBuf) -> PyResult<PyGraph> {
     let f = ostinato::file::load(&path, &BackendKind::names()).map_err(err)?;
     let base_dir = f.base_dir().to_path_buf();
-    Ok(PyGraph { graph: f.graph, impls: f.impls, inits: f.inits, base_dir })
+    let impls = f.impls.into_iter().map(|m| m.into_iter().map(|(b, r)| (b, KernelSource::Ref(r))).collect()).collect();
+    Ok(PyGraph { graph: f.graph, impls, inits: f.inits, base_dir })
 }
 
 /// The buffers and slots of a loaded graph, by name (for `launch` on a loaded graph).
@@ -660,7 +664,7 @@ fn names(g: &PyGraph) -> (Vec<(String, u64)>, Vec<String>) {
 /// Buffers whose initial bytes are data: (name, bytes).
 type StepData = Vec<(String, Py<PyBytes>)>;
 
-/// Records one Llama decode step (the graph of `ostinato-llama`: kernels/llama/ on CUDA, their host
+/// Records one Llama decode step (the graph of `ostinato-llama`: its kernel pack's CUDA C on CUDA, their host
 /// twins on the host): `config_json` is a Hugging Face `config.json` text (default: Llama-3.2-1B),
 /// `max_seq` the KV cache's positions. Returns the graph (buffers named `embed`, `norm`,
 /// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `logits`; slot `pos`) and the buffers
@@ -674,7 +678,22 @@ fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64
     };
     let options = ostinato_llama::StepOptions { seed, attn_splits, gemv_blocks, ..Default::default() };
     let step = ostinato_llama::record(&config, options).map_err(err)?;
-    let impls = step.graph.kernels().iter().map(|k| ["host", "cuda"].into_iter().map(|b| (b.to_string(), KernelRef::builtin(&k.name))).collect()).collect();
+    // The Llama pack's kernels: its CUDA source by reference, its host twins as functions.
+    let impls = step
+        .graph
+        .kernels()
+        .iter()
+        .map(|k| {
+            let mut m = BTreeMap::new();
+            if let Some(r) = ostinato_llama::pack::cuda_ref(&k.name) {
+                m.insert("cuda".to_string(), KernelSource::Ref(r));
+            }
+            if let Some(h) = ostinato_llama::pack::host_kernel(&k.name) {
+                m.insert("host".to_string(), KernelSource::Host(h));
+            }
+            m
+        })
+        .collect();
     let data = step.data.iter().map(|(b, bytes)| (step.graph.buffer(*b).name.clone(), PyBytes::new(py, bytes).unbind())).collect();
     Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from(".") }, data))
 }

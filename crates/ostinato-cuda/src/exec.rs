@@ -17,7 +17,7 @@ use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphN
 use crate::graph_build::{build_graph, CollectiveCall, Collectives};
 use crate::launch_thread::{Command, LaunchFault, LaunchThread, Submitter};
 use crate::lower::{lower_with, ArgValue, Callee, KernelPdl, Lowering};
-use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
+use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
 use crate::nccl::Communicator;
 use crate::options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, LaunchOn, StreamPriority};
 
@@ -28,9 +28,16 @@ pub struct CudaBackend {
     options: CudaOptions,
     builtins: BuiltinModules,
     helpers: (CudaKernel, CudaKernel),
-    /// Modules [`Backend::bind_kernel`] loaded from files, by path: each file is compiled and loaded
-    /// once per backend, however many kernels it holds.
-    files: Mutex<Vec<(PathBuf, Arc<LoadedModule>)>>,
+    /// Modules [`Backend::bind_kernel`] loaded from files or code, by path (or name and hash): each is
+    /// compiled and loaded once per backend, however many kernels it holds.
+    files: Mutex<Vec<(PathBuf, Arc<FileModules>)>>,
+}
+
+/// A user's or a pack's module in its builds: the main one, and the early-trigger and plain builds
+/// where the source places its `griddepcontrol` through Ostinato's macros.
+struct FileModules {
+    main: LoadedModule,
+    variants: Option<(LoadedModule, LoadedModule)>,
 }
 
 impl CudaBackend {
@@ -82,15 +89,27 @@ impl CudaBackend {
         &self.device
     }
 
-    /// The module of a kernel file, loaded once (same main trigger as the built-ins).
-    fn file_module(&self, reference: &KernelRef) -> Result<Arc<LoadedModule>> {
-        let path = reference.path();
+    /// The modules of a kernel file or of code given in memory, loaded once: the main build (the
+    /// built-ins' trigger) and, for CUDA C written with `OST_ENTRY`/`OST_EXIT`, the early-trigger and
+    /// plain builds the built-ins have too.
+    fn file_module(&self, reference: &KernelRef) -> Result<Arc<FileModules>> {
+        let key = match &reference.code {
+            Some(code) => PathBuf::from(format!("code:{}:{}", reference.source, blake3::hash(code.as_bytes()).to_hex())),
+            None => reference.path(),
+        };
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, m)) = files.iter().find(|(p, _)| *p == path) {
+        if let Some((_, m)) = files.iter().find(|(p, _)| *p == key) {
             return Ok(m.clone());
         }
-        let m = Arc::new(LoadedModule::load(&self.device, &ModuleSource::from_path(&path)?, self.options.trigger)?);
-        files.push((path, m.clone()));
+        let source = ModuleSource::from_ref(reference)?;
+        let main = LoadedModule::load(&self.device, &source, self.options.trigger)?;
+        let variants = if source.has_trigger_variants() {
+            Some((LoadedModule::load(&self.device, &source, PdlTrigger::AtEntry)?, LoadedModule::load(&self.device, &source, PdlTrigger::Disabled)?))
+        } else {
+            None
+        };
+        let m = Arc::new(FileModules { main, variants });
+        files.push((key, m.clone()));
         Ok(m)
     }
 }
@@ -202,9 +221,12 @@ impl Backend for CudaBackend {
             Some(_) => self.builtins.kernel(entry, sig),
             None => {
                 let module = self.file_module(reference).map_err(|e| e.at(format!("kernel `{}`", sig.name)))?;
-                let kernel = module.kernel(entry, sig, pdl)?;
+                let mut kernel = module.main.kernel(entry, sig, pdl)?;
+                if let Some((early, plain)) = &module.variants {
+                    kernel = kernel.with_variants(Some(&early.kernel(entry, sig, pdl)?), Some(&plain.kernel(entry, sig, None)?));
+                }
                 if fusable == Some(true) {
-                    module.fusable_kernel(kernel, entry, sig)
+                    module.main.fusable_kernel(kernel, entry, sig)
                 } else {
                     Ok(kernel)
                 }

@@ -14,18 +14,13 @@ use crate::ffi::{self, Function, Module};
 use crate::lower::Variant;
 use crate::nvrtc;
 
-/// The built-in kernels (`builtin:<name>`) and the internal copy/fill kernels.
-pub const BUILTIN_SOURCE: &str = concat!(
-    include_str!("../../../kernels/ostinato.cu"),
-    "\n",
-    include_str!("../../../kernels/decode.cu"),
-    "\n",
-    include_str!("../../../kernels/llama/llama.cu")
-);
+/// Ostinato's kernel header (`#include "ostinato.cuh"` in any CUDA C that Ostinato compiles): the
+/// `OST_ENTRY`/`OST_EXIT` macros with which a kernel is built in each trigger variant.
+pub const KERNEL_HEADER: &str = include_str!("../../../kernels/ostinato.cuh");
 
-/// The built-ins a fused kernel may call (copy, fill and the small kernels): their source, without the
-/// Llama kernels (all of several blocks), so a fused module compiles quickly.
-pub const FUSABLE_BUILTIN_SOURCE: &str = concat!(include_str!("../../../kernels/ostinato.cu"), "\n", include_str!("../../../kernels/decode.cu"));
+/// The built-in kernels (`builtin:<name>`) and the internal copy/fill kernels: generic kernels only
+/// (a domain pack's kernels bind through [`ostinato::KernelRef::code`]).
+pub const BUILTIN_SOURCE: &str = concat!(include_str!("../../../kernels/ostinato.cu"), "\n", include_str!("../../../kernels/decode.cu"));
 
 /// Where a PDL-capable kernel lets its dependents launch (the `OST_TRIGGER` macro of our sources).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,6 +75,22 @@ impl ModuleSource {
             _ => Err(CudaError::Io { path: name, message: "expected a .cu, .ptx or .cubin file".into() }),
         }
     }
+    /// The module a non-built-in reference names: its file, or the code it carries
+    /// ([`ostinato::KernelRef::code`]), by the extension of its name.
+    pub fn from_ref(reference: &ostinato::KernelRef) -> Result<ModuleSource> {
+        let Some(code) = &reference.code else { return ModuleSource::from_path(&reference.path()) };
+        let name = reference.source.clone();
+        match Path::new(&name).extension().and_then(|e| e.to_str()) {
+            Some("cu") => Ok(ModuleSource::CudaC { name, source: code.to_string() }),
+            Some("ptx") => Ok(ModuleSource::Ptx { name, text: code.to_string() }),
+            _ => Err(CudaError::Io { path: name, message: "code given in memory must be named `*.cu` (CUDA C) or `*.ptx`".into() }),
+        }
+    }
+    /// True for CUDA C that places its `griddepcontrol` through Ostinato's `OST_ENTRY`/`OST_EXIT`
+    /// macros (`kernels/ostinato.cuh`): it is built in each trigger variant, as the built-ins are.
+    pub fn has_trigger_variants(&self) -> bool {
+        matches!(self, ModuleSource::CudaC { source, .. } if source.contains("OST_ENTRY"))
+    }
     pub fn builtin() -> ModuleSource {
         ModuleSource::CudaC { name: "builtin".into(), source: BUILTIN_SOURCE.into() }
     }
@@ -129,6 +140,20 @@ impl CudaKernel {
             Variant::Plain => self.plain.as_ref().unwrap_or(&self.func),
             Variant::Early => self.early.as_ref().unwrap_or(&self.func),
             Variant::Late => &self.func,
+        }
+    }
+    /// This kernel in one build only (`variant`; its one build where it has no such variant): what a
+    /// baseline that launches the same code without Ostinato's per-node choice of build uses.
+    pub fn only(&self, variant: Variant) -> CudaKernel {
+        let func = self.build(variant).clone();
+        let plain = variant == Variant::Plain && self.plain.is_some();
+        CudaKernel {
+            func,
+            pdl_capable: self.pdl_capable && !plain,
+            pre_wait_reads: if plain { Vec::new() } else { self.pre_wait_reads.clone() },
+            early: None,
+            plain: None,
+            ..self.clone()
         }
     }
     /// Attaches the early-trigger and plain variants (same code, other `OST_TRIGGER` builds).
@@ -200,7 +225,7 @@ impl BuiltinModules {
             early: Arc::new(LoadedModule::load(device, &src, PdlTrigger::AtEntry)?),
             plain: Arc::new(LoadedModule::load(device, &src, PdlTrigger::Disabled)?),
             device: device.clone(),
-            fusion: Arc::new(FusionCheck::new(FUSABLE_BUILTIN_SOURCE)),
+            fusion: Arc::new(FusionCheck::new(BUILTIN_SOURCE)),
         })
     }
     /// The built-in `entry` as a fused body, where it is one (copy, fill, `add_one`, `mix`, the
@@ -258,7 +283,7 @@ pub fn compile_cached(device: &Device, name: &str, source: &str, trigger: PdlTri
     let joined = options.join(" ");
     // Each part is length-prefixed, so no two different inputs hash the same bytes.
     let mut hasher = blake3::Hasher::new();
-    for part in [source.as_bytes(), joined.as_bytes(), ver.as_bytes(), driver.as_bytes()] {
+    for part in [source.as_bytes(), KERNEL_HEADER.as_bytes(), joined.as_bytes(), ver.as_bytes(), driver.as_bytes()] {
         hasher.update(&(part.len() as u64).to_le_bytes()).update(part);
     }
     let key = hasher.finalize().to_hex()[..32].to_string();

@@ -92,8 +92,11 @@ pub fn compile_ptx(source: &str, source_name: &str, options: &[String]) -> Resul
     let opts: Vec<CString> = options.iter().filter_map(|o| CString::new(o.as_str()).ok()).collect();
     let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
-    // SAFETY: NUL-terminated strings that outlive the call; no headers.
-    check("nvrtcCreateProgram", unsafe { sys::nvrtcCreateProgram(&mut prog, src.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null()) })?;
+    // Every program can `#include "ostinato.cuh"` (the kernel header; no file is read for it).
+    let (header, header_name) = (CString::new(crate::module::KERNEL_HEADER).unwrap_or_default(), c"ostinato.cuh");
+    let (headers, header_names) = ([header.as_ptr()], [header_name.as_ptr()]);
+    // SAFETY: NUL-terminated strings that outlive the call; one header with its include name.
+    check("nvrtcCreateProgram", unsafe { sys::nvrtcCreateProgram(&mut prog, src.as_ptr(), name.as_ptr(), 1, headers.as_ptr(), header_names.as_ptr()) })?;
     struct Guard(sys::nvrtcProgram);
     impl Drop for Guard {
         fn drop(&mut self) {

@@ -53,7 +53,6 @@ pub fn mix() -> HostKernel {
 pub fn all() -> Vec<HostKernel> {
     let mut v = vec![add_one(), mix()];
     v.extend(decode::all());
-    v.extend(crate::llama::all());
     v
 }
 

@@ -10,7 +10,6 @@ mod checker;
 mod collective;
 pub mod decode;
 pub mod kernel;
-pub mod llama;
 pub mod memory;
 mod pool;
 pub mod schedule;

@@ -128,7 +128,7 @@ impl LlamaConfig {
         fields.into_iter().find(|(_, a, b)| a != b)
     }
 
-    /// Checks what the kernels support (`kernels/llama/llama.cu`), naming the field.
+    /// Checks what the kernels support (`kernels/llama.cu`), naming the field.
     pub fn validate(&self) -> Result<(), LlamaError> {
         let bad = |field: &str, reason: &str| Err(LlamaError::Config { field: field.to_string(), reason: reason.to_string() });
         let q = self.heads * self.head_dim;

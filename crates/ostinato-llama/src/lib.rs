@@ -1,6 +1,7 @@
 //! The Llama decode step on Ostinato: a Llama-family config (Llama-3.2-1B by default), one step
-//! recorded as one graph of the kernels in `kernels/llama/` (host twins in `ostinato_host::llama`), its
-//! weights random from a seed or read from a Hugging Face checkpoint.
+//! recorded as one graph of this crate's kernels (a kernel pack: CUDA C in `kernels/llama.cu`, host
+//! twins in [`host`], bound through [`pack`]), its weights random from a seed or read from a Hugging
+//! Face checkpoint.
 //!
 //! ```
 //! use ostinato_llama::{record, LlamaConfig, StepOptions};
@@ -12,6 +13,8 @@
 
 mod checkpoint;
 mod config;
+pub mod host;
+pub mod pack;
 mod reference;
 mod step;
 
@@ -27,6 +30,20 @@ pub enum LlamaError {
     Config { field: String, reason: String },
     #[error("{path}: {reason}")]
     Checkpoint { path: String, reason: String },
+    #[error("kernel `{kernel}`: {reason}")]
+    Kernel { kernel: String, reason: String },
     #[error(transparent)]
     Graph(#[from] ostinato::GraphError),
+}
+
+impl LlamaError {
+    /// The class of this failure.
+    pub fn kind(&self) -> ostinato::ErrorKind {
+        match self {
+            LlamaError::Config { .. } => ostinato::ErrorKind::Argument,
+            LlamaError::Checkpoint { .. } => ostinato::ErrorKind::File,
+            LlamaError::Kernel { .. } => ostinato::ErrorKind::Bind,
+            LlamaError::Graph(e) => e.kind(),
+        }
+    }
 }

@@ -11,9 +11,9 @@
 //! partials (the last block of each KV head), and the LM head's blocks their argmax, so neither needs a
 //! second kernel.
 
+use crate::host as sigs;
 use ostinato::file::BufferInit;
 use ostinato::{Arg, BufferId, Graph, KernelId, Launch, Scalar, SlotId};
-use ostinato_host::llama as sigs;
 
 use crate::{LlamaConfig, LlamaError};
 
@@ -99,7 +99,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     if o.attn_splits > 32 {
         return Err(LlamaError::Config {
             field: "attn_splits".into(),
-            reason: "must be at most 32 (kernels/llama/llama.cu: LL_MAX_SPLITS), or 0 to pick by max_seq".into(),
+            reason: "must be at most 32 (kernels/llama.cu: LL_MAX_SPLITS), or 0 to pick by max_seq".into(),
         });
     }
     if o.gemv_blocks == 0 {
@@ -160,7 +160,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let u = |n: u32| Arg::Scalar(Scalar::u32(n));
     let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
     let b = Arg::Whole;
-    // Projections stream their rows warp by warp (kernels/llama/llama.cu): 8 rows (or row pairs) per
+    // Projections stream their rows warp by warp (kernels/llama.cu): 8 rows (or row pairs) per
     // block at least, at most `gemv_blocks` blocks.
     let tile = |rows: u32, per_unit: u32| Launch::linear(rows.div_ceil(per_unit).div_ceil(8).min(o.gemv_blocks), 256);
     let mut dispatches = 0;

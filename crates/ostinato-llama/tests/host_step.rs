@@ -14,7 +14,7 @@ fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
     let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
     let plan = Plan::compile(&step.graph).unwrap();
     let backend = HostBackend::serial();
-    let kernels = ostinato::bind_builtins(&backend, &plan).unwrap();
+    let kernels = ostinato_llama::pack::host_kernels(&step.graph).unwrap();
     let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
     let init = step.initial_bytes();
     for (b, bytes) in init.iter().enumerate() {

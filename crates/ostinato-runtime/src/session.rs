@@ -10,6 +10,7 @@ use crate::exec::{ExecHandle, Memory, Wrapped};
 use crate::kind::BackendKind;
 
 /// Where a kernel's implementation comes from.
+#[derive(Clone, Debug)]
 pub enum KernelSource {
     /// A reference the backend binds (`builtin:NAME`, a file).
     Ref(KernelRef),

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A backend-specific option of a kernel reference (`pdl = true` for CUDA, say). The core never
 /// interprets it; the backend that binds the reference refuses options it does not know.
@@ -30,23 +31,31 @@ impl std::fmt::Display for RefOption {
 ///
 /// `source` is `builtin:NAME` (a kernel the backend ships) or a file path (relative paths resolve
 /// against `base_dir`, the graph file's folder); `entry` is the symbol in that file (default: the
-/// kernel's name, or NAME for a built-in).
+/// kernel's name, or NAME for a built-in). A reference made in memory carries its code in `code`
+/// ([`KernelRef::code`]: a kernel pack's source, compiled into the program); `source` then names it,
+/// its extension saying what it is (`.cu`, `.ptx`, `.wgsl`), and no file is read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelRef {
     pub source: String,
     pub entry: Option<String>,
     pub base_dir: PathBuf,
     pub options: BTreeMap<String, RefOption>,
+    pub code: Option<Arc<str>>,
 }
 
 impl KernelRef {
     /// A kernel the backend ships (`builtin:NAME`).
     pub fn builtin(name: &str) -> KernelRef {
-        KernelRef { source: format!("builtin:{name}"), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new() }
+        KernelRef { source: format!("builtin:{name}"), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: None }
     }
     /// A kernel in a file (CUDA C, PTX, cubin, WGSL, SPIR-V: the backend decides what it takes).
     pub fn file(path: impl AsRef<Path>) -> KernelRef {
-        KernelRef { source: path.as_ref().display().to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new() }
+        KernelRef { source: path.as_ref().display().to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: None }
+    }
+    /// A kernel whose code is given here rather than read from a file: `name` says what it is by its
+    /// extension (`llama.cu`, `k.ptx`, `k.wgsl`) and names it in messages and caches.
+    pub fn code(name: &str, code: impl Into<Arc<str>>) -> KernelRef {
+        KernelRef { source: name.to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: Some(code.into()) }
     }
     /// The entry symbol in the file.
     pub fn with_entry(mut self, entry: &str) -> KernelRef {

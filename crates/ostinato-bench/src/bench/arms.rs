@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
-use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
+use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy, Variant};
 use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority};
 use ostinato_host::{HostBackend, HostExec};
@@ -345,7 +345,13 @@ impl Arm for OstinatoCuda {
 /// code; each gets the build its technique calls for: baselines that never use PDL the build without
 /// griddepcontrol, the expert's PDL capture the main PDL build. (Ostinato's arms bind through the
 /// backend, which attaches every build and picks one per node.)
-pub fn baseline_kernels(modules: &BuiltinModules, w: &Workload, kind: ArmKind) -> Result<Vec<CudaKernel>, String> {
+pub fn baseline_kernels(modules: &BuiltinModules, backend: &CudaBackend, w: &Workload, kind: ArmKind) -> Result<Vec<CudaKernel>, String> {
+    if w.model.is_some() {
+        // The Llama pack's kernels, bound as Ostinato binds them, in the build a baseline launches.
+        let variant = if kind == ArmKind::CapturedPdl { Variant::Late } else { Variant::Plain };
+        let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
+        return Ok(bind_cuda(backend, w, &plan)?.iter().map(|k| k.only(variant)).collect());
+    }
     w.graph
         .kernels()
         .iter()
@@ -355,6 +361,31 @@ pub fn baseline_kernels(modules: &BuiltinModules, w: &Workload, kind: ArmKind) -
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())
+}
+
+/// Every kernel of `plan` bound on `backend` as a user binds them, from its reference: a Llama row's
+/// from the Llama pack, every other row's the backend's built-in of the kernel's name.
+pub fn bind_cuda(backend: &CudaBackend, w: &Workload, plan: &Plan) -> Result<Vec<CudaKernel>, String> {
+    if w.model.is_none() {
+        return ostinato::bind_builtins(backend, plan).map_err(err("bind"));
+    }
+    plan.graph()
+        .kernels()
+        .iter()
+        .map(|k| {
+            let r = ostinato_llama::pack::cuda_ref(&k.name).ok_or_else(|| format!("bind: `{}` is not a kernel of the Llama pack", k.name))?;
+            backend.bind_kernel(k, &r).map_err(err("bind"))
+        })
+        .collect()
+}
+
+/// Every kernel of `plan` bound on the host `backend`: the Llama pack's twins for a Llama row, else the
+/// built-ins.
+pub fn bind_host(backend: &HostBackend, w: &Workload, plan: &Plan) -> Result<Vec<ostinato_host::HostKernel>, String> {
+    if w.model.is_some() {
+        return ostinato_llama::pack::host_kernels(plan.graph()).map_err(err("bind"));
+    }
+    ostinato::bind_builtins(backend, plan).map_err(err("bind"))
 }
 
 /// Median GPU µs per dispatch of `samples` samples of a CUDA arm after 3 warm-ups.
@@ -380,10 +411,10 @@ pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, back
     let init = super::init_bytes(&w);
     let memory = RowMemory::new(device, &w, 0)?;
     let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
-    let mut chain = OstinatoCuda::new(backend, &w, ostinato::bind_builtins(backend, &plan).map_err(err("bind"))?, &memory, &init)?;
+    let mut chain = OstinatoCuda::new(backend, &w, bind_cuda(backend, &w, &plan)?, &memory, &init)?;
     let before = median_gpu_us(&mut chain, &w, &init, 7)?;
     for _ in 0..2 {
-        let mut eager = Baseline::new(device, &w, baseline_kernels(modules, &w, ArmKind::Eager)?, ArmKind::Eager, &memory, &init)?;
+        let mut eager = Baseline::new(device, &w, baseline_kernels(modules, backend, &w, ArmKind::Eager)?, ArmKind::Eager, &memory, &init)?;
         for _ in 0..24 {
             eager.sample(&w, &init)?;
         }
@@ -659,7 +690,7 @@ impl HostArm {
         let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
         // Ostinato's host arm schedules as a user's default run does: the pool where the plan can use it.
         let backend = if kind == ArmKind::HostSerial { HostBackend::serial() } else { HostBackend::auto(HostBackend::default_threads()) };
-        let kernels = ostinato::bind_builtins(&backend, &plan).map_err(err("bind"))?;
+        let kernels = bind_host(&backend, w, &plan)?;
         let buffers = ostinato::allocate_all(&plan);
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;

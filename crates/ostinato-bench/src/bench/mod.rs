@@ -297,13 +297,14 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     let memory = memory.clone()?.ok_or_else(|| "no shared device memory for the row".to_string())?;
     Ok(match kind {
         ArmKind::Eager | ArmKind::Captured | ArmKind::CapturedPdl => {
-            Box::new(Baseline::new(&cx.device, w, arms::baseline_kernels(&cx.modules, w, kind)?, kind, &memory, init)?)
+            let backend = cx.backends.first().map(|(_, b)| b).ok_or_else(|| "no CUDA backend".to_string())?;
+            Box::new(Baseline::new(&cx.device, w, arms::baseline_kernels(&cx.modules, backend, w, kind)?, kind, &memory, init)?)
         }
         _ => {
             let backend = cx.backends.iter().find(|(k, _)| *k == kind).map(|(_, b)| b).ok_or_else(|| format!("no CUDA backend for arm {}", kind.name()))?;
             // Ostinato binds as a user does: each kernel through the backend, from its reference.
             let plan = ostinato::Plan::compile(&w.graph).map_err(|e| e.to_string())?;
-            let kernels = ostinato::bind_builtins(backend, &plan).map_err(|e| e.to_string())?;
+            let kernels = arms::bind_cuda(backend, w, &plan)?;
             Box::new(OstinatoCuda::new(backend, w, kernels, &memory, init)?)
         }
     })
@@ -599,7 +600,10 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
             pb.set_message(format!("{id} (kernel table)"));
-            run.decode = Some(profile::profile(&c.device, &c.modules, w, m, &run.oracle.init, if args.quick { 3 } else { 9 }));
+            run.decode = Some(match c.backends.first() {
+                Some((_, backend)) => profile::profile(&c.device, &c.modules, backend, w, m, &run.oracle.init, if args.quick { 3 } else { 9 }),
+                None => Err("no CUDA backend".into()),
+            });
         }
         if direct.is_empty() {
             run.memory = Ok(None);

@@ -48,13 +48,14 @@ pub struct DecodeProfile {
 pub fn profile(
     device: &ostinato_cuda::Device,
     modules: &ostinato_cuda::BuiltinModules,
+    backend: &ostinato_cuda::CudaBackend,
     w: &Workload,
     memory: &Arc<RowMemory>,
     init: &[Option<Vec<u8>>],
     rounds: usize,
 ) -> Result<DecodeProfile, String> {
     let (config, pos) = w.model.ok_or("not a decode row")?;
-    let mut base = Baseline::new(device, w, baseline_kernels(modules, w, ArmKind::Eager)?, ArmKind::Eager, memory, init)?;
+    let mut base = Baseline::new(device, w, baseline_kernels(modules, backend, w, ArmKind::Eager)?, ArmKind::Eager, memory, init)?;
     let fill = ostinato::KernelSig::new("ostinato_fill")
         .buffer("dst", ostinato::Access::Write)
         .scalar("value", ostinato::ScalarType::U32)

@@ -307,9 +307,7 @@ extern "C" __global__ void scratch(unsigned* x) { __shared__ unsigned s[64]; s[t
 
 #[test]
 fn bodies_are_certified_from_their_ptx_as_fused() {
-    let Some(ptx) =
-        nvrtc_ptx("bodies_are_certified_from_their_ptx_as_fused", &source::check_source(crate::module::FUSABLE_BUILTIN_SOURCE), &["-DOST_NO_PDL=1"])
-    else {
+    let Some(ptx) = nvrtc_ptx("bodies_are_certified_from_their_ptx_as_fused", &source::check_source(crate::module::BUILTIN_SOURCE), &["-DOST_NO_PDL=1"]) else {
         return;
     };
     for k in ["add_one", "mix", "ostinato_copy", "ostinato_fill", "add", "silu_mul", "rope", "kv_store"] {
@@ -333,7 +331,7 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
     let plan = chains(4, 941, 1);
     let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
     let bars: Vec<Vec<bool>> = gs[0].lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
-    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::FUSABLE_BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone());
+    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone());
     assert!(f.source.contains("for (unsigned r = 0; r < 940u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p3}, 256u); }"), "{}", f.source);
     for define in ["-DOST_TRIGGER=3", "-DOST_TRIGGER=1", "-DOST_NO_PDL=1"] {
         let Some(ptx) = nvrtc_ptx("generated_kernels_compile_and_wait_before_touching_memory", &f.source, &[define]) else { return };

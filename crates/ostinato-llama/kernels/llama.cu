@@ -1,6 +1,7 @@
-// Llama decode kernels (bf16 weights and KV cache, f32 activations and accumulation). Built with the
-// built-in source (kernels/ostinato.cu supplies OST_ENTRY / OST_EXIT); the host backend's twins live in
-// crates/ostinato-host/src/llama.rs with the same signatures and math (summation order differs).
+// Llama decode kernels (bf16 weights and KV cache, f32 activations and accumulation): the CUDA side of
+// the `ostinato-llama` kernel pack, bound through a kernel reference that carries this source
+// (`ostinato_llama::pack`). OST_ENTRY / OST_EXIT come from Ostinato's kernel header; the host twins live
+// in crates/ostinato-llama/src/host.rs with the same signatures and math (summation order differs).
 //
 // Every projection streams its weight rows warp by warp: warp w of the grid takes rows (or row pairs)
 // w, w + W, ... (W: the grid's warps) in chunks of 2048 columns — a lane loads 8 × 16 bytes of a chunk,
@@ -10,6 +11,8 @@
 // warp loads its first chunk into registers and asks L2 for more of its rows (`prefetch.global.L2`):
 // the certified pre-wait prefetch (crates/ostinato-cuda/src/ptx.rs), safe because no node of the step
 // writes weights. Preconditions (checked by the graph builder): k % 8 == 0, k <= the kernel's KMAX.
+
+#include "ostinato.cuh"
 
 #define LL_THREADS 256
 #define LL_WARPS (LL_THREADS / 32)

@@ -3,11 +3,24 @@
 //! Llama-3.2-1B itself for 64 steps from position 0, each with PDL on auto (weights prefetched before
 //! `griddepcontrol.wait` on programmatic edges) and off.
 
-mod common;
-
 use ostinato::{Backend, Exec, Plan, Scalar};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, Device, PdlMode, PdlPolicy, PdlTrigger};
-use ostinato_llama::{agree, record, LlamaConfig, LlamaStep, Reference, StepOptions};
+use ostinato_cuda::{CudaBackend, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
+use ostinato_llama::{agree, pack, record, LlamaConfig, LlamaStep, Reference, StepOptions};
+
+/// The device, or `None` (with a message) where no CUDA driver or device is found.
+fn device_or_skip(test: &str) -> Option<Device> {
+    if !ostinato_cuda::driver_available() {
+        eprintln!("SKIP {test}: no CUDA driver found");
+        return None;
+    }
+    match DeviceSelector::from_env().and_then(|s| Device::open(&s)) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("SKIP {test}: {e}");
+            None
+        }
+    }
+}
 
 /// Largest |Δlogit| allowed, relative to the largest |logit| (the kernels keep the KV cache in bf16 and
 /// sum in another order).
@@ -16,9 +29,10 @@ const TOL: f32 = 2e-2;
 /// Runs `steps` teacher-forced steps from `pos0` under `mode`; returns the worst |Δlogit|.
 fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0: u32, steps: u32) -> f32 {
     let plan = Plan::compile(&step.graph).unwrap();
-    let modules = BuiltinModules::load(device, PdlTrigger::AfterWait).unwrap();
-    let backend = CudaBackend::with_builtins(device, &modules, CudaOptions { pdl: PdlPolicy::new(mode), ..Default::default() }).unwrap();
-    let kernels: Vec<_> = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name, k).unwrap()).collect();
+    let options = CudaOptions { pdl: PdlPolicy::new(mode), trigger: PdlTrigger::AfterWait, ..Default::default() };
+    let backend = CudaBackend::new(device, options).unwrap();
+    // The pack's kernels bind as a user's do: through the backend, from their references.
+    let kernels: Vec<_> = plan.graph().kernels().iter().map(|k| backend.bind_kernel(k, &pack::cuda_ref(&k.name).unwrap()).unwrap()).collect();
     for k in &kernels {
         let prefetches = matches!(k.name.as_str(), "llama_qkv" | "llama_o" | "llama_ffn_in" | "llama_down" | "llama_lm_head");
         assert!(k.pdl_capable, "{}", k.name);
@@ -60,7 +74,7 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
 
 #[test]
 fn shrunk_step_on_cuda_agrees_with_the_reference() {
-    let Some(device) = common::device_or_skip("shrunk_step_on_cuda_agrees_with_the_reference") else { return };
+    let Some(device) = device_or_skip("shrunk_step_on_cuda_agrees_with_the_reference") else { return };
     let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
     let init = step.initial_bytes();
     for mode in [PdlMode::Auto, PdlMode::Off] {
@@ -70,7 +84,7 @@ fn shrunk_step_on_cuda_agrees_with_the_reference() {
 
 #[test]
 fn llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps() {
-    let Some(device) = common::device_or_skip("llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps") else { return };
+    let Some(device) = device_or_skip("llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps") else { return };
     let step = record(&LlamaConfig::llama_3_2_1b(128), StepOptions::default()).unwrap();
     let init = step.initial_bytes();
     for mode in [PdlMode::Auto, PdlMode::Off] {

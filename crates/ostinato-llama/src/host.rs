@@ -1,5 +1,5 @@
 //! Host kernels of the Llama decode step: bf16 weights and KV cache, f32 activations and accumulation.
-//! Their CUDA twins live in `kernels/llama/llama.cu` with the same signatures and the same math (the
+//! Their CUDA twins live in `kernels/llama.cu` (this crate) with the same signatures and the same math (the
 //! same bf16 rounding of the KV cache, the same RoPE angles from the same frequency table); summation
 //! order differs, so the two agree within the decode check's tolerance, not bit for bit. Projections
 //! spread their rows over the machine's cores: the host backend is the oracle of the full-size model.
@@ -8,7 +8,7 @@
 
 use ostinato::{Access, KernelSig, ScalarType};
 
-use crate::kernel::{BufView, HostKernel, Words};
+use ostinato_host::kernel::{BufView, HostKernel, Words};
 
 fn bf16_at(w: &Words<'_>, i: usize) -> f32 {
     let word = w.u32(i / 2);
@@ -80,7 +80,7 @@ pub fn embed_sig() -> KernelSig {
 }
 
 /// `llama_qkv(q, kcache, vcache, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, max_seq,
-/// eps)`: see `kernels/llama/llama.cu`.
+/// eps)`: see `kernels/llama.cu`.
 pub fn qkv_sig() -> KernelSig {
     sig(
         "llama_qkv",
