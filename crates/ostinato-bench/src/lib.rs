@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod config;
+mod cuda_raw;
 
 pub use config::{BenchConfig, BenchError, StudyConfig};
 

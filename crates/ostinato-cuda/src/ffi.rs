@@ -265,6 +265,10 @@ pub(crate) struct Function {
 unsafe impl Send for Function {}
 
 impl Function {
+    /// The driver handle (valid while this value, which keeps its module loaded, lives).
+    pub(crate) fn handle(&self) -> sys::CUfunction {
+        self.f
+    }
     /// (offset, size) of each param, from `cuFuncGetParamInfo` (driver 12.4+); `None` on older drivers.
     pub(crate) fn param_layout(&self) -> Result<Option<Vec<(usize, usize)>>> {
         if driver_version()? < 12040 {
@@ -420,10 +424,6 @@ impl Stream {
         // SAFETY: cfg and attr outlive the call; args as above.
         check("cuLaunchKernelEx", unsafe { sys::cuLaunchKernelEx(&cfg, f.f, args.as_driver(), std::ptr::null_mut()) })
     }
-    pub(crate) fn begin_capture(&self) -> Result<()> {
-        // SAFETY: valid stream; global capture mode.
-        check("cuStreamBeginCapture_v2", unsafe { sys::cuStreamBeginCapture_v2(self.s, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL) })
-    }
     /// Begins a capture that only forbids unsafe calls on this thread (a library must not restrict the
     /// caller's other threads).
     pub(crate) fn begin_capture_thread_local(&self) -> Result<()> {
@@ -502,10 +502,6 @@ impl Event {
     pub(crate) fn record(&self, s: &Stream) -> Result<()> {
         // SAFETY: valid event and stream.
         check("cuEventRecord", unsafe { sys::cuEventRecord(self.e, s.s) })
-    }
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        // SAFETY: valid event.
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.e) })
     }
     /// Milliseconds from `start` to `self` (both recorded with timing on and completed).
     pub(crate) fn elapsed_ms_since(&self, start: &Event) -> Result<f32> {
@@ -714,13 +710,6 @@ impl Graph {
         // SAFETY: three arrays of `n` entries, as the count call reported; the driver fills at most `n`.
         check("cuGraphGetEdges_v2", unsafe { sys::cuGraphGetEdges_v2(self.g, from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr(), &mut n) })?;
         Ok((0..n.min(from.len())).map(|i| (from[i], to[i], data[i])).collect())
-    }
-
-    pub(crate) fn node_count(&self) -> Result<usize> {
-        let mut n = 0usize;
-        // SAFETY: with a null array the driver only writes the count.
-        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.g, std::ptr::null_mut(), &mut n) })?;
-        Ok(n)
     }
 }
 

@@ -22,7 +22,7 @@ pub mod nccl;
 pub mod nvrtc;
 mod options;
 pub mod ptx;
-pub mod raw;
+pub mod user;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
@@ -33,6 +33,7 @@ pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
 pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority, DEFAULT_WAIT_TIMEOUT};
 pub use ostinato::Named;
+pub use user::{DeviceBuffer, UserStream};
 
 /// True when a CUDA driver library can be loaded and initialised.
 pub fn driver_available() -> bool {

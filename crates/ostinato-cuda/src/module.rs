@@ -142,6 +142,12 @@ impl CudaKernel {
             Variant::Late => &self.func,
         }
     }
+    /// The driver's handle of this kernel's main build, for a program that launches the very same code
+    /// itself (the benchmark's hand-written baselines). It stays valid while this value lives (it
+    /// keeps the module loaded); launching it is the caller's own driver call.
+    pub fn cu_function(&self) -> cudarc::driver::sys::CUfunction {
+        self.func.handle()
+    }
     /// This kernel in one build only (`variant`; its one build where it has no such variant): what a
     /// baseline that launches the same code without Ostinato's per-node choice of build uses.
     pub fn only(&self, variant: Variant) -> CudaKernel {

@@ -179,7 +179,7 @@ impl DeviceMemory {
     pub unsafe fn new(ptr: u64, len: u64) -> DeviceMemory {
         DeviceMemory { ptr, len }
     }
-    /// An allocation of this crate's own (`raw::Buffer`).
+    /// An allocation of this crate's own ([`crate::DeviceBuffer`]).
     pub(crate) fn vouched(ptr: u64, len: u64) -> DeviceMemory {
         DeviceMemory { ptr, len }
     }

@@ -73,7 +73,7 @@ fn one_rank_collectives_run_in_the_graph_and_match_the_host_oracle() {
             );
         }
         // The collective's buffers are in its NCCL call: rebinding one is refused, naming it.
-        let mem = ostinato_cuda::raw::Buffer::new(&device, 1024).unwrap();
+        let mem = ostinato_cuda::DeviceBuffer::new(&device, 1024).unwrap();
         // SAFETY: an allocation of 1,024 bytes of this device that outlives the call (nothing is bound).
         let m = unsafe { DeviceMemory::new(mem.ptr(), 1024) };
         let e = exec.rebind(ostinato::BufferId(0), m).unwrap_err();

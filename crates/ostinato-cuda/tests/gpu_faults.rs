@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan};
-use ostinato_cuda::raw::Buffer;
+use ostinato_cuda::DeviceBuffer as Buffer;
 use ostinato_cuda::{CudaBackend, CudaOptions, LaunchOn, LoadedModule, ModuleSource, PdlTrigger};
 
 const SOURCE: &str = r#"

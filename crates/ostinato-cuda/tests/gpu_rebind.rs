@@ -5,7 +5,7 @@
 mod common;
 
 use ostinato::{Arg, Backend, BufferBinding, Exec, Graph, KernelRef, Launch, Plan, Scalar};
-use ostinato_cuda::raw::Buffer;
+use ostinato_cuda::DeviceBuffer as Buffer;
 use ostinato_cuda::{CudaBackend, CudaOptions, ExecMode, LaunchOn};
 use ostinato_testkit::random_graphs::mix_sig;
 

@@ -1,13 +1,13 @@
-//! On the GPU: an exec bound to a stream the user owns replays on it in stream order with the user's own
-//! work, from the caller's thread and through a launch thread (after `flush`), in graph and eager mode;
+//! On the GPU: an exec bound to a stream the user owns replays on it in stream order with the user's other
+//! work there (another exec's replays), from the caller's thread and through a launch thread (after
+//! `flush`), in graph and eager mode;
 //! an exec asked to set the priority of a stream it does not own refuses. Skips with a message where no
 //! CUDA driver is found.
 
 mod common;
 
 use ostinato::{Arg, BufferBinding, Exec, Graph, Launch, Plan, Scalar};
-use ostinato_cuda::raw::{Args, Buffer, Stream};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, Dims, ExecMode, LaunchOn, PdlTrigger, StreamPriority};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, DeviceBuffer as Buffer, ExecMode, LaunchOn, PdlTrigger, StreamPriority, UserStream as Stream};
 use ostinato_testkit::random_graphs::mix_sig;
 
 const N: u32 = 512;
@@ -22,23 +22,28 @@ fn mix(out: &mut [u32], inp: &[u32], salt: u32) {
 
 /// One `mix` over `out` (N words) with `inp`, salt 1.
 fn mix_plan() -> Plan {
+    mix_plan_salted(1)
+}
+
+/// One `mix` over `out` (N words) with `inp` and `salt`.
+fn mix_plan_salted(salt: u32) -> Plan {
     let mut g = Graph::new();
     let out = g.add_buffer("out", 4 * N as u64).unwrap();
     let inp = g.add_buffer("inp", 4 * N as u64).unwrap();
     let k = g.add_kernel(mix_sig()).unwrap();
-    let args = [Arg::Whole(out), Arg::Whole(inp), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(1))];
+    let args = [Arg::Whole(out), Arg::Whole(inp), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(salt))];
     g.add_launch(k, Launch::linear(2, 128), &args, &[]).unwrap();
     Plan::compile(&g).unwrap()
 }
 
 #[test]
-fn replays_on_a_users_stream_stay_in_order_with_the_users_own_launches() {
-    let Some(device) = common::device_or_skip("replays_on_a_users_stream_stay_in_order_with_the_users_own_launches") else { return };
-    // The plan: one `mix` with salt 1. The user's own launch after each replay: `mix` with salt 2. The
-    // two do not commute, so the final bytes say whether every replay ran between the user's launches.
-    let plan = mix_plan();
+fn replays_on_a_users_stream_stay_in_order_with_the_users_other_work() {
+    let Some(device) = common::device_or_skip("replays_on_a_users_stream_stay_in_order_with_the_users_other_work") else { return };
+    // The plan: one `mix` with salt 1. The user's other work after each replay: an exec of its own on the
+    // same stream, always replayed from the caller's thread, running `mix` with salt 2. The two do not
+    // commute, so the final bytes say whether every replay ran between the other exec's.
+    let (plan, users_plan) = (mix_plan(), mix_plan_salted(2));
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).unwrap();
-    let users_mix = modules.plain_kernel("mix", &mix_sig()).unwrap();
     let (out_buf, inp_buf) = (Buffer::new(&device, 4 * N as usize).unwrap(), Buffer::new(&device, 4 * N as usize).unwrap());
     let inp_host: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2654435761)).collect();
     inp_buf.write(0, &inp_host.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
@@ -55,13 +60,19 @@ fn replays_on_a_users_stream_stay_in_order_with_the_users_own_launches() {
         let kernels = vec![modules.kernel("mix", &mix_sig()).unwrap()];
         let mut exec = backend.instantiate_on(&plan, kernels, vec![bind(&out_buf), bind(&inp_buf)], stream.external()).unwrap();
         assert_eq!(exec.stream(), stream.external(), "{mode:?} {launch:?}: the exec replays on another stream");
+        let users_backend = CudaBackend::with_builtins(
+            &device,
+            &modules,
+            CudaOptions { pdl: ostinato_cuda::PdlPolicy::new(ostinato_cuda::PdlMode::Off), ..CudaOptions::default() },
+        )
+        .unwrap();
+        let users_kernels = vec![modules.plain_kernel("mix", &mix_sig()).unwrap()];
+        let mut users = users_backend.instantiate_on(&users_plan, users_kernels, vec![bind(&out_buf), bind(&inp_buf)], stream.external()).unwrap();
         out_buf.write(0, &vec![0u8; 4 * N as usize]).unwrap();
-        let mut user_args = Args::new(&[out_buf.ptr(), inp_buf.ptr(), N as u64, N as u64, 2]);
-        let dims = Dims { grid: [2, 1, 1], block: [128, 1, 1], shared: 0 };
         for _ in 0..ROUNDS {
             exec.replay().unwrap();
             exec.flush().unwrap();
-            stream.launch(&users_mix, dims, &mut user_args, false).unwrap();
+            users.replay().unwrap();
         }
         stream.synchronize().unwrap();
         let mut bytes = vec![0u8; 4 * N as usize];

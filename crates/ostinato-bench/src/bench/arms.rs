@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::cuda_raw::{Args, CapturedGraph, Event, Stream};
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy, Variant};
-use ostinato_cuda::raw::{Args, Buffer, CapturedGraph, Event, Stream};
+use ostinato_cuda::DeviceBuffer as Buffer;
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority};
 use ostinato_host::{HostBackend, HostExec};
 
@@ -221,7 +222,8 @@ impl RowMemory {
                 None
             });
         }
-        Ok(Arc::new(RowMemory { roots, stream: Arc::new(Stream::new(device).map_err(err("stream"))?) }))
+        device.bind_to_thread().map_err(err("context"))?;
+        Ok(Arc::new(RowMemory { roots, stream: Arc::new(Stream::new()?) }))
     }
     /// `name=0x…` for each root buffer, in declaration order (the report's record of where they lay).
     pub fn addresses(&self, w: &Workload) -> Vec<String> {
@@ -458,6 +460,7 @@ impl Baseline {
             return Err("baselines submit kernel nodes only".into());
         }
         let plan = Plan::compile(g).map_err(err("plan"))?;
+        device.bind_to_thread().map_err(err("context"))?;
         let low = lower(&plan, &vec![true; g.kernels().len()], true, PdlPolicy::new(PdlMode::Off));
         let mut base = vec![0u64; g.buffers().len()];
         for (i, b) in g.buffers().iter().enumerate() {
@@ -477,25 +480,25 @@ impl Baseline {
         let args = low.launches.iter().map(|l| Args::new(&l.args.iter().map(value).collect::<Vec<_>>())).collect();
         let mut streams = vec![memory.stream.clone()];
         for _ in 1..w.streams.max(1) {
-            streams.push(Arc::new(Stream::new(device).map_err(err("stream"))?));
+            streams.push(Arc::new(Stream::new()?));
         }
         let mut done: Vec<Option<Event>> = (0..g.nodes().len()).map(|_| None).collect();
         for u in &w.user {
             for n in &u.waits {
                 if done[n.index()].is_none() {
-                    done[n.index()] = Some(Event::new(false).map_err(err("event"))?);
+                    done[n.index()] = Some(Event::new(false)?);
                 }
             }
         }
-        let joins = (0..streams.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>, _>>().map_err(err("event"))?;
+        let joins = (0..streams.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>, _>>()?;
         let mut b = Baseline {
             kind,
             kernels,
             streams,
             done,
-            fork: Event::new(false).map_err(err("event"))?,
+            fork: Event::new(false)?,
             joins,
-            timer: (Event::new(true).map_err(err("event"))?, Event::new(true).map_err(err("event"))?),
+            timer: (Event::new(true)?, Event::new(true)?),
             memory: memory.clone(),
             launches: low.launches,
             args,
@@ -578,7 +581,7 @@ impl Baseline {
     pub fn time_nodes(&mut self, w: &Workload, rounds: usize, empty: &CudaKernel) -> Result<(Vec<f64>, Vec<f64>, f64), String> {
         self.set_slot(w, 0);
         let n = self.launches.len();
-        let events: Vec<Event> = (0..=n).map(|_| Event::new(true)).collect::<Result<_, _>>().map_err(err("event"))?;
+        let events: Vec<Event> = (0..=n).map(|_| Event::new(true)).collect::<Result<_, _>>()?;
         let (mut alone, mut chained, mut floor) = (vec![Vec::new(); n], vec![Vec::new(); n], Vec::new());
         let s = self.streams[0].clone();
         let mut empty_args = Args::new(&[0, 0, 0]);
