@@ -1,56 +1,130 @@
 #!/usr/bin/env python3
-"""The workspace's dependency rules, checked from `cargo metadata` (run by .ci/run):
+"""The workspace's dependency rules, checked from `cargo metadata` (run by .ci/run).
 
-- the core (`ostinato`) depends on no other workspace crate;
-- a backend crate (`ostinato-host`, `ostinato-cuda`, `ostinato-vulkan`, later `ostinato-hsa`) depends
-  on the core only, except as a dev-dependency (the test kit);
-- the runtime depends on the core and backends, never on a shell or the benchmark;
-- a shell (`ostinato-cli`, `ostinato-capi`, `ostinato-py`, `ostinato-preload`) reaches backends only
-  through the runtime (it may also use the core and the benchmark);
-- the test kit is only ever a dev-dependency.
-Exits 1 and names each broken rule.
+Every workspace crate (and the Python extension under python/) has a role, and each role may depend
+on these roles only (dev-dependencies are free but for the test kit rule):
+
+- core (`ostinato`): nothing of the workspace; it names no backend, pack or shell;
+- backend (`ostinato-host`, `ostinato-cuda`, `ostinato-vulkan`, `ostinato-hsa`): the core only;
+- simulator (`ostinato-hsa-sim`): a test tool that plays a device behind a backend's own trait: the
+  core, the backend it plays for and the host backend (whose kernels it runs); never the product's
+  shells;
+- pack (`ostinato-llama`): the core, and the host backend for its host twins' types; a backend never
+  names a pack, and a pack never names another backend;
+- runtime (`ostinato-runtime`): the core, backends and simulators, never a pack, shell or the bench;
+- bench (`ostinato-bench`): the core, the runtime, packs and backends (its Ostinato arms and the raw
+  baselines beside them), never a shell;
+- shell (`ostinato-cli`, `ostinato-capi`, `ostinato-py`): the core, the runtime, packs and the bench;
+  backends only through the runtime;
+- test kit (`ostinato-testkit`): only ever a dev-dependency.
+
+A crate of no known role is an error too: a new crate must be given one here.
+
+Usage: check-deps.py [--metadata FILE]  (FILE: `{"packages": [...]}` in cargo metadata's form, for
+tests that plant a violation; default: the workspace's own metadata). Exits 1 and names each broken rule.
 """
 import json
 import subprocess
 import sys
 
-CORE = "ostinato"
-BACKENDS = {"ostinato-host", "ostinato-cuda", "ostinato-vulkan", "ostinato-hsa"}
-RUNTIME = "ostinato-runtime"
-SHELLS = {"ostinato-cli", "ostinato-capi", "ostinato-py", "ostinato-preload"}
-TESTKIT = "ostinato-testkit"
-BENCH = "ostinato-bench"
+ROLES = {
+    "ostinato": "core",
+    "ostinato-host": "backend",
+    "ostinato-cuda": "backend",
+    "ostinato-vulkan": "backend",
+    "ostinato-hsa": "backend",
+    "ostinato-hsa-sim": "simulator",
+    "ostinato-llama": "pack",
+    "ostinato-runtime": "runtime",
+    "ostinato-bench": "bench",
+    "ostinato-cli": "shell",
+    "ostinato-capi": "shell",
+    "ostinato-py": "shell",
+    "ostinato-testkit": "testkit",
+}
+
+# role -> roles it may depend on (normal and build dependencies).
+ALLOWED = {
+    "core": set(),
+    "backend": {"core"},
+    "simulator": {"core", "backend"},
+    "pack": {"core", "host-backend"},
+    "runtime": {"core", "backend", "simulator"},
+    "bench": {"core", "runtime", "pack", "backend"},
+    "shell": {"core", "runtime", "pack", "bench"},
+    "testkit": {"core", "backend", "simulator", "runtime", "pack"},
+}
+
+WHY = {
+    "core": "the core names no backend, pack or shell",
+    "backend": "a backend depends on the core only",
+    "simulator": "a simulator depends on the core and the backends it plays for",
+    "pack": "a pack depends on the core and the host backend (its twins' types) only",
+    "runtime": "the runtime never depends on a pack, a shell or the bench",
+    "bench": "the bench never depends on a shell",
+    "shell": "shells reach backends through the runtime",
+    "testkit": "the test kit is a test tool",
+}
 
 
-def main() -> int:
-    members = {}
+def role_of(name):
+    return ROLES.get(name)
+
+
+def target_roles(target):
+    """The roles a dependency on `target` counts as (the host backend is also `host-backend`)."""
+    r = {role_of(target)}
+    if target == "ostinato-host":
+        r.add("host-backend")
+    return r
+
+
+def broken_rules(packages):
+    members = {p["name"]: p for p in packages}
+    broken = []
+    for name, pkg in sorted(members.items()):
+        role = role_of(name)
+        if role is None:
+            broken.append(f"crate {name} has no role in scripts/check-deps.py (give it one)")
+            continue
+        for dep in pkg["dependencies"]:
+            target, kind = dep["name"], dep.get("kind")
+            if target not in members:
+                continue
+            if role_of(target) == "testkit" and kind != "dev" and role != "testkit":
+                broken.append(f"{name} depends on the test kit {target} as a {kind or 'normal'} dependency (dev-dependency only)")
+                continue
+            if kind == "dev":
+                continue
+            if not (target_roles(target) & ALLOWED[role]):
+                broken.append(f"{role} {name} depends on {role_of(target) or 'unclassified'} {target}: {WHY[role]}")
+    return broken
+
+
+def workspace_packages():
+    packages = {}
     # The workspace, and the Python extension (its own cargo project under python/, built by maturin).
     for manifest in ([], ["--manifest-path", "python/Cargo.toml"]):
         meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline", *manifest], check=True, capture_output=True, text=True).stdout)
-        members.update({p["name"]: p for p in meta["packages"]})
-    broken = []
-    for name, pkg in members.items():
-        for dep in pkg["dependencies"]:
-            target, dev = dep["name"], dep.get("kind") == "dev"
-            if target not in members:
-                continue
-            if target == TESTKIT and not dev and name != TESTKIT:
-                broken.append(f"{name} depends on the test kit as a {dep.get('kind') or 'normal'} dependency (dev-dependency only)")
-            if dev:
-                continue
-            if name == CORE:
-                broken.append(f"the core depends on {target}: it must name no backend or shell")
-            elif name in BACKENDS and target != CORE:
-                broken.append(f"backend {name} depends on {target}: a backend depends on the core only")
-            elif name == RUNTIME and (target in SHELLS or target == BENCH):
-                broken.append(f"the runtime depends on {target}: shells call the runtime, not the other way")
-            elif name in SHELLS and target in BACKENDS:
-                broken.append(f"shell {name} depends on backend {target} directly: shells reach backends through the runtime")
+        packages.update({p["name"]: p for p in meta["packages"]})
+    return list(packages.values())
+
+
+def main(argv):
+    if len(argv) == 2 and argv[0] == "--metadata":
+        with open(argv[1]) as f:
+            packages = json.load(f)["packages"]
+    elif not argv:
+        packages = workspace_packages()
+    else:
+        print("usage: check-deps.py [--metadata FILE]", file=sys.stderr)
+        return 2
+    broken = broken_rules(packages)
     for b in broken:
         print(f"dependency rule broken: {b}", file=sys.stderr)
-    print(f"dependency rules: {len(members)} crates checked, {len(broken)} broken")
+    print(f"dependency rules: {len(packages)} crates checked, {len(broken)} broken")
     return 1 if broken else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
