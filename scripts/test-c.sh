@@ -18,9 +18,11 @@ run() {  # name, then the command
 }
 run "build record.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $flags -o "$prefix/record"
 run "build errors.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/errors.c $flags -o "$prefix/errors"
+run "build handles.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/handles.c $flags -o "$prefix/handles"
+run "build statuses.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/statuses.c $flags -o "$prefix/statuses"
 run "build record.cpp" $cxx -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $flags -o "$prefix/record_cpp"
 run "build record.c, static" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c -I"$prefix/include" "$prefix/lib/libostinato.a" -lpthread -ldl -lm -o "$prefix/record_static"
-for t in record errors record_cpp record_static; do
+for t in record errors handles statuses record_cpp record_static; do
   [[ -x "$prefix/$t" ]] && run "run $t" "$prefix/$t"
 done
 echo "c abi: $passed passed, $failed failed"

@@ -12,19 +12,29 @@ replay it as one retained submission with the orderings the data flow needs and 
     ex.set_slot("salt", 9); ex.replay(10); ex.wait()
     data = ex.read("a")
 
-Errors raise `ostinato.Error`, naming the file:line, node, param, buffer or slot.
+Errors raise a subclass of `ostinato.Error` by kind (`GraphError`, `FileError`, `PlanError`,
+`ArgumentError`, `StateError`, `BindError`, `UnsupportedError`, `BackendMissingError`, `DeviceError`,
+`FaultError`, `MismatchError`, `IoError`), the message naming the file:line, node, param, buffer or
+slot.
 """
 
 import os as _os
 import tempfile as _tempfile
 import hashlib as _hashlib
 
-from ._ostinato import Error, Buffer, BufferSlice, Kernel, Slot, devices  # noqa: F401
+from ._ostinato import Error, Buffer, BufferSlice, Kernel, Slot, devices, options  # noqa: F401
+from ._ostinato import (  # noqa: F401
+    GraphError, FileError, PlanError, ArgumentError, StateError, BindError, UnsupportedError,
+    BackendMissingError, DeviceError, FaultError, MismatchError, IoError,
+)
 from ._ostinato import PyGraph as Graph, PyPlan as Plan, PyExec as Exec  # noqa: F401
 from ._ostinato import load as _load
 from ._ostinato import llama_step as _llama_step
 
-__all__ = ["Error", "Graph", "Plan", "Exec", "Buffer", "BufferSlice", "Kernel", "Slot", "load", "devices", "source_file", "as_bytes", "llama_step"]
+__all__ = ["Error", "GraphError", "FileError", "PlanError", "ArgumentError", "StateError", "BindError", "UnsupportedError",
+           "BackendMissingError", "DeviceError", "FaultError", "MismatchError", "IoError",
+           "Graph", "Plan", "Exec", "Buffer", "BufferSlice", "Kernel", "Slot", "load", "devices", "options", "source_file", "as_bytes",
+           "llama_step"]
 
 
 def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=264):

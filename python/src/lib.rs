@@ -1,5 +1,6 @@
 //! The Python extension `ostinato._ostinato`: conversion between Python values and the core and
-//! runtime, nothing more. Errors become `ostinato.Error` with the runtime's message; a panic is caught
+//! runtime, nothing more. Errors become `ostinato.Error` (a subclass per error kind) with the runtime's
+//! message; a panic is caught
 //! by pyo3 and raised as a Python exception, never crossing as an abort.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,17 +10,12 @@ use ostinato::file::BufferInit;
 use ostinato::{
     Access, Arg, BufferBinding, BufferId, Graph, KernelId, KernelRef, KernelSig, Launch, NodeId, ParamKind, Plan, Scalar, ScalarType, Slice, SlotId,
 };
-use ostinato_runtime::{BackendKind, BackendSpec, ExecHandle, KernelSource, Memory, RuntimeError, Session};
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PySlice};
 
-create_exception!(_ostinato, Error, PyException, "Everything Ostinato refuses: the message names the file:line, node, param, buffer or slot.");
-
-fn err(e: impl std::fmt::Display) -> PyErr {
-    Error::new_err(e.to_string())
-}
+mod errors;
+use errors::err;
 
 /// A byte range of a buffer (the declared extent of an access): `buffer[lo:hi]`.
 #[pyclass(module = "ostinato", frozen)]
@@ -55,7 +51,7 @@ struct Buffer {
 #[pymethods]
 impl Buffer {
     fn __getitem__(&self, key: &Bound<'_, PySlice>) -> PyResult<BufferSlice> {
-        let size = i64::try_from(self.size).map_err(err)?;
+        let size = i64::try_from(self.size).map_err(|_| err(format!("buffer `{}`: {} bytes is past what Python slices index", self.name, self.size)))?;
         // Python clips a slice to the sequence; an extent past the buffer is an error instead.
         for (attr, end) in [("start", "first byte"), ("stop", "end")] {
             if let Ok(Some(v)) = key.getattr(attr).and_then(|v| v.extract::<Option<i64>>()) {
@@ -480,14 +476,15 @@ impl PyPlan {
         self.plan.explain()
     }
 
-    /// Instantiates the plan on `backend` (`"host"`, `"cuda"`). CUDA: `bind={"buffer": tensor}` binds
-    /// buffers to framework memory (`__cuda_array_interface__`, whose arrays must outlive the exec, or
-    /// DLPack, whose capsule the exec holds),
-    /// `stream=` replays on a framework's stream (`torch.cuda.current_stream()`), `device=` picks the
-    /// GPU, `launch_thread=True` takes the driver's launch call off the caller's thread, `fusion=`
-    /// (`"auto"`, `"on"`, `"off"`) runs chains of 1-block nodes as one resident block. Host:
-    /// `threads=` worker threads.
-    #[pyo3(signature = (backend="host", bind=None, stream=None, device=None, launch_thread=false, threads=None, fusion="auto"))]
+    /// Instantiates the plan on `backend` (`"host"`, `"cuda"`, `"vulkan"`). CUDA: `bind={"buffer":
+    /// tensor}` binds buffers to framework memory (`__cuda_array_interface__`, whose arrays must
+    /// outlive the exec, or DLPack, whose capsule the exec holds), `stream=` replays on a framework's
+    /// stream (`torch.cuda.current_stream()`), `launch_thread=True` takes the driver's launch call off
+    /// the caller's thread. `device=` picks the GPU; `threads=` the host's worker threads;
+    /// `wait_timeout=` seconds a wait may take (0: for ever). Any other keyword is an exec option by
+    /// name, checked on every backend: `fusion="auto"|"on"|"off"`, `pdl="auto"|"on"|"off"`,
+    /// `mode="graph"|"eager"` (`ostinato.options()` lists them).
+    #[pyo3(signature = (backend="host", bind=None, stream=None, device=None, launch_thread=false, threads=None, wait_timeout=None, **options))]
     // One Rust argument per Python keyword argument: the signature is the Python API.
     #[allow(clippy::too_many_arguments)]
     fn instantiate(
@@ -498,55 +495,55 @@ impl PyPlan {
         device: Option<String>,
         launch_thread: bool,
         threads: Option<usize>,
-        fusion: &str,
+        wait_timeout: Option<f64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyExec> {
         let kind: BackendKind = backend.parse().map_err(err)?;
-        // Checked on every backend, not only where it takes effect.
-        let fusion_mode = <ostinato_runtime::ostinato_cuda::FusionMode as ostinato::Named>::from_name(fusion)
-            .ok_or_else(|| err(format!("fusion: `{fusion}` is not auto, on or off")))?;
+        let mut exec_options = ExecOptions::default();
+        exec_options.device = device;
+        exec_options.threads = threads;
+        exec_options.wait_timeout = match wait_timeout {
+            None => WaitTimeout::Default,
+            Some(0.0) => WaitTimeout::Never,
+            Some(s) if s.is_finite() && s > 0.0 && s <= 1e9 => WaitTimeout::After(std::time::Duration::from_secs_f64(s)),
+            Some(s) => return Err(err(format!("wait_timeout: {s} is not a number of seconds from 0 to 1e9"))),
+        };
+        if launch_thread {
+            exec_options.set("launch", "thread").map_err(err)?;
+        }
+        for (k, v) in options.iter().flat_map(|d| d.iter()) {
+            let key: String = k.extract()?;
+            let value: String = v.extract().map_err(|_| err(format!("option `{key}` takes a string")))?;
+            exec_options.set(&key.replace('_', "-"), &value).map_err(err)?;
+        }
         let g = self.plan.graph();
         let mut buffers = ostinato::allocate_all::<Memory>(&self.plan);
         let mut keep: Vec<Py<PyAny>> = Vec::new();
-        let spec = match kind {
-            BackendKind::Vulkan => {
-                if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
-                    return Err(err("the vulkan backend allocates its own memory and has no stream: use exec.write() to fill buffers"));
+        if kind != BackendKind::Cuda && (bind.is_some_and(|b| !b.is_empty()) || stream.is_some()) {
+            return Err(err(format!("the {kind} backend allocates its own memory and has no stream: use exec.write() to fill buffers")));
+        }
+        if kind == BackendKind::Cuda {
+            use ostinato_runtime::ostinato_cuda::{DeviceMemory, ExternalStream};
+            if let Some(b) = bind {
+                for (k, v) in b.iter() {
+                    let name: String = k.extract()?;
+                    let id = g.buffer_by_name(&name).ok_or_else(|| err(format!("bind: no buffer `{name}`")))?;
+                    let (ptr, len, owner) = framework_array(&v, g.buffer(id).size, &name)?;
+                    keep.extend(owner);
+                    // SAFETY: the pointer comes from the array's own interface; a DLPack capsule is
+                    // held by the exec, and the docstring makes the caller keep an
+                    // interface-bound array alive for the exec's lifetime.
+                    #[allow(unsafe_code)]
+                    let m = unsafe { DeviceMemory::new(ptr, len) };
+                    buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
                 }
-                BackendSpec::Vulkan { device: device.clone() }
             }
-            BackendKind::Host => {
-                if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
-                    return Err(err("the host backend allocates its own memory and has no stream: use exec.write() to fill buffers"));
-                }
-                BackendSpec::Host { threads, check_races: false }
-            }
-            BackendKind::Cuda => {
-                use ostinato_runtime::ostinato_cuda::{CudaOptions, DeviceMemory, ExternalStream, LaunchOn};
-                if let Some(b) = bind {
-                    for (k, v) in b.iter() {
-                        let name: String = k.extract()?;
-                        let id = g.buffer_by_name(&name).ok_or_else(|| err(format!("bind: no buffer `{name}`")))?;
-                        let (ptr, len, owner) = framework_array(&v, g.buffer(id).size, &name)?;
-                        keep.extend(owner);
-                        // SAFETY: the pointer comes from the array's own interface; a DLPack capsule is
-                        // held by the exec, and the docstring makes the caller keep an
-                        // interface-bound array alive for the exec's lifetime.
-                        #[allow(unsafe_code)]
-                        let m = unsafe { DeviceMemory::new(ptr, len) };
-                        buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
-                    }
-                }
-                // SAFETY: a framework's live stream, which the caller keeps alive for the exec's lifetime.
-                #[allow(unsafe_code)]
-                let stream = stream.map(stream_handle).transpose()?.map(|h| unsafe { ExternalStream::from_raw(h) });
-                let mut options = CudaOptions::default();
-                if launch_thread {
-                    options.launch = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
-                }
-                options.fusion = fusion_mode;
-                BackendSpec::Cuda { device, options, stream }
-            }
-        };
+            // SAFETY: a framework's live stream, which the caller keeps alive for the exec's lifetime.
+            #[allow(unsafe_code)]
+            let stream = stream.map(stream_handle).transpose()?.map(|h| unsafe { ExternalStream::from_raw(h) });
+            exec_options.stream = stream;
+        }
+        let spec = exec_options.spec(kind).map_err(err)?;
         let session = Session::open(&spec).map_err(err)?;
         let name = kind.as_str();
         let source = |k: usize| -> Result<KernelSource, RuntimeError> {
@@ -612,8 +609,7 @@ impl PyExec {
         let id = exec.buffer_id(name).map_err(err)?;
         let size = exec.plan().graph().buffer(id).size;
         let len = length.unwrap_or(size.saturating_sub(offset));
-        let mut out = vec![0u8; usize::try_from(len).map_err(err)?];
-        exec.read_buffer(id, offset, &mut out).map_err(err)?;
+        let out = exec.read_vec(id, offset, len).map_err(err)?;
         Ok(PyBytes::new(py, &out))
     }
     /// Writes `data` (bytes) into buffer `name` at `offset`.
@@ -698,6 +694,12 @@ fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64
     Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from(".") }, data))
 }
 
+/// The exec options `Plan.instantiate` takes by name: `{name: (values, default first)}`.
+#[pyfunction]
+fn options() -> BTreeMap<&'static str, Vec<&'static str>> {
+    ostinato_runtime::options::CHOICES.iter().map(|c| (c.key, (c.values)())).collect()
+}
+
 /// What each backend finds, as `ostinato devices` prints it.
 #[pyfunction]
 fn devices() -> String {
@@ -706,7 +708,7 @@ fn devices() -> String {
 
 #[pymodule]
 fn _ostinato(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("Error", m.py().get_type::<Error>())?;
+    errors::register(m)?;
     m.add_class::<PyGraph>()?;
     m.add_class::<PyPlan>()?;
     m.add_class::<PyExec>()?;
@@ -717,6 +719,7 @@ fn _ostinato(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
+    m.add_function(wrap_pyfunction!(options, m)?)?;
     m.add_function(wrap_pyfunction!(llama_step, m)?)?;
     Ok(())
 }

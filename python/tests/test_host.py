@@ -99,7 +99,7 @@ def test_errors_name_the_culprit_and_leave_nothing_half_built():
         g.plan().instantiate("cuda")
     with pytest.raises(ostinato.Error, match="no such backend"):
         g.plan().instantiate("metal")
-    with pytest.raises(ostinato.Error, match="fusion: `sometimes` is not auto, on or off"):
+    with pytest.raises(ostinato.Error, match="option `fusion`: `sometimes` is not one of auto, on, off"):
         g.plan().instantiate("host", fusion="sometimes")
     with pytest.raises(ostinato.Error, match=r"mix\.toml:\d+|cannot read"):
         ostinato.load("/nonexistent/mix.toml")

@@ -8,6 +8,12 @@ mod cuda_raw;
 
 pub use config::{BenchConfig, BenchError, StudyConfig};
 
+/// The values of the fence-policy studies' knobs ([`StudyConfig`]): the CUDA backend's own.
+pub mod study {
+    pub use ostinato_cuda::lower::{MixedBuilds, ShapeMode};
+    pub use ostinato_cuda::{GraphBuild, PdlTrigger, StreamPriority};
+}
+
 /// Runs the benchmark; a failed row (an arm's error or an oracle mismatch) makes it an error, after the
 /// reports are written.
 pub fn bench(config: &BenchConfig) -> Result<Vec<bench::RowResult>, BenchError> {

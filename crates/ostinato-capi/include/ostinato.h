@@ -108,7 +108,9 @@ typedef struct ost_exec ost_exec;
 // handle from two threads are serialised.
 typedef struct ost_graph ost_graph;
 
-// The context of one launch of a C host kernel (valid during the call only).
+// The context of one launch of a C host kernel: a key valid on the thread that runs the call, while
+// it runs. Any other value — garbage, a handle of a finished call, or one used from another thread —
+// is refused with `OST_ERR_HANDLE`, never dereferenced.
 typedef struct ost_host_call ost_host_call;
 
 // An opaque plan (`ost_plan_compile`): immutable, shareable between threads.
@@ -501,7 +503,7 @@ enum ost_status ost_graph_set_host_kernel(struct ost_graph *g,
 // declared extent or for a param declared write-only.
 //
 // # Safety
-// `call` is the running call's handle; `dst` points to `len` writable bytes.
+// `dst` points to `len` writable bytes.
 enum ost_status ost_host_call_read(const struct ost_host_call *call,
                                    uint32_t param,
                                    uint64_t offset,
@@ -512,7 +514,7 @@ enum ost_status ost_host_call_read(const struct ost_host_call *call,
 // extent or for a param declared read-only.
 //
 // # Safety
-// `call` is the running call's handle; `src` points to `len` readable bytes.
+// `src` points to `len` readable bytes.
 enum ost_status ost_host_call_write(const struct ost_host_call *call,
                                     uint32_t param,
                                     uint64_t offset,
@@ -522,7 +524,7 @@ enum ost_status ost_host_call_write(const struct ost_host_call *call,
 // The value of scalar param `param` (a slot's value at this replay for a slot arg).
 //
 // # Safety
-// `call` is the running call's handle; `out` points to a writable `ost_scalar`.
+// `out` is NULL or points to a writable `ost_scalar`.
 enum ost_status ost_host_call_scalar(const struct ost_host_call *call,
                                      uint32_t param,
                                      struct ost_scalar *out);
@@ -530,7 +532,7 @@ enum ost_status ost_host_call_scalar(const struct ost_host_call *call,
 // Gives the failing replay a message (the function then returns a non-zero code).
 //
 // # Safety
-// `call` is the running call's handle; `message` a NUL-terminated string.
+// `message` is NULL or a NUL-terminated string.
 enum ost_status ost_host_call_fail(const struct ost_host_call *call, const char *message);
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
 use ostinato::BufferBinding;
-use ostinato_runtime::{BackendKind, BackendSpec, ExecHandle, KernelSource, Memory, RuntimeError, Session};
+use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 
 use crate::graph::{ost_plan, ost_scalar, plan_of, scalar_type};
 use crate::ost_status::{self, *};
@@ -103,10 +103,10 @@ pub unsafe extern "C" fn ost_exec_create_ex(
         let backend = unsafe { text(backend, "backend") }?;
         need(out, "out")?;
         let kind: BackendKind = backend.parse().map_err(runtime_error)?;
-        // SAFETY: NULL or a readable `ost_exec_options`, as the caller vouches.
-        let o = unsafe { options.as_ref() };
-        let spec = spec_for(kind, o)?;
-        let session = Session::open(&spec).map_err(runtime_error)?;
+        // SAFETY: NULL or a readable `ost_exec_options` with the strings and stream it promises, as the
+        // caller vouches.
+        let options = unsafe { exec_options(options.as_ref()) }?;
+        let session = Session::open(&options.spec(kind).map_err(runtime_error)?).map_err(runtime_error)?;
         let g = p.plan.graph();
         let mut buffers = ostinato::allocate_all::<Memory>(&p.plan);
         if nbindings > 0 {
@@ -145,62 +145,38 @@ pub unsafe extern "C" fn ost_exec_create_ex(
 /// `options.fusion` parsed (`None`: NULL, the default), whichever the backend: a bad name is an error
 /// on every backend, not only where it would take effect.
 #[cfg(feature = "cuda")]
-fn fusion(o: Option<&ost_exec_options>) -> Fallible<Option<ostinato_runtime::ostinato_cuda::FusionMode>> {
-    use ostinato::Named;
-    let Some(o) = o.filter(|o| !o.fusion.is_null()) else { return Ok(None) };
-    // SAFETY: the caller vouches that a non-NULL `fusion` is a NUL-terminated string.
-    let name = unsafe { text(o.fusion, "options.fusion") }?;
-    ostinato_runtime::ostinato_cuda::FusionMode::from_name(name)
-        .map(Some)
-        .ok_or_else(|| (OST_ERR_ARGUMENT, format!("options.fusion: `{name}` is not auto, on or off")))
-}
-
-fn spec_for(kind: BackendKind, o: Option<&ost_exec_options>) -> Fallible<BackendSpec> {
-    #[cfg(feature = "cuda")]
-    fusion(o)?;
-    match kind {
-        BackendKind::Host => Ok(BackendSpec::Host { threads: o.map(|o| o.host_threads as usize).filter(|&t| t > 0), check_races: false }),
-        #[cfg(feature = "cuda")]
-        BackendKind::Cuda => {
-            use ostinato_runtime::ostinato_cuda::{CudaOptions, ExternalStream, LaunchOn};
-            let mut options = CudaOptions::default();
-            let (mut device, mut stream) = (None, None);
-            if let Some(o) = o {
-                if !o.device.is_null() {
-                    // SAFETY: the caller vouches that a non-NULL `device` is a NUL-terminated string.
-                    device = Some(unsafe { text(o.device, "options.device") }?.to_string());
-                }
-                if o.cuda_stream != 0 {
-                    // SAFETY: the caller vouches for a live stream of the primary context that outlives the exec.
-                    stream = Some(unsafe { ExternalStream::from_raw(o.cuda_stream) });
-                }
-                if o.launch_thread != 0 {
-                    options.launch = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
-                }
-                if o.wait_timeout_ms != 0 {
-                    options.wait_timeout = Some(std::time::Duration::from_millis(o.wait_timeout_ms));
-                }
-                if let Some(f) = fusion(Some(o))? {
-                    options.fusion = f;
-                }
-            }
-            Ok(BackendSpec::Cuda { device, options, stream })
-        }
-        #[cfg(not(feature = "cuda"))]
-        BackendKind::Cuda => BackendSpec::default_for(kind).map_err(runtime_error),
-        BackendKind::Vulkan => {
-            #[cfg_attr(not(feature = "vulkan"), allow(unused_mut))]
-            let mut spec = BackendSpec::default_for(kind).map_err(runtime_error)?;
-            #[cfg(feature = "vulkan")]
-            if let (Some(o), BackendSpec::Vulkan { device }) = (o, &mut spec) {
-                if !o.device.is_null() {
-                    // SAFETY: the caller vouches that a non-NULL `device` is a NUL-terminated string.
-                    *device = Some(unsafe { text(o.device, "options.device") }?.to_string());
-                }
-            }
-            Ok(spec)
-        }
+/// The runtime's exec options that `o` (NULL: the defaults) sets.
+///
+/// # Safety
+/// `o` is NULL or a readable `ost_exec_options` whose strings are NULL or NUL-terminated, and whose
+/// `cuda_stream` is 0 or a live stream of the device's primary context that outlives the exec.
+unsafe fn exec_options(o: Option<&ost_exec_options>) -> Fallible<ExecOptions> {
+    let mut options = ExecOptions::default();
+    let Some(o) = o else { return Ok(options) };
+    if !o.device.is_null() {
+        // SAFETY: the caller vouches that a non-NULL `device` is a NUL-terminated string.
+        options.device = Some(unsafe { text(o.device, "options.device") }?.to_string());
     }
+    if o.host_threads > 0 {
+        options.threads = Some(o.host_threads as usize);
+    }
+    if o.wait_timeout_ms != 0 {
+        options.wait_timeout = WaitTimeout::After(std::time::Duration::from_millis(o.wait_timeout_ms));
+    }
+    if o.launch_thread != 0 {
+        options.set("launch", "thread").map_err(runtime_error)?;
+    }
+    if !o.fusion.is_null() {
+        // SAFETY: the caller vouches that a non-NULL `fusion` is a NUL-terminated string.
+        let name = unsafe { text(o.fusion, "options.fusion") }?;
+        options.set("fusion", name).map_err(runtime_error)?;
+    }
+    #[cfg(feature = "cuda")]
+    if o.cuda_stream != 0 {
+        // SAFETY: the caller vouches for a live stream of the primary context that outlives the exec.
+        options.stream = Some(unsafe { ostinato_runtime::ostinato_cuda::ExternalStream::from_raw(o.cuda_stream) });
+    }
+    Ok(options)
 }
 
 fn device_memory(kind: BackendKind, ptr: u64, len: u64) -> Fallible<Memory> {

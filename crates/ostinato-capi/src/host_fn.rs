@@ -9,7 +9,9 @@ use crate::graph::{graph_of, ost_scalar};
 use crate::ost_status::{self, *};
 use crate::{guard, put, Fallible};
 
-/// The context of one launch of a C host kernel (valid during the call only).
+/// The context of one launch of a C host kernel: a key valid on the thread that runs the call, while
+/// it runs. Any other value — garbage, a handle of a finished call, or one used from another thread —
+/// is refused with `OST_ERR_HANDLE`, never dereferenced.
 pub struct ost_host_call {
     _private: [u8; 0],
 }
@@ -66,9 +68,10 @@ pub unsafe extern "C" fn ost_graph_set_host_kernel(g: *mut crate::graph::ost_gra
         let name = sig.name.clone();
         let k = HostKernel::new(sig, move |cx| {
             let call = Call { cx, message: std::cell::RefCell::new(None) };
-            let handle = &call as *const Call as *const ost_host_call;
-            // SAFETY: `handle` points to `call`, alive for the whole call.
-            let code = unsafe { c.call(handle) };
+            let live = LiveCall::enter(&call);
+            // SAFETY: the handle is a key of `call`, live on this thread until `live` drops after it.
+            let code = unsafe { c.call(live.key as *const ost_host_call) };
+            drop(live);
             match code {
                 0 => Ok(()),
                 code => Err(call.message.borrow_mut().take().unwrap_or_else(|| format!("host kernel `{name}` returned {code}"))),
@@ -79,28 +82,53 @@ pub unsafe extern "C" fn ost_graph_set_host_kernel(g: *mut crate::graph::ost_gra
     })
 }
 
-/// The call behind a handle the C function was given.
-///
-/// # Safety
-/// `call` is the handle passed to the running host function.
-unsafe fn call_of<'a>(call: *const ost_host_call) -> Fallible<&'a Call<'a, 'a>> {
+thread_local! {
+    /// The calls running on this thread (innermost last), by key, with their address.
+    static LIVE_CALLS: std::cell::RefCell<Vec<(usize, usize)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A call registered as live on this thread while the value lives: its key is the handle C gets.
+struct LiveCall {
+    key: usize,
+}
+
+impl LiveCall {
+    fn enter(call: &Call<'_, '_>) -> LiveCall {
+        let key = crate::next_key();
+        LIVE_CALLS.with(|l| l.borrow_mut().push((key, call as *const Call as usize)));
+        LiveCall { key }
+    }
+}
+
+impl Drop for LiveCall {
+    fn drop(&mut self) {
+        LIVE_CALLS.with(|l| l.borrow_mut().retain(|(k, _)| *k != self.key));
+    }
+}
+
+/// The call behind a handle the C function was given: a key of a call live on this thread, or refused.
+fn call_of<'a>(call: *const ost_host_call) -> Fallible<&'a Call<'a, 'a>> {
     if call.is_null() {
         return Err((OST_ERR_NULL, "the call handle is NULL".into()));
     }
-    // SAFETY: the caller vouches that this is the live call handle of the running function.
-    Ok(unsafe { &*(call as *const Call) })
+    let key = call as usize;
+    let address = LIVE_CALLS.with(|l| l.borrow().iter().find(|(k, _)| *k == key).map(|(_, a)| *a)).ok_or_else(|| {
+        (OST_ERR_HANDLE, format!("{key:#x} is not the handle of a host kernel call running on this thread (a call handle is valid only during its call)"))
+    })?;
+    // SAFETY: the key is registered only while its `Call` lives on this thread's stack (`LiveCall` is
+    // dropped before the call returns), and it is looked up on that thread only.
+    Ok(unsafe { &*(address as *const Call) })
 }
 
 /// Reads `len` bytes at `offset` of buffer param `param` into `dst`. Refused outside the param's
 /// declared extent or for a param declared write-only.
 ///
 /// # Safety
-/// `call` is the running call's handle; `dst` points to `len` writable bytes.
+/// `dst` points to `len` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn ost_host_call_read(call: *const ost_host_call, param: u32, offset: u64, dst: *mut c_void, len: usize) -> ost_status {
     guard(|| {
-        // SAFETY: the caller vouches for the call handle.
-        let c = unsafe { call_of(call) }?;
+        let c = call_of(call)?;
         if dst.is_null() && len > 0 {
             return Err((OST_ERR_NULL, "dst is NULL".into()));
         }
@@ -115,12 +143,11 @@ pub unsafe extern "C" fn ost_host_call_read(call: *const ost_host_call, param: u
 /// extent or for a param declared read-only.
 ///
 /// # Safety
-/// `call` is the running call's handle; `src` points to `len` readable bytes.
+/// `src` points to `len` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn ost_host_call_write(call: *const ost_host_call, param: u32, offset: u64, src: *const c_void, len: usize) -> ost_status {
     guard(|| {
-        // SAFETY: the caller vouches for the call handle.
-        let c = unsafe { call_of(call) }?;
+        let c = call_of(call)?;
         if src.is_null() && len > 0 {
             return Err((OST_ERR_NULL, "src is NULL".into()));
         }
@@ -134,12 +161,11 @@ pub unsafe extern "C" fn ost_host_call_write(call: *const ost_host_call, param: 
 /// The value of scalar param `param` (a slot's value at this replay for a slot arg).
 ///
 /// # Safety
-/// `call` is the running call's handle; `out` points to a writable `ost_scalar`.
+/// `out` is NULL or points to a writable `ost_scalar`.
 #[no_mangle]
 pub unsafe extern "C" fn ost_host_call_scalar(call: *const ost_host_call, param: u32, out: *mut ost_scalar) -> ost_status {
     guard(|| {
-        // SAFETY: the caller vouches for the call handle.
-        let c = unsafe { call_of(call) }?;
+        let c = call_of(call)?;
         let s = c.cx.scalar(param as usize).map_err(|e| (OST_ERR_ARGUMENT, e))?;
         let type_ = match s.ty {
             ostinato::ScalarType::U32 => crate::graph::OST_U32,
@@ -157,12 +183,13 @@ pub unsafe extern "C" fn ost_host_call_scalar(call: *const ost_host_call, param:
 /// Gives the failing replay a message (the function then returns a non-zero code).
 ///
 /// # Safety
-/// `call` is the running call's handle; `message` a NUL-terminated string.
+/// `message` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ost_host_call_fail(call: *const ost_host_call, message: *const c_char) -> ost_status {
     guard(|| {
-        // SAFETY: the caller vouches for the handle and the string.
-        let (c, m) = unsafe { (call_of(call)?, crate::text(message, "message")?) };
+        let c = call_of(call)?;
+        // SAFETY: the caller vouches for a NUL-terminated string.
+        let m = unsafe { crate::text(message, "message") }?;
         *c.message.borrow_mut() = Some(m.to_string());
         Ok(())
     })

@@ -126,8 +126,10 @@ pub(crate) fn runtime_error(e: ostinato_runtime::RuntimeError) -> (ost_status, S
     (status_of(e.kind()), e.to_string())
 }
 
-/// The live objects behind handles, by address. A handle's address is its key; the object is kept
-/// alive by the registry (and by any call in progress on it) and dropped when freed.
+/// The live objects behind handles, by key. A handle is a key drawn from a counter that never repeats
+/// (64-bit: it does not wrap), not an address: a freed handle names nothing ever again, however many
+/// objects are made after it. The object is kept alive by the registry (and by any call in progress
+/// on it) and dropped when freed.
 #[derive(Clone)]
 pub(crate) enum Object {
     Graph(Arc<Mutex<graph::CGraph>>),
@@ -140,13 +142,16 @@ fn registry() -> &'static Mutex<HashMap<usize, Object>> {
     R.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Registers `object` and returns its handle address.
+/// A fresh key: never returned before in this process, never 0, a multiple of 16 (so a handle looks
+/// like an aligned pointer to C tools).
+pub(crate) fn next_key() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x100);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 4
+}
+
+/// Registers `object` and returns its handle.
 pub(crate) fn register(object: Object) -> usize {
-    let key = match &object {
-        Object::Graph(a) => Arc::as_ptr(a) as usize,
-        Object::Plan(a) => Arc::as_ptr(a) as usize,
-        Object::Exec(a) => Arc::as_ptr(a) as usize,
-    };
+    let key = next_key();
     registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, object);
     key
 }

@@ -6,14 +6,12 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use ostinato::file;
 use ostinato::Named;
-use ostinato::{Plan, PlanOptions};
 use ostinato_bench::bench::{BenchBackend, Regime};
+use ostinato_bench::study::{GraphBuild, MixedBuilds, PdlTrigger, ShapeMode, StreamPriority};
 use ostinato_bench::{BenchConfig, StudyConfig};
-use ostinato_runtime::ostinato_cuda::lower::{MixedBuilds, ShapeMode};
-use ostinato_runtime::ostinato_cuda::{self as cuda, CudaOptions, ExecMode, FusionMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
-use ostinato_runtime::{BackendKind, BackendSpec, RunOptions};
+use ostinato_runtime::options::CHOICES;
+use ostinato_runtime::{BackendKind, ExecOptions, PlanReport, RunOptions, WaitTimeout};
 
 #[derive(Parser)]
 #[command(name = "ostinato", version, about = "Record a kernel DAG once, replay it as one retained submission.")]
@@ -25,6 +23,12 @@ struct Cli {
 /// A value parser for a library option: its values' names, listed in `--help` and in the error.
 fn choice<T: Named + Send + Sync>() -> impl TypedValueParser<Value = T> {
     PossibleValuesParser::new(T::names()).try_map(|s: String| T::from_name(&s).ok_or_else(|| format!("`{s}` is not a value")))
+}
+
+/// A value parser for the exec option `key` (the runtime's choices: their values listed in `--help`
+/// and in the error).
+fn exec_choice(key: &str) -> PossibleValuesParser {
+    PossibleValuesParser::new(CHOICES.iter().find(|c| c.key == key).map_or_else(Vec::new, |c| (c.values)()))
 }
 
 #[derive(Subcommand)]
@@ -44,10 +48,10 @@ enum Command {
         /// `--pdl`; needs no GPU. Built-in kernels count as PDL-capable (their PTX certifies at load).
         #[arg(long)]
         cuda: bool,
-        #[arg(long, default_value = "auto", value_parser = choice::<PdlMode>())]
-        pdl: PdlMode,
-        #[arg(long, default_value = "auto", value_parser = choice::<ShapeMode>(), hide = true)]
-        shape: ShapeMode,
+        #[arg(long, default_value = "auto", value_parser = exec_choice("pdl"))]
+        pdl: String,
+        #[arg(long, default_value = "auto", value_parser = exec_choice("shape"), hide = true)]
+        shape: String,
         #[arg(long, default_value_t = 4)]
         max_lanes: usize,
     },
@@ -79,38 +83,66 @@ struct RunArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// CUDA: one retained graph, or eager per-lane streams.
-    #[arg(long, default_value = "graph", value_parser = choice::<ExecMode>())]
-    mode: ExecMode,
+    #[arg(long, default_value = "graph", value_parser = exec_choice("mode"))]
+    mode: String,
     /// CUDA: programmatic (PDL) edges where the measured policy says they pay, always, or never.
-    #[arg(long, default_value = "auto", value_parser = choice::<PdlMode>())]
-    pdl: PdlMode,
-    /// CUDA: chain fusion — runs of dependent 1-block nodes replayed as one resident block: where it
-    /// cannot lose (auto), wherever the nodes may fuse (on), or never (off).
-    #[arg(long, default_value = "auto", value_parser = choice::<FusionMode>())]
-    fusion: FusionMode,
+    #[arg(long, default_value = "auto", value_parser = exec_choice("pdl"))]
+    pdl: String,
+    /// Chain fusion — runs of dependent 1-block nodes replayed as one resident block: where it cannot
+    /// lose (auto), wherever the nodes may fuse (on), or never (off).
+    #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
+    fusion: String,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
     /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
-    #[arg(long, default_value = "caller", value_parser = choice::<LaunchOn>())]
-    launch: LaunchOn,
+    #[arg(long, default_value = "caller", value_parser = exec_choice("launch"))]
+    launch: String,
     /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
     #[arg(long)]
     device: Option<String>,
-    /// CUDA: seconds a wait for the replays may take before it fails (0: wait for ever).
-    #[arg(long, default_value_t = ostinato_runtime::ostinato_cuda::DEFAULT_WAIT_TIMEOUT.as_secs_f64(), value_parser = non_negative_seconds)]
-    wait_timeout_s: f64,
+    /// Seconds a wait for the replays may take before it fails and the exec is faulted (0: wait for
+    /// ever; default: the backend's, 60 s).
+    #[arg(long, value_parser = non_negative_seconds)]
+    wait_timeout_s: Option<f64>,
     #[arg(long, default_value_t = 4, hide = true)]
     max_lanes: usize,
-    #[arg(long, default_value = "auto", value_parser = choice::<ShapeMode>(), hide = true)]
-    shape: ShapeMode,
+    #[arg(long, default_value = "auto", value_parser = exec_choice("shape"), hide = true)]
+    shape: String,
     /// The main PDL build's trigger for built-in kernels (small nodes trigger at entry regardless).
-    #[arg(long, default_value = "after-wait", value_parser = choice::<PdlTrigger>(), hide = true)]
-    trigger: PdlTrigger,
+    #[arg(long, default_value = "after-wait", value_parser = exec_choice("trigger"), hide = true)]
+    trigger: String,
     /// CUDA graph mode: bulk (every node, then the edges in one call per edge type), in-order (each
     /// node with its in-edges) or capture (stream capture with the plan's edges).
-    #[arg(long, default_value = "bulk", value_parser = choice::<GraphBuild>(), hide = true)]
-    graph_build: GraphBuild,
-    #[arg(long, default_value = "default", value_parser = choice::<StreamPriority>(), hide = true)]
-    priority: StreamPriority,
+    #[arg(long, default_value = "bulk", value_parser = exec_choice("graph-build"), hide = true)]
+    graph_build: String,
+    #[arg(long, default_value = "default", value_parser = exec_choice("priority"), hide = true)]
+    priority: String,
+}
+
+impl RunArgs {
+    /// The exec's options these flags set.
+    fn exec_options(&self) -> Result<ExecOptions, String> {
+        let mut o = ExecOptions::default();
+        o.device = self.device.clone();
+        o.threads = self.threads;
+        o.wait_timeout = match self.wait_timeout_s {
+            None => WaitTimeout::Default,
+            Some(0.0) => WaitTimeout::Never,
+            Some(s) => WaitTimeout::After(std::time::Duration::from_secs_f64(s)),
+        };
+        for (key, value) in [
+            ("mode", &self.mode),
+            ("pdl", &self.pdl),
+            ("fusion", &self.fusion),
+            ("launch", &self.launch),
+            ("shape", &self.shape),
+            ("trigger", &self.trigger),
+            ("graph-build", &self.graph_build),
+            ("priority", &self.priority),
+        ] {
+            o.set(key, value).map_err(|e| e.to_string())?;
+        }
+        Ok(o)
+    }
 }
 
 #[derive(Args)]
@@ -231,69 +263,24 @@ fn emit(text: &str) -> Result<(), String> {
 fn dispatch(c: Command) -> Result<(), String> {
     match c {
         Command::Devices => emit(&ostinato_runtime::devices::describe()),
-        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => plan(&file, json, explain, cuda.then_some(policy(pdl, shape)), max_lanes),
+        Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => {
+            let cuda = if cuda {
+                let mut o = ExecOptions::default();
+                o.set("pdl", &pdl).and_then(|o| o.set("shape", &shape)).map_err(|e| e.to_string())?;
+                Some(o)
+            } else {
+                None
+            };
+            emit(&ostinato_runtime::plan_report(&file, &PlanReport { json, explain, cuda, max_lanes }).map_err(|e| e.to_string())?)
+        }
         Command::Run(a) => run(*a),
         Command::Bench(args) => ostinato_bench::bench(&args.config()).map(|_| ()).map_err(|e| e.to_string()),
     }
 }
 
-fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolicy>, max_lanes: usize) -> Result<(), String> {
-    use std::fmt::Write;
-    let f = file::load(path, &BackendKind::names()).map_err(|e| e.to_string())?;
-    let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| f.plan_error(&e).to_string())?;
-    let mut out = String::new();
-    if json {
-        let _ = writeln!(out, "{}", plan.to_json());
-    } else {
-        let _ = writeln!(
-            out,
-            "{}: {} nodes, {} edges, {} lanes, fingerprint {:016x}",
-            path.display(),
-            plan.node_count(),
-            plan.edges().len(),
-            plan.lanes().count(),
-            plan.fingerprint()
-        );
-        for e in plan.edges() {
-            let kinds = if e.hazards.is_empty() { "explicit".to_string() } else { e.hazards.names().join("+") };
-            let _ = writeln!(out, "  {} -> {}  {kinds}{}", e.from, e.to, if e.explicit && !e.hazards.is_empty() { " (explicit)" } else { "" });
-        }
-    }
-    if explain {
-        out.push_str(&plan.explain());
-    }
-    if let Some(policy) = cuda {
-        cuda::LaunchLimits::SM90.check(&plan).map_err(|e| format!("{}: {e} (the sm_90 limits)", path.display()))?;
-        // Built-ins certify from their PTX at load; a user's kernel counts as PDL-capable only when declared.
-        let capable: Vec<bool> =
-            f.impls.iter().map(|i| i.get("cuda").is_some_and(|r| r.bool_option("pdl").ok().flatten().unwrap_or(r.builtin_name().is_some()))).collect();
-        let low = cuda::lower::lower(&plan, &capable, true, policy);
-        out.push_str(&low.describe(&plan));
-    }
-    emit(&out)
-}
-
 fn run(a: RunArgs) -> Result<(), String> {
     use std::fmt::Write;
-    let backend = match a.backend {
-        BackendKind::Host => BackendSpec::Host { threads: a.threads, check_races: a.check },
-        BackendKind::Cuda => BackendSpec::Cuda {
-            device: a.device,
-            options: CudaOptions {
-                mode: a.mode,
-                pdl: policy(a.pdl, a.shape),
-                trigger: a.trigger,
-                build: a.graph_build,
-                priority: a.priority,
-                launch: a.launch,
-                fusion: a.fusion,
-                wait_timeout: (a.wait_timeout_s > 0.0).then(|| std::time::Duration::from_secs_f64(a.wait_timeout_s)),
-            },
-            stream: None,
-        },
-        BackendKind::Vulkan => BackendSpec::Vulkan { device: a.device },
-    };
-    let o = RunOptions { backend, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
+    let o = RunOptions { backend: a.backend, exec: a.exec_options()?, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
     let mut out = String::new();
     for n in &r.notes {
@@ -319,10 +306,6 @@ fn non_negative_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-fn policy(mode: PdlMode, shape: ShapeMode) -> PdlPolicy {
-    PdlPolicy { shape, ..PdlPolicy::new(mode) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,7 +314,8 @@ mod tests {
     fn run_takes_the_librarys_values_and_refuses_other_names() {
         let cli = Cli::try_parse_from(["ostinato", "run", "g.toml", "--mode", "eager", "--pdl", "off", "--trigger", "entry", "--graph-build", "in-order"]);
         let Ok(Cli { command: Command::Run(a) }) = cli else { panic!("parses") };
-        assert_eq!((a.mode, a.pdl, a.trigger, a.graph_build), (ExecMode::Eager, PdlMode::Off, PdlTrigger::AtEntry, GraphBuild::InOrder));
+        let o = a.exec_options().unwrap();
+        assert_eq!([o.get("mode"), o.get("pdl"), o.get("trigger"), o.get("graph-build")], [Some("eager"), Some("off"), Some("entry"), Some("in-order")]);
         let err = Cli::try_parse_from(["ostinato", "run", "g.toml", "--graph-build", "tree"]).err().expect("refused").to_string();
         assert!(err.contains("tree") && err.contains("in-order"), "{err}");
     }

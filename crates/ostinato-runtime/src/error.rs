@@ -28,6 +28,12 @@ pub enum RuntimeError {
     NoImplementation { kernel: String, backend: &'static str },
     #[error("unknown {what} `{name}`")]
     UnknownName { what: &'static str, name: String },
+    /// A buffer or range the plan does not allow.
+    #[error("{operation}: {source}")]
+    Range { operation: &'static str, source: ostinato::UsageError },
+    /// An exec option unknown, or set to a value it does not take.
+    #[error("option `{option}`: {reason}")]
+    Option { option: String, reason: String },
     /// `--check` found a byte that differs from the host's serial order.
     #[error("check failed: buffer `{buffer}` differs from the host oracle first at byte {byte} (want {want:#04x}, got {got:#04x})")]
     Mismatch { buffer: String, byte: usize, want: u8, got: u8 },
@@ -57,8 +63,9 @@ impl RuntimeError {
             RuntimeError::Cuda(e) => e.kind(),
             #[cfg(feature = "vulkan")]
             RuntimeError::Vulkan(e) => e.kind(),
+            RuntimeError::Range { source, .. } => source.kind(),
             RuntimeError::Backend { .. } => K::BackendMissing,
-            RuntimeError::WrongMemory { .. } | RuntimeError::UnknownName { .. } | RuntimeError::Usage(_) => K::Argument,
+            RuntimeError::WrongMemory { .. } | RuntimeError::UnknownName { .. } | RuntimeError::Option { .. } | RuntimeError::Usage(_) => K::Argument,
             RuntimeError::NoImplementation { .. } => K::Bind,
             RuntimeError::Mismatch { .. } | RuntimeError::LengthMismatch { .. } => K::Mismatch,
             RuntimeError::Io { .. } | RuntimeError::OutOfMemory(_) => K::Io,

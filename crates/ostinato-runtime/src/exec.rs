@@ -116,6 +116,15 @@ impl dyn ExecHandle + '_ {
             .map(|(i, b)| (BufferId(i as u32), b.name.clone(), b.size))
             .collect()
     }
+    /// `len` bytes of `buffer` from `offset`, in a vector of their own: the range is checked against the
+    /// buffer before anything is allocated, and the allocation is fallible (an error, never an abort).
+    pub fn read_vec(&mut self, buffer: BufferId, offset: u64, len: u64) -> Result<Vec<u8>, RuntimeError> {
+        ostinato::check_range(self.plan(), buffer, offset, len).map_err(|source| RuntimeError::Range { operation: "read", source })?;
+        let name = self.plan().graph().buffer(buffer).name.clone();
+        let mut out = zeroed_bytes(len, &name)?;
+        self.read_buffer(buffer, offset, &mut out)?;
+        Ok(out)
+    }
     /// Every root buffer's bytes, by name, in declaration order (views are read through their roots).
     pub fn read_roots(&mut self) -> Result<NamedBuffers, RuntimeError> {
         let roots = self.roots();
@@ -139,29 +148,29 @@ pub(crate) fn zeroed_bytes(size: u64, name: &str) -> Result<Vec<u8>, RuntimeErro
     Ok(v)
 }
 
-/// Converts a [`Memory`] into a backend's own memory type.
+/// Converts a [`Memory`] into a backend's own memory type (for `operation`, named in the error).
 pub(crate) trait BackendMemory: Sized {
-    fn from_memory(m: Memory) -> Result<Self, RuntimeError>;
+    fn from_memory(m: Memory, operation: &'static str) -> Result<Self, RuntimeError>;
 }
 
 impl BackendMemory for Arc<HostMemory> {
-    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
-        m.into_host("rebind")
+    fn from_memory(m: Memory, operation: &'static str) -> Result<Self, RuntimeError> {
+        m.into_host(operation)
     }
 }
 
 #[cfg(feature = "cuda")]
 impl BackendMemory for ostinato_cuda::DeviceMemory {
-    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
-        m.into_cuda("rebind")
+    fn from_memory(m: Memory, operation: &'static str) -> Result<Self, RuntimeError> {
+        m.into_cuda(operation)
     }
 }
 
 /// The Vulkan backend binds no user memory yet: every buffer is the exec's own.
 #[cfg(feature = "vulkan")]
 impl BackendMemory for ostinato_vulkan::VulkanMemory {
-    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
-        Err(RuntimeError::WrongMemory { operation: "rebind", given: m.backend(), backend: "vulkan" })
+    fn from_memory(m: Memory, operation: &'static str) -> Result<Self, RuntimeError> {
+        Err(RuntimeError::WrongMemory { operation, given: m.backend(), backend: "vulkan" })
     }
 }
 
@@ -200,7 +209,7 @@ where
         Ok(self.exec.read_buffer(buffer, offset, out)?)
     }
     fn rebind(&mut self, buffer: BufferId, memory: Memory) -> Result<(), RuntimeError> {
-        Ok(self.exec.rebind(buffer, E::Memory::from_memory(memory)?)?)
+        Ok(self.exec.rebind(buffer, E::Memory::from_memory(memory, "rebind")?)?)
     }
     fn notes(&self) -> &[String] {
         &self.notes

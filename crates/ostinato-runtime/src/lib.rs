@@ -29,11 +29,14 @@
 
 #![deny(unsafe_code)]
 
+mod backends;
 pub mod devices;
 mod error;
 mod exec;
 mod kind;
+pub mod options;
 pub mod oracle;
+mod report;
 mod run;
 mod session;
 
@@ -41,8 +44,10 @@ pub use error::RuntimeError;
 pub use exec::NamedBuffers;
 pub use exec::{ExecHandle, Memory};
 pub use kind::BackendKind;
+pub use options::{ExecOptions, WaitTimeout};
 pub use oracle::{compare, host_serial};
 pub use ostinato::PIECE;
+pub use report::{plan_report, PlanReport};
 pub use run::{dump, run_file, RunOptions, RunReport};
 pub use session::{BackendSpec, KernelSource, Session};
 

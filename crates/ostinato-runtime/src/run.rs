@@ -12,13 +12,16 @@ use crate::error::RuntimeError;
 use crate::exec::ExecHandle;
 use crate::exec::NamedBuffers;
 use crate::kind::BackendKind;
+use crate::options::ExecOptions;
 use crate::oracle::host_serial_exec;
 use crate::session::{BackendSpec, Session};
 
 /// How to run a graph file.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    pub backend: BackendSpec,
+    pub backend: BackendKind,
+    /// How the exec runs (the host's race checker is turned on by `check` too).
+    pub exec: ExecOptions,
     pub replays: usize,
     /// Compare every root buffer with the host's serial order, bit for bit (and, on the host, turn
     /// the race checker on).
@@ -49,10 +52,9 @@ pub struct RunReport {
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> {
     let f = file::load(path, &BackendKind::names())?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::File(f.plan_error(&e)))?;
-    let mut spec = o.backend.clone();
-    if let BackendSpec::Host { check_races, .. } = &mut spec {
-        *check_races |= o.check;
-    }
+    let mut exec_options = o.exec.clone();
+    exec_options.check_races |= o.check;
+    let spec = exec_options.spec(o.backend)?;
     if o.dot.is_some() && !is_cuda_graph(&spec) {
         return Err(RuntimeError::Usage("--dot writes a CUDA graph: it needs --backend cuda in graph mode".into()));
     }

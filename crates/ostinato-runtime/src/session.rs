@@ -2,11 +2,12 @@
 //! reference.
 
 use ostinato::file::GraphFile;
-use ostinato::{Backend, BufferBinding, KernelRef, Plan};
+use ostinato::{BufferBinding, KernelRef, Plan};
 use ostinato_host::HostBackend;
 
+use crate::backends::RuntimeBackend;
 use crate::error::RuntimeError;
-use crate::exec::{ExecHandle, Memory, Wrapped};
+use crate::exec::{BackendMemory, ExecHandle, Memory, Wrapped};
 use crate::kind::BackendKind;
 
 /// Where a kernel's implementation comes from.
@@ -72,10 +73,7 @@ fn not_built(kind: BackendKind) -> RuntimeError {
 enum Opened {
     Host(HostBackend),
     #[cfg(feature = "cuda")]
-    Cuda {
-        backend: Box<ostinato_cuda::CudaBackend>,
-        stream: Option<ostinato_cuda::ExternalStream>,
-    },
+    Cuda(Box<crate::backends::CudaOnStream>),
     #[cfg(feature = "vulkan")]
     Vulkan(ostinato_vulkan::VulkanBackend),
 }
@@ -119,7 +117,7 @@ impl Session {
                     },
                     if stream.is_some() { ", on the user's stream" } else { "" }
                 );
-                Ok(Session { opened: Opened::Cuda { backend: Box::new(backend), stream: *stream }, description })
+                Ok(Session { opened: Opened::Cuda(Box::new(crate::backends::CudaOnStream { backend, stream: *stream })), description })
             }
             #[cfg(feature = "vulkan")]
             BackendSpec::Vulkan { device } => {
@@ -135,7 +133,7 @@ impl Session {
         match &self.opened {
             Opened::Host(_) => BackendKind::Host,
             #[cfg(feature = "cuda")]
-            Opened::Cuda { .. } => BackendKind::Cuda,
+            Opened::Cuda(_) => BackendKind::Cuda,
             #[cfg(feature = "vulkan")]
             Opened::Vulkan(_) => BackendKind::Vulkan,
         }
@@ -171,70 +169,12 @@ impl Session {
         source: &dyn Fn(usize) -> Result<KernelSource, RuntimeError>,
         buffers: Vec<BufferBinding<Memory>>,
     ) -> Result<Box<dyn ExecHandle>, RuntimeError> {
-        let sigs = plan.graph().kernels();
         match &self.opened {
-            Opened::Host(backend) => {
-                let bind = |k: usize| -> Result<ostinato_host::HostKernel, RuntimeError> {
-                    match source(k)? {
-                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
-                        KernelSource::Host(h) => {
-                            h.check_signature(&sigs[k])
-                                .map_err(|reason| ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel: sigs[k].name.clone(), reason }))?;
-                            Ok(h)
-                        }
-                    }
-                };
-                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
-                let buffers = convert(buffers, Memory::into_host)?;
-                let exec = backend.instantiate(plan, kernels, buffers)?;
-                let notes = exec.inline_reason().map(|why| format!("host: replays run on the calling thread ({why})")).into_iter().collect();
-                Ok(Box::new(Wrapped { exec, kind: BackendKind::Host, notes }))
-            }
+            Opened::Host(backend) => instantiate_on(backend, plan, source, buffers),
             #[cfg(feature = "cuda")]
-            Opened::Cuda { backend, stream } => {
-                let bind = |k: usize| -> Result<ostinato_cuda::CudaKernel, RuntimeError> {
-                    match source(k)? {
-                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
-                        KernelSource::Host(_) => Err(RuntimeError::Backend {
-                            name: "cuda".into(),
-                            reason: format!(
-                                "kernel `{}` is a host function; the cuda backend needs a CUDA implementation (builtin, .cu, .ptx or .cubin)",
-                                sigs[k].name
-                            ),
-                        }),
-                    }
-                };
-                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
-                let buffers = convert(buffers, Memory::into_cuda)?;
-                let exec = match stream {
-                    Some(s) => backend.instantiate_on(plan, kernels, buffers, *s)?,
-                    None => backend.instantiate(plan, kernels, buffers)?,
-                };
-                let mut notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
-                if exec.fused_nodes() > 0 {
-                    let launches = exec.run_plan().node_count();
-                    notes.push(format!("{} of {} nodes fused: {launches} launches per replay", exec.fused_nodes(), plan.node_count()));
-                }
-                Ok(Box::new(Wrapped { exec, kind: BackendKind::Cuda, notes }))
-            }
+            Opened::Cuda(backend) => instantiate_on(&**backend, plan, source, buffers),
             #[cfg(feature = "vulkan")]
-            Opened::Vulkan(backend) => {
-                let bind = |k: usize| -> Result<ostinato_vulkan::VulkanKernel, RuntimeError> {
-                    match source(k)? {
-                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
-                        KernelSource::Host(_) => Err(RuntimeError::Backend {
-                            name: "vulkan".into(),
-                            reason: format!("kernel `{}` is a host function; the vulkan backend needs a WGSL or SPIR-V implementation", sigs[k].name),
-                        }),
-                    }
-                };
-                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
-                let buffers = convert(buffers, |m, operation| Err(RuntimeError::WrongMemory { operation, given: m.backend(), backend: "vulkan" }))?;
-                let exec = backend.instantiate(plan, kernels, buffers)?;
-                let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
-                let notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
-                Ok(Box::new(Wrapped { exec, kind: BackendKind::Vulkan, notes }))
-            }
+            Opened::Vulkan(backend) => instantiate_on(backend, plan, source, buffers),
         }
     }
 
@@ -256,6 +196,37 @@ impl Session {
     }
 }
 
+/// Binds every kernel of `plan` on `backend` from its source, converts the bindings to the backend's
+/// memory and instantiates: the one path every backend's exec is made by.
+fn instantiate_on<B: RuntimeBackend>(
+    backend: &B,
+    plan: &Plan,
+    source: &dyn Fn(usize) -> Result<KernelSource, RuntimeError>,
+    buffers: Vec<BufferBinding<Memory>>,
+) -> Result<Box<dyn ExecHandle>, RuntimeError>
+where
+    RuntimeError: From<B::Error>,
+{
+    let sigs = plan.graph().kernels();
+    let bind = |k: usize| -> Result<B::Kernel, RuntimeError> {
+        match source(k)? {
+            KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
+            KernelSource::Host(h) => backend.host_kernel(&sigs[k], h),
+        }
+    };
+    let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
+    let buffers = buffers
+        .into_iter()
+        .map(|b| match b {
+            BufferBinding::Allocate => Ok(BufferBinding::Allocate),
+            BufferBinding::External(m) => <B::Memory as BackendMemory>::from_memory(m, "instantiate").map(BufferBinding::External),
+        })
+        .collect::<Result<Vec<_>, RuntimeError>>()?;
+    let exec = backend.instantiate_exec(plan, kernels, buffers)?;
+    let notes = B::notes(&exec, plan);
+    Ok(Box::new(Wrapped { exec, kind: B::KIND, notes }))
+}
+
 /// The kernel an error of binding names, to point at its line in a graph file.
 fn kernel_of(e: &RuntimeError) -> Option<&str> {
     match e {
@@ -266,14 +237,4 @@ fn kernel_of(e: &RuntimeError) -> Option<&str> {
         RuntimeError::Vulkan(ostinato_vulkan::VkError::Shader { kernel, .. }) => Some(kernel),
         _ => None,
     }
-}
-
-fn convert<M>(buffers: Vec<BufferBinding<Memory>>, f: fn(Memory, &'static str) -> Result<M, RuntimeError>) -> Result<Vec<BufferBinding<M>>, RuntimeError> {
-    buffers
-        .into_iter()
-        .map(|b| match b {
-            BufferBinding::Allocate => Ok(BufferBinding::Allocate),
-            BufferBinding::External(m) => f(m, "instantiate").map(BufferBinding::External),
-        })
-        .collect()
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use ostinato::{Access, Arg, BufferId, Graph, KernelRef, KernelSig, Launch, Plan, RefOption, Scalar, ScalarType};
-use ostinato_runtime::{compare, dump, BackendSpec, Memory, RuntimeError, Session};
+use ostinato_runtime::{compare, dump, BackendKind, BackendSpec, ExecOptions, Memory, RuntimeError, Session};
 
 /// `x` (1 KiB of f32): two add_one launches over its first 256 elements; `v` is a view of its second half.
 fn add_one_graph() -> (Plan, BufferId, BufferId) {
@@ -84,7 +84,7 @@ fn a_graph_files_bad_reference_is_reported_at_the_kernels_line() {
         "[[buffer]]\nname = \"x\"\nsize = 64\n\n[[kernel]]\nname = \"add_one\"\nparams = [{ name = \"x\", access = \"read_write\" }, { name = \"n\", scalar = \"u32\" }]\nhost = \"builtin:add_two\"\n\n[[node]]\nkernel = \"add_one\"\ngrid = [1]\nblock = [16]\nargs = { x = \"x\", n = 16 }\n",
     )
     .unwrap();
-    let o = ostinato_runtime::RunOptions { backend: BackendSpec::host(), replays: 1, check: false, dump: None, dot: None, max_lanes: 4 };
+    let o = ostinato_runtime::RunOptions { backend: BackendKind::Host, exec: ExecOptions::default(), replays: 1, check: false, dump: None, dot: None, max_lanes: 4 };
     let err = ostinato_runtime::run_file(&path, &o).unwrap_err().to_string();
     assert!(err.starts_with(&format!("{}:5: ", path.display())) && err.contains("no host kernel `add_two`"), "{err}");
     let _ = std::fs::remove_dir_all(dir);

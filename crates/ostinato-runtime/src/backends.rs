@@ -1,0 +1,89 @@
+//! What the runtime needs of each backend beyond the core's [`Backend`] trait: its name, what it does
+//! with a host function as a kernel, how it instantiates (CUDA: on a user's stream where one was
+//! given), and what it tells a user about the exec it made. One impl per backend; the instantiate path
+//! itself is generic (`session.rs`).
+
+use ostinato::{Backend, BufferBinding, KernelSig, Plan};
+use ostinato_host::{HostBackend, HostKernel};
+
+use crate::error::RuntimeError;
+use crate::exec::BackendMemory;
+use crate::kind::BackendKind;
+
+/// A backend the runtime drives.
+pub(crate) trait RuntimeBackend: Backend<Memory: BackendMemory, Exec: Send + 'static> {
+    const KIND: BackendKind;
+    /// A host function the caller made as the implementation of `sig`: only the host backend runs one.
+    fn host_kernel(&self, sig: &KernelSig, _h: HostKernel) -> Result<Self::Kernel, RuntimeError> {
+        Err(RuntimeError::Backend {
+            name: Self::KIND.as_str().into(),
+            reason: format!("kernel `{}` is a host function; the {} backend needs an implementation of its own kind", sig.name, Self::KIND),
+        })
+    }
+    /// Instantiates (by default [`Backend::instantiate`]).
+    fn instantiate_exec(&self, plan: &Plan, kernels: Vec<Self::Kernel>, buffers: Vec<BufferBinding<Self::Memory>>) -> Result<Self::Exec, Self::Error> {
+        self.instantiate(plan, kernels, buffers)
+    }
+    /// What the backend chose that a user may want to know.
+    fn notes(exec: &Self::Exec, plan: &Plan) -> Vec<String>;
+}
+
+impl RuntimeBackend for HostBackend {
+    const KIND: BackendKind = BackendKind::Host;
+    fn host_kernel(&self, sig: &KernelSig, h: HostKernel) -> Result<HostKernel, RuntimeError> {
+        h.check_signature(sig).map_err(|reason| ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel: sig.name.clone(), reason }))?;
+        Ok(h)
+    }
+    fn notes(exec: &ostinato_host::HostExec, _: &Plan) -> Vec<String> {
+        exec.inline_reason().map(|why| format!("host: replays run on the calling thread ({why})")).into_iter().collect()
+    }
+}
+
+/// The CUDA backend, with the user's stream the execs replay on where one was given.
+#[cfg(feature = "cuda")]
+pub(crate) struct CudaOnStream {
+    pub backend: ostinato_cuda::CudaBackend,
+    pub stream: Option<ostinato_cuda::ExternalStream>,
+}
+
+#[cfg(feature = "cuda")]
+impl Backend for CudaOnStream {
+    type Kernel = ostinato_cuda::CudaKernel;
+    type Memory = ostinato_cuda::DeviceMemory;
+    type Exec = ostinato_cuda::CudaExec;
+    type Error = ostinato_cuda::CudaError;
+    fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+    fn bind_kernel(&self, sig: &KernelSig, reference: &ostinato::KernelRef) -> Result<Self::Kernel, Self::Error> {
+        self.backend.bind_kernel(sig, reference)
+    }
+    fn instantiate(&self, plan: &Plan, kernels: Vec<Self::Kernel>, buffers: Vec<BufferBinding<Self::Memory>>) -> Result<Self::Exec, Self::Error> {
+        match self.stream {
+            Some(s) => self.backend.instantiate_on(plan, kernels, buffers, s),
+            None => self.backend.instantiate(plan, kernels, buffers),
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl RuntimeBackend for CudaOnStream {
+    const KIND: BackendKind = BackendKind::Cuda;
+    fn notes(exec: &ostinato_cuda::CudaExec, plan: &Plan) -> Vec<String> {
+        let mut notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
+        if exec.fused_nodes() > 0 {
+            let launches = exec.run_plan().node_count();
+            notes.push(format!("{} of {} nodes fused: {launches} launches per replay", exec.fused_nodes(), plan.node_count()));
+        }
+        notes
+    }
+}
+
+#[cfg(feature = "vulkan")]
+impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
+    const KIND: BackendKind = BackendKind::Vulkan;
+    fn notes(exec: &ostinato_vulkan::VulkanExec, plan: &Plan) -> Vec<String> {
+        let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
+        vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())]
+    }
+}

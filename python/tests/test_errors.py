@@ -1,0 +1,77 @@
+"""Errors by kind: each subclass of ostinato.Error is chosen from the error's kind (never its
+message); ranges are checked before anything is allocated."""
+
+import os
+
+import pytest
+
+import ostinato
+
+REPO = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def add_one_graph(size=64, n=16, threads_lanes=1):
+    g = ostinato.Graph()
+    k = g.kernel("add_one", [("x", "read_write"), ("n", "u32")], host="builtin:add_one")
+    g.slot("s", "u32", 1)
+    for lane in range(threads_lanes):
+        x = g.buffer("x%d" % lane, size)
+        g.launch(k, grid=(1,), block=(16,), x=x, n=n)
+    return g
+
+
+def test_every_kind_is_a_subclass_of_error():
+    kinds = [ostinato.GraphError, ostinato.FileError, ostinato.PlanError, ostinato.ArgumentError, ostinato.StateError,
+             ostinato.BindError, ostinato.UnsupportedError, ostinato.BackendMissingError, ostinato.DeviceError,
+             ostinato.FaultError, ostinato.MismatchError, ostinato.IoError]
+    assert len(set(kinds)) == len(kinds)
+    for k in kinds:
+        assert issubclass(k, ostinato.Error)
+
+
+def test_errors_raise_the_class_of_their_kind():
+    g = ostinato.Graph()
+    with pytest.raises(ostinato.GraphError):
+        g.buffer("x", 0)
+    with pytest.raises(ostinato.FileError):
+        ostinato.load("/nonexistent/graph.toml")
+    with pytest.raises(ostinato.BackendMissingError):
+        add_one_graph().plan().instantiate("metal")
+    ex = add_one_graph().plan().instantiate("host")
+    with pytest.raises(ostinato.ArgumentError):
+        ex.set_slot("nope", 1)
+    with pytest.raises(ostinato.ArgumentError):
+        add_one_graph().plan().instantiate("host", fusion="sometimes")
+    g = ostinato.Graph()
+    x = g.buffer("x", 64)
+    k = g.kernel("add_one", [("x", "read_write"), ("n", "u32")], cuda="builtin:add_one")
+    g.launch(k, grid=(1,), block=(16,), x=x, n=16)
+    with pytest.raises(ostinato.BindError):
+        g.plan().instantiate("host")
+
+
+def test_a_patch_while_a_replay_is_in_flight_is_a_state_error():
+    ex = add_one_graph(threads_lanes=2).plan().instantiate("host", threads=4)
+    ex.replay()
+    with pytest.raises(ostinato.StateError):
+        ex.set_slot("s", 2)
+    ex.wait()
+    ex.set_slot("s", 2)
+
+
+def test_buffers_past_the_hosts_memory_are_an_io_error_before_anything_is_allocated():
+    with pytest.raises(ostinato.IoError):
+        add_one_graph(size=1 << 60).plan().instantiate("host")
+
+
+def test_reads_and_writes_outside_a_buffer_are_refused_before_allocating():
+    ex = add_one_graph().plan().instantiate("host")
+    for offset, length in [(0, 2**63), (0, 2**36), (60, 8), (65, 0), (2**63, 1)]:
+        with pytest.raises(ostinato.ArgumentError, match="outside buffer `x0`"):
+            ex.read("x0", offset, length)
+    with pytest.raises(ostinato.ArgumentError, match="outside buffer `x0`"):
+        ex.write("x0", b"\0" * 8, 60)
+    with pytest.raises((ostinato.ArgumentError, OverflowError)):
+        ex.read("x0", -1, 4)
+    assert ex.read("x0", 60) == b"\0" * 4
+    assert ex.read("x0", 64) == b""
