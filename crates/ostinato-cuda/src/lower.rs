@@ -256,73 +256,8 @@ pub fn lower(plan: &Plan, kernel_pdl: &[bool], helpers_pdl: bool, policy: PdlPol
 /// prefetch could race with a running writer becomes a full edge, or, into a kernel the user declared
 /// PDL-safe, is refused ([`prefetch`]).
 pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy: PdlPolicy) -> Result<Lowering, PrefetchRace> {
-    let g = plan.graph();
-    let ptr = |s: &ostinato::Slice| {
-        let (root, start, _) = g.root_extent(*s);
-        ArgValue::Pointer { root, offset: start }
-    };
-    let mut launches = Vec::with_capacity(plan.node_count());
-    for (i, node) in g.nodes().iter().enumerate() {
-        let node_id = NodeId(i as u32);
-        let (callee, dims, args, pdl) = match &node.op {
-            NodeOp::Kernel { kernel, launch, args } => {
-                let args = args
-                    .iter()
-                    .map(|a| match a {
-                        Arg::Buffer(s) => ptr(s),
-                        Arg::Scalar(v) => ArgValue::Bits(v.bits),
-                        Arg::Slot(s) => ArgValue::Slot(*s),
-                        Arg::Whole(_) => unreachable!("the graph resolves whole-buffer args when recording"),
-                    })
-                    .collect();
-                let dims = Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes };
-                (Callee::Kernel(*kernel), dims, args, kernels.get(kernel.index()).is_some_and(|k| k.capable))
-            }
-            NodeOp::Copy { src, dst } => (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl),
-            NodeOp::Fill { dst, value } => {
-                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
-            }
-            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false),
-        };
-        launches.push(NodeLaunch { node: node_id, callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain, pdl_capable: pdl });
-    }
-    let lanes = plan.lanes();
-    let lane_edges = lane_shape_edges(plan);
-    let widest_fan = (0..plan.node_count()).map(|i| plan.succs(NodeId(i as u32)).len().max(plan.preds(NodeId(i as u32)).len())).max().unwrap_or(0);
-    let shape = match policy.shape {
-        ShapeMode::Plan => GraphShape::Plan,
-        ShapeMode::Lanes => GraphShape::Lanes,
-        ShapeMode::Auto => {
-            let pdl_allowed = policy.mode != PdlMode::Off;
-            let fan_in_band = widest_fan > policy.auto_max_fanout && widest_fan <= policy.auto_lanes_max_fanout;
-            if pdl_allowed && fan_in_band && lanes.count() > 1 {
-                GraphShape::Lanes
-            } else {
-                GraphShape::Plan
-            }
-        }
-    };
-    let decide = |pairs: &[(NodeId, NodeId)]| -> Vec<GraphEdge> {
-        let (mut outs, mut ins) = (vec![0usize; plan.node_count()], vec![0usize; plan.node_count()]);
-        for (u, v) in pairs {
-            outs[u.index()] += 1;
-            ins[v.index()] += 1;
-        }
-        pairs
-            .iter()
-            .map(|&(from, to)| {
-                let (u, v) = (from.index(), to.index());
-                let fan = outs[u].max(ins[v]);
-                // A collective is no kernel of ours: it neither waits nor triggers, so its edges are full.
-                let kernel_ends = launches[u].callee != Callee::Collective;
-                GraphEdge {
-                    from,
-                    to,
-                    programmatic: kernel_ends && policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes.count()),
-                }
-            })
-            .collect()
-    };
+    let mut launches = node_launches(plan, kernels, helpers_pdl);
+    let shape = graph_shape(plan, policy);
     // One build for the whole submission, from the configurations measured correct and fast
     // (docs/fences.md): no programmatic edge at all → the plain build (griddepcontrol costs large grids
     // microseconds); every node small → the early-trigger build; otherwise the main (after-wait) build.
@@ -343,25 +278,17 @@ pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy:
         let b = build(es.iter().any(|e| e.programmatic));
         launches.iter().map(|l| if l.pdl_capable { b } else { Variant::Plain }).collect::<Vec<_>>()
     };
-    let mut lane_links = decide(&lane_edges);
-    let v = variants(&lane_links);
-    demote_racing(plan, kernels, &kernel_of, &v, &mut lane_links)?;
-    // Eager mode submits the lane shape itself: a node launches with programmatic serialization when
-    // the link from its lane predecessor is programmatic there and it has no cross-lane wait.
-    let mut eager_pdl = vec![false; plan.node_count()];
-    for e in &lane_links {
-        if e.programmatic && lanes.lane_of(e.from) == lanes.lane_of(e.to) && lanes.waits(e.to).is_empty() {
-            eager_pdl[e.to.index()] = true;
+    let mut lane_links = decide_edges(plan, &launches, policy, &lane_shape_edges(plan));
+    demote_racing(plan, kernels, &kernel_of, &variants(&lane_links), &mut lane_links)?;
+    let eager_pdl = eager_programmatic(plan, &lane_links);
+    let edges = match shape {
+        GraphShape::Plan => {
+            let mut edges = decide_edges(plan, &launches, policy, &plan.edges().iter().map(|e| (e.from, e.to)).collect::<Vec<_>>());
+            demote_racing(plan, kernels, &kernel_of, &variants(&edges), &mut edges)?;
+            edges
         }
-    }
-    let mut edges = match shape {
-        GraphShape::Plan => decide(&plan.edges().iter().map(|e| (e.from, e.to)).collect::<Vec<_>>()),
         GraphShape::Lanes => lane_links,
     };
-    if shape == GraphShape::Plan {
-        let v = variants(&edges);
-        demote_racing(plan, kernels, &kernel_of, &v, &mut edges)?;
-    }
     let graph_build = build(edges.iter().any(|e| e.programmatic));
     let eager_build = build(eager_pdl.iter().any(|p| *p));
     for l in launches.iter_mut() {
@@ -370,25 +297,119 @@ pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy:
         l.eager_variant = if l.pdl_capable { eager_build } else { Variant::Plain };
     }
     if policy.mixed_builds != MixedBuilds::Off && graph_build != Variant::Plain {
-        let mut prog = vec![false; launches.len()];
-        for e in edges.iter().filter(|e| e.programmatic) {
-            prog[e.from.index()] = true;
-            prog[e.to.index()] = true;
-        }
-        let (plain, early) = match policy.mixed_builds {
-            MixedBuilds::Plain => (true, false),
-            MixedBuilds::Early => (false, true),
-            _ => (true, true),
+        mix_builds(policy.mixed_builds, &mut launches, &edges);
+    }
+    Ok(Lowering { launches, shape, edges, eager_pdl })
+}
+
+/// Each node as a launch: its callee, geometry, argument values, and whether it may wait on a
+/// programmatic edge (builds are chosen later).
+fn node_launches(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool) -> Vec<NodeLaunch> {
+    let g = plan.graph();
+    let ptr = |s: &ostinato::Slice| {
+        let (root, start, _) = g.root_extent(*s);
+        ArgValue::Pointer { root, offset: start }
+    };
+    let mut launches = Vec::with_capacity(plan.node_count());
+    for (i, node) in g.nodes().iter().enumerate() {
+        let (callee, dims, args, pdl) = match &node.op {
+            NodeOp::Kernel { kernel, launch, args } => {
+                let args = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Buffer(s) => ptr(s),
+                        Arg::Scalar(v) => ArgValue::Bits(v.bits),
+                        Arg::Slot(s) => ArgValue::Slot(*s),
+                        Arg::Whole(_) => unreachable!("the graph resolves whole-buffer args when recording"),
+                    })
+                    .collect();
+                let dims = Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes };
+                (Callee::Kernel(*kernel), dims, args, kernels.get(kernel.index()).is_some_and(|k| k.capable))
+            }
+            NodeOp::Copy { src, dst } => (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl),
+            NodeOp::Fill { dst, value } => {
+                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
+            }
+            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false),
         };
-        for (i, l) in launches.iter_mut().enumerate().filter(|(_, l)| l.pdl_capable) {
-            if !prog[i] && plain {
-                l.variant = Variant::Plain;
-            } else if prog[i] && early && l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS {
-                l.variant = Variant::Early;
+        launches.push(NodeLaunch { node: NodeId(i as u32), callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain, pdl_capable: pdl });
+    }
+    launches
+}
+
+/// The graph's shape under `policy`: `auto` submits the lane shape for plans with several lanes whose
+/// widest fan lies in the band where it measured faster (and only where PDL may be used).
+fn graph_shape(plan: &Plan, policy: PdlPolicy) -> GraphShape {
+    match policy.shape {
+        ShapeMode::Plan => GraphShape::Plan,
+        ShapeMode::Lanes => GraphShape::Lanes,
+        ShapeMode::Auto => {
+            let widest_fan = (0..plan.node_count()).map(|i| plan.succs(NodeId(i as u32)).len().max(plan.preds(NodeId(i as u32)).len())).max().unwrap_or(0);
+            let pdl_allowed = policy.mode != PdlMode::Off;
+            let fan_in_band = widest_fan > policy.auto_max_fanout && widest_fan <= policy.auto_lanes_max_fanout;
+            if pdl_allowed && fan_in_band && plan.lanes().count() > 1 {
+                GraphShape::Lanes
+            } else {
+                GraphShape::Plan
             }
         }
     }
-    Ok(Lowering { launches, shape, edges, eager_pdl })
+}
+
+/// The submitted edges `pairs`, each programmatic where `policy` says it pays (its fan counted within
+/// `pairs`).
+fn decide_edges(plan: &Plan, launches: &[NodeLaunch], policy: PdlPolicy, pairs: &[(NodeId, NodeId)]) -> Vec<GraphEdge> {
+    let (mut outs, mut ins) = (vec![0usize; plan.node_count()], vec![0usize; plan.node_count()]);
+    for (u, v) in pairs {
+        outs[u.index()] += 1;
+        ins[v.index()] += 1;
+    }
+    let lanes = plan.lanes().count();
+    pairs
+        .iter()
+        .map(|&(from, to)| {
+            let (u, v) = (from.index(), to.index());
+            let fan = outs[u].max(ins[v]);
+            // A collective is no kernel of ours: it neither waits nor triggers, so its edges are full.
+            let kernel_ends = launches[u].callee != Callee::Collective;
+            GraphEdge { from, to, programmatic: kernel_ends && policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes) }
+        })
+        .collect()
+}
+
+/// Eager mode submits the lane shape itself: a node launches with programmatic serialization when the
+/// link from its lane predecessor is programmatic there and it has no cross-lane wait.
+fn eager_programmatic(plan: &Plan, lane_links: &[GraphEdge]) -> Vec<bool> {
+    let lanes = plan.lanes();
+    let mut eager_pdl = vec![false; plan.node_count()];
+    for e in lane_links {
+        if e.programmatic && lanes.lane_of(e.from) == lanes.lane_of(e.to) && lanes.waits(e.to).is_empty() {
+            eager_pdl[e.to.index()] = true;
+        }
+    }
+    eager_pdl
+}
+
+/// Investigation only: per-node builds (plain where a node has no programmatic edge, early-trigger
+/// where it is small and has one).
+fn mix_builds(mixed: MixedBuilds, launches: &mut [NodeLaunch], edges: &[GraphEdge]) {
+    let mut prog = vec![false; launches.len()];
+    for e in edges.iter().filter(|e| e.programmatic) {
+        prog[e.from.index()] = true;
+        prog[e.to.index()] = true;
+    }
+    let (plain, early) = match mixed {
+        MixedBuilds::Plain => (true, false),
+        MixedBuilds::Early => (false, true),
+        _ => (true, true),
+    };
+    for (i, l) in launches.iter_mut().enumerate().filter(|(_, l)| l.pdl_capable) {
+        if !prog[i] && plain {
+            l.variant = Variant::Plain;
+        } else if prog[i] && early && l.dims.blocks() <= EARLY_TRIGGER_MAX_BLOCKS {
+            l.variant = Variant::Early;
+        }
+    }
 }
 
 /// The lane shape's dependencies: consecutive nodes of each lane, then each node's cross-lane waits.

@@ -105,7 +105,8 @@ fn bind_kernel_refuses_what_it_cannot_bind_naming_the_kernel() {
     assert!(msg(KernelRef::builtin("mix").with_option("pdl", ostinato::RefOption::Bool(true))).contains("certified from their PTX"));
     assert!(msg(KernelRef::builtin("mix").with_option("speed", ostinato::RefOption::Int(3))).contains("`speed` is not an option of a cuda kernel reference"));
     assert!(msg(KernelRef::file("/nonexistent/k.cu")).contains("/nonexistent/k.cu"));
-    let user = KernelRef::file(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/kernels/user_mix.cu")).with_entry("user_mix");
+    // The fixture travels inside the test binary: the test runs from any directory, on any machine.
+    let user = KernelRef::code("user_mix.cu", include_str!("../../../examples/kernels/user_mix.cu")).with_entry("user_mix");
     let k = backend.bind_kernel(&sig, &user).expect("a user's CUDA C kernel binds");
     assert!(!k.pdl_capable, "a kernel that never waits is not PDL-capable");
 }

@@ -2,7 +2,7 @@
 //! thread in plan order. Handing a node to another thread costs tens of nanoseconds (an atomic counter,
 //! a wake-up, cache lines moving between cores); a plan gains from threads only when nodes can run side
 //! by side and each does more work than that. Measured on the 2-core CI machine
-//! (`docs/design.md`, "Host backend"; `docs/results/2026-11-30-host-2core/`): tiny nodes (1 KiB each)
+//! (`docs/design.md`, "Host backend"): tiny nodes (1 KiB each)
 //! ran 2× slower on the pool than inline even as four independent chains, while 128 KiB nodes in four
 //! chains ran 1.9× faster.
 

@@ -84,7 +84,15 @@ fn a_graph_files_bad_reference_is_reported_at_the_kernels_line() {
         "[[buffer]]\nname = \"x\"\nsize = 64\n\n[[kernel]]\nname = \"add_one\"\nparams = [{ name = \"x\", access = \"read_write\" }, { name = \"n\", scalar = \"u32\" }]\nhost = \"builtin:add_two\"\n\n[[node]]\nkernel = \"add_one\"\ngrid = [1]\nblock = [16]\nargs = { x = \"x\", n = 16 }\n",
     )
     .unwrap();
-    let o = ostinato_runtime::RunOptions { backend: BackendKind::Host, exec: ExecOptions::default(), replays: 1, check: false, dump: None, dot: None, max_lanes: 4 };
+    let o = ostinato_runtime::RunOptions {
+        backend: BackendKind::Host,
+        exec: ExecOptions::default(),
+        replays: 1,
+        check: false,
+        dump: None,
+        dot: None,
+        max_lanes: 4,
+    };
     let err = ostinato_runtime::run_file(&path, &o).unwrap_err().to_string();
     assert!(err.starts_with(&format!("{}:5: ", path.display())) && err.contains("no host kernel `add_two`"), "{err}");
     let _ = std::fs::remove_dir_all(dir);

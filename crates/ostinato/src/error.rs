@@ -2,16 +2,16 @@
 
 use thiserror::Error;
 
+/// The longest name (of a buffer, kernel, param, slot) in bytes.
+pub const MAX_NAME_LEN: usize = 128;
+
 /// A recording call was refused; the graph is unchanged.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum GraphError {
     #[error("a {what} needs a non-empty name")]
     EmptyName { what: &'static str },
     /// Names are identifiers: they become file names (`run --dump`), C and Python identifiers.
-    #[error(
-        "{what} name {name:?} is not an identifier: up to {} ASCII letters, digits, `_`, `.` and `-`, starting with a letter or `_`",
-        crate::graph::MAX_NAME_LEN
-    )]
+    #[error("{what} name {name:?} is not an identifier: up to {} ASCII letters, digits, `_`, `.` and `-`, starting with a letter or `_`", MAX_NAME_LEN)]
     BadName { what: &'static str, name: String },
     #[error("{what} `{name}` is declared twice")]
     DuplicateName { what: &'static str, name: String },

@@ -156,8 +156,7 @@ id_type!(
     NodeId
 );
 
-/// The longest name a buffer, kernel, param or slot may have.
-pub const MAX_NAME_LEN: usize = 128;
+pub use crate::error::MAX_NAME_LEN;
 
 /// A name is an identifier: 1 to [`MAX_NAME_LEN`] ASCII letters, digits, `_`, `.` and `-`, starting
 /// with a letter or `_` (so it is a safe file name, and a C or Python identifier up to `.`/`-`).

@@ -1,4 +1,4 @@
-//! Every fail-closed case of the design (BRIEF §4) returns its specific error, names the node and param,
+//! Every fail-closed case of the data model (`docs/design.md`, "Data model") returns its specific error, names the node and param,
 //! and leaves the graph exactly as it was.
 
 use std::path::Path;

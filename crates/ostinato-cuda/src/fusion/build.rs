@@ -68,7 +68,7 @@ pub fn fuse(
         let mut shared = 0u64;
         let mut dynamic = 0u64;
         for v in gr.nodes() {
-            let (body, _) = bodies[v.index()].unwrap_or_else(|| unreachable!("groups hold fusable nodes"));
+            let (body, _) = bodies[v.index()].expect("groups hold fusable nodes");
             if !entries.contains(&body.entry.as_str()) {
                 entries.push(&body.entry);
                 shared += body.body.static_shared_bytes;
@@ -99,7 +99,7 @@ pub fn fuse(
     }
     let mut fused = Vec::with_capacity(picked.len());
     for (i, gr) in picked.iter().enumerate() {
-        let (body, _) = bodies[gr.lanes[0][0].index()].unwrap_or_else(|| unreachable!("groups hold fusable nodes"));
+        let (body, _) = bodies[gr.lanes[0][0].index()].expect("groups hold fusable nodes");
         let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |v| fusable[v.index()].is_some_and(|f| f.uses_shared))).collect();
         let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
         fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry));

@@ -1,0 +1,216 @@
+//! Instantiating a plan on the CUDA backend, stage by stage: check, fuse and lower, place memory,
+//! make each launch's function and arguments, build the submission (a graph, or eager streams).
+
+use std::sync::Arc;
+
+use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, ParamKind, Plan};
+
+use super::{CudaBackend, CudaExec, Placement, Replayer, Work};
+use crate::error::{CudaError, Result};
+use crate::ffi::{DeviceAlloc, Event, Function, KernelArgs, Stream};
+use crate::graph_build::{build_graph, CollectiveCall, Collectives};
+use crate::launch_thread::LaunchThread;
+use crate::lower::{lower_with, ArgValue, Callee, KernelPdl, Lowering};
+use crate::module::CudaKernel;
+use crate::nccl::Communicator;
+use crate::options::{DeviceMemory, ExecMode, ExternalStream, LaunchOn, StreamPriority};
+
+impl CudaBackend {
+    /// Like [`Backend::instantiate`], but the exec replays on the user's `stream` (its main stream; eager
+    /// mode's further lanes still get streams of their own). Refused for a stream of another context,
+    /// and with `StreamPriority::High` (an external stream keeps the priority its owner gave it).
+    pub fn instantiate_on(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>, stream: ExternalStream) -> Result<CudaExec> {
+        if self.options.priority != StreamPriority::Default {
+            return Err(CudaError::Usage {
+                op: "instantiate_on",
+                reason: "stream priority applies to streams the exec makes; an external stream keeps its owner's priority".into(),
+            });
+        }
+        self.build_exec(plan, kernels, buffers, Some(stream))
+    }
+
+    pub(super) fn build_exec(
+        &self,
+        plan: &Plan,
+        kernels: Vec<CudaKernel>,
+        buffers: Vec<BufferBinding<DeviceMemory>>,
+        external: Option<ExternalStream>,
+    ) -> Result<CudaExec> {
+        self.ctx.bind()?;
+        self.check_instantiate(plan, &kernels, &buffers)?;
+        let (copy_k, fill_k) = self.helpers.clone();
+        // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
+        // fused groups as single nodes (same buffers and slots).
+        let user_plan = plan;
+        let fused = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion)?;
+        let (plan, kernels, fused_nodes) = match &fused {
+            Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes),
+            None => (plan, kernels, 0),
+        };
+        let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
+        let lowering = lower_with(plan, &kernel_pdl, copy_k.pdl_capable && fill_k.pdl_capable, self.options.pdl)?;
+        let (allocs, base) = self.place_roots(plan, &buffers)?;
+        // Collectives (one rank: every buffer is on this device): NCCL calls on the exec's streams,
+        // captured into child graphs in graph mode.
+        let calls: Vec<Option<CollectiveCall>> = lowering.launches.iter().map(|l| CollectiveCall::of(plan, l.node, &base)).collect();
+        let comm = if calls.iter().any(Option::is_some) { Some(Communicator::single(self.device.info().ordinal)?) } else { None };
+        let (funcs, mut args) = self.launch_args(plan, &lowering, &kernels, (&copy_k, &fill_k), &base);
+        let main = Arc::new(match external {
+            Some(e) => Stream::external(&self.ctx, e.handle())?,
+            None => self.new_stream()?,
+        });
+        let (work, graph) = match self.options.mode {
+            ExecMode::Graph => {
+                let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx };
+                let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build, &collectives)?;
+                (Work::Graph { exec, nodes: nodes.clone() }, Some((graph, nodes)))
+            }
+            ExecMode::Eager => (self.eager_work(plan)?, None),
+        };
+        let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
+        let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
+        let (run_plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
+        let plan = Arc::new(user_plan.clone());
+        let replayer = Replayer {
+            calls,
+            comm,
+            ctx: self.ctx.clone(),
+            plan: run_plan.clone(),
+            lowering: lowering.clone(),
+            funcs,
+            args,
+            work,
+            main: main.clone(),
+            timer: timer.clone(),
+            wait_timeout: self.options.wait_timeout,
+            label: label.clone(),
+        };
+        let replayer = match self.options.launch {
+            LaunchOn::Caller => Placement::Caller(replayer),
+            LaunchOn::Thread { spin } => {
+                Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Internal { op: "instantiate", reason })?)
+            }
+        };
+        Ok(CudaExec {
+            collective_roots: collective_roots(&plan),
+            plan,
+            run_plan,
+            fused_nodes,
+            lowering,
+            ctx: self.ctx.clone(),
+            allocs,
+            base,
+            graph,
+            main,
+            timer,
+            replayer,
+            label,
+            fault: None,
+        })
+    }
+
+    /// What instantiation requires of its inputs: bindings of the plan's shape, every buffer on this
+    /// device, launches within its limits, and each kernel bound against its own signature.
+    fn check_instantiate(&self, plan: &Plan, kernels: &[CudaKernel], buffers: &[BufferBinding<DeviceMemory>]) -> Result<()> {
+        check_bindings(plan, kernels.len(), buffers, |m| m.len())?;
+        ostinato::check_single_device(plan, "cuda").map_err(|source| CudaError::Range { op: "instantiate", source })?;
+        self.device.info().limits.check(plan).map_err(|reason| CudaError::Unsupported { op: "instantiate", reason })?;
+        for (sig, k) in plan.graph().kernels().iter().zip(kernels) {
+            let kinds = |s: &ostinato::KernelSig| s.params.iter().map(|p| p.kind.clone()).collect::<Vec<ParamKind>>();
+            if kinds(sig) != kinds(&k.sig) {
+                return Err(BindError::Signature {
+                    kernel: sig.name.clone(),
+                    reason: format!("implementation `{}` was checked against another signature", k.name),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// One allocation per root buffer unless bound externally: the allocations (by buffer id) and each
+    /// root's device address (views hold 0).
+    fn place_roots(&self, plan: &Plan, buffers: &[BufferBinding<DeviceMemory>]) -> Result<(Vec<Option<DeviceAlloc>>, Vec<u64>)> {
+        let g = plan.graph();
+        let mut allocs: Vec<Option<DeviceAlloc>> = (0..g.buffers().len()).map(|_| None).collect();
+        let mut base = vec![0u64; g.buffers().len()];
+        for (i, (decl, b)) in g.buffers().iter().zip(buffers).enumerate() {
+            if decl.root.index() != i {
+                continue;
+            }
+            base[i] = match b {
+                BufferBinding::External(m) => m.ptr(),
+                BufferBinding::Allocate => {
+                    let a = DeviceAlloc::new(&self.ctx, decl.size as usize).map_err(|e| e.at(format!("buffer `{}`", decl.name)))?;
+                    let p = a.ptr();
+                    allocs[i] = Some(a);
+                    p
+                }
+            };
+        }
+        Ok((allocs, base))
+    }
+
+    /// Each launch's function (the build its edges call for) and argument values.
+    fn launch_args(
+        &self,
+        plan: &Plan,
+        lowering: &Lowering,
+        kernels: &[CudaKernel],
+        (copy_k, fill_k): (&CudaKernel, &CudaKernel),
+        base: &[u64],
+    ) -> (Vec<Function>, Vec<KernelArgs>) {
+        let g = plan.graph();
+        let value = |a: &ArgValue| match a {
+            ArgValue::Pointer { root, offset } => base[root.index()] + offset,
+            ArgValue::Bits(b) => *b,
+            ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
+        };
+        let eager = self.options.mode == ExecMode::Eager;
+        lowering
+            .launches
+            .iter()
+            .map(|l| {
+                let k = match l.callee {
+                    Callee::Kernel(k) => &kernels[k.index()],
+                    Callee::Copy => copy_k,
+                    // A collective launches no kernel of ours (its NCCL call is in `calls`): a placeholder.
+                    Callee::Fill | Callee::Collective => fill_k,
+                };
+                (k.build(if eager { l.eager_variant } else { l.variant }).clone(), KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()))
+            })
+            .unzip()
+    }
+
+    /// A stream of the exec's own, at the options' priority.
+    fn new_stream(&self) -> Result<Stream> {
+        match self.options.priority {
+            StreamPriority::Default => Stream::new(&self.ctx),
+            StreamPriority::High => Stream::with_greatest_priority(&self.ctx),
+        }
+    }
+
+    /// Eager mode's submission: a stream per lane past the first, an event per node another lane waits
+    /// for, and the events that fork the lanes from the main stream and join them back.
+    fn eager_work(&self, plan: &Plan) -> Result<Work> {
+        let side = (1..plan.lanes().count()).map(|_| self.new_stream()).collect::<Result<Vec<_>>>()?;
+        let mut done: Vec<Option<Event>> = (0..plan.node_count()).map(|_| None).collect();
+        for v in 0..plan.node_count() {
+            for w in plan.lanes().waits(NodeId(v as u32)) {
+                if done[w.index()].is_none() {
+                    done[w.index()] = Some(Event::new(false)?);
+                }
+            }
+        }
+        let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
+        Ok(Work::Eager { side, done, start: Event::new(false)?, lane_end })
+    }
+}
+
+/// Root buffers a collective uses (its pointers live in a captured NCCL call: not rebindable).
+fn collective_roots(plan: &Plan) -> Vec<BufferId> {
+    (0..plan.node_count())
+        .filter(|&v| matches!(plan.graph().nodes()[v].op, ostinato::NodeOp::Collective { .. }))
+        .flat_map(|v| plan.graph().accesses(NodeId(v as u32)).into_iter().map(|a| a.root))
+        .collect()
+}
