@@ -10,10 +10,10 @@
 // `prefetch.global.L2`: the certified pre-wait reads (crates/ostinato-cuda/src/ptx.rs). Nothing before
 // the wait writes memory or takes a ticket.
 //
-// The streaming projections hand out their work dynamically: a warp's first tile is its own (warp id),
-// each next one comes from a ticket counter (`atomicAdd`, drawn one tile ahead), so a warp that started
-// late behind the previous kernel takes less. The warp that draws the last ticket resets the counter to
-// zero for the next launch. Preconditions (checked by the graph builder): k % 8 == 0, k <= the kernel's
+// The streaming projections hand out 7/8 of their work statically (warp w: units w, w + W, ...) and the
+// rest by ticket (`atomicAdd` on a counter, drawn ahead), so a warp that started late behind the
+// previous kernel takes less of the tail. The warp that draws the last ticket resets the counter to zero
+// for the next launch. Preconditions (checked by the graph builder): k % 8 == 0, k <= the kernel's
 // KMAX, head_dim 64, grouped-query groups of 1, 2, 4 or 8, splits * group <= 128.
 
 #define LL_THREADS 256
@@ -26,9 +26,15 @@
 #define LL_CHUNK 2048
 // Bytes of weights per ticket of the streaming projections.
 #ifndef LL_TILE_BYTES
-#define LL_TILE_BYTES 16384
+#define LL_TILE_BYTES 8192
 #endif
-// The LM head's (its ~16,000 tickets at 32 KB).
+// Eighths of a streaming projection's units handed out statically (in rounds); the rest by ticket.
+#ifndef LL_STATIC_EIGHTHS
+#define LL_STATIC_EIGHTHS 7
+#endif
+// L2 prefetch before the wait, per warp, past its first chunk.
+#define LL_PREFETCH_BYTES 8192
+// The LM head's tile.
 #ifndef LL_HEAD_TILE_BYTES
 #define LL_HEAD_TILE_BYTES 32768
 #endif
@@ -168,102 +174,115 @@ __device__ __forceinline__ void ll_plain_input(float* xs, const float* v, unsign
   __syncthreads();
 }
 
-// ---- Streaming projections: dynamic tiles -----------------------------------------------------------
-// n_units units of U row chunks each: unit u's row i is rows(u, i), its columns start at col(u). A tile
-// is `tile` consecutive units. Warp gw's first tile is gw; later ones are W + atomicAdd(ticket, 1)
-// (W: the grid's warps), drawn when the previous tile starts. Exactly one draw per warp fails (the
-// tile past the end), so the draws number max(n_tiles, W), and the one that returns the last value
-// resets the counter.
-struct LlTiles {
-  unsigned n_units, tile, n_tiles, warps, gw;
+// ---- Streaming projections: static rounds, then tiles by ticket -----------------------------------------
+// n_units units of U row chunks each: unit u's row i is rows(u, i), its columns start at col(u). Warp gw
+// (of W) takes units gw, gw + W, ... for `rounds` rounds (7/8 of the work, interleaved as one launch
+// wave), then tiles of `tile` consecutive units of the rest by ticket: tile index = atomicAdd(ticket, 1),
+// drawn two units (or one tile) ahead so the atomic's latency hides behind the work. Exactly one draw
+// per warp fails (the tile past the end), so the draws number tiles + W, and the warp whose draw returns
+// the last value resets the counter for the next launch. (Tickets from the first unit on, every warp
+// drawing at once, measured slower: 2,112 draws on one address queue behind each other.)
+struct LlWork {
+  unsigned n_units, tile, rounds, base, n_tiles, warps, gw;
 };
-__device__ __forceinline__ LlTiles ll_tiles(unsigned n_units, unsigned unit_bytes, unsigned tile_bytes = LL_TILE_BYTES) {
-  LlTiles t;
-  t.n_units = n_units;
-  t.tile = max(1u, tile_bytes / unit_bytes);
-  t.n_tiles = (n_units + t.tile - 1) / t.tile;
-  t.warps = gridDim.x * LL_WARPS;
-  t.gw = blockIdx.x * LL_WARPS + (threadIdx.x >> 5);
-  return t;
+__device__ __forceinline__ LlWork ll_work(unsigned n_units, unsigned unit_bytes, unsigned tile_bytes = LL_TILE_BYTES) {
+  LlWork w;
+  w.n_units = n_units;
+  w.tile = max(1u, tile_bytes / unit_bytes);
+  w.warps = gridDim.x * LL_WARPS;
+  w.gw = blockIdx.x * LL_WARPS + (threadIdx.x >> 5);
+  w.rounds = (unsigned)((unsigned long long)n_units * LL_STATIC_EIGHTHS / 8 / w.warps);
+  w.base = w.rounds * w.warps;
+  w.n_tiles = (n_units - w.base + w.tile - 1) / w.tile;
+  return w;
 }
 
-// Before the wait: the first row chunk of the warp's own tile into `cur`, the rest of the tile into L2.
+// Before the wait: the first row chunk of the warp's first unit into `cur`, up to LL_PREFETCH_BYTES of
+// its next static units into L2.
 template <int U, class Rows, class Col>
-__device__ __forceinline__ void ll_stream_prefetch(uint4 (&cur)[8], const LlTiles& t, const ll_bf16* W, unsigned k, Rows rows, Col col) {
-  if (t.gw >= t.n_tiles) return;
-  unsigned u0 = t.gw * t.tile, u1 = min(t.n_units, u0 + t.tile), lane = threadIdx.x & 31;
-  ll_load_chunk<true>(cur, W + (unsigned long long)rows(u0, 0) * k, col(u0), k);
-  for (unsigned u = u0; u < u1; u++) {
+__device__ __forceinline__ void ll_stream_prefetch(uint4 (&cur)[8], const LlWork& w, const ll_bf16* W, unsigned k, Rows rows, Col col) {
+  if (w.rounds == 0) return;
+  unsigned lane = threadIdx.x & 31, budget = LL_PREFETCH_BYTES;
+  ll_load_chunk<true>(cur, W + (unsigned long long)rows(w.gw, 0) * k, col(w.gw), k);
+  for (unsigned r = 0; r < w.rounds && budget > 0; r++) {
+    unsigned u = w.gw + r * w.warps;
 #pragma unroll
     for (int i = 0; i < U; i++) {
-      if (u == u0 && i == 0) continue;
-      unsigned c = col(u), bytes = min(k - c, (unsigned)LL_CHUNK) * 2;
+      if (r == 0 && i == 0) continue;
+      unsigned c = col(u), bytes = min(min(k - c, (unsigned)LL_CHUNK) * 2, budget);
       const char* p = (const char*)(W + (unsigned long long)rows(u, i) * k + c);
       for (unsigned off = lane * 128; off < bytes; off += 32 * 128) ll_prefetch_l2(p + off);
+      budget -= bytes;
+      if (budget == 0) break;
     }
   }
 }
 
-// A ticket (lane 0's raw counter value; the others' is unused): the tile it names is W + raw.
+// A ticket (lane 0's raw counter value; the other lanes' is unused).
 __device__ __forceinline__ unsigned ll_draw(unsigned* ticket) { return (threadIdx.x & 31) == 0 ? atomicAdd(ticket, 1u) : 0u; }
 
-// The next tile from a drawn ticket; lane 0 resets the counter if its draw was the last.
-__device__ __forceinline__ unsigned ll_redeem(unsigned raw, const LlTiles& t, unsigned* ticket) {
+// Redeems a drawn ticket: its tile's first unit into u and end into end, and draws the next; false past
+// the last tile. Lane 0 resets the counter if its draw was the last of the launch.
+__device__ __forceinline__ bool ll_take(unsigned& raw, const LlWork& w, unsigned* ticket, unsigned& u, unsigned& end) {
   unsigned v = __shfl_sync(LL_FULL, raw, 0);
-  if ((threadIdx.x & 31) == 0 && v == max(t.n_tiles, t.warps) - 1) atomicExch(ticket, 0u);
-  return t.warps + v;
+  if ((threadIdx.x & 31) == 0 && v == w.n_tiles + w.warps - 1) atomicExch(ticket, 0u);
+  if (v >= w.n_tiles) return false;
+  u = w.base + v * w.tile;
+  end = min(w.n_units, u + w.tile);
+  raw = ll_draw(ticket);
+  return true;
 }
 
-// After the wait: the warp streams its tiles; epi(u, acc) gets unit u's U dot products (every lane).
+// After the wait: the warp streams its units; epi(u, acc) gets unit u's U dot products (every lane).
+// `cur` holds the first unit's first chunk when there are static rounds (ll_stream_prefetch).
 template <int U, class Rows, class Col, class Epi>
-__device__ __forceinline__ void ll_stream(uint4 (&cur)[8], const LlTiles& t, unsigned* ticket, const ll_bf16* W, unsigned k, const float* xs, Rows rows,
+__device__ __forceinline__ void ll_stream(uint4 (&cur)[8], const LlWork& w, unsigned* ticket, const ll_bf16* W, unsigned k, const float* xs, Rows rows,
                                           Col col, Epi epi) {
-  unsigned raw = ll_draw(ticket);  // the tile after the first
-  unsigned tile = t.gw;
-  unsigned u = tile * t.tile, u_end = min(t.n_units, u + t.tile);
+  unsigned raw = 0, u = w.gw, r = 0, end = 0;  // r: static round of u; end: one past its tile's units (0: static)
+  if (w.rounds <= 2) raw = ll_draw(ticket);
+  if (w.rounds == 0) {
+    if (!ll_take(raw, w, ticket, u, end)) return;
+    ll_load_chunk<false>(cur, W + (unsigned long long)rows(u, 0) * k, col(u), k);
+  }
   int i = 0;
   float acc[U];
 #pragma unroll
-  for (int r = 0; r < U; r++) acc[r] = 0.0f;
-  if (tile >= t.n_tiles) {  // no first tile: the draw above is this warp's failing one
-    ll_redeem(raw, t, ticket);
-    return;
-  }
+  for (int q = 0; q < U; q++) acc[q] = 0.0f;
   while (true) {
-    // The step after (u, i): the next row of the unit, the next unit, or the next tile's first.
-    unsigned nu = u, n_end = u_end;
+    // The step after (u, i): the unit's next row, the next static unit, or the next tile's.
+    unsigned nu = u, nr = r, n_end = end;
     int ni = i + 1;
     bool more = true;
     if (ni == U) {
       ni = 0;
-      if (++nu == u_end) {
-        unsigned next = ll_redeem(raw, t, ticket);
-        if (next < t.n_tiles) {
-          nu = next * t.tile;
-          n_end = min(t.n_units, nu + t.tile);
-          raw = ll_draw(ticket);
-        } else {
-          more = false;
-        }
+      if (end == 0 && r + 1 < w.rounds) {
+        nr = r + 1;
+        nu = w.gw + nr * w.warps;
+        if (nr + 2 == w.rounds) raw = ll_draw(ticket);
+      } else if (end != 0 && u + 1 < end) {
+        nu = u + 1;
+      } else {
+        more = ll_take(raw, w, ticket, nu, n_end);
       }
     }
     uint4 nxt[8];
     if (more) ll_load_chunk<false>(nxt, W + (unsigned long long)rows(nu, ni) * k, col(nu), k);
     float d = ll_dot_chunk(cur, xs, col(u));
 #pragma unroll
-    for (int r = 0; r < U; r++) acc[r] += r == i ? d : 0.0f;
+    for (int q = 0; q < U; q++) acc[q] += q == i ? d : 0.0f;
     if (i == U - 1) {
 #pragma unroll
-      for (int r = 0; r < U; r++) acc[r] = ll_warp_sum(acc[r]);
+      for (int q = 0; q < U; q++) acc[q] = ll_warp_sum(acc[q]);
       epi(u, acc);
 #pragma unroll
-      for (int r = 0; r < U; r++) acc[r] = 0.0f;
+      for (int q = 0; q < U; q++) acc[q] = 0.0f;
     }
     if (!more) break;
 #pragma unroll
     for (int j = 0; j < 8; j++) cur[j] = nxt[j];
     u = nu;
-    u_end = n_end;
+    r = nr;
+    end = n_end;
     i = ni;
   }
 }
@@ -345,7 +364,10 @@ __device__ __forceinline__ void ll_attn(LlAttnShared& sh, float* part, ll_bf16* 
   const float NEG = -3.402823466e38f;
   unsigned h = blockIdx.y, s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned n = min(pos, max_seq - 1) + 1, fresh = pos < max_seq ? pos : 0xffffffffu;
-  unsigned chunk = (n + splits - 1) / splits;
+  // Splits that get rows: one per 64 rows, at least min(8, splits) (measured: 16-row shares at position
+  // 128, 64 at 1,024, 128 at 4,096 were the fastest); the others write empty partials.
+  unsigned live = min(splits, max(min(8u, splits), (n + 63) / 64));
+  unsigned chunk = (n + live - 1) / live;
   unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
   unsigned* kh = (unsigned*)(kcache + (unsigned long long)h * max_seq * LL_HD);
   unsigned* vh = (unsigned*)(vcache + (unsigned long long)h * max_seq * LL_HD);
@@ -537,7 +559,7 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_ff
   __shared__ float red[LL_WARPS];
   auto rows = [=](unsigned u, int i) { return u + i * ffn; };
   auto col = [](unsigned) { return 0u; };
-  LlTiles t = ll_tiles(ffn, 2 * hidden * 2);
+  LlWork t = ll_work(ffn, 2 * hidden * 2);
   uint4 cur[8];
   ll_stream_prefetch<2>(cur, t, wgu, hidden, rows, col);
   LlNormWeights<LL_THREADS> lw = ll_norm_weights<LL_THREADS>(ln, hidden);
@@ -559,7 +581,7 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_do
   unsigned kcn = (k + LL_CHUNK - 1) / LL_CHUNK;
   auto rows = [=](unsigned u, int) { return u / kcn; };
   auto col = [=](unsigned u) { return (u % kcn) * LL_CHUNK; };
-  LlTiles t = ll_tiles(m * kcn, min(k, (unsigned)LL_CHUNK) * 2);
+  LlWork t = ll_work(m * kcn, min(k, (unsigned)LL_CHUNK) * 2);
   uint4 cur[8];
   ll_stream_prefetch<1>(cur, t, wd, k, rows, col);
   OST_ENTRY();
@@ -591,7 +613,7 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_lm
   const unsigned NONE = 0xffffffffu;
   auto rows = [](unsigned u, int) { return u; };
   auto col = [](unsigned) { return 0u; };
-  LlTiles t = ll_tiles(vocab, hidden * 2, LL_HEAD_TILE_BYTES);
+  LlWork t = ll_work(vocab, hidden * 2, LL_HEAD_TILE_BYTES);
   uint4 cur[8];
   ll_stream_prefetch<1>(cur, t, emb, hidden, rows, col);
   LlNormWeights<LL_THREADS> lw = ll_norm_weights<LL_THREADS>(ln, hidden);

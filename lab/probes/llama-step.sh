@@ -10,7 +10,7 @@
 # Stages (a failed kernel check stops the run): check + compute-sanitizer, step and kernel timings of
 # every variant, the GPU test (f32 reference, transformers checkpoint), the bench's llama rows, Python
 # against transformers. Everything goes to $OUT/run.log; a summary is printed last.
-#   bash llama-step.sh D [stages: check,time,test,bench,python]
+#   bash llama-step.sh D [stages: check,racecheck,time,shrunk,test,bench,python]
 set -u
 D=$(cd "${1:?folder}" && pwd)
 STAGES=${2:-check,time,test,bench,python}
@@ -26,20 +26,27 @@ if has check; then
   timeout 150 bin/llama_kernels check 8,16,32 264 >>"$LOG" 2>&1 || { say "CHECK FAILED"; grep -E "FAIL|error" "$LOG" | head -20; exit 1; }
   say memcheck
   timeout 120 compute-sanitizer --tool memcheck --leak-check no bin/llama_kernels sanitize 16,3 264 >>"$LOG" 2>&1; echo "memcheck rc $?" | tee -a "$LOG"
+fi
+if has racecheck; then
   say racecheck
-  timeout 120 compute-sanitizer --tool racecheck bin/llama_kernels sanitize 16 100 >>"$LOG" 2>&1; echo "racecheck rc $?" | tee -a "$LOG"
+  timeout 90 compute-sanitizer --tool racecheck bin/llama_kernels sanitize 16 100 >>"$LOG" 2>&1; echo "racecheck rc $?" | tee -a "$LOG"
 fi
 if has time; then
-  for v in "" _tile8 _tile32 _qkv8 _trig1; do
+  for v in "" _static _six _tile8 _lb3; do
+    [[ -x bin/llama_kernels$v ]] || continue
     say "step$v"
-    timeout 60 bin/llama_kernels$v step 8,16,32 132,264 >>"$LOG" 2>&1
+    timeout 60 bin/llama_kernels$v step 8,16,32 264 >>"$LOG" 2>&1
   done
   say kernels
-  timeout 60 bin/llama_kernels kernels 16 264 >>"$LOG" 2>&1
-  for p in 128 1024 4096; do
+  timeout 60 bin/llama_kernels kernels 32 264 >>"$LOG" 2>&1
+  for p in 1024; do
     say "old kernels pos $p"
     timeout 60 bin/llama_kernels_old $p 264 >>"$LOG" 2>&1
   done
+fi
+if has shrunk; then
+  say "gpu_llama shrunk"
+  timeout 120 ./gpu_llama shrunk --nocapture >>"$LOG" 2>&1; echo "gpu_llama shrunk rc $?" | tee -a "$LOG"
 fi
 if has test; then
   say "gpu_llama + transformers checkpoint"

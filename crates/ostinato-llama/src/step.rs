@@ -190,38 +190,14 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
             &mut g,
             k_qkv,
             Launch::linear(pairs.div_ceil(QKV_WARPS), QKV_WARPS * 32),
-            &[
-                b(qb),
-                b(kv_new),
-                b(x),
-                b(lb.ln1),
-                b(lb.wqkv),
-                b(rope),
-                Arg::Slot(pos),
-                u(c.hidden),
-                u(c.heads),
-                u(c.kv_heads),
-                u(c.head_dim),
-                eps,
-            ],
+            &[b(qb), b(kv_new), b(x), b(lb.ln1), b(lb.wqkv), b(rope), Arg::Slot(pos), u(c.hidden), u(c.heads), u(c.kv_heads), u(c.head_dim), eps],
         )?;
         let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]);
         launch(
             &mut g,
             k_attn,
             attn_launch,
-            &[
-                b(attn_part),
-                b(lb.kcache),
-                b(lb.vcache),
-                b(qb),
-                b(kv_new),
-                Arg::Slot(pos),
-                u(c.heads),
-                u(c.kv_heads),
-                u(c.max_seq),
-                u(o.attn_splits),
-            ],
+            &[b(attn_part), b(lb.kcache), b(lb.vcache), b(qb), b(kv_new), Arg::Slot(pos), u(c.heads), u(c.kv_heads), u(c.max_seq), u(o.attn_splits)],
         )?;
         let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
         launch(&mut g, k_o, o_launch, &[b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits)])?;
