@@ -80,7 +80,7 @@ def f32_reference(model):
     for m in ref.modules():
         if hasattr(m, "inv_freq"):
             # A fresh rotary module computes its frequencies in f32 from the config.
-            inv = type(m)(config=model.config, device=m.inv_freq.device).inv_freq.float()
+            inv = type(m)(config=model.config).inv_freq.float().to(m.inv_freq.device)
             m.inv_freq = inv
             if hasattr(m, "original_inv_freq"):
                 m.original_inv_freq = inv.clone()
