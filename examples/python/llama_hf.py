@@ -5,12 +5,14 @@ The model is built from the Llama-3.2-1B config with a fixed seed (no download),
 checkpoint with --checkpoint DIR. The script
   1. records Ostinato's decode step (`ostinato.llama_step`), binds the model's bf16 weights into it,
   2. runs --steps teacher-forced steps (Ostinato and transformers fed the same tokens) and checks every
-     step's logits against transformers in f32 within TOL of the largest |logit|, and the greedy token
-     equal wherever transformers' top-1 margin exceeds that tolerance,
+     step's logits against transformers in f32 (the model's bf16 weights in f32, RoPE's inverse
+     frequencies in f32: `model.to(torch.bfloat16)` rounds that buffer too, which alone drifts the
+     logits with the position) within TOL of the largest |logit|, and the greedy token equal wherever
+     transformers' top-1 margin exceeds that tolerance,
   3. times a step: Ostinato's retained graph, transformers eager, and transformers' fast path
      (`generate(cache_implementation="static")`, which compiles the forward), in this process.
 
-    python3 examples/python/llama_hf.py [--checkpoint DIR] [--steps 64] [--json out.json]
+    python3 examples/python/llama_hf.py [--checkpoint DIR] [--steps 1024] [--json out.json]
 """
 
 import argparse
@@ -27,10 +29,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 import ostinato
 
-# Largest |Δlogit| allowed, relative to the largest |logit| of the f32 reference. Ostinato keeps the KV
-# cache in bf16 (transformers' f32 model keeps it in f32) and sums in another order; the difference grows
-# with the position (measured on the H200: 4.7e-3 at step 0, 2.2e-2 at step 59; docs/llama.md).
-TOL = 3e-2
+# Largest |Δlogit| allowed, relative to the largest |logit| of the f32 reference (Ostinato keeps the KV
+# cache in bf16, transformers' f32 model in f32, and sums in another order); set from the measurement
+# over 1,024 positions in docs/llama.md.
+TOL = 2e-2
 
 
 def llama_3_2_1b():
@@ -71,29 +73,42 @@ def step(ex, token, pos):
     return np.frombuffer(ex.read("logits"), dtype=np.float32)
 
 
+def f32_reference(model):
+    """The bf16 model's weights in f32 with RoPE's inverse frequencies recomputed in f32 (the bf16 cast
+    rounded the `inv_freq` buffer)."""
+    ref = copy.deepcopy(model).float()
+    for m in ref.modules():
+        if hasattr(m, "inv_freq"):
+            # A fresh rotary module computes its frequencies in f32 from the config.
+            inv = type(m)(config=model.config).inv_freq.float().to(m.inv_freq.device)
+            m.inv_freq = inv
+            if hasattr(m, "original_inv_freq"):
+                m.original_inv_freq = inv.clone()
+    return ref
+
+
 def teacher_forced(ex, model, steps, vocab):
-    """Ostinato and the f32 reference fed the same tokens from position 0; per step the relative logit
-    difference, and whether the greedy tokens differ and the reference's margin allows it."""
+    """Ostinato and the f32 reference fed the same tokens from position 0 (the reference as one forward
+    of the whole sequence: position i sees tokens 0..=i); per step the relative logit difference, and
+    whether the greedy tokens differ and the reference's margin allows it."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    ref = copy.deepcopy(model).float()
+    ref = f32_reference(model)
     tokens = torch.randint(0, vocab, (steps,), generator=torch.Generator().manual_seed(7))
-    cache = None
+    with torch.no_grad():
+        want_all = ref(input_ids=tokens.view(1, -1).cuda(), use_cache=False).logits[0].float().cpu().numpy()
+    del ref
+    torch.cuda.empty_cache()
     rows = []
     for i in range(steps):
         got = step(ex, int(tokens[i]), i)
-        with torch.no_grad():
-            out = ref(input_ids=tokens[i:i + 1].view(1, 1).cuda(), past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        want = out.logits[0, -1].float().cpu().numpy()
+        want = want_all[i]
         scale = float(np.abs(want).max())
         diff = float(np.abs(got - want).max()) / scale
         top2 = np.sort(want)[-2:]
         margin = float(top2[1] - top2[0]) / scale
         same = int(np.argmax(got)) == int(np.argmax(want))
         rows.append({"step": i, "rel_diff": diff, "margin": margin, "same_token": same})
-    del ref
-    torch.cuda.empty_cache()
     return rows
 
 
@@ -125,7 +140,7 @@ def hf_us(model, gen_kwargs, n=128, reps=3):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", help="a local Hugging Face checkpoint directory (config.json + *.safetensors)")
-    p.add_argument("--steps", type=int, default=64)
+    p.add_argument("--steps", type=int, default=1024)
     p.add_argument("--max-seq", type=int, default=1088)
     p.add_argument("--json", help="write the results here")
     p.add_argument("--skip-compiled", action="store_true", help="do not time transformers' compiled static-cache path")
@@ -147,9 +162,11 @@ def main():
     worst = max(r["rel_diff"] for r in rows)
     flips = [r for r in rows if not r["same_token"]]
     bad = [r for r in rows if r["rel_diff"] > TOL or (not r["same_token"] and r["margin"] > TOL)]
+    decided = [r for r in rows if r["margin"] > TOL]
     print(f"{args.steps} teacher-forced steps against transformers in f32: max |Δlogit| / max |logit| = {worst:.2e} "
-          f"(tolerance {TOL:.0e}); greedy token equal in {args.steps - len(flips)} of {args.steps} steps "
-          f"(the others within the margin: {[round(r['margin'], 4) for r in flips]})", flush=True)
+          f"(tolerance {TOL:.0e}); greedy token equal in {args.steps - len(flips)} of {args.steps} steps, "
+          f"{sum(r['same_token'] for r in decided)} of the {len(decided)} whose reference margin exceeds the tolerance "
+          f"(the others' margins: {[round(r['margin'], 4) for r in flips][:20]})", flush=True)
 
     timing = {}
     for pos in (128, 1024):

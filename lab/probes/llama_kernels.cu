@@ -1,129 +1,332 @@
-// Study tool: each Llama decode kernel (crates/ostinato-llama/kernels/llama.cu) timed alone at Llama-3.2-1B's shapes,
-// cycling over 16 layers' worth of distinct weights so L2 does not serve them; prints µs and TB/s per
-// kernel. Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o /tmp/llama_kernels lab/probes/llama_kernels.cu && /tmp/llama_kernels [pos] [blocks]
-// The shipped numbers come from `ostinato bench` (its decode rows' kernel table); this is for trying a
-// kernel change in seconds.
+// Study tool: the Llama decode kernels (kernels/llama.cu) at Llama-3.2-1B's shapes on the GPU.
+//   check  : one layer's kernels and the LM head, each against a double-precision CPU computation from
+//            the kernel's own inputs (random weights, norms and cache), at several positions and
+//            attention splits, twice each (the ticket counters must come back to zero).
+//   kernels: each kernel alone (a graph of 16 launches over 16 layers' weights, no PDL) and back to
+//            back with PDL, µs per launch and TB/s.
+//   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
+//            position, attention splits and streaming grid.
+// Build and run on the GPU machine (the script lab/probes/llama-step.sh does both):
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
+//   ./llama_kernels check|kernels|step [splits,...] [blocks,...]
 #include "../../kernels/ostinato.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
 
 #include <cuda_runtime.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s at %d: %s\n", cudaGetErrorString(e_), __LINE__, #x); exit(1); } } while (0)
 
-#ifndef SPLITS
-#define SPLITS 16
-#endif
-constexpr unsigned H = 2048, L = 16, NH = 32, NKV = 8, HD = 64, F = 8192, V = 128256, SEQ = 4352;
+constexpr unsigned H = 2048, L = 16, NH = 32, NKV = 8, HD = 64, F = 8192, SEQ = 4352, G = NH / NKV;
+// Layers allocated and vocabulary (smaller under compute-sanitizer: one layer, 4,099 rows).
+static unsigned g_layers = L, V = 128256;
+constexpr unsigned Q = NH * HD, KV = NKV * HD, QKV = Q + 2 * KV;
+constexpr float EPS = 1e-5f;
 
 template <class T> T* dev(size_t n) { T* p; CK(cudaMalloc(&p, n * sizeof(T))); CK(cudaMemset(p, 0, n * sizeof(T))); return p; }
 
-__global__ void fill_bf16(ll_bf16* p, size_t n, unsigned seed) {
+__global__ void fill_bf16(ll_bf16* p, size_t n, unsigned seed, float lo, float hi) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
-    p[i] = ll_to_bf(((h >> 8) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 0.0346f);
+    unsigned h = (unsigned)i * 2654435761u ^ seed * 0x9e3779b9u ^ (unsigned)(i >> 32); h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    p[i] = ll_to_bf(lo + (h >> 8) * (1.0f / 16777216.0f) * (hi - lo));
   }
 }
+static void rnd(ll_bf16* p, size_t n, unsigned seed, float lo, float hi) { fill_bf16<<<1024, 256>>>(p, n, seed, lo, hi); CK(cudaGetLastError()); }
 
-static cudaStream_t cur_stream = 0;
+struct Model {
+  ll_bf16 *wqkv[L], *wo[L], *wgu[L], *wd[L], *kc[L], *vc[L], *ln1[L], *ln2[L], *emb, *norm, *kv_new;
+  float *x, *q, *apart, *act, *logits, *hpart, *freq;
+  unsigned *tickets, *hcount, *token;
+};
 
-// Alone: one launch between two events on an idle GPU (median).
-template <class Launch> void time(const char* name, double bytes, Launch launch) {
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  std::vector<float> t, s;
-  for (int r = 0; r < 5 * (int)L; r++) {
-    CK(cudaEventRecord(a)); launch(r % L); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
-    float ms; CK(cudaEventElapsedTime(&ms, a, b)); if (r >= (int)L) t.push_back(ms * 1e3f);
+static Model make_model() {
+  Model m = {};
+  for (unsigned l = 0; l < g_layers; l++) {
+    m.wqkv[l] = dev<ll_bf16>((size_t)QKV * H); rnd(m.wqkv[l], (size_t)QKV * H, 10 * l + 1, -0.0346f, 0.0346f);
+    m.wo[l] = dev<ll_bf16>((size_t)H * Q); rnd(m.wo[l], (size_t)H * Q, 10 * l + 2, -0.0346f, 0.0346f);
+    m.wgu[l] = dev<ll_bf16>((size_t)2 * F * H); rnd(m.wgu[l], (size_t)2 * F * H, 10 * l + 3, -0.0346f, 0.0346f);
+    m.wd[l] = dev<ll_bf16>((size_t)H * F); rnd(m.wd[l], (size_t)H * F, 10 * l + 4, -0.0346f, 0.0346f);
+    m.kc[l] = dev<ll_bf16>((size_t)KV * SEQ); rnd(m.kc[l], (size_t)KV * SEQ, 10 * l + 5, -1.0f, 1.0f);
+    m.vc[l] = dev<ll_bf16>((size_t)KV * SEQ); rnd(m.vc[l], (size_t)KV * SEQ, 10 * l + 6, -1.0f, 1.0f);
+    m.ln1[l] = dev<ll_bf16>(H); rnd(m.ln1[l], H, 10 * l + 7, 0.5f, 1.5f);
+    m.ln2[l] = dev<ll_bf16>(H); rnd(m.ln2[l], H, 10 * l + 8, 0.5f, 1.5f);
   }
-  // Chained: a captured graph of 16 launches (one per layer's weights), per launch: the kernel plus a
-  // graph's dependent-launch gap, without the host's launch cost.
-  cudaStream_t cs; CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  m.emb = dev<ll_bf16>((size_t)V * H); rnd(m.emb, (size_t)V * H, 99, -0.0346f, 0.0346f);
+  m.norm = dev<ll_bf16>(H); rnd(m.norm, H, 98, 0.5f, 1.5f);
+  m.kv_new = dev<ll_bf16>(2 * KV);
+  m.x = dev<float>(H); m.q = dev<float>(Q); m.act = dev<float>(F); m.logits = dev<float>(V);
+  m.apart = dev<float>((size_t)NKV * LL_MAX_SPLITS * G * LL_REC);
+  m.hpart = dev<float>(2 * 1024);
+  m.freq = dev<float>(HD / 2);
+  std::vector<float> f(HD / 2);
+  for (unsigned j = 0; j < HD / 2; j++) f[j] = 1.0f / powf(500000.0f, 2.0f * j / HD);
+  CK(cudaMemcpy(m.freq, f.data(), 4 * f.size(), cudaMemcpyHostToDevice));
+  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1);
+  CK(cudaDeviceSynchronize());
+  return m;
+}
+
+// ---- launches -------------------------------------------------------------------------------------
+struct Launcher {
+  cudaStream_t st;
+  bool pdl;
+  template <class... P, class... A> void go(void (*k)(P...), dim3 grid, unsigned threads, A... a) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid; c.blockDim = dim3(threads); c.stream = st; c.attrs = at; c.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelEx(&c, k, ((P)a)...));
+  }
+};
+struct Opts { unsigned splits = 16, blocks = 264; };
+static const unsigned PAIRS = QKV / 2;
+
+static void k_embed(Launcher& g, Model& m) { g.go(llama_embed, dim3(H / 256), 256, m.x, m.emb, m.token, H); }
+static void k_qkv(Launcher& g, Model& m, unsigned l, unsigned pos) {
+  g.go(llama_qkv, dim3((PAIRS + LL_QKV_WARPS - 1) / LL_QKV_WARPS), LL_QKV_WARPS * 32, m.q, m.kv_new, m.x, m.ln1[l], m.wqkv[l], m.freq, pos, H, NH, NKV, HD, EPS);
+}
+static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
+  g.go(llama_attn, dim3(o.splits, NKV), 256, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
+}
+static void k_o(Launcher& g, Model& m, unsigned l, Opts o) { g.go(llama_o, dim3(H / 64, NKV), 256, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits); }
+static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) { g.go(llama_ffn_in, dim3(o.blocks), 256, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS); }
+static void k_down(Launcher& g, Model& m, unsigned l, Opts o) { g.go(llama_down, dim3(o.blocks), 256, m.x, m.tickets + 1, m.wd[l], m.act, H, F); }
+static void k_head(Launcher& g, Model& m, Opts o) {
+  g.go(llama_lm_head, dim3(o.blocks), 256, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.x, m.norm, m.emb, V, H, EPS);
+}
+static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
+  k_embed(g, m);
+  for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, o); k_ffn(g, m, l, o); k_down(g, m, l, o); }
+  k_head(g, m, o);
+}
+
+// ---- check ----------------------------------------------------------------------------------------
+template <class T> std::vector<T> get(const T* p, size_t n) { std::vector<T> v(n); CK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost)); return v; }
+static double bf(ll_bf16 b) { unsigned u = (unsigned)b << 16; float f; memcpy(&f, &u, 4); return f; }
+static ll_bf16 to_bf(float f) { unsigned u; memcpy(&u, &f, 4); u += 0x7fffu + ((u >> 16) & 1u); return (ll_bf16)(u >> 16); }
+static int failures = 0;
+// max |got - want| / max |want|, against tol.
+static void compare(const char* what, const std::vector<double>& want, const float* got, size_t n, double tol) {
+  double scale = 1e-30, diff = 0; size_t at = 0; bool finite = true;
+  for (size_t i = 0; i < n; i++) { scale = std::max(scale, fabs(want[i])); if (!std::isfinite(got[i])) finite = false; if (fabs(got[i] - want[i]) > diff) { diff = fabs(got[i] - want[i]); at = i; } }
+  bool ok = finite && diff / scale <= tol;
+  if (!ok) failures++;
+  printf("  %-34s rel %.2e (tol %.0e) at %zu: got %.6g want %.6g %s\n", what, diff / scale, tol, at, got[at], want[at], ok ? "ok" : "FAIL");
+}
+static std::vector<double> rmsnorm(const std::vector<float>& x, const std::vector<ll_bf16>& g) {
+  double ss = 0; for (float v : x) ss += (double)v * v;
+  double s = 1.0 / sqrt(ss / x.size() + EPS);
+  std::vector<double> o(x.size()); for (size_t i = 0; i < x.size(); i++) o[i] = x[i] * s * bf(g[i]);
+  return o;
+}
+template <class X> static double dot(const ll_bf16* w, const X& x, size_t k) { double s = 0; for (size_t j = 0; j < k; j++) s += bf(w[j]) * (double)x[j]; return s; }
+
+static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
+  printf("check pos %u splits %u blocks %u (run %d)\n", pos, o.splits, o.blocks, rep);
+  cudaStream_t st; CK(cudaStreamCreate(&st));
+  Launcher g{st, false};
+  const unsigned l = g_layers > 3 ? 3 : 0;
+  std::vector<float> x0(H);
+  for (unsigned i = 0; i < H; i++) x0[i] = sinf(0.37f * i + pos) * (1.0f + (i % 7));
+  CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
+  auto wqkv = get(m.wqkv[l], (size_t)QKV * H); auto ln1 = get(m.ln1[l], H); auto ln2 = get(m.ln2[l], H);
+  auto freq = get(m.freq, HD / 2);
+  // QKV + RoPE
+  k_qkv(g, m, l, pos); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+  auto xn = rmsnorm(x0, ln1);
+  std::vector<double> y(QKV);
+  for (unsigned r = 0; r < QKV; r++) y[r] = dot(&wqkv[(size_t)r * H], xn, H);
+  for (unsigned head = 0; head < NH + NKV; head++)
+    for (unsigned j = 0; j < HD / 2; j++) {
+      double a = y[head * HD + j], b = y[head * HD + j + 32], ang = (double)((float)pos * freq[j]);
+      y[head * HD + j] = a * cos(ang) - b * sin(ang); y[head * HD + j + 32] = b * cos(ang) + a * sin(ang);
+    }
+  auto q = get(m.q, Q);
+  compare("qkv: q", std::vector<double>(y.begin(), y.begin() + Q), q.data(), Q, 1e-4);
+  auto kvn = get(m.kv_new, 2 * KV);
+  std::vector<float> kvf(2 * KV); for (unsigned i = 0; i < 2 * KV; i++) kvf[i] = bf(kvn[i]);
+  compare("qkv: kv_new (bf16)", std::vector<double>(y.begin() + Q, y.end()), kvf.data(), 2 * KV, 8e-3);
+  // attention + O
+  auto kc_before = get(m.kc[l], (size_t)KV * SEQ);
+  k_attn(g, m, l, pos, o); k_o(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+  auto kc = get(m.kc[l], (size_t)KV * SEQ), vc = get(m.vc[l], (size_t)KV * SEQ);
+  unsigned bad_append = 0, bad_other = 0;
+  for (unsigned h = 0; h < NKV; h++)
+    for (unsigned d = 0; d < HD; d++) {
+      size_t at = ((size_t)h * SEQ + pos) * HD + d;
+      if (kc[at] != kvn[h * HD + d] || vc[at] != kvn[KV + h * HD + d]) bad_append++;
+    }
+  for (size_t i = 0; i < kc.size(); i++) if (kc[i] != kc_before[i] && (i / HD) % SEQ != pos) bad_other++;
+  printf("  %-34s %u wrong appended, %u other rows changed %s\n", "attn: cache append", bad_append, bad_other, bad_append + bad_other ? "FAIL" : "ok");
+  if (bad_append + bad_other) failures++;
+  std::vector<double> at(Q);
+  for (unsigned hq = 0; hq < NH; hq++) {
+    unsigned h = hq / G;
+    std::vector<double> s(pos + 1); double mx = -1e300;
+    for (unsigned t = 0; t <= pos; t++) { double a = 0; for (unsigned d = 0; d < HD; d++) a += (double)q[hq * HD + d] * bf(kc[((size_t)h * SEQ + t) * HD + d]); s[t] = a / 8; mx = std::max(mx, s[t]); }
+    double z = 0; for (auto& v : s) { v = exp(v - mx); z += v; }
+    for (unsigned d = 0; d < HD; d++) { double a = 0; for (unsigned t = 0; t <= pos; t++) a += s[t] * bf(vc[((size_t)h * SEQ + t) * HD + d]); at[hq * HD + d] = a / z; }
+  }
+  auto wo = get(m.wo[l], (size_t)H * Q);
+  std::vector<double> x1(H);
+  for (unsigned r = 0; r < H; r++) x1[r] = x0[r] + dot(&wo[(size_t)r * Q], at, Q);
+  auto x1g = get(m.x, H);
+  compare("attn + o: x", x1, x1g.data(), H, 1e-4);
+  // FFN in
+  auto wgu = get(m.wgu[l], (size_t)2 * F * H);
+  k_ffn(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+  auto xn2 = rmsnorm(x1g, ln2);
+  std::vector<double> act(F);
+  for (unsigned r = 0; r < F; r++) { double gg = dot(&wgu[(size_t)r * H], xn2, H), uu = dot(&wgu[(size_t)(F + r) * H], xn2, H); act[r] = gg / (1 + exp(-gg)) * uu; }
+  auto actg = get(m.act, F);
+  compare("ffn_in: act", act, actg.data(), F, 1e-4);
+  // down
+  auto wd = get(m.wd[l], (size_t)H * F);
+  k_down(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+  std::vector<double> x2(H);
+  for (unsigned r = 0; r < H; r++) x2[r] = x1g[r] + dot(&wd[(size_t)r * F], actg, F);
+  auto x2g = get(m.x, H);
+  compare("down: x", x2, x2g.data(), H, 1e-4);
+  auto tk = get(m.tickets, 4);
+  printf("  %-34s %u %u %u %s\n", "tickets after", tk[0], tk[1], tk[2], tk[0] + tk[1] + tk[2] ? "FAIL" : "ok");
+  if (tk[0] + tk[1] + tk[2]) failures++;
+  CK(cudaStreamDestroy(st));
+}
+
+static void check_head(Model& m, Opts o) {
+  printf("check lm head blocks %u\n", o.blocks);
+  cudaStream_t st; CK(cudaStreamCreate(&st));
+  Launcher g{st, false};
+  std::vector<float> x(H);
+  for (unsigned i = 0; i < H; i++) x[i] = cosf(0.11f * i) * 3.0f;
+  CK(cudaMemcpy(m.x, x.data(), 4 * H, cudaMemcpyHostToDevice));
+  auto emb = get(m.emb, (size_t)V * H); auto norm = get(m.norm, H);
+  // A planted tie: rows 777 and V - 5 equal, both larger than every other row.
+  const unsigned tie = V - 5;
+  for (unsigned j = 0; j < H; j++) emb[(size_t)777 * H + j] = emb[(size_t)tie * H + j] = to_bf(x[j] > 0 ? 0.5f : -0.5f);
+  CK(cudaMemcpy(m.emb + (size_t)777 * H, &emb[(size_t)777 * H], 2 * H, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(m.emb + (size_t)tie * H, &emb[(size_t)tie * H], 2 * H, cudaMemcpyHostToDevice));
+  for (int rep = 0; rep < 2; rep++) {
+    k_head(g, m, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    auto xn = rmsnorm(x, norm);
+    std::vector<double> want(V);
+    for (unsigned r = 0; r < V; r++) want[r] = dot(&emb[(size_t)r * H], xn, H);
+    auto got = get(m.logits, V);
+    compare("lm head: logits", want, got.data(), V, 1e-4);
+    unsigned best = 0; for (unsigned r = 1; r < V; r++) if (got[r] > got[best]) best = r;
+    unsigned tok = get(m.token, 1)[0], hc = get(m.hcount, 1)[0], tk = get(m.tickets, 4)[2];
+    bool ok = tok == best && best == 777 && hc == 0 && tk == 0;
+    if (!ok) failures++;
+    printf("  %-34s token %u argmax %u, counter %u ticket %u %s\n", "lm head: greedy token (planted tie)", tok, best, hc, tk, ok ? "ok" : "FAIL");
+  }
+  CK(cudaStreamDestroy(st));
+}
+
+// ---- timing ---------------------------------------------------------------------------------------
+static float median(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
+template <class Body> static float graph_us(cudaStream_t st, int reps, Body body) {
   cudaGraph_t g; cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed));
-  cur_stream = cs;
-  for (unsigned l = 0; l < L; l++) launch(l);
-  cur_stream = 0;
-  CK(cudaStreamEndCapture(cs, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
-  for (int r = 0; r < 12; r++) {
-    CK(cudaEventRecord(a, cs)); CK(cudaGraphLaunch(ge, cs)); CK(cudaEventRecord(b, cs)); CK(cudaEventSynchronize(b));
-    float ms; CK(cudaEventElapsedTime(&ms, a, b)); if (r >= 2) s.push_back(ms * 1e3f / L);
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  body();
+  CK(cudaStreamEndCapture(st, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int r = 0; r < reps + 3; r++) {
+    CK(cudaEventRecord(a, st)); CK(cudaGraphLaunch(ge, st)); CK(cudaEventRecord(b, st)); CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b)); if (r >= 3) t.push_back(ms * 1e3f);
   }
   CK(cudaGetLastError());
-  std::sort(t.begin(), t.end()); std::sort(s.begin(), s.end());
-  double us = t[t.size() / 2], su = s[s.size() / 2];
-  printf("%-14s alone %7.2f us %5.2f TB/s %3.0f%% | chained %7.2f us %5.2f TB/s %3.0f%%\n", name, us, bytes / us / 1e6, bytes / us / 1e6 / 4.8 * 100, su, bytes / su / 1e6, bytes / su / 1e6 / 4.8 * 100);
+  CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
+  return median(t);
+}
+
+static void warm(Model& m, cudaStream_t st) {
+  Launcher g{st, false};
+  Opts o;
+  for (int i = 0; i < 400; i++) k_ffn(g, m, i % g_layers, o);
+  CK(cudaStreamSynchronize(st));
+}
+
+static void time_kernels(Model& m, unsigned pos, Opts o) {
+  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  warm(m, st);
+  printf("kernels at pos %u, splits %u, blocks %u: us per launch (16 launches over 16 layers in a graph)\n", pos, o.splits, o.blocks);
+  auto row = [&](const char* name, double bytes, auto launch) {
+    float t[2];
+    for (int pdl = 0; pdl < 2; pdl++) {
+      Launcher g{st, pdl == 1};
+      t[pdl] = graph_us(st, 20, [&] { for (unsigned l = 0; l < L; l++) launch(g, l); }) / L;
+    }
+    printf("  %-14s %6.1f MB  alone %7.2f us %5.2f TB/s %3.0f%% | back-to-back PDL %7.2f us %3.0f%%\n", name, bytes / 1e6, t[0], bytes / t[0] / 1e6,
+           bytes / t[0] / 1e6 / 4.8 * 100, t[1], bytes / t[1] / 1e6 / 4.8 * 100);
+  };
+  row("llama_qkv", 2.0 * QKV * H, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); });
+  row("llama_attn", 4.0 * KV * (pos + 1), [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); });
+  row("llama_o", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, o); });
+  row("attn+o", 2.0 * H * Q + 4.0 * KV * (pos + 1), [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, o); });
+  row("llama_ffn_in", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); });
+  row("llama_down", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, o); });
+  row("llama_lm_head", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, o); });
+  CK(cudaStreamDestroy(st));
+}
+
+static void time_step(Model& m, std::vector<unsigned> splits, std::vector<unsigned> blocks) {
+  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  warm(m, st);
+  double weights = 2.0 * (L * ((double)QKV * H + H * Q + 2.0 * F * H + H * F + 2.0 * H) + H + (double)V * H);
+  for (unsigned pos : {128u, 1024u, 4096u})
+    for (unsigned s : splits)
+      for (unsigned b : blocks) {
+        Opts o; o.splits = s; o.blocks = b;
+        float t[2];
+        for (int pdl = 0; pdl < 2; pdl++) { Launcher g{st, pdl == 1}; t[pdl] = graph_us(st, 30, [&] { step(g, m, pos, o); }); }
+        double bytes = weights + 4.0 * L * KV * (pos + 1);
+        printf("step pos %4u splits %2u blocks %3u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", pos, s, b, t[1], bytes / t[1] / 1e6,
+               bytes / t[1] / 1e6 / 4.8 * 100, t[0], t[0] / t[1]);
+      }
+  CK(cudaStreamDestroy(st));
+}
+
+static std::vector<unsigned> list(const char* s, std::vector<unsigned> def) {
+  if (!s) return def;
+  std::vector<unsigned> v; for (const char* p = s; *p;) { v.push_back(strtoul(p, (char**)&p, 10)); if (*p == ',') p++; }
+  return v;
 }
 
 int main(int argc, char** argv) {
-  unsigned pos = argc > 1 ? atoi(argv[1]) : 1024;
-  const unsigned Q = NH * HD, KV = NKV * HD, G = NH / NKV;
-  std::vector<ll_bf16*> wqkv(L), wo(L), wgu(L), wd(L), kc(L), vc(L);
-  auto rnd = [](ll_bf16* p, size_t n, unsigned s) { fill_bf16<<<1024, 256>>>(p, n, s); };
-  for (unsigned l = 0; l < L; l++) {
-    wqkv[l] = dev<ll_bf16>((size_t)(Q + 2 * KV) * H); rnd(wqkv[l], (size_t)(Q + 2 * KV) * H, 10 * l + 1);
-    wo[l] = dev<ll_bf16>((size_t)H * Q); rnd(wo[l], (size_t)H * Q, 10 * l + 2);
-    wgu[l] = dev<ll_bf16>((size_t)2 * F * H); rnd(wgu[l], (size_t)2 * F * H, 10 * l + 3);
-    wd[l] = dev<ll_bf16>((size_t)H * F); rnd(wd[l], (size_t)H * F, 10 * l + 4);
-    kc[l] = dev<ll_bf16>((size_t)KV * SEQ); rnd(kc[l], (size_t)KV * SEQ, 10 * l + 5);
-    vc[l] = dev<ll_bf16>((size_t)KV * SEQ); rnd(vc[l], (size_t)KV * SEQ, 10 * l + 6);
+  std::string what = argc > 1 ? argv[1] : "step";
+  cudaFuncAttributes fa;
+  for (auto [name, f] : std::vector<std::pair<const char*, const void*>>{{"qkv", (const void*)llama_qkv}, {"attn", (const void*)llama_attn}, {"o", (const void*)llama_o},
+                                                                         {"ffn_in", (const void*)llama_ffn_in}, {"down", (const void*)llama_down}, {"lm_head", (const void*)llama_lm_head}}) {
+    CK(cudaFuncGetAttributes(&fa, f));
+    int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, name == std::string("qkv") ? LL_QKV_WARPS * 32 : 256, 0));
+    printf("%-8s regs %3d smem %6zu local %zu blocks/SM %d\n", name, fa.numRegs, fa.sharedSizeBytes, fa.localSizeBytes, occ);
   }
-  ll_bf16* emb = dev<ll_bf16>((size_t)V * H); rnd(emb, (size_t)V * H, 99);
-  ll_bf16* ln = dev<ll_bf16>(H); rnd(ln, H, 98);
-  float *x = dev<float>(H), *q = dev<float>(Q), *attn = dev<float>(Q), *act = dev<float>(F), *logits = dev<float>(V), *freq = dev<float>(HD / 2);
-  float *apart = dev<float>((size_t)NKV * SPLITS * G * (2 + HD)), *hpart = dev<float>(2 * ((V + 7) / 8));
-  unsigned *acount = dev<unsigned>(NKV), *hcount = dev<unsigned>(1), *token = dev<unsigned>(1);
-  CK(cudaDeviceSynchronize());
-  const unsigned B = argc > 2 ? atoi(argv[2]) : 264;  // blocks per projection
-  auto grid = [&](unsigned units) { unsigned b = (units + 7) / 8; return b < B ? b : B; };
-  // Warm-up: half a second of work, so the clocks leave idle before anything is timed.
-  {
-    cudaEvent_t a; CK(cudaEventCreate(&a)); float ms = 0; cudaEvent_t b; CK(cudaEventCreate(&b));
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < 20000 && ms < 500; i++) {
-      llama_ffn_in<<<F / 4, 256>>>(act, x, ln, wgu[i % L], F, H, 1e-5f);
-      if (i % 500 == 499) { CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b)); CK(cudaEventElapsedTime(&ms, a, b)); }
-    }
+  if (what == "sanitize") { g_layers = 1; V = 4099; }
+  Model m = make_model();
+  auto splits = list(argc > 2 ? argv[2] : nullptr, {16});
+  auto blocks = list(argc > 3 ? argv[3] : nullptr, {264});
+  if (what == "check" || what == "sanitize") {
+    std::vector<unsigned> poss = what == "check" ? std::vector<unsigned>{0, 1, 37, 1024, 4095} : std::vector<unsigned>{5, 300};
+    for (unsigned s : splits)
+      for (unsigned pos : poss)
+        for (int rep = 0; rep < 2; rep++) { Opts o; o.splits = s; o.blocks = blocks[0]; check_layer(m, pos, o, rep); }
+    Opts o; o.blocks = blocks[0];
+    check_head(m, o);
+    printf("%s: %d failures\n", what.c_str(), failures);
+    return failures ? 1 : 0;
   }
-  printf("pos %u\n", pos);
-  time("llama_qkv", 2.0 * (Q + 2 * KV) * H, [&](int l) { llama_qkv<<<grid((NH + 2 * NKV) * HD / 2), 256, 0, cur_stream>>>(q, kc[l], vc[l], x, ln, wqkv[l], freq, pos, H, NH, NKV, HD, SEQ, 1e-5f); });
-  time("llama_attn", 4.0 * KV * (pos + 1), [&](int l) { llama_attn<<<dim3(SPLITS, NKV), 256, 0, cur_stream>>>(attn, apart, acount, q, kc[l], vc[l], pos, NH, NKV, SEQ, SPLITS); });
-  time("llama_o", 2.0 * H * Q, [&](int l) { llama_o<<<grid(H), 256, 0, cur_stream>>>(x, wo[l], attn, H, Q); });
-  time("llama_ffn_in", 4.0 * F * H, [&](int l) { llama_ffn_in<<<grid(F), 256, 0, cur_stream>>>(act, x, ln, wgu[l], F, H, 1e-5f); });
-  time("llama_down", 2.0 * H * F, [&](int l) { llama_down<<<grid(H), 256, 0, cur_stream>>>(x, wd[l], act, H, F); });
-  time("llama_lm_head", 2.0 * V * H, [&](int) { llama_lm_head<<<grid(V), 256, 0, cur_stream>>>(logits, hpart, hcount, token, x, ln, emb, V, H, 1e-5f); });
-  // The whole step (16 layers, LM head) as a captured graph, with and without the PDL launch attribute.
-  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  auto step_graph = [&](bool pdl) {
-    cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[0].val.programmaticStreamSerializationAllowed = 1;
-    auto go = [&](auto kern, dim3 grid, auto... args) {
-      cudaLaunchConfig_t c = {}; c.gridDim = grid; c.blockDim = dim3(256); c.stream = st; c.attrs = at; c.numAttrs = pdl ? 1 : 0;
-      CK(cudaLaunchKernelEx(&c, kern, args...));
-    };
-    cudaGraph_t g; cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (unsigned l = 0; l < L; l++) {
-      go(llama_qkv, dim3(grid((NH + 2 * NKV) * HD / 2)), q, kc[l], vc[l], (const float*)x, (const ll_bf16*)ln, (const ll_bf16*)wqkv[l], (const float*)freq, pos, H, NH, NKV, HD, SEQ, 1e-5f);
-      go(llama_attn, dim3(SPLITS, NKV), attn, apart, acount, (const float*)q, (const ll_bf16*)kc[l], (const ll_bf16*)vc[l], pos, NH, NKV, SEQ, SPLITS);
-      go(llama_o, dim3(grid(H)), x, (const ll_bf16*)wo[l], (const float*)attn, H, Q);
-      go(llama_ffn_in, dim3(grid(F)), act, (const float*)x, (const ll_bf16*)ln, (const ll_bf16*)wgu[l], F, H, 1e-5f);
-      go(llama_down, dim3(grid(H)), x, (const ll_bf16*)wd[l], (const float*)act, H, F);
-    }
-    go(llama_lm_head, dim3(grid(V)), logits, hpart, hcount, token, (const float*)x, (const ll_bf16*)ln, (const ll_bf16*)emb, V, H, 1e-5f);
-    CK(cudaStreamEndCapture(st, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-    std::vector<float> t;
-    for (int r = 0; r < 30; r++) {
-      CK(cudaEventRecord(a, st)); CK(cudaGraphLaunch(ge, st)); CK(cudaEventRecord(b, st)); CK(cudaEventSynchronize(b));
-      float ms; CK(cudaEventElapsedTime(&ms, a, b)); if (r >= 5) t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    printf("step graph, pdl %d: %.1f us\n", (int)pdl, t[t.size() / 2]);
-  };
-  step_graph(false);
-  step_graph(true);
+  if (what == "kernels") {
+    for (unsigned pos : {128u, 1024u, 4096u}) { Opts o; o.splits = splits[0]; o.blocks = blocks[0]; time_kernels(m, pos, o); }
+    return 0;
+  }
+  time_step(m, splits, blocks);
   return 0;
 }

@@ -5,6 +5,11 @@
 //! spread their rows over the machine's cores: the host backend is the oracle of the full-size model.
 //!
 //! bf16 tensors are stored two per 32-bit word, little-endian: element `2i` is the low half of word `i`.
+//!
+//! What crosses kernels is the CUDA kernels': the QKV projection leaves the new K and V rows in
+//! `kv_new` and the attention appends them; the attention leaves per-split softmax partials that the
+//! output projection merges (here one split holds the whole range, the others are empty); the streaming
+//! projections leave their work counter at zero.
 
 use ostinato::{Access, KernelSig, ScalarType};
 
@@ -79,15 +84,15 @@ pub fn embed_sig() -> KernelSig {
     sig("llama_embed", &[("x", Some(W), U), ("emb", Some(R), U), ("token", Some(R), U), ("hidden", None, U)])
 }
 
-/// `llama_qkv(q, kcache, vcache, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, max_seq,
-/// eps)`: see `kernels/llama.cu`.
+/// `llama_qkv(q, kv_new, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, eps)`: the
+/// normed q/k/v projection with RoPE; q to `q` (f32), the new K and V rows to `kv_new` (bf16,
+/// `[2][kv_heads][head_dim]`), which the attention appends to the cache.
 pub fn qkv_sig() -> KernelSig {
     sig(
         "llama_qkv",
         &[
             ("q", Some(W), U),
-            ("kcache", Some(RW), U),
-            ("vcache", Some(RW), U),
+            ("kv_new", Some(W), U),
             ("x", Some(R), U),
             ("ln", Some(R), U),
             ("wqkv", Some(R), U),
@@ -97,23 +102,23 @@ pub fn qkv_sig() -> KernelSig {
             ("heads", None, U),
             ("kv_heads", None, U),
             ("head_dim", None, U),
-            ("max_seq", None, U),
             ("eps", None, F),
         ],
     )
 }
 
-/// `llama_attn(out, part, counter, q, kcache, vcache, pos, heads, kv_heads, max_seq, splits)`.
+/// `llama_attn(part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits)`: appends
+/// `kv_new` to the caches at `pos` and writes each split's softmax partial per query head to `part`
+/// ([`PARTIAL_FLOATS`] floats per (KV head, split, group member)), which `llama_o` merges.
 pub fn attn_sig() -> KernelSig {
     sig(
         "llama_attn",
         &[
-            ("out", Some(W), U),
-            ("part", Some(RW), U),
-            ("counter", Some(RW), U),
+            ("part", Some(W), U),
+            ("kcache", Some(RW), U),
+            ("vcache", Some(RW), U),
             ("q", Some(R), U),
-            ("kcache", Some(R), U),
-            ("vcache", Some(R), U),
+            ("kv_new", Some(R), U),
             ("pos", None, U),
             ("heads", None, U),
             ("kv_heads", None, U),
@@ -123,29 +128,42 @@ pub fn attn_sig() -> KernelSig {
     )
 }
 
-fn residual_sig(name: &str) -> KernelSig {
-    sig(name, &[("x", Some(RW), U), ("w", Some(R), U), ("v", Some(R), U), ("m", None, U), ("k", None, U)])
-}
+/// Floats of one attention partial: the running max, the sum, two pads, the 64 weighted sums.
+pub const PARTIAL_FLOATS: usize = 68;
 
-/// `llama_o(x: read_write f32[m], w: read bf16[m*k], v: read f32[k], m, k)`: `x += W v`.
+/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*64], m, heads, kv_heads, splits)`:
+/// merges the attention partials and adds `W attn` to x.
 pub fn o_sig() -> KernelSig {
-    residual_sig("llama_o")
-}
-
-/// `llama_down(x, w, v, m, k)`: as `llama_o`, for the FFN down projection.
-pub fn down_sig() -> KernelSig {
-    residual_sig("llama_down")
-}
-
-/// `llama_ffn_in(act: write f32[ffn], x, ln, wgu: read bf16[2*ffn*hidden], ffn, hidden, eps)`.
-pub fn ffn_in_sig() -> KernelSig {
     sig(
-        "llama_ffn_in",
-        &[("act", Some(W), U), ("x", Some(R), U), ("ln", Some(R), U), ("wgu", Some(R), U), ("ffn", None, U), ("hidden", None, U), ("eps", None, F)],
+        "llama_o",
+        &[("x", Some(RW), U), ("part", Some(R), U), ("w", Some(R), U), ("m", None, U), ("heads", None, U), ("kv_heads", None, U), ("splits", None, U)],
     )
 }
 
-/// `llama_lm_head(logits, part, counter, token, x, ln, emb, vocab, hidden, eps)`.
+/// `llama_down(x: read_write f32[m], ticket: read_write u32, w: read bf16[m*k], v: read f32[k], m, k)`:
+/// `x += W v`; `ticket` is the kernel's work counter (zero before and after).
+pub fn down_sig() -> KernelSig {
+    sig("llama_down", &[("x", Some(RW), U), ("ticket", Some(RW), U), ("w", Some(R), U), ("v", Some(R), U), ("m", None, U), ("k", None, U)])
+}
+
+/// `llama_ffn_in(act: write f32[ffn], ticket, x, ln, wgu: read bf16[2*ffn*hidden], ffn, hidden, eps)`.
+pub fn ffn_in_sig() -> KernelSig {
+    sig(
+        "llama_ffn_in",
+        &[
+            ("act", Some(W), U),
+            ("ticket", Some(RW), U),
+            ("x", Some(R), U),
+            ("ln", Some(R), U),
+            ("wgu", Some(R), U),
+            ("ffn", None, U),
+            ("hidden", None, U),
+            ("eps", None, F),
+        ],
+    )
+}
+
+/// `llama_lm_head(logits, part, counter, ticket, token, x, ln, emb, vocab, hidden, eps)`.
 pub fn lm_head_sig() -> KernelSig {
     sig(
         "llama_lm_head",
@@ -153,6 +171,7 @@ pub fn lm_head_sig() -> KernelSig {
             ("logits", Some(W), U),
             ("part", Some(RW), U),
             ("counter", Some(RW), U),
+            ("ticket", Some(RW), U),
             ("token", Some(W), U),
             ("x", Some(R), U),
             ("ln", Some(R), U),
@@ -189,22 +208,18 @@ pub fn embed() -> HostKernel {
 
 pub fn qkv() -> HostKernel {
     HostKernel::new(qkv_sig(), |cx| {
-        let pos = cx.u32(7)? as usize;
-        let (hidden, heads, kvh, hd, max_seq) = (cx.u32(8)? as usize, cx.u32(9)? as usize, cx.u32(10)? as usize, cx.u32(11)? as usize, cx.u32(12)? as usize);
-        let eps = cx.f32(13)?;
-        if pos >= max_seq {
-            return Err(format!("llama_qkv: pos {pos} is past the cache's {max_seq} rows"));
-        }
-        let views: Vec<_> = (0..7).map(|i| cx.buffer(i)).collect::<Result<_, _>>()?;
+        let pos = cx.u32(6)? as usize;
+        let (hidden, heads, kvh, hd) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize, cx.u32(10)? as usize);
+        let eps = cx.f32(11)?;
+        let views: Vec<_> = (0..6).map(|i| cx.buffer(i)).collect::<Result<_, _>>()?;
         let half = hd / 2;
         let rows = (heads + 2 * kvh) * hd;
         let q = views[0].words(heads * hd, true)?;
-        let kc = halves(&views[1], kvh * max_seq * hd, true)?;
-        let vc = halves(&views[2], kvh * max_seq * hd, true)?;
-        let x = f32s(&views[3].words(hidden, false)?, hidden);
-        let ln = halves(&views[4], hidden, false)?;
-        let w = halves(&views[5], rows * hidden, false)?;
-        let freq = f32s(&views[6].words(half, false)?, half);
+        let kv_new = halves(&views[1], 2 * kvh * hd, true)?;
+        let x = f32s(&views[2].words(hidden, false)?, hidden);
+        let ln = halves(&views[3], hidden, false)?;
+        let w = halves(&views[4], rows * hidden, false)?;
+        let freq = f32s(&views[5].words(half, false)?, half);
         let xn = rmsnorm(&x, &ln, eps);
         let y = project(&w, &xn, rows, |r| r);
         for head in 0..heads + 2 * kvh {
@@ -218,10 +233,10 @@ pub fn qkv() -> HostKernel {
                     q.set_f32(head * hd + j, a);
                     q.set_f32(head * hd + j + half, b);
                 } else {
-                    let (cache, h) = if head < heads + kvh { (&kc, head - heads) } else { (&vc, head - heads - kvh) };
-                    let at = (h * max_seq + pos) * hd + j;
-                    bf16_store(cache, at, a);
-                    bf16_store(cache, at + half, b);
+                    // K heads, then V heads.
+                    let at = (head - heads) * hd + j;
+                    bf16_store(&kv_new, at, a);
+                    bf16_store(&kv_new, at + half, b);
                 }
             }
         }
@@ -229,44 +244,88 @@ pub fn qkv() -> HostKernel {
     })
 }
 
+/// One query head's softmax partial over some cache rows: (max, sum, unnormalised weighted sums).
+struct Partial {
+    m: f32,
+    l: f32,
+    acc: [f32; 64],
+}
+
 pub fn attn() -> HostKernel {
     HostKernel::new(attn_sig(), |cx| {
-        let pos = cx.u32(6)? as usize;
-        let (heads, kvh, max_seq) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
+        let pos = cx.u32(5)? as usize;
+        let (heads, kvh, max_seq, splits) = (cx.u32(6)? as usize, cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
         const HD: usize = 64;
-        if kvh == 0 || heads % kvh != 0 {
-            return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads"));
+        if kvh == 0 || heads % kvh != 0 || splits == 0 {
+            return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads in {splits} splits"));
         }
-        let n = pos.min(max_seq.saturating_sub(1)) + 1;
-        let (ov, qv, kv, vv) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?);
-        let out = ov.words(heads * HD, true)?;
-        let q = f32s(&qv.words(heads * HD, false)?, heads * HD);
-        let kc = halves(&kv, kvh * max_seq * HD, false)?;
-        let vc = halves(&vv, kvh * max_seq * HD, false)?;
+        if pos >= max_seq {
+            return Err(format!("llama_attn: pos {pos} is past the cache's {max_seq} rows"));
+        }
         let group = heads / kvh;
-        for h in 0..heads {
-            let base = (h / group) * max_seq * HD;
-            let scores: Vec<f32> = (0..n).map(|t| (0..HD).map(|d| q[h * HD + d] * bf16_at(&kc, base + t * HD + d)).sum::<f32>() * 0.125).collect();
+        let (pv, kv, vv, qv, nv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?, cx.buffer(4)?);
+        let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, true)?;
+        let kc = halves(&kv, kvh * max_seq * HD, true)?;
+        let vc = halves(&vv, kvh * max_seq * HD, true)?;
+        let q = f32s(&qv.words(heads * HD, false)?, heads * HD);
+        let fresh = halves(&nv, 2 * kvh * HD, false)?;
+        // The append, then attention over rows 0..=pos; the whole range is split 0's partial.
+        for h in 0..kvh {
+            for d in 0..HD {
+                bf16_store(&kc, (h * max_seq + pos) * HD + d, bf16_at(&fresh, h * HD + d));
+                bf16_store(&vc, (h * max_seq + pos) * HD + d, bf16_at(&fresh, (kvh + h) * HD + d));
+            }
+        }
+        for hq in 0..heads {
+            let (h, g) = (hq / group, hq % group);
+            let base = h * max_seq * HD;
+            let scores: Vec<f32> = (0..=pos).map(|t| (0..HD).map(|d| q[hq * HD + d] * bf16_at(&kc, base + t * HD + d)).sum::<f32>() * 0.125).collect();
             let m = scores.iter().copied().fold(f32::MIN, f32::max);
             let e: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
-            let l: f32 = e.iter().sum();
-            for d in 0..HD {
-                let o: f32 = (0..n).map(|t| e[t] * bf16_at(&vc, base + t * HD + d)).sum();
-                out.set_f32(h * HD + d, o / l);
+            let mut p = Partial { m, l: e.iter().sum(), acc: [0.0; HD] };
+            for (d, a) in p.acc.iter_mut().enumerate() {
+                *a = (0..=pos).map(|t| e[t] * bf16_at(&vc, base + t * HD + d)).sum();
+            }
+            let empty = Partial { m: f32::MIN, l: 0.0, acc: [0.0; HD] };
+            for s in 0..splits {
+                let rec = ((h * splits + s) * group + g) * PARTIAL_FLOATS;
+                let r = if s == 0 { &p } else { &empty };
+                for (i, v) in [r.m, r.l, 0.0, 0.0].iter().chain(r.acc.iter()).enumerate() {
+                    part.set_f32(rec + i, *v);
+                }
             }
         }
         Ok(())
     })
 }
 
-fn residual(sig: KernelSig) -> HostKernel {
-    HostKernel::new(sig, |cx| {
-        let (m, k) = (cx.u32(3)? as usize, cx.u32(4)? as usize);
-        let (xv, wv, vv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
+pub fn o() -> HostKernel {
+    HostKernel::new(o_sig(), |cx| {
+        let (m, heads, kvh, splits) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize);
+        const HD: usize = 64;
+        if kvh == 0 || heads % kvh != 0 {
+            return Err(format!("llama_o: {heads} query heads do not group over {kvh} KV heads"));
+        }
+        let group = heads / kvh;
+        let (xv, pv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
         let x = xv.words(m, true)?;
-        let w = halves(&wv, m * k, false)?;
-        let v = f32s(&vv.words(k, false)?, k);
-        let y = project(&w, &v, m, |r| r);
+        let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, false)?;
+        let w = halves(&wv, m * heads * HD, false)?;
+        // Each query head's partials merged (the splits with rows only), as the CUDA kernel does.
+        let mut attn = vec![0.0f32; heads * HD];
+        for hq in 0..heads {
+            let (h, g) = (hq / group, hq % group);
+            let rec = |s: usize| ((h * splits + s) * group + g) * PARTIAL_FLOATS;
+            let live: Vec<usize> = (0..splits).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
+            let mx = live.iter().map(|&s| part.f32(rec(s))).fold(f32::MIN, f32::max);
+            let scale: Vec<f32> = live.iter().map(|&s| (part.f32(rec(s)) - mx).exp()).collect();
+            let l: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 1) * c).sum();
+            for d in 0..HD {
+                let o: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 4 + d) * c).sum();
+                attn[hq * HD + d] = o / l;
+            }
+        }
+        let y = project(&w, &attn, m, |r| r);
         for (i, yv) in y.iter().enumerate() {
             x.set_f32(i, x.f32(i) + yv);
         }
@@ -274,18 +333,31 @@ fn residual(sig: KernelSig) -> HostKernel {
     })
 }
 
-pub fn o() -> HostKernel {
-    residual(o_sig())
+/// Leaves a kernel's work counter as the CUDA kernel does: zero.
+fn reset_ticket(view: &BufView<'_>) -> Result<(), String> {
+    view.words(1, true)?.set_u32(0, 0);
+    Ok(())
 }
 
 pub fn down() -> HostKernel {
-    residual(down_sig())
+    HostKernel::new(down_sig(), |cx| {
+        let (m, k) = (cx.u32(4)? as usize, cx.u32(5)? as usize);
+        let (xv, tv, wv, vv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?);
+        let x = xv.words(m, true)?;
+        let w = halves(&wv, m * k, false)?;
+        let v = f32s(&vv.words(k, false)?, k);
+        let y = project(&w, &v, m, |r| r);
+        for (i, yv) in y.iter().enumerate() {
+            x.set_f32(i, x.f32(i) + yv);
+        }
+        reset_ticket(&tv)
+    })
 }
 
 pub fn ffn_in() -> HostKernel {
     HostKernel::new(ffn_in_sig(), |cx| {
-        let (ffn, hidden, eps) = (cx.u32(4)? as usize, cx.u32(5)? as usize, cx.f32(6)?);
-        let (av, xv, lv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?);
+        let (ffn, hidden, eps) = (cx.u32(5)? as usize, cx.u32(6)? as usize, cx.f32(7)?);
+        let (av, tv, xv, lv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?, cx.buffer(4)?);
         let act = av.words(ffn, true)?;
         let x = f32s(&xv.words(hidden, false)?, hidden);
         let ln = halves(&lv, hidden, false)?;
@@ -296,14 +368,14 @@ pub fn ffn_in() -> HostKernel {
             let (g, u) = (gu[i], gu[ffn + i]);
             act.set_f32(i, g / (1.0 + (-g).exp()) * u);
         }
-        Ok(())
+        reset_ticket(&tv)
     })
 }
 
 pub fn lm_head() -> HostKernel {
     HostKernel::new(lm_head_sig(), |cx| {
-        let (vocab, hidden, eps) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.f32(9)?);
-        let (lv, tv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?);
+        let (vocab, hidden, eps) = (cx.u32(8)? as usize, cx.u32(9)? as usize, cx.f32(10)?);
+        let (lv, tkv, tv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?, cx.buffer(7)?);
         let logits = lv.words(vocab, true)?;
         let token = tv.words(1, true)?;
         let x = f32s(&xv.words(hidden, false)?, hidden);
@@ -319,7 +391,7 @@ pub fn lm_head() -> HostKernel {
             }
         }
         token.set_u32(0, best as u32);
-        Ok(())
+        reset_ticket(&tkv)
     })
 }
 

@@ -1,15 +1,17 @@
-//! One decode step recorded as one graph: embedding gather, per layer the fused norm + QKV + RoPE + KV
-//! append, split attention, output projection + residual, fused norm + gate/up + SiLU·mul, down
-//! projection + residual; then the fused final norm + LM head + greedy argmax, whose token the next
-//! step's gather reads. Five kernels per layer, 82 for Llama-3.2-1B; the position is a slot patched per
-//! token.
+//! One decode step recorded as one graph: embedding gather, per layer the fused norm + QKV + RoPE,
+//! split attention with the KV append, the merge of its partials + output projection + residual, fused
+//! norm + gate/up + SiLU·mul, down projection + residual; then the fused final norm + LM head + greedy
+//! argmax, whose token the next step's gather reads. Five kernels per layer, 82 for Llama-3.2-1B; the
+//! position is a slot patched per token.
 //!
 //! Fusion choices (docs/llama.md): every RMS norm runs inside the projection that consumes it (each
-//! block recomputes the 8 KB sum of squares of its input — cheaper than a kernel boundary); RoPE and the
-//! KV append run in the QKV projection's epilogue (a block owns the two rows each rotation pairs); the
-//! residual adds run in the O and down projections' epilogues; the attention blocks merge their own
-//! partials (the last block of each KV head), and the LM head's blocks their argmax, so neither needs a
-//! second kernel.
+//! block recomputes the 8 KB sum of squares of its input — cheaper than a kernel boundary), its scale
+//! applied to the dot products; RoPE runs in the QKV projection's epilogue (a warp owns the two rows
+//! each rotation pairs), which leaves the new K and V rows for the attention to append (so the
+//! attention may read the cache before its wait: no node still running writes it); the output
+//! projection merges the attention's partials (no last-block merge); the residual adds run in the O and
+//! down projections' epilogues, and the LM head's blocks reduce their argmax, so nothing needs a second
+//! kernel.
 
 use crate::host as sigs;
 use ostinato::file::BufferInit;
@@ -20,9 +22,9 @@ use crate::{LlamaConfig, LlamaError};
 /// How the step is recorded.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepOptions {
-    /// Blocks per KV head of the attention kernel (each takes an equal share of rows 0..=pos); 0 picks
-    /// by the cache's capacity: 16 up to 2,048 positions, else 32 (measured on the H200 at positions
-    /// 128 / 1,024 / 4,096: 32 splits ran the step 2% slower, 1% and 8% faster than 16; docs/llama.md).
+    /// Blocks per KV head of the attention kernel (each takes an equal share of rows 0..=pos), at most
+    /// 32 and at most 128 / (query heads per KV head); 0 picks by the cache's capacity:
+    /// [`default_splits`].
     pub attn_splits: u32,
     /// Seed of the random weights and KV cache (`BufferInit::RandomBf16`).
     pub seed: u64,
@@ -30,7 +32,8 @@ pub struct StepOptions {
     pub pos: u32,
     /// The token the first step gathers.
     pub token: u32,
-    /// Blocks per projection kernel (their warps stream the rows): 2 per SM of an H200 by default.
+    /// Blocks of each streaming projection (gate/up, down, LM head: persistent, their warps take tiles
+    /// by ticket): 2 per SM of an H200 by default.
     pub gemv_blocks: u32,
 }
 
@@ -39,6 +42,21 @@ impl Default for StepOptions {
         StepOptions { attn_splits: 0, seed: 1, pos: 0, token: 1, gemv_blocks: 264 }
     }
 }
+
+/// Attention splits per KV head when the options leave it to the step: 16 for caches up to 2,048
+/// positions, else 32 (docs/llama.md has the measurement), capped by what `llama_o` merges (128
+/// partials per KV head).
+pub fn default_splits(c: &LlamaConfig) -> u32 {
+    let by_cache = if c.max_seq <= 2048 { 16 } else { 32 };
+    by_cache.min(MAX_PARTIALS / (c.heads / c.kv_heads).max(1))
+}
+
+/// Most attention splits (kernels/llama.cu: LL_MAX_SPLITS).
+const MAX_SPLITS: u32 = 32;
+/// Most partials per KV head the output projection merges (LL_MAX_RECS): splits × group.
+const MAX_PARTIALS: u32 = 128;
+/// Warps (one RoPE pair each) per block of `llama_qkv` (LL_QKV_WARPS).
+const QKV_WARPS: u32 = 4;
 
 /// The weights of one layer, by buffer.
 #[derive(Clone, Copy, Debug)]
@@ -84,22 +102,15 @@ const WEIGHT_SCALE: f32 = 0.02 * 1.732_050_8;
 /// Records the step for `c`.
 pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> {
     c.validate()?;
-    let o = StepOptions {
-        attn_splits: if o.attn_splits == 0 {
-            if c.max_seq <= 2048 {
-                16
-            } else {
-                32
-            }
-        } else {
-            o.attn_splits
-        },
-        ..o
-    };
-    if o.attn_splits > 32 {
+    let group = c.heads / c.kv_heads;
+    let o = StepOptions { attn_splits: if o.attn_splits == 0 { default_splits(c) } else { o.attn_splits }, ..o };
+    if o.attn_splits > MAX_SPLITS || o.attn_splits * group > MAX_PARTIALS {
         return Err(LlamaError::Config {
             field: "attn_splits".into(),
-            reason: "must be at most 32 (kernels/llama.cu: LL_MAX_SPLITS), or 0 to pick by max_seq".into(),
+            reason: format!(
+                "{} is more than {MAX_SPLITS} or, times the {group} query heads per KV head, more than {MAX_PARTIALS} partials (kernels/llama.cu: LL_MAX_SPLITS, LL_MAX_RECS); 0 picks by max_seq",
+                o.attn_splits
+            ),
         });
     }
     if o.gemv_blocks == 0 {
@@ -108,7 +119,6 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     if o.token >= c.vocab {
         return Err(LlamaError::Config { field: "token".into(), reason: format!("{} is past the vocabulary of {}", o.token, c.vocab) });
     }
-    let group = c.heads / c.kv_heads;
     let (h, q, kv, f, v) = (c.hidden as u64, (c.heads * c.head_dim) as u64, (c.kv_heads * c.head_dim) as u64, c.ffn as u64, c.vocab as u64);
     let mut g = Graph::new();
     let mut inits: Vec<Option<BufferInit>> = Vec::new();
@@ -128,12 +138,16 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let rope = buf(&mut g, "rope_freq".into(), 4 * (c.head_dim as u64 / 2), BufferInit::Zero)?;
     let x = buf(&mut g, "x".into(), 4 * h, BufferInit::Zero)?;
     let qb = buf(&mut g, "q".into(), 4 * q, BufferInit::Zero)?;
-    let attn = buf(&mut g, "attn".into(), 4 * q, BufferInit::Zero)?;
+    let kv_new = buf(&mut g, "kv_new".into(), 2 * 2 * kv, BufferInit::Zero)?;
     let act = buf(&mut g, "act".into(), 4 * f, BufferInit::Zero)?;
     let logits = buf(&mut g, "logits".into(), 4 * v, BufferInit::Zero)?;
     let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
-    let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group * (2 + c.head_dim)) as u64, BufferInit::Zero)?;
-    let attn_count = buf(&mut g, "attn_count".into(), 4 * c.kv_heads as u64, BufferInit::Zero)?;
+    let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::PARTIAL_FLOATS as u64, BufferInit::Zero)?;
+    // The streaming projections' work counters (zero between launches: each launch resets its own).
+    let ffn_ticket = buf(&mut g, "ffn_ticket".into(), 4, BufferInit::Zero)?;
+    let down_ticket = buf(&mut g, "down_ticket".into(), 4, BufferInit::Zero)?;
+    let head_ticket = buf(&mut g, "head_ticket".into(), 4, BufferInit::Zero)?;
+    // The LM head's grid (`stream` below): one (value, index) per block.
     let head_blocks = c.vocab.div_ceil(8).min(o.gemv_blocks);
     let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
     let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
@@ -160,9 +174,9 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let u = |n: u32| Arg::Scalar(Scalar::u32(n));
     let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
     let b = Arg::Whole;
-    // Projections stream their rows warp by warp (kernels/llama.cu): 8 rows (or row pairs) per
-    // block at least, at most `gemv_blocks` blocks.
-    let tile = |rows: u32, per_unit: u32| Launch::linear(rows.div_ceil(per_unit).div_ceil(8).min(o.gemv_blocks), 256);
+    // Streaming projections (kernels/llama.cu): persistent grids of at most `gemv_blocks` blocks,
+    // 8 units per block at least.
+    let stream = |units: u32| Launch::linear(units.div_ceil(8).min(o.gemv_blocks), 256);
     let mut dispatches = 0;
     let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg]| -> Result<(), LlamaError> {
         g.add_launch(kernel, l, args, &[])?;
@@ -175,48 +189,28 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         launch(
             &mut g,
             k_qkv,
-            tile(pairs, 1),
-            &[
-                b(qb),
-                b(lb.kcache),
-                b(lb.vcache),
-                b(x),
-                b(lb.ln1),
-                b(lb.wqkv),
-                b(rope),
-                Arg::Slot(pos),
-                u(c.hidden),
-                u(c.heads),
-                u(c.kv_heads),
-                u(c.head_dim),
-                u(c.max_seq),
-                eps,
-            ],
+            Launch::linear(pairs.div_ceil(QKV_WARPS), QKV_WARPS * 32),
+            &[b(qb), b(kv_new), b(x), b(lb.ln1), b(lb.wqkv), b(rope), Arg::Slot(pos), u(c.hidden), u(c.heads), u(c.kv_heads), u(c.head_dim), eps],
         )?;
         let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]);
         launch(
             &mut g,
             k_attn,
             attn_launch,
-            &[
-                b(attn),
-                b(attn_part),
-                b(attn_count),
-                b(qb),
-                b(lb.kcache),
-                b(lb.vcache),
-                Arg::Slot(pos),
-                u(c.heads),
-                u(c.kv_heads),
-                u(c.max_seq),
-                u(o.attn_splits),
-            ],
+            &[b(attn_part), b(lb.kcache), b(lb.vcache), b(qb), b(kv_new), Arg::Slot(pos), u(c.heads), u(c.kv_heads), u(c.max_seq), u(o.attn_splits)],
         )?;
-        launch(&mut g, k_o, tile(c.hidden, 1), &[b(x), b(lb.wo), b(attn), u(c.hidden), u(c.heads * c.head_dim)])?;
-        launch(&mut g, k_ffn, tile(c.ffn, 1), &[b(act), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
-        launch(&mut g, k_down, tile(c.hidden, 1), &[b(x), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
+        let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
+        launch(&mut g, k_o, o_launch, &[b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits)])?;
+        launch(&mut g, k_ffn, stream(c.ffn), &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+        let down_units = c.hidden * c.ffn.div_ceil(2048);
+        launch(&mut g, k_down, stream(down_units), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
     }
-    launch(&mut g, k_head, tile(c.vocab, 1), &[b(logits), b(head_part), b(head_count), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps])?;
+    launch(
+        &mut g,
+        k_head,
+        stream(c.vocab),
+        &[b(logits), b(head_part), b(head_count), b(head_ticket), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps],
+    )?;
     let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
     Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, logits, x, embed, norm, layers, dispatches })
 }

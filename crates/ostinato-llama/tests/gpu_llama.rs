@@ -1,7 +1,9 @@
 //! On the GPU: the Llama step on the CUDA backend against the independent f32 reference, with teacher
 //! forcing (both fed the same tokens): the shrunk model for 24 steps after a random context, and
-//! Llama-3.2-1B itself for 64 steps from position 0, each with PDL on auto (weights prefetched before
-//! `griddepcontrol.wait` on programmatic edges) and off.
+//! Llama-3.2-1B itself for 64 steps from position 0, each with PDL on auto (weights and cache rows
+//! requested before `griddepcontrol.wait` on programmatic edges) and off. With `OSTINATO_HF_DIR` set,
+//! also a checkpoint that `transformers` wrote, loaded through `load_checkpoint`, against the logits
+//! `transformers` computed in f32 (`examples/python/llama_hf_reference.py` writes both).
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_cuda::{CudaBackend, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
@@ -26,15 +28,17 @@ fn device_or_skip(test: &str) -> Option<Device> {
 /// sum in another order).
 const TOL: f32 = 2e-2;
 
-/// Runs `steps` teacher-forced steps from `pos0` under `mode`; returns the worst |Δlogit|.
-fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0: u32, steps: u32) -> f32 {
+/// The step's exec on `device` under `mode`, every buffer written from `init`; checks which kernels
+/// read before their wait and that `mode` got programmatic edges where it may. Returns the exec and its
+/// programmatic edge count.
+fn instantiate(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode) -> (impl Exec, usize) {
     let plan = Plan::compile(&step.graph).unwrap();
     let options = CudaOptions { pdl: PdlPolicy::new(mode), trigger: PdlTrigger::AfterWait, ..Default::default() };
     let backend = CudaBackend::new(device, options).unwrap();
     // The pack's kernels bind as a user's do: through the backend, from their references.
     let kernels: Vec<_> = plan.graph().kernels().iter().map(|k| backend.bind_kernel(k, &pack::cuda_ref(&k.name).unwrap()).unwrap()).collect();
     for k in &kernels {
-        let prefetches = matches!(k.name.as_str(), "llama_qkv" | "llama_o" | "llama_ffn_in" | "llama_down" | "llama_lm_head");
+        let prefetches = matches!(k.name.as_str(), "llama_qkv" | "llama_attn" | "llama_o" | "llama_ffn_in" | "llama_down" | "llama_lm_head");
         assert!(k.pdl_capable, "{}", k.name);
         assert_eq!(!k.pre_wait_reads.is_empty(), prefetches, "{}: pre-wait reads {:?}", k.name, k.pre_wait_reads);
     }
@@ -47,23 +51,34 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
     for (b, bytes) in init.iter().enumerate() {
         exec.write_buffer(ostinato::BufferId(b as u32), 0, bytes).unwrap();
     }
+    (exec, programmatic)
+}
+
+/// One teacher-forced step: the logits, checked to have the written greedy token as their argmax.
+fn step_logits(exec: &mut impl Exec, step: &LlamaStep, token: u32, pos: u32) -> Vec<f32> {
+    exec.write_buffer(step.token, 0, &token.to_le_bytes()).unwrap();
+    exec.set_slot(step.pos, Scalar::u32(pos)).unwrap();
+    exec.replay().unwrap();
+    let mut raw = vec![0u8; 4 * step.config.vocab as usize];
+    exec.read_buffer(step.logits, 0, &mut raw).unwrap();
+    let got: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let mut t = [0u8; 4];
+    exec.read_buffer(step.token, 0, &mut t).unwrap();
+    let argmax = (0..got.len()).fold(0, |b, j| if got[j] > got[b] { j } else { b });
+    assert_eq!(u32::from_le_bytes(t) as usize, argmax, "pos {pos}: the token written is the logits' argmax");
+    got
+}
+
+/// Runs `steps` teacher-forced steps from `pos0` under `mode`; returns the worst |Δlogit|.
+fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0: u32, steps: u32) -> f32 {
+    let (mut exec, programmatic) = instantiate(device, step, init, mode);
     let mut reference = Reference::new(step, init.to_vec());
     let mut worst = 0.0f32;
-    let vocab = step.config.vocab as usize;
     for i in 0..steps {
         let (token, pos) = ((7919 * i + 3) % step.config.vocab, pos0 + i);
-        exec.write_buffer(step.token, 0, &token.to_le_bytes()).unwrap();
-        exec.set_slot(step.pos, Scalar::u32(pos)).unwrap();
-        exec.replay().unwrap();
-        let mut raw = vec![0u8; 4 * vocab];
-        exec.read_buffer(step.logits, 0, &mut raw).unwrap();
-        let got: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let got = step_logits(&mut exec, step, token, pos);
         let want = reference.step(token, pos);
         worst = worst.max(agree(&want, &got, TOL).unwrap_or_else(|e| panic!("{mode:?} step {i} (pos {pos}): {e}")));
-        let mut t = [0u8; 4];
-        exec.read_buffer(step.token, 0, &mut t).unwrap();
-        let argmax = (0..vocab).fold(0, |b, j| if got[j] > got[b] { j } else { b });
-        assert_eq!(u32::from_le_bytes(t) as usize, argmax, "{mode:?} step {i}: the token written is the logits' argmax");
     }
     println!(
         "{:?} {mode:?}: max |Δlogit| / max |logit| {worst:.3e} over {steps} steps from position {pos0} ({programmatic} programmatic edges)",
@@ -90,4 +105,68 @@ fn llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps() {
     for mode in [PdlMode::Auto, PdlMode::Off] {
         run(&device, &step, &init, mode, 0, 64);
     }
+}
+
+/// Largest |Δlogit| allowed against `transformers` in f32, relative to the largest |logit|, over the
+/// reference's teacher-forced positions (docs/llama.md has the measurement it is set from).
+const HF_TOL: f32 = 2e-2;
+
+/// A checkpoint `transformers` wrote (`save_pretrained`: config.json and safetensors with its own
+/// names), read through `load_checkpoint`, against the logits `transformers` computed for it in f32 (the
+/// RoPE frequencies in f32). `OSTINATO_HF_DIR` holds both (`examples/python/llama_hf_reference.py`).
+#[test]
+fn a_transformers_checkpoint_agrees_with_transformers() {
+    let Some(dir) = std::env::var_os("OSTINATO_HF_DIR").map(std::path::PathBuf::from) else {
+        println!("SKIP a_transformers_checkpoint_agrees_with_transformers: OSTINATO_HF_DIR is not set");
+        return;
+    };
+    let Some(device) = device_or_skip("a_transformers_checkpoint_agrees_with_transformers") else { return };
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let reference = std::fs::read(dir.join("reference.bin")).unwrap();
+    let word = |i: usize| u32::from_le_bytes([reference[4 * i], reference[4 * i + 1], reference[4 * i + 2], reference[4 * i + 3]]);
+    let (positions, vocab) = (word(0) as usize, word(1) as usize);
+    let config = LlamaConfig::from_hf_json(&text, positions as u32).unwrap();
+    assert_eq!(config.vocab as usize, vocab);
+    let step = record(&config, StepOptions::default()).unwrap();
+    let mut init = step.initial_bytes();
+    for (name, bytes) in ostinato_llama::load_checkpoint(&dir, &config).unwrap() {
+        let id = step.graph.buffers().iter().position(|b| b.name == name).unwrap_or_else(|| panic!("no buffer {name}"));
+        init[id] = bytes;
+    }
+    for (id, bytes) in &step.data {
+        init[id.index()] = bytes.clone();
+    }
+    let tokens: Vec<u32> = (0..positions).map(|i| word(2 + i)).collect();
+    let logits_at = 4 * (2 + positions);
+    let (mut exec, _) = instantiate(&device, &step, &init, PdlMode::Auto);
+    // Every position measured first (the worst is what the tolerance is set from), then judged.
+    let (mut worst, mut worst_at, mut same, mut decided, mut wrong) = (0.0f32, 0, 0, 0, Vec::new());
+    for (pos, &token) in tokens.iter().enumerate() {
+        let got = step_logits(&mut exec, &step, token, pos as u32);
+        let at = logits_at + 4 * pos * vocab;
+        let want: Vec<f32> = reference[at..at + 4 * vocab].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert!(got.iter().all(|v| v.is_finite()), "position {pos}: a logit is not finite");
+        let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let diff = want.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max) / scale;
+        if diff > worst {
+            (worst, worst_at) = (diff, pos);
+        }
+        let top = |v: &[f32]| (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b });
+        let (tw, tg) = (top(&want), top(&got));
+        let second = want.iter().enumerate().filter(|(i, _)| *i != tw).map(|(_, v)| *v).fold(f32::MIN, f32::max);
+        let margin = (want[tw] - second) / scale;
+        if margin > HF_TOL {
+            decided += 1;
+        }
+        if tw == tg {
+            same += 1;
+        } else if margin > HF_TOL {
+            wrong.push((pos, margin));
+        }
+    }
+    println!(
+        "transformers checkpoint, {positions} teacher-forced positions: max |Δlogit| / max |logit| {worst:.3e} at position {worst_at} (tolerance {HF_TOL:.0e}); greedy token equal at {same} of {positions}; {decided} positions with the reference's top-1 margin over the tolerance, unequal at {wrong:?}"
+    );
+    assert!(worst <= HF_TOL, "logits differ by {worst:.3e} of their scale at position {worst_at}");
+    assert!(wrong.is_empty(), "greedy tokens differ where the reference's margin exceeds the tolerance: {wrong:?}");
 }
