@@ -57,6 +57,7 @@ fn info(ordinal: i32) -> Result<(DeviceInfo, cudarc::driver::sys::CUdevice)> {
             max_block: [a(attr::MAX_BLOCK[0])? as u32, a(attr::MAX_BLOCK[1])? as u32, a(attr::MAX_BLOCK[2])? as u32],
             max_grid: [a(attr::MAX_GRID[0])? as u32, a(attr::MAX_GRID[1])? as u32, a(attr::MAX_GRID[2])? as u32],
             max_shared_bytes: a(attr::MAX_SHARED_PER_BLOCK)? as u32,
+            max_shared_opt_in: a(attr::MAX_SHARED_PER_BLOCK_OPT_IN)? as u32,
         },
     };
     Ok((info, raw.handle))

@@ -55,6 +55,7 @@ impl CudaBackend {
         let calls: Vec<Option<CollectiveCall>> = lowering.launches.iter().map(|l| CollectiveCall::of(plan, l.node, &base)).collect();
         let comm = if calls.iter().any(Option::is_some) { Some(Communicator::single(self.device.info().ordinal)?) } else { None };
         let (funcs, mut args) = self.launch_args(plan, &lowering, &kernels, (&copy_k, &fill_k), &base);
+        self.opt_in_shared(plan, &lowering, &funcs)?;
         let main = Arc::new(match external {
             Some(e) => Stream::external(&self.ctx, e.handle())?,
             None => self.new_stream()?,
@@ -180,6 +181,36 @@ impl CudaBackend {
                 (k.build(if eager { l.eager_variant } else { l.variant }).clone(), KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()))
             })
             .unzip()
+    }
+
+    /// Shared memory past the default a block gets: each function launched with more (static and
+    /// dynamic together) is let ask for its largest launch's dynamic bytes; more than the opt-in
+    /// gives is refused, naming the node.
+    fn opt_in_shared(&self, plan: &Plan, lowering: &Lowering, funcs: &[Function]) -> Result<()> {
+        let limits = self.device.info().limits;
+        let mut wanted: Vec<(&Function, u32)> = Vec::new();
+        for (l, f) in lowering.launches.iter().zip(funcs).filter(|(l, _)| l.dims.shared > 0) {
+            let total = u64::from(f.static_shared_bytes()?) + u64::from(l.dims.shared);
+            if total > u64::from(limits.max_shared_opt_in) {
+                return Err(CudaError::Unsupported {
+                    op: "instantiate",
+                    reason: format!(
+                        "{}: {} bytes of shared memory ({} dynamic), the device gives at most {} per block",
+                        plan.graph().describe_node(l.node),
+                        total,
+                        l.dims.shared,
+                        limits.max_shared_opt_in
+                    ),
+                });
+            }
+            if total > u64::from(limits.max_shared_bytes) {
+                match wanted.iter_mut().find(|(g, _)| g.handle() == f.handle()) {
+                    Some((_, most)) => *most = (*most).max(l.dims.shared),
+                    None => wanted.push((f, l.dims.shared)),
+                }
+            }
+        }
+        wanted.into_iter().try_for_each(|(f, bytes)| f.allow_dynamic_shared(bytes))
     }
 
     /// A stream of the exec's own, at the options' priority.

@@ -70,6 +70,24 @@ impl Function {
     pub(crate) fn handle(&self) -> sys::CUfunction {
         self.f
     }
+    /// A function attribute (`cuFuncGetAttribute`).
+    pub(crate) fn attribute(&self, attr: sys::CUfunction_attribute) -> Result<i32> {
+        let mut v = 0;
+        // SAFETY: valid function and attribute enum; writes one int.
+        check("cuFuncGetAttribute", unsafe { sys::cuFuncGetAttribute(&mut v, attr, self.f) })?;
+        Ok(v)
+    }
+    /// Bytes of static shared memory the function declares.
+    pub(crate) fn static_shared_bytes(&self) -> Result<u32> {
+        Ok(self.attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32)
+    }
+    /// Lets launches of this function ask for up to `bytes` of dynamic shared memory (the opt-in past
+    /// the default 48 KiB a block gets).
+    pub(crate) fn allow_dynamic_shared(&self, bytes: u32) -> Result<()> {
+        let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        // SAFETY: valid function and attribute enum; the driver checks the value against the device.
+        check("cuFuncSetAttribute", unsafe { sys::cuFuncSetAttribute(self.f, attr, bytes as i32) })
+    }
     /// (offset, size) of each param, from `cuFuncGetParamInfo` (driver 12.4+); `None` on older drivers.
     pub(crate) fn param_layout(&self) -> Result<Option<Vec<(usize, usize)>>> {
         if driver_version()? < 12040 {

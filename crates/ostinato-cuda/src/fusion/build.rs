@@ -59,7 +59,10 @@ pub fn fuse(
     let n = plan.node_count();
     let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = (0..n).map(|v| body_of(plan, v, kernels, helpers)).collect();
     let fusable: Vec<Option<Fusable>> = bodies.iter().map(|b| b.map(|(_, f)| f)).collect();
-    let limit = device.info().limits.max_shared_bytes as u64;
+    // A fused kernel's static shared memory is at most the default a block gets; with its dynamic
+    // shared memory, at most what the opt-in gives (the exec sets the opt-in where it is needed).
+    let limits = device.info().limits;
+    let (static_limit, limit) = (limits.max_shared_bytes as u64, limits.max_shared_opt_in as u64);
     let g = plan.graph();
     let mut picked: Vec<Group> = Vec::new();
     for gr in groups(plan, &fusable, mode) {
@@ -77,13 +80,13 @@ pub fn fuse(
                 dynamic = dynamic.max(launch.shared_bytes as u64);
             }
         }
-        if shared + dynamic > limit {
+        if shared > static_limit || shared + dynamic > limit {
             if mode == FusionMode::On {
                 let first = gr.lanes[0][0];
                 return Err(CudaError::Unsupported {
                     op: "fusion",
                     reason: format!(
-                        "the fused kernel of {} nodes from n{first} ({}) needs {} bytes of shared memory, more than the {limit} a block has",
+                        "the fused kernel of {} nodes from n{first} ({}) needs {} bytes of shared memory ({shared} static), more than a block has ({static_limit} static, {limit} in all)",
                         gr.len(),
                         entries.join(", "),
                         shared + dynamic
