@@ -102,6 +102,23 @@ int main(void) {
     expect(ost_graph_add_collective(t, "all_reduce", OST_F32, sends, sends, 2, NULL, 0, &c), OST_OK, NULL, "an all-reduce over two devices");
     expect(ost_graph_free(t), OST_OK, NULL, "free the second graph");
 
+    ost_graph *al = NULL;
+    uint32_t ab = 0;
+    expect(ost_graph_new(&al), OST_OK, NULL, "a graph for aliasing");
+    expect(ost_graph_add_buffer(al, "b", 64, &ab), OST_OK, NULL, "its buffer");
+    /* Two params of one launch on overlapping bytes, one written: refused unless the kernel declares it. */
+    const ost_param two[] = {{"out", OST_PARAM_READ_WRITE}, {"inp", OST_PARAM_READ}};
+    uint32_t k2 = 0, n2 = 0;
+    expect(ost_graph_add_kernel(al, "pair", two, 2, &k2), OST_OK, NULL, "a two-buffer kernel");
+    ost_arg pair[2] = {{0}};
+    pair[0].kind = OST_ARG_BUFFER; pair[0].slice.buffer = ab; pair[0].slice.offset = 0; pair[0].slice.len = 32;
+    pair[1].kind = OST_ARG_BUFFER; pair[1].slice.buffer = ab; pair[1].slice.offset = 16; pair[1].slice.len = 32;
+    expect(ost_graph_add_launch(al, k2, grid, block, 0, pair, 2, NULL, 0, &n2), OST_ERR_GRAPH, "params `out` and `inp` overlap on bytes [16, 32)", "an undeclared aliasing");
+    expect(ost_graph_kernel_may_alias(al, k2, "out", "nope"), OST_ERR_GRAPH, "`nope` is not one of its params", "an aliasing of an unknown param");
+    expect(ost_graph_kernel_may_alias(al, k2, "out", "inp"), OST_OK, NULL, "a declared aliasing");
+    expect(ost_graph_add_launch(al, k2, grid, block, 0, pair, 2, NULL, 0, &n2), OST_OK, NULL, "the declared aliasing launched");
+    expect(ost_graph_free(al), OST_OK, NULL, "free the aliasing graph");
+
     if (failures) { fprintf(stderr, "errors.c: %d failures\n", failures); return 1; }
     printf("errors.c: every error path refused with its status and message\n");
     return 0;

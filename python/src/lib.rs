@@ -168,9 +168,17 @@ impl PyGraph {
     /// Declares a kernel: `params` is a list of `(name, kind)`, kind `read`, `write`, `read_write` for
     /// a buffer or a scalar type; the keyword arguments name its implementation per backend
     /// (`host="builtin:mix"`, `cuda="builtin:mix"` or a `.cu`/`.ptx`/`.cubin` path; `cuda_entry=` its
-    /// symbol).
-    #[pyo3(signature = (name, params, **impls))]
-    fn kernel(&mut self, name: &str, params: Vec<(String, String)>, impls: Option<&Bound<'_, PyDict>>) -> PyResult<Kernel> {
+    /// symbol). `alias=[("out", "inp")]` declares pairs of buffer params one launch may bind to
+    /// overlapping bytes (the kernel orders them itself); other overlaps with a written param are
+    /// refused when launched.
+    #[pyo3(signature = (name, params, alias=None, **impls))]
+    fn kernel(
+        &mut self,
+        name: &str,
+        params: Vec<(String, String)>,
+        alias: Option<Vec<(String, String)>>,
+        impls: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Kernel> {
         let mut sig = KernelSig::new(name);
         for (p, kind) in &params {
             sig = match Access::parse(kind) {
@@ -181,6 +189,9 @@ impl PyGraph {
                         .map_err(|_| err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write) nor a scalar type")))?,
                 ),
             };
+        }
+        for (a, b) in alias.iter().flatten() {
+            sig = sig.may_alias(a, b).map_err(err)?;
         }
         let mut refs = BTreeMap::new();
         let mut entries: HashMap<String, String> = HashMap::new();

@@ -75,3 +75,18 @@ def test_reads_and_writes_outside_a_buffer_are_refused_before_allocating():
         ex.read("x0", -1, 4)
     assert ex.read("x0", 60) == b"\0" * 4
     assert ex.read("x0", 64) == b""
+
+
+def test_a_launch_whose_written_param_overlaps_another_is_refused_unless_declared():
+    g = ostinato.Graph()
+    b0 = g.buffer("b0", 4096)
+    mix = g.kernel("mix", [("out", "read_write"), ("inp", "read"), ("n_out", "u32"), ("n_in", "u32"), ("salt", "u32")],
+                   host="builtin:mix")
+    with pytest.raises(ostinato.GraphError, match=r"params `out` and `inp` overlap on bytes \[160, 3536\) of `b0`"):
+        g.launch(mix, grid=(1,), block=(256,), out=b0, inp=b0[160:3536], n_out=1024, n_in=844, salt=1)
+    assert g.nodes == 0
+    aliased = g.kernel("mix_aliased", [("out", "read_write"), ("inp", "read"), ("n_out", "u32"), ("n_in", "u32"), ("salt", "u32")],
+                       alias=[("out", "inp")], host="builtin:mix")
+    g.launch(aliased, grid=(1,), block=(256,), out=b0, inp=b0[160:3536], n_out=1024, n_in=844, salt=1)
+    with pytest.raises(ostinato.GraphError, match="`nope` is not one of its params"):
+        g.kernel("k", [("x", "write")], alias=[("x", "nope")])

@@ -402,6 +402,17 @@ enum ost_status ost_graph_add_kernel(struct ost_graph *g,
                                      size_t count,
                                      uint32_t *id);
 
+// Declares that kernel `kernel`'s buffer params `a` and `b` may bind overlapping bytes in one launch
+// although one is written (the kernel's code orders their accesses itself). Without it such a launch
+// is refused when recorded.
+//
+// # Safety
+// `a` and `b` are NUL-terminated strings.
+enum ost_status ost_graph_kernel_may_alias(struct ost_graph *g,
+                                           uint32_t kernel,
+                                           const char *a,
+                                           const char *b);
+
 // Names kernel `kernel`'s implementation for `backend` (`"host"`, `"cuda"`): `source` is
 // `"builtin:NAME"` or a file (`.cu` compiled by NVRTC, `.ptx`, `.cubin`; relative to the graph
 // file's folder, or to the working directory); `entry` is its symbol (NULL: the kernel's name).

@@ -124,7 +124,7 @@ pub(crate) fn plan_of(p: *const ost_plan) -> Fallible<Arc<CPlan>> {
 }
 
 fn graph_err(e: ostinato::GraphError) -> (ost_status, String) {
-    (OST_ERR_GRAPH, e.to_string())
+    (crate::status_of(e.kind()), e.to_string())
 }
 
 pub(crate) fn scalar_type(t: u32) -> Fallible<ScalarType> {
@@ -365,6 +365,23 @@ pub unsafe extern "C" fn ost_graph_add_kernel(g: *mut ost_graph, name: *const c_
         g.host_fns.push(None);
         // SAFETY: checked non-NULL above.
         unsafe { put(id, k.0, "id") }
+    })
+}
+
+/// Declares that kernel `kernel`'s buffer params `a` and `b` may bind overlapping bytes in one launch
+/// although one is written (the kernel's code orders their accesses itself). Without it such a launch
+/// is refused when recorded.
+///
+/// # Safety
+/// `a` and `b` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn ost_graph_kernel_may_alias(g: *mut ost_graph, kernel: u32, a: *const c_char, b: *const c_char) -> ost_status {
+    guard(|| {
+        let g = graph_of(g)?;
+        // SAFETY: the caller vouches for two NUL-terminated strings.
+        let (a, b) = unsafe { (text(a, "a")?, text(b, "b")?) };
+        let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        g.graph.declare_aliasing(ostinato::KernelId(kernel), a, b).map_err(graph_err)
     })
 }
 

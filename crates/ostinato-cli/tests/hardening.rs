@@ -153,3 +153,21 @@ fn vulkan_without_a_driver_a_device_or_an_entry_point_is_named() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+const MIX: &str = "[[kernel]]\nname = \"mix\"\nparams = [{ name = \"out\", access = \"read_write\" }, { name = \"inp\", access = \"read\" }, { name = \"n_out\", scalar = \"u32\" }, { name = \"n_in\", scalar = \"u32\" }, { name = \"salt\", scalar = \"u32\" }]\nhost = \"builtin:mix\"\n";
+
+#[test]
+fn a_launch_whose_written_param_overlaps_another_is_refused_at_its_line() {
+    let node = "[[node]]\nkernel = \"mix\"\ngrid = [1]\nblock = [256]\nargs = { out = \"b0\", inp = { buffer = \"b0\", offset = 160, len = 3376 }, n_out = 1024, n_in = 844, salt = 1 }\n";
+    let text = format!("[[buffer]]\nname = \"b0\"\nsize = 4096\n\n{MIX}\n{node}");
+    refused(&text, &["plan", "{}"], &[".toml:10:", "node 0 (mix): params `out` and `inp` overlap on bytes [160, 3536) of `b0`"]);
+    refused(&text, &["run", "{}", "--backend", "vulkan"], &["params `out` and `inp` overlap"]);
+    // Declared in the kernel's signature: planned and run.
+    let declared = format!("[[buffer]]\nname = \"b0\"\nsize = 4096\n\n{}alias = [[\"out\", \"inp\"]]\n\n{node}", MIX);
+    let path = std::env::temp_dir().join(format!("ostinato-alias-{}.toml", std::process::id()));
+    std::fs::write(&path, declared).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ostinato")).args(["run", path.to_str().unwrap(), "--check"]).output().expect("binary runs");
+    let _ = std::fs::remove_file(&path);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    refused(&format!("[[buffer]]\nname = \"b0\"\nsize = 64\n\n{MIX}alias = [[\"out\"]]\n"), &["plan", "{}"], &[".toml:5:", "each `alias` entry is a pair"]);
+}

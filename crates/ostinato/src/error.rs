@@ -43,6 +43,13 @@ pub enum GraphError {
     MixedDevices { node: u32, what: String, detail: String },
     #[error("node {node} ({op}): {reason}")]
     Collective { node: u32, op: &'static str, reason: String },
+    /// A written param of a launch overlaps another of its params, an aliasing its kernel does not declare.
+    #[error(
+        "node {node} ({kernel}): params `{first}` and `{second}` overlap on bytes [{lo}, {hi}) of `{buffer}` and one of them is written; the threads of one launch run in no order (declare the aliasing in the kernel's signature if its code orders them)"
+    )]
+    Aliasing { node: u32, kernel: String, first: String, second: String, buffer: String, lo: u64, hi: u64 },
+    #[error("kernel `{kernel}`: an aliasing declaration names {reason}")]
+    BadAlias { kernel: String, reason: String },
 }
 
 /// Planning failed.

@@ -10,6 +10,7 @@
 //! [[kernel]]
 //! name = "mix"
 //! params = [{ name = "out", access = "read_write" }, { name = "n", scalar = "u32" }]
+//! alias = []            # pairs of params one launch may bind to overlapping bytes (default: none)
 //! host = "builtin:mix"   # one implementation per backend, by backend name
 //! cuda = { source = "kernels/mix.cu", entry = "mix", pdl = true }   # options go to the backend
 //! [[node]]
@@ -262,6 +263,9 @@ struct SlotSpec {
 struct KernelSpec {
     name: String,
     params: Vec<ParamSpec>,
+    /// Pairs of params one launch may bind to overlapping bytes (`alias = [["out", "inp"]]`).
+    #[serde(default)]
+    alias: Vec<Vec<String>>,
     #[serde(flatten)]
     impls: BTreeMap<String, toml::Value>,
 }
@@ -460,6 +464,12 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
                 }
                 (Some(_), Some(_)) => return Err(cx.err(at, format!("kernel `{}` param `{}`: both `access` and `scalar` given", k.name, p.name))),
             };
+        }
+        for pair in &k.alias {
+            let [a, b] = pair.as_slice() else {
+                return Err(cx.err(at, format!("kernel `{}`: each `alias` entry is a pair of param names, got {} names", k.name, pair.len())));
+            };
+            sig = sig.may_alias(a, b).map_err(|e| cx.err(at, e.to_string()))?;
         }
         let mut refs = BTreeMap::new();
         for (key, value) in &k.impls {

@@ -101,11 +101,31 @@ pub struct ParamSig {
 pub struct KernelSig {
     pub name: String,
     pub params: Vec<ParamSig>,
+    /// Pairs of buffer params (indices, the smaller first) that one launch may bind to overlapping
+    /// bytes although one of them is written: the kernel's author declares that its code orders their
+    /// accesses itself. Any other overlap with a written param is refused when the launch is recorded
+    /// (the threads of one launch run in no order).
+    pub aliasing: Vec<(usize, usize)>,
 }
 
 impl KernelSig {
     pub fn new(name: impl Into<String>) -> Self {
-        KernelSig { name: name.into(), params: Vec::new() }
+        KernelSig { name: name.into(), params: Vec::new(), aliasing: Vec::new() }
+    }
+    /// Declares that params `a` and `b` may alias in one launch (see [`KernelSig::aliasing`]); a name
+    /// that is no param of the signature is an error naming it.
+    pub fn may_alias(mut self, a: &str, b: &str) -> Result<Self, GraphError> {
+        let index =
+            |p: &str| self.param_index(p).ok_or_else(|| GraphError::BadAlias { kernel: self.name.clone(), reason: format!("`{p}` is not one of its params") });
+        let (i, j) = (index(a)?, index(b)?);
+        if i == j {
+            return Err(GraphError::BadAlias { kernel: self.name.clone(), reason: format!("`{a}` with itself") });
+        }
+        let pair = (i.min(j), i.max(j));
+        if !self.aliasing.contains(&pair) {
+            self.aliasing.push(pair);
+        }
+        Ok(self)
     }
     /// Adds a buffer param with its access mode.
     pub fn buffer(mut self, name: impl Into<String>, access: Access) -> Self {
@@ -488,6 +508,14 @@ impl Graph {
         Ok(id)
     }
 
+    /// Declares that kernel `kernel`'s params `a` and `b` may alias in one launch (see
+    /// [`KernelSig::aliasing`]); launches recorded before keep the check they passed.
+    pub fn declare_aliasing(&mut self, kernel: KernelId, a: &str, b: &str) -> Result<(), GraphError> {
+        let sig = self.kernels.get(kernel.index()).ok_or(GraphError::UnknownKernel { node: self.nodes.len() as u32, id: kernel.0 })?;
+        self.kernels[kernel.index()] = sig.clone().may_alias(a, b)?;
+        Ok(())
+    }
+
     /// Declares a patchable scalar slot with its initial value.
     pub fn add_slot(&mut self, name: impl Into<String>, initial: Scalar) -> Result<SlotId, GraphError> {
         let name = name.into();
@@ -600,9 +628,46 @@ impl Graph {
                 });
             }
         }
+        self.check_aliasing(node, sig, &resolved)?;
         self.check_after(node, after)?;
         self.nodes.push(Node { op: NodeOp::Kernel { kernel, launch, args: resolved }, after: after.to_vec() });
         Ok(node)
+    }
+
+    /// Refuses a launch in which a written param overlaps another of its params (on one root
+    /// allocation) where the signature declares no such aliasing: the launch's threads run in no
+    /// order, so its result would depend on the backend.
+    fn check_aliasing(&self, node: NodeId, sig: &KernelSig, args: &[Arg]) -> Result<(), GraphError> {
+        let buffers: Vec<(usize, Access, Slice)> = sig
+            .params
+            .iter()
+            .zip(args)
+            .enumerate()
+            .filter_map(|(i, (p, a))| match (&p.kind, a) {
+                (ParamKind::Buffer(m), Arg::Buffer(s)) => Some((i, *m, *s)),
+                _ => None,
+            })
+            .collect();
+        for (x, &(i, mi, si)) in buffers.iter().enumerate() {
+            for &(j, mj, sj) in &buffers[x + 1..] {
+                if !(mi.writes() || mj.writes()) || sig.aliasing.contains(&(i, j)) {
+                    continue;
+                }
+                let ((ri, a0, a1), (rj, b0, b1)) = (self.root_extent(si), self.root_extent(sj));
+                if ri == rj && a0 < b1 && b0 < a1 {
+                    return Err(GraphError::Aliasing {
+                        node: node.0,
+                        kernel: sig.name.clone(),
+                        first: sig.params[i].name.clone(),
+                        second: sig.params[j].name.clone(),
+                        buffer: self.buffers[ri.index()].name.clone(),
+                        lo: a0.max(b0),
+                        hi: a1.min(b1),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Records a copy of `src` into `dst`.

@@ -9,9 +9,44 @@ use ostinato::{check_slot, Access, Arg, Graph, GraphError, KernelSig, Launch, No
 fn base() -> (Graph, ostinato::BufferId, ostinato::KernelId) {
     let mut g = Graph::new();
     let a = g.add_buffer("a", 64).unwrap();
-    let k = g.add_kernel(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n", ScalarType::U32)).unwrap();
+    // `out` and `inp` may alias: these tests bind both to `a`.
+    let sig = KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n", ScalarType::U32).may_alias("out", "inp").unwrap();
+    let k = g.add_kernel(sig).unwrap();
     g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(a), Arg::Scalar(Scalar::u32(4))], &[]).unwrap();
     (g, a, k)
+}
+
+#[test]
+fn a_written_param_overlapping_another_of_its_launch_is_refused_unless_declared() {
+    let mut g = Graph::new();
+    let a = g.add_buffer("a", 4096).unwrap();
+    let v = g.add_view("v", a, 160, 3376).unwrap();
+    let sig = KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n", ScalarType::U32);
+    let k = g.add_kernel(sig.clone()).unwrap();
+    let before = g.clone();
+    // Through a view of the same root: bytes [160, 3536) of `a` overlap.
+    let e = g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(v), Arg::Scalar(Scalar::u32(4))], &[]).unwrap_err();
+    assert_eq!(e, GraphError::Aliasing { node: 0, kernel: "mix".into(), first: "out".into(), second: "inp".into(), buffer: "a".into(), lo: 160, hi: 3536 });
+    assert!(e.to_string().contains("params `out` and `inp` overlap on bytes [160, 3536) of `a`"), "{e}");
+    assert_eq!(g, before, "a refused node leaves the graph unchanged");
+    // Disjoint slices of one buffer are fine, as are two reads of the same bytes.
+    let lo = Slice { buffer: a, offset: 0, len: 160 };
+    g.add_launch(k, Launch::linear(1, 32), &[Arg::Buffer(lo), Arg::Buffer(Slice { buffer: a, offset: 160, len: 160 }), Arg::Scalar(Scalar::u32(4))], &[])
+        .unwrap();
+    let reads = g.add_kernel(KernelSig::new("sum").buffer("x", Access::Read).buffer("y", Access::Read).buffer("out", Access::Write)).unwrap();
+    let b = g.add_buffer("b", 64).unwrap();
+    g.add_launch(reads, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(a), Arg::Whole(b)], &[]).unwrap();
+    // A write-only param overlapping a write-only one: refused too.
+    let two = g.add_kernel(KernelSig::new("two").buffer("p", Access::Write).buffer("q", Access::Write)).unwrap();
+    let e = g.add_launch(two, Launch::linear(1, 1), &[Arg::Buffer(lo), Arg::Buffer(Slice { buffer: a, offset: 159, len: 1 })], &[]).unwrap_err();
+    assert!(matches!(e, GraphError::Aliasing { lo: 159, hi: 160, .. }), "{e}");
+    // Declared in the signature: the kernel's author owns it.
+    let declared = g.add_kernel(KernelSig { name: "mix_aliased".into(), ..sig }.may_alias("inp", "out").unwrap()).unwrap();
+    g.add_launch(declared, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(v), Arg::Scalar(Scalar::u32(4))], &[]).unwrap();
+    // A declaration must name two params of the signature.
+    let bad = KernelSig::new("k").buffer("x", Access::Write).may_alias("x", "y").unwrap_err();
+    assert!(bad.to_string().contains("`y` is not one of its params"), "{bad}");
+    assert!(KernelSig::new("k").buffer("x", Access::Write).may_alias("x", "x").is_err());
 }
 
 #[test]
@@ -153,6 +188,7 @@ init = "iota"
 name = "mix"
 params = [{ name = "out", access = "read_write" }, { name = "inp", access = "read" },
           { name = "n_out", scalar = "u32" }, { name = "n_in", scalar = "u32" }, { name = "salt", scalar = "u32" }]
+alias = [["out", "inp"]]
 host = "builtin:mix"
 [[node]]
 kernel = "mix"
