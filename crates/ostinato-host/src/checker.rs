@@ -15,63 +15,106 @@ use ostinato::{Graph, NodeId, Plan};
 use crate::HostError;
 
 pub(crate) struct RaceChecker {
-    /// ancestors[v] as a bitset over node ids, from the executed edges.
-    anc: Vec<u64>,
-    words: usize,
-    shadow: Mutex<AccessFrontier>,
+    /// Each node's position in the plan's topological order: no node earlier than `a` descends from it.
+    topo: Vec<u32>,
+    /// The executed edges, backwards: `preds[v]`.
+    preds: Vec<Vec<u32>>,
+    state: Mutex<Shadow>,
+}
+
+/// What the checker updates under its lock: the frontier, and the scratch of a reachability search.
+struct Shadow {
+    frontier: AccessFrontier,
+    /// `seen[v] == stamp` when node `v` was visited by the current search.
+    seen: Vec<u32>,
+    stamp: u32,
+    stack: Vec<u32>,
 }
 
 impl RaceChecker {
-    pub(crate) fn new(plan: &Plan) -> Self {
+    /// A checker of `plan`'s executed edges. Its memory is proportional to nodes plus edges (an ancestor
+    /// matrix would be quadratic: 5 GB at 200,000 nodes); an ordering is a search backwards from the
+    /// later node, pruned by topological position, run only for accesses that conflict.
+    pub(crate) fn new(plan: &Plan) -> Result<Self, HostError> {
         let n = plan.node_count();
-        let words = n.div_ceil(64).max(1);
-        let mut anc = vec![0u64; n * words];
-        for &v in plan.order() {
-            let vi = v.index();
-            for &p in plan.preds(v) {
-                let p = p as usize;
-                for w in 0..words {
-                    let x = anc[p * words + w];
-                    anc[vi * words + w] |= x;
-                }
-                anc[vi * words + p / 64] |= 1 << (p % 64);
-            }
+        let refuse = || HostError::OutOfMemory { operation: "race checker", reason: format!("cannot allocate the shadow of {n} nodes") };
+        let mut topo = Vec::new();
+        topo.try_reserve_exact(n).map_err(|_| refuse())?;
+        topo.resize(n, 0u32);
+        for (i, v) in plan.order().iter().enumerate() {
+            topo[v.index()] = i as u32;
         }
-        RaceChecker { anc, words, shadow: Mutex::new(AccessFrontier::new(plan.graph().buffers().len())) }
+        let mut preds = Vec::new();
+        preds.try_reserve_exact(n).map_err(|_| refuse())?;
+        for v in 0..n {
+            preds.push(plan.preds(NodeId(v as u32)).to_vec());
+        }
+        let mut seen = Vec::new();
+        seen.try_reserve_exact(n).map_err(|_| refuse())?;
+        seen.resize(n, 0u32);
+        let frontier = AccessFrontier::new(plan.graph().buffers().len());
+        Ok(RaceChecker { topo, preds, state: Mutex::new(Shadow { frontier, seen, stamp: 0, stack: Vec::new() }) })
     }
 
     pub(crate) fn reset(&self) {
-        self.shadow.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).frontier.clear();
     }
 
-    fn ordered_before(&self, a: u32, v: usize) -> bool {
-        let a = a as usize;
-        self.anc[v * self.words + a / 64] >> (a % 64) & 1 == 1
+    /// True when an executed path leads from `a` to `v`.
+    fn ordered_before(&self, shadow: &mut Shadow, a: u32, v: usize) -> bool {
+        let floor = self.topo[a as usize];
+        if self.topo[v] <= floor {
+            return false;
+        }
+        shadow.stamp = shadow.stamp.wrapping_add(1);
+        if shadow.stamp == 0 {
+            shadow.seen.iter_mut().for_each(|s| *s = 0);
+            shadow.stamp = 1;
+        }
+        let stamp = shadow.stamp;
+        shadow.stack.clear();
+        shadow.stack.push(v as u32);
+        while let Some(u) = shadow.stack.pop() {
+            for &p in &self.preds[u as usize] {
+                if p == a {
+                    return true;
+                }
+                if self.topo[p as usize] > floor && shadow.seen[p as usize] != stamp {
+                    shadow.seen[p as usize] = stamp;
+                    shadow.stack.push(p);
+                }
+            }
+        }
+        false
     }
 
     /// Checks and records node `v`'s accesses at its start.
     pub(crate) fn on_start(&self, g: &Graph, v: NodeId) -> Result<(), HostError> {
-        let mut shadow = self.shadow.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let shadow = &mut *guard;
         let accesses = g.accesses(v);
-        let mut race = None;
-        for a in &accesses {
-            shadow.conflicts(a, |other, lo, hi| {
-                if race.is_none() && other != v.0 && !self.ordered_before(other, v.index()) {
-                    race = Some(HostError::Race {
-                        first: g.describe_node(NodeId(other)),
-                        second: g.describe_node(v),
-                        second_param: g.param_name(v, a.param),
-                        buffer: g.buffer(a.root).name.clone(),
-                        lo,
-                        hi,
-                    });
+        let mut conflicting = Vec::new();
+        for (i, a) in accesses.iter().enumerate() {
+            shadow.frontier.conflicts(a, |other, lo, hi| {
+                if other != v.0 {
+                    conflicting.push((i, other, lo, hi));
                 }
             });
         }
-        if let Some(r) = race {
-            return Err(r);
+        for (i, other, lo, hi) in conflicting {
+            if !self.ordered_before(shadow, other, v.index()) {
+                let a = &accesses[i];
+                return Err(HostError::Race {
+                    first: g.describe_node(NodeId(other)),
+                    second: g.describe_node(v),
+                    second_param: g.param_name(v, a.param),
+                    buffer: g.buffer(a.root).name.clone(),
+                    lo,
+                    hi,
+                });
+            }
         }
-        shadow.record(v.0, &accesses);
+        shadow.frontier.record(v.0, &accesses);
         Ok(())
     }
 }

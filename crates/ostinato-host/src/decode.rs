@@ -114,33 +114,42 @@ pub fn attention() -> HostKernel {
         if kvh == 0 || heads % kvh != 0 {
             return Err(format!("attention: heads {heads} is not a multiple of kv_heads {kvh}"));
         }
+        if hd == 0 {
+            return Err("attention: head_dim is 0".into());
+        }
         let group = heads / kvh;
         let scale = 1.0 / (hd as f32).sqrt();
-        let rows = (pos + 1) * kvh * hd;
-        let (out, q, kc, vc) = (out.words(heads * hd, true)?, q.words(heads * hd, false)?, kc.words(rows, false)?, vc.words(rows, false)?);
-        let mut scores = vec![0.0f32; pos + 1];
+        // Every size is checked against the declared extents before anything is allocated: `rows`
+        // (counted without overflow) bounds `pos`, and `heads * hd` words of `q` bound `hd`.
+        let too_big = || format!("attention: pos {pos}, kv_heads {kvh} and head_dim {hd} address more than the cache holds");
+        let rows = pos.checked_add(1).and_then(|p| p.checked_mul(kvh)).and_then(|r| r.checked_mul(hd)).ok_or_else(too_big)?;
+        let qn = heads.checked_mul(hd).ok_or_else(too_big)?;
+        let (out, q, kc, vc) = (out.words(qn, true)?, q.words(qn, false)?, kc.words(rows, false)?, vc.words(rows, false)?);
+        // Online softmax over the rows: a running maximum, sum and weighted value per head, no scratch
+        // proportional to the position.
+        let mut acc = Vec::new();
+        acc.try_reserve_exact(hd).map_err(|_| format!("attention: cannot allocate {hd} floats of accumulator"))?;
+        acc.resize(hd, 0.0f32);
         for h in 0..heads {
             let kvo = (h / group) * hd;
-            let mut max = f32::NEG_INFINITY;
-            for (t, sc) in scores.iter_mut().enumerate() {
+            let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+            acc.iter_mut().for_each(|a| *a = 0.0);
+            for t in 0..=pos {
                 let mut d = 0.0f32;
                 for i in 0..hd {
                     d += q.f32(h * hd + i) * kc.f32(t * kvh * hd + kvo + i);
                 }
-                *sc = d * scale;
-                max = max.max(*sc);
-            }
-            let mut sum = 0.0f32;
-            for sc in scores.iter_mut() {
-                *sc = (*sc - max).exp();
-                sum += *sc;
-            }
-            for i in 0..hd {
-                let mut acc = 0.0f32;
-                for (t, sc) in scores.iter().enumerate() {
-                    acc += sc * vc.f32(t * kvh * hd + kvo + i);
+                let score = d * scale;
+                let new_max = max.max(score);
+                let (rescale, weight) = ((max - new_max).exp(), (score - new_max).exp());
+                sum = sum * rescale + weight;
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a = *a * rescale + weight * vc.f32(t * kvh * hd + kvo + i);
                 }
-                out.set_f32(h * hd + i, acc / sum);
+                max = new_max;
+            }
+            for (i, a) in acc.iter().enumerate() {
+                out.set_f32(h * hd + i, a / sum);
             }
         }
         Ok(())

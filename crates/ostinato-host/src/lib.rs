@@ -211,7 +211,7 @@ impl Backend for HostBackend {
             });
         }
         let slots = g.slots().iter().map(|s| AtomicU64::new(s.initial.bits)).collect();
-        let checker = self.check_races.then(|| checker::RaceChecker::new(plan));
+        let checker = if self.check_races { Some(checker::RaceChecker::new(plan)?) } else { None };
         let shared = Arc::new(Shared::new(Arc::new(plan.clone()), ops, kernels, memory, slots, checker));
         let inline = match (self.threads, self.schedule) {
             (0, _) => Some("no worker threads".to_string()),

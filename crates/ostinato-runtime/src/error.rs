@@ -28,6 +28,9 @@ pub enum RuntimeError {
     NoImplementation { kernel: String, backend: &'static str },
     #[error("unknown {what} `{name}`")]
     UnknownName { what: &'static str, name: String },
+    /// A built-in launch that would touch past its declared extent, or scalars out of its domain.
+    #[error(transparent)]
+    Builtin(#[from] ostinato::builtins::BuiltinError),
     /// A buffer or range the plan does not allow.
     #[error("{operation}: {source}")]
     Range { operation: &'static str, source: ostinato::UsageError },
@@ -64,6 +67,7 @@ impl RuntimeError {
             #[cfg(feature = "vulkan")]
             RuntimeError::Vulkan(e) => e.kind(),
             RuntimeError::Range { source, .. } => source.kind(),
+            RuntimeError::Builtin(e) => e.kind(),
             RuntimeError::Backend { .. } => K::BackendMissing,
             RuntimeError::WrongMemory { .. } | RuntimeError::UnknownName { .. } | RuntimeError::Option { .. } | RuntimeError::Usage(_) => K::Argument,
             RuntimeError::NoImplementation { .. } => K::Bind,

@@ -179,6 +179,8 @@ pub(crate) struct Wrapped<E> {
     pub exec: E,
     pub kind: BackendKind,
     pub notes: Vec<String>,
+    /// The built-in launches' extents, checked again on every patch of a slot they read.
+    pub extents: crate::extents::BuiltinExtents,
 }
 
 impl<E> ExecHandle for Wrapped<E>
@@ -200,6 +202,11 @@ where
         Ok(self.exec.wait()?)
     }
     fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<(), RuntimeError> {
+        ostinato::check_slot(self.exec.plan(), slot, value)?;
+        let mut extents = std::mem::take(&mut self.extents);
+        let checked = extents.check_patch(self.exec.plan(), slot, value);
+        self.extents = extents;
+        checked?;
         Ok(self.exec.set_slot(slot, value)?)
     }
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), RuntimeError> {

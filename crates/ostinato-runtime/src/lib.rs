@@ -33,6 +33,7 @@ mod backends;
 pub mod devices;
 mod error;
 mod exec;
+mod extents;
 mod kind;
 pub mod options;
 pub mod oracle;

@@ -208,13 +208,21 @@ where
     RuntimeError: From<B::Error>,
 {
     let sigs = plan.graph().kernels();
-    let bind = |k: usize| -> Result<B::Kernel, RuntimeError> {
-        match source(k)? {
-            KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
-            KernelSource::Host(h) => backend.host_kernel(&sigs[k], h),
-        }
-    };
-    let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
+    let mut builtin_of = Vec::with_capacity(sigs.len());
+    let mut kernels = Vec::with_capacity(sigs.len());
+    for (k, sig) in sigs.iter().enumerate() {
+        kernels.push(match source(k)? {
+            KernelSource::Ref(r) => {
+                builtin_of.push(r.builtin_name().map(|_| r.entry_for(&sig.name).to_string()));
+                backend.bind_kernel(sig, &r)?
+            }
+            KernelSource::Host(h) => {
+                builtin_of.push(None);
+                backend.host_kernel(sig, h)?
+            }
+        });
+    }
+    let extents = crate::extents::BuiltinExtents::check_plan(plan, builtin_of)?;
     let buffers = buffers
         .into_iter()
         .map(|b| match b {
@@ -224,7 +232,7 @@ where
         .collect::<Result<Vec<_>, RuntimeError>>()?;
     let exec = backend.instantiate_exec(plan, kernels, buffers)?;
     let notes = B::notes(&exec, plan);
-    Ok(Box::new(Wrapped { exec, kind: B::KIND, notes }))
+    Ok(Box::new(Wrapped { exec, kind: B::KIND, notes, extents }))
 }
 
 /// The kernel an error of binding names, to point at its line in a graph file.

@@ -128,3 +128,44 @@ fn a_backend_name_that_is_not_one_is_refused_with_the_list() {
     assert_eq!(err, "backend `metal`: no such backend (backends: host, cuda, vulkan)");
     assert_eq!("cuda".parse::<ostinato_runtime::BackendKind>().unwrap(), ostinato_runtime::BackendKind::Cuda);
 }
+
+/// `add_one` over a 512-byte extent of `x`, `n` from slot `n` (initially `n0`).
+fn add_one_over_512_bytes(n0: u32) -> (Plan, ostinato::SlotId) {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 4096).unwrap();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    let n = g.add_slot("n", Scalar::u32(n0)).unwrap();
+    g.add_launch(k, Launch::linear(2, 256), &[Arg::Buffer(ostinato::Slice { buffer: x, offset: 0, len: 512 }), Arg::Slot(n)], &[]).unwrap();
+    (Plan::compile(&g).unwrap(), n)
+}
+
+#[test]
+fn a_built_in_told_to_touch_past_its_extent_is_refused_on_every_backend_at_instantiate_and_patch() {
+    let mut specs = vec![BackendSpec::host()];
+    match Session::open(&BackendSpec::Vulkan { device: None }) {
+        Ok(_) => specs.push(BackendSpec::Vulkan { device: None }),
+        Err(e) => eprintln!("SKIP the vulkan half: {e}"),
+    }
+    if ostinato_runtime::ostinato_cuda::driver_available() {
+        specs.push(BackendSpec::default_for(BackendKind::Cuda).unwrap());
+    }
+    for spec in specs {
+        let session = Session::open(&spec).unwrap();
+        let (plan, _) = add_one_over_512_bytes(512);
+        let e = session.instantiate(&plan, &|_| Ok(KernelRef::builtin("add_one"))).err().expect("refused");
+        assert!(e.to_string().contains("param `x`: `add_one` touches 2048 bytes of it with these scalars, its declared extent is 512 bytes"), "{e}");
+        assert_eq!(e.kind(), ostinato::ErrorKind::Argument);
+        // Within the extent it runs; a patch past it is refused and leaves the slot as it was.
+        let (plan, n) = add_one_over_512_bytes(128);
+        let mut exec = session.instantiate(&plan, &|_| Ok(KernelRef::builtin("add_one"))).unwrap();
+        let e = exec.set_slot(n, Scalar::u32(129)).unwrap_err();
+        assert!(e.to_string().contains("touches 516 bytes"), "{e}");
+        exec.replay().unwrap();
+        exec.wait().unwrap();
+        let mut word = [0u8; 4];
+        exec.read_buffer(ostinato::BufferId(0), 508, &mut word).unwrap();
+        assert_eq!(f32::from_le_bytes(word), 1.0, "{:?}: the last word of the extent", spec.kind());
+        exec.read_buffer(ostinato::BufferId(0), 512, &mut word).unwrap();
+        assert_eq!(f32::from_le_bytes(word), 0.0, "{:?}: nothing past the extent", spec.kind());
+    }
+}

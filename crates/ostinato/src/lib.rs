@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod builtins;
 pub mod collective;
 pub mod error;
 pub mod file;

@@ -1,0 +1,130 @@
+//! The generic built-in kernels every backend ships (`builtin:NAME`) have one meaning everywhere, and
+//! the bytes each touches are a function of its scalars: `add_one` with `n = 512` touches 2,048 bytes
+//! of `x` whatever its declared extent says. [`required_bytes`] states that function for each built-in,
+//! so a launch that would touch more than it declared is refused before it runs (when instantiated and
+//! when a slot it reads is patched) instead of faulting on one backend, being clamped on another and
+//! writing past its extent on a third.
+
+use crate::graph::{Arg, Graph, NodeId, NodeOp, Scalar};
+
+/// Why a built-in launch cannot run as recorded.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum BuiltinError {
+    /// A param would be touched past its declared extent.
+    #[error("{node}, param `{param}`: `{kernel}` touches {needed} bytes of it with these scalars, its declared extent is {declared} bytes")]
+    Extent { node: String, kernel: String, param: String, needed: u128, declared: u64 },
+    /// A scalar out of the built-in's domain.
+    #[error("{node}: `{kernel}` {reason}")]
+    Scalar { node: String, kernel: String, reason: String },
+}
+
+impl BuiltinError {
+    pub fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Argument
+    }
+}
+
+/// The bytes built-in `name` touches of each of its buffer params (by param index), given its scalar
+/// args by param index (`scalars[i]` is `None` for a buffer param). `None` for a name that is no
+/// generic built-in; `Some(Err(reason))` for scalars out of the built-in's domain.
+pub fn required_bytes(name: &str, scalars: &[Option<Scalar>]) -> Option<Result<Vec<(usize, u128)>, String>> {
+    let u = |i: usize| scalars.get(i).copied().flatten().map_or(0u128, |s| u128::from(s.as_u32()));
+    let f = |words: u128| 4 * words;
+    Some(Ok(match name {
+        "add_one" => vec![(0, f(u(1)))],
+        "mix" => {
+            if u(3) == 0 {
+                return Some(Err("n_in is 0: every element reads inp[i % n_in]".into()));
+            }
+            vec![(0, f(u(2))), (1, f(u(3).min(u(2))))]
+        }
+        "rmsnorm" => vec![(0, f(u(3))), (1, f(u(3))), (2, f(u(3)))],
+        "gemv" => vec![(0, f(u(3))), (1, f(u(3) * u(4))), (2, f(u(4)))],
+        "rope" => vec![(0, f(u(2) * u(3)))],
+        "kv_store" => {
+            let (pos, kv) = (u(4), u(5));
+            vec![(0, f((pos + 1) * kv)), (1, f((pos + 1) * kv)), (2, f(kv)), (3, f(kv))]
+        }
+        "attention" => {
+            let (pos, heads, kv_heads, head_dim) = (u(4), u(5), u(6), u(7));
+            if kv_heads == 0 || heads % kv_heads != 0 {
+                return Some(Err(format!("heads {heads} is not a multiple of kv_heads {kv_heads}")));
+            }
+            if head_dim == 0 {
+                return Some(Err("head_dim is 0".into()));
+            }
+            let rows = (pos + 1) * kv_heads * head_dim;
+            vec![(0, f(heads * head_dim)), (1, f(heads * head_dim)), (2, f(rows)), (3, f(rows))]
+        }
+        "add" => vec![(0, f(u(2))), (1, f(u(2)))],
+        "silu_mul" => vec![(0, f(u(2))), (1, f(2 * u(2)))],
+        _ => return None,
+    }))
+}
+
+/// Checks node `node` of `graph`, a launch of built-in `builtin`, with each slot at `slot_value(slot)`:
+/// every param's touched bytes within its declared extent. Nodes of other kinds, and names that are
+/// no generic built-in, pass.
+pub fn check_launch(graph: &Graph, node: NodeId, builtin: &str, slot_value: &dyn Fn(crate::SlotId) -> Scalar) -> Result<(), BuiltinError> {
+    let NodeOp::Kernel { kernel, args, .. } = &graph.node(node).op else { return Ok(()) };
+    let scalars: Vec<Option<Scalar>> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Scalar(s) => Some(*s),
+            Arg::Slot(s) => Some(slot_value(*s)),
+            Arg::Buffer(_) | Arg::Whole(_) => None,
+        })
+        .collect();
+    let sig = graph.kernel(*kernel);
+    let at = || graph.describe_node(node);
+    let needs = match required_bytes(builtin, &scalars) {
+        None => return Ok(()),
+        Some(Err(reason)) => return Err(BuiltinError::Scalar { node: at(), kernel: builtin.to_string(), reason }),
+        Some(Ok(n)) => n,
+    };
+    for (param, needed) in needs {
+        let Some(Arg::Buffer(s)) = args.get(param) else { continue };
+        if needed > u128::from(s.len) {
+            let name = sig.params.get(param).map_or_else(|| format!("#{param}"), |p| p.name.clone());
+            return Err(BuiltinError::Extent { node: at(), kernel: builtin.to_string(), param: name, needed, declared: s.len });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Access, Graph, KernelSig, Launch, ScalarType, Slice};
+
+    #[test]
+    fn a_built_in_told_to_touch_past_its_extent_is_refused_naming_node_and_param() {
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", 4096).unwrap();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        let n = g.add_slot("n", Scalar::u32(128)).unwrap();
+        let half = Slice { buffer: x, offset: 0, len: 512 };
+        let a = g.add_launch(k, Launch::linear(1, 256), &[Arg::Buffer(half), Arg::Scalar(Scalar::u32(512))], &[]).unwrap();
+        let b = g.add_launch(k, Launch::linear(1, 256), &[Arg::Buffer(half), Arg::Slot(n)], &[]).unwrap();
+        let e = check_launch(&g, a, "add_one", &|_| Scalar::u32(0)).unwrap_err();
+        assert_eq!(e.to_string(), "node 0 (add_one), param `x`: `add_one` touches 2048 bytes of it with these scalars, its declared extent is 512 bytes");
+        assert!(check_launch(&g, b, "add_one", &|_| Scalar::u32(128)).is_ok());
+        assert!(check_launch(&g, b, "add_one", &|_| Scalar::u32(129)).is_err(), "the slot's value counts");
+        assert!(check_launch(&g, a, "user_kernel", &|_| Scalar::u32(0)).is_ok(), "a user's kernel keeps its declared extents");
+    }
+
+    #[test]
+    fn scalars_out_of_a_built_ins_domain_are_refused() {
+        let s = |v: &[u32]| v.iter().map(|&x| Some(Scalar::u32(x))).collect::<Vec<_>>();
+        let mut attention = vec![None, None, None, None];
+        attention.extend(s(&[u32::MAX, 4, 1, 0]));
+        assert!(required_bytes("attention", &attention).unwrap().unwrap_err().contains("head_dim is 0"));
+        let mut mix = vec![None, None];
+        mix.extend(s(&[16, 0, 1]));
+        assert!(required_bytes("mix", &mix).unwrap().unwrap_err().contains("n_in is 0"));
+        // No overflow: u32::MAX rows of u32::MAX words are counted, not wrapped.
+        let mut gemv = vec![None, None, None];
+        gemv.extend(s(&[u32::MAX, u32::MAX]));
+        assert_eq!(required_bytes("gemv", &gemv).unwrap().unwrap()[1].1, 4 * u128::from(u32::MAX) * u128::from(u32::MAX));
+    }
+}
