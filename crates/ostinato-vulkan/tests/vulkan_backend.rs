@@ -20,15 +20,16 @@ fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
     }
 }
 
-/// A random program: 1–3 roots of 8 KiB (one with a view at 1 KiB), `mix` nodes on slices starting at
-/// 256-byte multiples (storage-buffer binding alignment) that may overlap other nodes' slices, copies
-/// and fills of arbitrary word ranges, some explicit edges; salt from slot `salt` on some nodes.
+/// A random program: 1–3 roots of 8 KiB (one with a view at a random word offset), `mix` nodes on
+/// slices starting at any 4-byte offset (bound from the aligned byte below, the rest an element
+/// offset) that may overlap other nodes' slices, copies and fills of arbitrary word ranges, some
+/// explicit edges; salt from slot `salt` on some nodes.
 fn program(seed: u64, nodes: usize) -> Graph {
     let mut r = Rng::seeded(seed);
     let mut g = Graph::new();
     let roots = 1 + r.below(3);
     let mut bufs: Vec<(BufferId, u64)> = (0..roots).map(|b| (g.add_buffer(format!("b{b}"), 8192).unwrap(), 8192)).collect();
-    let view = g.add_view("v", bufs[0].0, 1024, 4096).unwrap();
+    let view = g.add_view("v", bufs[0].0, 4 * (1 + r.below(1000)), 4096).unwrap();
     bufs.push((view, 4096));
     let k = g.add_kernel(mix_sig()).unwrap();
     let salt = g.add_slot("salt", Scalar::u32(0)).unwrap();
@@ -36,7 +37,7 @@ fn program(seed: u64, nodes: usize) -> Graph {
     while made.len() < nodes {
         let pick = |r: &mut Rng| {
             let (b, size) = bufs[r.below(bufs.len() as u64) as usize];
-            let off = 256 * r.below(size / 256 - 1);
+            let off = 4 * r.below(size / 4 - 1);
             Slice { buffer: b, offset: off, len: 4 * (1 + r.below(((size - off) / 4).min(300) - 1)) }
         };
         let after: Vec<NodeId> = if !made.is_empty() && r.below(6) == 0 { vec![made[r.below(made.len() as u64) as usize]] } else { vec![] };
@@ -217,20 +218,8 @@ fn bad_input_is_named() {
     let plan = Plan::compile(&one).unwrap();
     let e = refused(&plan);
     assert!(e.contains("node 0 (all_reduce over 1 ranks): collectives run on CUDA with NCCL"), "{e}");
-    let mut g = Graph::new();
-    let a = g.add_buffer("a", 4096).unwrap();
-    let k = g.add_kernel(mix_sig()).unwrap();
     let u = |v: u32| Arg::Scalar(Scalar::u32(v));
-    g.add_launch(
-        k,
-        Launch::linear(1, 256),
-        &[Arg::Buffer(Slice { buffer: a, offset: 4, len: 64 }), Arg::Buffer(Slice { buffer: a, offset: 2048, len: 64 }), u(16), u(16), u(1)],
-        &[],
-    )
-    .unwrap();
-    let plan = Plan::compile(&g).unwrap();
-    let e = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), ostinato::allocate_all(&plan)).err().unwrap().to_string();
-    assert!(e.contains("node n0") && e.contains("param `out`") && e.contains("starts at byte 4"), "{e}");
+    misaligned_slices_are_named(&vk);
     // A launch whose block is not the shader's workgroup.
     let mut g = Graph::new();
     let a = g.add_buffer("a", 4096).unwrap();
@@ -250,4 +239,74 @@ fn bad_input_is_named() {
     assert!(vk.bind_kernel(&mix_sig(), &KernelRef::file(&f).with_entry("main")).is_ok());
     let e = vk.bind_kernel(&ostinato::KernelSig::new("fft").buffer("x", ostinato::Access::ReadWrite), &KernelRef::builtin("fft")).unwrap_err().to_string();
     assert!(e.contains("no WGSL version of kernel `fft`"), "{e}");
+}
+
+/// Scales `v: array<vec2<f32>>` by 2 (8-byte elements).
+const VEC2: &str = r#"
+struct Params { n: u32 }
+@group(0) @binding(0) var<storage, read_write> v: array<vec2<f32>>;
+var<immediate> p: Params;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < p.n && gid.x < arrayLength(&v)) { v[gid.x] = v[gid.x] * 2.0; }
+}
+"#;
+
+/// A binding whose struct has a header before its array: it cannot take an element offset.
+const HEADED: &str = r#"
+struct Data { count: u32, items: array<u32> }
+@group(0) @binding(0) var<storage, read_write> d: Data;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < d.count) { d.items[gid.x] = d.items[gid.x] + 1u; }
+}
+"#;
+
+/// A slice at a byte no binding reaches in whole elements is an argument error naming node, param and
+/// element type; a slice at an 8-byte multiple of 8-byte elements runs (bound from the aligned byte
+/// below); a binding that cannot take an offset is refused at an unaligned slice, naming the binding.
+fn misaligned_slices_are_named(vk: &VulkanBackend) {
+    let dir = std::env::temp_dir().join(format!("ostinato-vk-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("vec2.wgsl"), VEC2).unwrap();
+    std::fs::write(dir.join("headed.wgsl"), HEADED).unwrap();
+    let sig = ostinato::KernelSig::new("scale2").buffer("v", ostinato::Access::ReadWrite).scalar("n", ScalarType::U32);
+    let kernel = vk.bind_kernel(&sig, &KernelRef::file(dir.join("vec2.wgsl")).with_entry("main")).unwrap();
+    let run_at = |offset: u64| {
+        let mut g = Graph::new();
+        let a = g.add_buffer("a", 1024).unwrap();
+        let k = g.add_kernel(sig.clone()).unwrap();
+        g.add_launch(k, Launch::linear(1, 64), &[Arg::Buffer(Slice { buffer: a, offset, len: 64 }), Arg::Scalar(Scalar::u32(8))], &[]).unwrap();
+        let plan = Plan::compile(&g).unwrap();
+        vk.instantiate(&plan, vec![kernel.clone()], ostinato::allocate_all(&plan)).map(|e| (e, a))
+    };
+    let e = run_at(4).err().unwrap();
+    assert_eq!(e.kind(), ostinato::ErrorKind::Argument, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("node n0") && msg.contains("param `v`") && msg.contains("vec2<f32>") && msg.contains("byte 4"), "{msg}");
+    let (mut exec, a) = run_at(8 + 16 * 3).unwrap();
+    let words: Vec<u8> = (0..256u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    exec.write_buffer(a, 0, &words).unwrap();
+    exec.replay().unwrap();
+    let mut out = vec![0u8; 1024];
+    exec.read_buffer(a, 0, &mut out).unwrap();
+    let got: Vec<f32> = out.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let want: Vec<f32> = (0..256).map(|i| if (14..30).contains(&i) { 2.0 * i as f32 } else { i as f32 }).collect();
+    assert_eq!(got, want, "16 floats from byte 56 doubled, and nothing else");
+    let hsig = ostinato::KernelSig::new("headed").buffer("d", ostinato::Access::ReadWrite);
+    let headed = vk.bind_kernel(&hsig, &KernelRef::file(dir.join("headed.wgsl")).with_entry("main")).unwrap();
+    let mut g = Graph::new();
+    let a = g.add_buffer("a", 1024).unwrap();
+    let k = g.add_kernel(hsig).unwrap();
+    g.add_launch(k, Launch::linear(1, 64), &[Arg::Buffer(Slice { buffer: a, offset: 20, len: 64 })], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let e = vk.instantiate(&plan, vec![headed.clone()], ostinato::allocate_all(&plan)).err().unwrap();
+    assert_eq!(e.kind(), ostinato::ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("param `d`") && e.to_string().contains("binding 0 cannot take an element offset") && e.to_string().contains("Data"), "{e}");
+    let mut g = Graph::new();
+    let a = g.add_buffer("a", 1024).unwrap();
+    let k = g.add_kernel(ostinato::KernelSig::new("headed").buffer("d", ostinato::Access::ReadWrite)).unwrap();
+    g.add_launch(k, Launch::linear(1, 64), &[Arg::Buffer(Slice { buffer: a, offset: 32, len: 64 })], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    assert!(vk.instantiate(&plan, vec![headed], ostinato::allocate_all(&plan)).is_ok(), "an aligned slice needs no offset");
 }

@@ -54,7 +54,6 @@ pub struct FusedLaunch<'a> {
     pub args: &'a [Arg],
 }
 
-
 /// What makes two nodes' bodies fit in one fused kernel: the same block shape and the same source
 /// (one translation unit: bodies of different sources could clash by name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -8,6 +8,7 @@ pub mod provenance;
 pub mod report;
 pub mod stats;
 pub mod vulkan;
+pub mod vulkan_raw;
 pub mod workload;
 
 use std::path::Path;
