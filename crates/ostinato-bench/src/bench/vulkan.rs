@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ostinato::{Backend, BufferId, Exec, Plan, Scalar};
-use ostinato_vulkan::{Context, QueueMode, VkError, VulkanBackend, VulkanExec};
+use ostinato_vulkan::{Context, VkError, VulkanBackend, VulkanExec, VulkanOptions};
 
 use super::arms::{err, load_all, read_checked, reset, slot_value, written_roots, Arm, RawSample};
 use super::workload::Workload;
@@ -61,8 +61,8 @@ impl Arm for VulkanArm {
     }
 }
 
-/// Ostinato's Vulkan backend as an arm: the exec's own buffers, one replay per submit (its lanes on
-/// one queue or on several).
+/// Ostinato's Vulkan backend as an arm: the exec's own buffers, one replay per submit, with the arm's
+/// options (queues, replay ordering, fusion).
 pub struct OstinatoVulkan {
     exec: VulkanExec,
     written: Vec<bool>,
@@ -70,9 +70,9 @@ pub struct OstinatoVulkan {
 
 impl OstinatoVulkan {
     /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
-    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>], queues: QueueMode) -> Result<Self, VkError> {
+    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>], options: VulkanOptions) -> Result<Self, VkError> {
         let plan = Plan::compile(&w.graph).map_err(|e| VkError::Argument(e.to_string()))?;
-        let backend = VulkanBackend::with_context(ctx.clone()).with_queues(queues);
+        let backend = VulkanBackend::with_context(ctx.clone()).with_options(options);
         let kernels = ostinato::bind_builtins(&backend, &plan)?;
         let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
         load_all(&mut exec, init)?;
