@@ -509,7 +509,8 @@ impl PyPlan {
                 if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
                     return Err(err("the vulkan backend allocates its own memory and has no stream: use exec.write() to fill buffers"));
                 }
-                BackendSpec::Vulkan { device: device.clone() }
+                let options = ostinato_runtime::ostinato_vulkan::VulkanOptions { fusion: fusion_mode, ..Default::default() };
+                BackendSpec::Vulkan { device: device.clone(), options }
             }
             BackendKind::Host => {
                 if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {

@@ -192,10 +192,16 @@ fn spec_for(kind: BackendKind, o: Option<&ost_exec_options>) -> Fallible<Backend
             #[cfg_attr(not(feature = "vulkan"), allow(unused_mut))]
             let mut spec = BackendSpec::default_for(kind).map_err(runtime_error)?;
             #[cfg(feature = "vulkan")]
-            if let (Some(o), BackendSpec::Vulkan { device }) = (o, &mut spec) {
+            if let (Some(o), BackendSpec::Vulkan { device, options }) = (o, &mut spec) {
                 if !o.device.is_null() {
                     // SAFETY: the caller vouches that a non-NULL `device` is a NUL-terminated string.
                     *device = Some(unsafe { text(o.device, "options.device") }?.to_string());
+                }
+                if o.wait_timeout_ms != 0 {
+                    options.wait_timeout = Some(std::time::Duration::from_millis(o.wait_timeout_ms));
+                }
+                if let Some(f) = fusion(Some(o))? {
+                    options.fusion = f;
                 }
             }
             Ok(spec)

@@ -84,8 +84,8 @@ struct RunArgs {
     /// CUDA: programmatic (PDL) edges where the measured policy says they pay, always, or never.
     #[arg(long, default_value = "auto", value_parser = choice::<PdlMode>())]
     pdl: PdlMode,
-    /// CUDA: chain fusion — runs of dependent 1-block nodes replayed as one resident block: where it
-    /// cannot lose (auto), wherever the nodes may fuse (on), or never (off).
+    /// CUDA and Vulkan: chain fusion — runs of dependent 1-block nodes replayed as one resident block
+    /// (one workgroup): where it cannot lose (auto), wherever the nodes may fuse (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = choice::<FusionMode>())]
     fusion: FusionMode,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
@@ -95,7 +95,7 @@ struct RunArgs {
     /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
     #[arg(long)]
     device: Option<String>,
-    /// CUDA: seconds a wait for the replays may take before it fails (0: wait for ever).
+    /// CUDA and Vulkan: seconds a wait for the replays may take before it fails (0: wait for ever).
     #[arg(long, default_value_t = ostinato_runtime::ostinato_cuda::DEFAULT_WAIT_TIMEOUT.as_secs_f64(), value_parser = non_negative_seconds)]
     wait_timeout_s: f64,
     #[arg(long, default_value_t = 4, hide = true)]
@@ -291,7 +291,14 @@ fn run(a: RunArgs) -> Result<(), String> {
             },
             stream: None,
         },
-        BackendKind::Vulkan => BackendSpec::Vulkan { device: a.device },
+        BackendKind::Vulkan => BackendSpec::Vulkan {
+            device: a.device,
+            options: ostinato_runtime::ostinato_vulkan::VulkanOptions {
+                fusion: a.fusion,
+                wait_timeout: (a.wait_timeout_s > 0.0).then(|| std::time::Duration::from_secs_f64(a.wait_timeout_s)),
+                ..Default::default()
+            },
+        },
     };
     let o = RunOptions { backend, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
