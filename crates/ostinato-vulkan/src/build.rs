@@ -46,6 +46,44 @@ pub(crate) struct NodeLayout {
     pub(crate) block: Vec<u8>,
     /// Byte offsets in `block` of each slot use, with its size.
     pub(crate) slot_uses: Vec<(ostinato::SlotId, usize, usize)>,
+    /// The params block's bindings after the buffers': (offset in the block, range) each (one, the
+    /// whole block, but for a fused dispatch: one per body function).
+    pub(crate) params_bindings: Vec<(u64, u64)>,
+}
+
+/// A kernel node's params block with its scalars written (slots at their initial values), and where
+/// each slot is used in it.
+#[allow(clippy::type_complexity)]
+pub(crate) fn scalars_block(
+    g: &ostinato::Graph,
+    args: &[Arg],
+    k: &VulkanKernel,
+    n: NodeId,
+) -> Result<(Vec<u8>, Vec<(ostinato::SlotId, usize, usize)>), VkError> {
+    let mut block = vec![0u8; k.params_bytes as usize];
+    let mut slot_uses = Vec::new();
+    let scalars: Vec<&Arg> = args.iter().filter(|a| matches!(a, Arg::Scalar(_) | Arg::Slot(_))).collect();
+    if scalars.len() != k.scalar_offsets.len() {
+        return Err(VkError::Internal {
+            op: "layout",
+            reason: format!("node n{n}: {} scalars, the kernel's layout has {}", scalars.len(), k.scalar_offsets.len()),
+        });
+    }
+    for (a, &at) in scalars.into_iter().zip(&k.scalar_offsets) {
+        let at = at as usize;
+        let v: Scalar = match a {
+            Arg::Slot(s) => {
+                let slot = &g.slots()[s.index()];
+                slot_uses.push((*s, at, slot.ty.size()));
+                slot.initial
+            }
+            Arg::Scalar(v) => *v,
+            _ => unreachable!("only scalars and slots are left"),
+        };
+        let size = v.ty.size();
+        block[at..at + size].copy_from_slice(&v.bits.to_le_bytes()[..size]);
+    }
+    Ok((block, slot_uses))
 }
 
 /// Builds the exec of `plan`.
@@ -159,72 +197,47 @@ fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, a
         _ => unreachable!("a kernel node"),
     });
     let align = ctx.min_storage_align;
-    let mut block = vec![0u8; k.params_bytes as usize];
-    let (mut bindings, mut slot_uses) = (Vec::new(), Vec::new());
-    let mut scalars = k.scalar_offsets.iter();
-    let mut b = 0usize;
-    for (p, a) in sig.params.iter().zip(args) {
-        match a {
-            Arg::Buffer(s) => {
-                let (root, start, end) = g.root_extent(*s);
-                let info = &k.bindings[b];
-                let (at, off) = binding_start(start, info.element_size as u64, align).ok_or_else(|| {
-                    VkError::ElementOffset(Box::new(MisalignedSlice {
-                        node: format!("n{n}"),
-                        kernel: k.name.clone(),
-                        param: p.name.clone(),
-                        element: info.element.clone(),
-                        size: info.element_size,
-                        start,
-                        align,
-                    }))
-                })?;
-                if off > 0 {
-                    if let Err(why) = &info.offsets {
-                        return Err(VkError::NotApplicable(format!(
-                            "node n{n} (kernel `{}`): param `{}` starts at byte {start} of its buffer, {off} elements past a {align}-byte binding boundary, but binding {b} cannot take an element offset: {why}",
-                            k.name, p.name
-                        )));
-                    }
-                }
-                let off = u32::try_from(off).map_err(|_| VkError::Internal { op: "layout", reason: format!("element offset {off} of node n{n}") })?;
-                if let Some(base) = k.offsets_at {
-                    let o = base as usize + 4 * b;
-                    block[o..o + 4].copy_from_slice(&off.to_le_bytes());
-                }
-                if end - at > ctx.limits.storage_range as u64 {
-                    return Err(VkError::NotApplicable(format!(
-                        "node n{n} (kernel `{}`): param `{}` spans {} bytes, past maxStorageBufferRange {} of {}",
-                        k.name,
-                        p.name,
-                        end - at,
-                        ctx.limits.storage_range,
-                        ctx.name
-                    )));
-                }
-                bindings.push((root, at, (end - at).max(4)));
-                b += 1;
-            }
-            Arg::Scalar(_) | Arg::Slot(_) => {
-                let at =
-                    *scalars.next().ok_or_else(|| VkError::Internal { op: "layout", reason: format!("node n{n}: more scalars than the kernel's layout") })?
-                        as usize;
-                let v: Scalar = match a {
-                    Arg::Slot(s) => {
-                        let slot = &g.slots()[s.index()];
-                        slot_uses.push((*s, at, slot.ty.size()));
-                        slot.initial
-                    }
-                    Arg::Scalar(v) => *v,
-                    _ => unreachable!("matched above"),
-                };
-                let size = v.ty.size();
-                block[at..at + size].copy_from_slice(&v.bits.to_le_bytes()[..size]);
-            }
-            Arg::Whole(_) => {
-                return Err(VkError::Internal { op: "layout", reason: format!("node n{n}: a whole-buffer argument the graph should have resolved") });
+    let (mut block, slot_uses) = scalars_block(g, args, k, n)?;
+    let mut bindings = Vec::new();
+    let buffers = sig.params.iter().zip(args).filter_map(|(p, a)| if let Arg::Buffer(s) = a { Some((p, *s)) } else { None });
+    for (b, (p, s)) in buffers.enumerate() {
+        let (root, start, end) = g.root_extent(s);
+        let info = &k.bindings[b];
+        let misaligned = || {
+            VkError::ElementOffset(Box::new(MisalignedSlice {
+                node: format!("n{n}"),
+                kernel: k.name.clone(),
+                param: p.name.clone(),
+                element: info.element.clone(),
+                size: info.element_size,
+                start,
+                align,
+            }))
+        };
+        let (at, off) = binding_start(start, info.element_size as u64, align).ok_or_else(misaligned)?;
+        if off > 0 {
+            if let Err(why) = &info.offsets {
+                return Err(VkError::NotApplicable(format!(
+                    "node n{n} (kernel `{}`): param `{}` starts at byte {start} of its buffer, {off} elements past a {align}-byte binding boundary, but binding {b} cannot take an element offset: {why}",
+                    k.name, p.name
+                )));
             }
         }
+        if let Some(base) = k.offsets_at {
+            let o = base as usize + 4 * b;
+            block[o..o + 4].copy_from_slice(&(off as u32).to_le_bytes());
+        }
+        if end - at > ctx.limits.storage_range as u64 {
+            return Err(VkError::NotApplicable(format!(
+                "node n{n} (kernel `{}`): param `{}` spans {} bytes, past maxStorageBufferRange {} of {}",
+                k.name,
+                p.name,
+                end - at,
+                ctx.limits.storage_range,
+                ctx.name
+            )));
+        }
+        bindings.push((root, at, (end - at).max(4)));
     }
     let slotted = args.iter().any(|a| matches!(a, Arg::Slot(_)));
     let params = match (k.params_bytes, &k.push) {
@@ -232,7 +245,8 @@ fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, a
         (_, Some(_)) if !slotted => Params::Pushed(block.clone()),
         _ => Params::Buffer(0),
     };
-    Ok(NodeLayout { bindings, params, block, slot_uses })
+    let params_bindings = vec![(0, block.len() as u64)];
+    Ok(NodeLayout { bindings, params, block, slot_uses, params_bindings })
 }
 
 /// The params buffer: each node's block that lives there, at the device's storage alignment; and per
@@ -290,7 +304,7 @@ impl Recorder<'_> {
     fn sets_for(&self, list: &[Cmd]) -> (u32, u32) {
         list.iter().fold((0, 0), |(s, d), c| match c {
             Cmd::Node(n) => match &self.layouts[n.index()] {
-                Some(l) => (s + 1, d + l.bindings.len() as u32 + u32::from(matches!(l.params, Params::Buffer(_)))),
+                Some(l) => (s + 1, d + l.bindings.len() as u32 + if matches!(l.params, Params::Buffer(_)) { l.params_bindings.len() as u32 } else { 0 }),
                 None => (s, d),
             },
             Cmd::Barrier { .. } => (s, d),
@@ -378,7 +392,7 @@ impl Recorder<'_> {
                             l.bindings.iter().map(|&(r, at, range)| self.root(r).map(|b| (b, at, range))).collect::<Result<_, _>>()?;
                         match &l.params {
                             Params::Buffer(at) => {
-                                bindings.push((self.params, *at, l.block.len() as u64));
+                                bindings.extend(l.params_bindings.iter().map(|&(o, range)| (self.params, at + o, range)));
                                 rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
                             }
                             Params::Pushed(bytes) => {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use ostinato::{KernelRef, KernelSig, ParamKind, ScalarType};
 
 use crate::ffi::{Context, Pipeline};
+use crate::fusion::Body;
 use crate::offsets::{add_offsets, BindingInfo, Offsets, ParamsVar};
 use crate::VkError;
 
@@ -39,6 +40,10 @@ pub struct VulkanKernel {
     pub(crate) offsets_at: Option<u32>,
     /// The shader's workgroup size, where known (WGSL, and SPIR-V naga reads); launches must match it.
     pub workgroup: Option<[u32; 3]>,
+    /// The kernel as a fused dispatch's body ([`crate::fusion`]), or why it cannot be one; and the
+    /// stride of its params blocks in a fused dispatch's params array.
+    pub(crate) body: Result<Arc<Body>, String>,
+    pub(crate) body_stride: u32,
 }
 
 impl std::fmt::Debug for VulkanKernel {
@@ -73,6 +78,18 @@ pub(crate) struct Compiled {
     pub(crate) push_words: Option<Vec<u32>>,
     pub(crate) workgroup: Option<[u32; 3]>,
     pub(crate) offsets: Offsets,
+    pub(crate) body: Result<Arc<Body>, String>,
+    pub(crate) body_stride: u32,
+}
+
+/// The module as a fused body (see [`crate::fusion::body`]), with its params blocks' array stride.
+fn fusion_body(module: &naga::Module, entry: &str, offsets: &Offsets, n_buf: u32, params: ParamsVar) -> (Result<Arc<Body>, String>, u32) {
+    let body = crate::fusion::body(module, entry, offsets, n_buf, params);
+    let stride = body.as_ref().ok().and_then(|b| b.params_type()).map_or(0, |ty| {
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).map_or(0, |()| layouter[ty].to_stride())
+    });
+    (body, stride)
 }
 
 fn validate(sig: &KernelSig, module: &naga::Module, caps: naga::valid::Capabilities) -> Result<naga::valid::ModuleInfo, VkError> {
@@ -81,9 +98,13 @@ fn validate(sig: &KernelSig, module: &naga::Module, caps: naga::valid::Capabilit
 
 fn write_spirv(sig: &KernelSig, module: &naga::Module, entry: &str, caps: naga::valid::Capabilities) -> Result<Vec<u32>, VkError> {
     let info = validate(sig, module, caps)?;
+    spirv_words(sig, module, &info, entry)
+}
+
+fn spirv_words(sig: &KernelSig, module: &naga::Module, info: &naga::valid::ModuleInfo, entry: &str) -> Result<Vec<u32>, VkError> {
     let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
     let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: entry.to_string() };
-    naga::back::spv::write_vec(module, &info, &options, Some(&pipeline)).map_err(|e| refuse(sig, e.to_string()))
+    naga::back::spv::write_vec(module, info, &options, Some(&pipeline)).map_err(|e| refuse(sig, e.to_string()))
 }
 
 /// Checks `module`'s storage bindings against the signature: bindings `0..n_buf` of group 0, plus the
@@ -142,6 +163,7 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
     let workgroup = entry_workgroup(sig, &module, entry)?;
     let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES)?;
     let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
+    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate);
     let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
     let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES)?) } else { None };
     for (_, var) in module.global_variables.iter_mut() {
@@ -151,7 +173,7 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
         }
     }
     let words = write_spirv(sig, &module, entry, naga::valid::Capabilities::empty())?;
-    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets })
+    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride })
 }
 
 /// A SPIR-V file's bytes → SPIR-V through naga's front end, its bindings taking element offsets.
@@ -163,7 +185,14 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
     let as_given = |why: String, workgroup: Option<[u32; 3]>| {
         let bindings = (0..n_buf).map(|_| BindingInfo { element_size: 1, element: "?".into(), offsets: Err(why.clone()) }).collect();
         let words = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        Compiled { words, push_words: None, workgroup, offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes } }
+        Compiled {
+            words,
+            push_words: None,
+            workgroup,
+            offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes },
+            body: Err(why.clone()),
+            body_stride: 0,
+        }
     };
     let options = naga::front::spv::Options { adjust_coordinate_space: false, strict_capabilities: false, block_ctx_dump_prefix: None };
     let mut module = match naga::front::spv::parse_u8_slice(bytes, &options) {
@@ -177,12 +206,13 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
         Err(e) => return Ok(as_given(format!("naga does not validate the module it read ({e})"), Some(workgroup))),
     };
     let offsets = add_offsets(&mut module, &info, n_buf, scalar_bytes, ParamsVar::Storage(n_buf));
+    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Storage(n_buf));
     if offsets.at.is_none() {
         // Nothing to rewrite: the module runs as given.
-        return Ok(Compiled { offsets, ..as_given(String::new(), Some(workgroup)) });
+        return Ok(Compiled { offsets, body, body_stride, ..as_given(String::new(), Some(workgroup)) });
     }
     let words = write_spirv(sig, &module, entry, naga::valid::Capabilities::empty())?;
-    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets })
+    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride })
 }
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
@@ -244,6 +274,34 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         bindings: compiled.offsets.bindings,
         offsets_at: compiled.offsets.at,
         workgroup: compiled.workgroup,
+        body: compiled.body,
+        body_stride: compiled.body_stride,
+    })
+}
+
+/// A fused dispatch's kernel from its module (entry point `main`, `bindings` storage buffers, no push
+/// constants).
+pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module, bindings: u32, block: [u32; 3]) -> Result<VulkanKernel, VkError> {
+    let sig = KernelSig::new(name);
+    // Variables of several bodies share a binding (one per root buffer, one for the params): validated
+    // without the binding-collision check, which assumes one variable per binding.
+    let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS;
+    let info =
+        naga::valid::Validator::new(flags, naga::valid::Capabilities::empty()).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
+    let words = spirv_words(&sig, &module, &info, "main")?;
+    let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, c"main").map_err(|e| refuse(&sig, e.to_string()))?;
+    Ok(VulkanKernel {
+        pipeline: Arc::new(pipeline),
+        push: None,
+        name: name.to_string(),
+        buffers: bindings,
+        scalar_offsets: Vec::new(),
+        params_bytes: 0,
+        bindings: Vec::new(),
+        offsets_at: None,
+        workgroup: Some(block),
+        body: Err("a fused dispatch".into()),
+        body_stride: 0,
     })
 }
 

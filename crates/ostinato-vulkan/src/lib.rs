@@ -15,6 +15,7 @@ pub mod commands;
 mod error;
 mod exec;
 mod ffi;
+mod fused_entry;
 pub mod fusion;
 mod kernel;
 mod lane_run;
