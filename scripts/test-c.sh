@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C ABI's tests: installs it under a temporary prefix (scripts/install-c.sh), builds the C and
 # C++ examples against it with pkg-config and -Wall -Wextra -Werror (and record.c against the static
-# library), and runs them on the host backend from the repository root.
+# library), and runs them from the repository root: on the host backend, and vulkan_free.c on whatever
+# Vulkan device is found (it skips without one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$(mktemp -d)
@@ -18,9 +19,10 @@ run() {  # name, then the command
 }
 run "build record.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $flags -o "$prefix/record"
 run "build errors.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/errors.c $flags -o "$prefix/errors"
+run "build vulkan_free.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/vulkan_free.c $flags -o "$prefix/vulkan_free"
 run "build record.cpp" $cxx -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $flags -o "$prefix/record_cpp"
 run "build record.c, static" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c -I"$prefix/include" "$prefix/lib/libostinato.a" -lpthread -ldl -lm -o "$prefix/record_static"
-for t in record errors record_cpp record_static; do
+for t in record errors record_cpp record_static vulkan_free; do
   [[ -x "$prefix/$t" ]] && run "run $t" "$prefix/$t"
 done
 echo "c abi: $passed passed, $failed failed"

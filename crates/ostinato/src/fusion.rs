@@ -340,3 +340,62 @@ pub fn rewrite(plan: &Plan, groups: &[Group], fused: &[FusedLaunch<'_>]) -> Resu
     let node_of = (0..n).map(|v| new_of_unit[unit[v]].unwrap_or(NodeId(0))).collect();
     Ok(Rewritten { graph: out, node_of, kernels })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Access, Graph, Launch, Scalar, ScalarType, Slice};
+
+    /// `lanes` chains of `len` one-block nodes on their own buffers, recorded interleaved.
+    fn chains(lanes: usize, len: usize) -> Plan {
+        let mut g = Graph::new();
+        let bufs: Vec<_> = (0..lanes).map(|l| g.add_buffer(format!("x{l}"), 1024).unwrap()).collect();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        for _ in 0..len {
+            for &b in &bufs {
+                g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+            }
+        }
+        Plan::compile(&g).unwrap()
+    }
+
+    fn every(plan: &Plan) -> Vec<Option<Fusable>> {
+        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+    }
+
+    #[test]
+    fn a_chain_is_one_group_with_a_barrier_between_dependent_bodies() {
+        let plan = chains(1, 10);
+        let gs = groups(&plan, &every(&plan), FusionMode::Auto);
+        assert_eq!((gs.len(), gs[0].lanes.len(), gs[0].len()), (1, 1, 10));
+        let bars = barriers(&plan, &gs[0].lanes[0], |_| false);
+        assert!(!bars[0] && bars[1..].iter().all(|b| *b));
+        assert!(groups(&plan, &every(&plan), FusionMode::Off).is_empty());
+    }
+
+    #[test]
+    fn independent_chains_are_the_lanes_of_one_group_and_the_rewrite_keeps_every_ordering() {
+        let plan = chains(4, 5);
+        let gs = groups(&plan, &every(&plan), FusionMode::Auto);
+        assert_eq!((gs.len(), gs[0].lanes.len(), gs[0].len()), (1, 4, 20));
+        // One fused launch reading and writing every buffer; a node that no group holds stays.
+        let sig = KernelSig::new("fused").buffer("p0", Access::ReadWrite);
+        let args = [Arg::Buffer(Slice { buffer: crate::BufferId(0), offset: 0, len: 1024 })];
+        let rw = rewrite(&plan, &gs, &[FusedLaunch { sig: &sig, launch: Launch::linear(4, 256), args: &args }]).unwrap();
+        assert_eq!(rw.graph.nodes().len(), 1);
+        assert!(rw.node_of.iter().all(|n| n.index() == 0));
+        // A node that cannot fuse cuts the run: two groups around it.
+        let plan = chains(1, 9);
+        let mut f = every(&plan);
+        f[4] = None;
+        let gs = groups(&plan, &f, FusionMode::Auto);
+        assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [4, 4]);
+        let sigs: Vec<KernelSig> = (0..gs.len()).map(|i| KernelSig::new(format!("f{i}")).buffer("x", Access::ReadWrite)).collect();
+        let args = [Arg::Whole(crate::BufferId(0))];
+        let launches: Vec<FusedLaunch> = sigs.iter().map(|sig| FusedLaunch { sig, launch: Launch::linear(1, 256), args: &args }).collect();
+        let rw = rewrite(&plan, &gs, &launches).unwrap();
+        let fused_plan = Plan::compile(&rw.graph).unwrap();
+        assert_eq!(fused_plan.node_count(), 3);
+        assert_eq!(fused_plan.edges().len(), 2, "group, node 4, group: a chain");
+    }
+}
