@@ -5,7 +5,7 @@
 //! last barrier (or where bodies share workgroup memory). The plan is recorded again with each group
 //! as one node (`ostinato::fusion::rewrite`), so its barriers come from the same hazards.
 //!
-//! The bodies are merged at the naga IR level ([`build_module`]): each kernel's module (its bindings
+//! The bodies are merged at the naga IR level (`build_module`): each kernel's module (its bindings
 //! already taking element offsets, `crate::offsets`) is imported into one module through `naga_oil`'s
 //! importer, its entry point made a function; its buffer bindings renumbered to the fused dispatch's
 //! (each bound to its whole root buffer, so a member's slice is reached by its element offset from
@@ -15,7 +15,7 @@
 //! Each body sees the built-ins of a one-workgroup launch: workgroup id 0, one workgroup, its global
 //! invocation id its local one — what it saw when dispatched alone.
 //!
-//! What may fuse ([`Body`], decided at bind time): a module whose entry point takes only the compute
+//! What may fuse (`Body`, decided at bind time): a module whose entry point takes only the compute
 //! built-ins above, has no barrier of its own (a body's barrier would count invocations that already
 //! returned from it), and whose every binding takes element offsets; a node launched as one workgroup
 //! whose slices start at whole elements of their root buffers.
