@@ -535,6 +535,9 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             None
         }
     };
+    // Without a Vulkan arm the device is only named: it is closed before any arm runs.
+    let vulkan_device = vulkan.as_ref().map(|c| c.name.clone());
+    let vulkan = vulkan.filter(|_| arms.iter().any(|a| a.is_vulkan()));
     let contexts = Contexts { cuda, vulkan };
     let regime_chain_us = match (&contexts.cuda, regime) {
         (Some(c), Regime::MultiStream) => {
@@ -638,7 +641,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     }
     pb.finish_and_clear();
     let mut prov =
-        provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), contexts.vulkan.as_ref().map(|v| v.name.clone()), clock_before, args);
+        provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
     prov.regime_chain_us = regime_chain_us;
     report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
     println!("{}", report::headline(backend, &rows));
