@@ -640,8 +640,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         });
     }
     pb.finish_and_clear();
-    let mut prov =
-        provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
+    let mut prov = provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
     prov.regime_chain_us = regime_chain_us;
     report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
     println!("{}", report::headline(backend, &rows));
