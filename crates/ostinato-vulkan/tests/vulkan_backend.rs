@@ -364,3 +364,36 @@ fn every_replay_ordering_matches_the_host_with_replays_waited_or_in_flight() {
         }
     }
 }
+
+/// The `mix` built-in as a SPIR-V file of the storage-buffer convention (scalars in the storage buffer
+/// after the buffers), written by naga from its WGSL.
+fn mix_spirv() -> Vec<u8> {
+    let mut module = naga::front::wgsl::parse_str(&ostinato_vulkan::shaders::wgsl("mix").unwrap()).unwrap();
+    for (_, v) in module.global_variables.iter_mut() {
+        if v.space == naga::AddressSpace::Immediate {
+            v.space = naga::AddressSpace::Storage { access: naga::StorageAccess::LOAD };
+            v.binding = Some(naga::ResourceBinding { group: 0, binding: 2 });
+        }
+    }
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty()).validate(&module).unwrap();
+    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+    naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).unwrap().iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_spirv_kernel_takes_slices_at_any_offset_through_nagas_front_end() {
+    let Some(vk) = backend_or_skip("a_spirv_kernel_takes_slices_at_any_offset_through_nagas_front_end") else { return };
+    let vk = vk.with_options(ostinato_vulkan::VulkanOptions { fusion: ostinato_vulkan::FusionMode::Off, ..Default::default() });
+    let path = std::env::temp_dir().join(format!("ostinato-vk-spv-{}.spv", std::process::id()));
+    std::fs::write(&path, mix_spirv()).unwrap();
+    let kernel = vk.bind_kernel(&mix_sig(), &KernelRef::file(&path).with_entry("main")).unwrap();
+    let host = HostBackend::serial();
+    for seed in 200..215u64 {
+        let g = program(seed, 6 + seed as usize % 20);
+        let plan = Plan::compile(&g).unwrap();
+        let mut exec = vk.instantiate(&plan, vec![kernel.clone()], ostinato::allocate_all(&plan)).unwrap();
+        let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!(run(&mut exec, &plan, seed, 2), run(&mut oracle, &plan, seed, 2), "seed {seed}: the SPIR-V mix");
+    }
+}
