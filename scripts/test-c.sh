@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C ABI's tests: installs it under a temporary prefix (scripts/install-c.sh), builds the C and
 # C++ examples against it with pkg-config and -Wall -Wextra -Werror (and record.c against the static
-# library), and runs them on the host backend from the repository root.
+# library), and runs them from the repository root: on the host backend, and vulkan_free.c on whatever
+# Vulkan device is found (it skips without one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$(mktemp -d)
@@ -20,9 +21,10 @@ run "build record.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $fla
 run "build errors.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/errors.c $flags -o "$prefix/errors"
 run "build handles.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/handles.c $flags -o "$prefix/handles"
 run "build statuses.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/statuses.c $flags -o "$prefix/statuses"
+run "build vulkan_free.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/vulkan_free.c $flags -o "$prefix/vulkan_free"
 run "build record.cpp" $cxx -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $flags -o "$prefix/record_cpp"
 run "build record.c, static" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c -I"$prefix/include" "$prefix/lib/libostinato.a" -lpthread -ldl -lm -o "$prefix/record_static"
-for t in record errors handles statuses record_cpp record_static; do
+for t in record errors handles statuses record_cpp record_static vulkan_free; do
   [[ -x "$prefix/$t" ]] && run "run $t" "$prefix/$t"
 done
 echo "c abi: $passed passed, $failed failed"

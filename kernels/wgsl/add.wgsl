@@ -5,6 +5,8 @@ struct Params { n: u32 }
 var<immediate> p: Params;
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = gid.x; i < p.n; i = i + groups.x * 256u) { x[i] = x[i] + y[i]; }
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let first = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid;
+    let stride = groups.x * groups.y * groups.z * 256u;
+    for (var i = first; i < p.n; i = i + stride) { x[i] = x[i] + y[i]; }
 }

@@ -13,7 +13,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let lane = lid.x & 31u;
     let slot = lid.x >> 5u;
     // `first` is the same for the whole workgroup, so every invocation reaches every barrier.
-    for (var first = wid.x * 8u; first < p.m; first = first + groups.x * 8u) {
+    // Workgroups numbered linearly over x, y and z (the same for the whole workgroup).
+    let g = wid.x + groups.x * (wid.y + groups.y * wid.z);
+    for (var first = g * 8u; first < p.m; first = first + groups.x * groups.y * groups.z * 8u) {
         let row = first + slot;
         var acc = 0.0;
         if (row < p.m) {

@@ -7,8 +7,10 @@ struct Params { pos: u32, kv: u32 }
 var<immediate> p: Params;
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = gid.x; i < p.kv; i = i + groups.x * 256u) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let first = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid;
+    let stride = groups.x * groups.y * groups.z * 256u;
+    for (var i = first; i < p.kv; i = i + stride) {
         kc[p.pos * p.kv + i] = k[i];
         vc[p.pos * p.kv + i] = v[i];
     }

@@ -4,9 +4,10 @@ struct Params { pos: u32, heads: u32, head_dim: u32 }
 var<immediate> p: Params;
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let half = p.head_dim / 2u;
-    for (var t = gid.x; t < p.heads * half; t = t + groups.x * 256u) {
+    let stride = groups.x * groups.y * groups.z * 256u;
+    for (var t = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid; t < p.heads * half; t = t + stride) {
         let h = t / half;
         let i = t % half;
         let theta = f32(p.pos) * pow(10000.0, -2.0 * f32(i) / f32(p.head_dim));

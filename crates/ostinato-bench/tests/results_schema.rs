@@ -154,3 +154,32 @@ fn a_filter_that_matches_no_row_is_an_error_not_an_empty_report() {
     assert!(err.starts_with("filter: nomatch matches no row"), "{err}");
     assert!(!out.exists(), "nothing is written");
 }
+
+/// The host matrix's report names the Vulkan device `ostinato devices` lists (it opens it whatever the
+/// matrix), and `--arms` runs the Vulkan arms in the host matrix on it, every sample checked.
+#[test]
+fn the_host_report_names_the_vulkan_device_and_runs_its_arms_when_asked() {
+    let Ok(ctx) = ostinato_vulkan::Context::open() else {
+        ostinato_testkit::skip("SKIP the_host_report_names_the_vulkan_device_and_runs_its_arms_when_asked: no Vulkan device");
+        return;
+    };
+    let out = std::env::temp_dir().join(format!("ostinato-bench-vk-{}", std::process::id()));
+    let args = host_config(&out, |c| brief(c, "grid/serial/n1/"));
+    ostinato_bench::bench::run(&args).expect("host bench runs");
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(!report.contains("Vulkan arm device: none found") && report.contains(&format!("Vulkan arm device: {}", ctx.name)), "{report}");
+    let mut args = host_config(&out, |c| brief(c, "grid/serial/n1/"));
+    args.arms = Some(
+        ["ostinato-host", "vulkan", "ostinato-vulkan", "ostinato-vulkan-barrier", "ostinato-vulkan-timeline", "ostinato-vulkan-events"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let rows = ostinato_bench::bench::run(&args).expect("host bench with the Vulkan arms runs");
+    let arms: Vec<&str> = rows[0].arms.iter().filter(|a| a.ok && a.skipped.is_none() && !a.samples.is_empty()).map(|a| a.arm).collect();
+    assert_eq!(
+        arms,
+        ["ostinato-host", "vulkan", "ostinato-vulkan", "ostinato-vulkan-barrier", "ostinato-vulkan-timeline", "ostinato-vulkan-events"],
+        "{rows:?}"
+    );
+    check(&out.join("results.json"));
+}

@@ -88,8 +88,8 @@ struct RunArgs {
     /// CUDA: programmatic (PDL) edges where the measured policy says they pay, always, or never.
     #[arg(long, default_value = "auto", value_parser = exec_choice("pdl"))]
     pdl: String,
-    /// Chain fusion — runs of dependent 1-block nodes replayed as one resident block: where it cannot
-    /// lose (auto), wherever the nodes may fuse (on), or never (off).
+    /// CUDA and Vulkan: chain fusion — runs of dependent 1-block nodes replayed as one resident block
+    /// (one workgroup): where it cannot lose (auto), wherever the nodes may fuse (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the

@@ -79,7 +79,7 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--offsets", "0,100"], "offsets: 100: a multiple of 256 of at most 1 GiB"),
         (["--offsets", "18446744073709551360"], "offsets: 18446744073709551360: a multiple of 256 of at most 1 GiB"),
         (["--offsets", "4096"], "offsets: places CUDA device buffers"),
-        (["--arms", "ostinato-host,eager"], "arms: `eager` is not an arm of this backend (host-serial, ostinato-host)"),
+        (["--arms", "ostinato-host,eager"], "arms: `eager` is not an arm of this backend (host-serial, ostinato-host, vulkan, ostinato-vulkan,"),
         (["--arms", "host-serial"], "arms: `ostinato-host` must be among them"),
         (["--replays", "0"], "replays: 0: between 1 and 1000"),
         (["--filter", "nomatch"], "filter: nomatch matches no row"),

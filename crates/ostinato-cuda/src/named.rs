@@ -1,7 +1,6 @@
 //! The names of the CUDA backend's option values ([`ostinato::Named`]): each enum lists its values
 //! once, here, and parsing is derived from the names.
 
-use crate::fusion::FusionMode;
 use crate::lower::{MixedBuilds, PdlMode, ShapeMode};
 use crate::module::PdlTrigger;
 use crate::options::{ExecMode, GraphBuild, LaunchOn, StreamPriority};
@@ -27,7 +26,6 @@ named!(StreamPriority, [StreamPriority::Default, StreamPriority::High], |p| matc
 named!(LaunchOn, [LaunchOn::Caller, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }], LaunchOn::as_str);
 named!(PdlTrigger, [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::AfterWrites, PdlTrigger::Never, PdlTrigger::Disabled], PdlTrigger::as_str);
 named!(PdlMode, [PdlMode::Auto, PdlMode::On, PdlMode::Off], PdlMode::as_str);
-named!(FusionMode, [FusionMode::Auto, FusionMode::On, FusionMode::Off], FusionMode::as_str);
 named!(ShapeMode, [ShapeMode::Auto, ShapeMode::Plan, ShapeMode::Lanes], ShapeMode::as_str);
 named!(MixedBuilds, [MixedBuilds::Off, MixedBuilds::Plain, MixedBuilds::Early, MixedBuilds::All], |m| match m {
     MixedBuilds::Off => "off",
@@ -39,6 +37,7 @@ named!(MixedBuilds, [MixedBuilds::Off, MixedBuilds::Plain, MixedBuilds::Early, M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fusion::FusionMode;
 
     fn round_trips<T: Named + PartialEq + std::fmt::Debug>() {
         let mut names = T::names();

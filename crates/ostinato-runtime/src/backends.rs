@@ -84,6 +84,10 @@ impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
     const KIND: BackendKind = BackendKind::Vulkan;
     fn notes(exec: &ostinato_vulkan::VulkanExec, plan: &Plan) -> Vec<String> {
         let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
-        vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())]
+        let mut notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
+        if exec.fused_nodes() > 0 {
+            notes.push(format!("{} of {} nodes fused: {} dispatches per replay", exec.fused_nodes(), plan.node_count(), exec.run_plan().node_count()));
+        }
+        notes
     }
 }

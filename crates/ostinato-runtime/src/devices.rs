@@ -20,7 +20,7 @@ fn describe_vulkan(s: &mut String) {
 fn describe_vulkan(s: &mut String) {
     match ostinato_vulkan::Context::open_matching(std::env::var("OSTINATO_VK_DEVICE").ok().as_deref()) {
         Ok(c) => {
-            let _ = writeln!(s, "vulkan: {} (storage buffers bound at multiples of {} bytes)", c.name, c.storage_alignment());
+            let _ = writeln!(s, "vulkan: {} (storage bindings aligned to {} bytes; slices at any element offset)", c.name, c.storage_alignment());
         }
         Err(e) => {
             let _ = writeln!(s, "vulkan: {e}");

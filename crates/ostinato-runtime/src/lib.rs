@@ -61,3 +61,5 @@ pub use ostinato;
 #[cfg(feature = "cuda")]
 pub use ostinato_cuda;
 pub use ostinato_host;
+#[cfg(feature = "vulkan")]
+pub use ostinato_vulkan;

@@ -26,7 +26,6 @@ pub struct Choice {
     pub study: bool,
 }
 
-#[cfg(feature = "cuda")]
 fn names<T: Named>() -> Vec<&'static str> {
     T::names()
 }
@@ -49,7 +48,7 @@ pub const CHOICES: &[Choice] = &[
         key: "fusion",
         help: "chain fusion: runs of dependent 1-block nodes replayed as one resident block, where it cannot lose (auto), wherever they may fuse (on), or never (off)",
         backends: &[BackendKind::Cuda, BackendKind::Vulkan],
-        values: names::<ostinato_cuda::FusionMode>,
+        values: names::<ostinato::fusion::FusionMode>,
         study: false,
     },
     Choice {
@@ -79,6 +78,22 @@ pub const CHOICES: &[Choice] = &[
         help: "CUDA graph mode: the submitted graph's shape",
         backends: CUDA,
         values: names::<ostinato_cuda::lower::ShapeMode>,
+        study: true,
+    },
+    #[cfg(feature = "vulkan")]
+    Choice {
+        key: "ordering",
+        help: "Vulkan: how a replay is ordered after the previous one (docs/fences.md)",
+        backends: &[BackendKind::Vulkan],
+        values: names::<ostinato_vulkan::ReplayOrdering>,
+        study: true,
+    },
+    #[cfg(feature = "vulkan")]
+    Choice {
+        key: "queues",
+        help: "Vulkan: one queue, or each plan lane on a queue of its own",
+        backends: &[BackendKind::Vulkan],
+        values: names::<ostinato_vulkan::QueueMode>,
         study: true,
     },
 ];
@@ -145,7 +160,7 @@ impl ExecOptions {
             #[cfg(feature = "cuda")]
             BackendKind::Cuda => Ok(BackendSpec::Cuda { device: self.device.clone(), options: self.cuda()?, stream: self.stream }),
             #[cfg(feature = "vulkan")]
-            BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: self.device.clone() }),
+            BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: self.device.clone(), options: self.vulkan()? }),
             #[allow(unreachable_patterns)]
             other => BackendSpec::default_for(other),
         }
@@ -154,7 +169,8 @@ impl ExecOptions {
     /// The CUDA backend's options these make.
     #[cfg(feature = "cuda")]
     pub fn cuda(&self) -> Result<ostinato_cuda::CudaOptions, RuntimeError> {
-        use ostinato_cuda::{lower::ShapeMode, CudaOptions, ExecMode, FusionMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
+        use ostinato::fusion::FusionMode;
+        use ostinato_cuda::{lower::ShapeMode, CudaOptions, ExecMode, GraphBuild, LaunchOn, PdlMode, PdlPolicy, PdlTrigger, StreamPriority};
         let pdl = PdlPolicy { shape: self.parsed::<ShapeMode>("shape")?, ..PdlPolicy::new(self.parsed::<PdlMode>("pdl")?) };
         let defaults = CudaOptions::default();
         Ok(CudaOptions {
@@ -173,7 +189,22 @@ impl ExecOptions {
         })
     }
 
-    #[cfg(feature = "cuda")]
+    /// The Vulkan backend's options these make.
+    #[cfg(feature = "vulkan")]
+    pub fn vulkan(&self) -> Result<ostinato_vulkan::VulkanOptions, RuntimeError> {
+        let defaults = ostinato_vulkan::VulkanOptions::default();
+        Ok(ostinato_vulkan::VulkanOptions {
+            queues: self.parsed("queues")?,
+            fusion: self.parsed("fusion")?,
+            ordering: self.parsed("ordering")?,
+            wait_timeout: match self.wait_timeout {
+                WaitTimeout::Default => defaults.wait_timeout,
+                WaitTimeout::Never => None,
+                WaitTimeout::After(d) => Some(d),
+            },
+        })
+    }
+
     fn parsed<T: Named>(&self, key: &str) -> Result<T, RuntimeError> {
         let value = self.get(key).ok_or_else(|| RuntimeError::Option { option: key.to_string(), reason: "no such option".into() })?;
         T::from_name(value).ok_or_else(|| RuntimeError::Option { option: key.to_string(), reason: format!("`{value}` is not a value") })

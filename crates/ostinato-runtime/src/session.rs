@@ -30,9 +30,10 @@ pub enum BackendSpec {
     #[cfg(feature = "cuda")]
     Cuda { device: Option<String>, options: ostinato_cuda::CudaOptions, stream: Option<ostinato_cuda::ExternalStream> },
     /// `device`: an index, a UUID or part of a name (default: `OSTINATO_VK_DEVICE`, else the best
-    /// device with a compute queue, a discrete GPU first).
+    /// device with a compute queue, a discrete GPU first); `options`: queues, fusion, replay ordering,
+    /// wait deadline.
     #[cfg(feature = "vulkan")]
-    Vulkan { device: Option<String> },
+    Vulkan { device: Option<String>, options: ostinato_vulkan::VulkanOptions },
 }
 
 impl BackendSpec {
@@ -49,7 +50,7 @@ impl BackendSpec {
             #[cfg(not(feature = "cuda"))]
             BackendKind::Cuda => Err(not_built(kind)),
             #[cfg(feature = "vulkan")]
-            BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: None }),
+            BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: None, options: Default::default() }),
             #[cfg(not(feature = "vulkan"))]
             BackendKind::Vulkan => Err(not_built(kind)),
         }
@@ -120,11 +121,11 @@ impl Session {
                 Ok(Session { opened: Opened::Cuda(Box::new(crate::backends::CudaOnStream { backend, stream: *stream })), description })
             }
             #[cfg(feature = "vulkan")]
-            BackendSpec::Vulkan { device } => {
+            BackendSpec::Vulkan { device, options } => {
                 let selector = device.clone().or_else(|| std::env::var("OSTINATO_VK_DEVICE").ok());
                 let ctx = ostinato_vulkan::Context::open_matching(selector.as_deref())?;
-                let description = format!("vulkan device {}", ctx.name);
-                Ok(Session { opened: Opened::Vulkan(ostinato_vulkan::VulkanBackend::with_context(ctx)), description })
+                let description = format!("vulkan device {}, fusion {}, replay ordering {}", ctx.name, options.fusion.as_str(), options.ordering.as_str());
+                Ok(Session { opened: Opened::Vulkan(ostinato_vulkan::VulkanBackend::with_context(ctx).with_options(*options)), description })
             }
         }
     }

@@ -142,8 +142,8 @@ fn add_one_over_512_bytes(n0: u32) -> (Plan, ostinato::SlotId) {
 #[test]
 fn a_built_in_told_to_touch_past_its_extent_is_refused_on_every_backend_at_instantiate_and_patch() {
     let mut specs = vec![BackendSpec::host()];
-    match Session::open(&BackendSpec::Vulkan { device: None }) {
-        Ok(_) => specs.push(BackendSpec::Vulkan { device: None }),
+    match Session::open(&BackendSpec::Vulkan { device: None, options: Default::default() }) {
+        Ok(_) => specs.push(BackendSpec::Vulkan { device: None, options: Default::default() }),
         Err(e) => eprintln!("SKIP the vulkan half: {e}"),
     }
     if ostinato_runtime::ostinato_cuda::driver_available() {

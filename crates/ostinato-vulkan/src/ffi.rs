@@ -1,5 +1,7 @@
-//! The only place that calls Vulkan (through ash, loader opened at run time). Owning wrappers: every
-//! handle is destroyed by its owner; every failing call becomes a [`VkError`] naming the operation.
+//! The device, its buffers and pipelines (an FFI module: the loader is opened at run time through ash).
+//! Owning wrappers: every handle is destroyed by its owner; every failing call becomes a [`VkError`]
+//! naming the operation. The raw handles are public for code that records its own command buffers
+//! on the same device (the benchmark's raw baseline).
 
 #![allow(unsafe_code)]
 
@@ -8,11 +10,8 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::error::vkr;
 use crate::VkError;
-
-fn vkr(op: &'static str) -> impl Fn(vk::Result) -> VkError {
-    move |code| VkError::Vk { op, code: code.as_raw(), name: format!("{code:?}") }
-}
 
 /// The most compute queues a context opens (the plan's lanes are at most 4 by default).
 pub const MAX_QUEUES: u32 = 4;
@@ -30,10 +29,31 @@ pub struct Context {
     pub(crate) timestamp_period_ns: f64,
     pub(crate) timestamps: bool,
     pub(crate) min_storage_align: u64,
+    /// The device has timeline semaphores, enabled (Vulkan 1.2).
+    pub(crate) timeline: bool,
+    pub limits: DeviceLimits,
     pub name: String,
     pub driver_version: u32,
     pub api_version: u32,
     pub(crate) cmd_pool: vk::CommandPool,
+    /// Queues are externally synchronised objects (`vkQueueSubmit` on one queue from two threads is
+    /// undefined): every submission of every exec of this context takes this lock.
+    submit_lock: std::sync::Mutex<()>,
+}
+
+/// The device's limits a dispatch must respect (`VkPhysicalDeviceLimits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// `maxComputeWorkGroupCount`: workgroups per dispatch in x, y, z.
+    pub workgroup_count: [u32; 3],
+    /// `maxComputeWorkGroupSize`: invocations per workgroup in x, y, z.
+    pub workgroup_size: [u32; 3],
+    /// `maxComputeWorkGroupInvocations`: invocations per workgroup in all.
+    pub workgroup_invocations: u32,
+    /// `maxPerStageDescriptorStorageBuffers` (and the descriptor-set limit, the smaller of the two).
+    pub storage_buffers: u32,
+    /// `maxStorageBufferRange`: the most bytes one binding may span.
+    pub storage_range: u32,
 }
 
 impl Context {
@@ -117,11 +137,53 @@ impl Context {
             timestamp_period_ns: props.limits.timestamp_period as f64,
             timestamps: families[family as usize].timestamp_valid_bits > 0 && props.limits.timestamp_compute_and_graphics == vk::TRUE,
             min_storage_align: props.limits.min_storage_buffer_offset_alignment.max(4),
+            timeline,
+            limits: DeviceLimits {
+                workgroup_count: props.limits.max_compute_work_group_count,
+                workgroup_size: props.limits.max_compute_work_group_size,
+                workgroup_invocations: props.limits.max_compute_work_group_invocations,
+                storage_buffers: props.limits.max_per_stage_descriptor_storage_buffers.min(props.limits.max_descriptor_set_storage_buffers),
+                storage_range: props.limits.max_storage_buffer_range,
+            },
             name,
             driver_version: props.driver_version,
             api_version: props.api_version,
             cmd_pool,
+            submit_lock: std::sync::Mutex::new(()),
         }))
+    }
+
+    /// The logical device (for code that records its own command buffers on it).
+    pub fn device(&self) -> &ash::Device {
+        &self.device
+    }
+
+    /// The queue single-queue submissions go to.
+    pub fn queue(&self) -> vk::Queue {
+        self.queue
+    }
+
+    /// The command pool command buffers of this context come from.
+    pub fn command_pool(&self) -> vk::CommandPool {
+        self.cmd_pool
+    }
+
+    /// Nanoseconds per timestamp tick, and whether the compute queue writes timestamps.
+    pub fn timestamp_period(&self) -> (f64, bool) {
+        (self.timestamp_period_ns, self.timestamps)
+    }
+
+    /// `vkQueueSubmit` of `infos` to queue `index` (0: the single-queue one), signalling `fence`, under
+    /// the context's submission lock.
+    ///
+    /// # Safety
+    /// Every command buffer, semaphore and the fence belong to this device and meet `vkQueueSubmit`'s
+    /// rules (recorded; for simultaneous use where already pending; the fence unsignalled).
+    pub unsafe fn queue_submit(&self, index: usize, infos: &[vk::SubmitInfo<'_>], fence: vk::Fence) -> Result<(), VkError> {
+        let queue = self.queues.get(index).copied().unwrap_or(self.queue);
+        let _guard = self.submit_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: the caller vouches for the handles; the lock serialises access to the queue.
+        unsafe { self.device.queue_submit(queue, infos, fence) }.map_err(vkr("vkQueueSubmit"))
     }
 
     /// How many compute queues this context drives (lanes of a plan may run on separate ones).
@@ -182,48 +244,56 @@ impl Context {
         (0..mp.memory_type_count).find(|&i| bits & (1 << i) != 0 && mp.memory_types[i as usize].property_flags.contains(flags))
     }
 
-    pub(crate) fn command_buffer(&self) -> Result<vk::CommandBuffer, VkError> {
+    /// A primary command buffer from the context's pool (the caller frees it).
+    pub fn command_buffer(&self) -> Result<vk::CommandBuffer, VkError> {
         let ai = vk::CommandBufferAllocateInfo::default().command_pool(self.cmd_pool).level(vk::CommandBufferLevel::PRIMARY).command_buffer_count(1);
         // SAFETY: valid pool of this device.
         Ok(unsafe { self.device.allocate_command_buffers(&ai) }.map_err(vkr("vkAllocateCommandBuffers"))?[0])
     }
 
-    /// Submits a recorded command buffer and waits for it; returns the host µs the submit call took.
-    pub(crate) fn submit_wait(&self, cmd: vk::CommandBuffer, fence: vk::Fence) -> Result<f64, VkError> {
+    /// Submits a recorded command buffer and waits for it (at most `timeout`; `None`: for ever); returns
+    /// the host µs the submit call took.
+    pub fn submit_wait(&self, cmd: vk::CommandBuffer, fence: vk::Fence, timeout: Option<std::time::Duration>) -> Result<f64, VkError> {
         let cmds = [cmd];
         let si = [vk::SubmitInfo::default().command_buffers(&cmds)];
         let t = std::time::Instant::now();
-        // SAFETY: cmd is fully recorded; fence is unsignalled (reset below after each wait).
-        unsafe { self.device.queue_submit(self.queue, &si, fence) }.map_err(vkr("vkQueueSubmit"))?;
+        // SAFETY: cmd is fully recorded; the fence is unsignalled (reset after each wait below).
+        unsafe { self.queue_submit(0, &si, fence) }?;
         let host_us = t.elapsed().as_secs_f64() * 1e6;
-        // SAFETY: waits on our own fence, then resets it for the next submit.
-        unsafe { self.device.wait_for_fences(&[fence], true, u64::MAX) }.map_err(vkr("vkWaitForFences"))?;
-        // SAFETY: as above.
+        self.wait_fences(&[fence], timeout)?;
+        // SAFETY: our own signalled fence, reset for the next submit.
         unsafe { self.device.reset_fences(&[fence]) }.map_err(vkr("vkResetFences"))?;
         Ok(host_us)
     }
 
-    /// Submits a recorded command buffer, signalling `fence` when it completes.
-    pub(crate) fn submit(&self, cmd: vk::CommandBuffer, fence: vk::Fence) -> Result<(), VkError> {
-        let cmds = [cmd];
-        let si = [vk::SubmitInfo::default().command_buffers(&cmds)];
-        // SAFETY: cmd is fully recorded (simultaneous use where it is in flight more than once); the
-        // fence is unsignalled.
-        unsafe { self.device.queue_submit(self.queue, &si, fence) }.map_err(vkr("vkQueueSubmit"))
-    }
-
-    /// Waits for `fences` (all) and resets them.
-    pub(crate) fn wait_reset(&self, fences: &[vk::Fence]) -> Result<(), VkError> {
+    /// Waits for every fence of `fences` (this device's) at most `timeout` (`None`: for ever):
+    /// `Err(Timeout)` when they are not all signalled by then.
+    pub(crate) fn wait_fences(&self, fences: &[vk::Fence], timeout: Option<std::time::Duration>) -> Result<(), VkError> {
         if fences.is_empty() {
             return Ok(());
         }
         // SAFETY: our own fences of this device.
-        unsafe { self.device.wait_for_fences(fences, true, u64::MAX) }.map_err(vkr("vkWaitForFences"))?;
-        // SAFETY: as above, signalled.
-        unsafe { self.device.reset_fences(fences) }.map_err(vkr("vkResetFences"))
+        match unsafe { self.device.wait_for_fences(fences, true, timeout_ns(timeout)) } {
+            Ok(()) => Ok(()),
+            Err(vk::Result::TIMEOUT) => Err(VkError::Timeout { exec: format!("a submission on {}", self.name), ms: timeout.map_or(0, |t| t.as_millis()) }),
+            Err(e) => Err(vkr("vkWaitForFences")(e)),
+        }
     }
 
-    pub(crate) fn fence(&self) -> Result<vk::Fence, VkError> {
+    /// An unsignalled event of this device (the caller destroys it with [`Context::destroy_event`]).
+    pub(crate) fn event(&self) -> Result<vk::Event, VkError> {
+        // SAFETY: valid device; a device-and-host event.
+        unsafe { self.device.create_event(&vk::EventCreateInfo::default(), None) }.map_err(vkr("vkCreateEvent"))
+    }
+
+    /// Destroys an event of this device no pending command uses.
+    pub(crate) fn destroy_event(&self, event: vk::Event) {
+        // SAFETY: our own event, unused by any pending command (the caller's guarantee).
+        unsafe { self.device.destroy_event(event, None) };
+    }
+
+    /// An unsignalled fence of this device (the caller destroys it).
+    pub fn fence(&self) -> Result<vk::Fence, VkError> {
         // SAFETY: valid device.
         unsafe { self.device.create_fence(&vk::FenceCreateInfo::default(), None) }.map_err(vkr("vkCreateFence"))
     }
@@ -301,8 +371,13 @@ impl Buffer {
         Ok(b)
     }
 
+    /// The buffer's handle (for code that records its own commands on this context's device).
+    pub fn handle(&self) -> vk::Buffer {
+        self.buffer
+    }
+
     /// The mapped bytes of a staging buffer.
-    pub(crate) fn bytes(&mut self) -> Option<&mut [u8]> {
+    pub fn bytes(&mut self) -> Option<&mut [u8]> {
         // SAFETY: the mapping covers `size` bytes and lives as long as self; &mut self excludes aliases.
         self.mapped.map(|p| unsafe { std::slice::from_raw_parts_mut(p, self.size as usize) })
     }
@@ -383,6 +458,13 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// The pipeline, its layout and its descriptor-set layout (for code that records its own commands).
+    pub fn handles(&self) -> (vk::Pipeline, vk::PipelineLayout, vk::DescriptorSetLayout) {
+        (self.pipeline, self.layout, self.set_layout)
+    }
+}
+
 impl Drop for Pipeline {
     fn drop(&mut self) {
         // SAFETY: our own objects, no longer in use (command buffers using them have completed).
@@ -396,121 +478,14 @@ impl Drop for Pipeline {
     }
 }
 
-/// One dispatch of a recorded program.
-pub struct Dispatch<'a> {
-    pub pipeline: &'a Pipeline,
-    pub groups: u32,
-    /// (buffer, offset, range) per binding.
-    pub buffers: Vec<(&'a Buffer, u64, u64)>,
-    pub push: Vec<u32>,
+/// A wait's timeout in nanoseconds (`None`: for ever).
+pub(crate) fn timeout_ns(timeout: Option<std::time::Duration>) -> u64 {
+    timeout.map_or(u64::MAX, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// A command buffer recorded once (levels of dispatches separated by one memory barrier each),
-/// bracketed by timestamps, submitted per sample.
-pub struct Program {
-    ctx: Arc<Context>,
-    cmd: vk::CommandBuffer,
-    pool: vk::DescriptorPool,
-    query: vk::QueryPool,
-    fence: vk::Fence,
-}
-
-impl Program {
-    pub fn record(ctx: &Arc<Context>, levels: &[Vec<Dispatch>]) -> Result<Program, VkError> {
-        let d = &ctx.device;
-        let n: u32 = levels.iter().map(|l| l.len() as u32).sum::<u32>().max(1);
-        let nb: u32 = levels.iter().flatten().map(|x| x.buffers.len() as u32).sum::<u32>().max(1);
-        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(nb)];
-        // SAFETY: valid create info.
-        let pool = unsafe { d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(n).pool_sizes(&sizes), None) }
-            .map_err(vkr("vkCreateDescriptorPool"))?;
-        let qi = vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2);
-        // SAFETY: valid create info.
-        let query = unsafe { d.create_query_pool(&qi, None) }.map_err(vkr("vkCreateQueryPool"))?;
-        let prog = Program { ctx: ctx.clone(), cmd: ctx.command_buffer()?, pool, query, fence: ctx.fence()? };
-        let cmd = prog.cmd;
-        // SAFETY: recording into our own fresh command buffer; every handle used belongs to this device
-        // and outlives the program (the caller keeps pipelines and buffers alive while it replays).
-        unsafe {
-            d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default()).map_err(vkr("vkBeginCommandBuffer"))?;
-            d.cmd_reset_query_pool(cmd, query, 0, 2);
-            d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
-            for (li, level) in levels.iter().enumerate() {
-                if li > 0 {
-                    let mb = [vk::MemoryBarrier::default()
-                        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-                        .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
-                    d.cmd_pipeline_barrier(
-                        cmd,
-                        vk::PipelineStageFlags::COMPUTE_SHADER,
-                        vk::PipelineStageFlags::COMPUTE_SHADER,
-                        vk::DependencyFlags::empty(),
-                        &mb,
-                        &[],
-                        &[],
-                    );
-                }
-                for x in level {
-                    let layouts = [x.pipeline.set_layout];
-                    let ai = vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts);
-                    let set = d.allocate_descriptor_sets(&ai).map_err(vkr("vkAllocateDescriptorSets"))?[0];
-                    let infos: Vec<[vk::DescriptorBufferInfo; 1]> =
-                        x.buffers.iter().map(|(b, off, range)| [vk::DescriptorBufferInfo::default().buffer(b.buffer).offset(*off).range(*range)]).collect();
-                    let writes: Vec<vk::WriteDescriptorSet> = infos
-                        .iter()
-                        .enumerate()
-                        .map(|(i, info)| {
-                            vk::WriteDescriptorSet::default()
-                                .dst_set(set)
-                                .dst_binding(i as u32)
-                                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                                .buffer_info(info)
-                        })
-                        .collect();
-                    d.update_descriptor_sets(&writes, &[]);
-                    d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, x.pipeline.pipeline);
-                    d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, x.pipeline.layout, 0, &[set], &[]);
-                    let push: Vec<u8> = x.push.iter().flat_map(|v| v.to_le_bytes()).collect();
-                    if !push.is_empty() {
-                        d.cmd_push_constants(cmd, x.pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
-                    }
-                    d.cmd_dispatch(cmd, x.groups, 1, 1);
-                }
-            }
-            d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
-            d.end_command_buffer(cmd).map_err(vkr("vkEndCommandBuffer"))?;
-        }
-        Ok(prog)
-    }
-
-    /// Submits once and waits. Returns (GPU µs between the timestamps if supported, host µs of submit).
-    pub fn run(&self) -> Result<(Option<f64>, f64), VkError> {
-        let host_us = self.ctx.submit_wait(self.cmd, self.fence)?;
-        if !self.ctx.timestamps {
-            return Ok((None, host_us));
-        }
-        let mut ts = [0u64; 2];
-        // SAFETY: two 64-bit results of our own query pool, written by the completed submit.
-        unsafe { self.ctx.device.get_query_pool_results(self.query, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT) }
-            .map_err(vkr("vkGetQueryPoolResults"))?;
-        Ok((Some(ts[1].wrapping_sub(ts[0]) as f64 * self.ctx.timestamp_period_ns / 1e3), host_us))
-    }
-}
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        // SAFETY: our own objects; the last submit was waited for.
-        unsafe {
-            let d = &self.ctx.device;
-            d.destroy_fence(self.fence, None);
-            d.destroy_query_pool(self.query, None);
-            d.destroy_descriptor_pool(self.pool, None);
-        }
-    }
-}
-
-/// Copies between a staging buffer and a device buffer with a one-shot command buffer, and waits.
-pub fn copy(ctx: &Arc<Context>, src: &Buffer, src_off: u64, dst: &Buffer, dst_off: u64, len: u64) -> Result<(), VkError> {
+/// Copies between a staging buffer and a device buffer with a one-shot command buffer, and waits (at
+/// most `timeout`).
+pub fn copy(ctx: &Arc<Context>, src: &Buffer, src_off: u64, dst: &Buffer, dst_off: u64, len: u64, timeout: Option<std::time::Duration>) -> Result<(), VkError> {
     let cmd = ctx.command_buffer()?;
     let fence = ctx.fence()?;
     let d = &ctx.device;
@@ -522,8 +497,13 @@ pub fn copy(ctx: &Arc<Context>, src: &Buffer, src_off: u64, dst: &Buffer, dst_of
                 d.cmd_copy_buffer(cmd, src.buffer, dst.buffer, &[vk::BufferCopy { src_offset: src_off, dst_offset: dst_off, size: len }]);
                 d.end_command_buffer(cmd).map_err(vkr("vkEndCommandBuffer"))
             })
-            .and_then(|_| ctx.submit_wait(cmd, fence).map(|_| ()))
+            .and_then(|_| ctx.submit_wait(cmd, fence, timeout).map(|_| ()))
     };
+    if r.as_ref().is_err_and(VkError::faults) {
+        // The copy may still run: its command buffer and fence stay allocated (leaked) rather than
+        // freed under it.
+        return r;
+    }
     // SAFETY: the submit completed (or never happened); both objects are ours.
     unsafe {
         d.destroy_fence(fence, None);

@@ -1,12 +1,14 @@
-//! Kernels of the Vulkan backend: WGSL (a built-in of `kernels/wgsl/`, or a `.wgsl` file) compiled to
-//! SPIR-V with naga, or a `.spv` file. The convention every kernel follows: binding `i` of set 0 is the
-//! signature's `i`-th buffer param (a storage buffer), and the scalar params live in one more storage
-//! buffer right after them, in signature order at their natural alignment — so a slot is patched by
-//! writing that buffer, never by re-recording. WGSL kernels take their scalars as one `var<immediate>`
-//! struct (push constants): a WGSL kernel gets two pipelines, one with the push constants as written
-//! (for nodes whose scalars are all constants: recorded into the command buffer, no memory read) and
-//! one with them moved to that storage buffer by rewriting the module's address space before
-//! validation (for nodes that take a slot). A `.spv` kernel follows the storage-buffer convention only.
+//! Kernels of the Vulkan backend: WGSL (a built-in of `kernels/wgsl/`, or a `.wgsl` file) or a `.spv`
+//! file, read into a naga module and written out as SPIR-V. The convention every kernel follows:
+//! binding `i` of set 0 is the signature's `i`-th buffer param (a storage buffer), and the scalar
+//! params live in one more storage buffer right after them, in signature order at their natural
+//! alignment — so a slot is patched by writing that buffer, never by re-recording. WGSL kernels take
+//! their scalars as one `var<immediate>` struct (push constants): a WGSL kernel gets two pipelines, one
+//! with the push constants as written (for nodes whose scalars are all constants: recorded into the
+//! command buffer, no memory read) and one with them moved to that storage buffer by rewriting the
+//! module's address space before validation (for nodes that take a slot). A `.spv` kernel follows the
+//! storage-buffer convention only. After the scalars, the params block holds each buffer binding's
+//! element offset ([`crate::offsets`]), so a slice may start at any byte.
 
 use std::ffi::CString;
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use std::sync::Arc;
 use ostinato::{KernelRef, KernelSig, ParamKind, ScalarType};
 
 use crate::ffi::{Context, Pipeline};
+use crate::fusion::Body;
+use crate::offsets::{add_offsets, BindingInfo, Offsets, ParamsVar};
 use crate::VkError;
 
 /// A bound kernel: its pipelines and the layout of its scalar params.
@@ -26,11 +30,20 @@ pub struct VulkanKernel {
     pub name: String,
     /// Storage-buffer params, in order.
     pub buffers: u32,
-    /// Byte offset of each scalar param in the params block (signature order), and the block's size.
+    /// Byte offset of each scalar param in the params block (signature order), and the block's size
+    /// (the scalars', then the bindings' element offsets).
     pub(crate) scalar_offsets: Vec<u32>,
     pub(crate) params_bytes: u32,
-    /// The shader's workgroup size, where known (WGSL); launches must match it.
+    /// Each buffer binding's element and whether it takes an element offset, which lies at
+    /// `offsets_at + 4 i` of the params block (`None`: no binding takes one).
+    pub(crate) bindings: Vec<BindingInfo>,
+    pub(crate) offsets_at: Option<u32>,
+    /// The shader's workgroup size, where known (WGSL, and SPIR-V naga reads); launches must match it.
     pub workgroup: Option<[u32; 3]>,
+    /// The kernel as a fused dispatch's body ([`crate::fusion`]), or why it cannot be one; and the
+    /// stride of its params blocks in a fused dispatch's params array.
+    pub(crate) body: Result<Arc<Body>, String>,
+    pub(crate) body_stride: u32,
 }
 
 impl std::fmt::Debug for VulkanKernel {
@@ -58,64 +71,149 @@ fn refuse(sig: &KernelSig, message: impl Into<String>) -> VkError {
     VkError::Shader { kernel: sig.name.clone(), message: message.into() }
 }
 
-/// Where a WGSL kernel's scalar params live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Scalars {
-    /// Push constants, as the shader declares them.
-    Push,
-    /// The storage buffer after the signature's buffers.
-    Storage,
+/// A kernel's module compiled: SPIR-V with its scalars in the storage buffer, the push-constant build
+/// where the module takes push constants, the workgroup size, and the bindings' offsets.
+pub(crate) struct Compiled {
+    pub(crate) words: Vec<u32>,
+    pub(crate) push_words: Option<Vec<u32>>,
+    pub(crate) workgroup: Option<[u32; 3]>,
+    pub(crate) offsets: Offsets,
+    pub(crate) body: Result<Arc<Body>, String>,
+    pub(crate) body_stride: u32,
 }
 
-/// WGSL → validated SPIR-V of `entry`, its scalars where `scalars` says; the module's storage bindings
-/// are checked against the signature.
-pub(crate) fn wgsl_to_spirv(sig: &KernelSig, source: &str, entry: &str, scalars: Scalars) -> Result<(Vec<u32>, Option<[u32; 3]>), VkError> {
-    let mut module = naga::front::wgsl::parse_str(source).map_err(|e| refuse(sig, e.emit_to_string(source)))?;
-    let n_buf = sig.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32;
-    let n_scalar = sig.params.len() as u32 - n_buf;
-    let mut storage = Vec::new();
-    let mut immediates = 0;
-    for (_, var) in module.global_variables.iter_mut() {
-        match var.space {
-            naga::AddressSpace::Storage { .. } => storage.push(var.binding.as_ref().map(|b| (b.group, b.binding))),
-            naga::AddressSpace::Immediate => {
-                immediates += 1;
-                if scalars == Scalars::Storage {
-                    var.space = naga::AddressSpace::Storage { access: naga::StorageAccess::LOAD };
-                    var.binding = Some(naga::ResourceBinding { group: 0, binding: n_buf });
-                }
-            }
-            _ => {}
-        }
+/// The module as a fused body (see [`crate::fusion::body`]), with its params blocks' array stride.
+fn fusion_body(module: &naga::Module, entry: &str, offsets: &Offsets, n_buf: u32, params: ParamsVar) -> (Result<Arc<Body>, String>, u32) {
+    let body = crate::fusion::body(module, entry, offsets, n_buf, params);
+    let stride = body.as_ref().ok().and_then(|b| b.params_type()).map_or(0, |ty| {
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).map_or(0, |()| layouter[ty].to_stride())
+    });
+    (body, stride)
+}
+
+fn validate(sig: &KernelSig, module: &naga::Module, caps: naga::valid::Capabilities) -> Result<naga::valid::ModuleInfo, VkError> {
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(module).map_err(|e| refuse(sig, format!("{:?}", e.into_inner())))
+}
+
+fn write_spirv(sig: &KernelSig, module: &naga::Module, entry: &str, caps: naga::valid::Capabilities) -> Result<Vec<u32>, VkError> {
+    let info = validate(sig, module, caps)?;
+    spirv_words(sig, module, &info, entry)
+}
+
+fn spirv_words(sig: &KernelSig, module: &naga::Module, info: &naga::valid::ModuleInfo, entry: &str) -> Result<Vec<u32>, VkError> {
+    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: entry.to_string() };
+    naga::back::spv::write_vec(module, info, &options, Some(&pipeline)).map_err(|e| refuse(sig, e.to_string()))
+}
+
+/// Checks `module`'s storage bindings against the signature: bindings `0..n_buf` of group 0, plus the
+/// params buffer at `n_buf` where `params_binding` (a SPIR-V kernel's scalars).
+fn check_bindings(sig: &KernelSig, module: &naga::Module, n_buf: u32, params_binding: bool) -> Result<(), VkError> {
+    let mut storage: Vec<Option<(u32, u32)>> = module
+        .global_variables
+        .iter()
+        .filter(|(_, v)| matches!(v.space, naga::AddressSpace::Storage { .. }))
+        .map(|(_, v)| v.binding.as_ref().map(|b| (b.group, b.binding)))
+        .collect();
+    if params_binding {
+        storage.retain(|b| *b != Some((0, n_buf)));
     }
     let mut want: Vec<Option<(u32, u32)>> = (0..n_buf).map(|b| Some((0, b))).collect();
     storage.sort();
     want.sort();
     if storage != want {
-        return Err(refuse(sig, format!("the shader binds storage buffers {storage:?} (group, binding) but the signature has {n_buf} buffer params: bindings 0..{n_buf} of group 0 expected")));
+        return Err(refuse(
+            sig,
+            format!("the shader binds storage buffers {storage:?} (group, binding) but the signature has {n_buf} buffer params: bindings 0..{n_buf} of group 0 expected"),
+        ));
     }
+    Ok(())
+}
+
+/// The workgroup size of entry point `entry`; an error naming the entry points there are.
+fn entry_workgroup(sig: &KernelSig, module: &naga::Module, entry: &str) -> Result<[u32; 3], VkError> {
+    match module.entry_points.iter().find(|e| e.name == entry) {
+        Some(ep) => Ok(ep.workgroup_size),
+        None => {
+            let names: Vec<&str> = module.entry_points.iter().map(|e| e.name.as_str()).collect();
+            Err(refuse(sig, format!("the shader has no entry point `{entry}` (it has: {})", names.join(", "))))
+        }
+    }
+}
+
+fn n_buffers(sig: &KernelSig) -> u32 {
+    sig.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32
+}
+
+/// WGSL → SPIR-V of `entry`: the storage-buffer build, and the push-constant build where the module
+/// takes push constants; its bindings are checked against the signature and take element offsets.
+pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result<Compiled, VkError> {
+    let mut module = naga::front::wgsl::parse_str(source).map_err(|e| refuse(sig, e.emit_to_string(source)))?;
+    let n_buf = n_buffers(sig);
+    let n_scalar = sig.params.len() as u32 - n_buf;
+    check_bindings(sig, &module, n_buf, false)?;
+    let immediates = module.global_variables.iter().filter(|(_, v)| v.space == naga::AddressSpace::Immediate).count();
     if immediates > 1 || (n_scalar > 0 && immediates == 0) {
         return Err(refuse(
             sig,
             format!("the signature has {n_scalar} scalar params: the shader must take them in one `var<immediate>` struct ({immediates} found)"),
         ));
     }
-    let Some(ep) = module.entry_points.iter().find(|e| e.name == entry) else {
-        let names: Vec<&str> = module.entry_points.iter().map(|e| e.name.as_str()).collect();
-        return Err(refuse(sig, format!("the shader has no entry point `{entry}` (it has: {})", names.join(", "))));
-    };
-    let workgroup = Some(ep.workgroup_size);
-    let caps = if scalars == Scalars::Push { naga::valid::Capabilities::IMMEDIATES } else { naga::valid::Capabilities::empty() };
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&module).map_err(|e| refuse(sig, format!("{e:?}")))?;
-    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
-    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: entry.to_string() };
-    let words = naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| refuse(sig, e.to_string()))?;
-    Ok((words, workgroup))
+    let workgroup = entry_workgroup(sig, &module, entry)?;
+    let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES)?;
+    let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
+    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate);
+    let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
+    let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES)?) } else { None };
+    for (_, var) in module.global_variables.iter_mut() {
+        if var.space == naga::AddressSpace::Immediate {
+            var.space = naga::AddressSpace::Storage { access: naga::StorageAccess::LOAD };
+            var.binding = Some(naga::ResourceBinding { group: 0, binding: n_buf });
+        }
+    }
+    let words = write_spirv(sig, &module, entry, naga::valid::Capabilities::empty())?;
+    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride })
 }
 
-/// A kernel's SPIR-V words with its scalars in the storage buffer, the push-constant build where there
-/// is one, and the workgroup size where known.
-type Spirv = (Vec<u32>, Option<Vec<u32>>, Option<[u32; 3]>);
+/// A SPIR-V file's bytes → SPIR-V through naga's front end, its bindings taking element offsets.
+/// Where naga cannot read or validate the module: the words as given, no binding taking an offset
+/// (each says why).
+pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Compiled, VkError> {
+    let n_buf = n_buffers(sig);
+    let scalar_bytes = params_layout(sig).1;
+    let as_given = |why: String, workgroup: Option<[u32; 3]>| {
+        let bindings = (0..n_buf).map(|_| BindingInfo { element_size: 1, element: "?".into(), offsets: Err(why.clone()) }).collect();
+        let words = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Compiled {
+            words,
+            push_words: None,
+            workgroup,
+            offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes },
+            body: Err(why.clone()),
+            body_stride: 0,
+        }
+    };
+    let options = naga::front::spv::Options { adjust_coordinate_space: false, strict_capabilities: false, block_ctx_dump_prefix: None };
+    let mut module = match naga::front::spv::parse_u8_slice(bytes, &options) {
+        Ok(m) => m,
+        Err(e) => return Ok(as_given(format!("naga's SPIR-V front end cannot read the module ({e})"), None)),
+    };
+    check_bindings(sig, &module, n_buf, true)?;
+    let workgroup = entry_workgroup(sig, &module, entry)?;
+    let info = match validate(sig, &module, naga::valid::Capabilities::empty()) {
+        Ok(i) => i,
+        Err(e) => return Ok(as_given(format!("naga does not validate the module it read ({e})"), Some(workgroup))),
+    };
+    let offsets = add_offsets(&mut module, &info, n_buf, scalar_bytes, ParamsVar::Storage(n_buf));
+    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Storage(n_buf));
+    if offsets.at.is_none() {
+        // Nothing to rewrite: the module runs as given.
+        return Ok(Compiled { offsets, body, body_stride, ..as_given(String::new(), Some(workgroup)) });
+    }
+    let words = write_spirv(sig, &module, entry, naga::valid::Capabilities::empty())?;
+    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride })
+}
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
 /// file, or a `.spv` file (SPIR-V words following the binding convention above).
@@ -125,54 +223,86 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
     {
         return Err(refuse(sig, "the built-in WGSL kernels take 32-bit scalars"));
     }
-    // (storage-buffer words, push-constant words where the kernel is WGSL with scalars, workgroup, entry)
-    let has_scalars = sig.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(_)));
-    let wgsl = |src: &str, entry: &str| -> Result<Spirv, VkError> {
-        let (w, wg) = wgsl_to_spirv(sig, src, entry, Scalars::Storage)?;
-        let push = if has_scalars { Some(wgsl_to_spirv(sig, src, entry, Scalars::Push)?.0) } else { None };
-        Ok((w, push, wg))
-    };
-    let (words, push_words, workgroup, entry) = match reference.builtin_name() {
+    let (compiled, entry) = match reference.builtin_name() {
         Some(b) => {
             let name = if b.is_empty() { sig.name.as_str() } else { b };
             let src = crate::shaders::wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?;
-            let (w, p, wg) = wgsl(&src, "main")?;
-            (w, p, wg, "main".to_string())
+            (compile_wgsl(sig, &src, "main")?, "main".to_string())
         }
         None => {
             let path = reference.path();
             let entry = reference.entry_for(&sig.name).to_string();
             let io = |e: std::io::Error| refuse(sig, format!("{}: {e}", path.display()));
             match path.extension().and_then(|e| e.to_str()) {
-                Some("wgsl") => {
-                    let src = std::fs::read_to_string(&path).map_err(io)?;
-                    let (w, p, wg) = wgsl(&src, &entry)?;
-                    (w, p, wg, entry)
-                }
+                Some("wgsl") => (compile_wgsl(sig, &std::fs::read_to_string(&path).map_err(io)?, &entry)?, entry),
                 Some("spv") => {
                     let bytes = std::fs::read(&path).map_err(io)?;
                     if bytes.len() % 4 != 0 || bytes.len() < 20 || bytes[..4] != [0x03, 0x02, 0x23, 0x07] {
                         return Err(refuse(sig, format!("{}: not little-endian SPIR-V (magic 0x07230203)", path.display())));
                     }
-                    (bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(), None, None, entry)
+                    (compile_spirv(sig, &bytes, &entry)?, entry)
                 }
                 _ => return Err(refuse(sig, format!("{}: a Vulkan kernel is a .wgsl or .spv file", path.display()))),
             }
         }
     };
-    let n_buf = sig.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32;
-    let (scalar_offsets, params_bytes) = params_layout(sig);
-    let bindings = n_buf + u32::from(!scalar_offsets.is_empty());
-    let c_entry = CString::new(entry.clone()).map_err(|_| refuse(sig, "the entry name holds a NUL byte"))?;
+    pipelines(ctx, sig, compiled, &entry)
+}
+
+/// The kernel's pipelines from its compiled SPIR-V.
+fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &str) -> Result<VulkanKernel, VkError> {
+    let n_buf = n_buffers(sig);
+    let (scalar_offsets, _) = params_layout(sig);
+    let params_bytes = compiled.offsets.params_bytes;
+    let bindings = n_buf + u32::from(params_bytes > 0);
+    let c_entry = CString::new(entry).map_err(|_| refuse(sig, "the entry name holds a NUL byte"))?;
     let named = |e: VkError| refuse(sig, format!("entry point `{entry}`: {e}"));
     // Push-constant ranges are whole 4-byte words.
     let push_bytes = params_bytes.div_ceil(4) * 4;
-    let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, &c_entry).map_err(named)?;
-    let push = match push_words {
-        Some(w) => Some(Arc::new(Pipeline::with_entry(ctx, &w, n_buf, push_bytes, &c_entry).map_err(named)?)),
+    let pipeline = Pipeline::with_entry(ctx, &compiled.words, bindings, 0, &c_entry).map_err(named)?;
+    let push = match &compiled.push_words {
+        Some(w) => Some(Arc::new(Pipeline::with_entry(ctx, w, n_buf, push_bytes, &c_entry).map_err(named)?)),
         None => None,
     };
-    Ok(VulkanKernel { pipeline: Arc::new(pipeline), push, name: sig.name.clone(), buffers: n_buf, scalar_offsets, params_bytes, workgroup })
+    Ok(VulkanKernel {
+        pipeline: Arc::new(pipeline),
+        push,
+        name: sig.name.clone(),
+        buffers: n_buf,
+        scalar_offsets,
+        params_bytes,
+        bindings: compiled.offsets.bindings,
+        offsets_at: compiled.offsets.at,
+        workgroup: compiled.workgroup,
+        body: compiled.body,
+        body_stride: compiled.body_stride,
+    })
+}
+
+/// A fused dispatch's kernel from its module (entry point `main`, `bindings` storage buffers, no push
+/// constants).
+pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module, bindings: u32, block: [u32; 3]) -> Result<VulkanKernel, VkError> {
+    let sig = KernelSig::new(name);
+    // Variables of several bodies share a binding (one per root buffer, one for the params): validated
+    // without the binding-collision check, which assumes one variable per binding.
+    let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS;
+    let info =
+        naga::valid::Validator::new(flags, naga::valid::Capabilities::empty()).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
+    let words = spirv_words(&sig, &module, &info, "main")?;
+    let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, c"main").map_err(|e| refuse(&sig, e.to_string()))?;
+    Ok(VulkanKernel {
+        pipeline: Arc::new(pipeline),
+        push: None,
+        name: name.to_string(),
+        buffers: bindings,
+        scalar_offsets: Vec::new(),
+        params_bytes: 0,
+        bindings: Vec::new(),
+        offsets_at: None,
+        workgroup: Some(block),
+        body: Err("a fused dispatch".into()),
+        body_stride: 0,
+    })
 }
 
 #[cfg(test)]
@@ -181,22 +311,27 @@ mod tests {
     use ostinato::Access;
 
     #[test]
-    fn builtin_wgsl_moves_its_scalars_into_the_storage_buffer_after_the_buffers() {
+    fn builtin_wgsl_moves_its_scalars_into_the_storage_buffer_and_appends_the_offsets() {
         let sig = ostinato_host::builtins::mix_sig();
         let src = crate::shaders::wgsl("mix").unwrap();
-        let (words, wg) = wgsl_to_spirv(&sig, &src, "main", Scalars::Storage).unwrap();
-        assert_eq!(words[0], 0x0723_0203);
-        assert_eq!(wg, Some([256, 1, 1]));
+        let c = compile_wgsl(&sig, &src, "main").unwrap();
+        assert_eq!(c.words[0], 0x0723_0203);
+        assert!(c.push_words.is_some());
+        assert_eq!(c.workgroup, Some([256, 1, 1]));
         assert_eq!(params_layout(&sig), (vec![0, 4, 8], 12));
+        // Both bindings take element offsets, after the 12 bytes of scalars.
+        assert_eq!(c.offsets.at, Some(12));
+        assert_eq!(c.offsets.params_bytes, 20);
+        assert!(c.offsets.bindings.iter().all(|b| b.offsets.is_ok() && b.element_size == 4 && b.element == "u32"), "{:?}", c.offsets.bindings);
     }
 
     #[test]
     fn a_binding_count_mismatch_and_a_missing_entry_point_are_named() {
         let src = crate::shaders::wgsl("mix").unwrap();
         let three = KernelSig::new("mix3").buffer("a", Access::ReadWrite).buffer("b", Access::Read).buffer("c", Access::Read).scalar("n", ScalarType::U32);
-        let e = wgsl_to_spirv(&three, &src, "main", Scalars::Storage).unwrap_err().to_string();
+        let e = compile_wgsl(&three, &src, "main").err().unwrap().to_string();
         assert!(e.contains("`mix3`") && e.contains("3 buffer params"), "{e}");
-        let e = wgsl_to_spirv(&ostinato_host::builtins::mix_sig(), &src, "mix_main", Scalars::Push).unwrap_err().to_string();
+        let e = compile_wgsl(&ostinato_host::builtins::mix_sig(), &src, "mix_main").err().unwrap().to_string();
         assert!(e.contains("no entry point `mix_main`") && e.contains("main"), "{e}");
         let wide = KernelSig::new("w").buffer("out", Access::ReadWrite).scalar("n", ScalarType::U64).scalar("m", ScalarType::U32);
         assert_eq!(params_layout(&wide), (vec![0, 8], 12));

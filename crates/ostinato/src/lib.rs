@@ -21,6 +21,7 @@ pub mod error;
 pub mod file;
 mod fingerprint;
 pub mod frontier;
+pub mod fusion;
 pub mod graph;
 pub mod kernel_ref;
 pub mod lanes;

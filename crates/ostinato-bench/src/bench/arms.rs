@@ -45,10 +45,19 @@ pub enum ArmKind {
     OstinatoHost,
     /// Raw Vulkan: one command buffer, one barrier per dependency level (where a Vulkan device is found).
     Vulkan,
-    /// Ostinato's Vulkan backend: one command buffer recorded once, barriers only where edges need them.
+    /// Ostinato's Vulkan backend: one command buffer recorded once, barriers only where edges need them,
+    /// its default replay ordering and chain fusion (`auto`).
     OstinatoVulkan,
     /// Ostinato's Vulkan backend with each plan lane on a queue of its own (`QueueMode::Lanes`).
     OstinatoVulkanLanes,
+    /// Ablation: every replay starts with a full pipeline barrier (`ReplayOrdering::Barrier`).
+    OstinatoVulkanBarrier,
+    /// Ablation: each replay's submission waits on the previous one's timeline value.
+    OstinatoVulkanTimeline,
+    /// Ablation: each replay waits on an event the previous one sets (`ReplayOrdering::Events`).
+    OstinatoVulkanEvents,
+    /// Ablation: Ostinato's Vulkan backend without chain fusion.
+    OstinatoVulkanUnfused,
 }
 
 impl ArmKind {
@@ -60,7 +69,7 @@ impl ArmKind {
     }
     /// The arms of another API than CUDA (run in a last pass: docs/fences.md decision 7).
     pub fn is_vulkan(self) -> bool {
-        matches!(self, ArmKind::Vulkan | ArmKind::OstinatoVulkan | ArmKind::OstinatoVulkanLanes)
+        ArmKind::VULKAN.contains(&self)
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -79,15 +88,33 @@ impl ArmKind {
             ArmKind::Vulkan => "vulkan",
             ArmKind::OstinatoVulkan => "ostinato-vulkan",
             ArmKind::OstinatoVulkanLanes => "ostinato-vulkan-lanes",
+            ArmKind::OstinatoVulkanBarrier => "ostinato-vulkan-barrier",
+            ArmKind::OstinatoVulkanTimeline => "ostinato-vulkan-timeline",
+            ArmKind::OstinatoVulkanEvents => "ostinato-vulkan-events",
+            ArmKind::OstinatoVulkanUnfused => "ostinato-vulkan-unfused",
         }
     }
-    pub const CUDA: [ArmKind; 13] = [
+    /// The Vulkan arms: the raw baseline, Ostinato's Vulkan backend and its ablations.
+    pub const VULKAN: [ArmKind; 7] = [
+        ArmKind::Vulkan,
+        ArmKind::OstinatoVulkan,
+        ArmKind::OstinatoVulkanLanes,
+        ArmKind::OstinatoVulkanBarrier,
+        ArmKind::OstinatoVulkanTimeline,
+        ArmKind::OstinatoVulkanEvents,
+        ArmKind::OstinatoVulkanUnfused,
+    ];
+    pub const CUDA: [ArmKind; 17] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
         ArmKind::Vulkan,
         ArmKind::OstinatoVulkan,
         ArmKind::OstinatoVulkanLanes,
+        ArmKind::OstinatoVulkanBarrier,
+        ArmKind::OstinatoVulkanTimeline,
+        ArmKind::OstinatoVulkanEvents,
+        ArmKind::OstinatoVulkanUnfused,
         ArmKind::Ostinato,
         ArmKind::OstinatoUnfused,
         ArmKind::OstinatoFusionOn,
@@ -97,6 +124,33 @@ impl ArmKind {
         ArmKind::OstinatoEager,
     ];
     pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
+    /// The arms `--arms` may pick in the host matrix: the host's and, on whatever Vulkan device is
+    /// found (lavapipe on a machine without a GPU), the Vulkan arms.
+    pub const HOST_SELECTABLE: [ArmKind; 9] = [
+        ArmKind::HostSerial,
+        ArmKind::OstinatoHost,
+        ArmKind::Vulkan,
+        ArmKind::OstinatoVulkan,
+        ArmKind::OstinatoVulkanLanes,
+        ArmKind::OstinatoVulkanBarrier,
+        ArmKind::OstinatoVulkanTimeline,
+        ArmKind::OstinatoVulkanEvents,
+        ArmKind::OstinatoVulkanUnfused,
+    ];
+    /// The options of an Ostinato Vulkan arm (`None` for the raw baseline and non-Vulkan arms).
+    pub fn vulkan_options(self) -> Option<ostinato_vulkan::VulkanOptions> {
+        use ostinato_vulkan::{FusionMode, QueueMode, ReplayOrdering, VulkanOptions};
+        let base = VulkanOptions::default();
+        Some(match self {
+            ArmKind::OstinatoVulkan => base,
+            ArmKind::OstinatoVulkanLanes => VulkanOptions { queues: QueueMode::Lanes, ..base },
+            ArmKind::OstinatoVulkanBarrier => VulkanOptions { ordering: ReplayOrdering::Barrier, ..base },
+            ArmKind::OstinatoVulkanTimeline => VulkanOptions { ordering: ReplayOrdering::Timeline, ..base },
+            ArmKind::OstinatoVulkanEvents => VulkanOptions { ordering: ReplayOrdering::Events, ..base },
+            ArmKind::OstinatoVulkanUnfused => VulkanOptions { fusion: FusionMode::Off, ..base },
+            _ => return None,
+        })
+    }
 }
 
 /// One timed sample: GPU (or wall, on the host) microseconds for the whole sample, host submission

@@ -8,6 +8,7 @@ pub mod provenance;
 pub mod report;
 pub mod stats;
 pub mod vulkan;
+pub mod vulkan_raw;
 pub mod workload;
 
 use std::path::Path;
@@ -281,10 +282,9 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, i
     }
     if kind.is_vulkan() {
         let vk = cx.vulkan.as_ref().ok_or_else(|| SetupError::Skip("no Vulkan device".into()))?;
-        let arm: Result<Box<dyn Arm>, _> = match kind {
-            ArmKind::Vulkan => vulkan::VulkanArm::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
-            ArmKind::OstinatoVulkanLanes => vulkan::OstinatoVulkan::new(vk, w, init, ostinato_vulkan::QueueMode::Lanes).map(|a| Box::new(a) as Box<dyn Arm>),
-            _ => vulkan::OstinatoVulkan::new(vk, w, init, ostinato_vulkan::QueueMode::One).map(|a| Box::new(a) as Box<dyn Arm>),
+        let arm: Result<Box<dyn Arm>, _> = match kind.vulkan_options() {
+            None => vulkan::VulkanArm::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
+            Some(options) => vulkan::OstinatoVulkan::new(vk, w, init, options).map(|a| Box::new(a) as Box<dyn Arm>),
         };
         return match arm {
             Ok(a) => Ok(a),
@@ -497,6 +497,9 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     }
     let arms = match backend {
         BenchBackend::Cuda => select_arms(args, &ArmKind::CUDA, ArmKind::Ostinato)?,
+        // The Vulkan arms run in the host matrix only when asked for (`--arms`), on whatever Vulkan
+        // device is found.
+        BenchBackend::Host if args.arms.is_some() => select_arms(args, &ArmKind::HOST_SELECTABLE, ArmKind::OstinatoHost)?,
         BenchBackend::Host => select_arms(args, &ArmKind::HOST, ArmKind::OstinatoHost)?,
     };
     let fan_widths = study.fans.clone();
@@ -521,19 +524,21 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     } else {
         None
     };
-    // The Vulkan arm compares GPU time with GPU time: it runs in the CUDA matrix only (its correctness
-    // on a CPU Vulkan driver is covered by ostinato-vulkan's tests).
-    let vulkan = match backend {
-        BenchBackend::Cuda if !arms.iter().any(|a| a.is_vulkan()) => None,
-        BenchBackend::Cuda => match ostinato_vulkan::Context::open() {
-            Ok(c) => Some(c),
-            Err(e) => {
+    // The Vulkan device is opened in every matrix, so the report names the device `ostinato devices`
+    // lists; the Vulkan arms run in the CUDA matrix (GPU time against GPU time), and in the host
+    // matrix where `--arms` asks for them.
+    let vulkan = match ostinato_vulkan::Context::open() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if arms.iter().any(|a| a.is_vulkan()) {
                 eprintln!("vulkan arm: {e}");
-                None
             }
-        },
-        BenchBackend::Host => None,
+            None
+        }
     };
+    // Without a Vulkan arm the device is only named: it is closed before any arm runs.
+    let vulkan_device = vulkan.as_ref().map(|c| c.name.clone());
+    let vulkan = vulkan.filter(|_| arms.iter().any(|a| a.is_vulkan()));
     let contexts = Contexts { cuda, vulkan };
     let regime_chain_us = match (&contexts.cuda, regime) {
         (Some(c), Regime::MultiStream) => {
@@ -639,8 +644,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         });
     }
     pb.finish_and_clear();
-    let mut prov =
-        provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), contexts.vulkan.as_ref().map(|v| v.name.clone()), clock_before, args);
+    let mut prov = provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
     prov.regime_chain_us = regime_chain_us;
     report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
     println!("{}", report::headline(backend, &rows));
@@ -656,7 +660,7 @@ mod tests {
     fn no_graph_arm_runs_after_an_arm_that_launches_directly() {
         let [graph, direct, later] = passes(&ArmKind::CUDA);
         assert_eq!(direct, [ArmKind::Eager, ArmKind::OstinatoEager]);
-        assert_eq!(later, [ArmKind::Vulkan, ArmKind::OstinatoVulkan, ArmKind::OstinatoVulkanLanes]);
+        assert_eq!(later, ArmKind::VULKAN);
         assert_eq!(
             graph,
             [

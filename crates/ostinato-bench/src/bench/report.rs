@@ -124,6 +124,16 @@ pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     s
 }
 
+/// The Vulkan device the report names: the one found (whether or not a Vulkan arm ran on it).
+fn vulkan_device(p: &Provenance, rows: &[RowResult]) -> String {
+    let ran = rows.iter().any(|r| r.arms.iter().any(|a| ArmKind::VULKAN.iter().any(|k| k.name() == a.arm) && a.skipped.is_none()));
+    match (&p.vulkan_device, ran) {
+        (None, _) => "none found".into(),
+        (Some(d), true) => d.clone(),
+        (Some(d), false) => format!("{d} (no Vulkan arm ran in this matrix: they run in the GPU matrix, or with `--arms`)"),
+    }
+}
+
 fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[RowResult]) -> String {
     let us = ours(backend);
     let mut s = String::new();
@@ -147,7 +157,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         p.sm_clock_mhz_max.map_or("—".into(), |c| c.to_string()),
         p.host_cpu,
         p.host_threads,
-        p.vulkan_device.as_deref().unwrap_or("none found")
+        vulkan_device(p, rows)
     );
     let _ = writeln!(
         s,

@@ -5,28 +5,28 @@
 use std::sync::Arc;
 
 use ostinato::{Backend, BufferId, Exec, Plan, Scalar};
-use ostinato_vulkan::{Context, QueueMode, VkError, VulkanBackend, VulkanExec};
+use ostinato_vulkan::{Context, VkError, VulkanBackend, VulkanExec, VulkanOptions};
 
 use super::arms::{err, load_all, read_checked, reset, slot_value, written_roots, Arm, RawSample};
 use super::workload::Workload;
 
 pub struct VulkanArm {
     plan: Plan,
-    run: ostinato_vulkan::VulkanRun,
+    run: super::vulkan_raw::VulkanRun,
     written: Vec<bool>,
 }
 
 impl VulkanArm {
     /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
     pub fn new(ctx: &std::sync::Arc<ostinato_vulkan::Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, ostinato_vulkan::VkError> {
-        let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Usage(e.to_string()))?;
+        let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Argument(e.to_string()))?;
         // A slot patched every replay: one command buffer per value, recorded up front (as the
         // captured CUDA baselines capture one graph per value).
         let variants: Vec<Vec<(ostinato::SlotId, Scalar)>> = match &w.slot_schedule {
             Some((slot, values)) => values.iter().map(|v| vec![(*slot, *v)]).collect(),
             None => Vec::new(),
         };
-        let mut run = ostinato_vulkan::VulkanRun::new(ctx, &plan, &variants)?;
+        let mut run = super::vulkan_raw::VulkanRun::new(ctx, &plan, &variants)?;
         for (i, b) in init.iter().enumerate() {
             if let Some(b) = b {
                 run.write(&plan, BufferId(i as u32), b)?;
@@ -61,8 +61,8 @@ impl Arm for VulkanArm {
     }
 }
 
-/// Ostinato's Vulkan backend as an arm: the exec's own buffers, one replay per submit (its lanes on
-/// one queue or on several).
+/// Ostinato's Vulkan backend as an arm: the exec's own buffers, one replay per submit, with the arm's
+/// options (queues, replay ordering, fusion).
 pub struct OstinatoVulkan {
     exec: VulkanExec,
     written: Vec<bool>,
@@ -70,9 +70,9 @@ pub struct OstinatoVulkan {
 
 impl OstinatoVulkan {
     /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
-    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>], queues: QueueMode) -> Result<Self, VkError> {
-        let plan = Plan::compile(&w.graph).map_err(|e| VkError::Usage(e.to_string()))?;
-        let backend = VulkanBackend::with_context(ctx.clone()).with_queues(queues);
+    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>], options: VulkanOptions) -> Result<Self, VkError> {
+        let plan = Plan::compile(&w.graph).map_err(|e| VkError::Argument(e.to_string()))?;
+        let backend = VulkanBackend::with_context(ctx.clone()).with_options(options);
         let kernels = ostinato::bind_builtins(&backend, &plan)?;
         let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
         load_all(&mut exec, init)?;

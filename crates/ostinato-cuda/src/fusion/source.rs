@@ -271,10 +271,6 @@ pub fn generate(
             }
         }
     }
-    // The fused kernel orders its bodies' accesses itself (in order, with barriers where a body
-    // depends on an earlier one): any two of its pointers may cover the same bytes.
-    let pointers: Vec<usize> = calls.params.iter().enumerate().filter(|(_, p)| matches!(p, Param::Pointer { .. })).map(|(i, _)| i).collect();
-    sig.aliasing = pointers.iter().enumerate().flat_map(|(x, &i)| pointers[x + 1..].iter().map(move |&j| (i, j))).collect();
     let shared = group.nodes().map(|v| if let NodeOp::Kernel { launch, .. } = &g.node(v).op { launch.shared_bytes } else { 0 }).max().unwrap_or(0);
     let launch = Launch::new([lanes as u32, 1, 1], group.key.block).shared(shared);
     FusedKernel { entry: FUSED_ENTRY, source: src, sig, args, launch }

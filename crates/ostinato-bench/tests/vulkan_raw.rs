@@ -1,4 +1,4 @@
-//! The Vulkan arm on whatever Vulkan device is found (Mesa's lavapipe in CI, the GPU's driver on the
+//! The raw Vulkan baseline on whatever Vulkan device is found (Mesa's lavapipe in CI, the GPU's driver on the
 //! device machine): random dependent `mix` programs and `add_one` chains, recorded with one barrier per
 //! dependency level, must equal the host oracle bit for bit. Skips with a message where no Vulkan
 //! loader or device is found.
@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use ostinato::file::BufferInit;
 use ostinato::{read_roots, write_inits, Arg, Backend, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, Slice};
+use ostinato_bench::bench::vulkan_raw::{levels, VulkanRun};
 use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::mix_sig;
-use ostinato_vulkan::{Context, VulkanRun};
+use ostinato_vulkan::Context;
 
 fn context_or_skip(test: &str) -> Option<Arc<Context>> {
     match Context::open() {
@@ -101,7 +102,7 @@ fn add_one_chains_and_levels() {
         }
     }
     let plan = Plan::compile(&g).unwrap();
-    assert_eq!(ostinato_vulkan::levels(&plan).len(), 50, "4 independent chains: one barrier per round");
+    assert_eq!(levels(&plan).len(), 50, "4 independent chains: one barrier per round");
     let inits = vec![Some(BufferInit::ConstF32(0.0)); 4];
     let got = vulkan(&ctx, &plan, &inits, 3);
     assert_eq!(got, oracle(&plan, &inits, 3));

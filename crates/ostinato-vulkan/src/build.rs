@@ -1,0 +1,480 @@
+//! Building a [`VulkanExec`] from a plan, in named stages: check what the exec can run, fuse chains
+//! ([`crate::fusion`]), lay out each node's bindings and params, write the params buffer, allocate
+//! the root buffers, record the command buffer(s).
+
+use std::sync::Arc;
+
+use ostinato::{check_bindings, Arg, BufferBinding, BufferId, NodeId, NodeOp, Plan, Scalar};
+
+use crate::commands::{commands, Cmd};
+use crate::error::MisalignedSlice;
+use crate::exec::{Resources, Submission, VulkanExec, VulkanMemory};
+use crate::ffi::{Buffer, Context};
+use crate::fusion::{FusedDispatch, FusedPlan};
+use crate::kernel::VulkanKernel;
+use crate::lane_run::LaneRun;
+use crate::options::{ReplayOrdering, VulkanOptions};
+use crate::record::{Finished, Recording};
+use crate::submit::QueueRun;
+use crate::{QueueMode, VkError};
+
+/// Where a kernel node's params block lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Params {
+    /// The kernel has no params block.
+    None,
+    /// Push constants, these bytes (every scalar a constant).
+    Pushed(Vec<u8>),
+    /// This byte offset of the params buffer (the node takes a slot, or its kernel has no push build).
+    Buffer(u64),
+}
+
+/// Per slot: the byte offsets in the params buffer of every use, with the value's size.
+pub(crate) type SlotUses = Vec<Vec<(usize, usize)>>;
+
+/// The lanes' command segments, where the lanes run on several queues.
+type Segments = Option<Vec<Vec<crate::lanes::Segment>>>;
+
+/// A kernel node's bindings and params.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeLayout {
+    /// Per buffer binding: the root, the aligned byte the binding starts at, and its range.
+    pub(crate) bindings: Vec<(BufferId, u64, u64)>,
+    pub(crate) params: Params,
+    /// The params block's bytes as first written: scalars (slots at their initial values), then the
+    /// bindings' element offsets.
+    pub(crate) block: Vec<u8>,
+    /// Byte offsets in `block` of each slot use, with its size.
+    pub(crate) slot_uses: Vec<(ostinato::SlotId, usize, usize)>,
+    /// The params block's bindings after the buffers': (offset in the block, range) each (one, the
+    /// whole block, but for a fused dispatch: one per body function).
+    pub(crate) params_bindings: Vec<(u64, u64)>,
+}
+
+/// A kernel node's params block with its scalars written (slots at their initial values), and where
+/// each slot is used in it.
+#[allow(clippy::type_complexity)]
+pub(crate) fn scalars_block(
+    g: &ostinato::Graph,
+    args: &[Arg],
+    k: &VulkanKernel,
+    n: NodeId,
+) -> Result<(Vec<u8>, Vec<(ostinato::SlotId, usize, usize)>), VkError> {
+    let mut block = vec![0u8; k.params_bytes as usize];
+    let mut slot_uses = Vec::new();
+    let scalars: Vec<&Arg> = args.iter().filter(|a| matches!(a, Arg::Scalar(_) | Arg::Slot(_))).collect();
+    if scalars.len() != k.scalar_offsets.len() {
+        return Err(VkError::Internal {
+            op: "layout",
+            reason: format!("node n{n}: {} scalars, the kernel's layout has {}", scalars.len(), k.scalar_offsets.len()),
+        });
+    }
+    for (a, &at) in scalars.into_iter().zip(&k.scalar_offsets) {
+        let at = at as usize;
+        let v: Scalar = match a {
+            Arg::Slot(s) => {
+                let slot = &g.slots()[s.index()];
+                slot_uses.push((*s, at, slot.ty.size()));
+                slot.initial
+            }
+            Arg::Scalar(v) => *v,
+            _ => unreachable!("only scalars and slots are left"),
+        };
+        let size = v.ty.size();
+        block[at..at + size].copy_from_slice(&v.bits.to_le_bytes()[..size]);
+    }
+    Ok((block, slot_uses))
+}
+
+/// Builds the exec of `plan`.
+pub(crate) fn build(
+    ctx: &Arc<Context>,
+    plan: &Plan,
+    kernels: Vec<VulkanKernel>,
+    buffers: &[BufferBinding<VulkanMemory>],
+    options: VulkanOptions,
+) -> Result<VulkanExec, VkError> {
+    check_bindings(plan, kernels.len(), buffers, |m| match *m {})?;
+    check_plan(ctx, plan, &kernels)?;
+    let fused = crate::fusion::fuse(ctx, plan, &kernels, options.fusion)?;
+    let (run_plan, kernels, dispatches, fused_nodes) = match fused {
+        Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes }) => (Some(plan), all, dispatches, fused_nodes),
+        None => (None, kernels, Vec::new(), 0),
+    };
+    let runs = run_plan.as_ref().unwrap_or(plan);
+    let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches)?;
+    let (params, slot_uses) = write_params(ctx, runs, &mut layouts)?;
+    let roots = allocate_roots(ctx, runs)?;
+    let cmds = commands(runs);
+    let rec = Recorder { ctx, plan: runs, kernels: &kernels, layouts: &layouts, roots: &roots, params: &params };
+    let (recorded, segments, pushed) = rec.record(&cmds, options)?;
+    Ok(VulkanExec {
+        plan: plan.clone(),
+        run_plan,
+        ctx: ctx.clone(),
+        options,
+        fault: None,
+        pushed,
+        fused_nodes,
+        slot_uses,
+        cmds,
+        segments,
+        res: Some(Resources { _kernels: kernels, roots, params, recorded }),
+    })
+}
+
+/// Refuses what the exec cannot run, naming the node: a buffer on another device, a collective, a
+/// launch unlike the shader's workgroup, a grid or workgroup past the device's limits.
+fn check_plan(ctx: &Context, plan: &Plan, kernels: &[VulkanKernel]) -> Result<(), VkError> {
+    let g = plan.graph();
+    ostinato::check_single_device(plan, "vulkan")?;
+    let lim = &ctx.limits;
+    for (i, node) in g.nodes().iter().enumerate() {
+        let what = || g.describe_node(NodeId(i as u32));
+        let NodeOp::Kernel { kernel, launch, .. } = &node.op else {
+            if matches!(node.op, NodeOp::Collective { .. }) {
+                return Err(VkError::NotApplicable(format!("{}: collectives run on CUDA with NCCL; the Vulkan backend has none", what())));
+            }
+            continue;
+        };
+        let k = &kernels[kernel.index()];
+        if let Some(wg) = k.workgroup {
+            if wg != launch.block {
+                return Err(VkError::NotApplicable(format!(
+                    "node n{i} (kernel `{}`): launched with block {:?}, but the shader's workgroup size is {wg:?}",
+                    k.name, launch.block
+                )));
+            }
+        }
+        let wg = k.workgroup.unwrap_or(launch.block);
+        let past = |what_: &str| VkError::NotApplicable(format!("{}: {what_} (this device: {})", what(), ctx.name));
+        if (0..3).any(|d| launch.grid[d] > lim.workgroup_count[d]) {
+            return Err(past(&format!("grid {:?} exceeds maxComputeWorkGroupCount {:?}", launch.grid, lim.workgroup_count)));
+        }
+        if (0..3).any(|d| wg[d] > lim.workgroup_size[d]) {
+            return Err(past(&format!("workgroup {wg:?} exceeds maxComputeWorkGroupSize {:?}", lim.workgroup_size)));
+        }
+        let invocations = wg.iter().map(|&x| x as u64).product::<u64>();
+        if invocations > lim.workgroup_invocations as u64 {
+            return Err(past(&format!("workgroup {wg:?} has {invocations} invocations, past maxComputeWorkGroupInvocations {}", lim.workgroup_invocations)));
+        }
+    }
+    Ok(())
+}
+
+/// Where a binding starts: the largest byte at or below `start` that the device can bind at and from
+/// which `start` lies a whole number of `element`-byte elements; with that number.
+pub(crate) fn binding_start(start: u64, element: u64, align: u64) -> Option<(u64, u64)> {
+    let element = element.max(1);
+    // Candidates step down by whole elements; a multiple of `align` comes within `align` steps.
+    (0..=align).map(|k| k * element).take_while(|&back| back <= start).map(|back| start - back).find(|a| a % align == 0).map(|a| (a, (start - a) / element))
+}
+
+/// Each kernel node's bindings and params block (fused dispatches' from `dispatches`).
+fn layout_nodes(ctx: &Context, plan: &Plan, kernels: &[VulkanKernel], dispatches: &[Option<FusedDispatch>]) -> Result<Vec<Option<NodeLayout>>, VkError> {
+    let g = plan.graph();
+    let mut out = Vec::with_capacity(plan.node_count());
+    for (i, node) in g.nodes().iter().enumerate() {
+        let NodeOp::Kernel { kernel, args, .. } = &node.op else {
+            out.push(None);
+            continue;
+        };
+        if let Some(Some(d)) = dispatches.get(i) {
+            out.push(Some(d.layout.clone()));
+            continue;
+        }
+        out.push(Some(layout_kernel_node(ctx, plan, NodeId(i as u32), &kernels[kernel.index()], args)?));
+    }
+    Ok(out)
+}
+
+/// One kernel node's layout: each buffer slice bound from the aligned byte at or below its start, the
+/// rest as an element offset in the params block.
+fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, args: &[Arg]) -> Result<NodeLayout, VkError> {
+    let g = plan.graph();
+    let sig = g.kernel(match &g.node(n).op {
+        NodeOp::Kernel { kernel, .. } => *kernel,
+        _ => unreachable!("a kernel node"),
+    });
+    let align = ctx.min_storage_align;
+    let (mut block, slot_uses) = scalars_block(g, args, k, n)?;
+    let mut bindings = Vec::new();
+    let buffers = sig.params.iter().zip(args).filter_map(|(p, a)| if let Arg::Buffer(s) = a { Some((p, *s)) } else { None });
+    for (b, (p, s)) in buffers.enumerate() {
+        let (root, start, end) = g.root_extent(s);
+        let info = &k.bindings[b];
+        let misaligned = || {
+            VkError::ElementOffset(Box::new(MisalignedSlice {
+                node: format!("n{n}"),
+                kernel: k.name.clone(),
+                param: p.name.clone(),
+                element: info.element.clone(),
+                size: info.element_size,
+                start,
+                align,
+            }))
+        };
+        let (at, off) = binding_start(start, info.element_size as u64, align).ok_or_else(misaligned)?;
+        if off > 0 {
+            if let Err(why) = &info.offsets {
+                return Err(VkError::NotApplicable(format!(
+                    "node n{n} (kernel `{}`): param `{}` starts at byte {start} of its buffer, {off} elements past a {align}-byte binding boundary, but binding {b} cannot take an element offset: {why}",
+                    k.name, p.name
+                )));
+            }
+        }
+        if let Some(base) = k.offsets_at {
+            let o = base as usize + 4 * b;
+            block[o..o + 4].copy_from_slice(&(off as u32).to_le_bytes());
+        }
+        if end - at > ctx.limits.storage_range as u64 {
+            return Err(VkError::NotApplicable(format!(
+                "node n{n} (kernel `{}`): param `{}` spans {} bytes, past maxStorageBufferRange {} of {}",
+                k.name,
+                p.name,
+                end - at,
+                ctx.limits.storage_range,
+                ctx.name
+            )));
+        }
+        bindings.push((root, at, (end - at).max(4)));
+    }
+    let slotted = args.iter().any(|a| matches!(a, Arg::Slot(_)));
+    let params = match (k.params_bytes, &k.push) {
+        (0, _) => Params::None,
+        (_, Some(_)) if !slotted => Params::Pushed(block.clone()),
+        _ => Params::Buffer(0),
+    };
+    let params_bindings = vec![(0, block.len() as u64)];
+    Ok(NodeLayout { bindings, params, block, slot_uses, params_bindings })
+}
+
+/// The params buffer: each node's block that lives there, at the device's storage alignment; and per
+/// slot, the byte offsets of its uses.
+fn write_params(ctx: &Arc<Context>, plan: &Plan, layouts: &mut [Option<NodeLayout>]) -> Result<(Buffer, SlotUses), VkError> {
+    let align = ctx.min_storage_align;
+    let mut total = 0u64;
+    for l in layouts.iter_mut().flatten() {
+        if let Params::Buffer(at) = &mut l.params {
+            *at = total;
+            total += (l.block.len() as u64).div_ceil(align) * align;
+        }
+    }
+    let mut params = Buffer::mapped_device_local(ctx, total.max(4))?;
+    let mut slot_uses = vec![Vec::new(); plan.graph().slots().len()];
+    let bytes = params.bytes().ok_or_else(|| VkError::Internal { op: "instantiate", reason: "the params buffer is not mapped".into() })?;
+    for l in layouts.iter().flatten() {
+        if let Params::Buffer(at) = l.params {
+            let at = at as usize;
+            bytes[at..at + l.block.len()].copy_from_slice(&l.block);
+            for &(s, o, n) in &l.slot_uses {
+                slot_uses[s.index()].push((at + o, n));
+            }
+        }
+    }
+    Ok((params, slot_uses))
+}
+
+/// A device buffer per root buffer of the plan.
+fn allocate_roots(ctx: &Arc<Context>, plan: &Plan) -> Result<Vec<Option<Buffer>>, VkError> {
+    let g = plan.graph();
+    let mut roots = Vec::with_capacity(g.buffers().len());
+    for (i, b) in g.buffers().iter().enumerate() {
+        roots.push(if b.root.index() == i { Some(Buffer::new(ctx, b.size, false)?) } else { None });
+    }
+    Ok(roots)
+}
+
+/// What recording needs of the exec being built.
+struct Recorder<'a> {
+    ctx: &'a Arc<Context>,
+    plan: &'a Plan,
+    kernels: &'a [VulkanKernel],
+    layouts: &'a [Option<NodeLayout>],
+    roots: &'a [Option<Buffer>],
+    params: &'a Buffer,
+}
+
+impl Recorder<'_> {
+    fn root(&self, id: BufferId) -> Result<&Buffer, VkError> {
+        self.roots[id.index()].as_ref().ok_or_else(|| VkError::Internal { op: "record", reason: format!("buffer #{id} has no memory") })
+    }
+
+    /// Descriptor sets and storage-buffer descriptors the kernel nodes among `list` bind.
+    fn sets_for(&self, list: &[Cmd]) -> (u32, u32) {
+        list.iter().fold((0, 0), |(s, d), c| match c {
+            Cmd::Node(n) => match &self.layouts[n.index()] {
+                Some(l) => (s + 1, d + l.bindings.len() as u32 + if matches!(l.params, Params::Buffer(_)) { l.params_bindings.len() as u32 } else { 0 }),
+                None => (s, d),
+            },
+            Cmd::Barrier { .. } => (s, d),
+        })
+    }
+
+    /// Whether the plan has copies or fills (barriers then span the transfer stage).
+    fn transfers(&self) -> bool {
+        self.plan.graph().nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. }))
+    }
+
+    /// Records the plan's command list as the exec's submission; returns it, the lanes' segments where
+    /// the lanes run on several queues, and how many dispatches take push constants.
+    fn record(&self, cmds: &[Cmd], options: VulkanOptions) -> Result<(Submission, Segments, usize), VkError> {
+        let ctx = self.ctx;
+        let lanes_used = options.queues == QueueMode::Lanes && ctx.queue_count() > 1 && self.plan.lanes().count() > 1;
+        if lanes_used {
+            let segs = crate::lanes::segments(self.plan);
+            let (mut lanes, mut pushed) = (Vec::with_capacity(segs.len()), 0);
+            for lane in &segs {
+                let mut bufs = Vec::with_capacity(lane.len());
+                for (k, seg) in lane.iter().enumerate() {
+                    let (sets, descriptors) = self.sets_for(&seg.cmds);
+                    let rec = Recording::begin_segment(ctx, sets, descriptors, self.transfers(), k == 0)?;
+                    pushed += self.record_list(&rec, &seg.cmds)?;
+                    bufs.push((rec.finish_segment(k + 1 == lane.len())?, seg.waits.clone()));
+                }
+                lanes.push(bufs);
+            }
+            return Ok((Submission::Lanes(LaneRun::new(ctx, lanes)?), Some(segs), pushed));
+        }
+        let ordering = if options.ordering == ReplayOrdering::Timeline && !ctx.timeline { ReplayOrdering::Barrier } else { options.ordering };
+        let (recordings, barrier, events, pushed) = self.record_one_queue(cmds, ordering)?;
+        Ok((Submission::Queue(QueueRun::new(ctx, ordering, recordings, barrier, events)?), None, pushed))
+    }
+
+    /// The one-queue recordings for `ordering`: the command buffer (two, waiting on and setting events,
+    /// for events; with a leading barrier for barrier), the one-barrier buffer for skip, the events.
+    #[allow(clippy::type_complexity)]
+    fn record_one_queue(&self, cmds: &[Cmd], ordering: ReplayOrdering) -> Result<(Vec<Finished>, Option<Finished>, Vec<ash::vk::Event>, usize), VkError> {
+        let (sets, descriptors) = self.sets_for(cmds);
+        let transfers = self.transfers();
+        let events = if ordering == ReplayOrdering::Events { vec![self.ctx.event()?, self.ctx.event()?] } else { Vec::new() };
+        let events_guard = EventsGuard { ctx: self.ctx, events };
+        let mut recordings = Vec::new();
+        let mut pushed = 0;
+        for p in 0..if ordering == ReplayOrdering::Events { 2 } else { 1 } {
+            let rec = Recording::begin(self.ctx, sets, descriptors, transfers)?;
+            match ordering {
+                ReplayOrdering::Barrier => rec.barrier(&[], true),
+                ReplayOrdering::Events => rec.wait_event(events_guard.events[1 - p]),
+                ReplayOrdering::Skip | ReplayOrdering::Timeline => {}
+            }
+            pushed = self.record_list(&rec, cmds)?;
+            if ordering == ReplayOrdering::Events {
+                rec.set_event(events_guard.events[p]);
+            }
+            recordings.push(rec.finish()?);
+        }
+        let barrier = if ordering == ReplayOrdering::Skip {
+            let rec = Recording::begin_segment(self.ctx, 0, 0, transfers, false)?;
+            rec.barrier(&[], true);
+            Some(rec.finish_segment(false)?)
+        } else {
+            None
+        };
+        Ok((recordings, barrier, events_guard.into_inner(), pushed))
+    }
+
+    /// Records `list` into `rec`; returns how many dispatches take push constants.
+    fn record_list(&self, rec: &Recording, list: &[Cmd]) -> Result<usize, VkError> {
+        let g = self.plan.graph();
+        let mut pushed = 0;
+        for c in list {
+            match c {
+                Cmd::Barrier { visible, .. } => {
+                    let list: Vec<(&Buffer, u64, u64)> = visible.iter().map(|&(r, s, e)| self.root(r).map(|b| (b, s, e - s))).collect::<Result<_, _>>()?;
+                    rec.barrier(&list, false);
+                }
+                Cmd::Node(n) => match &g.node(*n).op {
+                    NodeOp::Kernel { kernel, launch, .. } => {
+                        let (k, l) = (&self.kernels[kernel.index()], self.layouts[n.index()].as_ref());
+                        let l = l.ok_or_else(|| VkError::Internal { op: "record", reason: format!("node n{n} has no layout") })?;
+                        let mut bindings: Vec<(&Buffer, u64, u64)> =
+                            l.bindings.iter().map(|&(r, at, range)| self.root(r).map(|b| (b, at, range))).collect::<Result<_, _>>()?;
+                        match &l.params {
+                            Params::Buffer(at) => {
+                                bindings.extend(l.params_bindings.iter().map(|&(o, range)| (self.params, at + o, range)));
+                                rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
+                            }
+                            Params::Pushed(bytes) => {
+                                let push = k
+                                    .push
+                                    .as_ref()
+                                    .ok_or_else(|| VkError::Internal { op: "record", reason: format!("node n{n}: no push-constant pipeline") })?;
+                                let mut words = bytes.clone();
+                                words.resize(bytes.len().div_ceil(4) * 4, 0);
+                                rec.dispatch(push, &bindings, &words, launch.grid)?;
+                                pushed += 1;
+                            }
+                            Params::None => rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?,
+                        }
+                    }
+                    NodeOp::Copy { src, dst } => {
+                        let ((sr, ss, se), (dr, ds, _)) = (g.root_extent(*src), g.root_extent(*dst));
+                        if sr == dr && ss < ds + (se - ss) && ds < se {
+                            return Err(VkError::Argument(format!(
+                                "node n{n}: a copy within buffer `{}` whose source and destination overlap",
+                                g.buffer(sr).name
+                            )));
+                        }
+                        rec.copy(self.root(sr)?, ss, self.root(dr)?, ds, se - ss);
+                    }
+                    NodeOp::Collective { .. } => return Err(VkError::NotApplicable(format!("node n{n}: a collective (refused above)"))),
+                    NodeOp::Fill { dst, value } => {
+                        let (r, s, e) = g.root_extent(*dst);
+                        if s % 4 != 0 || (e - s) % 4 != 0 {
+                            return Err(VkError::Argument(format!(
+                                "node n{n}: a fill of bytes {s}..{e} of `{}`: Vulkan fills whole 4-byte words at 4-byte offsets",
+                                g.buffer(r).name
+                            )));
+                        }
+                        rec.fill(self.root(r)?, s, e - s, *value);
+                    }
+                },
+            }
+        }
+        Ok(pushed)
+    }
+}
+
+/// Events made for a recording: destroyed if recording fails before a [`QueueRun`] owns them.
+struct EventsGuard<'a> {
+    ctx: &'a Context,
+    events: Vec<ash::vk::Event>,
+}
+
+impl EventsGuard<'_> {
+    fn into_inner(mut self) -> Vec<ash::vk::Event> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+impl Drop for EventsGuard<'_> {
+    fn drop(&mut self) {
+        for e in self.events.drain(..) {
+            self.ctx.destroy_event(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::binding_start;
+
+    #[test]
+    fn a_binding_starts_at_the_aligned_byte_a_whole_number_of_elements_below() {
+        assert_eq!(binding_start(260, 4, 16), Some((256, 1)));
+        assert_eq!(binding_start(256, 4, 16), Some((256, 0)));
+        assert_eq!(binding_start(44, 4, 256), Some((0, 11)));
+        // 12-byte elements at 16-byte alignment: 24 is 2 elements past 0, 16 is 0 past 16.
+        assert_eq!(binding_start(24, 12, 16), Some((0, 2)));
+        assert_eq!(binding_start(16, 12, 16), Some((16, 0)));
+        // An 8-byte element starting at byte 4: no aligned byte lies a whole number of elements below.
+        assert_eq!(binding_start(4, 8, 16), None);
+        assert_eq!(binding_start(20, 8, 16), None);
+        assert_eq!(binding_start(2, 4, 16), None);
+        for start in (0..4096u64).step_by(4) {
+            let (at, off) = binding_start(start, 4, 256).unwrap();
+            assert!(at % 256 == 0 && at + 4 * off == start && start - at < 256);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Chain fusion on Vulkan against the host oracle: random one-workgroup programs (views, slices at
+//! any word offset, copies, fills, explicit edges, a slot patched every replay) fused under `on` and
+//! `auto` give the host's bits; a long chain becomes one dispatch; independent chains become the
+//! workgroups of one; a body with barriers of its own, or launched on several workgroups, is not fused.
+//! Skips without a Vulkan device.
+
+use ostinato::{read_roots, write_inits, Access, Arg, Backend, BufferId, Exec, Graph, Launch, Plan, PlanOptions, Scalar, ScalarType};
+use ostinato_host::HostBackend;
+use ostinato_testkit::random_graphs::random_one_block_program;
+use ostinato_vulkan::{Context, FusionMode, VulkanBackend, VulkanOptions};
+
+fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
+    match Context::open() {
+        Ok(c) => Some(VulkanBackend::with_context(c)),
+        Err(e) => {
+            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
+            None
+        }
+    }
+}
+
+fn with_fusion(vk: &VulkanBackend, fusion: FusionMode) -> VulkanBackend {
+    vk.clone().with_options(VulkanOptions { fusion, ..VulkanOptions::default() })
+}
+
+/// Writes `inits`, then `replays` replays each after setting `slot` to a new value; every root's bytes.
+fn run<E: Exec>(exec: &mut E, inits: &[Option<ostinato::file::BufferInit>], slot: ostinato::SlotId, replays: u32) -> Vec<(BufferId, Vec<u8>)>
+where
+    E::Error: std::fmt::Debug,
+{
+    write_inits(exec, inits).unwrap();
+    for r in 0..replays {
+        exec.set_slot(slot, Scalar::u32(r.wrapping_mul(0x9E37_79B9) ^ 5)).unwrap();
+        exec.replay().unwrap();
+    }
+    read_roots(exec).unwrap()
+}
+
+#[test]
+fn random_one_workgroup_programs_fused_match_the_host_oracle() {
+    let Some(vk) = backend_or_skip("random_one_workgroup_programs_fused_match_the_host_oracle") else { return };
+    let host = HostBackend::serial();
+    let (mut fused, mut total, mut dispatches) = (0, 0, 0);
+    for seed in 0..40u64 {
+        let prog = random_one_block_program(seed, 6 + (seed as usize * 7) % 45);
+        for max_lanes in [1, 4] {
+            let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes }).unwrap();
+            let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+            let want = run(&mut oracle, &prog.inits, prog.salt_slot, 3);
+            for mode in [FusionMode::Auto, FusionMode::On] {
+                let b = with_fusion(&vk, mode);
+                let mut exec = b.instantiate(&plan, ostinato::bind_builtins(&b, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+                ostinato_vulkan::commands::check(exec.run_plan(), exec.commands()).unwrap();
+                assert_eq!(run(&mut exec, &prog.inits, prog.salt_slot, 3), want, "seed {seed}, {max_lanes} lanes, fusion {mode:?}");
+                fused += exec.fused_nodes();
+                total += plan.node_count();
+                dispatches += exec.run_plan().node_count();
+            }
+        }
+    }
+    assert!(fused > total / 3, "{fused} of {total} nodes fused");
+    eprintln!("{fused} of {total} nodes ran fused ({dispatches} nodes replayed), bitwise equal to the host oracle on {}", vk.context().name);
+}
+
+fn add_one(g: &mut Graph) -> ostinato::KernelId {
+    g.add_kernel(ostinato::KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap()
+}
+
+/// `lanes` chains of `len` add_one nodes on their own buffers of 256 words, recorded interleaved.
+fn chains(lanes: usize, len: usize, groups: u32) -> (Plan, Vec<BufferId>) {
+    let mut g = Graph::new();
+    let bufs: Vec<BufferId> = (0..lanes).map(|l| g.add_buffer(format!("x{l}"), 1024).unwrap()).collect();
+    let k = add_one(&mut g);
+    for _ in 0..len {
+        for &b in &bufs {
+            g.add_launch(k, Launch::linear(groups, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+        }
+    }
+    (Plan::compile(&g).unwrap(), bufs)
+}
+
+fn first_word(exec: &mut impl Exec<Error = ostinato_vulkan::VkError>, b: BufferId) -> f32 {
+    let mut w = [0u8; 4];
+    exec.read_buffer(b, 0, &mut w).unwrap();
+    f32::from_le_bytes(w)
+}
+
+#[test]
+fn chains_fuse_into_one_dispatch_and_bodies_that_cannot_are_left_alone() {
+    let Some(vk) = backend_or_skip("chains_fuse_into_one_dispatch_and_bodies_that_cannot_are_left_alone") else { return };
+    let auto = with_fusion(&vk, FusionMode::Auto);
+    // A chain of 941 one-workgroup nodes: one dispatch (a loop in the shader).
+    let (plan, bufs) = chains(1, 941, 1);
+    let mut exec = auto.instantiate(&plan, ostinato::bind_builtins(&auto, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (941, 1));
+    exec.write_buffer(bufs[0], 0, &[0u8; 1024]).unwrap();
+    exec.replay().unwrap();
+    exec.replay().unwrap();
+    assert_eq!(first_word(&mut exec, bufs[0]), 1882.0);
+    // Four independent chains: the workgroups of one dispatch.
+    let (plan, bufs) = chains(4, 100, 1);
+    let mut exec = auto.instantiate(&plan, ostinato::bind_builtins(&auto, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!(exec.fused_nodes(), 400);
+    assert_eq!(exec.run_plan().node_count(), 1, "4 lanes side by side, one workgroup each");
+    for &b in &bufs {
+        exec.write_buffer(b, 0, &[0u8; 1024]).unwrap();
+    }
+    exec.replay().unwrap();
+    for &b in &bufs {
+        assert_eq!(first_word(&mut exec, b), 100.0);
+    }
+    // Launched on two workgroups: not fused.
+    let (plan, _) = chains(1, 20, 2);
+    let exec = auto.instantiate(&plan, ostinato::bind_builtins(&auto, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!(exec.fused_nodes(), 0);
+    // rmsnorm reduces with workgroup barriers of its own: not fused.
+    let mut g = Graph::new();
+    let (a, b, w) = (g.add_buffer("a", 4096).unwrap(), g.add_buffer("b", 4096).unwrap(), g.add_buffer("w", 4096).unwrap());
+    let k = g.add_kernel(ostinato_host::builtins::lookup("rmsnorm").unwrap().sig).unwrap();
+    for i in 0..6 {
+        let (out, x) = if i % 2 == 0 { (b, a) } else { (a, b) };
+        g.add_launch(
+            k,
+            Launch::linear(1, 256),
+            &[Arg::Whole(out), Arg::Whole(x), Arg::Whole(w), Arg::Scalar(Scalar::u32(1024)), Arg::Scalar(Scalar::f32(1e-5))],
+            &[],
+        )
+        .unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let on = with_fusion(&vk, FusionMode::On);
+    let exec = on.instantiate(&plan, ostinato::bind_builtins(&on, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!(exec.fused_nodes(), 0, "a body with barriers of its own does not fuse");
+    // Fusion off: every node its own dispatch.
+    let off = with_fusion(&vk, FusionMode::Off);
+    let (plan, _) = chains(1, 50, 1);
+    let exec = off.instantiate(&plan, ostinato::bind_builtins(&off, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (0, 50));
+}

@@ -1,0 +1,406 @@
+//! Chain fusion's pure parts, shared by the backends that fuse: which nodes fuse together
+//! ([`groups`], the policy [`FusionMode`] picks), where a fused body needs a barrier before it
+//! ([`barriers`]), and the plan recorded again with each group as one node ([`rewrite`]: its declared
+//! accesses the union of its members', so the planner derives its edges from the same hazards).
+//!
+//! A group is a set of runs of dependent one-block nodes along the plan's lanes; a backend makes each
+//! group one launch of one block (workgroup) per run, each block running its run's bodies in plan
+//! order. What may fuse is the backend's to say, per node ([`Fusable`]): its bodies, its block shape.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use crate::{Arg, Graph, KernelId, KernelSig, Launch, NodeId, NodeOp, Plan};
+
+/// An exec's fusion policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FusionMode {
+    /// Every node launches by itself.
+    Off,
+    /// Fuse only where it cannot lose (`docs/fences.md`, chain fusion): runs in which each node depends on
+    /// the one before it (in the unfused plan they run one after another anyway), merged across lanes
+    /// only when the runs wait for the same nodes and the same nodes wait for them.
+    #[default]
+    Auto,
+    /// Fuse every run of fusable nodes along a lane, independent neighbours included (a block then
+    /// runs them one after the other instead of side by side), and merge runs across lanes wherever
+    /// the result stays acyclic.
+    On,
+}
+
+impl FusionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FusionMode::Off => "off",
+            FusionMode::Auto => "auto",
+            FusionMode::On => "on",
+        }
+    }
+}
+
+impl crate::Named for FusionMode {
+    const ALL: &'static [Self] = &[FusionMode::Auto, FusionMode::On, FusionMode::Off];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+/// One fused launch as the rewritten plan records it: the fused kernel's signature (its accesses: the
+/// union of its members'), its launch and its arguments.
+#[derive(Clone, Copy, Debug)]
+pub struct FusedLaunch<'a> {
+    pub sig: &'a KernelSig,
+    pub launch: Launch,
+    pub args: &'a [Arg],
+}
+
+/// What makes two nodes' bodies fit in one fused kernel: the same block shape and the same source
+/// (one translation unit: bodies of different sources could clash by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FuseKey {
+    pub block: [u32; 3],
+    /// Identity of the source module (the backend numbers them).
+    pub source: usize,
+}
+
+/// A node that may fuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fusable {
+    pub key: FuseKey,
+    /// The body touches shared memory (static or dynamic).
+    pub uses_shared: bool,
+}
+
+/// One fused kernel: block `b` runs `lanes[b]` in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub key: FuseKey,
+    pub lanes: Vec<Vec<NodeId>>,
+}
+
+impl Group {
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.lanes.iter().flatten().copied()
+    }
+    pub fn len(&self) -> usize {
+        self.lanes.iter().map(Vec::len).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The most blocks (lanes) one fused kernel gets.
+pub const MAX_FUSED_BLOCKS: usize = 1024;
+
+/// The groups `mode` fuses in `plan`, given which nodes may fuse. Each group has at least two nodes;
+/// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
+/// joins two different lanes of a group.
+pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
+    if mode == FusionMode::Off {
+        return Vec::new();
+    }
+    let n = plan.node_count();
+    let lanes = plan.lanes();
+    let key = |v: NodeId| fusable.get(v.index()).copied().flatten().map(|f| f.key);
+    // 1. Runs along each lane: consecutive fusable nodes of one key, cut where an edge enters a node
+    //    from outside the run (but at its head) and after a node with an edge to another lane.
+    let mut runs: Vec<Vec<NodeId>> = Vec::new();
+    // The run each node was put in (usize::MAX: none yet).
+    let mut run_of = vec![usize::MAX; n];
+    let flush = |cur: &mut Vec<NodeId>, runs: &mut Vec<Vec<NodeId>>| {
+        if !cur.is_empty() {
+            runs.push(std::mem::take(cur));
+        }
+    };
+    for lane in lanes.all() {
+        let mut cur: Vec<NodeId> = Vec::new();
+        for &v in lane {
+            let Some(k) = key(v) else {
+                flush(&mut cur, &mut runs);
+                continue;
+            };
+            let joins = cur.last().is_some_and(|&last| {
+                key(last) == Some(k)
+                    && plan.preds(v).iter().all(|&u| run_of[u as usize] == runs.len())
+                    && (mode == FusionMode::On || plan.preds(v).contains(&last.0))
+            });
+            if !joins {
+                flush(&mut cur, &mut runs);
+            }
+            run_of[v.index()] = runs.len();
+            cur.push(v);
+            if plan.succs(v).iter().any(|&w| lanes.lane_of(NodeId(w)) != lanes.lane_of(v)) {
+                flush(&mut cur, &mut runs);
+            }
+        }
+        flush(&mut cur, &mut runs);
+    }
+    let mut pos = vec![0usize; n];
+    for (i, v) in plan.order().iter().enumerate() {
+        pos[v.index()] = i;
+    }
+    runs.sort_by_key(|r| pos[r[0].index()]);
+    // 2. Runs side by side: a run joins an open group of its key when the merge keeps the plan acyclic
+    //    (and, under auto, the run waits for and feeds the same nodes as the group's first run).
+    let mut member = vec![usize::MAX; n];
+    let mut out: Vec<Group> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for run in runs {
+        let k = key(run[0]).unwrap_or_else(|| unreachable!("runs hold fusable nodes"));
+        let target = open.iter().rev().take(4).copied().find(|&gi| {
+            let g: &Group = &out[gi];
+            g.key == k
+                && g.lanes.len() < MAX_FUSED_BLOCKS
+                && (mode == FusionMode::On || boundary(plan, &g.lanes[0]) == boundary(plan, &run))
+                && !related(plan, &member, &out, gi, &run)
+        });
+        let gi = match target {
+            Some(gi) => gi,
+            None => {
+                out.push(Group { key: k, lanes: Vec::new() });
+                open.push(out.len() - 1);
+                out.len() - 1
+            }
+        };
+        for &v in &run {
+            member[v.index()] = gi;
+        }
+        out[gi].lanes.push(run);
+    }
+    out.retain(|g| g.len() >= 2);
+    out
+}
+
+/// The nodes outside `run` that it waits for and that wait for it.
+fn boundary(plan: &Plan, run: &[NodeId]) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let set: BTreeSet<u32> = run.iter().map(|v| v.0).collect();
+    let inside = |u: &u32| !set.contains(u);
+    let preds = run.iter().flat_map(|v| plan.preds(*v).iter().copied()).filter(inside).collect();
+    let succs = run.iter().flat_map(|v| plan.succs(*v).iter().copied()).filter(inside).collect();
+    (preds, succs)
+}
+
+/// Whether `run` may not join group `gi`: an edge joins it to the group, or a path leaves the two and
+/// comes back into them — through plain nodes or through other groups, which run as one node each
+/// (a fused plan must stay acyclic, and the lanes of a group run side by side).
+fn related(plan: &Plan, member: &[usize], groups: &[Group], gi: usize, run: &[NodeId]) -> bool {
+    let in_run: BTreeSet<usize> = run.iter().map(|v| v.index()).collect();
+    let inside = |v: usize| member[v] == gi || in_run.contains(&v);
+    let mut stack: Vec<usize> = Vec::new();
+    let mut seen = vec![false; member.len()];
+    let mut expanded = vec![false; groups.len()];
+    for s in groups[gi].nodes().map(|v| v.index()).chain(in_run.iter().copied()) {
+        for &w in plan.succs(NodeId(s as u32)) {
+            let w = w as usize;
+            if inside(w) {
+                // Within the run or within one lane of the group: ordered by the lane. Else an edge
+                // between lanes that would run side by side.
+                if in_run.contains(&s) != in_run.contains(&w) {
+                    return true;
+                }
+            } else if !std::mem::replace(&mut seen[w], true) {
+                stack.push(w);
+            }
+        }
+    }
+    while let Some(u) = stack.pop() {
+        let from: Vec<usize> = match member[u] {
+            h if h != usize::MAX && h != gi => {
+                if std::mem::replace(&mut expanded[h], true) {
+                    continue;
+                }
+                groups[h].nodes().map(|v| v.index()).collect()
+            }
+            _ => vec![u],
+        };
+        for x in from {
+            for &w in plan.succs(NodeId(x as u32)) {
+                let w = w as usize;
+                if inside(w) {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[w], true) {
+                    stack.push(w);
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Whether body `j` of a lane run needs a barrier before it: a node since the last barrier is one of
+/// its predecessors, or it or one of those nodes touches shared memory (bodies may reuse the same
+/// bytes). `run` is the lane's nodes; returns one flag per node (the first is always `false`).
+pub fn barriers(plan: &Plan, run: &[NodeId], uses_shared: impl Fn(NodeId) -> bool) -> Vec<bool> {
+    let mut out = Vec::with_capacity(run.len());
+    let mut since: Vec<NodeId> = Vec::new();
+    for &v in run {
+        let edge = since.iter().any(|u| plan.preds(v).contains(&u.0));
+        let shared = !since.is_empty() && (uses_shared(v) || since.iter().any(|&u| uses_shared(u)));
+        let b = edge || shared;
+        if b {
+            since.clear();
+        }
+        out.push(b);
+        since.push(v);
+    }
+    out
+}
+
+/// The rewritten graph, and where each original node went.
+#[derive(Clone, Debug)]
+pub struct Rewritten {
+    pub graph: Graph,
+    /// The new node that runs each original node (a fused node for every member of a group).
+    pub node_of: Vec<NodeId>,
+    /// The kernel id of each group's fused kernel in `graph`.
+    pub kernels: Vec<KernelId>,
+}
+
+/// Records `plan` again with `groups[i]` as one launch of `fused[i]`. Errs only where the fused
+/// signatures cannot be added (a user kernel of the same name) or the groups would order a cycle
+/// (which [`groups`] never produces).
+pub fn rewrite(plan: &Plan, groups: &[Group], fused: &[FusedLaunch<'_>]) -> Result<Rewritten, String> {
+    let g = plan.graph();
+    let n = plan.node_count();
+    // Units: nodes 0..n by themselves, n + i for group i.
+    let mut unit: Vec<usize> = (0..n).collect();
+    for (i, gr) in groups.iter().enumerate() {
+        for v in gr.nodes() {
+            unit[v.index()] = n + i;
+        }
+    }
+    let units = n + groups.len();
+    let mut pos = vec![usize::MAX; units];
+    for (i, v) in plan.order().iter().enumerate() {
+        let u = unit[v.index()];
+        pos[u] = pos[u].min(i);
+    }
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); units];
+    let mut indeg = vec![0usize; units];
+    for e in plan.edges() {
+        let (a, b) = (unit[e.from.index()], unit[e.to.index()]);
+        if a != b && !succ[a].contains(&b) {
+            succ[a].push(b);
+            indeg[b] += 1;
+        }
+    }
+    // Kahn's order, earliest plan position first (a plan without groups records in plan order).
+    let live = |u: usize| pos[u] != usize::MAX;
+    let mut ready: BinaryHeap<Reverse<(usize, usize)>> = (0..units).filter(|&u| live(u) && indeg[u] == 0).map(|u| Reverse((pos[u], u))).collect();
+    let mut order = Vec::with_capacity(units);
+    while let Some(Reverse((_, u))) = ready.pop() {
+        order.push(u);
+        for &w in &succ[u] {
+            indeg[w] -= 1;
+            if indeg[w] == 0 {
+                ready.push(Reverse((pos[w], w)));
+            }
+        }
+    }
+    if order.len() != (0..units).filter(|&u| live(u)).count() {
+        return Err("the fused groups would order the plan in a cycle".into());
+    }
+    let mut out = g.without_nodes();
+    let mut kernels = Vec::with_capacity(fused.len());
+    for f in fused {
+        // A fused kernel orders its bodies' accesses itself (in order, with barriers where a body
+        // depends on an earlier one): any two of its buffer params may cover the same bytes.
+        let mut sig = f.sig.clone();
+        let buffers: Vec<usize> = sig.params.iter().enumerate().filter(|(_, p)| matches!(p.kind, crate::ParamKind::Buffer(_))).map(|(i, _)| i).collect();
+        sig.aliasing = buffers.iter().enumerate().flat_map(|(x, &i)| buffers[x + 1..].iter().map(move |&j| (i, j))).collect();
+        kernels.push(out.add_kernel(sig).map_err(|e| format!("fused kernel `{}`: {e}", f.sig.name))?);
+    }
+    let mut new_of_unit = vec![None; units];
+    let err = |e: crate::GraphError| format!("recording the fused plan: {e}");
+    for u in order {
+        let members: Vec<NodeId> = if u < n { vec![NodeId(u as u32)] } else { groups[u - n].nodes().collect() };
+        // Explicit orderings to nodes outside the unit, through their new ids.
+        let mut after: Vec<NodeId> = Vec::new();
+        for v in &members {
+            for a in &g.node(*v).after {
+                let au = unit[a.index()];
+                if au != u {
+                    let id = new_of_unit[au].ok_or_else(|| format!("n{v} is ordered after n{a}, which the fused order puts later"))?;
+                    if !after.contains(&id) {
+                        after.push(id);
+                    }
+                }
+            }
+        }
+        let id = if u >= n {
+            let f = &fused[u - n];
+            out.add_launch(kernels[u - n], f.launch, f.args, &after).map_err(err)?
+        } else {
+            match &g.node(NodeId(u as u32)).op {
+                NodeOp::Kernel { kernel, launch, args } => out.add_launch(*kernel, *launch, args, &after).map_err(err)?,
+                NodeOp::Copy { src, dst } => out.add_copy(*src, *dst, &after).map_err(err)?,
+                NodeOp::Fill { dst, value } => out.add_fill(*dst, *value, &after).map_err(err)?,
+                NodeOp::Collective { op, dtype, send, recv } => out.add_collective(*op, *dtype, send, recv, &after).map_err(err)?,
+            }
+        };
+        new_of_unit[u] = Some(id);
+    }
+    let node_of = (0..n).map(|v| new_of_unit[unit[v]].unwrap_or(NodeId(0))).collect();
+    Ok(Rewritten { graph: out, node_of, kernels })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Access, Graph, Launch, Scalar, ScalarType, Slice};
+
+    /// `lanes` chains of `len` one-block nodes on their own buffers, recorded interleaved.
+    fn chains(lanes: usize, len: usize) -> Plan {
+        let mut g = Graph::new();
+        let bufs: Vec<_> = (0..lanes).map(|l| g.add_buffer(format!("x{l}"), 1024).unwrap()).collect();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        for _ in 0..len {
+            for &b in &bufs {
+                g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+            }
+        }
+        Plan::compile(&g).unwrap()
+    }
+
+    fn every(plan: &Plan) -> Vec<Option<Fusable>> {
+        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+    }
+
+    #[test]
+    fn a_chain_is_one_group_with_a_barrier_between_dependent_bodies() {
+        let plan = chains(1, 10);
+        let gs = groups(&plan, &every(&plan), FusionMode::Auto);
+        assert_eq!((gs.len(), gs[0].lanes.len(), gs[0].len()), (1, 1, 10));
+        let bars = barriers(&plan, &gs[0].lanes[0], |_| false);
+        assert!(!bars[0] && bars[1..].iter().all(|b| *b));
+        assert!(groups(&plan, &every(&plan), FusionMode::Off).is_empty());
+    }
+
+    #[test]
+    fn independent_chains_are_the_lanes_of_one_group_and_the_rewrite_keeps_every_ordering() {
+        let plan = chains(4, 5);
+        let gs = groups(&plan, &every(&plan), FusionMode::Auto);
+        assert_eq!((gs.len(), gs[0].lanes.len(), gs[0].len()), (1, 4, 20));
+        // One fused launch reading and writing every buffer; a node that no group holds stays.
+        let sig = KernelSig::new("fused").buffer("p0", Access::ReadWrite);
+        let args = [Arg::Buffer(Slice { buffer: crate::BufferId(0), offset: 0, len: 1024 })];
+        let rw = rewrite(&plan, &gs, &[FusedLaunch { sig: &sig, launch: Launch::linear(4, 256), args: &args }]).unwrap();
+        assert_eq!(rw.graph.nodes().len(), 1);
+        assert!(rw.node_of.iter().all(|n| n.index() == 0));
+        // A node that cannot fuse cuts the run: two groups around it.
+        let plan = chains(1, 9);
+        let mut f = every(&plan);
+        f[4] = None;
+        let gs = groups(&plan, &f, FusionMode::Auto);
+        assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [4, 4]);
+        let sigs: Vec<KernelSig> = (0..gs.len()).map(|i| KernelSig::new(format!("f{i}")).buffer("x", Access::ReadWrite)).collect();
+        let args = [Arg::Whole(crate::BufferId(0))];
+        let launches: Vec<FusedLaunch> = sigs.iter().map(|sig| FusedLaunch { sig, launch: Launch::linear(1, 256), args: &args }).collect();
+        let rw = rewrite(&plan, &gs, &launches).unwrap();
+        let fused_plan = Plan::compile(&rw.graph).unwrap();
+        assert_eq!(fused_plan.node_count(), 3);
+        assert_eq!(fused_plan.edges().len(), 2, "group, node 4, group: a chain");
+    }
+}
