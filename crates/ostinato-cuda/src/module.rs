@@ -336,7 +336,7 @@ impl LoadedModule {
             }
         }
         let (pdl_capable, pdl_evidence, pre_wait_reads) = match (&self.ptx, declared_pdl) {
-            (Some(ptx), declared) => match crate::ptx::analyze(ptx, entry, |i| sig.params.get(i).is_some_and(|p| matches!(p.kind, ParamKind::Buffer(_)))) {
+            (Some(ptx), declared) => match crate::ptx::pre_wait(ptx, entry, |i| sig.params.get(i).is_some_and(|p| matches!(p.kind, ParamKind::Buffer(_)))) {
                 Ok(pre) => (declared.unwrap_or(true), "ptx", pre.reads),
                 Err(why) if declared == Some(true) => return Err(kerr(format!("declared PDL-capable but its PTX says otherwise: {why}"))),
                 Err(_) => (false, "ptx", Vec::new()),

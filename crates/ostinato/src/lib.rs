@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod collective;
+pub mod contract;
 pub mod error;
 pub mod file;
 mod fingerprint;
@@ -33,8 +34,8 @@ pub use backend::{
 };
 pub use error::{BindError, ErrorKind, GraphError, PlanError, SlotError, UsageError};
 pub use graph::{
-    Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,
-    SlotDecl, SlotId,
+    Access, AccessDecl, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar,
+    ScalarType, Slice, SlotDecl, SlotId,
 };
 pub use kernel_ref::{KernelRef, RefOption};
 pub use lanes::Lanes;
