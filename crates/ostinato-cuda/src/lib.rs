@@ -6,6 +6,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+mod compile;
+pub mod contract;
 pub mod device;
 mod dims;
 mod error;
@@ -23,6 +25,7 @@ pub mod nvrtc;
 mod options;
 pub mod ptx;
 pub mod raw;
+pub mod sass;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};

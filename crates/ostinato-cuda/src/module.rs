@@ -43,7 +43,7 @@ pub enum PdlTrigger {
 }
 
 impl PdlTrigger {
-    fn define(self) -> String {
+    pub(crate) fn define(self) -> String {
         match self {
             PdlTrigger::Disabled => "-DOST_NO_PDL=1".into(),
             t => format!("-DOST_TRIGGER={}", t as u8),
@@ -362,7 +362,7 @@ impl LoadedModule {
 impl CudaKernel {
     /// What the lowering needs to know of its PDL behaviour.
     pub fn pdl(&self) -> crate::lower::KernelPdl {
-        crate::lower::KernelPdl { capable: self.pdl_capable, declared: self.pdl_declared, pre_wait_reads: self.pre_wait_reads.clone() }
+        crate::lower::KernelPdl { capable: self.pdl_capable, declared: self.pdl_declared, pre_wait_reads: self.pre_wait_reads.clone(), ..Default::default() }
     }
 }
 

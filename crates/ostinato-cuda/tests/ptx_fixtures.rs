@@ -36,4 +36,14 @@ fn regenerate_contract_fixtures() {
         std::fs::write(dir.join(fixture), header + &ptx).expect("writes");
         eprintln!("wrote {fixture}");
     }
+    // Machine code: a cubin for sm_90 and its disassembly.
+    let text = std::fs::read_to_string(dir.join("sass_wait.cu")).expect("fixture source");
+    let options = ["--gpu-architecture=sm_90".to_string(), "-default-device".into(), "--std=c++17".into()];
+    let cubin = nvrtc::compile(&text, "sass_wait.cu", &options).expect("compiles").cubin.expect("a cubin for sm_90");
+    std::fs::write(dir.join("sass_wait.cubin"), &cubin).expect("writes");
+    let tool = ostinato_cuda::sass::nvdisasm().expect("nvdisasm (set OSTINATO_NVDISASM)");
+    let out = std::process::Command::new(tool).arg("-c").arg(dir.join("sass_wait.cubin")).output().expect("nvdisasm runs");
+    assert!(out.status.success());
+    std::fs::write(dir.join("sass_wait.sass"), out.stdout).expect("writes");
+    eprintln!("wrote sass_wait.cubin, sass_wait.sass");
 }

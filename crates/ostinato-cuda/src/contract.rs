@@ -1,0 +1,1 @@
+//! The CUDA side of the kernel contract.
