@@ -68,9 +68,12 @@ pub fn compile(name: &str, source: &str, arch: &str, trigger: PdlTrigger) -> Res
     let key = key(source, &options, (maj, min));
     let dir = cache_dir();
     let (ptx_path, cubin_path) = (dir.join(format!("{key}.ptx")), dir.join(format!("{key}.cubin")));
-    if let (Ok(ptx), Ok(cubin)) = (std::fs::read_to_string(&ptx_path), std::fs::read(&cubin_path)) {
-        if ptx.contains(".version") && !cubin.is_empty() {
-            return Ok(Compiled { ptx, cubin: Some(cubin), key, nvrtc: (maj, min), options, cache_hit: true });
+    // A virtual architecture (`compute_90`) makes PTX only.
+    let wants_cubin = !arch.starts_with("compute_");
+    if let Ok(ptx) = std::fs::read_to_string(&ptx_path) {
+        let cubin = std::fs::read(&cubin_path).ok().filter(|c| !c.is_empty());
+        if ptx.contains(".version") && (cubin.is_some() || !wants_cubin) {
+            return Ok(Compiled { ptx, cubin, key, nvrtc: (maj, min), options, cache_hit: true });
         }
     }
     let out = nvrtc::compile(source, name, &options)?;

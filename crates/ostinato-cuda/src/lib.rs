@@ -6,7 +6,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
-mod compile;
+mod builtins;
+pub mod compile;
 pub mod contract;
 pub mod device;
 mod dims;
@@ -17,7 +18,9 @@ pub mod fusion;
 mod graph_build;
 mod launch_thread;
 pub mod limits;
+mod loaded;
 pub mod lower;
+pub mod manifest;
 pub mod module;
 mod named;
 pub mod nccl;

@@ -149,7 +149,13 @@ fn regs(operand: &str, pairs: bool) -> Vec<String> {
     let mut out = Vec::new();
     for tok in operand.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.')) {
         let base = tok.split('.').next().unwrap_or("");
-        let (prefix, num) = if let Some(n) = base.strip_prefix("UR") { ("UR", n) } else if let Some(n) = base.strip_prefix('R') { ("R", n) } else { continue };
+        let (prefix, num) = if let Some(n) = base.strip_prefix("UR") {
+            ("UR", n)
+        } else if let Some(n) = base.strip_prefix('R') {
+            ("R", n)
+        } else {
+            continue;
+        };
         let Ok(n) = num.parse::<u32>() else { continue };
         out.push(format!("{prefix}{n}"));
         if pairs || tok.contains(".64") {
@@ -177,41 +183,10 @@ fn address(operand: &str) -> &str {
 /// size of param `i` in the launch's param block; `is_buffer(i)`: it is a buffer pointer.
 pub fn certify(sass: &Sass, entry: &str, param_offsets: &[(u32, u32)], is_buffer: &dyn Fn(usize) -> bool) -> Result<SassPreWait, String> {
     let target = sass.target.as_deref().unwrap_or("unknown");
-    let base = param_base(target)
-        .ok_or_else(|| format!("machine code for {target}: Ostinato reads the SASS of sm_90 (ACQBULK, PREEXIT, params at c[0x0][0x210]); give the kernel's PTX"))?;
-    let items = sass.functions.get(entry).ok_or_else(|| format!("no function `{entry}` in the cubin"))?;
-    let labels: HashMap<&str, usize> = items.iter().enumerate().filter_map(|(i, it)| if let Item::Label(l) = it { Some((l.as_str(), i)) } else { None }).collect();
-    if !items.iter().any(|it| matches!(it, Item::Instr(i) if i.op == "ACQBULK" && i.guard.is_none())) {
-        return Err("no `ACQBULK` (griddepcontrol.wait) in its machine code".into());
-    }
-    // The instructions before the wait, every path.
-    let mut pre: Vec<usize> = Vec::new();
-    let (mut seen, mut stack) = (HashSet::new(), vec![0usize]);
-    while let Some(mut i) = stack.pop() {
-        while seen.insert(i) {
-            let Some(item) = items.get(i) else { return Err("a path reaches the end of the code before `ACQBULK`".into()) };
-            let Item::Instr(ins) = item else {
-                i += 1;
-                continue;
-            };
-            if ins.op == "ACQBULK" && ins.guard.is_none() {
-                break;
-            }
-            pre.push(i);
-            let head = ins.op.split('.').next().unwrap_or("");
-            if head == "BRA" {
-                let label = ins.operands.last().map(|t| t.trim_matches(|c| c == '`' || c == '(' || c == ')')).unwrap_or("");
-                let t = *labels.get(label).ok_or_else(|| format!("`{}` branches to an unknown label", ins.text))?;
-                if ins.guard.is_some() || ins.op.contains("DIV") {
-                    stack.push(t);
-                } else {
-                    i = t;
-                    continue;
-                }
-            }
-            i += 1;
-        }
-    }
+    let base = param_base(target).ok_or_else(|| {
+        format!("machine code for {target}: Ostinato reads the SASS of sm_90 (ACQBULK, PREEXIT, params at c[0x0][0x210]); give the kernel's PTX")
+    })?;
+    let (items, pre) = before_wait(sass, entry)?;
     let param_at = |off: u32| param_offsets.iter().position(|&(o, s)| off >= base + o && off < base + o + s);
     let mut taint: HashMap<String, Taint> = HashMap::new();
     let mut out = SassPreWait::default();
@@ -237,7 +212,10 @@ pub fn certify(sass: &Sass, entry: &str, param_offsets: &[(u32, u32)], is_buffer
             _ => false,
         };
         if refused {
-            return Err(format!("`{}` (at {:#06x}) comes before `ACQBULK` (griddepcontrol.wait): machine code may not store, update, exit or call before its wait", ins.text, ins.offset));
+            return Err(format!(
+                "`{}` (at {:#06x}) comes before `ACQBULK` (griddepcontrol.wait): machine code may not store, update, exit or call before its wait",
+                ins.text, ins.offset
+            ));
         }
         if head == "PREEXIT" {
             out.early_trigger = true;
@@ -257,17 +235,92 @@ pub fn certify(sass: &Sass, entry: &str, param_offsets: &[(u32, u32)], is_buffer
             }
             let buffers: Vec<usize> = t.params.iter().copied().filter(|&p| is_buffer(p)).collect();
             if t.wide || buffers.is_empty() {
-                return Err(format!("`{}` (at {:#06x}) reads memory before `ACQBULK` through an address not derived from a buffer param", ins.text, ins.offset));
+                return Err(format!(
+                    "`{}` (at {:#06x}) reads memory before `ACQBULK` through an address not derived from a buffer param",
+                    ins.text, ins.offset
+                ));
             }
             reads.extend(buffers);
             out.loads.push(format!("{} at {:#06x}", ins.text, ins.offset));
         }
     }
     out.reads = reads.into_iter().collect();
-    let after: HashSet<usize> = pre.iter().copied().collect();
-    out.noncoherent_after_wait =
-        items.iter().enumerate().filter(|(i, it)| !after.contains(i) && matches!(it, Item::Instr(x) if x.op.starts_with("LDG") && x.op.contains("CONSTANT"))).count();
+    let in_pre: HashSet<usize> = pre.iter().copied().collect();
+    out.noncoherent_after_wait = noncoherent_outside(items, &in_pre);
     Ok(out)
+}
+
+/// The function's items and the indices of those before an unpredicated `ACQBULK`, on every path.
+fn before_wait<'a>(sass: &'a Sass, entry: &str) -> Result<(&'a [Item], Vec<usize>), String> {
+    let items = sass.functions.get(entry).ok_or_else(|| format!("no function `{entry}` in the cubin"))?;
+    let labels: HashMap<&str, usize> =
+        items.iter().enumerate().filter_map(|(i, it)| if let Item::Label(l) = it { Some((l.as_str(), i)) } else { None }).collect();
+    if !items.iter().any(|it| matches!(it, Item::Instr(i) if i.op == "ACQBULK" && i.guard.is_none())) {
+        return Err("no `ACQBULK` (griddepcontrol.wait) in its machine code".into());
+    }
+    // The instructions before the wait, every path.
+    let mut pre: Vec<usize> = Vec::new();
+    let (mut seen, mut stack) = (HashSet::new(), vec![0usize]);
+    while let Some(mut i) = stack.pop() {
+        while seen.insert(i) {
+            let Some(item) = items.get(i) else { return Err("a path reaches the end of the code before `ACQBULK`".into()) };
+            let Item::Instr(ins) = item else {
+                i += 1;
+                continue;
+            };
+            if ins.op == "ACQBULK" && ins.guard.is_none() {
+                break;
+            }
+            pre.push(i);
+            let head = ins.op.split('.').next().unwrap_or("");
+            if matches!(head, "EXIT" | "RET") && ins.guard.is_none() {
+                break;
+            }
+            if head == "BRA" {
+                let label = ins.operands.last().map(|t| t.trim_matches(|c| c == '`' || c == '(' || c == ')')).unwrap_or("");
+                let t = *labels.get(label).ok_or_else(|| format!("`{}` branches to an unknown label", ins.text))?;
+                if ins.guard.is_some() || ins.op.contains("DIV") {
+                    stack.push(t);
+                } else {
+                    i = t;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+    Ok((items, pre))
+}
+
+/// The manifest's view of compiled machine code: which global loads really precede the wait, and how
+/// many non-coherent loads follow it (written before it, ptxas may have sunk them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SassLoads {
+    pub target: String,
+    pub early_trigger: bool,
+    pub loads_before_wait: Vec<String>,
+    pub noncoherent_after_wait: usize,
+}
+
+/// [`SassLoads`] of `entry`, for a kernel whose machine code has a wait.
+pub fn loads(sass: &Sass, entry: &str) -> Result<SassLoads, String> {
+    let (items, pre) = before_wait(sass, entry)?;
+    let mut out = SassLoads { target: sass.target.clone().unwrap_or_default(), ..SassLoads::default() };
+    for &i in &pre {
+        let Item::Instr(ins) = &items[i] else { continue };
+        let head = ins.op.split('.').next().unwrap_or("");
+        out.early_trigger |= head == "PREEXIT";
+        if matches!(head, "LDG" | "LD" | "LDGSTS" | "UTMALDG") || ins.op.starts_with("UBLKCP.S.G") {
+            out.loads_before_wait.push(format!("{} at {:#06x}", ins.text, ins.offset));
+        }
+    }
+    let pre: HashSet<usize> = pre.into_iter().collect();
+    out.noncoherent_after_wait = noncoherent_outside(items, &pre);
+    Ok(out)
+}
+
+fn noncoherent_outside(items: &[Item], pre: &HashSet<usize>) -> usize {
+    items.iter().enumerate().filter(|(i, it)| !pre.contains(i) && matches!(it, Item::Instr(x) if x.op.starts_with("LDG") && x.op.contains("CONSTANT"))).count()
 }
 
 /// One transfer of the register taint; true when something grew.
@@ -275,7 +328,10 @@ fn step(ins: &Instr, taint: &mut HashMap<String, Taint>, param_at: &dyn Fn(u32) 
     let Some(dest) = ins.operands.first() else { return false };
     let head = ins.op.split('.').next().unwrap_or("");
     let wide_op = ins.op.contains("64") || ins.op.contains("128") || ins.op.contains("WIDE");
-    if matches!(head, "STG" | "ST" | "STS" | "STL" | "RED" | "BRA" | "EXIT" | "BAR" | "ACQBULK" | "PREEXIT" | "UBLKCP" | "LDGSTS" | "SYNCS" | "MEMBAR" | "FENCE") {
+    if matches!(
+        head,
+        "STG" | "ST" | "STS" | "STL" | "RED" | "BRA" | "EXIT" | "BAR" | "ACQBULK" | "PREEXIT" | "UBLKCP" | "LDGSTS" | "SYNCS" | "MEMBAR" | "FENCE"
+    ) {
         return false;
     }
     let value = match head {

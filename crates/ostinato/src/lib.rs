@@ -24,6 +24,7 @@ pub mod frontier;
 pub mod graph;
 pub mod kernel_ref;
 pub mod lanes;
+pub mod manifest;
 mod named;
 pub mod plan;
 pub mod rng;

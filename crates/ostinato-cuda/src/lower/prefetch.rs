@@ -117,7 +117,10 @@ pub fn demote_racing(
             // A read races with a running writer; an atomic update with any running access.
             let race = may_run.iter().find_map(|&w| {
                 early.iter().find_map(|&(param, root, s, e, atomic)| {
-                    accesses[w as usize].iter().any(|&(r, ws, we, writes)| r == root && ws < e && s < we && (writes || atomic)).then_some((w, param, root, atomic))
+                    accesses[w as usize]
+                        .iter()
+                        .any(|&(r, ws, we, writes)| r == root && ws < e && s < we && (writes || atomic))
+                        .then_some((w, param, root, atomic))
                 })
             });
             match race {
@@ -180,7 +183,11 @@ mod tests {
     }
 
     fn kernels(consumer_reads: &[usize], declared: bool) -> Vec<KernelPdl> {
-        vec![KernelPdl::plain(true), KernelPdl::plain(true), KernelPdl { capable: true, declared, pre_wait_reads: consumer_reads.to_vec(), ..KernelPdl::default() }]
+        vec![
+            KernelPdl::plain(true),
+            KernelPdl::plain(true),
+            KernelPdl { capable: true, declared, pre_wait_reads: consumer_reads.to_vec(), ..KernelPdl::default() },
+        ]
     }
 
     fn programmatic(p: &Plan, k: &[KernelPdl]) -> Vec<(u32, u32, bool)> {

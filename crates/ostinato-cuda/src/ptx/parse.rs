@@ -106,6 +106,9 @@ pub struct ModuleInfo {
     pub symbols: HashMap<String, (Space, u64)>,
     /// Every `.entry` name, in order.
     pub entries: Vec<String>,
+    /// Where the compiled text joins several files: (file, first line of it in the text), ascending;
+    /// `.loc` lines are reported in those files. Empty: lines are the named file's.
+    pub parts: Vec<(String, u32)>,
 }
 
 impl ModuleInfo {
@@ -141,6 +144,9 @@ impl ModuleInfo {
     /// `file:line` of a `.loc` position, where the file is known.
     pub fn source_line(&self, loc: Option<(u32, u32)>) -> Option<String> {
         let (f, l) = loc?;
+        if let Some((name, first)) = self.parts.iter().rev().find(|(_, first)| *first <= l) {
+            return Some(format!("{name}:{}", l - first + 1));
+        }
         Some(format!("{}:{l}", self.files.get(&f).map_or("?", String::as_str)))
     }
 }
