@@ -11,6 +11,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+pub mod access;
 pub mod commands;
 mod exec;
 mod ffi;
@@ -37,6 +38,9 @@ pub enum VkError {
     Vk { op: &'static str, code: i32, name: String },
     #[error("kernel `{kernel}`: {message}")]
     Shader { kernel: String, message: String },
+    /// A declaration the kernel's code contradicts (the kernel contract, `access`).
+    #[error(transparent)]
+    Contract(#[from] ostinato::contract::ContractError),
     /// The workload uses something Vulkan (or this device, or the raw arm) has no version of: a kernel
     /// without WGSL, a launch unlike the shader's workgroup, a binding offset the device cannot take.
     #[error("not applicable: {0}")]
@@ -63,6 +67,7 @@ impl VkError {
             }
             VkError::Vk { .. } => K::Runtime,
             VkError::Shader { .. } => K::Bind,
+            VkError::Contract(e) => e.kind(),
             VkError::NotApplicable(_) => K::Unsupported,
             VkError::Usage(_) => K::Argument,
             VkError::Bind(e) => e.kind(),
