@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use ostinato::file;
 use ostinato::Named;
 use ostinato::{Plan, PlanOptions};
 use ostinato_bench::bench::{BenchBackend, Regime};
@@ -53,6 +52,16 @@ enum Command {
     },
     /// Run a graph file on a backend.
     Run(Box<RunArgs>),
+    /// Print the build manifest of every kernel of a graph file: source, compiler and options, PTX/cubin
+    /// or SPIR-V hashes, resources, and what the contract analysis read from the code.
+    Kernels {
+        file: PathBuf,
+        #[arg(long, default_value = "cuda", value_parser = choice::<BackendKind>())]
+        backend: BackendKind,
+        /// One JSON array, each manifest with its hash.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the dispatch benchmark matrix and write results.json, REPORT.md and a chart.
     Bench(Box<BenchArgs>),
 }
@@ -233,14 +242,27 @@ fn dispatch(c: Command) -> Result<(), String> {
         Command::Devices => emit(&ostinato_runtime::devices::describe()),
         Command::Plan { file, json, explain, cuda, pdl, shape, max_lanes } => plan(&file, json, explain, cuda.then_some(policy(pdl, shape)), max_lanes),
         Command::Run(a) => run(*a),
+        Command::Kernels { file, backend, json } => kernels(&file, backend, json),
         Command::Bench(args) => ostinato_bench::bench(&args.config()).map(|_| ()).map_err(|e| e.to_string()),
     }
 }
 
 fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolicy>, max_lanes: usize) -> Result<(), String> {
     use std::fmt::Write;
-    let f = file::load(path, &BackendKind::names()).map_err(|e| e.to_string())?;
+    let (f, inferred) = ostinato_runtime::kernels::load_file(path).map_err(|e| e.to_string())?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes }).map_err(|e| f.plan_error(&e).to_string())?;
+    // The declarations against the code each backend reads here (CUDA: the submission's).
+    let backends: Vec<BackendKind> = if cuda.is_some() {
+        vec![BackendKind::Cuda]
+    } else if explain {
+        BackendKind::ALL.to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut checked = Vec::new();
+    for b in backends {
+        checked.push((b, ostinato_runtime::kernels::check_file(&f, b).map_err(|e| e.to_string())?));
+    }
     let mut out = String::new();
     if json {
         let _ = writeln!(out, "{}", plan.to_json());
@@ -261,16 +283,26 @@ fn plan(path: &std::path::Path, json: bool, explain: bool, cuda: Option<PdlPolic
     }
     if explain {
         out.push_str(&plan.explain());
+        out.push_str(&ostinato_runtime::contract::explain(&f.graph, &inferred, &checked));
     }
     if let Some(policy) = cuda {
         cuda::LaunchLimits::SM90.check(&plan).map_err(|e| format!("{}: {e} (the sm_90 limits)", path.display()))?;
-        // Built-ins certify from their PTX at load; a user's kernel counts as PDL-capable only when declared.
-        let capable: Vec<bool> =
-            f.impls.iter().map(|i| i.get("cuda").is_some_and(|r| r.bool_option("pdl").ok().flatten().unwrap_or(r.builtin_name().is_some()))).collect();
-        let low = cuda::lower::lower(&plan, &capable, true, policy);
+        let kernels = ostinato_runtime::kernels::cuda_pdl(&f);
+        let low = cuda::lower::lower_with(&plan, &kernels, true, policy).map_err(|e| format!("{}: {e}", path.display()))?;
         out.push_str(&low.describe(&plan));
     }
     emit(&out)
+}
+
+fn kernels(path: &std::path::Path, backend: BackendKind, json: bool) -> Result<(), String> {
+    let (f, _) = ostinato_runtime::kernels::load_file(path).map_err(|e| e.to_string())?;
+    let manifests = ostinato_runtime::kernels::manifests(&f, backend).map_err(|e| e.to_string())?;
+    if json {
+        let all: Vec<serde_json::Value> = manifests.iter().map(|m| m.to_json()).collect();
+        emit(&format!("{}\n", serde_json::Value::Array(all)))
+    } else {
+        emit(&manifests.iter().map(|m| m.describe()).collect::<String>())
+    }
 }
 
 fn run(a: RunArgs) -> Result<(), String> {
@@ -353,7 +385,7 @@ mod tests {
     fn default_help_shows_at_most_twelve_options_per_command() {
         use clap::CommandFactory;
         let cmd = Cli::command();
-        for name in ["run", "bench", "plan"] {
+        for name in ["run", "bench", "plan", "kernels"] {
             let sub = cmd.find_subcommand(name).expect("subcommand");
             let shown = sub.get_arguments().filter(|a| !a.is_hide_set() && !a.is_positional()).count();
             assert!(shown <= 12, "`{name}` shows {shown} options");

@@ -50,31 +50,25 @@ pub fn module_info(ptx: &str, builtin: bool) -> ModuleInfo {
     m
 }
 
-/// Reads `entry` of a module's PTX: its access per param and its pre-wait certificate. `code` names the
-/// module in messages; `builtin`: the PTX of the built-in source.
-pub fn read_ptx(ptx: &str, code: &str, builtin: bool, entry: &str, sig: &KernelSig) -> Result<KernelReport> {
-    read_ptx_with(&module_info(ptx, builtin), ptx, code, entry, sig)
+/// Reads `entry` of a module's PTX: its access per param and its pre-wait certificate. `name` names the
+/// module in messages (`kernels/mix.cu`, `builtin`); `builtin`: the PTX of the built-in source.
+pub fn read_ptx(ptx: &str, name: &str, builtin: bool, entry: &str, sig: &KernelSig) -> Result<KernelReport> {
+    read_ptx_with(&module_info(ptx, builtin), ptx, name, entry, sig)
 }
 
 /// [`read_ptx`] with the module's declarations already read.
-pub fn read_ptx_with(module: &ModuleInfo, ptx: &str, code: &str, entry: &str, sig: &KernelSig) -> Result<KernelReport> {
+pub fn read_ptx_with(module: &ModuleInfo, ptx: &str, name: &str, entry: &str, sig: &KernelSig) -> Result<KernelReport> {
+    let code = format!("{name} (PTX)");
     let refuse = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason };
     let parsed = ptx::parse::entry(ptx, entry).map_err(refuse)?;
     if parsed.params.len() != sig.params.len() {
         return Err(refuse(format!("`{entry}` takes {} params but the graph's signature has {}", parsed.params.len(), sig.params.len())));
     }
     let buffers = is_buffer(sig);
-    let access = ptx::entry_access(module, &parsed, code, &buffers);
+    let access = ptx::entry_access(module, &parsed, name, &buffers);
     let pre_wait = ptx::prewait::certify(module, &parsed, &buffers);
     let noncoherent = access.noncoherent.iter().map(|(p, e)| (*p, e.instruction.clone())).collect();
-    Ok(KernelReport {
-        code: code.to_string(),
-        access: access.code_access(code, &buffers),
-        broader: Vec::new(),
-        pre_wait,
-        noncoherent,
-        target: module.target.clone(),
-    })
+    Ok(KernelReport { access: access.code_access(&code, &buffers), code, broader: Vec::new(), pre_wait, noncoherent, target: module.target.clone() })
 }
 
 /// The access of code the analysis does not read (machine code): unknown for every buffer param.
@@ -133,6 +127,7 @@ pub struct OfflineKernel {
 
 /// Reads the code `reference` names for `sig` without a device, compiling CUDA C (and the built-ins) for
 /// `arch` (`sm_90`) with NVRTC. `Err` where the code cannot be read here (no NVRTC, a missing file).
+/// The declarations are not checked yet ([`verify`] does).
 pub fn read_reference(sig: &KernelSig, reference: &KernelRef, arch: &str) -> Result<OfflineKernel> {
     let entry = reference.entry_for(&sig.name).to_string();
     let source = match reference.builtin_name() {
@@ -143,9 +138,7 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef, arch: &str) -> Res
         ModuleSource::CudaC { name, source } => {
             let compiled = crate::compile::compile(name, source, arch, PdlTrigger::AfterWait)?;
             let builtin = reference.builtin_name().is_some();
-            let code = if builtin { "builtin (PTX)".to_string() } else { format!("{} (PTX)", display(name)) };
-            let mut report = read_ptx(&compiled.ptx, &code, builtin, &entry, sig)?;
-            verify(sig, &mut report)?;
+            let report = read_ptx(&compiled.ptx, &display(name), builtin, &entry, sig)?;
             Ok(OfflineKernel {
                 report,
                 ptx: Some(compiled.ptx.clone()),
@@ -155,16 +148,20 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef, arch: &str) -> Res
             })
         }
         ModuleSource::Ptx { name, text } => {
-            let code = format!("{} (PTX)", display(name));
-            let mut report = read_ptx(text, &code, false, &entry, sig)?;
-            verify(sig, &mut report)?;
+            let report = read_ptx(text, &display(name), false, &entry, sig)?;
             Ok(OfflineKernel { report, ptx: Some(text.clone()), cubin: None, source: (name.clone(), text.clone().into_bytes()), compiled: None })
         }
         ModuleSource::Cubin { name, bytes } => {
             let code = format!("{} (machine code)", display(name));
             let access = unread(sig, &code, "machine code: the access analysis reads PTX");
-            let mut report = KernelReport { code, access, broader: Vec::new(), pre_wait: Err("not read".into()), noncoherent: Vec::new(), target: None };
-            verify(sig, &mut report)?;
+            let report = KernelReport {
+                code,
+                access,
+                broader: Vec::new(),
+                pre_wait: Err("machine code: read only where declared PDL-capable, on a device".into()),
+                noncoherent: Vec::new(),
+                target: None,
+            };
             Ok(OfflineKernel { report, ptx: None, cubin: Some(bytes.clone()), source: (name.clone(), bytes.clone()), compiled: None })
         }
     }

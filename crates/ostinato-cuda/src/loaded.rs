@@ -173,7 +173,7 @@ impl LoadedModule {
     fn report(&self, entry: &str, sig: &KernelSig) -> Result<KernelReport> {
         let name = contract::display(&self.build.name);
         match (&self.build.ptx, self.build.info()) {
-            (Some(ptx), Some(info)) => contract::read_ptx_with(info, ptx, &format!("{name} (PTX)"), entry, sig),
+            (Some(ptx), Some(info)) => contract::read_ptx_with(info, ptx, &name, entry, sig),
             _ => {
                 let code = format!("{name} (machine code)");
                 let access = contract::unread(sig, &code, "machine code: the access analysis reads PTX");

@@ -9,6 +9,9 @@ pub enum RuntimeError {
     Plan(#[from] ostinato::PlanError),
     #[error(transparent)]
     Slot(#[from] ostinato::SlotError),
+    /// A declaration the kernel's code contradicts, or an `infer` the code cannot settle.
+    #[error(transparent)]
+    Contract(#[from] ostinato::contract::ContractError),
     #[error("host backend: {0}")]
     Host(#[from] ostinato_host::HostError),
     #[cfg(feature = "cuda")]
@@ -52,6 +55,7 @@ impl RuntimeError {
             RuntimeError::File(_) => K::File,
             RuntimeError::Plan(e) => e.kind(),
             RuntimeError::Slot(e) => e.kind(),
+            RuntimeError::Contract(e) => e.kind(),
             RuntimeError::Host(e) => e.kind(),
             #[cfg(feature = "cuda")]
             RuntimeError::Cuda(e) => e.kind(),

@@ -29,9 +29,11 @@
 
 #![deny(unsafe_code)]
 
+pub mod contract;
 pub mod devices;
 mod error;
 mod exec;
+pub mod kernels;
 mod kind;
 pub mod oracle;
 mod run;

@@ -5,13 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 
 use crate::error::RuntimeError;
 use crate::exec::ExecHandle;
 use crate::exec::NamedBuffers;
-use crate::kind::BackendKind;
 use crate::oracle::host_serial_exec;
 use crate::session::{BackendSpec, Session};
 
@@ -47,7 +45,7 @@ pub struct RunReport {
 
 /// Runs a graph file.
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> {
-    let f = file::load(path, &BackendKind::names())?;
+    let (f, _) = crate::kernels::load_file(path)?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::File(f.plan_error(&e)))?;
     let mut spec = o.backend.clone();
     if let BackendSpec::Host { check_races, .. } = &mut spec {

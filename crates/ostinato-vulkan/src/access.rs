@@ -175,11 +175,45 @@ pub fn verify(sig: &KernelSig, reference: &KernelRef) -> Result<Vec<ostinato::co
         Ok(a) => a,
         Err(why) => {
             let ev = Evidence { instruction: format!("the code could not be read: {why}"), at: reference.source.clone() };
-            let params = sig.params.iter().map(|p| matches!(p.kind, ParamKind::Buffer(_)).then(|| ParamUse { read: Seen::Unknown(ev.clone()), write: Seen::Unknown(ev.clone()) })).collect();
+            let params = sig
+                .params
+                .iter()
+                .map(|p| matches!(p.kind, ParamKind::Buffer(_)).then(|| ParamUse { read: Seen::Unknown(ev.clone()), write: Seen::Unknown(ev.clone()) }))
+                .collect();
             CodeAccess { code: reference.source.clone(), params, undeclarable: Vec::new() }
         }
     };
     Ok(ostinato::contract::verify(sig, &access)?)
+}
+
+/// The build manifest of the kernel `reference` names: its source, naga's version, the SPIR-V naga
+/// writes of it (scalars as the shader declares them) and the access its code shows, checked against
+/// `sig`.
+pub fn manifest(sig: &KernelSig, reference: &KernelRef) -> Result<ostinato::manifest::KernelManifest, String> {
+    use ostinato::manifest::{Compiler, Hashed, KernelManifest};
+    let code = read_reference(sig, reference)?;
+    let access = code_access(sig, &code)?;
+    let broader = ostinato::contract::verify(sig, &access).map_err(|e| e.to_string())?;
+    let mut m = KernelManifest::new(sig, "vulkan", &code.entry);
+    match &code.source {
+        Some(src) => m.source.push(Hashed::of(&code.name, src.as_bytes())),
+        None => m.source.push(Hashed::of(&code.name, &std::fs::read(reference.path()).unwrap_or_default())),
+    }
+    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    m.compiler = Some(Compiler { name: "naga".into(), version: "28".into(), options: vec!["spv 1.3".into()], arch: None, cache_key: None });
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+        .validate(&code.module)
+        .map_err(|e| format!("{e:?}"))?;
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: code.entry.clone() };
+    let words = naga::back::spv::write_vec(&code.module, &info, &options, Some(&pipeline)).map_err(|e| e.to_string())?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    m.artifacts.push(Hashed::of("spirv", &bytes));
+    m.set_access(sig, &access, &broader);
+    if let Some(ep) = code.module.entry_points.iter().find(|e| e.name == code.entry) {
+        m.resources.insert("workgroup_size".into(), ep.workgroup_size.iter().map(|&d| d as i64).product());
+    }
+    m.notes.push("resources: the workgroup's threads (a pipeline's register use is the driver's, not reported by Vulkan)".into());
+    Ok(m)
 }
 
 /// The global variable a pointer expression is into, through accesses.

@@ -22,9 +22,10 @@ use super::taint::{Flow, Target};
 /// Functions a kernel may call that touch none of its buffers (the device runtime's printf and assert).
 pub const HARMLESS_CALLS: &[&str] = &["vprintf", "__assertfail"];
 
-/// Where an instruction is: `file.cu:12` where `.loc` gives it, and always its PTX line.
+/// Where an instruction is: `file.cu:12` where `.loc` gives it, and always its PTX line (`kernel.ptx:40`
+/// for a PTX file, `line 40 of the PTX of kernel.cu` for compiled CUDA C).
 pub fn evidence(module: &ModuleInfo, source: &str, ins: &Instr) -> Evidence {
-    let ptx_at = format!("{source} PTX line {}", ins.line);
+    let ptx_at = if source.ends_with(".ptx") { format!("{source}:{}", ins.line) } else { format!("line {} of the PTX of {source}", ins.line) };
     let at = match module.source_line(ins.loc) {
         Some(src) => format!("{src}, {ptx_at}"),
         None => ptx_at,

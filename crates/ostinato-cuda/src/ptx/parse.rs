@@ -267,7 +267,8 @@ fn instr(stmt: &str, line: usize, loc: Option<(u32, u32)>) -> Instr {
         None => (None, stmt),
     };
     let (op, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    Instr { guard, op: op.to_string(), operands: split_operands(args), text: stmt.to_string(), line, loc }
+    let text = stmt.split_whitespace().collect::<Vec<_>>().join(" ");
+    Instr { guard, op: op.to_string(), operands: split_operands(args), text, line, loc }
 }
 
 /// Splits operands at top-level commas (not inside `{}` or `[]`).

@@ -105,6 +105,9 @@ pub fn pre_wait(ptx: &str, entry: &str, is_buffer: impl Fn(usize) -> bool) -> Re
 
 /// [`pre_wait`] of a parsed entry.
 pub fn certify(module: &ModuleInfo, entry: &Entry, is_buffer: &dyn Fn(usize) -> bool) -> Result<PreWait, String> {
+    if !entry.instrs().any(|i| i.op.starts_with("griddepcontrol.wait")) {
+        return Err("no `griddepcontrol.wait` found".into());
+    }
     let (pre, exits) = before_wait(entry)?;
     if !exits.is_empty() {
         super::thread0::thread_zero_waits(entry).map_err(|at| {

@@ -126,9 +126,9 @@ fn evidence_names_the_instruction_and_its_source_line() {
     let a = entry_access(&m, &e, "access.ptx", &|p| p < 2);
     let ostinato::contract::Seen::Yes(w) = &a.params[0].write else { panic!("{:?}", a.params[0]) };
     assert!(w.instruction.starts_with("st.global.f32"), "{w:?}");
-    assert!(w.at.starts_with("access.cu:8, access.ptx PTX line "), "{w:?}");
+    assert!(w.at.starts_with("access.cu:8, access.ptx:"), "{w:?}");
     // The PTX line is the instruction's.
-    let line: usize = w.at.rsplit(' ').next().unwrap().parse().unwrap();
+    let line: usize = w.at.rsplit(':').next().unwrap().parse().unwrap();
     assert!(ACCESS.lines().nth(line - 1).unwrap().contains("st.global.f32"));
     // The non-coherent read is reported with its instruction.
     let e = parse::entry(ACCESS, "ldg_read").unwrap();
