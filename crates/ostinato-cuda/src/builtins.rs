@@ -9,6 +9,19 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger, FUSABLE_BUILTIN_SOURCE};
 
+/// The signature of the internal kernel a copy node runs (`ostinato_copy`).
+pub fn copy_sig() -> KernelSig {
+    KernelSig::new("ostinato_copy").buffer("dst", ostinato::Access::Write).buffer("src", ostinato::Access::Read).scalar("n", ostinato::ScalarType::U64)
+}
+
+/// The signature of the internal kernel a fill node runs (`ostinato_fill`).
+pub fn fill_sig() -> KernelSig {
+    KernelSig::new("ostinato_fill")
+        .buffer("dst", ostinato::Access::Write)
+        .scalar("value", ostinato::ScalarType::U32)
+        .scalar("n_words", ostinato::ScalarType::U64)
+}
+
 /// A kernel's code as a fused body: the CUDA C source that defines it (which fused kernels include),
 /// its name there, and what its PTX as fused says it uses.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ostinato::KernelSig;
 
-pub use crate::builtins::{BuiltinModules, FusionBody};
+pub use crate::builtins::{copy_sig, fill_sig, BuiltinModules, FusionBody};
 pub use crate::compile::cache_dir;
 use crate::contract::KernelReport;
 use crate::error::{CudaError, Result};
