@@ -38,7 +38,7 @@ pub enum CudaError {
     Prefetch(#[from] crate::lower::PrefetchRace),
     /// A declaration the kernel's code contradicts, or cannot be checked against (the kernel contract).
     #[error(transparent)]
-    Contract(#[from] ostinato::contract::ContractError),
+    Contract(Box<ostinato::contract::ContractError>),
     /// An argument out of its domain (an option, a name, a stream of another context).
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
@@ -126,3 +126,9 @@ const STICKY: &[CUresult] = &[
     CUresult::CUDA_ERROR_ASSERT,
     CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
 ];
+
+impl From<ostinato::contract::ContractError> for CudaError {
+    fn from(e: ostinato::contract::ContractError) -> Self {
+        CudaError::Contract(Box::new(e))
+    }
+}

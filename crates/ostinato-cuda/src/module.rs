@@ -1,6 +1,6 @@
 //! Kernel modules: CUDA C compiled at run time with NVRTC (through the cache of [`crate::compile`]),
 //! PTX, or cubin; the kernels bound from them ([`CudaKernel`]). Loading and the checks at bind time —
-//! param layout, declared access against the code, PDL capability — are in [`crate::loaded`].
+//! param layout, declared access against the code, PDL capability — are in [`LoadedModule`].
 
 use std::path::Path;
 use std::sync::Arc;

@@ -11,7 +11,7 @@ pub enum RuntimeError {
     Slot(#[from] ostinato::SlotError),
     /// A declaration the kernel's code contradicts, or an `infer` the code cannot settle.
     #[error(transparent)]
-    Contract(#[from] ostinato::contract::ContractError),
+    Contract(Box<ostinato::contract::ContractError>),
     #[error("host backend: {0}")]
     Host(#[from] ostinato_host::HostError),
     #[cfg(feature = "cuda")]
@@ -67,5 +67,11 @@ impl RuntimeError {
             RuntimeError::Mismatch { .. } | RuntimeError::LengthMismatch { .. } => K::Mismatch,
             RuntimeError::Io { .. } | RuntimeError::OutOfMemory(_) => K::Io,
         }
+    }
+}
+
+impl From<ostinato::contract::ContractError> for RuntimeError {
+    fn from(e: ostinato::contract::ContractError) -> Self {
+        RuntimeError::Contract(Box::new(e))
     }
 }

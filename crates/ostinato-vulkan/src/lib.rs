@@ -40,7 +40,7 @@ pub enum VkError {
     Shader { kernel: String, message: String },
     /// A declaration the kernel's code contradicts (the kernel contract, `access`).
     #[error(transparent)]
-    Contract(#[from] ostinato::contract::ContractError),
+    Contract(Box<ostinato::contract::ContractError>),
     /// The workload uses something Vulkan (or this device, or the raw arm) has no version of: a kernel
     /// without WGSL, a launch unlike the shader's workgroup, a binding offset the device cannot take.
     #[error("not applicable: {0}")]
@@ -200,5 +200,11 @@ impl VulkanRun {
 
     pub fn device_name(&self) -> &str {
         &self.ctx.name
+    }
+}
+
+impl From<ostinato::contract::ContractError> for VkError {
+    fn from(e: ostinato::contract::ContractError) -> Self {
+        VkError::Contract(Box::new(e))
     }
 }

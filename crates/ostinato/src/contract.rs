@@ -109,19 +109,19 @@ pub struct CodeAccess {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ContractError {
     #[error("kernel `{kernel}` declares param `{param}` {declared}, but its code ({code}) {verb} it: {evidence}")]
-    Contradicted { kernel: String, param: String, declared: &'static str, code: String, verb: &'static str, evidence: Evidence },
+    Contradicted { kernel: String, param: String, declared: &'static str, code: String, verb: &'static str, evidence: Box<Evidence> },
     #[error(
         "kernel `{kernel}` param `{param}`: its code ({code}) may {verb} memory the analysis cannot attribute: {evidence}; \
          declare the param `vouched` if you know the access stays within what is declared"
     )]
-    Unknown { kernel: String, param: String, code: String, verb: &'static str, evidence: Evidence },
+    Unknown { kernel: String, param: String, code: String, verb: &'static str, evidence: Box<Evidence> },
     #[error(
         "kernel `{kernel}`: its code ({code}) writes memory outside its params: {evidence}; \
          state every launch shares cannot be ordered by a declaration (pass it as a buffer param)"
     )]
-    Undeclarable { kernel: String, code: String, evidence: Evidence },
+    Undeclarable { kernel: String, code: String, evidence: Box<Evidence> },
     #[error("kernel `{kernel}` param `{param}` is declared `infer`, but its code ({code}) may {verb} memory the analysis cannot attribute: {evidence}; declare its access")]
-    CannotInfer { kernel: String, param: String, code: String, verb: &'static str, evidence: Evidence },
+    CannotInfer { kernel: String, param: String, code: String, verb: &'static str, evidence: Box<Evidence> },
     #[error("kernel `{kernel}` param `{param}` is declared `infer`, but no implementation's code could be read here ({why})")]
     NoCode { kernel: String, param: String, why: String },
     #[error("kernel `{kernel}`: the code reports {got} params, the signature has {want}")]
@@ -162,7 +162,7 @@ pub fn verify(sig: &KernelSig, code: &CodeAccess) -> Result<Vec<Broader>, Contra
         return Err(ContractError::Shape { kernel: sig.name.clone(), want: sig.params.len(), got: code.params.len() });
     }
     if let Some(e) = code.undeclarable.first() {
-        return Err(ContractError::Undeclarable { kernel: sig.name.clone(), code: code.code.clone(), evidence: e.clone() });
+        return Err(ContractError::Undeclarable { kernel: sig.name.clone(), code: code.code.clone(), evidence: Box::new(e.clone()) });
     }
     let mut broader = Vec::new();
     for (p, seen) in sig.params.iter().zip(&code.params) {
@@ -177,7 +177,7 @@ pub fn verify(sig: &KernelSig, code: &CodeAccess) -> Result<Vec<Broader>, Contra
                         declared: mode.as_str(),
                         code: code.code.clone(),
                         verb,
-                        evidence: e.clone(),
+                        evidence: Box::new(e.clone()),
                     })
                 }
                 Seen::Unknown(e) if !allowed && !vouched => {
@@ -186,7 +186,7 @@ pub fn verify(sig: &KernelSig, code: &CodeAccess) -> Result<Vec<Broader>, Contra
                         param: p.name.clone(),
                         code: code.code.clone(),
                         verb: if verb == "writes" { "write" } else { "read" },
-                        evidence: e.clone(),
+                        evidence: Box::new(e.clone()),
                     })
                 }
                 _ => {}
@@ -231,7 +231,7 @@ pub fn infer(sig: &KernelSig, codes: &[CodeAccess], unread: &str) -> Result<Vec<
                         param: p.name.clone(),
                         code: code.code.clone(),
                         verb,
-                        evidence: e.clone(),
+                        evidence: Box::new(e.clone()),
                     });
                 }
             }

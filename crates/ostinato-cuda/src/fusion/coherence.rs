@@ -39,9 +39,12 @@ impl Conflict {
     }
 }
 
+/// Bytes of one root allocation: (root, start, end).
+type Extent = (u32, u64, u64);
+
 /// The extent body param `p` of node `v` covers: a kernel's arg, or the copy and fill bodies' `dst`
 /// (param 0) and `src` (param 1). `None`: not a buffer.
-fn body_extent(plan: &Plan, v: NodeId, p: usize) -> Option<(u32, u64, u64)> {
+fn body_extent(plan: &Plan, v: NodeId, p: usize) -> Option<Extent> {
     let g = plan.graph();
     let slice = match (&g.node(v).op, p) {
         (NodeOp::Kernel { args, .. }, p) => match args.get(p)? {
@@ -66,7 +69,7 @@ pub fn conflict(plan: &Plan, group: &Group, bodies: &[Option<(&Arc<FusionBody>, 
             let Some((body, _)) = bodies[v.index()] else { continue };
             let before: Vec<NodeId> = group.lanes.iter().enumerate().flat_map(|(lj, l)| if lj == li { l[..j].to_vec() } else { l.clone() }).collect();
             // (param name, instruction, extent or None for anything).
-            let mut reads: Vec<(String, &str, Option<(u32, u64, u64)>)> = Vec::new();
+            let mut reads: Vec<(String, &str, Option<Extent>)> = Vec::new();
             for (p, ins) in &body.body.noncoherent {
                 let name = g.param_name(v, *p);
                 reads.push((name, ins, body_extent(plan, v, *p)));

@@ -46,16 +46,16 @@ impl KernelPdl {
 /// A declared-PDL kernel's pre-wait read that overlaps a write of a node that may still run.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "kernel `{kernel}` (node n{node}) is declared PDL-safe but {what} param `{param}` (buffer `{buffer}`) before `griddepcontrol.wait`, \
-     and on the programmatic edge n{from} -> n{node} node n{writer} may still be {theirs} those bytes; \
-     move that access after the wait, or drop the declaration (the edge then becomes a full one)"
+    "kernel `{kernel}` (node n{node}) is declared PDL-safe but {} param `{param}` (buffer `{buffer}`) before `griddepcontrol.wait`, \
+     and on the programmatic edge n{from} -> n{node} node n{writer} may still be {} those bytes; \
+     move that access after the wait, or drop the declaration (the edge then becomes a full one)",
+    if *.atomic { "updates" } else { "reads" },
+    if *.atomic { "accessing" } else { "writing" }
 )]
 pub struct PrefetchRace {
     pub kernel: String,
-    /// `reads` or `updates`.
-    pub what: &'static str,
-    /// What the other node does: `writing` or `accessing`.
-    pub theirs: &'static str,
+    /// The kernel updates the param atomically before its wait (else it reads it).
+    pub atomic: bool,
     pub node: u32,
     pub param: String,
     pub buffer: String,
@@ -131,8 +131,7 @@ pub fn demote_racing(
                                 ostinato::NodeOp::Kernel { kernel, .. } => g.kernel(*kernel).name.clone(),
                                 _ => String::new(),
                             },
-                            what: if atomic { "updates" } else { "reads" },
-                            theirs: if atomic { "accessing" } else { "writing" },
+                            atomic,
                             node: v.0,
                             param: g.param_name(v, param),
                             buffer: g.buffer(ostinato::BufferId(root)).name.clone(),

@@ -10,7 +10,7 @@
 //! - reads global memory only through addresses derived from its buffer params — loads, and bulk or
 //!   async copies into its shared memory (`cp.async.bulk`, `cp.async`), whose source is what is read;
 //! - calls nothing and takes no indirect branch;
-//! - lets thread 0 of every block reach the wait ([`super::thread0`]): other threads may end before
+//! - lets thread 0 of every block reach the wait (`ptx::thread0`): other threads may end before
 //!   it (a producer warp that only issues copies), since the grid cannot complete while one of its
 //!   threads waits.
 //!
