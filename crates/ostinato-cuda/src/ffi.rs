@@ -12,6 +12,7 @@ use cudarc::driver::sys;
 use crate::dims::Dims;
 use crate::error::{CudaError, Result};
 
+mod attributes;
 fn name_of(code: sys::CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: cuGetErrorName writes a pointer to a static string (or leaves it null) for any code.
@@ -284,29 +285,6 @@ impl Function {
             out.push((off, size));
         }
         Ok(Some(out))
-    }
-
-    /// What the driver reports of the loaded function: registers per thread, local (spill) bytes per
-    /// thread, static shared bytes, constant bytes, most threads per block, PTX and binary versions.
-    pub(crate) fn resources(&self) -> Result<Vec<(&'static str, i64)>> {
-        use sys::CUfunction_attribute as A;
-        let attrs = [
-            ("registers", A::CU_FUNC_ATTRIBUTE_NUM_REGS),
-            ("local_bytes", A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
-            ("static_shared_bytes", A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
-            ("const_bytes", A::CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES),
-            ("max_threads_per_block", A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-            ("ptx_version", A::CU_FUNC_ATTRIBUTE_PTX_VERSION),
-            ("binary_version", A::CU_FUNC_ATTRIBUTE_BINARY_VERSION),
-        ];
-        let mut out = Vec::with_capacity(attrs.len());
-        for (name, attr) in attrs {
-            let mut v = 0i32;
-            // SAFETY: valid function; writes one int.
-            check("cuFuncGetAttribute", unsafe { sys::cuFuncGetAttribute(&mut v, attr, self.f) })?;
-            out.push((name, v as i64));
-        }
-        Ok(out)
     }
 }
 
