@@ -103,3 +103,26 @@ fn the_bulk_copy_projection_requests_its_weights_before_the_wait() {
         other => ostinato_testkit::skip(&format!("SKIP the machine-code view: {other:?}")),
     }
 }
+
+/// The manifest of every shipped kernel as bound on this device (registers, local/spill bytes, static
+/// shared memory, most threads per block; access and pre-wait reads; loads before `ACQBULK`):
+/// `cargo test -p ostinato-cuda --test gpu_contract manifests -- --nocapture`.
+#[test]
+fn manifests_of_every_shipped_kernel_on_this_device() {
+    let Some(device) = common::device_or_skip("manifests_of_every_shipped_kernel_on_this_device") else { return };
+    let modules = ostinato_cuda::BuiltinModules::load(&device, PdlTrigger::AfterWait).unwrap();
+    let mut sigs: Vec<KernelSig> = ostinato_host::builtins::all().into_iter().map(|k| k.sig).collect();
+    sigs.extend([ostinato_cuda::module::copy_sig(), ostinato_cuda::module::fill_sig()]);
+    let step = ostinato_llama::record(&ostinato_llama::LlamaConfig::llama_3_2_1b(1024), ostinato_llama::StepOptions::default()).unwrap();
+    for s in step.graph.kernels() {
+        if let Some(i) = sigs.iter().position(|x| x.name == s.name) {
+            sigs[i] = s.clone();
+        }
+    }
+    for sig in &sigs {
+        let k = modules.kernel(&sig.name, sig).unwrap_or_else(|e| panic!("{}: {e}", sig.name));
+        let m = ostinato_cuda::manifest::of_kernel(&k, true, true);
+        assert!(m.resources.contains_key("registers"), "{}", sig.name);
+        eprintln!("{}", m.describe());
+    }
+}
