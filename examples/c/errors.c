@@ -55,6 +55,29 @@ int main(void) {
     expect(ost_graph_add_launch(g, k, grid, block, 0, args, 2, NULL, 0, &node), OST_OK, NULL, "a launch");
     expect(ost_graph_add_edge(g, node, node), OST_ERR_GRAPH, "itself", "an edge to itself");
 
+    /* A param declared OST_PARAM_INFER takes its access from the kernels' code when the graph is
+     * planned: with no implementation to read it cannot be; from the host built-in it is read_write. */
+    ost_graph *gi = NULL;
+    ost_plan *pi = NULL;
+    uint32_t ki = 0, xi = 0;
+    expect(ost_graph_new(&gi), OST_OK, NULL, "new (infer)");
+    expect(ost_graph_add_buffer(gi, "x", 64, &xi), OST_OK, NULL, "a buffer (infer)");
+    const ost_param inferred[] = {{"x", OST_PARAM_INFER}, {"n", OST_U32}};
+    expect(ost_graph_add_kernel(gi, "add_one", inferred, 2, &ki), OST_OK, NULL, "a param to infer");
+    ost_arg iargs[2] = {{0}};
+    iargs[0].kind = OST_ARG_BUFFER; iargs[0].slice.buffer = xi; iargs[0].slice.len = OST_WHOLE;
+    iargs[1].kind = OST_ARG_SCALAR; iargs[1].scalar = ost_scalar_u32(16);
+    expect(ost_graph_add_launch(gi, ki, grid, block, 0, iargs, 2, NULL, 0, &id), OST_OK, NULL, "a launch (infer)");
+    expect(ost_plan_compile(gi, &pi), OST_ERR_BIND, "declared `infer`", "infer with no code to read");
+    expect(ost_graph_set_kernel_impl(gi, ki, "host", "builtin:add_one", NULL), OST_OK, NULL, "its host implementation");
+    expect(ost_plan_compile(gi, &pi), OST_OK, NULL, "infer from the host built-in");
+    const ost_param vouched[] = {{"y", OST_PARAM_READ | OST_PARAM_VOUCHED}};
+    expect(ost_graph_add_kernel(gi, "v", vouched, 1, &ki), OST_OK, NULL, "a vouched param");
+    const ost_param bad_vouch[] = {{"y", OST_PARAM_INFER | OST_PARAM_VOUCHED}};
+    expect(ost_graph_add_kernel(gi, "w", bad_vouch, 1, &ki), OST_ERR_ARGUMENT, "param `y`", "an inferred param cannot be vouched for");
+    expect(ost_plan_free(pi), OST_OK, NULL, "free the plan (infer)");
+    expect(ost_graph_free(gi), OST_OK, NULL, "free the graph (infer)");
+
     expect(ost_plan_compile(g, &p), OST_OK, NULL, "compile");
     expect(ost_plan_edge_count((const ost_plan *)g, &n), OST_ERR_HANDLE, "not a plan", "a graph passed as a plan");
     expect(ost_exec_create(p, "host", &e), OST_ERR_BIND, "no implementation for the host backend", "an exec without an implementation");

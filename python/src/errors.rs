@@ -36,7 +36,14 @@ macro_rules! classified {
     };
 }
 
-classified!(ostinato_runtime::RuntimeError, ostinato::GraphError, ostinato::PlanError, ostinato::SlotError, ostinato_llama::LlamaError);
+classified!(
+    ostinato_runtime::RuntimeError,
+    ostinato::GraphError,
+    ostinato::PlanError,
+    ostinato::SlotError,
+    ostinato::contract::ContractError,
+    ostinato_llama::LlamaError
+);
 
 impl Classified for ostinato::file::FileError {
     fn error_kind(&self) -> ErrorKind {

@@ -166,27 +166,32 @@ impl PyGraph {
     }
 
     /// Declares a kernel: `params` is a list of `(name, kind)`, kind `read`, `write`, `read_write` for
-    /// a buffer or a scalar type; the keyword arguments name its implementation per backend
-    /// (`host="builtin:mix"`, `cuda="builtin:mix"` or a `.cu`/`.ptx`/`.cubin` path; `cuda_entry=` its
-    /// symbol). `alias=[("out", "inp")]` declares pairs of buffer params one launch may bind to
-    /// overlapping bytes (the kernel orders them itself); other overlaps with a written param are
-    /// refused when launched.
+    /// a buffer (checked against the kernel's code when it binds), `infer` for a buffer whose access
+    /// is read from the code when the graph is planned, or a scalar type; `(name, mode, "vouched")`
+    /// vouches for a buffer's declared mode where the analysis of the code cannot tell. The keyword
+    /// arguments name its implementation per backend (`host="builtin:mix"`, `cuda="builtin:mix"` or a
+    /// `.cu`/`.ptx`/`.cubin` path; `cuda_entry=` its symbol). `alias=[("out", "inp")]` declares pairs
+    /// of buffer params one launch may bind to overlapping bytes (the kernel orders them itself); other
+    /// overlaps with a written param are refused when launched.
     #[pyo3(signature = (name, params, alias=None, **impls))]
-    fn kernel(
-        &mut self,
-        name: &str,
-        params: Vec<(String, String)>,
-        alias: Option<Vec<(String, String)>>,
-        impls: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Kernel> {
+    fn kernel(&mut self, name: &str, params: Vec<Vec<String>>, alias: Option<Vec<(String, String)>>, impls: Option<&Bound<'_, PyDict>>) -> PyResult<Kernel> {
         let mut sig = KernelSig::new(name);
-        for (p, kind) in &params {
-            sig = match Access::parse(kind) {
-                Some(a) => sig.buffer(p, a),
-                None => sig.scalar(
+        for item in &params {
+            let (p, kind, vouched) = match item.as_slice() {
+                [p, kind] => (p, kind, false),
+                [p, kind, v] if v == "vouched" => (p, kind, true),
+                _ => return Err(err(format!("kernel `{name}`: a param is (name, kind) or (name, mode, \"vouched\"), got {item:?}"))),
+            };
+            sig = match (kind.as_str(), Access::parse(kind)) {
+                ("infer", _) if !vouched => sig.buffer_infer(p),
+                (_, Some(a)) if vouched => sig.buffer_vouched(p, a),
+                (_, Some(a)) => sig.buffer(p, a),
+                _ if vouched => return Err(err(format!("kernel `{name}` param `{p}`: \"vouched\" vouches for a declared mode (read, write, read_write)"))),
+                _ => sig.scalar(
                     p,
-                    scalar_type(kind)
-                        .map_err(|_| err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write) nor a scalar type")))?,
+                    scalar_type(kind).map_err(|_| {
+                        err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write, infer) nor a scalar type"))
+                    })?,
                 ),
             };
         }
@@ -324,7 +329,17 @@ impl PyGraph {
     /// Plans the graph: the exact transitive reduction of its hazards and explicit edges.
     #[pyo3(signature = (max_lanes=4))]
     fn plan(&self, max_lanes: usize) -> PyResult<PyPlan> {
-        let plan = Plan::compile_with(&self.graph, ostinato::PlanOptions { max_lanes }).map_err(err)?;
+        // Params declared `infer` take the modes their kernels' code shows.
+        let mut graph = self.graph.clone();
+        // The references the code is read from (a host function has no code to read: its kernel's modes
+        // stay as declared).
+        let refs: Vec<BTreeMap<String, KernelRef>> = self
+            .impls
+            .iter()
+            .map(|m| m.iter().filter_map(|(b, s)| if let KernelSource::Ref(r) = s { Some((b.clone(), r.clone())) } else { None }).collect())
+            .collect();
+        ostinato_runtime::contract::resolve_inferred(&mut graph, &refs).map_err(|(_, e)| err(e))?;
+        let plan = Plan::compile_with(&graph, ostinato::PlanOptions { max_lanes }).map_err(err)?;
         Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone() })
     }
 

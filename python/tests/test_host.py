@@ -176,3 +176,30 @@ def test_buffers_on_two_devices_and_an_all_reduce_between_them():
         g.collective("all_sum", "f32", send=[x0], recv=[x0])
     with pytest.raises(ostinato.Error, match="lies on its root's device"):
         g.buffer("v", 8, view_of=(x1, 0), device=0)
+
+
+def test_infer_reads_the_access_from_the_kernels_code_and_vouched_is_spelled_out():
+    g = ostinato.Graph()
+    x = g.buffer("x", 1024)
+    # The host built-in is its own specification: x is read_write.
+    k = g.kernel("add_one", [("x", "infer"), ("n", "u32")], host="builtin:add_one")
+    for _ in range(3):
+        g.launch(k, grid=(1,), block=(256,), x=x, n=256)
+    p = g.plan()
+    assert p.edges == [(0, 1), (1, 2)]
+    assert "RAW+WAR+WAW" in p.explain()
+    ex = p.instantiate("host")
+    ex.replay()
+    ex.wait()
+    assert struct.unpack("<f", ex.read("x", 0, 4))[0] == 3.0
+    # A vouched declaration is accepted; `infer` cannot be vouched for.
+    g.kernel("mix", [("out", "read_write", "vouched"), ("inp", "read"), ("n_out", "u32"), ("n_in", "u32"), ("salt", "u32")], host="builtin:mix")
+    with pytest.raises(ostinato.Error, match="vouches for a declared mode"):
+        g.kernel("bad", [("x", "infer", "vouched")])
+    # A kernel with nothing to read its access from cannot be planned.
+    g2 = ostinato.Graph()
+    y = g2.buffer("y", 64)
+    k2 = g2.kernel("nobody", [("y", "infer")])
+    g2.launch(k2, grid=(1,), block=(1,), y=y)
+    with pytest.raises(ostinato.Error, match="declared `infer`"):
+        g2.plan()

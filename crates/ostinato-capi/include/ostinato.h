@@ -39,6 +39,14 @@
 // A buffer param the kernel reads and writes.
 #define OST_PARAM_READ_WRITE 3
 
+// A buffer param whose access is read from the kernel's code when the graph is planned
+// (`ost_plan_compile`): the modes its implementations' code shows.
+#define OST_PARAM_INFER 4
+
+// Or'ed with `OST_PARAM_READ`, `_WRITE` or `_READ_WRITE`: the author vouches for the declared mode
+// where the analysis of the kernel's code cannot tell (a pointer read from memory, machine code).
+#define OST_PARAM_VOUCHED 256
+
 // Scalar types (params, slots, scalar args).
 #define OST_U32 16
 

@@ -29,6 +29,12 @@ pub const OST_PARAM_READ: u32 = 1;
 pub const OST_PARAM_WRITE: u32 = 2;
 /// A buffer param the kernel reads and writes.
 pub const OST_PARAM_READ_WRITE: u32 = 3;
+/// A buffer param whose access is read from the kernel's code when the graph is planned
+/// (`ost_plan_compile`): the modes its implementations' code shows.
+pub const OST_PARAM_INFER: u32 = 4;
+/// Or'ed with `OST_PARAM_READ`, `_WRITE` or `_READ_WRITE`: the author vouches for the declared mode
+/// where the analysis of the kernel's code cannot tell (a pointer read from memory, machine code).
+pub const OST_PARAM_VOUCHED: u32 = 0x100;
 /// Scalar types (params, slots, scalar args).
 pub const OST_U32: u32 = 16;
 pub const OST_I32: u32 = 17;
@@ -349,13 +355,21 @@ pub unsafe extern "C" fn ost_graph_add_kernel(g: *mut ost_graph, name: *const c_
         for (i, p) in params.iter().enumerate() {
             // SAFETY: the caller vouches for each param's NUL-terminated name.
             let pname = unsafe { text(p.name, &format!("params[{i}].name")) }?;
-            sig = match p.kind {
-                OST_PARAM_READ => sig.buffer(pname, Access::Read),
-                OST_PARAM_WRITE => sig.buffer(pname, Access::Write),
-                OST_PARAM_READ_WRITE => sig.buffer(pname, Access::ReadWrite),
-                t => sig.scalar(
+            let mode = |k: u32| match k {
+                OST_PARAM_READ => Some(Access::Read),
+                OST_PARAM_WRITE => Some(Access::Write),
+                OST_PARAM_READ_WRITE => Some(Access::ReadWrite),
+                _ => None,
+            };
+            sig = match (p.kind, mode(p.kind & !OST_PARAM_VOUCHED)) {
+                (OST_PARAM_INFER, _) => sig.buffer_infer(pname),
+                (k, Some(a)) if k & OST_PARAM_VOUCHED != 0 => sig.buffer_vouched(pname, a),
+                (_, Some(a)) => sig.buffer(pname, a),
+                (t, None) => sig.scalar(
                     pname,
-                    scalar_type(t).map_err(|(s, m)| (s, format!("param `{pname}`: {m}; a buffer param declares OST_PARAM_READ, _WRITE or _READ_WRITE")))?,
+                    scalar_type(t).map_err(|(s, m)| {
+                        (s, format!("param `{pname}`: {m}; a buffer param declares OST_PARAM_READ, _WRITE, _READ_WRITE (each may be or'ed with OST_PARAM_VOUCHED) or OST_PARAM_INFER"))
+                    })?,
                 ),
             };
         }
@@ -540,7 +554,10 @@ pub unsafe extern "C" fn ost_plan_compile(g: *const ost_graph, out: *mut *mut os
         let g = graph_of(g)?;
         need(out, "out")?;
         let g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let plan = Plan::compile(&g.graph).map_err(|e| (OST_ERR_PLAN, e.to_string()))?;
+        // Params declared OST_PARAM_INFER take the modes their kernels' code shows.
+        let mut graph = g.graph.clone();
+        ostinato_runtime::contract::resolve_inferred(&mut graph, &g.impls).map_err(|(_, e)| (crate::status_of(e.kind()), e.to_string()))?;
+        let plan = Plan::compile(&graph).map_err(|e| (crate::status_of(e.kind()), e.to_string()))?;
         let p = CPlan { plan, impls: g.impls.clone(), host_fns: g.host_fns.clone(), inits: g.inits.clone() };
         let key = register(Object::Plan(Arc::new(p)));
         // SAFETY: checked non-NULL above.

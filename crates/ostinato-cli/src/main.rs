@@ -57,6 +57,16 @@ enum Command {
     },
     /// Run a graph file on a backend.
     Run(Box<RunArgs>),
+    /// Print the build manifest of every kernel of a graph file: source, compiler and options, PTX/cubin
+    /// or SPIR-V hashes, resources, and what the contract analysis read from the code.
+    Kernels {
+        file: PathBuf,
+        #[arg(long, default_value = "cuda", value_parser = choice::<BackendKind>())]
+        backend: BackendKind,
+        /// One JSON array, each manifest with its hash.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the dispatch benchmark matrix and write results.json, REPORT.md and a chart.
     Bench(Box<BenchArgs>),
 }
@@ -274,7 +284,19 @@ fn dispatch(c: Command) -> Result<(), String> {
             emit(&ostinato_runtime::plan_report(&file, &PlanReport { json, explain, cuda, max_lanes }).map_err(|e| e.to_string())?)
         }
         Command::Run(a) => run(*a),
+        Command::Kernels { file, backend, json } => kernels(&file, backend, json),
         Command::Bench(args) => ostinato_bench::bench(&args.config()).map(|_| ()).map_err(|e| e.to_string()),
+    }
+}
+
+fn kernels(path: &std::path::Path, backend: BackendKind, json: bool) -> Result<(), String> {
+    let (f, _) = ostinato_runtime::kernels::load_file(path).map_err(|e| e.to_string())?;
+    let manifests = ostinato_runtime::kernels::manifests(&f, backend).map_err(|e| e.to_string())?;
+    if json {
+        let all: Vec<serde_json::Value> = manifests.iter().map(|m| m.to_json()).collect();
+        emit(&format!("{}\n", serde_json::Value::Array(all)))
+    } else {
+        emit(&manifests.iter().map(|m| m.describe()).collect::<String>())
     }
 }
 
@@ -337,7 +359,7 @@ mod tests {
     fn default_help_shows_at_most_twelve_options_per_command() {
         use clap::CommandFactory;
         let cmd = Cli::command();
-        for name in ["run", "bench", "plan"] {
+        for name in ["run", "bench", "plan", "kernels"] {
             let sub = cmd.find_subcommand(name).expect("subcommand");
             let shown = sub.get_arguments().filter(|a| !a.is_hide_set() && !a.is_positional()).count();
             assert!(shown <= 12, "`{name}` shows {shown} options");

@@ -36,6 +36,9 @@ pub enum CudaError {
     Slot(#[from] SlotError),
     #[error(transparent)]
     Prefetch(#[from] crate::lower::PrefetchRace),
+    /// A declaration the kernel's code contradicts, or cannot be checked against (the kernel contract).
+    #[error(transparent)]
+    Contract(Box<ostinato::contract::ContractError>),
     /// An argument out of its domain (an option, a name, a stream of another context).
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
@@ -86,6 +89,7 @@ impl CudaError {
             CudaError::Driver { .. } if self.is_sticky() => ErrorKind::Fault,
             CudaError::Driver { .. } | CudaError::Nccl { .. } | CudaError::Nvrtc { .. } | CudaError::Internal { .. } => ErrorKind::Runtime,
             CudaError::Compile { .. } | CudaError::Kernel { .. } | CudaError::Prefetch(_) => ErrorKind::Bind,
+            CudaError::Contract(e) => e.kind(),
             CudaError::Bind(e) => e.kind(),
             CudaError::Slot(e) => e.kind(),
             CudaError::Usage { .. } => ErrorKind::Argument,
@@ -122,3 +126,9 @@ const STICKY: &[CUresult] = &[
     CUresult::CUDA_ERROR_ASSERT,
     CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
 ];
+
+impl From<ostinato::contract::ContractError> for CudaError {
+    fn from(e: ostinato::contract::ContractError) -> Self {
+        CudaError::Contract(Box::new(e))
+    }
+}

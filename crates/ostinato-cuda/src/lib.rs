@@ -6,6 +6,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
+mod builtins;
+pub mod compile;
+pub mod contract;
 pub mod device;
 mod dims;
 mod error;
@@ -15,13 +18,16 @@ pub mod fusion;
 mod graph_build;
 mod launch_thread;
 pub mod limits;
+mod loaded;
 pub mod lower;
+pub mod manifest;
 pub mod module;
 mod named;
 pub mod nccl;
 pub mod nvrtc;
 mod options;
 pub mod ptx;
+pub mod sass;
 pub mod user;
 
 pub use device::{Device, DeviceInfo, DeviceSelector};

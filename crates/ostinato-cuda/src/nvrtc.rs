@@ -86,6 +86,19 @@ pub fn version() -> Result<((i32, i32), String)> {
 
 /// Compiles CUDA C `source` to PTX with `options`; returns the PTX text.
 pub fn compile_ptx(source: &str, source_name: &str, options: &[String]) -> Result<String> {
+    compile(source, source_name, options).map(|c| c.ptx)
+}
+
+/// What one NVRTC compile gives: the PTX, and the cubin where the options name a real architecture
+/// (`--gpu-architecture=sm_90`; `compute_90` gives PTX only).
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub ptx: String,
+    pub cubin: Option<Vec<u8>>,
+}
+
+/// Compiles CUDA C `source` with `options`: its PTX, and its cubin where there is one.
+pub fn compile(source: &str, source_name: &str, options: &[String]) -> Result<Output> {
     api()?;
     let src = CString::new(source).map_err(|_| CudaError::Usage { op: "nvrtcCreateProgram", reason: "source has a NUL byte".into() })?;
     let name = CString::new(source_name).unwrap_or_else(|_| c"kernel.cu".into());
@@ -123,5 +136,17 @@ pub fn compile_ptx(source: &str, source_name: &str, options: &[String]) -> Resul
     let mut ptx = vec![0u8; n];
     // SAFETY: the buffer holds n bytes.
     check("nvrtcGetPTX", unsafe { sys::nvrtcGetPTX(guard.0, ptx.as_mut_ptr() as *mut c_char) })?;
-    Ok(String::from_utf8_lossy(&ptx).trim_end_matches('\0').to_string())
+    let ptx = String::from_utf8_lossy(&ptx).trim_end_matches('\0').to_string();
+    let mut n = 0usize;
+    // SAFETY: writes one size; a compile for a virtual architecture has no cubin (size 0 or an error).
+    let has_cubin = unsafe { sys::nvrtcGetCUBINSize(guard.0, &mut n) } == sys::nvrtcResult::NVRTC_SUCCESS && n > 0;
+    let cubin = if has_cubin {
+        let mut bytes = vec![0u8; n];
+        // SAFETY: the buffer holds n bytes.
+        check("nvrtcGetCUBIN", unsafe { sys::nvrtcGetCUBIN(guard.0, bytes.as_mut_ptr() as *mut c_char) })?;
+        Some(bytes)
+    } else {
+        None
+    };
+    Ok(Output { ptx, cubin })
 }

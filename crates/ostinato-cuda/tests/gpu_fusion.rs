@@ -206,3 +206,50 @@ fn shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_u
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_ldg_read_of_what_an_earlier_body_wrote_stays_unfused_under_auto_and_is_refused_under_on() {
+    let Some(device) = common::device_or_skip("an_ldg_read_of_what_an_earlier_body_wrote_stays_unfused_under_auto_and_is_refused_under_on") else { return };
+    let (dir, path) = source_file("fusion_ldg", include_str!("fixtures/fusion_ldg.cu"));
+    let bump_sig = KernelSig::new("bump").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let read_sig = |name: &str| KernelSig::new(name).buffer("out", Access::Write).buffer("in", Access::Read).scalar("n", ScalarType::U32);
+    for (reader, noncoherent) in [("ldg_scale", true), ("plain_scale", false)] {
+        let mut g = Graph::new();
+        let (x, y) = (g.add_buffer("x", 4 * 256).unwrap(), g.add_buffer("y", 4 * 256).unwrap());
+        let (bump, read) = (g.add_kernel(bump_sig.clone()).unwrap(), g.add_kernel(read_sig(reader)).unwrap());
+        let n = Arg::Scalar(Scalar::u32(256));
+        // x += 1 four times, each followed by y = 2 * x: every read follows a write of its bytes.
+        for _ in 0..4 {
+            g.add_launch(bump, Launch::linear(1, 256), &[Arg::Whole(x), n], &[]).unwrap();
+            g.add_launch(read, Launch::linear(1, 256), &[Arg::Whole(y), Arg::Whole(x), n], &[]).unwrap();
+        }
+        let plan = Plan::compile(&g).unwrap();
+        for fusion in [FusionMode::Auto, FusionMode::On] {
+            let backend = CudaBackend::new(&device, CudaOptions { fusion, ..CudaOptions::default() }).unwrap();
+            let bind =
+                |s: &KernelSig| backend.bind_kernel(s, &KernelRef::file(&path).with_entry(&s.name).with_option("fusable", RefOption::Bool(true))).unwrap();
+            let kernels = vec![bind(&bump_sig), bind(&read_sig(reader))];
+            assert_eq!(kernels[1].fusion.as_ref().map(|f| !f.body.noncoherent.is_empty()), Some(noncoherent), "{reader}");
+            match backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)) {
+                Ok(mut exec) => {
+                    assert!(!(noncoherent && fusion == FusionMode::On), "on must refuse the __ldg body");
+                    if noncoherent {
+                        assert!(exec.fused_nodes() < 8, "auto leaves the __ldg readers unfused");
+                    } else {
+                        assert_eq!(exec.fused_nodes(), 8, "plain loads fuse");
+                    }
+                    exec.replay().unwrap();
+                    let mut out = vec![0u8; 4 * 256];
+                    exec.read_buffer(y, 0, &mut out).unwrap();
+                    assert_eq!(f32::from_le_bytes([out[0], out[1], out[2], out[3]]), 8.0, "{reader} {fusion:?}: y = 2 * (0 + 4)");
+                }
+                Err(e) => {
+                    assert!(noncoherent && fusion == FusionMode::On, "{reader} {fusion:?}: {e}");
+                    let msg = e.to_string();
+                    assert!(msg.contains("node 1 (ldg_scale)") && msg.contains("node 0 (bump)") && msg.contains("non-coherent"), "{msg}");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

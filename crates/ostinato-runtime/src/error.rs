@@ -9,6 +9,9 @@ pub enum RuntimeError {
     Plan(#[from] ostinato::PlanError),
     #[error(transparent)]
     Slot(#[from] ostinato::SlotError),
+    /// A declaration the kernel's code contradicts, or an `infer` the code cannot settle.
+    #[error(transparent)]
+    Contract(Box<ostinato::contract::ContractError>),
     #[error("host backend: {0}")]
     Host(#[from] ostinato_host::HostError),
     #[cfg(feature = "cuda")]
@@ -61,6 +64,7 @@ impl RuntimeError {
             RuntimeError::File(_) => K::File,
             RuntimeError::Plan(e) => e.kind(),
             RuntimeError::Slot(e) => e.kind(),
+            RuntimeError::Contract(e) => e.kind(),
             RuntimeError::Host(e) => e.kind(),
             #[cfg(feature = "cuda")]
             RuntimeError::Cuda(e) => e.kind(),
@@ -74,5 +78,11 @@ impl RuntimeError {
             RuntimeError::Mismatch { .. } | RuntimeError::LengthMismatch { .. } => K::Mismatch,
             RuntimeError::Io { .. } | RuntimeError::OutOfMemory(_) => K::Io,
         }
+    }
+}
+
+impl From<ostinato::contract::ContractError> for RuntimeError {
+    fn from(e: ostinato::contract::ContractError) -> Self {
+        RuntimeError::Contract(Box::new(e))
     }
 }

@@ -30,10 +30,12 @@
 #![deny(unsafe_code)]
 
 mod backends;
+pub mod contract;
 pub mod devices;
 mod error;
 mod exec;
 mod extents;
+pub mod kernels;
 mod kind;
 pub mod options;
 pub mod oracle;

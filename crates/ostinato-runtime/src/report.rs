@@ -22,10 +22,23 @@ pub struct PlanReport {
     pub max_lanes: usize,
 }
 
-/// Plans the graph file at `path` and describes the plan as `what` asks.
+/// Plans the graph file at `path` (access declared `infer` read from the code first) and describes
+/// the plan as `what` asks.
 pub fn plan_report(path: &Path, what: &PlanReport) -> Result<String, RuntimeError> {
-    let f = file::load(path, &BackendKind::names())?;
+    let (f, inferred) = crate::kernels::load_file(path)?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: what.max_lanes }).map_err(|e| RuntimeError::File(f.plan_error(&e)))?;
+    // The declarations against the code each backend reads here (CUDA: the submission's).
+    let backends: Vec<BackendKind> = if what.cuda.is_some() {
+        vec![BackendKind::Cuda]
+    } else if what.explain {
+        BackendKind::ALL.to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut checked = Vec::new();
+    for b in backends {
+        checked.push((b, crate::kernels::check_file(&f, b)?));
+    }
     let mut out = String::new();
     if what.json {
         let _ = writeln!(out, "{}", plan.to_json());
@@ -46,6 +59,7 @@ pub fn plan_report(path: &Path, what: &PlanReport) -> Result<String, RuntimeErro
     }
     if what.explain {
         out.push_str(&plan.explain());
+        out.push_str(&crate::contract::explain(&f.graph, &inferred, &checked));
     }
     if let Some(options) = &what.cuda {
         out.push_str(&cuda_submission(path, &f, &plan, options)?);
@@ -58,10 +72,8 @@ pub fn plan_report(path: &Path, what: &PlanReport) -> Result<String, RuntimeErro
 fn cuda_submission(path: &Path, f: &file::GraphFile, plan: &Plan, options: &ExecOptions) -> Result<String, RuntimeError> {
     use ostinato_cuda::{lower, LaunchLimits};
     LaunchLimits::SM90.check(plan).map_err(|e| RuntimeError::Usage(format!("{}: {e} (the sm_90 limits)", path.display())))?;
-    // Built-ins certify from their PTX at load; a user's kernel counts as PDL-capable only when declared.
-    let capable: Vec<bool> =
-        f.impls.iter().map(|i| i.get("cuda").is_some_and(|r| r.bool_option("pdl").ok().flatten().unwrap_or(r.builtin_name().is_some()))).collect();
-    let low = lower::lower(plan, &capable, true, options.cuda()?.pdl);
+    let kernels = crate::kernels::cuda_pdl(f);
+    let low = lower::lower_with(plan, &kernels, true, options.cuda()?.pdl).map_err(|e| RuntimeError::Usage(format!("{}: {e}", path.display())))?;
     Ok(low.describe(plan))
 }
 

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ostinato::file;
 use ostinato::{Plan, PlanOptions};
 
 use crate::error::RuntimeError;
@@ -50,7 +49,7 @@ pub struct RunReport {
 
 /// Runs a graph file.
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> {
-    let f = file::load(path, &BackendKind::names())?;
+    let (f, _) = crate::kernels::load_file(path)?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::File(f.plan_error(&e)))?;
     let mut exec_options = o.exec.clone();
     exec_options.check_races |= o.check;

@@ -240,6 +240,11 @@ where
 fn kernel_of(e: &RuntimeError) -> Option<&str> {
     match e {
         RuntimeError::Host(ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel, .. })) => Some(kernel),
+        RuntimeError::Contract(e) => Some(e.kernel()),
+        #[cfg(feature = "cuda")]
+        RuntimeError::Cuda(ostinato_cuda::CudaError::Contract(e)) => Some(e.kernel()),
+        #[cfg(feature = "vulkan")]
+        RuntimeError::Vulkan(ostinato_vulkan::VkError::Contract(e)) => Some(e.kernel()),
         #[cfg(feature = "cuda")]
         RuntimeError::Cuda(ostinato_cuda::CudaError::Kernel { kernel, .. }) => Some(kernel),
         #[cfg(feature = "vulkan")]

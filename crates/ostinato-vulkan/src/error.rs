@@ -22,6 +22,9 @@ pub enum VkError {
     /// A kernel could not be bound: a compile error, bindings unlike the signature, no entry point.
     #[error("kernel `{kernel}`: {message}")]
     Shader { kernel: String, message: String },
+    /// A declaration the kernel's code contradicts (the kernel contract, `access`).
+    #[error(transparent)]
+    Contract(Box<ostinato::contract::ContractError>),
     /// The workload uses something Vulkan (or this device) has no version of: a kernel without WGSL, a
     /// launch unlike the shader's workgroup or past the device's limits, a binding a module cannot take
     /// at its offset, a collective.
@@ -71,6 +74,7 @@ impl VkError {
             VkError::Vk { .. } | VkError::Internal { .. } => ErrorKind::Runtime,
             VkError::DeviceLost { .. } | VkError::Timeout { .. } => ErrorKind::Fault,
             VkError::Shader { .. } => ErrorKind::Bind,
+            VkError::Contract(e) => e.kind(),
             VkError::NotApplicable(_) => ErrorKind::Unsupported,
             VkError::Argument(_) | VkError::ElementOffset(_) => ErrorKind::Argument,
             VkError::Range(e) => e.kind(),
@@ -92,6 +96,12 @@ pub(crate) fn vkr(op: &'static str) -> impl Fn(ash::vk::Result) -> VkError {
     move |code| match code {
         ash::vk::Result::ERROR_DEVICE_LOST => VkError::DeviceLost { op },
         _ => VkError::Vk { op, code: code.as_raw(), name: format!("{code:?}") },
+    }
+}
+
+impl From<ostinato::contract::ContractError> for VkError {
+    fn from(e: ostinato::contract::ContractError) -> Self {
+        VkError::Contract(Box::new(e))
     }
 }
 

@@ -219,6 +219,7 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
 /// file, or a `.spv` file (SPIR-V words following the binding convention above).
 pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -> Result<VulkanKernel, VkError> {
     reference.check_options("vulkan", &[]).map_err(|m| refuse(sig, m))?;
+    crate::access::verify(sig, reference)?;
     if sig.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(ScalarType::F64 | ScalarType::I64 | ScalarType::U64))) && reference.builtin_name().is_some()
     {
         return Err(refuse(sig, "the built-in WGSL kernels take 32-bit scalars"));

@@ -8,6 +8,9 @@ pub const MAX_NAME_LEN: usize = 128;
 /// A recording call was refused; the graph is unchanged.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum GraphError {
+    /// [`crate::Graph::resolve_access`] on a param not declared `infer`.
+    #[error("kernel `{kernel}` param `{param}` is not declared `infer`: its mode is not the code's to set")]
+    NotInferred { kernel: String, param: String },
     #[error("a {what} needs a non-empty name")]
     EmptyName { what: &'static str },
     /// Names are identifiers: they become file names (`run --dump`), C and Python identifiers.
@@ -60,6 +63,10 @@ pub enum PlanError {
     Cycle { cycle: Vec<u32> },
     #[error("plan option: {0}")]
     BadOption(String),
+    /// A buffer param declared `infer` whose mode was not read from the code yet: the runtime resolves
+    /// it through the backends' analysis (`ostinato_runtime::contract`) before planning.
+    #[error("kernel `{kernel}` param `{param}` is declared `infer`: its access mode must be read from the kernel's code before planning")]
+    PendingAccess { kernel: String, param: String },
     /// The system would not give the planner the memory it asked for (within its budget).
     #[error("planning {nodes} nodes: the system refused {bytes} bytes of planner memory")]
     OutOfMemory { nodes: usize, bytes: u64 },
@@ -183,7 +190,7 @@ impl GraphError {
 impl PlanError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            PlanError::BadOption(_) => ErrorKind::Argument,
+            PlanError::BadOption(_) | PlanError::PendingAccess { .. } => ErrorKind::Argument,
             PlanError::Cycle { .. } | PlanError::OutOfMemory { .. } => ErrorKind::Plan,
         }
     }

@@ -276,6 +276,9 @@ struct ParamSpec {
     name: String,
     #[serde(default)]
     access: Option<String>,
+    /// The author vouches for the declared access where the analysis of the code cannot tell.
+    #[serde(default)]
+    vouched: Option<bool>,
     #[serde(default)]
     scalar: Option<String>,
 }
@@ -447,23 +450,7 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         let k = k.get_ref();
         let mut sig = KernelSig::new(&k.name);
         for p in &k.params {
-            sig = match (&p.access, &p.scalar) {
-                (Some(a), None) => sig.buffer(
-                    &p.name,
-                    Access::parse(a)
-                        .ok_or_else(|| cx.err(at, format!("kernel `{}` param `{}`: unknown access `{a}` (read, write, read_write)", k.name, p.name)))?,
-                ),
-                (None, Some(t)) => sig.scalar(
-                    &p.name,
-                    ScalarType::parse(t).ok_or_else(|| cx.err(at, format!("kernel `{}` param `{}`: unknown scalar type `{t}`", k.name, p.name)))?,
-                ),
-                (None, None) => {
-                    return Err(
-                        cx.err(at, format!("kernel `{}` param `{}`: declare `access` (read, write, read_write) or `scalar`; none is assumed", k.name, p.name))
-                    )
-                }
-                (Some(_), Some(_)) => return Err(cx.err(at, format!("kernel `{}` param `{}`: both `access` and `scalar` given", k.name, p.name))),
-            };
+            sig = param_from_spec(sig, p).map_err(|m| cx.err(at, format!("kernel `{}` param `{}`: {m}", k.name, p.name)))?;
         }
         for pair in &k.alias {
             let [a, b] = pair.as_slice() else {
@@ -510,6 +497,25 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         g.add_edge(before, id).map_err(|e| cx.err(at, e.to_string()))?;
     }
     Ok(GraphFile { path: path.to_path_buf(), graph: g, inits, impls, kernel_lines, node_lines })
+}
+
+/// One declared param: `access` (read, write, read_write, or infer: read from the code before
+/// planning) with an optional `vouched = true`, or `scalar`.
+fn param_from_spec(sig: KernelSig, p: &ParamSpec) -> Result<KernelSig, String> {
+    match (&p.access, &p.scalar, p.vouched) {
+        (Some(a), None, vouched) if a == "infer" => match vouched {
+            Some(true) => Err("`vouched` vouches for a declared mode; an inferred one comes from the code (declare the mode instead)".into()),
+            _ => Ok(sig.buffer_infer(&p.name)),
+        },
+        (Some(a), None, vouched) => {
+            let mode = Access::parse(a).ok_or_else(|| format!("unknown access `{a}` (read, write, read_write, infer)"))?;
+            Ok(if vouched == Some(true) { sig.buffer_vouched(&p.name, mode) } else { sig.buffer(&p.name, mode) })
+        }
+        (None, Some(t), None) => Ok(sig.scalar(&p.name, ScalarType::parse(t).ok_or_else(|| format!("unknown scalar type `{t}`"))?)),
+        (None, Some(_), Some(_)) => Err("`vouched` is for a buffer param's access, not a scalar".into()),
+        (None, None, _) => Err("declare `access` (read, write, read_write, infer) or `scalar`; none is assumed".into()),
+        (Some(_), Some(_), _) => Err("both `access` and `scalar` given".into()),
+    }
 }
 
 fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<(NodeId, NodeId, usize)>) -> Result<NodeId, FileError> {

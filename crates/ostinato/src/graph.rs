@@ -90,10 +90,41 @@ pub enum ParamKind {
     Scalar(ScalarType),
 }
 
+/// How a buffer param's access mode is established (the kernel contract, docs/contract.md). Every
+/// declared mode is checked against the kernel's code when it is bound; the declaration says what may
+/// stand where the analysis cannot tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AccessDecl {
+    /// Declared, and checked: an access the analysis cannot attribute fails closed.
+    #[default]
+    Checked,
+    /// Declared, and the author vouches for it where the analysis cannot tell (a pointer read from
+    /// memory, a texture, machine code): an access the code is seen to make still must fit the mode.
+    Vouched,
+    /// To be read from the code before planning ([`Graph::resolve_access`]); until then the mode is a
+    /// placeholder and [`crate::Plan::compile`] refuses the graph.
+    Infer,
+    /// Read from the code (it was `Infer`).
+    Inferred,
+}
+
+impl AccessDecl {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessDecl::Checked => "checked",
+            AccessDecl::Vouched => "vouched",
+            AccessDecl::Infer => "infer",
+            AccessDecl::Inferred => "inferred",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ParamSig {
     pub name: String,
     pub kind: ParamKind,
+    /// How a buffer param's mode is established (scalars: `Checked`).
+    pub decl: AccessDecl,
 }
 
 /// A kernel's name and ordered params. Implementations are bound per backend at instantiation.
@@ -127,15 +158,31 @@ impl KernelSig {
         }
         Ok(self)
     }
-    /// Adds a buffer param with its access mode.
+    /// Adds a buffer param with its access mode (checked against the code when bound).
     pub fn buffer(mut self, name: impl Into<String>, access: Access) -> Self {
-        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Buffer(access) });
+        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Buffer(access), decl: AccessDecl::Checked });
+        self
+    }
+    /// Adds a buffer param whose access mode the author vouches for where the analysis of the code
+    /// cannot tell ([`AccessDecl::Vouched`]).
+    pub fn buffer_vouched(mut self, name: impl Into<String>, access: Access) -> Self {
+        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Buffer(access), decl: AccessDecl::Vouched });
+        self
+    }
+    /// Adds a buffer param whose access mode is read from the kernel's code before planning
+    /// ([`AccessDecl::Infer`]; the runtime resolves it). Its extent is still declared by each node.
+    pub fn buffer_infer(mut self, name: impl Into<String>) -> Self {
+        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Buffer(Access::ReadWrite), decl: AccessDecl::Infer });
         self
     }
     /// Adds a by-value param.
     pub fn scalar(mut self, name: impl Into<String>, ty: ScalarType) -> Self {
-        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Scalar(ty) });
+        self.params.push(ParamSig { name: name.into(), kind: ParamKind::Scalar(ty), decl: AccessDecl::Checked });
         self
+    }
+    /// The first param whose mode is still to be inferred.
+    pub fn pending(&self) -> Option<&ParamSig> {
+        self.params.iter().find(|p| p.decl == AccessDecl::Infer)
     }
     pub fn param_index(&self, name: &str) -> Option<usize> {
         self.params.iter().position(|p| p.name == name)
@@ -513,6 +560,21 @@ impl Graph {
     pub fn declare_aliasing(&mut self, kernel: KernelId, a: &str, b: &str) -> Result<(), GraphError> {
         let sig = self.kernels.get(kernel.index()).ok_or(GraphError::UnknownKernel { node: self.nodes.len() as u32, id: kernel.0 })?;
         self.kernels[kernel.index()] = sig.clone().may_alias(a, b)?;
+        Ok(())
+    }
+
+    /// Settles the mode of `kernel`'s param `param`, declared `infer`, from its code: the param becomes
+    /// [`AccessDecl::Inferred`] with `access`. Any other param is refused (a declared mode is never
+    /// overwritten).
+    pub fn resolve_access(&mut self, kernel: KernelId, param: usize, access: Access) -> Result<(), GraphError> {
+        let sig = self.kernels.get_mut(kernel.index()).ok_or(GraphError::UnknownKernel { node: u32::MAX, id: kernel.0 })?;
+        let name = sig.name.clone();
+        let p = sig.params.get_mut(param).ok_or_else(|| GraphError::NotInferred { kernel: name.clone(), param: format!("#{param}") })?;
+        if p.decl != AccessDecl::Infer || !matches!(p.kind, ParamKind::Buffer(_)) {
+            return Err(GraphError::NotInferred { kernel: name, param: p.name.clone() });
+        }
+        p.kind = ParamKind::Buffer(access);
+        p.decl = AccessDecl::Inferred;
         Ok(())
     }
 

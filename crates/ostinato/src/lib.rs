@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod builtins;
 pub mod collective;
+pub mod contract;
 pub mod error;
 pub mod file;
 mod fingerprint;
@@ -25,6 +26,7 @@ pub mod fusion;
 pub mod graph;
 pub mod kernel_ref;
 pub mod lanes;
+pub mod manifest;
 mod named;
 pub mod plan;
 pub mod rng;
@@ -35,8 +37,8 @@ pub use backend::{
 };
 pub use error::{BindError, ErrorKind, GraphError, PlanError, SlotError, UsageError};
 pub use graph::{
-    Access, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar, ScalarType, Slice,
-    SlotDecl, SlotId,
+    Access, AccessDecl, Arg, BufferDecl, BufferId, Graph, KernelId, KernelSig, Launch, Node, NodeId, NodeOp, ParamKind, ParamSig, RootAccess, Scalar,
+    ScalarType, Slice, SlotDecl, SlotId,
 };
 pub use kernel_ref::{KernelRef, RefOption};
 pub use lanes::Lanes;

@@ -123,6 +123,9 @@ impl Plan {
         if options.max_lanes == 0 || options.max_lanes > 64 {
             return Err(PlanError::BadOption(format!("max_lanes must be 1..=64, got {}", options.max_lanes)));
         }
+        if let Some((k, p)) = graph.kernels().iter().find_map(|k| k.pending().map(|p| (k, p))) {
+            return Err(PlanError::PendingAccess { kernel: k.name.clone(), param: p.name.clone() });
+        }
         let n = graph.nodes().len();
         let mut preds = hazard_frontier_preds(graph);
         for (v, node) in graph.nodes().iter().enumerate() {

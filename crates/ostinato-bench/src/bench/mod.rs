@@ -3,6 +3,7 @@
 //! time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
 
 pub mod arms;
+pub mod manifests;
 pub mod profile;
 pub mod provenance;
 pub mod report;
@@ -74,6 +75,8 @@ pub struct ArmResult {
     /// Warm-up samples run (each oracle-checked); the first `--warmups` are listed in `samples`, as is
     /// any that failed its check.
     pub warmup_samples: usize,
+    /// BLAKE3 over the build manifests of the kernels the arm launches (CUDA arms).
+    pub manifest: Option<String>,
 }
 
 impl ArmResult {
@@ -90,6 +93,7 @@ impl ArmResult {
             replay_call_us: None,
             replay_single_us: None,
             warmup_samples: 0,
+            manifest: None,
         }
     }
     /// The metric rows are ranked by: GPU time on CUDA, wall time on the host backend.
@@ -401,7 +405,10 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
     let (warmups, samples) = (p.warmups, p.samples);
     let mut out = ArmResult::new(kind);
     let mut arm = match make_arm(kind, w, cx, memory, init) {
-        Ok(a) => a,
+        Ok(a) => {
+            out.manifest = cx.cuda.as_ref().and_then(|c| manifests::arm_manifest(kind, w, &c.modules, &c.backends.first()?.1));
+            a
+        }
         Err(SetupError::Skip(why)) => {
             out.ok = true;
             out.skipped = Some(why);

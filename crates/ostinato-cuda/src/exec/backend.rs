@@ -50,14 +50,7 @@ impl CudaBackend {
                 ),
             });
         }
-        let copy_sig = ostinato::KernelSig::new("ostinato_copy")
-            .buffer("dst", ostinato::Access::Write)
-            .buffer("src", ostinato::Access::Read)
-            .scalar("n", ostinato::ScalarType::U64);
-        let fill_sig = ostinato::KernelSig::new("ostinato_fill")
-            .buffer("dst", ostinato::Access::Write)
-            .scalar("value", ostinato::ScalarType::U32)
-            .scalar("n_words", ostinato::ScalarType::U64);
+        let (copy_sig, fill_sig) = (crate::builtins::copy_sig(), crate::builtins::fill_sig());
         let copy = modules.kernel("ostinato_copy", &copy_sig)?;
         let fill = modules.kernel("ostinato_fill", &fill_sig)?;
         Ok(CudaBackend {

@@ -11,6 +11,7 @@ use cudarc::driver::sys;
 
 use crate::error::{CudaError, Result};
 
+mod attributes;
 mod graph;
 mod memory;
 mod module;

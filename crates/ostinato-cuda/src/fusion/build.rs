@@ -58,14 +58,24 @@ pub fn fuse(
     }
     let n = plan.node_count();
     let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = (0..n).map(|v| body_of(plan, v, kernels, helpers)).collect();
-    let fusable: Vec<Option<Fusable>> = bodies.iter().map(|b| b.map(|(_, f)| f)).collect();
+    let mut fusable: Vec<Option<Fusable>> = bodies.iter().map(|b| b.map(|(_, f)| f)).collect();
     // A fused kernel's static shared memory is at most the default a block gets; with its dynamic
     // shared memory, at most what the opt-in gives (the exec sets the opt-in where it is needed).
     let limits = device.info().limits;
     let (static_limit, limit) = (limits.max_shared_bytes as u64, limits.max_shared_opt_in as u64);
     let g = plan.graph();
+    // A body reading through the non-coherent path what an earlier body of its group writes stays
+    // unfused (`auto`) or is refused (`on`); each round unfuses one node, so this ends.
+    let candidates = loop {
+        let gs = groups(plan, &fusable, mode);
+        match gs.iter().find_map(|gr| super::coherence::conflict(plan, gr, &bodies)) {
+            None => break gs,
+            Some(c) if mode == FusionMode::On => return Err(CudaError::Unsupported { op: "fusion", reason: c.describe(plan) }),
+            Some(c) => fusable[c.reader.index()] = None,
+        }
+    };
     let mut picked: Vec<Group> = Vec::new();
-    for gr in groups(plan, &fusable, mode) {
+    for gr in candidates {
         // Static shared memory: once per distinct body; dynamic: the largest member's.
         let mut entries: Vec<&str> = Vec::new();
         let mut shared = 0u64;

@@ -15,6 +15,7 @@
 //! small enough for one block of the internal kernels.
 
 pub mod build;
+pub mod coherence;
 pub mod rewrite;
 pub mod source;
 

@@ -322,7 +322,7 @@ fn bodies_are_certified_from_their_ptx_as_fused() {
     assert!(e("barrier").contains("bar.sync"), "{}", e("barrier"));
     assert!(e("leaves").contains("exit"), "{}", e("leaves"));
     assert_eq!(crate::ptx::fused_body(&planted, "grid_c").map(|b| b.uses_shared), Ok(false), "C's blockIdx and gridDim are a 1-block launch's");
-    assert_eq!(crate::ptx::fused_body(&planted, "scratch"), Ok(crate::ptx::FusedBody { uses_shared: true, static_shared_bytes: 256 }));
+    assert_eq!(crate::ptx::fused_body(&planted, "scratch"), Ok(crate::ptx::FusedBody { uses_shared: true, static_shared_bytes: 256, ..Default::default() }));
     assert!(crate::ptx::fused_body(&planted, "nope").unwrap_err().contains("no `.entry nope`"));
 }
 
@@ -338,7 +338,7 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
         let waits = ptx.contains("griddepcontrol.wait");
         assert_eq!(waits, define != "-DOST_NO_PDL=1", "{define}");
         if waits {
-            assert_eq!(crate::ptx::analyze(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "{define}: certified PDL-capable");
+            assert_eq!(crate::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "{define}: certified PDL-capable");
         }
         assert!(ptx.contains("%ctaid.x"), "four lanes: the block picks its lane");
         assert!(ptx.lines().filter(|l| l.contains("bar.sync")).count() <= 8, "the chains are loops, not 941 copies");

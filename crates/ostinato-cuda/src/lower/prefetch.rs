@@ -1,14 +1,17 @@
 //! Certified pre-wait prefetch: a kernel on a programmatic edge starts while its producer (and, where
 //! the producer triggers before its own wait, the producer's running predecessors) still run, and may
-//! read memory before its `griddepcontrol.wait` — weights, typically, which no node of the graph writes.
-//! [`crate::ptx::analyze`] reports which params a kernel reads before the wait; here each programmatic
-//! edge is kept only where none of those params' declared extents overlaps a declared write of a node
-//! that may still be running when the consumer starts. Otherwise the edge becomes a full one (the
+//! read memory before its `griddepcontrol.wait` — weights, typically, which no node of the graph writes —
+//! and update a counter it owns atomically (the tile tickets of a persistent kernel).
+//! [`crate::ptx::pre_wait`] reports which params a kernel reads and updates before the wait; here each
+//! programmatic edge is kept only where none of the read params' declared extents overlaps a declared
+//! write, and none of the updated params' extents any declared access, of a node that may still be
+//! running when the consumer starts. Otherwise the edge becomes a full one (the
 //! consumer launches after its producer completes), or — for a kernel the user *declared* PDL-safe — the
 //! plan is refused, naming kernel, param, edge and the writer it would race with.
 //!
 //! Which nodes may still run when `v` starts: for each programmatic edge `u → v` kept, `u` itself, and,
-//! where `u`'s build triggers at entry (before its own wait), whatever may still run when `u` starts.
+//! where `u`'s build triggers at entry (the early build, or code that triggers before its own wait),
+//! whatever may still run when `u` starts.
 //! A node that is not an ancestor of `v` has no hazard with `v` (the plan orders every hazard), and a
 //! full edge means completion.
 
@@ -27,24 +30,32 @@ pub struct KernelPdl {
     pub declared: bool,
     /// Params it reads before the wait (see [`crate::ptx::PreWait`]).
     pub pre_wait_reads: Vec<usize>,
+    /// Params it updates atomically before the wait.
+    pub pre_wait_atomics: Vec<usize>,
+    /// Its code triggers its dependents before its own wait.
+    pub early_trigger: bool,
 }
 
 impl KernelPdl {
     /// A kernel certified to touch nothing before its wait (or not PDL-capable at all).
     pub fn plain(capable: bool) -> KernelPdl {
-        KernelPdl { capable, declared: false, pre_wait_reads: Vec::new() }
+        KernelPdl { capable, ..KernelPdl::default() }
     }
 }
 
 /// A declared-PDL kernel's pre-wait read that overlaps a write of a node that may still run.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "kernel `{kernel}` (node n{node}) is declared PDL-safe but reads param `{param}` (buffer `{buffer}`) before `griddepcontrol.wait`, \
-     and on the programmatic edge n{from} -> n{node} node n{writer} may still be writing those bytes; \
-     move that read after the wait, or drop the declaration (the edge then becomes a full one)"
+    "kernel `{kernel}` (node n{node}) is declared PDL-safe but {} param `{param}` (buffer `{buffer}`) before `griddepcontrol.wait`, \
+     and on the programmatic edge n{from} -> n{node} node n{writer} may still be {} those bytes; \
+     move that access after the wait, or drop the declaration (the edge then becomes a full one)",
+    if *.atomic { "updates" } else { "reads" },
+    if *.atomic { "accessing" } else { "writing" }
 )]
 pub struct PrefetchRace {
     pub kernel: String,
+    /// The kernel updates the param atomically before its wait (else it reads it).
+    pub atomic: bool,
     pub node: u32,
     pub param: String,
     pub buffer: String,
@@ -63,13 +74,14 @@ pub fn demote_racing(
     edges: &mut [GraphEdge],
 ) -> Result<usize, PrefetchRace> {
     let g = plan.graph();
-    let prefetched = |v: usize| kernel_of[v].map(|k| &kernels[k]).filter(|k| !k.pre_wait_reads.is_empty());
+    let kernel = |v: usize| kernel_of[v].map(|k| &kernels[k]);
+    let prefetched = |v: usize| kernel(v).filter(|k| !k.pre_wait_reads.is_empty() || !k.pre_wait_atomics.is_empty());
     if !(0..plan.node_count()).any(|v| prefetched(v).is_some()) {
         return Ok(0);
     }
-    let writes: Vec<Vec<(u32, u64, u64)>> = (0..plan.node_count())
-        .map(|n| g.accesses(NodeId(n as u32)).into_iter().filter(|a| a.access.writes()).map(|a| (a.root.0, a.start, a.end)).collect())
-        .collect();
+    // Each node's declared accesses: (root, start, end, writes).
+    let accesses: Vec<Vec<(u32, u64, u64, bool)>> =
+        (0..plan.node_count()).map(|n| g.accesses(NodeId(n as u32)).into_iter().map(|a| (a.root.0, a.start, a.end, a.access.writes())).collect()).collect();
     let mut into: Vec<Vec<usize>> = vec![Vec::new(); plan.node_count()];
     for (i, e) in edges.iter().enumerate() {
         into[e.to.index()].push(i);
@@ -79,8 +91,16 @@ pub fn demote_racing(
     let mut demoted = 0;
     for &v in plan.order() {
         let vi = v.index();
-        let reads: Vec<(usize, u32, u64, u64)> = match prefetched(vi) {
-            Some(k) => g.accesses(v).into_iter().filter(|a| k.pre_wait_reads.contains(&a.param)).map(|a| (a.param, a.root.0, a.start, a.end)).collect(),
+        // (param, root, start, end, atomic): what v touches before its wait.
+        let early: Vec<(usize, u32, u64, u64, bool)> = match prefetched(vi) {
+            Some(k) => g
+                .accesses(v)
+                .into_iter()
+                .filter_map(|a| {
+                    let atomic = k.pre_wait_atomics.contains(&a.param);
+                    (atomic || k.pre_wait_reads.contains(&a.param)).then_some((a.param, a.root.0, a.start, a.end, atomic))
+                })
+                .collect(),
             None => Vec::new(),
         };
         let mut mine = BTreeSet::new();
@@ -90,23 +110,28 @@ pub fn demote_racing(
             }
             let u = edges[ei].from.index();
             let mut may_run: BTreeSet<u32> = BTreeSet::from([u as u32]);
-            if variant[u] == Variant::Early {
+            let triggers_early = variant[u] == Variant::Early || (variant[u] != Variant::Plain && kernel(u).is_some_and(|k| k.early_trigger));
+            if triggers_early {
                 may_run.extend(running[u].iter().copied());
             }
+            // A read races with a running writer; an atomic update with any running access.
             let race = may_run.iter().find_map(|&w| {
-                reads
-                    .iter()
-                    .find_map(|&(param, root, s, e)| writes[w as usize].iter().any(|&(r, ws, we)| r == root && ws < e && s < we).then_some((w, param, root)))
+                early.iter().find_map(|&(param, root, s, e, atomic)| {
+                    accesses[w as usize]
+                        .iter()
+                        .any(|&(r, ws, we, writes)| r == root && ws < e && s < we && (writes || atomic))
+                        .then_some((w, param, root, atomic))
+                })
             });
             match race {
-                Some((writer, param, root)) => {
-                    let k = kernel_of[vi].map(|k| &kernels[k]);
-                    if k.is_some_and(|k| k.declared) {
+                Some((writer, param, root, atomic)) => {
+                    if kernel(vi).is_some_and(|k| k.declared) {
                         return Err(PrefetchRace {
                             kernel: match &g.node(v).op {
                                 ostinato::NodeOp::Kernel { kernel, .. } => g.kernel(*kernel).name.clone(),
                                 _ => String::new(),
                             },
+                            atomic,
                             node: v.0,
                             param: g.param_name(v, param),
                             buffer: g.buffer(ostinato::BufferId(root)).name.clone(),
@@ -157,7 +182,11 @@ mod tests {
     }
 
     fn kernels(consumer_reads: &[usize], declared: bool) -> Vec<KernelPdl> {
-        vec![KernelPdl::plain(true), KernelPdl::plain(true), KernelPdl { capable: true, declared, pre_wait_reads: consumer_reads.to_vec() }]
+        vec![
+            KernelPdl::plain(true),
+            KernelPdl::plain(true),
+            KernelPdl { capable: true, declared, pre_wait_reads: consumer_reads.to_vec(), ..KernelPdl::default() },
+        ]
     }
 
     fn programmatic(p: &Plan, k: &[KernelPdl]) -> Vec<(u32, u32, bool)> {
@@ -196,5 +225,29 @@ mod tests {
         // node 0 has completed by then, and the prefetch is safe.
         let late = programmatic(&plan(true, 64), &kernels(&[2], false));
         assert!(late.iter().filter(|e| e.1 == 3).all(|e| e.2), "{late:?}");
+    }
+
+    #[test]
+    fn an_early_trigger_in_the_code_counts_as_the_early_build() {
+        // As above with the after-wait build (64 blocks), but the relays' code triggers before its wait.
+        let p = plan(true, 64);
+        let mut k = kernels(&[2], false);
+        k[1].early_trigger = true;
+        let into3: Vec<_> = programmatic(&p, &k).into_iter().filter(|e| e.1 == 3).collect();
+        assert!(!into3.is_empty() && into3.iter().all(|e| !e.2), "{into3:?}");
+    }
+
+    #[test]
+    fn a_pre_wait_atomic_races_with_any_running_access_of_its_bytes() {
+        let p = plan(false, 64);
+        let atomic = |param: usize, declared: bool| {
+            vec![KernelPdl::plain(true), KernelPdl::plain(true), KernelPdl { capable: true, declared, pre_wait_atomics: vec![param], ..KernelPdl::default() }]
+        };
+        // The consumer's own output `y`: the producer does not touch it.
+        assert_eq!(programmatic(&p, &atomic(0, false)), [(0, 1, true)]);
+        // `x`, which the producer writes.
+        assert_eq!(programmatic(&p, &atomic(2, false)), [(0, 1, false)]);
+        let e = lower_with(&p, &atomic(2, true), true, PdlPolicy::new(PdlMode::On)).unwrap_err();
+        assert!(e.to_string().contains("updates param `b`") && e.to_string().contains("accessing"), "{e}");
     }
 }

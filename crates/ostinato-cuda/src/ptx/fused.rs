@@ -1,0 +1,80 @@
+//! What a kernel body fused into a resident block ([`crate::fusion`]) uses, read from its PTX as fused
+//! (compiled with `blockIdx` and `gridDim` bound to the one block of a 1-block launch).
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::access::{entry_access, HARMLESS_CALLS};
+use super::parse::{names, ModuleInfo, Space};
+
+/// A certified body.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FusedBody {
+    /// The body touches shared memory: the fused kernel puts a barrier between it and its neighbours,
+    /// whose shared memory may be the same bytes.
+    pub uses_shared: bool,
+    /// Bytes of static shared memory the body's code refers to (its `__shared__` variables).
+    pub static_shared_bytes: u64,
+    /// Params the body reads through the non-coherent path (`ld.global.nc` — `__ldg` —, `ldu`,
+    /// texture and surface reads), each with the first such instruction. The ISA allows that path
+    /// only on memory read-only for the whole kernel: such a body may not follow, in one fused
+    /// kernel, a body that writes those bytes.
+    pub noncoherent: Vec<(usize, String)>,
+    /// A non-coherent read whose address the analysis cannot attribute to a param (it may read any
+    /// buffer): the body may not follow any body that writes.
+    pub noncoherent_unknown: Option<String>,
+}
+
+/// Special registers that name the grid or the cluster: a body reading one behaves differently in a
+/// fused block (which is block `b` of a grid of lanes) than in its own 1-block launch.
+const GRID_REGISTERS: &[&str] = &[
+    "%ctaid",
+    "%nctaid",
+    "%clusterid",
+    "%nclusterid",
+    "%cluster_ctaid",
+    "%cluster_nctaid",
+    "%cluster_ctarank",
+    "%cluster_nctarank",
+    "%is_explicit_cluster",
+    "%gridid",
+];
+
+/// Certifies `entry` of `ptx` (the kernel compiled as fused) as a body that may run as a device
+/// function inside a fused block: it reads no grid or cluster register, synchronises no block or
+/// cluster (a body's barrier would also count the threads that already returned from it and wait at
+/// the next one), never exits the block, has no `griddepcontrol` of its own (the fused kernel waits and
+/// triggers for all its bodies), and calls nothing but printf and assert. An `Err` names the
+/// instruction. Its non-coherent reads are reported for the fusion to check against the group.
+pub fn fused_body(ptx: &str, entry: &str) -> Result<FusedBody, String> {
+    let module = ModuleInfo::read(ptx);
+    let entry = super::parse::entry(ptx, entry)?;
+    let shared_syms: HashMap<&str, u64> = module.symbols.iter().filter(|(_, (s, _))| *s == Space::Shared).map(|(n, (_, b))| (n.as_str(), *b)).collect();
+    let mut referenced: BTreeSet<&str> = BTreeSet::new();
+    let mut body = FusedBody::default();
+    for ins in entry.instrs() {
+        if let Some(r) = GRID_REGISTERS.iter().find(|r| ins.operands.iter().any(|o| names(o).contains(r))) {
+            return Err(format!("`{}` reads `{r}`: the kernel uses the grid", ins.text));
+        }
+        let refused = match ins.head() {
+            "bar" => !ins.op.starts_with("bar.warp"),
+            "barrier" | "exit" | "griddepcontrol" | "mapa" | "getctarank" => true,
+            "call" => !ins.operands.iter().any(|o| HARMLESS_CALLS.contains(&o.as_str())),
+            _ => ins.op.contains("shared::cluster"),
+        };
+        if refused {
+            return Err(format!("`{}`: a fused body may not synchronise the block or cluster, exit, wait on its own grid dependencies, or call", ins.text));
+        }
+        for o in &ins.operands {
+            referenced.extend(names(o).into_iter().filter(|n| shared_syms.contains_key(n)));
+        }
+        body.uses_shared |= ins.op.contains("shared");
+    }
+    body.uses_shared |= !referenced.is_empty();
+    body.static_shared_bytes = referenced.iter().map(|n| shared_syms[n]).sum();
+    // Every param of a body is a pointer or a scalar; a non-coherent read is attributed to whichever
+    // params its address derives from (a scalar among them only offsets it).
+    let access = entry_access(&module, &entry, "fused body", &|_| true);
+    body.noncoherent = access.noncoherent.into_iter().map(|(p, e)| (p, e.instruction)).collect();
+    body.noncoherent_unknown = access.unknown_noncoherent.map(|e| e.instruction);
+    Ok(body)
+}

@@ -1,0 +1,22 @@
+//! Reading a kernel's PTX for the kernel contract (docs/contract.md): what each buffer param's code
+//! really does ([`access`]), what the kernel does before `griddepcontrol.wait` ([`prewait`], the
+//! evidence behind every programmatic edge), and whether a kernel may run as a fused body ([`fused`]).
+//!
+//! The analyses share one reading of the text ([`parse`]), one table of what each instruction does to
+//! memory ([`memory`]) and one address-provenance analysis ([`taint`]).
+
+pub mod access;
+pub mod fused;
+pub mod memory;
+pub mod parse;
+pub mod prewait;
+pub mod taint;
+mod thread0;
+
+pub use access::{entry_access, EntryAccess};
+pub use fused::{fused_body, FusedBody};
+pub use parse::{Entry, Instr, Item, ModuleInfo};
+pub use prewait::{pre_wait, PreWait};
+
+#[cfg(test)]
+mod tests;
