@@ -2,7 +2,8 @@
 # The Llama decode study in one GPU-machine call, from a folder D holding what was built on the developer
 # machine (the GPU machine has no Rust toolchain):
 #   D/bin/llama_kernels*  lab/probes/llama_kernels.cu built with nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels
-#                         -I<dir of llama_prev.cu> -DOST_TRIGGER=3 (variants: other -D values, see VARIANTS)
+#                         -I<dir of llama_prev.cu> -DOST_TRIGGER=3 (variants: _2b3 with -DLB_MIN_BLOCKS=2
+#                         -DLB_STAGES=3, _s1 with -DLB_STATIC_ROUNDS=1)
 #   D/src/                the sources, to build there when the binaries do not run: kernels/,
 #                         crates/ostinato-llama/kernels/llama.cu, lab/probes/llama_{kernels,variants}.cu and
 #                         llama_prev.cu (the pack's llama.cu before the bulk-copy projections)
@@ -16,7 +17,7 @@ D=$(cd "${1:?folder}" && pwd)
 OUT=${OUT:-/tmp/llama-out}
 mkdir -p "$OUT"
 LOG=$OUT/run.log
-VARIANTS="_s1 _1b6"
+VARIANTS="_2b3 _s1"
 COMBOS=pppm,pppd,bbbm,bbbd,pbbd,bpbd,bbpd
 say() { echo "== $*" | tee -a "$LOG"; }
 cd "$D"
@@ -26,7 +27,7 @@ if ! bin/llama_kernels attrs >>"$LOG" 2>&1; then
   say "prebuilt binaries do not run here: building"
   mkdir -p bin
   build() { nvcc -O3 -arch=sm_90 -std=c++17 -Isrc/kernels -Isrc -DOST_TRIGGER=3 $2 -o "bin/llama_kernels$1" src/lab/probes/llama_kernels.cu >"$OUT/build$1.log" 2>&1; }
-  build "" "" & build _s1 "-DLB_STATIC_ROUNDS=1" & build _1b6 "-DLB_MIN_BLOCKS=1 -DLB_STAGES=6" & wait
+  build "" "" & build _2b3 "-DLB_MIN_BLOCKS=2 -DLB_STAGES=3" & build _s1 "-DLB_STATIC_ROUNDS=1" & wait
   bin/llama_kernels attrs >>"$LOG" 2>&1 || { say "BUILD FAILED"; tail -20 "$OUT/build.log"; exit 1; }
 fi
 say check

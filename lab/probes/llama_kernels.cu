@@ -116,7 +116,7 @@ struct Launcher {
 // attention + output projection pair as the pack has it (partials merged in O) or merged in attention
 // with a plain O (llama_variants.cu).
 struct Opts {
-  unsigned splits = 16, blocks = 264, bblocks = 264;
+  unsigned splits = 16, blocks = 264, bblocks = 132;
   bool bulk_ffn = true, bulk_down = true, bulk_head = true, o_dense = false;
 };
 static const unsigned PAIRS = QKV / 2;

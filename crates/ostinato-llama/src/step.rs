@@ -33,14 +33,15 @@ pub struct StepOptions {
     /// The token the first step gathers.
     pub token: u32,
     /// Blocks of each streaming projection (gate/up, down, LM head: persistent bulk-copy pipelines whose
-    /// tiles after the first rounds go by ticket): 2 per SM of an H200 by default, the most that fit
-    /// (96 KiB of shared-memory stages each).
+    /// tiles after the first rounds go by ticket): one per SM of an H200 by default, the most that fit
+    /// (192 KiB of shared-memory stages each). More than fit at once slows the step: a block that starts
+    /// late still owns its first tiles.
     pub gemv_blocks: u32,
 }
 
 impl Default for StepOptions {
     fn default() -> Self {
-        StepOptions { attn_splits: 0, seed: 1, pos: 0, token: 1, gemv_blocks: 264 }
+        StepOptions { attn_splits: 0, seed: 1, pos: 0, token: 1, gemv_blocks: 132 }
     }
 }
 
@@ -63,7 +64,7 @@ const STREAM_THREADS: u32 = 288;
 /// A streaming projection's shared-memory stages (LB_STAGES x LB_STAGE_BYTES), its dynamic shared
 /// memory: past the 48 KiB a block gets by default, so the backend sets the opt-in.
 const STREAM_STAGE_BYTES: u32 = 32 * 1024;
-const STREAM_SHARED: u32 = 3 * STREAM_STAGE_BYTES;
+const STREAM_SHARED: u32 = 6 * STREAM_STAGE_BYTES;
 
 /// Tiles of a streaming projection over `rows` units of `unit_bytes` each, as the kernels cut them: as
 /// many whole units as fill a stage, at most `most` (LB_MAX_UNITS over the dot products per unit).
