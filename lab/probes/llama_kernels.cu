@@ -1,16 +1,43 @@
-// Study tool: the Llama decode kernels (kernels/llama.cu) at Llama-3.2-1B's shapes on the GPU.
+// Study tool: the Llama decode kernels (kernels/llama.cu) at Llama-3.2-1B's shapes on the GPU, side by
+// side with the previous pack (llama_prev.cu: kernels/llama.cu of the commit before the bulk-copy
+// streaming projections, its kernels renamed prev_*) and the study variants of llama_variants.cu.
 //   check  : one layer's kernels and the LM head, each against a double-precision CPU computation from
 //            the kernel's own inputs (random weights, norms and cache), at several positions and
 //            attention splits, twice each (the ticket counters must come back to zero).
 //   kernels: each kernel alone (a graph of 16 launches over 16 layers' weights, no PDL) and back to
 //            back with PDL, µs per launch and TB/s.
 //   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
-//            position, attention splits and streaming grid.
-// Build and run on the GPU machine (the script lab/probes/llama-step.sh does both):
-//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
-//   ./llama_kernels check|kernels|step [splits,...] [blocks,...]
+//            position, attention splits and per-kernel choice (combos: see COMBOS).
+// Build and run on the GPU machine (lab/probes/llama-step.sh):
+//   git show <previous commit>:crates/ostinato-llama/kernels/llama.cu > D/llama_prev.cu
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -ID -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
+//   ./llama_kernels check|sanitize|kernels|step [splits,...] [blocks] [combos,...]
 #include "../../kernels/ostinato.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
+#include "llama_variants.cu"
+namespace prev {
+#define llama_embed prev_llama_embed
+#define llama_qkv prev_llama_qkv
+#define llama_attn prev_llama_attn
+#define llama_o prev_llama_o
+#define llama_ffn_in prev_llama_ffn_in
+#define llama_down prev_llama_down
+#define llama_lm_head prev_llama_lm_head
+#define ll_dot8 prev_ll_dot8
+#define ll_dot_chunk prev_ll_dot_chunk
+#define ll_load_chunk prev_ll_load_chunk
+#include "llama_prev.cu"
+#undef llama_embed
+#undef llama_qkv
+#undef llama_attn
+#undef llama_o
+#undef llama_ffn_in
+#undef llama_down
+#undef llama_lm_head
+#undef ll_dot8
+#undef ll_dot_chunk
+#undef ll_load_chunk
+}  // namespace prev
 
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -41,8 +68,8 @@ static void rnd(ll_bf16* p, size_t n, unsigned seed, float lo, float hi) { fill_
 
 struct Model {
   ll_bf16 *wqkv[L], *wo[L], *wgu[L], *wd[L], *kc[L], *vc[L], *ln1[L], *ln2[L], *emb, *norm, *kv_new;
-  float *x, *q, *apart, *act, *logits, *hpart, *freq;
-  unsigned *tickets, *hcount, *token;
+  float *x, *q, *apart, *attn, *act, *logits, *hpart, *freq;
+  unsigned *tickets, *hcount, *token, *acount;
 };
 
 static Model make_model() {
@@ -60,14 +87,14 @@ static Model make_model() {
   m.emb = dev<ll_bf16>((size_t)V * H); rnd(m.emb, (size_t)V * H, 99, -0.0346f, 0.0346f);
   m.norm = dev<ll_bf16>(H); rnd(m.norm, H, 98, 0.5f, 1.5f);
   m.kv_new = dev<ll_bf16>(2 * KV);
-  m.x = dev<float>(H); m.q = dev<float>(Q); m.act = dev<float>(F); m.logits = dev<float>(V);
+  m.x = dev<float>(H); m.q = dev<float>(Q); m.attn = dev<float>(Q); m.act = dev<float>(F); m.logits = dev<float>(V);
   m.apart = dev<float>((size_t)NKV * LL_MAX_SPLITS * G * LL_REC);
   m.hpart = dev<float>(2 * 1024);
   m.freq = dev<float>(HD / 2);
   std::vector<float> f(HD / 2);
   for (unsigned j = 0; j < HD / 2; j++) f[j] = 1.0f / powf(500000.0f, 2.0f * j / HD);
   CK(cudaMemcpy(m.freq, f.data(), 4 * f.size(), cudaMemcpyHostToDevice));
-  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1);
+  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.acount = dev<unsigned>(NKV);
   CK(cudaDeviceSynchronize());
   return m;
 }
@@ -76,30 +103,51 @@ static Model make_model() {
 struct Launcher {
   cudaStream_t st;
   bool pdl;
-  template <class... P, class... A> void go(void (*k)(P...), dim3 grid, unsigned threads, A... a) {
+  template <class... P, class... A> void go(void (*k)(P...), dim3 grid, unsigned threads, size_t smem, A... a) {
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t c = {};
-    c.gridDim = grid; c.blockDim = dim3(threads); c.stream = st; c.attrs = at; c.numAttrs = pdl ? 1 : 0;
+    c.gridDim = grid; c.blockDim = dim3(threads); c.dynamicSmemBytes = smem; c.stream = st; c.attrs = at; c.numAttrs = pdl ? 1 : 0;
     CK(cudaLaunchKernelEx(&c, k, ((P)a)...));
   }
 };
-struct Opts { unsigned splits = 16, blocks = 264; };
+// Per-kernel choices: the previous pack's streaming projections (prev_*) or the bulk-copy ones; the
+// attention + output projection pair as the pack has it (partials merged in O) or merged in attention
+// with a plain O (llama_variants.cu).
+struct Opts {
+  unsigned splits = 16, blocks = 264, bblocks = 132;
+  bool bulk_ffn = true, bulk_down = true, bulk_head = true, o_dense = false;
+};
 static const unsigned PAIRS = QKV / 2;
+static const size_t BULK_SMEM = (size_t)LB_STAGES * LB_STAGE_BYTES;
+static unsigned tiles(unsigned rows, unsigned row_bytes) { unsigned r = std::min(64u, LB_STAGE_BYTES / row_bytes); return (rows + r - 1) / r; }
+static unsigned bgrid(unsigned n_tiles, Opts o) { return std::min(o.bblocks, n_tiles); }
 
-static void k_embed(Launcher& g, Model& m) { g.go(llama_embed, dim3(H / 256), 256, m.x, m.emb, m.token, H); }
+static void k_embed(Launcher& g, Model& m) { g.go(llama_embed, dim3(H / 256), 256, 0, m.x, m.emb, m.token, H); }
 static void k_qkv(Launcher& g, Model& m, unsigned l, unsigned pos) {
-  g.go(llama_qkv, dim3((PAIRS + LL_QKV_WARPS - 1) / LL_QKV_WARPS), LL_QKV_WARPS * 32, m.q, m.kv_new, m.x, m.ln1[l], m.wqkv[l], m.freq, pos, H, NH, NKV, HD, EPS);
+  g.go(llama_qkv, dim3((PAIRS + LL_QKV_WARPS - 1) / LL_QKV_WARPS), LL_QKV_WARPS * 32, 0, m.q, m.kv_new, m.x, m.ln1[l], m.wqkv[l], m.freq, pos, H, NH, NKV, HD, EPS);
 }
 static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
-  g.go(llama_attn, dim3(o.splits, NKV), 256, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
+  if (o.o_dense) g.go(llama_attn_m, dim3(o.splits, NKV), 256, 0, m.attn, m.apart, m.acount, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
+  else g.go(llama_attn, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
 }
-static void k_o(Launcher& g, Model& m, unsigned l, Opts o) { g.go(llama_o, dim3(H / 64, NKV), 256, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits); }
-static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) { g.go(llama_ffn_in, dim3(o.blocks), 256, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS); }
-static void k_down(Launcher& g, Model& m, unsigned l, Opts o) { g.go(llama_down, dim3(o.blocks), 256, m.x, m.tickets + 1, m.wd[l], m.act, H, F); }
+static void k_o(Launcher& g, Model& m, unsigned l, Opts o) {
+  if (o.o_dense) g.go(llama_o_dense, dim3(H / 8), 256, 0, m.x, m.attn, m.wo[l], H, Q);
+  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits);
+}
+static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
+  if (o.bulk_ffn) g.go(llama_ffn_in, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
+  else g.go(prev::prev_llama_ffn_in, dim3(o.blocks), 256, 0, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
+}
+static void k_down(Launcher& g, Model& m, unsigned l, Opts o) {
+  if (o.bulk_down) g.go(llama_down, dim3(bgrid(tiles(H, 2 * F), o)), LB_THREADS, BULK_SMEM, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
+  else g.go(prev::prev_llama_down, dim3(o.blocks), 256, 0, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
+}
 static void k_head(Launcher& g, Model& m, Opts o) {
-  g.go(llama_lm_head, dim3(o.blocks), 256, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.x, m.norm, m.emb, V, H, EPS);
+  if (o.bulk_head)
+    g.go(llama_lm_head, dim3(bgrid(tiles(V, 2 * H), o)), LB_THREADS, BULK_SMEM, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.x, m.norm, m.emb, V, H, EPS);
+  else g.go(prev::prev_llama_lm_head, dim3(o.blocks), 256, 0, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.x, m.norm, m.emb, V, H, EPS);
 }
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
@@ -127,18 +175,20 @@ static std::vector<double> rmsnorm(const std::vector<float>& x, const std::vecto
   return o;
 }
 template <class X> static double dot(const ll_bf16* w, const X& x, size_t k) { double s = 0; for (size_t j = 0; j < k; j++) s += bf(w[j]) * (double)x[j]; return s; }
+static void poison(float* p, size_t n) { CK(cudaMemset(p, 0xff, n * 4)); }  // NaN: an unwritten output fails
 
 static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
-  printf("check pos %u splits %u blocks %u (run %d)\n", pos, o.splits, o.blocks, rep);
+  printf("check pos %u splits %u blocks %u (run %d)\n", pos, o.splits, o.bblocks, rep);
   cudaStream_t st; CK(cudaStreamCreate(&st));
   Launcher g{st, false};
   const unsigned l = g_layers > 3 ? 3 : 0;
   std::vector<float> x0(H);
-  for (unsigned i = 0; i < H; i++) x0[i] = sinf(0.37f * i + pos) * (1.0f + (i % 7));
+  for (unsigned i = 0; i < H; i++) x0[i] = sinf(0.37f * i + pos + 0.1f * rep) * (1.0f + (i % 7));
   CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
   auto wqkv = get(m.wqkv[l], (size_t)QKV * H); auto ln1 = get(m.ln1[l], H); auto ln2 = get(m.ln2[l], H);
   auto freq = get(m.freq, HD / 2);
   // QKV + RoPE
+  poison(m.q, Q);
   k_qkv(g, m, l, pos); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   auto xn = rmsnorm(x0, ln1);
   std::vector<double> y(QKV);
@@ -153,7 +203,7 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   auto kvn = get(m.kv_new, 2 * KV);
   std::vector<float> kvf(2 * KV); for (unsigned i = 0; i < 2 * KV; i++) kvf[i] = bf(kvn[i]);
   compare("qkv: kv_new (bf16)", std::vector<double>(y.begin() + Q, y.end()), kvf.data(), 2 * KV, 8e-3);
-  // attention + O
+  // attention + O, both pairs from the same x0
   auto kc_before = get(m.kc[l], (size_t)KV * SEQ);
   k_attn(g, m, l, pos, o); k_o(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   auto kc = get(m.kc[l], (size_t)KV * SEQ), vc = get(m.vc[l], (size_t)KV * SEQ);
@@ -178,22 +228,36 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   std::vector<double> x1(H);
   for (unsigned r = 0; r < H; r++) x1[r] = x0[r] + dot(&wo[(size_t)r * Q], at, Q);
   auto x1g = get(m.x, H);
-  compare("attn + o: x", x1, x1g.data(), H, 1e-4);
+  compare(o.o_dense ? "attn_m + o_dense: x" : "attn + o: x", x1, x1g.data(), H, 1e-4);
+  {
+    Opts v = o; v.o_dense = !o.o_dense;  // the other pair, same inputs
+    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
+    poison(m.attn, Q);
+    k_attn(g, m, l, pos, v); k_o(g, m, l, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    auto xv = get(m.x, H);
+    compare(v.o_dense ? "attn_m + o_dense: x" : "attn + o: x", x1, xv.data(), H, 1e-4);
+    auto ac = get(m.acount, NKV);
+    unsigned nz = 0; for (unsigned c : ac) nz += c != 0;
+    printf("  %-34s %u nonzero %s\n", "attn_m: counters after", nz, nz ? "FAIL" : "ok");
+    if (nz) failures++;
+    CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
+  }
   // FFN in
   auto wgu = get(m.wgu[l], (size_t)2 * F * H);
+  poison(m.act, F);
   k_ffn(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   auto xn2 = rmsnorm(x1g, ln2);
   std::vector<double> act(F);
   for (unsigned r = 0; r < F; r++) { double gg = dot(&wgu[(size_t)r * H], xn2, H), uu = dot(&wgu[(size_t)(F + r) * H], xn2, H); act[r] = gg / (1 + exp(-gg)) * uu; }
   auto actg = get(m.act, F);
-  compare("ffn_in: act", act, actg.data(), F, 1e-4);
+  compare(o.bulk_ffn ? "ffn_in (bulk): act" : "ffn_in (prev): act", act, actg.data(), F, 1e-4);
   // down
   auto wd = get(m.wd[l], (size_t)H * F);
   k_down(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   std::vector<double> x2(H);
   for (unsigned r = 0; r < H; r++) x2[r] = x1g[r] + dot(&wd[(size_t)r * F], actg, F);
   auto x2g = get(m.x, H);
-  compare("down: x", x2, x2g.data(), H, 1e-4);
+  compare(o.bulk_down ? "down (bulk): x" : "down (prev): x", x2, x2g.data(), H, 1e-4);
   auto tk = get(m.tickets, 4);
   printf("  %-34s %u %u %u %s\n", "tickets after", tk[0], tk[1], tk[2], tk[0] + tk[1] + tk[2] ? "FAIL" : "ok");
   if (tk[0] + tk[1] + tk[2]) failures++;
@@ -201,7 +265,7 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
 }
 
 static void check_head(Model& m, Opts o) {
-  printf("check lm head blocks %u\n", o.blocks);
+  printf("check lm head blocks %u\n", o.bblocks);
   cudaStream_t st; CK(cudaStreamCreate(&st));
   Launcher g{st, false};
   std::vector<float> x(H);
@@ -213,13 +277,14 @@ static void check_head(Model& m, Opts o) {
   for (unsigned j = 0; j < H; j++) emb[(size_t)777 * H + j] = emb[(size_t)tie * H + j] = to_bf(x[j] > 0 ? 0.5f : -0.5f);
   CK(cudaMemcpy(m.emb + (size_t)777 * H, &emb[(size_t)777 * H], 2 * H, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(m.emb + (size_t)tie * H, &emb[(size_t)tie * H], 2 * H, cudaMemcpyHostToDevice));
+  auto xn = rmsnorm(x, norm);
+  std::vector<double> want(V);
+  for (unsigned r = 0; r < V; r++) want[r] = dot(&emb[(size_t)r * H], xn, H);
   for (int rep = 0; rep < 2; rep++) {
+    poison(m.logits, V);
     k_head(g, m, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
-    auto xn = rmsnorm(x, norm);
-    std::vector<double> want(V);
-    for (unsigned r = 0; r < V; r++) want[r] = dot(&emb[(size_t)r * H], xn, H);
     auto got = get(m.logits, V);
-    compare("lm head: logits", want, got.data(), V, 1e-4);
+    compare(o.bulk_head ? "lm head (bulk): logits" : "lm head (prev): logits", want, got.data(), V, 1e-4);
     unsigned best = 0; for (unsigned r = 1; r < V; r++) if (got[r] > got[best]) best = r;
     unsigned tok = get(m.token, 1)[0], hc = get(m.hcount, 1)[0], tk = get(m.tickets, 4)[2];
     bool ok = tok == best && best == 777 && hc == 0 && tk == 0;
@@ -247,86 +312,134 @@ template <class Body> static float graph_us(cudaStream_t st, int reps, Body body
   return median(t);
 }
 
-static void warm(Model& m, cudaStream_t st) {
+static Opts combo(const std::string& c, Opts o);
+static void warm(Model& m, cudaStream_t st) {  // clocks up, through the previous pack's kernel
   Launcher g{st, false};
-  Opts o;
+  Opts o = combo("pppm", Opts());
   for (int i = 0; i < 400; i++) k_ffn(g, m, i % g_layers, o);
   CK(cudaStreamSynchronize(st));
 }
 
-static void time_kernels(Model& m, unsigned pos, Opts o) {
+static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   warm(m, st);
-  printf("kernels at pos %u, splits %u, blocks %u: us per launch (16 launches over 16 layers in a graph)\n", pos, o.splits, o.blocks);
+  printf("kernels at pos %u, splits %u, blocks %u/%u: us per launch (16 launches over 16 layers in a graph)\n", pos, o.splits, o.blocks, o.bblocks);
   auto row = [&](const char* name, double bytes, auto launch) {
     float t[2];
     for (int pdl = 0; pdl < 2; pdl++) {
       Launcher g{st, pdl == 1};
       t[pdl] = graph_us(st, 20, [&] { for (unsigned l = 0; l < L; l++) launch(g, l); }) / L;
     }
-    printf("  %-14s %6.1f MB  alone %7.2f us %5.2f TB/s %3.0f%% | back-to-back PDL %7.2f us %3.0f%%\n", name, bytes / 1e6, t[0], bytes / t[0] / 1e6,
+    printf("  %-16s %6.1f MB  alone %7.2f us %5.2f TB/s %3.0f%% | back-to-back PDL %7.2f us %3.0f%%\n", name, bytes / 1e6, t[0], bytes / t[0] / 1e6,
            bytes / t[0] / 1e6 / 4.8 * 100, t[1], bytes / t[1] / 1e6 / 4.8 * 100);
   };
+  Opts b = o, p = o, d = o;
+  b.bulk_ffn = b.bulk_down = b.bulk_head = true;
+  p.bulk_ffn = p.bulk_down = p.bulk_head = false;
+  d.o_dense = true;
+  o.o_dense = false;
+  double ab = 4.0 * KV * (pos + 1);
+  row("llama_attn", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); });
+  row("attn_m", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); });
+  row("attn+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, o); });
+  row("attn_m+o_dense", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); k_o(g, m, l, d); });
+  if (!all) { CK(cudaStreamDestroy(st)); return; }
   row("llama_qkv", 2.0 * QKV * H, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); });
-  row("llama_attn", 4.0 * KV * (pos + 1), [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); });
   row("llama_o", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, o); });
-  row("attn+o", 2.0 * H * Q + 4.0 * KV * (pos + 1), [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, o); });
-  row("llama_ffn_in", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); });
-  row("llama_down", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, o); });
-  row("llama_lm_head", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, o); });
+  row("o_dense", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, d); });
+  row("ffn_in bulk", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, b); });
+  row("ffn_in prev", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, p); });
+  row("down bulk", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, b); });
+  row("down prev", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, p); });
+  row("ffn_in+down bulk", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, b); k_down(g, m, l, b); });
+  row("ffn_in+down prev", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, p); k_down(g, m, l, p); });
+  row("lm_head bulk", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, b); });
+  row("lm_head prev", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, p); });
   CK(cudaStreamDestroy(st));
 }
 
-static void time_step(Model& m, std::vector<unsigned> splits, std::vector<unsigned> blocks) {
+// A combo: one letter per choice, in order ffn_in, down, lm_head (b bulk, p prev), then o (d: attention
+// merges + plain O; m: partials merged in O). "pppm" is the previous pack, "bbbm" this one.
+static Opts combo(const std::string& c, Opts o) {
+  o.bulk_ffn = c[0] == 'b'; o.bulk_down = c[1] == 'b'; o.bulk_head = c[2] == 'b'; o.o_dense = c[3] == 'd';
+  return o;
+}
+
+static void time_step(Model& m, std::vector<unsigned> splits, Opts base, std::vector<std::string> combos, std::vector<unsigned> positions) {
   cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   warm(m, st);
   double weights = 2.0 * (L * ((double)QKV * H + H * Q + 2.0 * F * H + H * F + 2.0 * H) + H + (double)V * H);
-  for (unsigned pos : {128u, 1024u, 4096u})
+  for (unsigned pos : positions)
     for (unsigned s : splits)
-      for (unsigned b : blocks) {
-        Opts o; o.splits = s; o.blocks = b;
+      for (auto& c : combos) {
+        Opts o = combo(c, base); o.splits = s;
         float t[2];
         for (int pdl = 0; pdl < 2; pdl++) { Launcher g{st, pdl == 1}; t[pdl] = graph_us(st, 30, [&] { step(g, m, pos, o); }); }
         double bytes = weights + 4.0 * L * KV * (pos + 1);
-        printf("step pos %4u splits %2u blocks %3u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", pos, s, b, t[1], bytes / t[1] / 1e6,
+        printf("step %s pos %4u splits %2u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", c.c_str(), pos, s, t[1], bytes / t[1] / 1e6,
                bytes / t[1] / 1e6 / 4.8 * 100, t[0], t[0] / t[1]);
       }
   CK(cudaStreamDestroy(st));
 }
 
-static std::vector<unsigned> list(const char* s, std::vector<unsigned> def) {
+template <class T> static std::vector<T> list(const char* s, std::vector<T> def) {
   if (!s) return def;
-  std::vector<unsigned> v; for (const char* p = s; *p;) { v.push_back(strtoul(p, (char**)&p, 10)); if (*p == ',') p++; }
+  std::vector<T> v;
+  for (const char* p = s; *p;) {
+    const char* e = strchr(p, ',');
+    std::string item = e ? std::string(p, e) : std::string(p);
+    if constexpr (std::is_same<T, unsigned>::value) v.push_back(strtoul(item.c_str(), nullptr, 10)); else v.push_back(item);
+    p = e ? e + 1 : p + strlen(p);
+  }
   return v;
 }
 
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "step";
+  int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head})
+    CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)BULK_SMEM));
   cudaFuncAttributes fa;
-  for (auto [name, f] : std::vector<std::pair<const char*, const void*>>{{"qkv", (const void*)llama_qkv}, {"attn", (const void*)llama_attn}, {"o", (const void*)llama_o},
-                                                                         {"ffn_in", (const void*)llama_ffn_in}, {"down", (const void*)llama_down}, {"lm_head", (const void*)llama_lm_head}}) {
+  int bulk_occ = 0;
+  struct Fn { const char* name; const void* f; int threads; size_t smem; };
+  for (auto [name, f, threads, smem] : std::vector<Fn>{
+           {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0}, {"o", (const void*)llama_o, 256, 0},
+           {"attn_m", (const void*)llama_attn_m, 256, 0}, {"o_dense", (const void*)llama_o_dense, 256, 0},
+           {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, BULK_SMEM}, {"down", (const void*)llama_down, LB_THREADS, BULK_SMEM},
+           {"lm_head", (const void*)llama_lm_head, LB_THREADS, BULK_SMEM}, {"prev ffn_in", (const void*)prev::prev_llama_ffn_in, 256, 0},
+           {"prev down", (const void*)prev::prev_llama_down, 256, 0}, {"prev lm_head", (const void*)prev::prev_llama_lm_head, 256, 0}}) {
     CK(cudaFuncGetAttributes(&fa, f));
-    int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, name == std::string("qkv") ? LL_QKV_WARPS * 32 : 256, 0));
-    printf("%-8s regs %3d smem %6zu local %zu blocks/SM %d\n", name, fa.numRegs, fa.sharedSizeBytes, fa.localSizeBytes, occ);
+    int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, threads, smem));
+    if (smem) bulk_occ = occ;
+    printf("%-12s regs %3d smem %6zu + %6zu dynamic local %zu blocks/SM %d\n", name, fa.numRegs, fa.sharedSizeBytes, smem, fa.localSizeBytes, occ);
   }
+  printf("bulk: %d stages x %d bytes, %d blocks/SM, static rounds %d\n", LB_STAGES, LB_STAGE_BYTES, bulk_occ, LB_STATIC_ROUNDS);
+  if (what == "attrs") return bulk_occ > 0 ? 0 : 1;
   if (what == "sanitize") { g_layers = 1; V = 4099; }
   Model m = make_model();
-  auto splits = list(argc > 2 ? argv[2] : nullptr, {16});
-  auto blocks = list(argc > 3 ? argv[3] : nullptr, {264});
+  auto splits = list<unsigned>(argc > 2 ? argv[2] : nullptr, {16});
+  Opts base;
+  base.bblocks = argc > 3 && atoi(argv[3]) > 0 ? (unsigned)atoi(argv[3]) : (unsigned)std::max(1, bulk_occ * sms);
+  auto combos = list<std::string>(argc > 4 ? argv[4] : nullptr, {"pppm", "bbbm", "bbbd"});
   if (what == "check" || what == "sanitize") {
     std::vector<unsigned> poss = what == "check" ? std::vector<unsigned>{0, 1, 37, 1024, 4095} : std::vector<unsigned>{5, 300};
     for (unsigned s : splits)
       for (unsigned pos : poss)
-        for (int rep = 0; rep < 2; rep++) { Opts o; o.splits = s; o.blocks = blocks[0]; check_layer(m, pos, o, rep); }
-    Opts o; o.blocks = blocks[0];
-    check_head(m, o);
+        for (int rep = 0; rep < 2; rep++) { Opts o = base; o.splits = s; check_layer(m, pos, o, rep); }
+    check_head(m, base);
+    if (what == "check") {  // the previous pack's streaming kernels too (same inputs, same checks)
+      Opts p = combo("pppm", base);
+      check_layer(m, 1024, p, 0);
+      check_head(m, p);
+    }
     printf("%s: %d failures\n", what.c_str(), failures);
     return failures ? 1 : 0;
   }
   if (what == "kernels") {
-    for (unsigned pos : {128u, 1024u, 4096u}) { Opts o; o.splits = splits[0]; o.blocks = blocks[0]; time_kernels(m, pos, o); }
+    for (unsigned pos : {1024u, 128u, 4096u}) { Opts o = base; o.splits = splits[0]; time_kernels(m, pos, o, pos == 1024); }
     return 0;
   }
-  time_step(m, splits, blocks);
+  auto positions = list<unsigned>(argc > 5 ? argv[5] : nullptr, {128, 1024, 4096});
+  time_step(m, splits, base, combos, positions);
   return 0;
 }

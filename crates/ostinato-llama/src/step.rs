@@ -32,14 +32,16 @@ pub struct StepOptions {
     pub pos: u32,
     /// The token the first step gathers.
     pub token: u32,
-    /// Blocks of each streaming projection (gate/up, down, LM head: persistent, their warps take tiles
-    /// by ticket): 2 per SM of an H200 by default.
+    /// Blocks of each streaming projection (gate/up, down, LM head: persistent bulk-copy pipelines whose
+    /// tiles after the first rounds go by ticket): one per SM of an H200 by default, the most that fit
+    /// (192 KiB of shared-memory stages each). More than fit at once slows the step: a block that starts
+    /// late still owns its first tiles.
     pub gemv_blocks: u32,
 }
 
 impl Default for StepOptions {
     fn default() -> Self {
-        StepOptions { attn_splits: 0, seed: 1, pos: 0, token: 1, gemv_blocks: 264 }
+        StepOptions { attn_splits: 0, seed: 1, pos: 0, token: 1, gemv_blocks: 132 }
     }
 }
 
@@ -57,6 +59,18 @@ const MAX_SPLITS: u32 = 32;
 const MAX_PARTIALS: u32 = 128;
 /// Warps (one RoPE pair each) per block of `llama_qkv` (LL_QKV_WARPS).
 const QKV_WARPS: u32 = 4;
+/// Threads of a streaming projection's block: 8 consumer warps and a producer warp (LB_THREADS).
+const STREAM_THREADS: u32 = 288;
+/// A streaming projection's shared-memory stages (LB_STAGES x LB_STAGE_BYTES), its dynamic shared
+/// memory: past the 48 KiB a block gets by default, so the backend sets the opt-in.
+const STREAM_STAGE_BYTES: u32 = 32 * 1024;
+const STREAM_SHARED: u32 = 6 * STREAM_STAGE_BYTES;
+
+/// Tiles of a streaming projection over `rows` units of `unit_bytes` each, as the kernels cut them: as
+/// many whole units as fill a stage, at most `most` (LB_MAX_UNITS over the dot products per unit).
+fn stream_tiles(rows: u32, unit_bytes: u32, most: u32) -> u32 {
+    rows.div_ceil((STREAM_STAGE_BYTES / unit_bytes).clamp(1, most))
+}
 
 /// The weights of one layer, by buffer.
 #[derive(Clone, Copy, Debug)]
@@ -147,8 +161,22 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let ffn_ticket = buf(&mut g, "ffn_ticket".into(), 4, BufferInit::Zero)?;
     let down_ticket = buf(&mut g, "down_ticket".into(), 4, BufferInit::Zero)?;
     let head_ticket = buf(&mut g, "head_ticket".into(), 4, BufferInit::Zero)?;
-    // The LM head's grid (`stream` below): one (value, index) per block.
-    let head_blocks = c.vocab.div_ceil(8).min(o.gemv_blocks);
+    // Streaming projections (kernels/llama.cu): persistent grids of at most `gemv_blocks` blocks, at
+    // most one per tile. The LM head's blocks leave one (value, index) each in `head_part`.
+    let stream = |tiles: u32| Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(STREAM_SHARED);
+    // Units: a (gate, up) pair of rows; a row of the down projection (one dot product per 2,048-column
+    // quarter, 1, 2 or 4 of them); an LM-head row.
+    let quarters = if c.ffn <= 2048 {
+        1
+    } else if c.ffn <= 4096 {
+        2
+    } else {
+        4
+    };
+    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, 32);
+    let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, 64 / quarters);
+    let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, 64);
+    let head_blocks = head_tiles.min(o.gemv_blocks);
     let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
     let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
     let mut layers = Vec::with_capacity(c.layers as usize);
@@ -174,9 +202,6 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let u = |n: u32| Arg::Scalar(Scalar::u32(n));
     let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
     let b = Arg::Whole;
-    // Streaming projections (kernels/llama.cu): persistent grids of at most `gemv_blocks` blocks,
-    // 8 units per block at least.
-    let stream = |units: u32| Launch::linear(units.div_ceil(8).min(o.gemv_blocks), 256);
     let mut dispatches = 0;
     let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg]| -> Result<(), LlamaError> {
         g.add_launch(kernel, l, args, &[])?;
@@ -201,14 +226,13 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         )?;
         let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
         launch(&mut g, k_o, o_launch, &[b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits)])?;
-        launch(&mut g, k_ffn, stream(c.ffn), &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
-        let down_units = c.hidden * c.ffn.div_ceil(2048);
-        launch(&mut g, k_down, stream(down_units), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
+        launch(&mut g, k_ffn, stream(ffn_tiles), &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+        launch(&mut g, k_down, stream(down_tiles), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
     }
     launch(
         &mut g,
         k_head,
-        stream(c.vocab),
+        stream(head_tiles),
         &[b(logits), b(head_part), b(head_count), b(head_ticket), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps],
     )?;
     let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
