@@ -692,13 +692,14 @@ type StepData = Vec<(String, Py<PyBytes>)>;
 /// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `logits`; slot `pos`) and the buffers
 /// whose initial bytes are data, as (name, bytes): write them after instantiating.
 #[pyfunction]
-#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=264))]
-fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64, attn_splits: u32, gemv_blocks: u32) -> PyResult<(PyGraph, StepData)> {
+#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None))]
+fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64, attn_splits: u32, gemv_blocks: Option<u32>) -> PyResult<(PyGraph, StepData)> {
     let config = match config_json {
         Some(text) => ostinato_llama::LlamaConfig::from_hf_json(text, max_seq).map_err(err)?,
         None => ostinato_llama::LlamaConfig::llama_3_2_1b(max_seq),
     };
-    let options = ostinato_llama::StepOptions { seed, attn_splits, gemv_blocks, ..Default::default() };
+    let defaults = ostinato_llama::StepOptions::default();
+    let options = ostinato_llama::StepOptions { seed, attn_splits, gemv_blocks: gemv_blocks.unwrap_or(defaults.gemv_blocks), ..defaults };
     let step = ostinato_llama::record(&config, options).map_err(err)?;
     // The Llama pack's kernels: its CUDA source by reference, its host twins as functions.
     let impls = step
