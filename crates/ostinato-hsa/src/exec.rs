@@ -99,13 +99,28 @@ pub struct HsaExec {
 
 impl HsaExec {
     pub(crate) fn new(backend: &HsaBackend, plan: &Plan, kernels: Vec<HsaKernel>, buffers: Vec<BufferBinding<HsaMemory>>) -> Result<HsaExec, HsaError> {
+        Self::with_program(backend, plan, kernels, buffers, &|_| {})
+    }
+
+    /// Instantiates with the lowered program changed by `mutate` first: a deliberately WRONG program,
+    /// for mutation tests proving the simulator catches a missing barrier bit, fence or dependency.
+    /// Never use it to run real work.
+    #[doc(hidden)]
+    pub fn with_program(
+        backend: &HsaBackend,
+        plan: &Plan,
+        kernels: Vec<HsaKernel>,
+        buffers: Vec<BufferBinding<HsaMemory>>,
+        mutate: &dyn Fn(&mut AqlProgram),
+    ) -> Result<HsaExec, HsaError> {
         let g = plan.graph();
         check_single_device(plan, "hsa").map_err(|source| HsaError::Range { operation: "instantiate", source })?;
         check_bindings(plan, kernels.len(), &buffers, |m| m.len)?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             codeobject::check_signature(sig, &k.info).map_err(|reason| HsaError::Kernel { kernel: sig.name.clone(), reason })?;
         }
-        let program = crate::lower::lower(plan)?;
+        let mut program = crate::lower::lower(plan)?;
+        mutate(&mut program);
         let copy = backend.bind_builtin(&crate::builtins::copy_sig(), crate::builtins::COPY)?;
         let fill = backend.bind_builtin(&crate::builtins::fill_sig(), crate::builtins::FILL)?;
         let kernel_of = |c: Callee| match c {

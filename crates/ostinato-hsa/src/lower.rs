@@ -217,6 +217,26 @@ fn sufficient(plan: &Plan, dispatches: Vec<Dispatch>, needs: &Needs) -> AqlProgr
 /// barrier-AND packets left doing nothing and the signals nobody waits for.
 pub fn minimize(mut program: AqlProgram, needs: &Needs) -> AqlProgram {
     let holds = |p: &AqlProgram| unmet(p, needs).is_none();
+    // Whole barrier-AND packets first (a queue's tail, a wait another path implies), each with its
+    // completion signal removed from whatever waits for it.
+    for q in 0..program.queues.len() {
+        for i in (0..program.queues[q].len()).rev() {
+            let p = &program.queues[q][i];
+            if !matches!(p.op, PacketOp::BarrierAnd { .. }) || p.completion == Some(program.done) {
+                continue;
+            }
+            let mut trial = program.clone();
+            let gone = trial.queues[q].remove(i).completion;
+            for packet in trial.queues.iter_mut().flatten() {
+                if let PacketOp::BarrierAnd { deps } = &mut packet.op {
+                    deps.retain(|d| Some(*d) != gone);
+                }
+            }
+            if holds(&trial) {
+                program = trial;
+            }
+        }
+    }
     let places: Vec<(usize, usize)> = program.packets().map(|(q, i, _)| (q, i)).collect();
     for &(q, i) in places.iter().rev() {
         let n = match &program.queues[q][i].op {

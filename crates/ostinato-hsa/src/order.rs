@@ -232,12 +232,13 @@ pub fn unmet(program: &AqlProgram, needs: &Needs) -> Option<String> {
             _ => return Some(format!("n{v} reads bytes the host or the previous replay wrote without a system-scope acquire before it")),
         }
     }
-    // Every queue's first packet launches after the previous replay completed.
-    for (q, ids) in kn.ids.iter().enumerate() {
-        if let Some(&first) = ids.first() {
-            if !kn.k[first].has(PREV) {
-                return Some(format!("queue {q} may start before the previous replay completed"));
-            }
+    // Nothing of this replay acts before the previous replay completed: a dispatch launches after
+    // it, a barrier-AND completes (applies its fences, lets its queue go on) after it.
+    for (q, i, p) in program.packets() {
+        let id = kn.ids[q][i];
+        let known = if matches!(p.op, PacketOp::Dispatch { .. }) { &kn.k[id] } else { &kn.r[id] };
+        if !known.has(PREV) {
+            return Some(format!("packet {i} of queue {q} may act before the previous replay completed"));
         }
     }
     // The replay's completion: every packet complete, every store released to the system.
