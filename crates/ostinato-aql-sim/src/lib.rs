@@ -29,7 +29,7 @@ use std::time::Duration;
 use ostinato_hsa::{AgentInfo, DevicePtr, Executable, HsaApi, HsaError, KernelSymbol, QueueInfo, Signal};
 
 use hostmem::HostBlock;
-pub use processor::Stats;
+pub use processor::{DispatchRecord, Stats};
 use processor::{SimKernel, SimQueue, State};
 pub use twins::Twins;
 
@@ -85,6 +85,16 @@ impl Simulator {
     /// Registers `twin` as the host twin of the code-object kernel `kernel`.
     pub fn register_twin(&self, kernel: &str, twin: ostinato_host::HostKernel) {
         self.state().twins.insert(kernel, twin);
+    }
+
+    /// Starts recording what every dispatch computed (for tests that compare node by node).
+    pub fn record_dispatches(&self) {
+        self.state().log.get_or_insert_with(Vec::new);
+    }
+
+    /// The dispatches recorded so far, in the order they became active.
+    pub fn take_records(&self) -> Vec<DispatchRecord> {
+        self.state().log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// What the packet processor did so far.

@@ -54,6 +54,8 @@ enum Phase {
 
 #[derive(Debug)]
 struct InFlight {
+    /// Its entry in the dispatch log, when one is kept.
+    record: Option<usize>,
     queue: usize,
     index: u64,
     header: Header,
@@ -108,7 +110,20 @@ pub struct Stats {
     pub steps: u64,
 }
 
+/// What one dispatch computed: its kernarg address, and every allocation it reached as its host twin
+/// left it (the bytes it saw, with its own stores).
+#[derive(Clone, Debug)]
+pub struct DispatchRecord {
+    pub kernarg_address: u64,
+    pub outputs: Vec<(u64, Vec<u8>)>,
+    /// When it became active, and when its active phase ended (its stores landed).
+    pub start: u64,
+    pub end: u64,
+}
+
 pub struct State {
+    /// Each dispatch's record, when a test asked for them.
+    pub log: Option<Vec<DispatchRecord>>,
     pub rng: XorShift64,
     pub strategy: Strategy,
     pub time: u64,
@@ -141,6 +156,7 @@ impl State {
         let mut rng = XorShift64::seeded(seed);
         let strategy = Strategy::seeded(&mut rng);
         State {
+            log: None,
             rng,
             strategy,
             time: 1,
@@ -330,7 +346,7 @@ impl State {
             Phase::Waiting
         };
         self.tick();
-        self.in_flight.push(InFlight { queue: q, index, header, completion, work, phase });
+        self.in_flight.push(InFlight { record: None, queue: q, index, header, completion, work, phase });
     }
 
     fn check_dispatch(&self, p: &[u8; PACKET_BYTES]) -> Result<Work, String> {
@@ -419,7 +435,7 @@ impl State {
 
     /// Runs dispatch `i`'s host twin on the bytes it sees; returns the stores it makes.
     fn execute(&mut self, i: usize) -> Result<Vec<(u64, usize, Vec<u8>)>, String> {
-        let Work::Dispatch { kernel_object, kernarg, grid, workgroup, .. } = &self.in_flight[i].work else { return Ok(Vec::new()) };
+        let Work::Dispatch { kernel_object, kernarg, grid, workgroup, kernarg_address } = &self.in_flight[i].work else { return Ok(Vec::new()) };
         let k = self.kernels.get(kernel_object).ok_or("its kernel was unloaded while it was in flight")?;
         let twin = k.twin.as_ref().ok_or_else(|| format!("kernel `{}` has no host twin", k.info.name))?;
         let decoded = decode(&twin.sig, &k.info.args, kernarg)?;
@@ -464,6 +480,11 @@ impl State {
         } else {
             None
         };
+        if let Some(log) = &mut self.log {
+            let outputs = allocs.iter().zip(&out).map(|(&a, o)| (self.device.get(a).address, o.clone())).collect();
+            log.push(DispatchRecord { kernarg_address: *kernarg_address as u64, outputs, start: self.time, end: u64::MAX });
+            self.in_flight[i].record = Some(log.len() - 1);
+        }
         let mut stores = Vec::new();
         for (j, &a) in allocs.iter().enumerate() {
             let changed = |b: usize| out[j][b] != stale[j][b] || out_fresh.as_ref().is_some_and(|f| f[j][b] != fresh[j][b]);
@@ -486,6 +507,9 @@ impl State {
     fn end(&mut self, i: usize) {
         let now = self.tick();
         let Phase::Active(stores) = std::mem::replace(&mut self.in_flight[i].phase, Phase::Ended) else { return };
+        if let (Some(log), Some(r)) = (&mut self.log, self.in_flight[i].record) {
+            log[r].end = now;
+        }
         for (address, offset, bytes) in stores {
             match self.device.find(address) {
                 Some((a, 0)) => self.device.get_mut(a).store(now, Writer::Gpu, offset, &bytes),

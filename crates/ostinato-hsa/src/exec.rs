@@ -197,6 +197,16 @@ impl HsaExec {
         &self.sets[set % 2].packets
     }
 
+    /// The kernarg address of node `node`'s dispatch in replay set `set` (replay r uses set r % 2).
+    pub fn kernarg_address(&self, set: usize, node: ostinato::NodeId) -> u64 {
+        (self.sets[set % 2].kernarg.base() + self.kernarg.block[node.index()]) as u64
+    }
+
+    /// The device address of a buffer's root allocation.
+    pub fn root_address(&self, buffer: BufferId) -> u64 {
+        self.roots[self.plan.graph().buffer(buffer).root.index()].address()
+    }
+
     /// The queues' sizes in packets.
     pub fn queue_sizes(&self) -> Vec<u32> {
         self.res.queues.iter().map(|q| q.size).collect()
@@ -243,42 +253,58 @@ impl HsaExec {
         self.wait()
     }
 
-    /// Copies `packets` into queue `q`'s ring after its write index and rings its doorbell: once when
-    /// they fit the free slots, else once per batch that fits, waiting for the packet processor.
-    fn submit(&mut self, q: usize, set: usize) -> Result<(), HsaError> {
-        let queue = self.res.queues[q];
+    /// Copies set `set`'s packets into every queue's ring after its write index and rings each
+    /// doorbell: once per queue when the packets fit the free slots (a ring holds two replays), else
+    /// once per batch that fits, going round the queues so that none waits on a packet of another
+    /// still unwritten.
+    fn submit(&mut self, set: usize) -> Result<(), HsaError> {
         let api = self.res.api.clone();
-        let size = queue.size as u64;
-        let n = self.sets[set].packets[q].len() as u64;
-        // SAFETY: `queue` is a live queue of this exec (here and below).
-        let start = unsafe { api.load_write_index(&queue) };
+        let queues = self.res.queues.clone();
+        // SAFETY: every queue is a live queue of this exec (here and below).
+        let start: Vec<u64> = queues.iter().map(|q| unsafe { api.load_write_index(q) }).collect();
+        let mut written = vec![0u64; queues.len()];
         let deadline = Instant::now() + self.wait_timeout;
-        let mut i = 0u64;
-        while i < n {
-            // SAFETY: as above.
-            let read = unsafe { api.load_read_index(&queue) };
-            let free = size.saturating_sub(start + i - read);
-            if free == 0 {
+        loop {
+            let mut progress = false;
+            let mut done = true;
+            for (q, queue) in queues.iter().enumerate() {
+                let n = self.sets[set].packets[q].len() as u64;
+                let i = written[q];
+                if i == n {
+                    continue;
+                }
+                done = false;
+                let size = queue.size as u64;
+                // SAFETY: as above.
+                let read = unsafe { api.load_read_index(queue) };
+                let free = size.saturating_sub(start[q] + i - read);
+                if free == 0 {
+                    continue;
+                }
+                let k = free.min(n - i);
+                // SAFETY: as above.
+                unsafe { api.store_write_index(queue, start[q] + i + k) };
+                for j in i..i + k {
+                    self.rings[q].publish_packet(((start[q] + j) % size) as usize, &self.sets[set].packets[q][j as usize]);
+                }
+                // SAFETY: as above.
+                unsafe { api.ring_doorbell(queue, start[q] + i + k - 1) };
+                written[q] = i + k;
+                progress = true;
+            }
+            if done {
+                return Ok(());
+            }
+            if !progress {
                 if let Some(e) = api.take_queue_error() {
-                    return Err(self.fault(format!("queue {q}: {e}")));
+                    return Err(self.fault(format!("submitting replay {}: {e}", self.sets[set].submitted)));
                 }
                 if Instant::now() > deadline {
-                    return Err(self.fault(format!("queue {q}: no ring slot freed within {:?}", self.wait_timeout)));
+                    return Err(self.fault(format!("submitting replay {}: no ring slot freed within {:?}", self.sets[set].submitted, self.wait_timeout)));
                 }
                 std::thread::yield_now();
-                continue;
             }
-            let k = free.min(n - i);
-            // SAFETY: as above.
-            unsafe { api.store_write_index(&queue, start + i + k) };
-            for j in i..i + k {
-                self.rings[q].publish_packet(((start + j) % size) as usize, &self.sets[set].packets[q][j as usize]);
-            }
-            // SAFETY: as above.
-            unsafe { api.ring_doorbell(&queue, start + i + k - 1) };
-            i += k;
         }
-        Ok(())
     }
 }
 
@@ -382,9 +408,7 @@ impl Exec for HsaExec {
         self.replays += 1;
         self.sets[s].submitted = self.replays;
         self.sets[s].in_flight = true;
-        for q in 0..self.res.queues.len() {
-            self.submit(q, s)?;
-        }
+        self.submit(s)?;
         self.next_set = 1 - s;
         Ok(())
     }
