@@ -188,19 +188,40 @@ impl Knowledge {
         out
     }
 
-    /// Whether the stores of dispatch packet `u` are certainly visible (at agent scope) to dispatch `v`.
-    fn visible(&self, program: &AqlProgram, u: usize, v: usize) -> bool {
-        self.acquire_points(program, v).into_iter().any(|q| {
-            let Some(qp) = self.packet(program, q) else { return false };
-            if qp.acquire == Scope::None {
-                return false;
+    /// For every packet with an acquire fence: the dispatches whose stores are certainly released
+    /// before that acquire (a packet complete before it released them, its own or, cumulatively,
+    /// those complete before its release).
+    fn released_before_acquires(&self, program: &AqlProgram) -> Vec<Option<Bits>> {
+        let n = self.queue_of.len();
+        let mut released: Vec<Option<Bits>> = vec![None; n];
+        for (p, slot) in released.iter_mut().enumerate() {
+            if self.packet(program, p).is_some_and(|pp| pp.release != Scope::None) {
+                let mut b = self.r[p].clone();
+                b.set(p);
+                *slot = Some(b);
             }
-            // What is complete (its release done) before q's acquire.
-            let before = if matches!(qp.op, PacketOp::Dispatch { .. }) { &self.k[q] } else { &self.r[q] };
-            (0..before.0.len() * 64).filter(|&p| p < self.queue_of.len() && before.has(p)).any(|p| {
-                self.packet(program, p).is_some_and(|pp| pp.release != Scope::None && (p == u || self.r[p].has(u)))
+        }
+        (0..n)
+            .map(|q| {
+                let qp = self.packet(program, q)?;
+                if qp.acquire == Scope::None {
+                    return None;
+                }
+                let before = if matches!(qp.op, PacketOp::Dispatch { .. }) { &self.k[q] } else { &self.r[q] };
+                let mut cov = Bits::new(n);
+                for (p, rel) in released.iter().enumerate() {
+                    if let Some(rel) = rel.as_ref().filter(|_| before.has(p)) {
+                        cov.union(rel);
+                    }
+                }
+                Some(cov)
             })
-        })
+            .collect()
+    }
+
+    /// Whether the stores of dispatch packet `u` are certainly visible (at agent scope) to dispatch `v`.
+    fn visible(&self, program: &AqlProgram, covered: &[Option<Bits>], u: usize, v: usize) -> bool {
+        self.acquire_points(program, v).into_iter().any(|q| covered[q].as_ref().is_some_and(|c| c.has(u)))
     }
 
     /// Whether a system-scope acquire certainly precedes dispatch `v`'s active phase.
@@ -220,9 +241,10 @@ pub fn unmet(program: &AqlProgram, needs: &Needs) -> Option<String> {
             _ => return Some(format!("edge n{u} -> n{v}: n{u} is not certainly complete when n{v} launches")),
         }
     }
+    let covered = if needs.raw.is_empty() { Vec::new() } else { kn.released_before_acquires(program) };
     for &(u, v) in &needs.raw {
         match (pk(u), pk(v)) {
-            (Some(a), Some(b)) if kn.visible(program, a, b) => {}
+            (Some(a), Some(b)) if kn.visible(program, &covered, a, b) => {}
             _ => return Some(format!("n{v} reads what n{u} wrote without a release and acquire between them")),
         }
     }
