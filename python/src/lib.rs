@@ -511,6 +511,12 @@ impl PyPlan {
                 }
                 BackendSpec::Vulkan { device: device.clone() }
             }
+            BackendKind::Hsa => {
+                if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
+                    return Err(err("the hsa backend allocates its own memory and has no stream: use exec.write() to fill buffers"));
+                }
+                BackendSpec::Hsa { device: device.clone(), simulate: None }
+            }
             BackendKind::Host => {
                 if bind.is_some_and(|b| !b.is_empty()) || stream.is_some() {
                     return Err(err("the host backend allocates its own memory and has no stream: use exec.write() to fill buffers"));

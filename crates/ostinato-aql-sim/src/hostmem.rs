@@ -32,10 +32,6 @@ impl HostBlock {
         self.layout.size()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.layout.size() == 0
-    }
-
     /// Whether `[address, address + len)` lies in the block.
     pub fn contains(&self, address: usize, len: usize) -> bool {
         address >= self.address() && address.checked_add(len).is_some_and(|e| e <= self.address() + self.len())

@@ -134,7 +134,7 @@ impl HsaApi for Simulator {
         let doorbell = s.handle(SIGNAL_BASE);
         s.signals.insert(doorbell, -1);
         let info = QueueInfo { handle, ring: ring.address(), size, doorbell: Signal(doorbell) };
-        s.queues.push(SimQueue { handle, ring, size, doorbell, read_index: 0, write_index: 0, published: 0, next: 0, live: true });
+        s.queues.push(SimQueue { handle, ring, size, read_index: 0, write_index: 0, published: 0, next: 0, live: true });
         Ok(info)
     }
 

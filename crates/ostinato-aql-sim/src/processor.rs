@@ -27,7 +27,6 @@ pub struct SimQueue {
     pub handle: u64,
     pub ring: HostBlock,
     pub size: u32,
-    pub doorbell: u64,
     pub read_index: u64,
     pub write_index: u64,
     /// Packets below this index are published (the doorbell's last value + 1).

@@ -200,6 +200,18 @@ fn spec_for(kind: BackendKind, o: Option<&ost_exec_options>) -> Fallible<Backend
             }
             Ok(spec)
         }
+        BackendKind::Hsa => {
+            #[cfg_attr(not(feature = "hsa"), allow(unused_mut))]
+            let mut spec = BackendSpec::default_for(kind).map_err(runtime_error)?;
+            #[cfg(feature = "hsa")]
+            if let (Some(o), BackendSpec::Hsa { device, .. }) = (o, &mut spec) {
+                if !o.device.is_null() {
+                    // SAFETY: the caller vouches that a non-NULL `device` is a NUL-terminated string.
+                    *device = Some(unsafe { text(o.device, "options.device") }?.to_string());
+                }
+            }
+            Ok(spec)
+        }
     }
 }
 

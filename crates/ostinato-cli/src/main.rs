@@ -60,8 +60,13 @@ enum Command {
 #[derive(Args)]
 struct RunArgs {
     file: PathBuf,
+    /// The backend (hsa: add --simulate to run on the simulated AQL packet processor, no AMD GPU).
     #[arg(long, default_value = "host", value_parser = choice::<BackendKind>())]
     backend: BackendKind,
+    /// HSA: run on the simulated AQL packet processor (a test tool: every result is a simulated one),
+    /// with this scheduler seed (default 1).
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "SEED", hide = true)]
+    simulate: Option<u64>,
     #[arg(long, default_value_t = 1)]
     replays: usize,
     /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
@@ -292,12 +297,28 @@ fn run(a: RunArgs) -> Result<(), String> {
             stream: None,
         },
         BackendKind::Vulkan => BackendSpec::Vulkan { device: a.device },
+        BackendKind::Hsa => BackendSpec::Hsa { device: a.device, simulate: a.simulate },
     };
+    if a.simulate.is_some() && a.backend != BackendKind::Hsa {
+        return Err(format!("--simulate runs the HSA backend on the simulated packet processor: it needs --backend hsa, not {}", a.backend));
+    }
     let o = RunOptions { backend, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
     let mut out = String::new();
     for n in &r.notes {
         let _ = writeln!(out, "{n}");
+    }
+    if let Some(seed) = a.simulate {
+        let _ = writeln!(
+            out,
+            "{}: simulated on the AQL packet processor model, seed {seed} (no AMD GPU ran): {} nodes, {} edges, {} replays{}",
+            a.file.display(),
+            r.nodes,
+            r.edges,
+            r.replays,
+            if r.checked { ", check passed (the simulated result is bitwise equal to the host serial oracle)" } else { "" }
+        );
+        return emit(&out);
     }
     let _ = writeln!(
         out,

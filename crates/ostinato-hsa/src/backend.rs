@@ -97,7 +97,11 @@ impl HsaBackend {
     /// One line on the agent and the runtime.
     pub fn describe(&self) -> String {
         let a = &self.agent;
-        format!("{} ({}{}, {} CUs) through {}", a.name, a.pci_bus_id, if a.product.is_empty() { String::new() } else { format!(", {}", a.product) }, a.compute_units, self.api.describe())
+        let mut parts: Vec<String> = [a.product.clone(), a.pci_bus_id.clone()].into_iter().filter(|p| !p.is_empty()).collect();
+        if a.compute_units > 0 {
+            parts.push(format!("{} CUs", a.compute_units));
+        }
+        format!("{} ({}) through {}", a.name, parts.join(", "), self.api.describe())
     }
 
     /// Binds kernel `entry` of `code` (a code object's bytes; `what` names it in errors) to `sig`.

@@ -97,7 +97,7 @@ fn hsaco_drift() {
         return;
     }
     let out = std::env::temp_dir().join(format!("ostinato-hsaco-{}", std::process::id()));
-    let status = std::process::Command::new("bash").arg(root.join("scripts/build-hsaco.sh")).arg(&out).status().unwrap();
+    let status = std::process::Command::new("bash").arg(root.join("scripts/build-hsaco.sh")).arg(&out).arg(&out).status().unwrap();
     assert!(status.success(), "scripts/build-hsaco.sh failed");
     let compiler = std::fs::read_to_string(out.join("COMPILER")).unwrap();
     let committed = std::fs::read_to_string(root.join("kernels/amdgpu/hsaco/COMPILER")).unwrap();
@@ -110,5 +110,7 @@ fn hsaco_drift() {
             compiler.trim()
         );
     }
+    let fresh = std::fs::read(out.join("user_mix.hsaco")).unwrap();
+    assert!(fresh == std::fs::read(root.join("examples/kernels/user_mix.hsaco")).unwrap(), "examples/kernels/user_mix.hsaco differs from its source: run scripts/build-hsaco.sh");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -17,6 +17,9 @@ pub enum RuntimeError {
     #[cfg(feature = "vulkan")]
     #[error("vulkan backend: {0}")]
     Vulkan(#[from] ostinato_vulkan::VkError),
+    #[cfg(feature = "hsa")]
+    #[error("hsa backend: {0}")]
+    Hsa(#[from] ostinato_hsa::HsaError),
     /// A backend this build does not contain, or a name that is no backend.
     #[error("backend `{name}`: {reason}")]
     Backend { name: String, reason: String },
@@ -57,6 +60,8 @@ impl RuntimeError {
             RuntimeError::Cuda(e) => e.kind(),
             #[cfg(feature = "vulkan")]
             RuntimeError::Vulkan(e) => e.kind(),
+            #[cfg(feature = "hsa")]
+            RuntimeError::Hsa(e) => e.kind(),
             RuntimeError::Backend { .. } => K::BackendMissing,
             RuntimeError::WrongMemory { .. } | RuntimeError::UnknownName { .. } | RuntimeError::Usage(_) => K::Argument,
             RuntimeError::NoImplementation { .. } => K::Bind,

@@ -165,6 +165,14 @@ impl BackendMemory for ostinato_vulkan::VulkanMemory {
     }
 }
 
+/// The HSA backend binds no user memory through the runtime yet: every buffer is the exec's own.
+#[cfg(feature = "hsa")]
+impl BackendMemory for ostinato_hsa::HsaMemory {
+    fn from_memory(m: Memory) -> Result<Self, RuntimeError> {
+        Err(RuntimeError::WrongMemory { operation: "rebind", given: m.backend(), backend: "hsa" })
+    }
+}
+
 /// A backend's exec as an [`ExecHandle`].
 pub(crate) struct Wrapped<E> {
     pub exec: E,

@@ -32,6 +32,8 @@
 pub mod devices;
 mod error;
 mod exec;
+#[cfg(feature = "hsa")]
+mod hsa;
 mod kind;
 pub mod oracle;
 mod run;
@@ -55,3 +57,5 @@ pub use ostinato;
 #[cfg(feature = "cuda")]
 pub use ostinato_cuda;
 pub use ostinato_host;
+#[cfg(feature = "hsa")]
+pub use ostinato_hsa;

@@ -31,6 +31,11 @@ pub enum BackendSpec {
     /// device with a compute queue, a discrete GPU first).
     #[cfg(feature = "vulkan")]
     Vulkan { device: Option<String> },
+    /// `device`: an index among the GPU agents, a UUID, a PCI bus id or an ISA name (default:
+    /// `OSTINATO_HSA_DEVICE`, else the first); `simulate: Some(seed)` runs on the simulated AQL packet
+    /// processor instead of ROCr (feature `hsa-sim`): every result is then a simulated one.
+    #[cfg(feature = "hsa")]
+    Hsa { device: Option<String>, simulate: Option<u64> },
 }
 
 impl BackendSpec {
@@ -50,6 +55,10 @@ impl BackendSpec {
             BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: None }),
             #[cfg(not(feature = "vulkan"))]
             BackendKind::Vulkan => Err(not_built(kind)),
+            #[cfg(feature = "hsa")]
+            BackendKind::Hsa => Ok(BackendSpec::Hsa { device: None, simulate: None }),
+            #[cfg(not(feature = "hsa"))]
+            BackendKind::Hsa => Err(not_built(kind)),
         }
     }
     pub fn kind(&self) -> BackendKind {
@@ -59,11 +68,13 @@ impl BackendSpec {
             BackendSpec::Cuda { .. } => BackendKind::Cuda,
             #[cfg(feature = "vulkan")]
             BackendSpec::Vulkan { .. } => BackendKind::Vulkan,
+            #[cfg(feature = "hsa")]
+            BackendSpec::Hsa { .. } => BackendKind::Hsa,
         }
     }
 }
 
-#[cfg(any(not(feature = "cuda"), not(feature = "vulkan")))]
+#[cfg(any(not(feature = "cuda"), not(feature = "vulkan"), not(feature = "hsa")))]
 fn not_built(kind: BackendKind) -> RuntimeError {
     RuntimeError::Backend { name: kind.as_str().into(), reason: format!("this build of Ostinato does not contain it (cargo feature `{kind}`)") }
 }
@@ -77,6 +88,8 @@ enum Opened {
     },
     #[cfg(feature = "vulkan")]
     Vulkan(ostinato_vulkan::VulkanBackend),
+    #[cfg(feature = "hsa")]
+    Hsa(Box<ostinato_hsa::HsaBackend>, Option<crate::hsa::Simulator>),
 }
 
 /// An open backend: instantiates plans on it.
@@ -127,6 +140,13 @@ impl Session {
                 let description = format!("vulkan device {}", ctx.name);
                 Ok(Session { opened: Opened::Vulkan(ostinato_vulkan::VulkanBackend::with_context(ctx)), description })
             }
+            #[cfg(feature = "hsa")]
+            BackendSpec::Hsa { device, simulate } => {
+                let selector = device.clone().or_else(|| std::env::var("OSTINATO_HSA_DEVICE").ok());
+                let (backend, sim) = crate::hsa::open(selector.as_deref(), *simulate)?;
+                let description = format!("{}hsa agent {}", if simulate.is_some() { "simulated: " } else { "" }, backend.describe());
+                Ok(Session { opened: Opened::Hsa(Box::new(backend), sim), description })
+            }
         }
     }
 
@@ -137,6 +157,8 @@ impl Session {
             Opened::Cuda { .. } => BackendKind::Cuda,
             #[cfg(feature = "vulkan")]
             Opened::Vulkan(_) => BackendKind::Vulkan,
+            #[cfg(feature = "hsa")]
+            Opened::Hsa(..) => BackendKind::Hsa,
         }
     }
 
@@ -234,6 +256,29 @@ impl Session {
                 let notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
                 Ok(Box::new(Wrapped { exec, kind: BackendKind::Vulkan, notes }))
             }
+            #[cfg(feature = "hsa")]
+            Opened::Hsa(backend, _) => {
+                let bind = |k: usize| -> Result<ostinato_hsa::HsaKernel, RuntimeError> {
+                    match source(k)? {
+                        KernelSource::Ref(r) => Ok(backend.bind_kernel(&sigs[k], &r)?),
+                        KernelSource::Host(_) => Err(RuntimeError::Backend {
+                            name: "hsa".into(),
+                            reason: format!("kernel `{}` is a host function; the hsa backend needs a built-in or an .hsaco code object", sigs[k].name),
+                        }),
+                    }
+                };
+                let kernels = (0..sigs.len()).map(bind).collect::<Result<Vec<_>, RuntimeError>>()?;
+                let buffers = convert(buffers, |m, operation| Err(RuntimeError::WrongMemory { operation, given: m.backend(), backend: "hsa" }))?;
+                let exec = backend.instantiate(plan, kernels, buffers)?;
+                let (d, b, bits, acq, rel) = exec.program().counts();
+                let simulated = if backend.api().is_simulated() { " (simulated)" } else { "" };
+                let notes = vec![format!(
+                    "{} AQL queues: {d} dispatch and {b} barrier-AND packets, {bits} barrier bits, {acq} acquire and {rel} release fences for {} edges{simulated}",
+                    exec.program().queues.len(),
+                    plan.edges().len()
+                )];
+                Ok(Box::new(Wrapped { exec, kind: BackendKind::Hsa, notes }))
+            }
         }
     }
 
@@ -241,6 +286,10 @@ impl Session {
     /// (an error names the kernel and its line).
     pub fn instantiate_file(&self, file: &GraphFile, plan: &Plan) -> Result<Box<dyn ExecHandle>, RuntimeError> {
         let backend = self.kind().as_str();
+        #[cfg(feature = "hsa-sim")]
+        if let Opened::Hsa(_, Some(sim)) = &self.opened {
+            crate::hsa::register_twins(sim, file, plan)?;
+        }
         let kernel_ref = |k: usize| Ok(file.kernel_ref(k, backend)?.clone());
         self.instantiate(plan, &kernel_ref).map_err(|e| match e {
             RuntimeError::File(_) => e,
@@ -263,6 +312,8 @@ fn kernel_of(e: &RuntimeError) -> Option<&str> {
         RuntimeError::Cuda(ostinato_cuda::CudaError::Kernel { kernel, .. }) => Some(kernel),
         #[cfg(feature = "vulkan")]
         RuntimeError::Vulkan(ostinato_vulkan::VkError::Shader { kernel, .. }) => Some(kernel),
+        #[cfg(feature = "hsa")]
+        RuntimeError::Hsa(ostinato_hsa::HsaError::Kernel { kernel, .. }) => Some(kernel),
         _ => None,
     }
 }
