@@ -243,7 +243,8 @@ impl HsaApi for Simulator {
     }
 
     fn allocate_kernarg(&self, _agent: &AgentInfo, bytes: u64) -> Result<usize, HsaError> {
-        let block = usize::try_from(bytes).ok().and_then(HostBlock::new).ok_or_else(|| invalid("hsa_amd_memory_pool_allocate", format!("{bytes} kernarg bytes")))?;
+        let block =
+            usize::try_from(bytes).ok().and_then(HostBlock::new).ok_or_else(|| invalid("hsa_amd_memory_pool_allocate", format!("{bytes} kernarg bytes")))?;
         let address = block.address();
         self.state().kernarg.push(block);
         Ok(address)
@@ -259,7 +260,8 @@ impl HsaApi for Simulator {
 
     unsafe fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<(), HsaError> {
         let mut s = self.state();
-        let (a, off) = s.device.find_range(dst.0, src.len()).ok_or_else(|| invalid("hsa_memory_copy", format!("{}+{} is no device allocation", dst.0, src.len())))?;
+        let (a, off) =
+            s.device.find_range(dst.0, src.len()).ok_or_else(|| invalid("hsa_memory_copy", format!("{}+{} is no device allocation", dst.0, src.len())))?;
         let now = s.tick();
         s.device.get_mut(a).store(now, memory::Writer::Host, off, src);
         Ok(())
@@ -267,7 +269,8 @@ impl HsaApi for Simulator {
 
     unsafe fn copy_from_device(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), HsaError> {
         let s = self.state();
-        let (a, off) = s.device.find_range(src.0, dst.len()).ok_or_else(|| invalid("hsa_memory_copy", format!("{}+{} is no device allocation", src.0, dst.len())))?;
+        let (a, off) =
+            s.device.find_range(src.0, dst.len()).ok_or_else(|| invalid("hsa_memory_copy", format!("{}+{} is no device allocation", src.0, dst.len())))?;
         let view = s.device.get(a).view(memory::Visibility { gpu: s.fences.host_sees, host: u64::MAX });
         dst.copy_from_slice(&view[off..off + dst.len()]);
         Ok(())
@@ -286,11 +289,18 @@ impl HsaApi for Simulator {
     }
 
     fn load_code_object(&self, agent: &AgentInfo, code: &[u8]) -> Result<Executable, HsaError> {
-        let object = ostinato_hsa::codeobject::parse(code)
-            .map_err(|e| HsaError::Status { call: "hsa_executable_load_agent_code_object", status: 0x1010, name: format!("HSA_STATUS_ERROR_INVALID_CODE_OBJECT (simulated): {e}") })?;
+        let object = ostinato_hsa::codeobject::parse(code).map_err(|e| HsaError::Status {
+            call: "hsa_executable_load_agent_code_object",
+            status: 0x1010,
+            name: format!("HSA_STATUS_ERROR_INVALID_CODE_OBJECT (simulated): {e}"),
+        })?;
         let mut s = self.state();
         if object.isa != agent.name {
-            return Err(HsaError::Status { call: "hsa_executable_load_agent_code_object", status: 0x100F, name: format!("HSA_STATUS_ERROR_INVALID_ISA (simulated): {} on a {}", object.isa, agent.name) });
+            return Err(HsaError::Status {
+                call: "hsa_executable_load_agent_code_object",
+                status: 0x100F,
+                name: format!("HSA_STATUS_ERROR_INVALID_ISA (simulated): {} on a {}", object.isa, agent.name),
+            });
         }
         let exe = s.handle(KERNEL_BASE);
         let mut objects = Vec::new();
@@ -307,11 +317,12 @@ impl HsaApi for Simulator {
     unsafe fn kernel_symbol(&self, exe: Executable, _agent: &AgentInfo, name: &str) -> Result<KernelSymbol, HsaError> {
         let s = self.state();
         let objects = s.executables.get(&exe.0).ok_or_else(|| invalid("hsa_executable_get_symbol_by_name", "unknown executable".into()))?;
-        let (ko, k) = objects
-            .iter()
-            .filter_map(|o| s.kernels.get(o).map(|k| (*o, k)))
-            .find(|(_, k)| k.info.symbol == name)
-            .ok_or_else(|| HsaError::Status { call: "hsa_executable_get_symbol_by_name", status: 0x1013, name: format!("HSA_STATUS_ERROR_INVALID_SYMBOL_NAME (simulated): {name}") })?;
+        let (ko, k) =
+            objects.iter().filter_map(|o| s.kernels.get(o).map(|k| (*o, k))).find(|(_, k)| k.info.symbol == name).ok_or_else(|| HsaError::Status {
+                call: "hsa_executable_get_symbol_by_name",
+                status: 0x1013,
+                name: format!("HSA_STATUS_ERROR_INVALID_SYMBOL_NAME (simulated): {name}"),
+            })?;
         if k.twin.is_none() {
             return Err(HsaError::Kernel {
                 kernel: k.info.name.clone(),

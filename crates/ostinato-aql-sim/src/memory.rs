@@ -27,7 +27,7 @@ struct Store {
 }
 
 /// What a reader is guaranteed to see: GPU stores up to `gpu`, host stores up to `host`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Visibility {
     pub gpu: u64,
     pub host: u64,
@@ -121,7 +121,10 @@ impl DeviceMemory {
 
     /// The allocation holding `address`, and the offset in it.
     pub fn find(&self, address: u64) -> Option<(usize, usize)> {
-        self.allocations.iter().position(|a| address >= a.address && address < a.address + a.len() as u64).map(|i| (i, (address - self.allocations[i].address) as usize))
+        self.allocations
+            .iter()
+            .position(|a| address >= a.address && address < a.address + a.len() as u64)
+            .map(|i| (i, (address - self.allocations[i].address) as usize))
     }
 
     /// The allocation holding `[address, address + len)` entirely, and the offset in it.

@@ -93,12 +93,6 @@ pub struct Fences {
     pub host_sees: u64,
 }
 
-impl Default for Visibility {
-    fn default() -> Self {
-        Visibility { gpu: 0, host: 0 }
-    }
-}
-
 /// Counters a run reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -249,7 +243,13 @@ impl State {
             .iter()
             .filter(|p| matches!(p.phase, Phase::Waiting))
             .map(|p| format!("barrier-AND packet {} of queue {}", p.index, p.queue))
-            .chain(self.queues.iter().enumerate().filter(|(_, q)| q.live && q.next < q.published).map(|(i, q)| format!("packet {} of queue {i} unlaunched", q.next)))
+            .chain(
+                self.queues
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, q)| q.live && q.next < q.published)
+                    .map(|(i, q)| format!("packet {} of queue {i} unlaunched", q.next)),
+            )
             .collect();
         (!waiting.is_empty()).then(|| waiting.join(", "))
     }
@@ -368,7 +368,9 @@ impl State {
         if items > k.info.max_flat_workgroup_size.min(self.agent.workgroup_max_size) {
             return Err(format!("a work-group of {items} work-items; `{}` takes at most {}", k.info.name, k.info.max_flat_workgroup_size));
         }
-        if abi::u32_at(p, d::GROUP_SEGMENT_SIZE) < k.info.group_segment_fixed_size || abi::u32_at(p, d::PRIVATE_SEGMENT_SIZE) < k.info.private_segment_fixed_size {
+        if abi::u32_at(p, d::GROUP_SEGMENT_SIZE) < k.info.group_segment_fixed_size
+            || abi::u32_at(p, d::PRIVATE_SEGMENT_SIZE) < k.info.private_segment_fixed_size
+        {
             return Err(format!("segment sizes below `{}`'s fixed group/private sizes", k.info.name));
         }
         let kernarg_address = abi::u64_at(p, d::KERNARG_ADDRESS) as usize;
@@ -376,7 +378,11 @@ impl State {
         if kernarg_address % 16 != 0 {
             return Err(format!("kernarg address {kernarg_address:#x} is not 16-byte aligned"));
         }
-        let block = self.kernarg.iter().find(|b| b.contains(kernarg_address, size.max(1))).ok_or_else(|| format!("kernarg address {kernarg_address:#x}+{size} is not kernarg memory"))?;
+        let block = self
+            .kernarg
+            .iter()
+            .find(|b| b.contains(kernarg_address, size.max(1)))
+            .ok_or_else(|| format!("kernarg address {kernarg_address:#x}+{size} is not kernarg memory"))?;
         let mut kernarg = vec![0u8; size];
         block.read(kernarg_address - block.address(), &mut kernarg);
         Ok(Work::Dispatch { kernel_object, kernarg_address, kernarg, grid, workgroup })
@@ -512,7 +518,12 @@ impl State {
         for (address, offset, bytes) in stores {
             match self.device.find(address) {
                 Some((a, 0)) => self.device.get_mut(a).store(now, Writer::Gpu, offset, &bytes),
-                _ => return self.stop(format!("queue {} packet {}: device memory freed while the dispatch was in flight", self.in_flight[i].queue, self.in_flight[i].index)),
+                _ => {
+                    return self.stop(format!(
+                        "queue {} packet {}: device memory freed while the dispatch was in flight",
+                        self.in_flight[i].queue, self.in_flight[i].index
+                    ))
+                }
             }
         }
     }

@@ -38,7 +38,8 @@ fn writes(plan: &Plan, v: NodeId) -> Vec<(BufferId, u64, u64)> {
 /// The serial oracle: the plan's order on host memory, node by node, through the host twins.
 pub fn oracle(plan: &Plan, prog: &RandomProgram, replays: usize) -> Run {
     let g = plan.graph();
-    let memory: Vec<Arc<HostMemory>> = g.buffers().iter().enumerate().map(|(i, b)| Arc::new(HostMemory::zeroed(if b.root.index() == i { b.size } else { 0 }))).collect();
+    let memory: Vec<Arc<HostMemory>> =
+        g.buffers().iter().enumerate().map(|(i, b)| Arc::new(HostMemory::zeroed(if b.root.index() == i { b.size } else { 0 }))).collect();
     let sizes: Vec<u64> = g.buffers().iter().map(|b| b.size).collect();
     ostinato::for_each_init_piece::<()>(&prog.inits, &sizes, |b, off, bytes| {
         memory[b.index()].write(off, bytes);

@@ -9,7 +9,7 @@ use common::{difference, oracle, simulated};
 use ostinato::{Plan, PlanOptions};
 use ostinato_aql_sim::SimOptions;
 use ostinato_hsa::program::{AqlProgram, PacketOp, Scope};
-use ostinato_testkit::random_graphs::{random_exact_program as random_mix_program};
+use ostinato_testkit::random_graphs::random_exact_program as random_mix_program;
 
 #[derive(Clone, Copy, Debug)]
 enum Mutation {
@@ -102,7 +102,10 @@ fn explain_case() {
     let prog = random_mix_program(case * 104_729 + 11, 5 + (case as usize * 3) % 14);
     let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + case as usize % 4 }).unwrap();
     for (i, n) in plan.graph().nodes().iter().enumerate() {
-        println!("n{i}: {:?}", plan.graph().accesses(ostinato::NodeId(i as u32)).iter().map(|a| (a.root.0, a.start, a.end, a.access.as_str())).collect::<Vec<_>>());
+        println!(
+            "n{i}: {:?}",
+            plan.graph().accesses(ostinato::NodeId(i as u32)).iter().map(|a| (a.root.0, a.start, a.end, a.access.as_str())).collect::<Vec<_>>()
+        );
         let _ = n;
     }
     println!("{}", plan.explain());

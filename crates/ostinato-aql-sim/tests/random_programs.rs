@@ -11,9 +11,10 @@ use ostinato_testkit::random_graphs::random_mix_program;
 
 /// The run's seed: `OSTINATO_SIM_SEED` when set (to replay a failure), else the clock's, printed.
 fn base_seed() -> u64 {
-    let seed = std::env::var("OSTINATO_SIM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
-    });
+    let seed = std::env::var("OSTINATO_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64));
     ostinato_testkit::skip(&format!("random_programs: base seed {seed} (OSTINATO_SIM_SEED={seed} replays this run)"));
     seed
 }

@@ -47,7 +47,12 @@ impl HostKernel {
 #[derive(Clone, Copy, Debug)]
 pub enum CallArg {
     /// `len` bytes at `start` of `memory[memory]`, touched as `access` allows.
-    Buffer { memory: usize, start: u64, len: u64, access: Access },
+    Buffer {
+        memory: usize,
+        start: u64,
+        len: u64,
+        access: Access,
+    },
     Scalar(Scalar),
 }
 

@@ -71,7 +71,8 @@ impl HsaBackend {
     /// ISA name such as `gfx1100`; `None`: the first).
     pub fn open(api: Arc<dyn HsaApi>, selector: Option<&str>) -> Result<HsaBackend, HsaError> {
         let agents = api.agents()?;
-        let describe = |a: &[AgentInfo]| a.iter().enumerate().map(|(i, a)| format!("{i}: {} {} {}", a.name, a.pci_bus_id, a.uuid)).collect::<Vec<_>>().join("; ");
+        let describe =
+            |a: &[AgentInfo]| a.iter().enumerate().map(|(i, a)| format!("{i}: {} {} {}", a.name, a.pci_bus_id, a.uuid)).collect::<Vec<_>>().join("; ");
         let agent = match selector.map(str::trim).filter(|s| !s.is_empty()) {
             None => agents.first().cloned(),
             Some(s) => match s.parse::<usize>() {
@@ -185,7 +186,10 @@ impl Backend for HsaBackend {
             Some(b) => {
                 let name = reference.entry_for(if b.is_empty() { &sig.name } else { b });
                 if !crate::builtins::NAMES.contains(&name) {
-                    return Err(HsaError::Kernel { kernel: sig.name.clone(), reason: format!("no built-in `{name}` (built-ins: {})", crate::builtins::NAMES.join(", ")) });
+                    return Err(HsaError::Kernel {
+                        kernel: sig.name.clone(),
+                        reason: format!("no built-in `{name}` (built-ins: {})", crate::builtins::NAMES.join(", ")),
+                    });
                 }
                 self.bind_builtin(sig, name)
             }

@@ -305,7 +305,8 @@ pub fn check_signature(sig: &KernelSig, k: &KernelInfo) -> Result<KernargLayout,
             return Err(format!("argument `{}` ({}+{}) lies outside the {}-byte kernarg segment", a.name, a.offset, a.size, k.kernarg_segment_size));
         }
         if a.is_hidden() {
-            let h = hidden(&a.value_kind).ok_or_else(|| format!("hidden argument `{}` needs a runtime service a raw AQL dispatch does not provide", a.value_kind))?;
+            let h = hidden(&a.value_kind)
+                .ok_or_else(|| format!("hidden argument `{}` needs a runtime service a raw AQL dispatch does not provide", a.value_kind))?;
             fields.push((a.offset, a.size, ArgSource::Hidden(h)));
             continue;
         }

@@ -93,6 +93,9 @@ pub struct HsaExec {
     slot_dirty: Vec<u8>,
     faulted: Option<String>,
     wait_timeout: Duration,
+    /// Per queue, scratch of `submit`: the write index a replay starts at, the packets written.
+    start: Vec<u64>,
+    written: Vec<u64>,
     _kernels: Vec<HsaKernel>,
     res: Resources,
 }
@@ -132,7 +135,8 @@ impl HsaExec {
             check_geometry(backend.agent(), kernel_of(d.callee), d, &g.describe_node(d.node))?;
         }
         let layouts: Vec<&KernargLayout> = program.dispatches.iter().map(|d| &kernel_of(d.callee).layout).collect();
-        let kernarg = KernargPlan::new(&program.dispatches, &layouts, g.slots().len()).map_err(|reason| HsaError::Unsupported { what: "kernel arguments".into(), reason })?;
+        let kernarg = KernargPlan::new(&program.dispatches, &layouts, g.slots().len())
+            .map_err(|reason| HsaError::Unsupported { what: "kernel arguments".into(), reason })?;
         let api = backend.api.clone();
         let mut res = Resources { api: api.clone(), queues: Vec::new(), signals: Vec::new(), kernarg: Vec::new(), device: Vec::new() };
         let roots = allocate_roots(&mut res, backend.agent(), plan, buffers)?;
@@ -168,6 +172,7 @@ impl HsaExec {
             rings.push(unsafe { HostRegion::new(q.ring, q.size as usize * PACKET_BYTES) });
         }
         let slot_dirty = vec![0; g.slots().len()];
+        let nq = rings.len();
         drop(copy);
         Ok(HsaExec {
             plan: Arc::new(plan.clone()),
@@ -182,6 +187,8 @@ impl HsaExec {
             slot_dirty,
             faulted: None,
             wait_timeout: backend.wait_timeout,
+            start: vec![0; nq],
+            written: vec![0; nq],
             _kernels: kernels.into_iter().chain([fill]).collect(),
             res,
         })
@@ -259,15 +266,18 @@ impl HsaExec {
     /// still unwritten.
     fn submit(&mut self, set: usize) -> Result<(), HsaError> {
         let api = self.res.api.clone();
-        let queues = self.res.queues.clone();
-        // SAFETY: every queue is a live queue of this exec (here and below).
-        let start: Vec<u64> = queues.iter().map(|q| unsafe { api.load_write_index(q) }).collect();
-        let mut written = vec![0u64; queues.len()];
+        for (q, queue) in self.res.queues.iter().enumerate() {
+            // SAFETY: every queue is a live queue of this exec (here and below).
+            self.start[q] = unsafe { api.load_write_index(queue) };
+            self.written[q] = 0;
+        }
         let deadline = Instant::now() + self.wait_timeout;
         loop {
             let mut progress = false;
             let mut done = true;
-            for (q, queue) in queues.iter().enumerate() {
+            for q in 0..self.res.queues.len() {
+                let queue = &self.res.queues[q];
+                let (start, written) = (&self.start, &mut self.written);
                 let n = self.sets[set].packets[q].len() as u64;
                 let i = written[q];
                 if i == n {
@@ -330,7 +340,10 @@ fn allocate_roots(res: &mut Resources, agent: &AgentInfo, plan: &Plan, buffers: 
             BufferBinding::Allocate if decl.root.index() != i => Root::View,
             BufferBinding::Allocate => {
                 let p = res.api.allocate_device(agent, decl.size).map_err(|e| match e {
-                    HsaError::Status { call, status, name } => HsaError::OutOfMemory { operation: "instantiate", reason: format!("buffer `{}` ({} bytes): {call}: {name} ({status:#x})", decl.name, decl.size) },
+                    HsaError::Status { call, status, name } => HsaError::OutOfMemory {
+                        operation: "instantiate",
+                        reason: format!("buffer `{}` ({} bytes): {call}: {name} ({status:#x})", decl.name, decl.size),
+                    },
                     other => other,
                 })?;
                 res.device.push(p);

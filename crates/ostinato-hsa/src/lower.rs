@@ -86,7 +86,9 @@ fn geometry(grid: [u32; 3], block: [u32; 3]) -> Result<Geometry, String> {
     let mut size = [0u32; 3];
     for d in 0..3 {
         wg[d] = u16::try_from(block[d]).map_err(|_| format!("block dimension {d} is {}, past AQL's 16-bit work-group size", block[d]))?;
-        size[d] = grid[d].checked_mul(block[d]).ok_or_else(|| format!("grid dimension {d}: {} blocks of {} threads pass AQL's 32-bit grid size", grid[d], block[d]))?;
+        size[d] = grid[d]
+            .checked_mul(block[d])
+            .ok_or_else(|| format!("grid dimension {d}: {} blocks of {} threads pass AQL's 32-bit grid size", grid[d], block[d]))?;
     }
     let dimensions = if size[2] > 1 || wg[2] > 1 {
         3

@@ -92,13 +92,11 @@ impl Knowledge {
         let empty = Bits::new(n);
         let (mut k, mut c, mut r) = (vec![empty.clone(); n], vec![empty.clone(); n], vec![empty.clone(); n]);
         // Virtual packets: PREV, and each queue's previous tail.
-        for v in 0..nq.max(1) {
-            c[v].set(v);
+        for (v, cv) in c.iter_mut().enumerate().take(nq.max(1)) {
+            cv.set(v);
         }
         let mut done = vec![false; n];
-        for v in 0..nq.max(1) {
-            done[v] = true;
-        }
+        done.iter_mut().take(nq.max(1)).for_each(|d| *d = true);
         let mut cursor = vec![0usize; nq];
         let mut progress = true;
         while progress {
@@ -112,13 +110,21 @@ impl Knowledge {
                         PacketOp::Dispatch { .. } => &[],
                     };
                     let producers: Option<Vec<usize>> = deps.iter().map(|d| producer.get(d.0 as usize).copied().flatten()).collect();
-                    let Some(producers) = producers else { return None };
+                    let producers = producers?;
                     if !producers.iter().all(|&x| done[x]) {
                         break;
                     }
                     let me = ids[q][i];
                     // The packet before it in the queue: the previous replay's last one for i = 0.
-                    let prev = if i == 0 { if q == 0 { PREV } else { q } } else { ids[q][i - 1] };
+                    let prev = if i == 0 {
+                        if q == 0 {
+                            PREV
+                        } else {
+                            q
+                        }
+                    } else {
+                        ids[q][i - 1]
+                    };
                     let prev_is_barrier_and = i == 0 || matches!(program.queues[q][i - 1].op, PacketOp::BarrierAnd { .. });
                     let mut kk = k[prev].clone();
                     if prev_is_barrier_and {

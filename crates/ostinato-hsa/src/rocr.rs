@@ -99,7 +99,8 @@ pub fn candidates() -> Vec<String> {
 macro_rules! sym {
     ($lib:expr, $name:literal) => {
         // SAFETY: the symbol is `hsa.h`'s function of that name; the field's type is its C signature.
-        *unsafe { $lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| HsaError::NoRuntime { looked_for: format!("{} lacks `{}`: {e}", stringify!($lib), $name) })?
+        *unsafe { $lib.get(concat!($name, "\0").as_bytes()) }
+            .map_err(|e| HsaError::NoRuntime { looked_for: format!("{} lacks `{}`: {e}", stringify!($lib), $name) })?
     };
 }
 

@@ -51,15 +51,45 @@ fn planted_mismatches_are_refused_naming_what_differs() {
     let object = parse(builtins::code_object_for("gfx1100").unwrap()).unwrap();
     let mix = object.kernel("mix").unwrap();
     let refuse = |sig: KernelSig| check_signature(&sig, mix).unwrap_err();
-    let e = refuse(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n_out", ScalarType::U64).scalar("n_in", ScalarType::U32).scalar("salt", ScalarType::U32));
+    let e = refuse(
+        KernelSig::new("mix")
+            .buffer("out", Access::ReadWrite)
+            .buffer("inp", Access::Read)
+            .scalar("n_out", ScalarType::U64)
+            .scalar("n_in", ScalarType::U32)
+            .scalar("salt", ScalarType::U32),
+    );
     assert!(e.contains("n_out") && e.contains("u64"), "{e}");
-    let e = refuse(KernelSig::new("mix").buffer("out", Access::ReadWrite).scalar("inp", ScalarType::U64).scalar("n_out", ScalarType::U32).scalar("n_in", ScalarType::U32).scalar("salt", ScalarType::U32));
+    let e = refuse(
+        KernelSig::new("mix")
+            .buffer("out", Access::ReadWrite)
+            .scalar("inp", ScalarType::U64)
+            .scalar("n_out", ScalarType::U32)
+            .scalar("n_in", ScalarType::U32)
+            .scalar("salt", ScalarType::U32),
+    );
     assert!(e.contains("inp") && e.contains("global_buffer"), "{e}");
-    let e = refuse(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n_out", ScalarType::U32).scalar("n_in", ScalarType::U32));
+    let e = refuse(
+        KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n_out", ScalarType::U32).scalar("n_in", ScalarType::U32),
+    );
     assert!(e.contains("5 arguments") && e.contains("4 params"), "{e}");
-    let e = refuse(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Write).scalar("n_out", ScalarType::U32).scalar("n_in", ScalarType::U32).scalar("salt", ScalarType::U32));
+    let e = refuse(
+        KernelSig::new("mix")
+            .buffer("out", Access::ReadWrite)
+            .buffer("inp", Access::Write)
+            .scalar("n_out", ScalarType::U32)
+            .scalar("n_in", ScalarType::U32)
+            .scalar("salt", ScalarType::U32),
+    );
     assert!(e.contains("only reads"), "a `write` param the compiler proved read-only: {e}");
-    let e = refuse(KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n_out", ScalarType::F32).scalar("n_in", ScalarType::U32).scalar("salt", ScalarType::U32));
+    let e = refuse(
+        KernelSig::new("mix")
+            .buffer("out", Access::ReadWrite)
+            .buffer("inp", Access::Read)
+            .scalar("n_out", ScalarType::F32)
+            .scalar("n_in", ScalarType::U32)
+            .scalar("salt", ScalarType::U32),
+    );
     assert!(e.contains("f32") && e.contains("u32"), "a float where the kernel takes a u32: {e}");
     let fill = object.kernel(builtins::FILL).unwrap();
     let e = check_signature(&KernelSig::new("f").buffer("dst", Access::Read).scalar("v", ScalarType::U32).scalar("n", ScalarType::U64), fill).unwrap_err();
@@ -91,7 +121,8 @@ fn a_corrupt_code_object_is_refused_not_panicked_on() {
 #[test]
 fn hsaco_drift() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let have_clang = std::process::Command::new("sh").arg("-c").arg("command -v clang-19 || test -x /usr/lib/llvm-19/bin/clang").output().is_ok_and(|o| o.status.success());
+    let have_clang =
+        std::process::Command::new("sh").arg("-c").arg("command -v clang-19 || test -x /usr/lib/llvm-19/bin/clang").output().is_ok_and(|o| o.status.success());
     if !have_clang {
         eprintln!("hsaco_drift: skipped: clang 19 (Debian's clang-19, which .ci/run installs) is not installed");
         return;
@@ -111,6 +142,9 @@ fn hsaco_drift() {
         );
     }
     let fresh = std::fs::read(out.join("user_mix.hsaco")).unwrap();
-    assert!(fresh == std::fs::read(root.join("examples/kernels/user_mix.hsaco")).unwrap(), "examples/kernels/user_mix.hsaco differs from its source: run scripts/build-hsaco.sh");
+    assert!(
+        fresh == std::fs::read(root.join("examples/kernels/user_mix.hsaco")).unwrap(),
+        "examples/kernels/user_mix.hsaco differs from its source: run scripts/build-hsaco.sh"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

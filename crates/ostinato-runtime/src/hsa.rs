@@ -27,7 +27,9 @@ pub(crate) fn open(device: Option<&str>, simulate: Option<u64>) -> Result<(HsaBa
             Ok((HsaBackend::open(sim.clone(), device)?, Some(sim)))
         }
         #[cfg(not(feature = "hsa-sim"))]
-        Some(_) => Err(RuntimeError::Backend { name: "hsa".into(), reason: "this build carries no simulated packet processor (cargo feature `hsa-sim`)".into() }),
+        Some(_) => {
+            Err(RuntimeError::Backend { name: "hsa".into(), reason: "this build carries no simulated packet processor (cargo feature `hsa-sim`)".into() })
+        }
     }
 }
 
