@@ -94,20 +94,3 @@ fn every_barrier_fence_and_dependency_is_necessary_and_its_loss_is_caught() {
     ostinato_testkit::skip(&format!("mutations: {caught} caught, {by_bytes} of them by the bytes (barrier bits, acquires, releases, dependencies: {kinds:?})"));
     assert!(kinds.iter().all(|&k| k > 0), "every kind of mutation was tried: {kinds:?}");
 }
-
-#[test]
-#[ignore]
-fn explain_case() {
-    let case: u64 = std::env::var("CASE").unwrap().parse().unwrap();
-    let prog = random_mix_program(case * 104_729 + 11, 5 + (case as usize * 3) % 14);
-    let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + case as usize % 4 }).unwrap();
-    for (i, n) in plan.graph().nodes().iter().enumerate() {
-        println!(
-            "n{i}: {:?}",
-            plan.graph().accesses(ostinato::NodeId(i as u32)).iter().map(|a| (a.root.0, a.start, a.end, a.access.as_str())).collect::<Vec<_>>()
-        );
-        let _ = n;
-    }
-    println!("{}", plan.explain());
-    println!("{:?}", ostinato_hsa::lower::needs(&plan));
-}
