@@ -6,9 +6,11 @@ on these roles only (dev-dependencies are free but for the test kit rule):
 
 - core (`ostinato`): nothing of the workspace; it names no backend, pack or shell;
 - backend (`ostinato-host`, `ostinato-cuda`, `ostinato-vulkan`, `ostinato-hsa`): the core only;
-- simulator (`ostinato-hsa-sim`): a test tool that plays a device behind a backend's own trait: the
-  core, the backend it plays for and the host backend (whose kernels it runs); never the product's
-  shells;
+- simulator (`ostinato-aql-sim`: the simulated AQL packet processor): a test tool that plays a device
+  behind a backend's own trait: the core and the backends (the one it plays for, the host backend
+  whose kernels it runs). It is a dependency of the runtime only behind a cargo feature (an optional
+  dependency, for `run --simulate`), of any other crate only as a dev-dependency, of a backend never
+  (its tests live in the simulator's crate);
 - pack (`ostinato-llama`): the core, and the host backend for its host twins' types; a backend never
   names a pack, and a pack never names another backend;
 - runtime (`ostinato-runtime`): the core, backends and simulators, never a pack, shell or the bench;
@@ -33,7 +35,7 @@ ROLES = {
     "ostinato-cuda": "backend",
     "ostinato-vulkan": "backend",
     "ostinato-hsa": "backend",
-    "ostinato-hsa-sim": "simulator",
+    "ostinato-aql-sim": "simulator",
     "ostinato-llama": "pack",
     "ostinato-runtime": "runtime",
     "ostinato-bench": "bench",
@@ -94,6 +96,16 @@ def broken_rules(packages):
             if role_of(target) == "testkit" and kind != "dev" and role != "testkit":
                 broken.append(f"{name} depends on the test kit {target} as a {kind or 'normal'} dependency (dev-dependency only)")
                 continue
+            if role_of(target) == "simulator":
+                if role == "backend":
+                    broken.append(f"backend {name} depends on the simulator {target}: a simulator is a test tool, never part of a backend")
+                    continue
+                if kind != "dev" and role == "runtime" and not dep.get("optional"):
+                    broken.append(f"the runtime depends on the simulator {target} unconditionally: only behind a cargo feature (an optional dependency)")
+                    continue
+                if kind != "dev" and role != "runtime":
+                    broken.append(f"{name} depends on the simulator {target} as a {kind or 'normal'} dependency (a test tool: a dev-dependency, or the runtime's optional one)")
+                    continue
             if kind == "dev":
                 continue
             if not (target_roles(target) & ALLOWED[role]):

@@ -71,6 +71,19 @@ class CheckDeps(unittest.TestCase):
         self.assert_caught("ostinato-runtime", "ostinato-testkit", kind="build")
         self.assertEqual(check_deps.broken_rules(plant(self.packages, "ostinato-runtime", "ostinato-testkit", kind="dev")), [])
 
+    def test_the_simulator_stays_a_test_tool(self):
+        self.assert_caught("ostinato-hsa", "ostinato-aql-sim", kind="dev", words=["never part of a backend"])
+        self.assert_caught("ostinato-cli", "ostinato-aql-sim", words=["dev-dependency, or the runtime's optional one"])
+        self.assert_caught("ostinato-aql-sim", "ostinato-runtime", words=["simulator"])
+        packages = copy.deepcopy(self.packages)
+        for p in packages:
+            if p["name"] == "ostinato-runtime":
+                for d in p["dependencies"]:
+                    if d["name"] == "ostinato-aql-sim":
+                        d["optional"] = False
+        broken = check_deps.broken_rules(packages)
+        self.assertTrue(any("unconditionally" in b for b in broken), broken)
+
     def test_a_crate_of_no_role(self):
         packages = copy.deepcopy(self.packages) + [{"name": "ostinato-new", "dependencies": []}]
         broken = check_deps.broken_rules(packages)

@@ -204,7 +204,7 @@ const char *ost_last_error(void);
 // none. Takes the code as an integer, so any value C passes is defined.
 const char *ost_status_name(int32_t status);
 
-// Instantiates `plan` on `backend` (`"host"`, `"cuda"` or `"vulkan"`) with the defaults: the exec's own memory for
+// Instantiates `plan` on `backend` (`"host"`, `"cuda"`, `"vulkan"` or `"hsa"`) with the defaults: the exec's own memory for
 // every buffer (initialised as a loaded graph file says, else zeroed), its own stream.
 //
 // # Safety

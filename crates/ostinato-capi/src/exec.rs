@@ -65,7 +65,7 @@ fn with_exec<T>(e: *const ost_exec, f: impl FnOnce(&mut dyn ExecHandle) -> Resul
     f(&mut *e.exec).map_err(runtime_error)
 }
 
-/// Instantiates `plan` on `backend` (`"host"`, `"cuda"` or `"vulkan"`) with the defaults: the exec's own memory for
+/// Instantiates `plan` on `backend` (`"host"`, `"cuda"`, `"vulkan"` or `"hsa"`) with the defaults: the exec's own memory for
 /// every buffer (initialised as a loaded graph file says, else zeroed), its own stream.
 ///
 /// # Safety

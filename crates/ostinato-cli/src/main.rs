@@ -74,8 +74,13 @@ enum Command {
 #[derive(Args)]
 struct RunArgs {
     file: PathBuf,
+    /// The backend (hsa: add --simulate to run on the simulated AQL packet processor, no AMD GPU).
     #[arg(long, default_value = "host", value_parser = choice::<BackendKind>())]
     backend: BackendKind,
+    /// HSA: run on the simulated AQL packet processor (a test tool: every result is a simulated one),
+    /// with this scheduler seed (default 1).
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "SEED", hide = true)]
+    simulate: Option<u64>,
     #[arg(long, default_value_t = 1)]
     replays: usize,
     /// Host: race checker on; every backend: compare with the host's serial execution, bit for bit.
@@ -134,6 +139,7 @@ impl RunArgs {
         let mut o = ExecOptions::default();
         o.device = self.device.clone();
         o.threads = self.threads;
+        o.simulate = self.simulate;
         o.wait_timeout = match self.wait_timeout_s {
             None => WaitTimeout::Default,
             Some(0.0) => WaitTimeout::Never,
@@ -302,11 +308,26 @@ fn kernels(path: &std::path::Path, backend: BackendKind, json: bool) -> Result<(
 
 fn run(a: RunArgs) -> Result<(), String> {
     use std::fmt::Write;
+    if a.simulate.is_some() && a.backend != BackendKind::Hsa {
+        return Err(format!("--simulate runs the HSA backend on the simulated packet processor: it needs --backend hsa, not {}", a.backend));
+    }
     let o = RunOptions { backend: a.backend, exec: a.exec_options()?, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
     let mut out = String::new();
     for n in &r.notes {
         let _ = writeln!(out, "{n}");
+    }
+    if let Some(seed) = a.simulate {
+        let _ = writeln!(
+            out,
+            "{}: simulated on the AQL packet processor model, seed {seed} (no AMD GPU ran): {} nodes, {} edges, {} replays{}",
+            a.file.display(),
+            r.nodes,
+            r.edges,
+            r.replays,
+            if r.checked { ", check passed (the simulated result is bitwise equal to the host serial oracle)" } else { "" }
+        );
+        return emit(&out);
     }
     let _ = writeln!(
         out,

@@ -43,6 +43,45 @@ impl HostKernel {
     }
 }
 
+/// An argument of [`HostKernel::call`]: a buffer extent in one of the given memories, or a value.
+#[derive(Clone, Copy, Debug)]
+pub enum CallArg {
+    /// `len` bytes at `start` of `memory[memory]`, touched as `access` allows.
+    Buffer {
+        memory: usize,
+        start: u64,
+        len: u64,
+        access: Access,
+    },
+    Scalar(Scalar),
+}
+
+impl HostKernel {
+    /// Runs this kernel's body once, outside any exec: `args` in signature order over `memory`. A
+    /// tool that executes kernels elsewhere (a simulated GPU) runs their host twins through this. An
+    /// `Err` (or a panic of the body) is the kernel's fault, as a message.
+    pub fn call(&self, args: &[CallArg], memory: &[Arc<HostMemory>], launch: Launch) -> Result<(), String> {
+        let prepared: Vec<PreparedArg> = args
+            .iter()
+            .map(|a| match *a {
+                CallArg::Buffer { memory: m, start, len, access } => PreparedArg::Buffer { root: m, start, len, access },
+                CallArg::Scalar(v) => PreparedArg::Scalar(v),
+            })
+            .collect();
+        if let Some(m) = args.iter().find_map(|a| match a {
+            CallArg::Buffer { memory: m, start, len, .. } if memory.get(*m).is_none_or(|mem| start.checked_add(*len).is_none_or(|e| e > mem.len())) => Some(*m),
+            _ => None,
+        }) {
+            return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
+        }
+        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.body)(&cx))) {
+            Ok(r) => r,
+            Err(_) => Err(format!("kernel `{}` panicked", self.sig.name)),
+        }
+    }
+}
+
 fn describe(k: &ParamKind) -> String {
     match k {
         ParamKind::Buffer(a) => format!("a {} buffer", a.as_str()),

@@ -22,7 +22,7 @@ use ostinato::{
     Plan, Scalar, SlotError, SlotId,
 };
 
-pub use kernel::{BufView, HostKernel, KernelCtx, Words};
+pub use kernel::{BufView, CallArg, HostKernel, KernelCtx, Words};
 pub use memory::HostMemory;
 
 use kernel::PreparedArg;

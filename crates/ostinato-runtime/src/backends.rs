@@ -25,7 +25,7 @@ pub(crate) trait RuntimeBackend: Backend<Memory: BackendMemory, Exec: Send + 'st
         self.instantiate(plan, kernels, buffers)
     }
     /// What the backend chose that a user may want to know.
-    fn notes(exec: &Self::Exec, plan: &Plan) -> Vec<String>;
+    fn notes(&self, exec: &Self::Exec, plan: &Plan) -> Vec<String>;
 }
 
 impl RuntimeBackend for HostBackend {
@@ -34,7 +34,7 @@ impl RuntimeBackend for HostBackend {
         h.check_signature(sig).map_err(|reason| ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel: sig.name.clone(), reason }))?;
         Ok(h)
     }
-    fn notes(exec: &ostinato_host::HostExec, _: &Plan) -> Vec<String> {
+    fn notes(&self, exec: &ostinato_host::HostExec, _: &Plan) -> Vec<String> {
         exec.inline_reason().map(|why| format!("host: replays run on the calling thread ({why})")).into_iter().collect()
     }
 }
@@ -69,7 +69,7 @@ impl Backend for CudaOnStream {
 #[cfg(feature = "cuda")]
 impl RuntimeBackend for CudaOnStream {
     const KIND: BackendKind = BackendKind::Cuda;
-    fn notes(exec: &ostinato_cuda::CudaExec, plan: &Plan) -> Vec<String> {
+    fn notes(&self, exec: &ostinato_cuda::CudaExec, plan: &Plan) -> Vec<String> {
         let mut notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
         if exec.fused_nodes() > 0 {
             let launches = exec.run_plan().node_count();
@@ -82,12 +82,26 @@ impl RuntimeBackend for CudaOnStream {
 #[cfg(feature = "vulkan")]
 impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
     const KIND: BackendKind = BackendKind::Vulkan;
-    fn notes(exec: &ostinato_vulkan::VulkanExec, plan: &Plan) -> Vec<String> {
+    fn notes(&self, exec: &ostinato_vulkan::VulkanExec, plan: &Plan) -> Vec<String> {
         let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
         let mut notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
         if exec.fused_nodes() > 0 {
             notes.push(format!("{} of {} nodes fused: {} dispatches per replay", exec.fused_nodes(), plan.node_count(), exec.run_plan().node_count()));
         }
         notes
+    }
+}
+
+#[cfg(feature = "hsa")]
+impl RuntimeBackend for ostinato_hsa::HsaBackend {
+    const KIND: BackendKind = BackendKind::Hsa;
+    fn notes(&self, exec: &ostinato_hsa::HsaExec, plan: &Plan) -> Vec<String> {
+        let (d, b, bits, acq, rel) = exec.program().counts();
+        let simulated = if self.api().is_simulated() { " (simulated)" } else { "" };
+        vec![format!(
+            "{} AQL queues: {d} dispatch and {b} barrier-AND packets, {bits} barrier bits, {acq} acquire and {rel} release fences for {} edges{simulated}",
+            exec.program().queues.len(),
+            plan.edges().len()
+        )]
     }
 }

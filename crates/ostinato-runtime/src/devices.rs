@@ -8,6 +8,10 @@ pub fn describe() -> String {
     let _ = writeln!(s, "host: {} worker threads available", ostinato_host::HostBackend::default_threads());
     describe_cuda(&mut s);
     describe_vulkan(&mut s);
+    #[cfg(feature = "hsa")]
+    crate::hsa::describe(&mut s);
+    #[cfg(not(feature = "hsa"))]
+    s.push_str("hsa: not in this build (cargo feature `hsa`)\n");
     s
 }
 

@@ -20,6 +20,9 @@ pub enum RuntimeError {
     #[cfg(feature = "vulkan")]
     #[error("vulkan backend: {0}")]
     Vulkan(#[from] ostinato_vulkan::VkError),
+    #[cfg(feature = "hsa")]
+    #[error("hsa backend: {0}")]
+    Hsa(#[from] ostinato_hsa::HsaError),
     /// A backend this build does not contain, or a name that is no backend.
     #[error("backend `{name}`: {reason}")]
     Backend { name: String, reason: String },
@@ -72,6 +75,8 @@ impl RuntimeError {
             RuntimeError::Vulkan(e) => e.kind(),
             RuntimeError::Range { source, .. } => source.kind(),
             RuntimeError::Builtin(e) => e.kind(),
+            #[cfg(feature = "hsa")]
+            RuntimeError::Hsa(e) => e.kind(),
             RuntimeError::Backend { .. } => K::BackendMissing,
             RuntimeError::WrongMemory { .. } | RuntimeError::UnknownName { .. } | RuntimeError::Option { .. } | RuntimeError::Usage(_) => K::Argument,
             RuntimeError::NoImplementation { .. } => K::Bind,

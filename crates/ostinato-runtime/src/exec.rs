@@ -174,6 +174,14 @@ impl BackendMemory for ostinato_vulkan::VulkanMemory {
     }
 }
 
+/// The HSA backend binds no user memory through the runtime yet: every buffer is the exec's own.
+#[cfg(feature = "hsa")]
+impl BackendMemory for ostinato_hsa::HsaMemory {
+    fn from_memory(m: Memory, operation: &'static str) -> Result<Self, RuntimeError> {
+        Err(RuntimeError::WrongMemory { operation, given: m.backend(), backend: "hsa" })
+    }
+}
+
 /// A backend's exec as an [`ExecHandle`].
 pub(crate) struct Wrapped<E> {
     pub exec: E,

@@ -11,11 +11,13 @@ pub enum BackendKind {
     Cuda,
     /// Any vendor's GPU (or Mesa's lavapipe on the CPU) through Vulkan (the loader opened at run time).
     Vulkan,
+    /// AMD GPUs through the public ROCr/HSA queue ABI (libhsa-runtime64 loaded at run time).
+    Hsa,
 }
 
 impl BackendKind {
     /// Every backend, in a fixed order.
-    pub const ALL: [BackendKind; 3] = [BackendKind::Host, BackendKind::Cuda, BackendKind::Vulkan];
+    pub const ALL: [BackendKind; 4] = [BackendKind::Host, BackendKind::Cuda, BackendKind::Vulkan, BackendKind::Hsa];
 
     /// The name graph files and shells use.
     pub fn as_str(self) -> &'static str {
@@ -23,6 +25,7 @@ impl BackendKind {
             BackendKind::Host => "host",
             BackendKind::Cuda => "cuda",
             BackendKind::Vulkan => "vulkan",
+            BackendKind::Hsa => "hsa",
         }
     }
     /// Whether this build contains the backend (a cargo feature of `ostinato-runtime`).
@@ -31,6 +34,7 @@ impl BackendKind {
             BackendKind::Host => true,
             BackendKind::Cuda => cfg!(feature = "cuda"),
             BackendKind::Vulkan => cfg!(feature = "vulkan"),
+            BackendKind::Hsa => cfg!(feature = "hsa"),
         }
     }
     /// The backend names a graph file may give kernel implementations for.

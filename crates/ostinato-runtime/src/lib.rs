@@ -35,6 +35,8 @@ pub mod devices;
 mod error;
 mod exec;
 mod extents;
+#[cfg(feature = "hsa")]
+mod hsa;
 pub mod kernels;
 mod kind;
 pub mod options;
@@ -63,5 +65,7 @@ pub use ostinato;
 #[cfg(feature = "cuda")]
 pub use ostinato_cuda;
 pub use ostinato_host;
+#[cfg(feature = "hsa")]
+pub use ostinato_hsa;
 #[cfg(feature = "vulkan")]
 pub use ostinato_vulkan;

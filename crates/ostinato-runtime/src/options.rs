@@ -124,6 +124,9 @@ pub struct ExecOptions {
     /// Host: the happens-before race checker fails a replay that races.
     pub check_races: bool,
     pub wait_timeout: WaitTimeout,
+    /// HSA: run on the simulated AQL packet processor with this seed instead of ROCr (a test tool:
+    /// every result is a simulated one).
+    pub simulate: Option<u64>,
     /// CUDA: replay on a stream the user owns instead of the exec's own.
     #[cfg(feature = "cuda")]
     pub stream: Option<ostinato_cuda::ExternalStream>,
@@ -161,6 +164,8 @@ impl ExecOptions {
             BackendKind::Cuda => Ok(BackendSpec::Cuda { device: self.device.clone(), options: self.cuda()?, stream: self.stream }),
             #[cfg(feature = "vulkan")]
             BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: self.device.clone(), options: self.vulkan()? }),
+            #[cfg(feature = "hsa")]
+            BackendKind::Hsa => Ok(BackendSpec::Hsa { device: self.device.clone(), simulate: self.simulate }),
             #[allow(unreachable_patterns)]
             other => BackendSpec::default_for(other),
         }

@@ -34,6 +34,11 @@ pub enum BackendSpec {
     /// wait deadline.
     #[cfg(feature = "vulkan")]
     Vulkan { device: Option<String>, options: ostinato_vulkan::VulkanOptions },
+    /// `device`: an index among the GPU agents, a UUID, a PCI bus id or an ISA name (default:
+    /// `OSTINATO_HSA_DEVICE`, else the first); `simulate: Some(seed)` runs on the simulated AQL packet
+    /// processor instead of ROCr (feature `hsa-sim`): every result is then a simulated one.
+    #[cfg(feature = "hsa")]
+    Hsa { device: Option<String>, simulate: Option<u64> },
 }
 
 impl BackendSpec {
@@ -53,6 +58,10 @@ impl BackendSpec {
             BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: None, options: Default::default() }),
             #[cfg(not(feature = "vulkan"))]
             BackendKind::Vulkan => Err(not_built(kind)),
+            #[cfg(feature = "hsa")]
+            BackendKind::Hsa => Ok(BackendSpec::Hsa { device: None, simulate: None }),
+            #[cfg(not(feature = "hsa"))]
+            BackendKind::Hsa => Err(not_built(kind)),
         }
     }
     pub fn kind(&self) -> BackendKind {
@@ -62,11 +71,13 @@ impl BackendSpec {
             BackendSpec::Cuda { .. } => BackendKind::Cuda,
             #[cfg(feature = "vulkan")]
             BackendSpec::Vulkan { .. } => BackendKind::Vulkan,
+            #[cfg(feature = "hsa")]
+            BackendSpec::Hsa { .. } => BackendKind::Hsa,
         }
     }
 }
 
-#[cfg(any(not(feature = "cuda"), not(feature = "vulkan")))]
+#[cfg(any(not(feature = "cuda"), not(feature = "vulkan"), not(feature = "hsa")))]
 fn not_built(kind: BackendKind) -> RuntimeError {
     RuntimeError::Backend { name: kind.as_str().into(), reason: format!("this build of Ostinato does not contain it (cargo feature `{kind}`)") }
 }
@@ -77,6 +88,10 @@ enum Opened {
     Cuda(Box<crate::backends::CudaOnStream>),
     #[cfg(feature = "vulkan")]
     Vulkan(ostinato_vulkan::VulkanBackend),
+    /// The backend, and the simulator it runs on under `--simulate` (whose host twins a file registers).
+    #[cfg(feature = "hsa")]
+    #[cfg_attr(not(feature = "hsa-sim"), allow(dead_code))]
+    Hsa(Box<ostinato_hsa::HsaBackend>, Option<crate::hsa::Simulator>),
 }
 
 /// An open backend: instantiates plans on it.
@@ -127,6 +142,13 @@ impl Session {
                 let description = format!("vulkan device {}, fusion {}, replay ordering {}", ctx.name, options.fusion.as_str(), options.ordering.as_str());
                 Ok(Session { opened: Opened::Vulkan(ostinato_vulkan::VulkanBackend::with_context(ctx).with_options(*options)), description })
             }
+            #[cfg(feature = "hsa")]
+            BackendSpec::Hsa { device, simulate } => {
+                let selector = device.clone().or_else(|| std::env::var("OSTINATO_HSA_DEVICE").ok());
+                let (backend, sim) = crate::hsa::open(selector.as_deref(), *simulate)?;
+                let description = format!("{}hsa agent {}", if simulate.is_some() { "simulated: " } else { "" }, backend.describe());
+                Ok(Session { opened: Opened::Hsa(Box::new(backend), sim), description })
+            }
         }
     }
 
@@ -137,6 +159,8 @@ impl Session {
             Opened::Cuda(_) => BackendKind::Cuda,
             #[cfg(feature = "vulkan")]
             Opened::Vulkan(_) => BackendKind::Vulkan,
+            #[cfg(feature = "hsa")]
+            Opened::Hsa(..) => BackendKind::Hsa,
         }
     }
 
@@ -176,6 +200,8 @@ impl Session {
             Opened::Cuda(backend) => instantiate_on(&**backend, plan, source, buffers),
             #[cfg(feature = "vulkan")]
             Opened::Vulkan(backend) => instantiate_on(backend, plan, source, buffers),
+            #[cfg(feature = "hsa")]
+            Opened::Hsa(backend, _) => instantiate_on(&**backend, plan, source, buffers),
         }
     }
 
@@ -183,6 +209,10 @@ impl Session {
     /// (an error names the kernel and its line).
     pub fn instantiate_file(&self, file: &GraphFile, plan: &Plan) -> Result<Box<dyn ExecHandle>, RuntimeError> {
         let backend = self.kind().as_str();
+        #[cfg(feature = "hsa-sim")]
+        if let Opened::Hsa(_, Some(sim)) = &self.opened {
+            crate::hsa::register_twins(sim, file, plan)?;
+        }
         let kernel_ref = |k: usize| Ok(file.kernel_ref(k, backend)?.clone());
         self.instantiate(plan, &kernel_ref).map_err(|e| match e {
             RuntimeError::File(_) => e,
@@ -232,7 +262,7 @@ where
         })
         .collect::<Result<Vec<_>, RuntimeError>>()?;
     let exec = backend.instantiate_exec(plan, kernels, buffers)?;
-    let notes = B::notes(&exec, plan);
+    let notes = backend.notes(&exec, plan);
     Ok(Box::new(Wrapped { exec, kind: B::KIND, notes, extents }))
 }
 
@@ -249,6 +279,8 @@ fn kernel_of(e: &RuntimeError) -> Option<&str> {
         RuntimeError::Cuda(ostinato_cuda::CudaError::Kernel { kernel, .. }) => Some(kernel),
         #[cfg(feature = "vulkan")]
         RuntimeError::Vulkan(ostinato_vulkan::VkError::Shader { kernel, .. }) => Some(kernel),
+        #[cfg(feature = "hsa")]
+        RuntimeError::Hsa(ostinato_hsa::HsaError::Kernel { kernel, .. }) => Some(kernel),
         _ => None,
     }
 }

@@ -125,7 +125,7 @@ fn dump_writes_nothing_outside_its_folder() {
 #[test]
 fn a_backend_name_that_is_not_one_is_refused_with_the_list() {
     let err = "metal".parse::<ostinato_runtime::BackendKind>().unwrap_err().to_string();
-    assert_eq!(err, "backend `metal`: no such backend (backends: host, cuda, vulkan)");
+    assert_eq!(err, "backend `metal`: no such backend (backends: host, cuda, vulkan, hsa)");
     assert_eq!("cuda".parse::<ostinato_runtime::BackendKind>().unwrap(), ostinato_runtime::BackendKind::Cuda);
 }
 

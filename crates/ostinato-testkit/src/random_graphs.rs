@@ -46,8 +46,18 @@ pub fn random_one_block_program(seed: u64, nodes: usize) -> RandomProgram {
     generate(seed, nodes, Shape::OneBlock)
 }
 
+/// Like [`random_mix_program`], every `mix` node touching exactly its declared extents (its `inp` is
+/// no longer than its `out`, so `out[i] = out[i]*3 + inp[i % n_in] + salt` reads all of it): a missing
+/// ordering between two nodes that share a declared byte shows in the bytes, so mutation tests can
+/// ask that every synchronization a backend emits is caught when lost.
+pub fn random_exact_program(seed: u64, nodes: usize) -> RandomProgram {
+    generate(seed, nodes, Shape::Exact)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Shape {
+    /// `mix` launches whose `inp` is no longer than their `out`.
+    Exact,
     /// `mix` launches of 1 to 3 blocks of 32 to 128 threads.
     Mix,
     /// `mix` or `mix_alt`, 1 to 16 blocks.
@@ -109,7 +119,10 @@ fn generate(seed: u64, nodes: usize, shape: Shape) -> RandomProgram {
             }
             _ => {
                 let out = slice(&mut r, &g);
-                let inp = slice(&mut r, &g);
+                let mut inp = slice(&mut r, &g);
+                if shape == Shape::Exact {
+                    inp.len = inp.len.min(out.len);
+                }
                 if overlaps(&g, out, inp) {
                     continue;
                 }
