@@ -7,10 +7,12 @@ set -euo pipefail
 PREFIX=${1:?usage: scripts/install-c.sh PREFIX}
 cd "$(dirname "$0")/.."
 cargo build --release -p ostinato-capi
+# Where cargo put the artifacts (CARGO_TARGET_DIR, a config's target-dir, or ./target).
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 mkdir -p "$PREFIX/lib/pkgconfig" "$PREFIX/include"
 PREFIX=$(cd "$PREFIX" && pwd)
-install -m 0755 target/release/libostinato_capi.so "$PREFIX/lib/libostinato.so"
-install -m 0644 target/release/libostinato_capi.a "$PREFIX/lib/libostinato.a"
+install -m 0755 "$target/release/libostinato_capi.so" "$PREFIX/lib/libostinato.so"
+install -m 0644 "$target/release/libostinato_capi.a" "$PREFIX/lib/libostinato.a"
 install -m 0644 crates/ostinato-capi/include/ostinato.h "$PREFIX/include/ostinato.h"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 cat > "$PREFIX/lib/pkgconfig/ostinato.pc" <<PC

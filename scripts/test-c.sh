@@ -27,5 +27,13 @@ run "build record.c, static" $cc -std=c11 -Wall -Wextra -Werror examples/c/recor
 for t in record errors handles statuses record_cpp record_static vulkan_free; do
   [[ -x "$prefix/$t" ]] && run "run $t" "$prefix/$t"
 done
+# The same recording on Vulkan (lavapipe in CI), where a Vulkan device is found.
+if vk=$("$prefix/record" vulkan 2>&1); then
+  passed=$((passed + 1)); echo "$vk"
+elif grep -q "OST_ERR_BACKEND" <<<"$vk"; then
+  echo "SKIP record.c on vulkan: $vk"
+else
+  echo "$vk"; echo "FAILED: run record vulkan"; failed=$((failed + 1))
+fi
 echo "c abi: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -44,6 +44,8 @@ int main(int argc, char **argv) {
     CHECK(ost_graph_add_kernel(g, "mix", mix_params, 5, &mix));
     CHECK(ost_graph_set_kernel_impl(g, mix, "host", "builtin:mix", NULL));
     CHECK(ost_graph_set_kernel_impl(g, mix, "cuda", "builtin:mix", NULL));
+    CHECK(ost_graph_set_kernel_impl(g, mix, "vulkan", "builtin:mix", NULL));
+    CHECK(ost_graph_set_kernel_impl(g, mix, "hsa", "builtin:mix", NULL));
     CHECK(ost_graph_add_slot(g, "salt", ost_scalar_u32(0), &salt));
 
     const uint32_t grid[3] = {1, 1, 1}, block[3] = {256, 1, 1};
