@@ -239,7 +239,11 @@ impl HsaApi for Simulator {
         let mut s = self.state();
         let len = usize::try_from(bytes).map_err(|_| invalid("hsa_amd_memory_pool_allocate", format!("{bytes} bytes")))?;
         let State { device, rng, .. } = &mut *s;
-        Ok(DevicePtr(device.allocate(len, rng)))
+        device.allocate(len, rng).map(DevicePtr).ok_or_else(|| HsaError::Status {
+            call: "hsa_amd_memory_pool_allocate",
+            status: 0x1008,
+            name: format!("HSA_STATUS_ERROR_OUT_OF_RESOURCES (simulated): {bytes} bytes of host memory for the simulated pool"),
+        })
     }
 
     fn allocate_kernarg(&self, _agent: &AgentInfo, bytes: u64) -> Result<usize, HsaError> {

@@ -100,17 +100,20 @@ pub struct DeviceMemory {
 const DEVICE_BASE: u64 = 0x7e00_0000_0000;
 
 impl DeviceMemory {
-    /// A new allocation of `len` bytes of seeded garbage.
-    pub fn allocate(&mut self, len: usize, rng: &mut XorShift64) -> u64 {
+    /// A new allocation of `len` bytes of seeded garbage; `None` where the host cannot give the bytes
+    /// (the simulated pool is then out of memory, as a device's would be).
+    pub fn allocate(&mut self, len: usize, rng: &mut XorShift64) -> Option<u64> {
+        let mut base = Vec::new();
+        base.try_reserve_exact(len).ok()?;
+        base.resize(len, 0u8);
         let address = DEVICE_BASE + self.next;
         self.next += (len as u64).div_ceil(4096).max(1) * 4096 + 4096;
-        let mut base = vec![0u8; len];
         for chunk in base.chunks_mut(8) {
             let r = rng.next_u64().to_le_bytes();
             chunk.copy_from_slice(&r[..chunk.len()]);
         }
         self.allocations.push(Allocation { address, base, stores: Vec::new() });
-        address
+        Some(address)
     }
 
     pub fn free(&mut self, address: u64) -> bool {
@@ -153,7 +156,7 @@ mod tests {
     #[test]
     fn a_reader_sees_only_what_was_released_and_acquired() {
         let mut m = DeviceMemory::default();
-        let a = m.allocate(8, &mut XorShift64::seeded(1));
+        let a = m.allocate(8, &mut XorShift64::seeded(1)).unwrap();
         let (i, _) = m.find(a).unwrap();
         let garbage = m.get(i).latest();
         m.get_mut(i).store(1, Writer::Host, 0, &[0; 8]);

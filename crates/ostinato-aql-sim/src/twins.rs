@@ -13,8 +13,10 @@ pub fn copy_twin() -> HostKernel {
     HostKernel::new(ostinato_hsa::builtins::copy_sig(), |cx| {
         let n = cx.scalar(2)?.bits;
         let (dst, src) = (cx.buffer(0)?, cx.buffer(1)?);
-        let n = usize::try_from(n).map_err(|_| "ostinato_copy: n past the address space".to_string())?;
-        let mut bytes = vec![0u8; n];
+        if n > src.len_bytes().min(dst.len_bytes()) {
+            return Err(format!("ostinato_copy: {n} bytes, past the declared extents ({} and {} bytes)", src.len_bytes(), dst.len_bytes()));
+        }
+        let mut bytes = vec![0u8; n as usize];
         src.read_bytes(0, &mut bytes)?;
         dst.write_bytes(0, &bytes)
     })

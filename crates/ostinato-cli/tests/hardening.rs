@@ -171,3 +171,35 @@ fn a_launch_whose_written_param_overlaps_another_is_refused_at_its_line() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     refused(&format!("[[buffer]]\nname = \"b0\"\nsize = 64\n\n{MIX}alias = [[\"out\"]]\n"), &["plan", "{}"], &[".toml:5:", "each `alias` entry is a pair"]);
 }
+
+/// Runs `ostinato ARGS…` on FILE's text under an address-space limit of `kib` KiB (`ulimit -v`).
+fn under_limit(kib: u64, text: &str, args: &[&str]) -> std::process::Output {
+    let path = std::env::temp_dir().join(format!("ostinato-limit-{}-{:x}.toml", std::process::id(), fnv(text, args)));
+    std::fs::write(&path, text).unwrap();
+    let argv: Vec<String> = args.iter().map(|a| if *a == "{}" { path.display().to_string() } else { a.to_string() }).collect();
+    let script = format!("ulimit -v {kib} && exec \"$0\" \"$@\"");
+    let o = Command::new("sh").arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_ostinato")).args(&argv).current_dir(repo()).output().expect("sh runs");
+    let _ = std::fs::remove_file(&path);
+    o
+}
+
+#[test]
+fn allocations_sized_by_input_fail_as_errors_under_an_address_space_limit() {
+    // 3 GiB of buffers under a 1.5 GiB address space: the system has the memory (the MemAvailable check
+    // passes) but this process may not map it. Every allocation sized by the file is fallible, so the
+    // run ends in an error naming the buffer, never an abort (134) or a kill.
+    let text = one_buffer("3221225472");
+    for args in [["run", "{}", "--check"], ["run", "{}", "--threads=0"]] {
+        let o = under_limit(1_500_000, &text, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?} under ulimit -v: {err}");
+        assert!(err.contains("buffer `x`") && (err.contains("cannot allocate") || err.contains("host memory")), "{err}");
+    }
+    // The race checker and the planner stay within memory proportional to nodes and edges: 200,000
+    // nodes plan, check and run in 1.5 GiB of address space.
+    let big = format!(
+        "[[buffer]]\nname = \"x\"\nsize = 1024\n\n{KERNEL}\n[[node]]\nkernel = \"add_one\"\ngrid = [1]\nblock = [256]\nargs = {{ x = \"x\", n = 256 }}\nrepeat = 199999\n"
+    );
+    let o = under_limit(1_500_000, &big, &["run", "{}", "--check"]);
+    assert!(o.status.success() || o.status.code() == Some(1), "a crash, not an error: {:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
+}

@@ -10,10 +10,13 @@ use crate::memory::HostMemory;
 /// One rank's extent: (buffer's root index, byte offset, length).
 pub(crate) type Extent = (usize, u64, u64);
 
-fn read(m: &HostMemory, off: u64, len: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len as usize];
+/// A copy of `len` bytes of `m` at `off`, or an error when host memory for it cannot be had.
+fn read(m: &HostMemory, off: u64, len: u64) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    usize::try_from(len).ok().and_then(|n| v.try_reserve_exact(n).ok()).ok_or_else(|| format!("collective: cannot allocate {len} bytes to stage a rank"))?;
+    v.resize(len as usize, 0u8);
     m.read(off, &mut v);
-    v
+    Ok(v)
 }
 
 /// `acc += x`, element-wise in `ty` (wrapping integers, IEEE floats).
@@ -42,8 +45,8 @@ fn add_into(ty: ScalarType, acc: &mut [u8], x: &[u8]) {
 }
 
 /// Runs `op` over `send` and `recv` (one extent per rank) on the buffers' memory.
-pub(crate) fn run(op: CollectiveOp, ty: ScalarType, send: &[Extent], recv: &[Extent], memory: &[std::sync::Arc<HostMemory>]) {
-    let inputs: Vec<Vec<u8>> = send.iter().map(|&(b, off, len)| read(&memory[b], off, len)).collect();
+pub(crate) fn run(op: CollectiveOp, ty: ScalarType, send: &[Extent], recv: &[Extent], memory: &[std::sync::Arc<HostMemory>]) -> Result<(), String> {
+    let inputs: Vec<Vec<u8>> = send.iter().map(|&(b, off, len)| read(&memory[b], off, len)).collect::<Result<_, _>>()?;
     let sum = || {
         let mut acc = inputs[0].clone();
         for x in &inputs[1..] {
@@ -64,4 +67,5 @@ pub(crate) fn run(op: CollectiveOp, ty: ScalarType, send: &[Extent], recv: &[Ext
     for (&(b, off, _), bytes) in recv.iter().zip(&outputs) {
         memory[b].write(off, bytes);
     }
+    Ok(())
 }

@@ -115,8 +115,7 @@ impl Shared {
                 Ok(())
             }
             PreparedOp::Collective { op, ty, send, recv } => {
-                crate::collective::run(*op, *ty, send, recv, &memory);
-                Ok(())
+                crate::collective::run(*op, *ty, send, recv, &memory).map_err(|message| HostError::Kernel { node: g.describe_node(v), message })
             }
         }
     }
