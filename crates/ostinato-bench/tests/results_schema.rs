@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ostinato_bench::bench::BenchBackend;
+use ostinato_bench::BenchBackend;
 use ostinato_bench::BenchConfig;
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ fn brief(c: &mut BenchConfig, filter: &str) {
 fn host_quick_bench_writes_the_three_files_and_valid_results() {
     let out = std::env::temp_dir().join(format!("ostinato-bench-test-{}", std::process::id()));
     let args = host_config(&out, |c| c.warmup_ms = 30);
-    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    let rows = ostinato_bench::run(&args).expect("host bench runs");
     assert!(rows.iter().all(|r| r.ok), "every host row passes its oracle");
     for f in ["results.json", "REPORT.md", "chart.svg"] {
         assert!(out.join(f).metadata().map(|m| m.len() > 100).unwrap_or(false), "{f} written");
@@ -91,7 +91,7 @@ fn rotate_shifts_every_rows_arm_order_past_the_row_index() {
         brief(c, "grid/serial");
         c.study.rotate = 1;
     });
-    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    let rows = ostinato_bench::run(&args).expect("host bench runs");
     assert!(rows.len() >= 2, "the filter keeps several rows");
     for (ri, r) in rows.iter().enumerate() {
         // `arms` is reported in the fixed order; the run order is that order shifted by index + 1.
@@ -113,7 +113,7 @@ fn replays_sets_every_rows_replays_per_sample_and_the_protocol_says_so() {
         brief(c, "grid/serial/n50,decode");
         c.replays = Some(3);
     });
-    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    let rows = ostinato_bench::run(&args).expect("host bench runs");
     assert_eq!(rows.len(), 2, "{:?}", rows.iter().map(|r| &r.id).collect::<Vec<_>>());
     for r in &rows {
         assert_eq!(r.replays_per_sample, 3, "{}", r.id);
@@ -124,7 +124,7 @@ fn replays_sets_every_rows_replays_per_sample_and_the_protocol_says_so() {
     assert!(std::fs::read_to_string(out.join("REPORT.md")).unwrap().contains("each 3 back-to-back replays between two events"));
     let _ = std::fs::remove_dir_all(&out);
     let zero = host_config(&out, |c| c.replays = Some(0));
-    let err = ostinato_bench::bench::run(&zero).err().map(|e| e.to_string());
+    let err = ostinato_bench::run(&zero).err().map(|e| e.to_string());
     assert_eq!(err.as_deref(), Some("replays: 0: between 1 and 1000 replays per sample"));
     assert!(!out.exists(), "a refused configuration writes nothing");
 }
@@ -136,7 +136,7 @@ fn arms_runs_only_the_named_arms_in_their_fixed_order() {
         brief(c, "grid/serial/n50");
         c.arms = Some(vec!["ostinato-host".into()]);
     });
-    let rows = ostinato_bench::bench::run(&args).expect("host bench runs");
+    let rows = ostinato_bench::run(&args).expect("host bench runs");
     assert_eq!(rows.len(), 1);
     let names: Vec<&str> = rows[0].arms.iter().map(|a| a.arm).collect();
     assert_eq!(names, ["ostinato-host"], "only the named arm ran");
@@ -149,7 +149,7 @@ fn arms_runs_only_the_named_arms_in_their_fixed_order() {
 fn a_filter_that_matches_no_row_is_an_error_not_an_empty_report() {
     let out = std::env::temp_dir().join(format!("ostinato-bench-nomatch-{}", std::process::id()));
     let c = host_config(&out, |c| c.filter = vec!["nomatch".into()]);
-    let Err(err) = ostinato_bench::bench::run(&c) else { panic!("a filter matching no row must be refused") };
+    let Err(err) = ostinato_bench::run(&c) else { panic!("a filter matching no row must be refused") };
     let err = err.to_string();
     assert!(err.starts_with("filter: nomatch matches no row"), "{err}");
     assert!(!out.exists(), "nothing is written");
@@ -165,7 +165,7 @@ fn the_host_report_names_the_vulkan_device_and_runs_its_arms_when_asked() {
     };
     let out = std::env::temp_dir().join(format!("ostinato-bench-vk-{}", std::process::id()));
     let args = host_config(&out, |c| brief(c, "grid/serial/n1/"));
-    ostinato_bench::bench::run(&args).expect("host bench runs");
+    ostinato_bench::run(&args).expect("host bench runs");
     let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
     assert!(!report.contains("Vulkan arm device: none found") && report.contains(&format!("Vulkan arm device: {}", ctx.name)), "{report}");
     let mut args = host_config(&out, |c| brief(c, "grid/serial/n1/"));
@@ -174,7 +174,7 @@ fn the_host_report_names_the_vulkan_device_and_runs_its_arms_when_asked() {
             .map(String::from)
             .to_vec(),
     );
-    let rows = ostinato_bench::bench::run(&args).expect("host bench with the Vulkan arms runs");
+    let rows = ostinato_bench::run(&args).expect("host bench with the Vulkan arms runs");
     let arms: Vec<&str> = rows[0].arms.iter().filter(|a| a.ok && a.skipped.is_none() && !a.samples.is_empty()).map(|a| a.arm).collect();
     assert_eq!(
         arms,

@@ -4,10 +4,10 @@
 //! sample, on the raw baseline and on every Ostinato Vulkan arm (the replay orderings, lanes, fusion
 //! off; where the workload applies to it). Skips without Vulkan.
 
-use ostinato_bench::bench::arms::{self, Arm, ArmKind};
-use ostinato_bench::bench::vulkan::{OstinatoVulkan, VulkanArm};
-use ostinato_bench::bench::workload::{self, DecodeShape};
-use ostinato_bench::bench::{compare, init_bytes};
+use ostinato_bench::arms::{self, Arm, ArmKind};
+use ostinato_bench::matrix::{compare, init_bytes};
+use ostinato_bench::vulkan::{OstinatoVulkan, VulkanArm};
+use ostinato_bench::workload::{self, DecodeShape};
 
 #[test]
 fn every_family_matches_the_oracle_on_vulkan() {

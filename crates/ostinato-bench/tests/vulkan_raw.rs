@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ostinato::file::BufferInit;
 use ostinato::{read_roots, write_inits, Arg, Backend, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, Slice};
-use ostinato_bench::bench::vulkan_raw::{levels, VulkanRun};
+use ostinato_bench::vulkan_raw::{levels, VulkanRun};
 use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::mix_sig;
 use ostinato_vulkan::Context;

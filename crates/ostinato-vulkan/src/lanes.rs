@@ -38,7 +38,7 @@ pub fn segments(plan: &Plan) -> Vec<Vec<Segment>> {
             out[l].push(Segment { cmds: Vec::new(), waits: Vec::new() });
             open[l] = true;
         }
-        let seg = out[l].last_mut().unwrap_or_else(|| unreachable!("a segment was just opened"));
+        let seg = out[l].last_mut().expect("a segment was just opened");
         for w in cross {
             if !seg.waits.contains(&w) {
                 seg.waits.push(w);

@@ -147,7 +147,7 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
     let mut out: Vec<Group> = Vec::new();
     let mut open: Vec<usize> = Vec::new();
     for run in runs {
-        let k = key(run[0]).unwrap_or_else(|| unreachable!("runs hold fusable nodes"));
+        let k = key(run[0]).expect("runs hold fusable nodes");
         let target = open.iter().rev().take(4).copied().find(|&gi| {
             let g: &Group = &out[gi];
             g.key == k

@@ -1,26 +1,17 @@
-//! `ostinato bench`: the dispatch matrix (BRIEF §7) with every sample checked by the host oracle,
-//! medians with bootstrap intervals, a tie band, arm order rotated per row, provenance measured at run
-//! time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
-
-pub mod arms;
-pub mod manifests;
-pub mod profile;
-pub mod provenance;
-pub mod report;
-pub mod stats;
-pub mod vulkan;
-pub mod vulkan_raw;
-pub mod workload;
+//! The matrix run: the rows, the three passes of arms over them, every sample checked by the host
+//! oracle, medians with bootstrap intervals, a tie band, arm order rotated per row, provenance measured
+//! at run time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
 
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::arms::{self, Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
 pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
-use arms::{Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
-use workload::{Check, DecodeShape, Workload};
+use crate::workload::{self, Check, DecodeShape, Workload};
+use crate::{manifests, profile, provenance, report, stats, vulkan};
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
 /// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md decision 7),
@@ -480,28 +471,7 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
 /// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
 pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     args.validate()?;
-    let study = &args.study;
-    let backend = match args.backend {
-        Some(b) => b,
-        None => {
-            if ostinato_cuda::driver_available() && ostinato_cuda::device::list().is_ok_and(|l| !l.is_empty()) {
-                BenchBackend::Cuda
-            } else {
-                eprintln!("no CUDA device found: running the HOST-BACKEND matrix (labelled as such in the report)");
-                BenchBackend::Host
-            }
-        }
-    };
-    let grid_blocks = study.blocks.clone();
-    let placements = args.placements();
-    let regime = study.regime;
-    let cfg = |setting, reason: &str| BenchError::Config { setting, reason: reason.to_string() };
-    if regime != Regime::Fresh && backend != BenchBackend::Cuda {
-        return Err(cfg("regime", "multi-stream is a state of the CUDA driver; the host backend has none"));
-    }
-    if study.offsets.is_some() && backend != BenchBackend::Cuda {
-        return Err(cfg("offsets", "places CUDA device buffers; the host backend's rows have none to place"));
-    }
+    let backend = choose_backend(args)?;
     let arms = match backend {
         BenchBackend::Cuda => select_arms(args, &ArmKind::CUDA, ArmKind::Ostinato)?,
         // The Vulkan arms run in the host matrix only when asked for (`--arms`), on whatever Vulkan
@@ -509,7 +479,54 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         BenchBackend::Host if args.arms.is_some() => select_arms(args, &ArmKind::HOST_SELECTABLE, ArmKind::OstinatoHost)?,
         BenchBackend::Host => select_arms(args, &ArmKind::HOST, ArmKind::OstinatoHost)?,
     };
-    let fan_widths = study.fans.clone();
+    let (contexts, vulkan_device) = open_contexts(args, backend, &arms)?;
+    let regime_chain_us = enter_regime(&contexts, args.study.regime)?;
+    if let Some(dir) = &args.study.dot {
+        std::fs::create_dir_all(dir).map_err(|e| BenchError::Io { path: dir.display().to_string(), message: e.to_string() })?;
+    }
+    let protocol = Protocol {
+        warmups: args.warmups,
+        warmup: std::time::Duration::from_millis(args.warmup_ms),
+        samples: args.samples,
+        timed: std::time::Duration::from_millis(args.timed_ms),
+        dot_dir: args.study.dot.as_deref(),
+    };
+    let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));
+    let rows_in = selected_rows(args, backend)?;
+    let rows = run_rows(args, &rows_in, &arms, &contexts, &protocol)?;
+    let mut prov = provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
+    prov.regime_chain_us = regime_chain_us;
+    report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
+    println!("{}", report::headline(backend, &rows));
+    println!("wrote {}/results.json, REPORT.md, chart.svg", args.out.display());
+    Ok(rows)
+}
+
+/// The backend the matrix runs on: the configured one, else CUDA where a device is found, else the
+/// host (labelled as such); the study settings that need CUDA are refused elsewhere.
+fn choose_backend(args: &BenchConfig) -> Result<BenchBackend, BenchError> {
+    let backend = match args.backend {
+        Some(b) => b,
+        None if ostinato_cuda::driver_available() && ostinato_cuda::device::list().is_ok_and(|l| !l.is_empty()) => BenchBackend::Cuda,
+        None => {
+            eprintln!("no CUDA device found: running the HOST-BACKEND matrix (labelled as such in the report)");
+            BenchBackend::Host
+        }
+    };
+    let cfg = |setting, reason: &str| BenchError::Config { setting, reason: reason.to_string() };
+    if args.study.regime != Regime::Fresh && backend != BenchBackend::Cuda {
+        return Err(cfg("regime", "multi-stream is a state of the CUDA driver; the host backend has none"));
+    }
+    if args.study.offsets.is_some() && backend != BenchBackend::Cuda {
+        return Err(cfg("offsets", "places CUDA device buffers; the host backend's rows have none to place"));
+    }
+    Ok(backend)
+}
+
+/// The CUDA device, its built-in modules and one backend per Ostinato arm (CUDA matrix only), and the
+/// Vulkan device (opened in every matrix so the report names it; kept only where a Vulkan arm runs).
+fn open_contexts(args: &BenchConfig, backend: BenchBackend, arms: &[ArmKind]) -> Result<(Contexts, Option<String>), BenchError> {
+    let study = &args.study;
     let base = ostinato_cuda::CudaOptions {
         pdl: args.auto_policy(),
         trigger: study.trigger,
@@ -531,9 +548,6 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     } else {
         None
     };
-    // The Vulkan device is opened in every matrix, so the report names the device `ostinato devices`
-    // lists; the Vulkan arms run in the CUDA matrix (GPU time against GPU time), and in the host
-    // matrix where `--arms` asks for them.
     let vulkan = match ostinato_vulkan::Context::open() {
         Ok(c) => Some(c),
         Err(e) => {
@@ -546,8 +560,13 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     // Without a Vulkan arm the device is only named: it is closed before any arm runs.
     let vulkan_device = vulkan.as_ref().map(|c| c.name.clone());
     let vulkan = vulkan.filter(|_| arms.iter().any(|a| a.is_vulkan()));
-    let contexts = Contexts { cuda, vulkan };
-    let regime_chain_us = match (&contexts.cuda, regime) {
+    Ok((Contexts { cuda, vulkan }, vulkan_device))
+}
+
+/// Puts the driver in the regime the study asks for (the multi-stream one: `arms::enter_multi_stream_regime`);
+/// its 941-node chain's µs per dispatch before and after.
+fn enter_regime(contexts: &Contexts, regime: Regime) -> Result<Option<[f64; 2]>, BenchError> {
+    match (&contexts.cuda, regime) {
         (Some(c), Regime::MultiStream) => {
             let backend = c
                 .backends
@@ -555,25 +574,29 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
                 .find(|(k, _)| *k == ArmKind::Ostinato)
                 .map(|(_, b)| b)
                 .ok_or_else(|| BenchError::Run("no CUDA backend for the Ostinato arm".into()))?;
-            Some(arms::enter_multi_stream_regime(&c.device, &c.modules, backend)?)
+            Ok(Some(arms::enter_multi_stream_regime(&c.device, &c.modules, backend)?))
         }
-        _ => None,
-    };
-    let arms = arms.as_slice();
-    if let Some(dir) = &study.dot {
-        std::fs::create_dir_all(dir).map_err(|e| BenchError::Io { path: dir.display().to_string(), message: e.to_string() })?;
+        _ => Ok(None),
     }
-    let warmup = std::time::Duration::from_millis(args.warmup_ms);
-    let timed = std::time::Duration::from_millis(args.timed_ms);
-    let protocol = Protocol { warmups: args.warmups, warmup, samples: args.samples, timed, dot_dir: study.dot.as_deref() };
-    let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));
-    let mut rows_in = matrix(backend, args.quick, grid_blocks.as_deref(), fan_widths.as_deref(), args.replays);
+}
+
+/// The matrix's rows the filter keeps (an error when it keeps none).
+fn selected_rows(args: &BenchConfig, backend: BenchBackend) -> Result<Vec<Workload>, BenchError> {
+    let mut rows = matrix(backend, args.quick, args.study.blocks.as_deref(), args.study.fans.as_deref(), args.replays);
     if !args.filter.is_empty() {
-        rows_in.retain(|w| args.filter.iter().any(|p| w.id.contains(p.trim())));
-        if rows_in.is_empty() {
-            return Err(cfg("filter", &format!("{} matches no row of the {backend:?} matrix", args.filter.join(","))));
+        rows.retain(|w| args.filter.iter().any(|p| w.id.contains(p.trim())));
+        if rows.is_empty() {
+            return Err(BenchError::Config { setting: "filter", reason: format!("{} matches no row of the {backend:?} matrix", args.filter.join(",")) });
         }
     }
+    Ok(rows)
+}
+
+/// Every row's arms in three passes (see [`passes`]), each row once per placement, and the rows'
+/// results with their arms in a fixed order.
+fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts: &Contexts, protocol: &Protocol) -> Result<Vec<RowResult>, BenchError> {
+    let study = &args.study;
+    let placements = args.placements();
     // Each row once per placement (buffer offset); ids carry the offset only in a placement study.
     let row_list: Vec<(&Workload, u64, String)> = rows_in
         .iter()
@@ -584,8 +607,8 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     // Three passes (see `passes`): the graph arms rotate per row; the arms that launch kernels directly
     // run after every row's graph arms, since plain launches on a second stream slow every graph the
     // process runs afterwards (docs/fences.md decision 7); an arm of another API (the Vulkan arm) runs last, so
-    // no CUDA arm is measured right after a switch of API (that biased the next arm on tiny rows:
-    // runs/7d3f8c0-interleaved.md; docs/results/2026-11-30-h200/README.md).
+    // no CUDA arm is measured right after a switch of API (that biased the next arm on tiny rows, by
+    // the same measurement).
     let [graph_arms, direct, later] = passes(arms);
     let mut runs: Vec<RowRun> = Vec::new();
     // The oracle runs once per workload; its placements follow each other in `row_list`.
@@ -608,7 +631,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             _ => Vec::new(),
         };
         let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None };
-        run.arms(&rotated(&graph_arms, ri + study.rotate), w, &contexts, &protocol, &pb);
+        run.arms(&rotated(&graph_arms, ri + study.rotate), w, contexts, protocol, &pb);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
             pb.set_message(format!("{id} (kernel table)"));
@@ -623,11 +646,11 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         runs.push(run);
     }
     for (ri, (&(w, _, _), run)) in row_list.iter().zip(&mut runs).enumerate() {
-        run.arms(&rotated(&direct, ri + study.rotate), w, &contexts, &protocol, &pb);
+        run.arms(&rotated(&direct, ri + study.rotate), w, contexts, protocol, &pb);
         run.memory = Ok(None);
     }
     for (&(w, _, _), run) in row_list.iter().zip(&mut runs) {
-        run.arms(&later, w, &contexts, &protocol, &pb);
+        run.arms(&later, w, contexts, protocol, &pb);
     }
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, .. }) in row_list.iter().zip(runs) {
@@ -651,11 +674,6 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         });
     }
     pb.finish_and_clear();
-    let mut prov = provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
-    prov.regime_chain_us = regime_chain_us;
-    report::write_all(Path::new(&args.out), backend, &prov, args, &rows)?;
-    println!("{}", report::headline(backend, &rows));
-    println!("wrote {}/results.json, REPORT.md, chart.svg", args.out.display());
     Ok(rows)
 }
 

@@ -464,7 +464,7 @@ pub fn median_gpu_us(arm: &mut dyn Arm, w: &Workload, init: &[Option<Vec<u8>>], 
 /// after, so the report shows whether the state changed.
 pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, backend: &CudaBackend) -> Result<[f64; 2], String> {
     let w = super::workload::dispatch_grid(941, 1, false, 1);
-    let init = super::init_bytes(&w);
+    let init = crate::matrix::init_bytes(&w);
     let memory = RowMemory::new(device, &w, 0)?;
     let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
     let mut chain = OstinatoCuda::new(backend, &w, bind_cuda(backend, &w, &plan)?, &memory, &init)?;

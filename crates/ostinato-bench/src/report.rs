@@ -11,8 +11,8 @@ use serde::Serialize;
 use super::arms::ArmKind;
 use super::provenance::Provenance;
 use super::stats::{self, Verdict};
-use super::{ArmResult, BenchBackend, Regime, RowResult, Stat};
 use crate::config::{BenchConfig, BenchError};
+use crate::{ArmResult, BenchBackend, Regime, RowResult, Stat};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -395,7 +395,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::Regime;
+    use crate::Regime;
     use ostinato_cuda::StreamPriority;
 
     fn cfg(f: impl FnOnce(&mut BenchConfig)) -> BenchConfig {
@@ -461,7 +461,7 @@ mod tests {
     #[test]
     fn the_report_says_where_each_rows_buffers_lay_and_json_omits_it_when_unknown() {
         let args = cfg(|c| c.backend = Some(BenchBackend::Host));
-        let p = super::super::provenance::collect(BenchBackend::Host, None, None, None, &args);
+        let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
         let placed = [row("grid/serial/n941/b1", &["x=0x7f0000e20400"]), row("grid/serial/n1/b1", &[])];
         let md = markdown(BenchBackend::Cuda, &p, &args, &placed);
         assert!(md.contains("## Where each row's buffers lay"), "{md}");

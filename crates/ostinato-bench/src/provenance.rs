@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::BenchBackend;
 use crate::config::BenchConfig;
+use crate::BenchBackend;
 
 #[derive(Serialize, Clone, Debug)]
 pub struct Provenance {

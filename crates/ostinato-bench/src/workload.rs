@@ -1,4 +1,4 @@
-//! The benchmark's workloads (BRIEF §7): each is a recorded graph plus what every arm needs to run and
+//! The benchmark's workloads, the rows of the dispatch matrix (`docs/reproduce.md` lists them): each is
 //! check it the same way: initial contents, replays per sample, a slot schedule, which buffers the oracle
 //! checks and how, and the stream schedule a skilled CUDA user would write by hand for the baselines.
 

@@ -100,7 +100,7 @@ pub fn profile(
 
 /// The decode rows' section of `REPORT.md`: per arm µs per step, effective bandwidth, the share of the
 /// 4.8 TB/s floor and the dispatch overhead (step − Σ kernels alone); then each row's kernel table.
-pub fn markdown(rows: &[super::RowResult]) -> String {
+pub fn markdown(rows: &[crate::RowResult]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     for r in rows {
