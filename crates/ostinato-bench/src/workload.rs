@@ -1,5 +1,5 @@
 //! The benchmark's workloads, the rows of the dispatch matrix (`docs/reproduce.md` lists them): each is
-//! check it the same way: initial contents, replays per sample, a slot schedule, which buffers the oracle
+//! a recorded graph plus what every arm needs to run and check it the same way: initial contents, replays per sample, a slot schedule, which buffers the oracle
 //! checks and how, and the stream schedule a skilled CUDA user would write by hand for the baselines.
 
 use ostinato::file::BufferInit;
