@@ -1,6 +1,7 @@
 //! The benchmark's workloads, the rows of the dispatch matrix (`docs/reproduce.md` lists them): each is
-//! a recorded graph plus what every arm needs to run and check it the same way: initial contents, replays per sample, a slot schedule, which buffers the oracle
-//! checks and how, and the stream schedule a skilled CUDA user would write by hand for the baselines.
+//! a recorded graph plus what every arm needs to run and check it the same way: initial contents,
+//! replays per sample, a slot schedule, which buffers the oracle checks and how, and the stream
+//! schedule a skilled CUDA user would write by hand for the baselines.
 
 use ostinato::file::BufferInit;
 use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, Scalar, ScalarType, Slice, SlotId};
