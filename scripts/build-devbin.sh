@@ -16,15 +16,22 @@ for line in sys.stdin:
         name = m["target"]["name"] + ("-lib" if m["target"]["kind"][0] == "lib" else "")
         shutil.copy(m["executable"], os.path.join(".devbin/tests", m["target"]["name"].replace("-", "_") + "__" + m["target"]["kind"][0]))
 '
-# Only the crates that touch the GPU need to run there; the rest run in CI.
-find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' -delete
+# Only the tests that touch the GPU (or need NVRTC, which the GPU machine has) run there; the rest run
+# in CI.
+find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' ! -name 'contract_kernels__test' \
+  ! -name 'pack_contract__test' ! -name 'ptx_fixtures__test' -delete
 strip .devbin/ostinato .devbin/tests/*
 cp -r examples kernels .devbin/
 # The C ABI (library, header), for the C examples the GPU machine compiles against it.
 bash scripts/install-c.sh .devbin/c >/dev/null
 strip .devbin/c/lib/libostinato.so
 # The Python wheel (abi3, manylinux), installed there with pip install --no-deps --target.
-if command -v maturin >/dev/null; then maturin build --release --manifest-path python/Cargo.toml -o .devbin/wheels; else echo "maturin not found: no Python wheel"; fi
+if command -v maturin >/dev/null; then
+  maturin build --release --manifest-path python/Cargo.toml -o .devbin/wheels
+else
+  # pip builds the wheel with maturin in an isolated environment (maturin from PyPI).
+  python3 -m pip wheel --no-deps -q ./python -w .devbin/wheels || echo "no Python wheel: neither maturin nor pip could build it"
+fi
 rm .devbin/c/lib/libostinato.a   # the GPU machine links the shared library
 ls -la .devbin .devbin/tests
 du -sh .devbin

@@ -1,83 +1,109 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (builds nothing): every GPU test, CLI checks on the example graphs, and the
-# benchmark. Logs go to $OUT (default ./gpu-out). Usage: scripts/gpu-check.sh [quick|full|tests]
+# Runs on the GPU machine (builds nothing; scripts/build-devbin.sh built .devbin/ on the developer
+# machine): every GPU test, CLI checks on the example graphs (CUDA and the GPU's Vulkan driver), the C
+# and Python checks, the Llama comparisons with transformers, and the benchmark. Logs go to $OUT
+# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|python|llama|bench|quick-bench|full]...
+# (several stages may be named; `full` is all of them but quick-bench).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
-WHAT=${1:-full}
+STAGES=" ${*:-full} "
 BIN=.devbin
 export OSTINATO_CACHE_DIR=/tmp/ostinato-nvrtc
 export PATH=/usr/local/cuda/bin:$PATH
+export OSTINATO_NVDISASM=${OSTINATO_NVDISASM:-/usr/local/cuda/bin/nvdisasm}
 status=0
 step() { echo "== $*"; }
+want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench ) ]]; }
+fail() { echo "FAILED: $*"; status=1; }
 source scripts/vulkan-env.sh
 {
   step "machine"; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; uname -r
   step "devices"; $BIN/ostinato devices
 } 2>&1 | tee "$OUT/machine.log"
-if [[ "$WHAT" != bench ]]; then
+
+if want tests; then
   step "tests" | tee "$OUT/tests.log"
-  for t in $BIN/tests/*; do  # cuda and vulkan test binaries
+  for t in $BIN/tests/*; do  # the CUDA, Vulkan and Llama-pack test binaries
     echo "--- $(basename "$t")" >>"$OUT/tests.log"
-    if ! "$t" --test-threads=1 --nocapture >>"$OUT/tests.log" 2>&1; then echo "FAILED: $t"; status=1; fi
+    start=$(date +%s)
+    if ! "$t" --test-threads=1 --nocapture >>"$OUT/tests.log" 2>&1; then fail "$t"; fi
+    echo "--- $(basename "$t") took $(( $(date +%s) - start )) s" >>"$OUT/tests.log"
   done
-  grep -E "^test result|FAILED|SKIP|panicked|compared" "$OUT/tests.log" | sort | uniq -c | tee "$OUT/tests.summary"
+  grep -E "^test result|FAILED|SKIP|panicked|took" "$OUT/tests.log" | sort | uniq -c | tee "$OUT/tests.summary"
+fi
+
+if want cli; then
   step "cli" | tee "$OUT/cli.log"
   for f in examples/mix.toml examples/add_one_serial_941.toml examples/own_kernel.toml examples/fused_chain.toml; do
     for mode in graph eager; do for pdl in auto on off; do
-      $BIN/ostinato run "$f" --backend cuda --mode $mode --pdl $pdl --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f $mode $pdl"; status=1; }
+      $BIN/ostinato run "$f" --backend cuda --mode $mode --pdl $pdl --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run $f $mode $pdl"
     done; done
   done
-  # Chain fusion: the user's fusable kernel runs as one fused launch, and unfused gives the same bits.
   for fu in auto on off; do
-    $BIN/ostinato run examples/fused_chain.toml --backend cuda --fusion $fu --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run fused_chain.toml --fusion $fu"; status=1; }
+    $BIN/ostinato run examples/fused_chain.toml --backend cuda --fusion $fu --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run fused_chain.toml --fusion $fu"
   done
-  grep -q "64 of 64 nodes fused: 1 launches per replay" "$OUT/cli.log" || { echo "FAILED: fused_chain.toml did not fuse"; status=1; }
-  # The other two graph builds (same nodes and edges, other driver calls).
+  grep -q "64 of 64 nodes fused: 1 launches per replay" "$OUT/cli.log" || fail "fused_chain.toml did not fuse"
   for b in in-order capture; do for pdl in auto on; do
-    $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --graph-build $b --pdl $pdl"; status=1; }
+    $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run mix.toml --graph-build $b --pdl $pdl"
   done; done
-  # The exec's streams at the context's greatest priority, both modes.
   for mode in graph eager; do
-    $BIN/ostinato run examples/mix.toml --backend cuda --mode $mode --priority high --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --mode $mode --priority high"; status=1; }
+    $BIN/ostinato run examples/mix.toml --backend cuda --mode $mode --launch thread --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run mix.toml --mode $mode --launch thread"
   done
-  # Replays through the exec's launch thread, both modes.
-  for mode in graph eager; do
-    $BIN/ostinato run examples/mix.toml --backend cuda --mode $mode --launch thread --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run mix.toml --mode $mode --launch thread"; status=1; }
-  done
-  $BIN/ostinato run examples/add_one_serial_941.toml --backend cuda --launch thread --replays 50 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run add_one_serial_941.toml --launch thread"; status=1; }
-  # The Vulkan backend on the GPU's Vulkan driver.
-  for f in examples/mix.toml examples/add_one_serial_941.toml; do
-    $BIN/ostinato run "$f" --backend vulkan --replays 3 --check >>"$OUT/cli.log" 2>&1 || { echo "FAILED: run $f --backend vulkan"; status=1; }
-  done
-  # run --dot: the driver's DOT of the instantiated graph (edge types and ports).
+  # The kernel contract: modes inferred from the code, the manifests of the user's and built-in kernels.
+  $BIN/ostinato plan examples/own_kernel.toml --cuda --explain >>"$OUT/cli.log" 2>&1 || fail "plan own_kernel.toml --cuda --explain"
+  $BIN/ostinato kernels examples/own_kernel.toml --backend cuda >>"$OUT/cli.log" 2>&1 || fail "kernels own_kernel.toml"
+  # The Vulkan backend on the GPU's Vulkan driver, fused and not.
+  for f in examples/mix.toml examples/add_one_serial_941.toml; do for fu in auto off; do
+    $BIN/ostinato run "$f" --backend vulkan --fusion $fu --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run $f --backend vulkan --fusion $fu"
+  done; done
   if $BIN/ostinato run examples/mix.toml --backend cuda --replays 1 --check --dot /tmp/mix.dot >>"$OUT/cli.log" 2>&1 \
-    && grep -c -- "->" /tmp/mix.dot >>"$OUT/cli.log"; then echo "dot: ok" >>"$OUT/cli.log"; else echo "FAILED: run --dot"; status=1; fi
+    && grep -c -- "->" /tmp/mix.dot >>"$OUT/cli.log"; then echo "dot: ok" >>"$OUT/cli.log"; else fail "run --dot"; fi
   tail -n 12 "$OUT/cli.log"
-  # The C ABI on CUDA: the C and C++ examples, and an engine's own PTX kernel, memory and stream.
   step "c" | tee "$OUT/c.log"
   C="-I.devbin/c/include -L.devbin/c/lib -Wl,-rpath,$PWD/.devbin/c/lib -lostinato"
   CUDA="-I/usr/local/cuda/include -L/usr/local/cuda/lib64/stubs -lcuda"
-  { cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $C -o /tmp/ost-record && /tmp/ost-record cuda \
+  { cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $C -o /tmp/ost-record && /tmp/ost-record cuda && /tmp/ost-record vulkan \
     && c++ -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $C -o /tmp/ost-record-cpp && /tmp/ost-record-cpp cuda \
+    && cc -std=c11 -Wall -Wextra -Werror examples/c/vulkan_free.c $C -o /tmp/ost-vulkan-free && /tmp/ost-vulkan-free \
     && cc -std=c11 -Wall -Wextra -Werror examples/c/cuda_own.c $C $CUDA -o /tmp/ost-cuda-own && /tmp/ost-cuda-own; } >>"$OUT/c.log" 2>&1 \
-    || { echo "FAILED: the C examples on CUDA"; status=1; }
+    || fail "the C examples on CUDA and Vulkan"
   cat "$OUT/c.log"
-  # The Python package from the wheel built here: its CUDA tests with torch tensors and streams.
+fi
+
+if want python; then
   step "python" | tee "$OUT/python.log"
   if ls .devbin/wheels/*.whl >/dev/null 2>&1; then
     { python3 -m pip install -q --no-deps --target /tmp/ost-site .devbin/wheels/*.whl \
-      && PYTHONPATH=/tmp/ost-site python3 -m pytest -q -s python/tests; } >>"$OUT/python.log" 2>&1 || { echo "FAILED: python tests"; status=1; }
-    # Llama-3.2-1B from Python on transformers' weights: 64 teacher-forced steps, then the timing table.
-    PYTHONPATH=/tmp/ost-site python3 examples/python/llama_hf.py --json "$OUT/llama_hf.json" >>"$OUT/python.log" 2>&1 \
-      || { echo "FAILED: examples/python/llama_hf.py"; status=1; }
+      && PYTHONPATH=/tmp/ost-site python3 -m pytest -q -s python/tests; } >>"$OUT/python.log" 2>&1 || fail "python tests"
+    for ex in examples/python/mlp_block.py; do
+      [[ -f $ex ]] && { PYTHONPATH=/tmp/ost-site python3 "$ex" --json "$OUT/$(basename "$ex" .py).json" >>"$OUT/python.log" 2>&1 || fail "$ex"; }
+    done
   else
     echo "no wheel in .devbin/wheels" >>"$OUT/python.log"
   fi
-  tail -n 8 "$OUT/python.log"
+  tail -n 12 "$OUT/python.log"
 fi
-if [[ "$WHAT" == full || "$WHAT" == bench ]]; then
+
+if want llama; then
+  # Llama-3.2-1B against transformers: 1,024 teacher-forced positions with f32 RoPE frequencies in the
+  # reference, from Python and from a checkpoint transformers wrote (`save_pretrained`).
+  step "llama" | tee "$OUT/llama.log"
+  python3 -m pip install -q --no-deps --target /tmp/ost-site .devbin/wheels/*.whl >>"$OUT/llama.log" 2>&1
+  PYTHONPATH=/tmp/ost-site python3 examples/python/llama_hf.py --steps 1024 --skip-compiled --json "$OUT/llama_hf.json" >>"$OUT/llama.log" 2>&1 \
+    || fail "examples/python/llama_hf.py"
+  { python3 examples/python/llama_hf_reference.py /tmp/hf --positions 1024 \
+    && OSTINATO_HF_DIR=/tmp/hf .devbin/tests/gpu_llama__test a_transformers_checkpoint --test-threads=1 --nocapture; } >>"$OUT/llama.log" 2>&1 \
+    || fail "the transformers checkpoint"
+  tail -n 16 "$OUT/llama.log"
+fi
+
+if want bench; then
   step "bench"
   $BIN/ostinato bench --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+if want quick-bench; then
+  step "quick bench"
+  $BIN/ostinato bench --quick --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" || status=1
 fi
 exit $status
