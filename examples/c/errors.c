@@ -91,6 +91,16 @@ int main(void) {
     ost_exec_options bad_fusion = {0};
     bad_fusion.fusion = "sometimes";
     expect(ost_exec_create_ex(p, "host", &bad_fusion, NULL, 0, &e), OST_ERR_ARGUMENT, "option `fusion`: `sometimes` is not one of auto, on, off", "an unknown fusion mode");
+    ost_exec_options settings = {0};
+    settings.settings = "pdl=maybe";
+    expect(ost_exec_create_ex(p, "host", &settings, NULL, 0, &e), OST_ERR_ARGUMENT, "option `pdl`", "an unknown setting value");
+    settings.settings = "pdl=off, ordering";
+    expect(ost_exec_create_ex(p, "host", &settings, NULL, 0, &e), OST_ERR_ARGUMENT, "`ordering` is not key=value", "a setting without a value");
+    settings.settings = "colour=red";
+    expect(ost_exec_create_ex(p, "host", &settings, NULL, 0, &e), OST_ERR_ARGUMENT, "option `colour`", "an unknown setting");
+    settings.settings = "pdl=off,ordering=barrier,";
+    expect(ost_exec_create_ex(p, "host", &settings, NULL, 0, &e), OST_OK, NULL, "settings of other backends");
+    expect(ost_exec_free(e), OST_OK, NULL, "free it");
     expect(ost_exec_create(p, "host", &e), OST_OK, NULL, "an exec");
     expect(ost_exec_set_slot_u32(e, "nope", 1), OST_ERR_ARGUMENT, "unknown slot `nope`", "an unknown slot");
     unsigned char buf[8];

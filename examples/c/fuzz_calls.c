@@ -125,6 +125,8 @@ static void exec_call(void) {
             o.host_threads = (uint32_t)below(4);
             const char *fusion[] = {NULL, "auto", "on", "off", "sometimes"};
             o.fusion = fusion[below(5)];
+            const char *settings[] = {NULL, "", "pdl=off", "ordering=barrier,mode=eager", "pdl=maybe", "ordering"};
+            o.settings = settings[below(6)];
             o.wait_timeout_ms = below(2) ? 0 : 1 + below(2000);
             const char *backend = BACKENDS[below(8)];
             if (strcmp(backend, "vulkan") == 0 && below(4)) backend = "host"; /* Vulkan instantiation is slow: now and then */

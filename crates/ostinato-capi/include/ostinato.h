@@ -135,12 +135,18 @@ typedef struct ost_exec_options {
   uint64_t cuda_stream;
   // CUDA: 1 to make the driver calls of replay and patch on a launch thread the exec owns.
   uint32_t launch_thread;
-  // CUDA: milliseconds a wait may take before it fails (0: the default, 60 s).
+  // CUDA, Vulkan, HSA: milliseconds a wait may take before it fails (0: the backend's default,
+  // 60 s).
   uint64_t wait_timeout_ms;
   // Host: worker threads, 0 for the default (one per core where the plan can use them).
   uint32_t host_threads;
-  // CUDA: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
+  // CUDA, Vulkan: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
   const char *fusion;
+  // Any other backend setting, as comma-separated `key=value` pairs: the settings of the CLI's
+  // flags and Python's keywords (`pdl`, `mode`, `trigger`, `graph-build`, `priority`, `shape`,
+  // `queues`, `ordering`, ...), e.g. `"pdl=off,ordering=barrier"`; NULL or `""`: none. An unknown
+  // key or value is `OST_ERR_ARGUMENT` naming it, on every backend.
+  const char *settings;
 } ost_exec_options;
 
 // Device memory the caller owns, bound to a root buffer in place of an allocation of the exec's.

@@ -28,12 +28,18 @@ pub struct ost_exec_options {
     pub cuda_stream: u64,
     /// CUDA: 1 to make the driver calls of replay and patch on a launch thread the exec owns.
     pub launch_thread: u32,
-    /// CUDA: milliseconds a wait may take before it fails (0: the default, 60 s).
+    /// CUDA, Vulkan, HSA: milliseconds a wait may take before it fails (0: the backend's default,
+    /// 60 s).
     pub wait_timeout_ms: u64,
     /// Host: worker threads, 0 for the default (one per core where the plan can use them).
     pub host_threads: u32,
-    /// CUDA: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
+    /// CUDA, Vulkan: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
     pub fusion: *const c_char,
+    /// Any other backend setting, as comma-separated `key=value` pairs: the settings of the CLI's
+    /// flags and Python's keywords (`pdl`, `mode`, `trigger`, `graph-build`, `priority`, `shape`,
+    /// `queues`, `ordering`, ...), e.g. `"pdl=off,ordering=barrier"`; NULL or `""`: none. An unknown
+    /// key or value is `OST_ERR_ARGUMENT` naming it, on every backend.
+    pub settings: *const c_char,
 }
 
 /// Device memory the caller owns, bound to a root buffer in place of an allocation of the exec's.
@@ -142,9 +148,6 @@ pub unsafe extern "C" fn ost_exec_create_ex(
     })
 }
 
-/// `options.fusion` parsed (`None`: NULL, the default), whichever the backend: a bad name is an error
-/// on every backend, not only where it would take effect.
-#[cfg(feature = "cuda")]
 /// The runtime's exec options that `o` (NULL: the defaults) sets.
 ///
 /// # Safety
@@ -170,6 +173,14 @@ unsafe fn exec_options(o: Option<&ost_exec_options>) -> Fallible<ExecOptions> {
         // SAFETY: the caller vouches that a non-NULL `fusion` is a NUL-terminated string.
         let name = unsafe { text(o.fusion, "options.fusion") }?;
         options.set("fusion", name).map_err(runtime_error)?;
+    }
+    if !o.settings.is_null() {
+        // SAFETY: the caller vouches that a non-NULL `settings` is a NUL-terminated string.
+        let settings = unsafe { text(o.settings, "options.settings") }?;
+        for pair in settings.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').ok_or_else(|| (OST_ERR_ARGUMENT, format!("options.settings: `{pair}` is not key=value")))?;
+            options.set(key.trim(), value.trim()).map_err(runtime_error)?;
+        }
     }
     #[cfg(feature = "cuda")]
     if o.cuda_stream != 0 {

@@ -111,7 +111,16 @@ struct RunArgs {
     /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
     #[arg(long, default_value = "caller", value_parser = exec_choice("launch"))]
     launch: String,
-    /// CUDA device: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
+    /// Vulkan: how a replay is ordered after the previous one (docs/fences.md; default: skip — no
+    /// ordering where the exec knows the previous replay completed).
+    #[arg(long, value_parser = exec_choice("ordering"), hide = true)]
+    ordering: Option<String>,
+    /// Vulkan: one queue, or each plan lane on a queue of its own.
+    #[arg(long, value_parser = exec_choice("queues"), hide = true)]
+    queues: Option<String>,
+    /// The device. CUDA: ordinal, GPU-UUID or PCI bus id (default: OSTINATO_DEVICE, else 0).
+    /// Vulkan: index, UUID or part of the name (default: OSTINATO_VK_DEVICE, else the best). HSA:
+    /// index, UUID, PCI bus id or ISA name (default: OSTINATO_HSA_DEVICE, else the first agent).
     #[arg(long)]
     device: Option<String>,
     /// Seconds a wait for the replays may take before it fails and the exec is faulted (0: wait for
@@ -156,6 +165,11 @@ impl RunArgs {
             ("priority", &self.priority),
         ] {
             o.set(key, value).map_err(|e| e.to_string())?;
+        }
+        for (key, value) in [("ordering", &self.ordering), ("queues", &self.queues)] {
+            if let Some(value) = value {
+                o.set(key, value).map_err(|e| e.to_string())?;
+            }
         }
         Ok(o)
     }

@@ -62,8 +62,9 @@ pub struct HsaBackend {
     pub(crate) api: Arc<dyn HsaApi>,
     pub(crate) agent: AgentInfo,
     loaded: Mutex<HashMap<u64, Arc<LoadedCode>>>,
-    /// How long a wait for replays may take before the exec is faulted.
-    pub wait_timeout: Duration,
+    /// How long a wait for replays (or for a free ring slot) may take before the exec is faulted
+    /// (`None`: forever).
+    pub wait_timeout: Option<Duration>,
 }
 
 impl HsaBackend {
@@ -84,7 +85,7 @@ impl HsaBackend {
             selector: selector.map_or_else(String::new, |s| format!("`{s}`")),
             found: if agents.is_empty() { format!("{} reports no GPU agent", api.describe()) } else { format!("the GPU agents are {}", describe(&agents)) },
         })?;
-        Ok(HsaBackend { api, agent, loaded: Mutex::new(HashMap::new()), wait_timeout: DEFAULT_WAIT_TIMEOUT })
+        Ok(HsaBackend { api, agent, loaded: Mutex::new(HashMap::new()), wait_timeout: Some(DEFAULT_WAIT_TIMEOUT) })
     }
 
     pub fn agent(&self) -> &AgentInfo {

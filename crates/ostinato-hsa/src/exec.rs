@@ -92,7 +92,7 @@ pub struct HsaExec {
     slot_values: Vec<Scalar>,
     slot_dirty: Vec<u8>,
     faulted: Option<String>,
-    wait_timeout: Duration,
+    wait_timeout: Option<Duration>,
     /// Per queue, scratch of `submit`: the write index a replay starts at, the packets written.
     start: Vec<u64>,
     written: Vec<u64>,
@@ -237,7 +237,7 @@ impl HsaExec {
             return Ok(());
         }
         let done = self.sets[s].signals[self.program.done.0 as usize];
-        let deadline = Instant::now() + self.wait_timeout;
+        let deadline = self.wait_timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             // SAFETY: `done` is a live signal of this exec.
             let v = unsafe { self.res.api.wait_signal_below(done, 1, Duration::from_millis(100)) };
@@ -248,9 +248,10 @@ impl HsaExec {
             if let Some(e) = self.res.api.take_queue_error() {
                 return Err(self.fault(format!("replay {}: the queue reported an error: {e}", self.sets[s].submitted)));
             }
-            if Instant::now() > deadline {
-                let t = self.wait_timeout;
-                return Err(self.fault(format!("replay {} did not complete within {t:?}", self.sets[s].submitted)));
+            if let (Some(deadline), Some(t)) = (deadline, self.wait_timeout) {
+                if Instant::now() > deadline {
+                    return Err(self.fault(format!("replay {} did not complete within {t:?}", self.sets[s].submitted)));
+                }
             }
         }
     }
@@ -271,7 +272,7 @@ impl HsaExec {
             self.start[q] = unsafe { api.load_write_index(queue) };
             self.written[q] = 0;
         }
-        let deadline = Instant::now() + self.wait_timeout;
+        let deadline = self.wait_timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let mut progress = false;
             let mut done = true;
@@ -309,8 +310,10 @@ impl HsaExec {
                 if let Some(e) = api.take_queue_error() {
                     return Err(self.fault(format!("submitting replay {}: {e}", self.sets[set].submitted)));
                 }
-                if Instant::now() > deadline {
-                    return Err(self.fault(format!("submitting replay {}: no ring slot freed within {:?}", self.sets[set].submitted, self.wait_timeout)));
+                if let (Some(deadline), Some(t)) = (deadline, self.wait_timeout) {
+                    if Instant::now() > deadline {
+                        return Err(self.fault(format!("submitting replay {}: no ring slot freed within {t:?}", self.sets[set].submitted)));
+                    }
                 }
                 std::thread::yield_now();
             }

@@ -165,7 +165,15 @@ impl ExecOptions {
             #[cfg(feature = "vulkan")]
             BackendKind::Vulkan => Ok(BackendSpec::Vulkan { device: self.device.clone(), options: self.vulkan()? }),
             #[cfg(feature = "hsa")]
-            BackendKind::Hsa => Ok(BackendSpec::Hsa { device: self.device.clone(), simulate: self.simulate }),
+            BackendKind::Hsa => Ok(BackendSpec::Hsa {
+                device: self.device.clone(),
+                simulate: self.simulate,
+                wait_timeout: match self.wait_timeout {
+                    WaitTimeout::Default => Some(ostinato_hsa::DEFAULT_WAIT_TIMEOUT),
+                    WaitTimeout::Never => None,
+                    WaitTimeout::After(d) => Some(d),
+                },
+            }),
             #[allow(unreachable_patterns)]
             other => BackendSpec::default_for(other),
         }
@@ -262,5 +270,17 @@ mod tests {
         assert_eq!(o.cuda().unwrap().wait_timeout, Some(Duration::from_millis(300)));
         o.wait_timeout = WaitTimeout::Default;
         assert_eq!(o.cuda().unwrap().wait_timeout, Some(ostinato_cuda::DEFAULT_WAIT_TIMEOUT));
+    }
+
+    #[cfg(feature = "hsa")]
+    #[test]
+    fn wait_timeouts_reach_the_hsa_spec() {
+        let timeout = |w| match (ExecOptions { wait_timeout: w, ..ExecOptions::default() }).spec(BackendKind::Hsa).unwrap() {
+            BackendSpec::Hsa { wait_timeout, .. } => wait_timeout,
+            other => panic!("not an HSA spec: {:?}", other.kind()),
+        };
+        assert_eq!(timeout(WaitTimeout::Never), None);
+        assert_eq!(timeout(WaitTimeout::After(Duration::from_millis(300))), Some(Duration::from_millis(300)));
+        assert_eq!(timeout(WaitTimeout::Default), Some(ostinato_hsa::DEFAULT_WAIT_TIMEOUT));
     }
 }

@@ -36,9 +36,10 @@ pub enum BackendSpec {
     Vulkan { device: Option<String>, options: ostinato_vulkan::VulkanOptions },
     /// `device`: an index among the GPU agents, a UUID, a PCI bus id or an ISA name (default:
     /// `OSTINATO_HSA_DEVICE`, else the first); `simulate: Some(seed)` runs on the simulated AQL packet
-    /// processor instead of ROCr (feature `hsa-sim`): every result is then a simulated one.
+    /// processor instead of ROCr (feature `hsa-sim`): every result is then a simulated one;
+    /// `wait_timeout`: how long a wait may take before the exec is faulted (`None`: forever).
     #[cfg(feature = "hsa")]
-    Hsa { device: Option<String>, simulate: Option<u64> },
+    Hsa { device: Option<String>, simulate: Option<u64>, wait_timeout: Option<std::time::Duration> },
 }
 
 impl BackendSpec {
@@ -59,7 +60,7 @@ impl BackendSpec {
             #[cfg(not(feature = "vulkan"))]
             BackendKind::Vulkan => Err(not_built(kind)),
             #[cfg(feature = "hsa")]
-            BackendKind::Hsa => Ok(BackendSpec::Hsa { device: None, simulate: None }),
+            BackendKind::Hsa => Ok(BackendSpec::Hsa { device: None, simulate: None, wait_timeout: Some(ostinato_hsa::DEFAULT_WAIT_TIMEOUT) }),
             #[cfg(not(feature = "hsa"))]
             BackendKind::Hsa => Err(not_built(kind)),
         }
@@ -143,9 +144,10 @@ impl Session {
                 Ok(Session { opened: Opened::Vulkan(ostinato_vulkan::VulkanBackend::with_context(ctx).with_options(*options)), description })
             }
             #[cfg(feature = "hsa")]
-            BackendSpec::Hsa { device, simulate } => {
+            BackendSpec::Hsa { device, simulate, wait_timeout } => {
                 let selector = device.clone().or_else(|| std::env::var("OSTINATO_HSA_DEVICE").ok());
-                let (backend, sim) = crate::hsa::open(selector.as_deref(), *simulate)?;
+                let (mut backend, sim) = crate::hsa::open(selector.as_deref(), *simulate)?;
+                backend.wait_timeout = *wait_timeout;
                 let description = format!("{}hsa agent {}", if simulate.is_some() { "simulated: " } else { "" }, backend.describe());
                 Ok(Session { opened: Opened::Hsa(Box::new(backend), sim), description })
             }
