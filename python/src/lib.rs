@@ -12,7 +12,7 @@ use ostinato::{
 };
 use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PySlice};
+use pyo3::types::{PyBytes, PyDict, PySlice, PyTuple};
 
 mod errors;
 use errors::err;
@@ -94,15 +94,37 @@ struct Slot {
     #[pyo3(get)]
     name: String,
     id: u32,
+    /// Its scalar type (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`).
+    #[pyo3(get)]
+    ty: &'static str,
 }
 
-/// A recording: buffers, kernels with declared access, slots, and nodes in program order.
-#[pyclass(module = "ostinato")]
+/// A recording: buffers, kernels with declared access, slots, and nodes in program order. Its
+/// `__dict__` holds what the Triton and PyTorch recorders keep per graph (`ostinato._tensors`).
+#[pyclass(module = "ostinato", dict)]
 struct PyGraph {
     graph: Graph,
     impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
     base_dir: PathBuf,
+    /// Buffers bound to framework memory when recorded (a tensor's storage): bound on CUDA at every
+    /// instantiation.
+    externals: Vec<External>,
+}
+
+/// A buffer bound to framework memory when it was recorded: the object whose
+/// `__cuda_array_interface__` covers the buffer's bytes (held by every exec bound to it), and the
+/// CUDA device it lies on.
+struct External {
+    buffer: u32,
+    memory: Py<PyAny>,
+    device: i32,
+}
+
+impl External {
+    fn clone_ref(&self, py: Python<'_>) -> External {
+        External { buffer: self.buffer, memory: self.memory.clone_ref(py), device: self.device }
+    }
 }
 
 fn scalar_type(name: &str) -> PyResult<ScalarType> {
@@ -122,7 +144,87 @@ fn scalar(ty: ScalarType, v: &Bound<'_, PyAny>, what: &str) -> PyResult<Scalar> 
     })
 }
 
+/// A kernel signature from `(name, kind)` params (kind: an access, `infer` or a scalar type;
+/// `(name, mode, "vouched")` vouches for a declared mode) and pairs of params that may alias.
+fn signature(name: &str, params: &[Vec<String>], alias: Option<&[(String, String)]>) -> PyResult<KernelSig> {
+    let mut sig = KernelSig::new(name);
+    for item in params {
+        let (p, kind, vouched) = match item.as_slice() {
+            [p, kind] => (p, kind, false),
+            [p, kind, v] if v == "vouched" => (p, kind, true),
+            _ => return Err(err(format!("kernel `{name}`: a param is (name, kind) or (name, mode, \"vouched\"), got {item:?}"))),
+        };
+        sig = match (kind.as_str(), Access::parse(kind)) {
+            ("infer", _) if !vouched => sig.buffer_infer(p),
+            (_, Some(a)) if vouched => sig.buffer_vouched(p, a),
+            (_, Some(a)) => sig.buffer(p, a),
+            _ if vouched => return Err(err(format!("kernel `{name}` param `{p}`: \"vouched\" vouches for a declared mode (read, write, read_write)"))),
+            _ => sig.scalar(
+                p,
+                scalar_type(kind).map_err(|_| {
+                    err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write, infer) nor a scalar type"))
+                })?,
+            ),
+        };
+    }
+    for (a, b) in alias.into_iter().flatten() {
+        sig = sig.may_alias(a, b).map_err(err)?;
+    }
+    Ok(sig)
+}
+
 impl PyGraph {
+    /// Declares `sig` with its implementation for each backend.
+    fn add_kernel(&mut self, sig: KernelSig, impls: BTreeMap<String, KernelSource>) -> PyResult<Kernel> {
+        let name = sig.name.clone();
+        let id = self.graph.add_kernel(sig).map_err(err)?;
+        self.impls.push(impls);
+        Ok(Kernel { name, id: id.0 })
+    }
+
+    /// A launch of `kernel` with its params by name in `args`.
+    fn add_launch(
+        &mut self,
+        kernel: &Kernel,
+        grid: &[u32],
+        block: &[u32],
+        shared: u32,
+        after: Option<Vec<u32>>,
+        args: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let dims = |v: &[u32], what: &str| -> PyResult<[u32; 3]> {
+            if v.is_empty() || v.len() > 3 {
+                return Err(err(format!("launch of `{}`: `{what}` needs 1 to 3 dimensions", kernel.name)));
+            }
+            let mut d = [1u32; 3];
+            d[..v.len()].copy_from_slice(v);
+            Ok(d)
+        };
+        let sig = self.graph.kernels().get(kernel.id as usize).cloned().ok_or_else(|| err("unknown kernel"))?;
+        for k in args.iter().flat_map(|d| d.keys()) {
+            let k: String = k.extract()?;
+            if sig.param_index(&k).is_none() {
+                return Err(err(format!("launch of `{}`: the kernel has no param `{k}`", sig.name)));
+            }
+        }
+        let mut converted = Vec::with_capacity(sig.params.len());
+        for p in &sig.params {
+            let v = args.map(|d| d.get_item(&p.name)).transpose()?.flatten();
+            let v = v.ok_or_else(|| err(format!("launch of `{}`: missing arg `{}`", sig.name, p.name)))?;
+            let what = format!("launch of `{}`, param `{}`", sig.name, p.name);
+            converted.push(match &p.kind {
+                ParamKind::Buffer(_) => Arg::Buffer(self.slice_arg(&v)?.ok_or_else(|| err(format!("{what}: give a Buffer or a slice of one")))?),
+                ParamKind::Scalar(ty) => match v.cast::<Slot>() {
+                    Ok(s) => Arg::Slot(SlotId(s.get().id)),
+                    Err(_) => Arg::Scalar(scalar(*ty, &v, &what)?),
+                },
+            });
+        }
+        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
+        let launch = Launch::new(dims(grid, "grid")?, dims(block, "block")?).shared(shared);
+        Ok(self.graph.add_launch(KernelId(kernel.id), launch, &converted, &after).map_err(err)?.0)
+    }
+
     fn slice_arg(&self, v: &Bound<'_, PyAny>) -> PyResult<Option<Slice>> {
         if let Ok(s) = v.cast::<BufferSlice>() {
             let s = s.get();
@@ -139,7 +241,7 @@ impl PyGraph {
 impl PyGraph {
     #[new]
     fn new() -> Self {
-        PyGraph { graph: Graph::new(), impls: Vec::new(), inits: Vec::new(), base_dir: PathBuf::from(".") }
+        PyGraph { graph: Graph::new(), impls: Vec::new(), inits: Vec::new(), base_dir: PathBuf::from("."), externals: Vec::new() }
     }
 
     /// Declares a buffer of `size` bytes; `init` is its initial contents (zero, iota, const:V,
@@ -175,29 +277,7 @@ impl PyGraph {
     /// overlaps with a written param are refused when launched.
     #[pyo3(signature = (name, params, alias=None, **impls))]
     fn kernel(&mut self, name: &str, params: Vec<Vec<String>>, alias: Option<Vec<(String, String)>>, impls: Option<&Bound<'_, PyDict>>) -> PyResult<Kernel> {
-        let mut sig = KernelSig::new(name);
-        for item in &params {
-            let (p, kind, vouched) = match item.as_slice() {
-                [p, kind] => (p, kind, false),
-                [p, kind, v] if v == "vouched" => (p, kind, true),
-                _ => return Err(err(format!("kernel `{name}`: a param is (name, kind) or (name, mode, \"vouched\"), got {item:?}"))),
-            };
-            sig = match (kind.as_str(), Access::parse(kind)) {
-                ("infer", _) if !vouched => sig.buffer_infer(p),
-                (_, Some(a)) if vouched => sig.buffer_vouched(p, a),
-                (_, Some(a)) => sig.buffer(p, a),
-                _ if vouched => return Err(err(format!("kernel `{name}` param `{p}`: \"vouched\" vouches for a declared mode (read, write, read_write)"))),
-                _ => sig.scalar(
-                    p,
-                    scalar_type(kind).map_err(|_| {
-                        err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write, infer) nor a scalar type"))
-                    })?,
-                ),
-            };
-        }
-        for (a, b) in alias.iter().flatten() {
-            sig = sig.may_alias(a, b).map_err(err)?;
-        }
+        let sig = signature(name, &params, alias.as_deref())?;
         let mut refs = BTreeMap::new();
         let mut entries: HashMap<String, String> = HashMap::new();
         if let Some(d) = impls {
@@ -220,9 +300,91 @@ impl PyGraph {
                 _ => return Err(err(format!("kernel `{name}`: `{backend}_entry` without a `{backend}` implementation"))),
             }
         }
-        let id = self.graph.add_kernel(sig).map_err(err)?;
-        self.impls.push(refs);
-        Ok(Kernel { name: name.to_string(), id: id.0 })
+        self.add_kernel(sig, refs)
+    }
+
+    /// Records a Triton kernel launch as a node: `g.triton(kernel, grid, *args, **constexprs_and_options)`
+    /// (`ostinato._triton.record`; docs/python-kernels.md). Returns the node's id.
+    #[pyo3(signature = (kernel, grid, *args, **kwargs))]
+    fn triton(
+        slf: &Bound<'_, Self>,
+        kernel: &Bound<'_, PyAny>,
+        grid: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let record = slf.py().import("ostinato._triton")?.getattr("record")?;
+        record.call((slf, kernel, grid, args), kwargs)?.extract()
+    }
+
+    /// Records a callable's PyTorch work as a node, captured once into a CUDA graph and replayed in
+    /// place: `g.torch(fn, reads=[...], writes=[...])` (`ostinato._capture.record`;
+    /// docs/python-kernels.md). Returns the node's id.
+    #[pyo3(signature = (fn_, reads, writes, **kwargs))]
+    fn torch(
+        slf: &Bound<'_, Self>,
+        fn_: &Bound<'_, PyAny>,
+        reads: &Bound<'_, PyAny>,
+        writes: &Bound<'_, PyAny>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let record = slf.py().import("ostinato._capture")?.getattr("record")?;
+        record.call((slf, fn_, reads, writes), kwargs)?.extract()
+    }
+
+    /// Declares a kernel whose CUDA implementation is PTX with the cubin its compiler assembled from
+    /// it (Triton's output): the cubin loads, the PTX is what the contract reads. `params` as for
+    /// [`kernel`](Self::kernel). The declarations are checked against the PTX first (no device
+    /// needed): one the code contradicts, or an `infer` it cannot settle, is refused, and nothing is
+    /// declared.
+    #[pyo3(signature = (name, params, ptx, cubin, entry, alias=None))]
+    fn _kernel_assembled(
+        &mut self,
+        name: &str,
+        params: Vec<Vec<String>>,
+        ptx: String,
+        cubin: Vec<u8>,
+        entry: &str,
+        alias: Option<Vec<(String, String)>>,
+    ) -> PyResult<Kernel> {
+        let sig = signature(name, &params, alias.as_deref())?;
+        let r = KernelRef::code(&format!("{name}.ptx"), ptx).with_binary(cubin).with_entry(entry);
+        let code = ostinato_runtime::contract::read_code(&sig, BackendKind::Cuda, &r).map_err(|why| err(format!("kernel `{name}`: {why}")))?;
+        ostinato::contract::verify(&sig, &code).map_err(err)?;
+        // Params declared `infer` settle when the graph is planned; one the code cannot settle is refused now.
+        ostinato::contract::infer(&sig, std::slice::from_ref(&code), "").map_err(err)?;
+        self.add_kernel(sig, BTreeMap::from([("cuda".to_string(), KernelSource::Ref(r))]))
+    }
+
+    /// Declares a kernel whose CUDA implementation is captured work: `graph` a `CUgraph` handle that
+    /// `owner` keeps alive, with whatever its nodes address (`ostinato._capture` passes a
+    /// `torch.cuda.CUDAGraph(keep_graph=True)` and the tensors it was captured on). Every param is a
+    /// buffer param declared and vouched for; any two may alias (the captured work is one stream's
+    /// work, which orders its own accesses).
+    fn _kernel_captured(&mut self, name: &str, params: Vec<Vec<String>>, graph: u64, owner: Py<PyAny>, label: &str) -> PyResult<Kernel> {
+        use ostinato_runtime::ostinato_cuda::CapturedWork;
+        let names: Vec<&String> = params.iter().filter_map(|p| p.first()).collect();
+        let pairs: Vec<(String, String)> =
+            names.iter().enumerate().flat_map(|(i, a)| names[i + 1..].iter().map(move |b| ((*a).clone(), (*b).clone()))).collect();
+        let sig = signature(name, &params, Some(&pairs))?;
+        let owner: std::sync::Arc<dyn std::any::Any + Send + Sync> = std::sync::Arc::new(owner);
+        // SAFETY: `ostinato._capture` hands over the raw graph of a `torch.cuda.CUDAGraph` captured with
+        // `keep_graph=True` on the device of the node's tensors, which no other code holds or modifies;
+        // `owner` holds that CUDAGraph (whose private memory pool its nodes use) and the node's tensors.
+        #[allow(unsafe_code)]
+        let work = unsafe { CapturedWork::from_raw(graph, owner, label) };
+        self.add_kernel(sig, BTreeMap::from([("cuda".to_string(), KernelSource::Captured(work))]))
+    }
+
+    /// Binds `buffer` to framework memory for every CUDA instantiation: `memory` has a
+    /// `__cuda_array_interface__` covering exactly the buffer's bytes and keeps them alive (each exec
+    /// holds it); `device` is the CUDA device it lies on.
+    fn _bind_external(&mut self, buffer: &Buffer, memory: Py<PyAny>, device: i32) -> PyResult<()> {
+        if self.externals.iter().any(|e| e.buffer == buffer.id) {
+            return Err(err(format!("buffer `{}` is already bound to framework memory", buffer.name)));
+        }
+        self.externals.push(External { buffer: buffer.id, memory, device });
+        Ok(())
     }
 
     /// Declares a patchable slot of scalar type `ty` with its initial value.
@@ -234,17 +396,15 @@ impl PyGraph {
             None => Scalar { ty: t, bits: 0 },
         };
         let id = self.graph.add_slot(name, v).map_err(err)?;
-        Ok(Slot { name: name.to_string(), id: id.0 })
+        Ok(Slot { name: name.to_string(), id: id.0, ty: t.as_str() })
     }
 
     /// Records a launch: every param by name as a keyword (a `Buffer` or a slice of one for buffer
     /// params, a number or a `Slot` for scalars); `after=` nodes it must follow beyond the data flow.
     /// Returns the node's id.
     #[pyo3(signature = (kernel, grid, block, shared=0, after=None, **args))]
-    #[allow(clippy::too_many_arguments)]
     fn launch(
         &mut self,
-        py: Python<'_>,
         kernel: &Kernel,
         grid: Vec<u32>,
         block: Vec<u32>,
@@ -252,37 +412,13 @@ impl PyGraph {
         after: Option<Vec<u32>>,
         args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u32> {
-        let dims = |v: &[u32], what: &str| -> PyResult<[u32; 3]> {
-            if v.is_empty() || v.len() > 3 {
-                return Err(err(format!("launch of `{}`: `{what}` needs 1 to 3 dimensions", kernel.name)));
-            }
-            let mut d = [1u32; 3];
-            d[..v.len()].copy_from_slice(v);
-            Ok(d)
-        };
-        let sig = self.graph.kernels().get(kernel.id as usize).cloned().ok_or_else(|| err("unknown kernel"))?;
-        let given = args.cloned().unwrap_or_else(|| PyDict::new(py));
-        for k in given.keys() {
-            let k: String = k.extract()?;
-            if sig.param_index(&k).is_none() {
-                return Err(err(format!("launch of `{}`: the kernel has no param `{k}`", sig.name)));
-            }
-        }
-        let mut converted = Vec::with_capacity(sig.params.len());
-        for p in &sig.params {
-            let v = given.get_item(&p.name)?.ok_or_else(|| err(format!("launch of `{}`: missing arg `{}`", sig.name, p.name)))?;
-            let what = format!("launch of `{}`, param `{}`", sig.name, p.name);
-            converted.push(match &p.kind {
-                ParamKind::Buffer(_) => Arg::Buffer(self.slice_arg(&v)?.ok_or_else(|| err(format!("{what}: give a Buffer or a slice of one")))?),
-                ParamKind::Scalar(ty) => match v.cast::<Slot>() {
-                    Ok(s) => Arg::Slot(SlotId(s.get().id)),
-                    Err(_) => Arg::Scalar(scalar(*ty, &v, &what)?),
-                },
-            });
-        }
-        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
-        let launch = Launch::new(dims(&grid, "grid")?, dims(&block, "block")?).shared(shared);
-        Ok(self.graph.add_launch(KernelId(kernel.id), launch, &converted, &after).map_err(err)?.0)
+        self.add_launch(kernel, &grid, &block, shared, after, args)
+    }
+
+    /// [`launch`](Self::launch) with the args as one dict (param names may be `grid`, `block`...).
+    #[pyo3(signature = (kernel, grid, block, shared, after, args))]
+    fn _launch(&mut self, kernel: &Kernel, grid: Vec<u32>, block: Vec<u32>, shared: u32, after: Option<Vec<u32>>, args: &Bound<'_, PyDict>) -> PyResult<u32> {
+        self.add_launch(kernel, &grid, &block, shared, after, Some(args))
     }
 
     /// Records a copy of `src` to `dst` (Buffers or slices of equal length).
@@ -328,7 +464,7 @@ impl PyGraph {
 
     /// Plans the graph: the exact transitive reduction of its hazards and explicit edges.
     #[pyo3(signature = (max_lanes=4))]
-    fn plan(&self, max_lanes: usize) -> PyResult<PyPlan> {
+    fn plan(&self, py: Python<'_>, max_lanes: usize) -> PyResult<PyPlan> {
         // Params declared `infer` take the modes their kernels' code shows.
         let mut graph = self.graph.clone();
         // The references the code is read from (a host function has no code to read: its kernel's modes
@@ -340,7 +476,8 @@ impl PyGraph {
             .collect();
         ostinato_runtime::contract::resolve_inferred(&mut graph, &refs).map_err(|(_, e)| err(e))?;
         let plan = Plan::compile_with(&graph, ostinato::PlanOptions { max_lanes }).map_err(err)?;
-        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone() })
+        let externals = self.externals.iter().map(|e| e.clone_ref(py)).collect();
+        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone(), externals })
     }
 
     #[getter]
@@ -355,6 +492,7 @@ struct PyPlan {
     plan: Plan,
     impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
+    externals: Vec<External>,
 }
 
 /// A CUDA device pointer from an object with `__cuda_array_interface__` (torch, CuPy), checked for
@@ -486,6 +624,43 @@ fn stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     Err(err("stream: give a torch.cuda.Stream, a CuPy stream or a CUstream handle (int)"))
 }
 
+impl PyPlan {
+    /// Binds the buffers recorded on framework memory (a tensor's storage), except those `bind=` names
+    /// (the user's binding wins); their memory objects go to `keep`, held by the exec. Returns the CUDA
+    /// device they lie on; tensors on two devices are refused.
+    fn bind_recorded(
+        &self,
+        py: Python<'_>,
+        bind: Option<&Bound<'_, PyDict>>,
+        buffers: &mut [BufferBinding<Memory>],
+        keep: &mut Vec<Py<PyAny>>,
+    ) -> PyResult<Option<i32>> {
+        let g = self.plan.graph();
+        let mut device = None;
+        for e in &self.externals {
+            let decl = &g.buffers()[e.buffer as usize];
+            if bind.is_some_and(|b| b.contains(&decl.name).unwrap_or(false)) {
+                continue;
+            }
+            match device {
+                Some(d) if d != e.device => {
+                    return Err(err(format!("buffer `{}` lies on CUDA device {}, others on device {d}: one exec runs on one device", decl.name, e.device)))
+                }
+                _ => device = Some(e.device),
+            }
+            let memory = e.memory.bind(py);
+            let (ptr, len, _) = framework_array(&memory, decl.size, &decl.name)?;
+            // SAFETY: the pointer comes from the memory object's own `__cuda_array_interface__`, and the
+            // exec holds that object (which holds the tensor's storage) for its lifetime.
+            #[allow(unsafe_code)]
+            let m = unsafe { ostinato_runtime::ostinato_cuda::DeviceMemory::new(ptr, len) };
+            buffers[e.buffer as usize] = BufferBinding::External(Memory::Cuda(m));
+            keep.push(memory.clone().unbind());
+        }
+        Ok(device)
+    }
+}
+
 #[pymethods]
 impl PyPlan {
     /// The kept edges as `(from, to)` node ids.
@@ -515,6 +690,7 @@ impl PyPlan {
     #[allow(clippy::too_many_arguments)]
     fn instantiate(
         &self,
+        py: Python<'_>,
         backend: &str,
         bind: Option<&Bound<'_, PyDict>>,
         stream: Option<&Bound<'_, PyAny>>,
@@ -548,6 +724,10 @@ impl PyPlan {
         if kind != BackendKind::Cuda && (bind.is_some_and(|b| !b.is_empty()) || stream.is_some()) {
             return Err(err(format!("the {kind} backend allocates its own memory and has no stream: use exec.write() to fill buffers")));
         }
+        if let (false, Some(e)) = (kind == BackendKind::Cuda, self.externals.first()) {
+            let b = &g.buffers()[e.buffer as usize].name;
+            return Err(err(format!("buffer `{b}` was recorded on a CUDA tensor's memory: instantiate the plan on cuda")));
+        }
         if kind == BackendKind::Cuda {
             use ostinato_runtime::ostinato_cuda::{DeviceMemory, ExternalStream};
             if let Some(b) = bind {
@@ -563,6 +743,14 @@ impl PyPlan {
                     let m = unsafe { DeviceMemory::new(ptr, len) };
                     buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
                 }
+            }
+            let recorded = self.bind_recorded(py, bind, &mut buffers, &mut keep)?;
+            match (&exec_options.device, recorded) {
+                (None, Some(d)) => exec_options.device = Some(d.to_string()),
+                (Some(asked), Some(d)) if asked.parse::<i32>().is_ok_and(|a| a != d) => {
+                    return Err(err(format!("device={asked}: the graph's tensors lie on CUDA device {d}")));
+                }
+                _ => {}
             }
             // SAFETY: a framework's live stream, which the caller keeps alive for the exec's lifetime.
             #[allow(unsafe_code)]
@@ -581,7 +769,14 @@ impl PyPlan {
             .inits
             .iter()
             .enumerate()
-            .map(|(i, init)| if bind.is_some_and(|b| b.contains(&g.buffers()[i].name).unwrap_or(false)) { None } else { *init })
+            .map(|(i, init)| {
+                let named = bind.is_some_and(|b| b.contains(&g.buffers()[i].name).unwrap_or(false));
+                if named || self.externals.iter().any(|e| e.buffer as usize == i) {
+                    None
+                } else {
+                    *init
+                }
+            })
             .collect();
         exec.write_inits(&inits).map_err(err)?;
         Ok(PyExec { exec: std::sync::Mutex::new(exec), keep: std::sync::Mutex::new(keep) })
@@ -674,7 +869,7 @@ fn load(path: PathBuf) -> PyResult<PyGraph> {
     let f = ostinato::file::load(&path, &BackendKind::names()).map_err(err)?;
     let base_dir = f.base_dir().to_path_buf();
     let impls = f.impls.into_iter().map(|m| m.into_iter().map(|(b, r)| (b, KernelSource::Ref(r))).collect()).collect();
-    Ok(PyGraph { graph: f.graph, impls, inits: f.inits, base_dir })
+    Ok(PyGraph { graph: f.graph, impls, inits: f.inits, base_dir, externals: Vec::new() })
 }
 
 /// The buffers and slots of a loaded graph, by name (for `launch` on a loaded graph).
@@ -718,7 +913,7 @@ fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64
         })
         .collect();
     let data = step.data.iter().map(|(b, bytes)| (step.graph.buffer(*b).name.clone(), PyBytes::new(py, bytes).unbind())).collect();
-    Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from(".") }, data))
+    Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from("."), externals: Vec::new() }, data))
 }
 
 /// The exec options `Plan.instantiate` takes by name: `{name: (values, default first)}`.

@@ -208,6 +208,9 @@ pub struct NodeLaunch {
     pub eager_variant: Variant,
     /// The node's code executes `griddepcontrol.wait` before touching memory (in its PDL builds).
     pub pdl_capable: bool,
+    /// The node runs as a child graph (a collective's captured call, captured work): it neither waits
+    /// nor triggers, so its edges are full.
+    pub child_graph: bool,
 }
 
 impl NodeLaunch {
@@ -312,7 +315,7 @@ fn node_launches(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool) -> Vec<N
     };
     let mut launches = Vec::with_capacity(plan.node_count());
     for (i, node) in g.nodes().iter().enumerate() {
-        let (callee, dims, args, pdl) = match &node.op {
+        let (callee, dims, args, pdl, child_graph) = match &node.op {
             NodeOp::Kernel { kernel, launch, args } => {
                 let args = args
                     .iter()
@@ -324,15 +327,19 @@ fn node_launches(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool) -> Vec<N
                     })
                     .collect();
                 let dims = Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes };
-                (Callee::Kernel(*kernel), dims, args, kernels.get(kernel.index()).is_some_and(|k| k.capable))
+                let k = kernels.get(kernel.index());
+                (Callee::Kernel(*kernel), dims, args, k.is_some_and(|k| k.capable && !k.child_graph), k.is_some_and(|k| k.child_graph))
             }
-            NodeOp::Copy { src, dst } => (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl),
+            NodeOp::Copy { src, dst } => {
+                (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl, false)
+            }
             NodeOp::Fill { dst, value } => {
-                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
+                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl, false)
             }
-            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false),
+            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false, true),
         };
-        launches.push(NodeLaunch { node: NodeId(i as u32), callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain, pdl_capable: pdl });
+        let (variant, eager_variant) = (Variant::Plain, Variant::Plain);
+        launches.push(NodeLaunch { node: NodeId(i as u32), callee, dims, args, variant, eager_variant, pdl_capable: pdl, child_graph });
     }
     launches
 }
@@ -370,8 +377,8 @@ fn decide_edges(plan: &Plan, launches: &[NodeLaunch], policy: PdlPolicy, pairs: 
         .map(|&(from, to)| {
             let (u, v) = (from.index(), to.index());
             let fan = outs[u].max(ins[v]);
-            // A collective is no kernel of ours: it neither waits nor triggers, so its edges are full.
-            let kernel_ends = launches[u].callee != Callee::Collective;
+            // A child graph (a collective, captured work) neither waits nor triggers: its edges are full.
+            let kernel_ends = !launches[u].child_graph && !launches[v].child_graph;
             GraphEdge { from, to, programmatic: kernel_ends && policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes) }
         })
         .collect()
