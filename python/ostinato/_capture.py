@@ -122,5 +122,7 @@ def record(g, fn, reads, writes, after=None, warmup=True, name=None):
     # What the captured work needs alive: its graph and private pool, its stream (PyTorch keys the cuBLAS
     # workspace its kernels address by stream), and the tensors it addresses.
     owner = (graph, stream, tuple(reads), tuple(writes))
-    k = g._kernel_captured(state.fresh_name(label), params, graph.raw_cuda_graph(), owner, label)
+    kernel_name = state.fresh_name(label, reserve=False)
+    k = g._kernel_captured(kernel_name, params, graph.raw_cuda_graph(), owner, label)
+    state.names.add(kernel_name)
     return g._launch(k, [1], [1], 0, after, args)

@@ -35,7 +35,9 @@ class TensorBuffers:
         # Triton kernels declared, by compilation and declaration (`ostinato._triton.declare`).
         self.kernels = {}
 
-    def fresh_name(self, hint):
+    def fresh_name(self, hint, reserve=True):
+        """A name from `hint` no buffer or kernel of this recorder has taken (`hint.2`, ...); `reserve`
+        takes it (else `take` does, once what it names exists)."""
         base = "".join(c if c.isalnum() or c in "_.-" else "_" for c in hint) or "tensor"
         if not (base[0].isalpha() or base[0] == "_"):
             base = "t_" + base
@@ -43,7 +45,8 @@ class TensorBuffers:
         while name in self.names:
             n += 1
             name = "%s.%d" % (base, n)
-        self.names.add(name)
+        if reserve:
+            self.names.add(name)
         return name
 
     def slice_of(self, tensor, hint, what):

@@ -226,13 +226,11 @@ def compile_kernel(kernel, args, kwargs, target):
 def grid_of(grid, bound, name):
     """The launch grid as 1 to 3 positive ints: a tuple, or a callable of the bound arguments (Triton's
     `lambda meta: ...`), evaluated once when the node is recorded."""
-    g = grid(bound) if callable(grid) else grid
-    if isinstance(g, int):
-        g = (g,)
     try:
-        dims = [int(x) for x in g]
+        g = grid(bound) if callable(grid) else grid
+        dims = [int(x) for x in ((g,) if isinstance(g, int) else g)]
     except TypeError as e:
-        raise ArgumentError("Graph.triton(%s): the grid %r is not 1 to 3 ints (a slot cannot size it: the grid is fixed when recorded)" % (name, g)) from e
+        raise ArgumentError("Graph.triton(%s): the grid is not 1 to 3 ints (%s; a slot cannot size it: the grid is fixed when recorded)" % (name, e)) from e
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
         raise ArgumentError("Graph.triton(%s): the grid %r is not 1 to 3 positive ints" % (name, tuple(dims)))
     return dims
@@ -276,8 +274,9 @@ def declare(g, tk, decl, alias=None):
     alias = [tuple(a) for a in alias or []]
     key = (tk.key, tuple((k, tuple(v)) for k, v in sorted(decl.items())), tuple(alias))
     if key not in cache:
-        name = state.fresh_name(tk.name)
+        name = state.fresh_name(tk.name, reserve=False)
         cache[key] = g._kernel_assembled(name, kernel_params(tk, decl), tk.ptx, tk.cubin, tk.name, alias)
+        state.names.add(name)
     return cache[key]
 
 

@@ -336,7 +336,7 @@ impl PyGraph {
     /// it (Triton's output): the cubin loads, the PTX is what the contract reads. `params` as for
     /// [`kernel`](Self::kernel). The declarations are checked against the PTX first (no device
     /// needed): one the code contradicts, or an `infer` it cannot settle, is refused, and nothing is
-    /// declared.
+    /// declared; `infer` params take the modes the PTX shows.
     #[pyo3(signature = (name, params, ptx, cubin, entry, alias=None))]
     fn _kernel_assembled(
         &mut self,
@@ -347,12 +347,16 @@ impl PyGraph {
         entry: &str,
         alias: Option<Vec<(String, String)>>,
     ) -> PyResult<Kernel> {
-        let sig = signature(name, &params, alias.as_deref())?;
+        let mut sig = signature(name, &params, alias.as_deref())?;
         let r = KernelRef::code(&format!("{name}.ptx"), ptx).with_binary(cubin).with_entry(entry);
         let code = ostinato_runtime::contract::read_code(&sig, BackendKind::Cuda, &r).map_err(|why| err(format!("kernel `{name}`: {why}")))?;
         ostinato::contract::verify(&sig, &code).map_err(err)?;
-        // Params declared `infer` settle when the graph is planned; one the code cannot settle is refused now.
-        ostinato::contract::infer(&sig, std::slice::from_ref(&code), "").map_err(err)?;
+        // Params declared `infer` settle now, from this code (the kernel's only implementation), so that
+        // every launch is checked with its real modes.
+        for (p, access) in ostinato::contract::infer(&sig, std::slice::from_ref(&code), "").map_err(err)? {
+            sig.params[p].kind = ParamKind::Buffer(access);
+            sig.params[p].decl = ostinato::AccessDecl::Inferred;
+        }
         self.add_kernel(sig, BTreeMap::from([("cuda".to_string(), KernelSource::Ref(r))]))
     }
 
@@ -860,6 +864,12 @@ impl PyExec {
     #[getter]
     fn backend(&self) -> &'static str {
         self.inner().backend().as_str()
+    }
+    /// What the backend chose that a user may want to know (CUDA: how many programmatic edges, how
+    /// many nodes fused).
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.inner().notes().to_vec()
     }
 }
 
