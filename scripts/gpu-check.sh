@@ -71,6 +71,9 @@ if [[ "$WHAT" != bench ]]; then
     # Llama-3.2-1B from Python on transformers' weights: 64 teacher-forced steps, then the timing table.
     PYTHONPATH=/tmp/ost-site python3 examples/python/llama_hf.py --json "$OUT/llama_hf.json" >>"$OUT/python.log" 2>&1 \
       || { echo "FAILED: examples/python/llama_hf.py"; status=1; }
+    # PyTorch + Triton MLP blocks: eager, torch.cuda.CUDAGraph and Ostinato, bitwise check and timing table.
+    PYTHONPATH=/tmp/ost-site python3 examples/python/triton_mlp.py --json "$OUT/triton_mlp.json" >>"$OUT/python.log" 2>&1 \
+      || { echo "FAILED: examples/python/triton_mlp.py"; status=1; }
   else
     echo "no wheel in .devbin/wheels" >>"$OUT/python.log"
   fi
