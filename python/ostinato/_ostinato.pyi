@@ -44,12 +44,12 @@ class PyGraph:
     def kernel(self, name: str, params: Sequence[Union[Tuple[str, str], Tuple[str, str, str]]], alias: Optional[Sequence[Tuple[str, str]]] = None, **impls: str) -> Kernel: ...
     def slot(self, name: str, ty: str, value: Union[int, float, None] = None) -> Slot: ...
     def launch(self, kernel: Kernel, grid: Sequence[int], block: Sequence[int], shared: int = 0, after: Optional[List[int]] = None, **args: Arg) -> int: ...
-    def triton(self, kernel: Any, grid: Any, *args: Any, **constexprs_and_options: Any) -> int:
+    def triton(self, kernel: Any, grid: Any, /, *args: Any, **constexprs_and_options: Any) -> int:
         """A Triton kernel launch as a node: compiled through Triton for the tensors' device (no launch),
         buffers from the tensors' storages, access from its PTX (or `access={"out": "write"}`, checked),
         scalars fixed or `Slot`s; `alias=`, `after=`; every other keyword a constexpr or Triton option."""
         ...
-    def torch(self, fn: Any, reads: Sequence[Any], writes: Sequence[Any], after: Optional[List[int]] = None, warmup: bool = True, name: Optional[str] = None) -> int:
+    def torch(self, fn: Any, /, reads: Sequence[Any], writes: Sequence[Any], after: Optional[List[int]] = None, warmup: bool = True, name: Optional[str] = None) -> int:
         """PyTorch work as a node: `fn()` captured once into a CUDA graph and replayed in place; its access
         is the declared tensors (full edges). Refused with PyTorch's reason where it cannot be captured,
         and where it allocates while captured."""

@@ -305,7 +305,7 @@ impl PyGraph {
 
     /// Records a Triton kernel launch as a node: `g.triton(kernel, grid, *args, **constexprs_and_options)`
     /// (`ostinato._triton.record`; docs/python-kernels.md). Returns the node's id.
-    #[pyo3(signature = (kernel, grid, *args, **kwargs))]
+    #[pyo3(signature = (kernel, grid, /, *args, **kwargs))]
     fn triton(
         slf: &Bound<'_, Self>,
         kernel: &Bound<'_, PyAny>,
@@ -320,7 +320,7 @@ impl PyGraph {
     /// Records a callable's PyTorch work as a node, captured once into a CUDA graph and replayed in
     /// place: `g.torch(fn, reads=[...], writes=[...])` (`ostinato._capture.record`;
     /// docs/python-kernels.md). Returns the node's id.
-    #[pyo3(signature = (fn_, reads, writes, **kwargs))]
+    #[pyo3(signature = (fn_, /, reads, writes, **kwargs))]
     fn torch(
         slf: &Bound<'_, Self>,
         fn_: &Bound<'_, PyAny>,
@@ -653,7 +653,7 @@ impl PyPlan {
                 _ => device = Some(e.device),
             }
             let memory = e.memory.bind(py);
-            let (ptr, len, _) = framework_array(&memory, decl.size, &decl.name)?;
+            let (ptr, len, _) = framework_array(memory, decl.size, &decl.name)?;
             // SAFETY: the pointer comes from the memory object's own `__cuda_array_interface__`, and the
             // exec holds that object (which holds the tensor's storage) for its lifetime.
             #[allow(unsafe_code)]

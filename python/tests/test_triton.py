@@ -277,7 +277,8 @@ def test_torch_nodes_need_torch_with_cuda():
 
 
 def run(g, replays=1, **options):
-    ex = g.plan().instantiate("cuda", **options)
+    """Instantiated on PyTorch's current stream: replays follow the tensors' producers there."""
+    ex = g.plan().instantiate("cuda", stream=torch.cuda.current_stream(), **options)
     ex.replay(replays)
     ex.wait()
     return ex
@@ -306,7 +307,7 @@ def test_row_softmax_on_strided_rows_equals_the_direct_launch():
     g.triton(K.softmax_kernel, (rows,), out, src, src.stride(0), out.stride(0), cols, BLOCK=1024, WAIT=False)
     run(g)
     assert torch.equal(out, want)
-    assert torch.allclose(out, torch.softmax(src, dim=1), atol=1e-6)
+    assert torch.allclose(out, torch.softmax(src, dim=1), atol=1e-5)
 
 
 @gpu
@@ -373,7 +374,7 @@ def test_a_torch_matmul_node_between_two_triton_nodes():
     name = ostinato._ostinato.names(g)[0][1][0]
     ex.wait()
     with pytest.raises(ostinato.UnsupportedError, match=r"captured work"):
-        ex.rebind(name, torch.empty(w.numel(), device="cuda"))
+        ex.rebind(name, torch.empty_like(scaled))
 
 
 @gpu

@@ -18,7 +18,7 @@ use crate::nccl::Communicator;
 use crate::options::{DeviceMemory, ExecMode, ExternalStream, LaunchOn, StreamPriority};
 
 impl CudaBackend {
-    /// Like [`Backend::instantiate`], but the exec replays on the user's `stream` (its main stream; eager
+    /// Like [`ostinato::Backend::instantiate`], but the exec replays on the user's `stream` (its main stream; eager
     /// mode's further lanes still get streams of their own). Refused for a stream of another context,
     /// and with `StreamPriority::High` (an external stream keeps the priority its owner gave it).
     pub fn instantiate_on(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>, stream: ExternalStream) -> Result<CudaExec> {
@@ -97,7 +97,7 @@ impl CudaBackend {
             label: label.clone(),
         };
         let replayer = match self.options.launch {
-            LaunchOn::Caller => Placement::Caller(replayer),
+            LaunchOn::Caller => Placement::Caller(Box::new(replayer)),
             LaunchOn::Thread { spin } => {
                 Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Internal { op: "instantiate", reason })?)
             }

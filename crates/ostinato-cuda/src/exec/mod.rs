@@ -54,7 +54,8 @@ struct Replayer {
 }
 
 enum Placement {
-    Caller(Replayer),
+    /// Boxed: the replayer is large, and the other placements are not.
+    Caller(Box<Replayer>),
     Thread(LaunchThread<Replayer>),
     /// Only while the exec is dropped.
     Stopped,
@@ -468,7 +469,7 @@ impl Drop for CudaExec {
         // and the memory is freed.
         if let Placement::Thread(t) = std::mem::replace(&mut self.replayer, Placement::Stopped) {
             if let (Some(r), _) = t.stop() {
-                self.replayer = Placement::Caller(r);
+                self.replayer = Placement::Caller(Box::new(r));
             }
         }
         let _ = self.main.synchronize();
