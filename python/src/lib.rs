@@ -15,7 +15,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PySlice, PyTuple};
 
 mod errors;
+mod framework;
 use errors::err;
+use framework::{framework_array, stream_handle, External};
 
 /// A byte range of a buffer (the declared extent of an access): `buffer[lo:hi]`.
 #[pyclass(module = "ostinato", frozen)]
@@ -110,21 +112,6 @@ struct PyGraph {
     /// Buffers bound to framework memory when recorded (a tensor's storage): bound on CUDA at every
     /// instantiation.
     externals: Vec<External>,
-}
-
-/// A buffer bound to framework memory when it was recorded: the object whose
-/// `__cuda_array_interface__` covers the buffer's bytes (held by every exec bound to it), and the
-/// CUDA device it lies on.
-struct External {
-    buffer: u32,
-    memory: Py<PyAny>,
-    device: i32,
-}
-
-impl External {
-    fn clone_ref(&self, py: Python<'_>) -> External {
-        External { buffer: self.buffer, memory: self.memory.clone_ref(py), device: self.device }
-    }
 }
 
 fn scalar_type(name: &str) -> PyResult<ScalarType> {
@@ -499,172 +486,6 @@ struct PyPlan {
     externals: Vec<External>,
 }
 
-/// A CUDA device pointer from an object with `__cuda_array_interface__` (torch, CuPy), checked for
-/// contiguity and length.
-fn cuda_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<(u64, u64)> {
-    let cai = obj
-        .getattr("__cuda_array_interface__")
-        .map_err(|_| err(format!("bind `{name}`: the object has no __cuda_array_interface__ (a torch tensor or CuPy array on the GPU)")))?;
-    let (ptr, _readonly): (u64, bool) = cai.get_item("data")?.extract()?;
-    let shape: Vec<u64> = cai.get_item("shape")?.extract()?;
-    let typestr: String = cai.get_item("typestr")?.extract()?;
-    let itemsize: u64 = typestr.get(2..).and_then(|s| s.parse().ok()).ok_or_else(|| err(format!("bind `{name}`: typestr `{typestr}`")))?;
-    let strides = cai.get_item("strides").ok().filter(|s| !s.is_none());
-    if let Some(s) = strides {
-        let s: Vec<i64> = s.extract()?;
-        let mut expect = itemsize as i64;
-        for (dim, stride) in shape.iter().zip(&s).rev() {
-            if *dim > 1 && *stride != expect {
-                return Err(err(format!("bind `{name}`: the array is not C-contiguous (strides {s:?})")));
-            }
-            expect *= *dim as i64;
-        }
-    }
-    let bytes = shape.iter().product::<u64>() * itemsize;
-    if bytes != want {
-        return Err(err(format!("bind `{name}`: the array has {bytes} bytes, the buffer declares {want}")));
-    }
-    Ok((ptr, bytes))
-}
-
-// DLPack's C structs (dlpack.h, v0.8 and the unversioned capsule of v1): what `__dlpack__()` hands over.
-#[repr(C)]
-struct DlDevice {
-    device_type: i32,
-    device_id: i32,
-}
-#[repr(C)]
-struct DlDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
-}
-#[repr(C)]
-struct DlTensor {
-    data: *mut std::ffi::c_void,
-    device: DlDevice,
-    ndim: i32,
-    dtype: DlDataType,
-    shape: *const i64,
-    strides: *const i64,
-    byte_offset: u64,
-}
-#[repr(C)]
-struct DlManagedTensor {
-    dl_tensor: DlTensor,
-    manager_ctx: *mut std::ffi::c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
-}
-
-/// DLPack's device types for memory a CUDA kernel can address.
-const DL_CUDA: i32 = 2;
-const DL_CUDA_MANAGED: i32 = 13;
-
-/// Framework memory to bind: its device pointer and length, and what keeps it alive (a DLPack capsule,
-/// which the exec holds and whose destructor releases the tensor; `None` for
-/// `__cuda_array_interface__`, whose owner the caller keeps alive).
-type BoundArray = (u64, u64, Option<Py<PyAny>>);
-
-/// Device memory from a torch tensor, a CuPy array, or any object with `__cuda_array_interface__` or
-/// `__dlpack__`, checked for device, C-contiguity and byte length.
-fn framework_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<BoundArray> {
-    if obj.hasattr("__cuda_array_interface__")? {
-        let (ptr, len) = cuda_array(obj, want, name)?;
-        return Ok((ptr, len, None));
-    }
-    if !obj.hasattr("__dlpack__")? {
-        return Err(err(format!(
-            "bind `{name}`: the object has neither __cuda_array_interface__ nor __dlpack__ (a torch tensor, a CuPy array, any DLPack producer on the GPU)"
-        )));
-    }
-    let capsule = obj.call_method0("__dlpack__")?;
-    let capsule = capsule.cast_into::<pyo3::types::PyCapsule>().map_err(|_| err(format!("bind `{name}`: __dlpack__() did not return a capsule")))?;
-    // The name check is DLPack's only type check: "dltensor" (not yet consumed, unversioned).
-    let managed =
-        capsule.pointer_checked(Some(c"dltensor")).map_err(|_| err(format!("bind `{name}`: __dlpack__() gave no unconsumed `dltensor` capsule")))?.as_ptr()
-            as *const DlManagedTensor;
-    // SAFETY: a live capsule named "dltensor" holds a DLManagedTensor (the DLPack contract); the
-    // capsule is kept alive while its fields are read, and the shape/strides arrays hold `ndim` entries.
-    #[allow(unsafe_code)]
-    let (ptr, device, dims, strides, elem_bits) = unsafe {
-        let t = &(*managed).dl_tensor;
-        let n = t.ndim.max(0) as usize;
-        let dims: Vec<i64> = if n == 0 || t.shape.is_null() { Vec::new() } else { std::slice::from_raw_parts(t.shape, n).to_vec() };
-        let strides: Option<Vec<i64>> = if t.strides.is_null() || n == 0 { None } else { Some(std::slice::from_raw_parts(t.strides, n).to_vec()) };
-        (t.data as u64 + t.byte_offset, t.device.device_type, dims, strides, t.dtype.bits as u64 * t.dtype.lanes as u64)
-    };
-    if device != DL_CUDA && device != DL_CUDA_MANAGED {
-        return Err(err(format!("bind `{name}`: the DLPack tensor lives on device type {device} (kDLCPU = 1), not on a CUDA GPU (kDLCUDA = 2)")));
-    }
-    if elem_bits % 8 != 0 {
-        return Err(err(format!("bind `{name}`: DLPack elements of {elem_bits} bits are not whole bytes")));
-    }
-    if let Some(s) = &strides {
-        let mut expect = 1i64;
-        for (d, st) in dims.iter().zip(s).rev() {
-            if *d > 1 && *st != expect {
-                return Err(err(format!("bind `{name}`: the DLPack tensor is not C-contiguous (strides {s:?} elements)")));
-            }
-            expect *= *d;
-        }
-    }
-    let bytes = dims.iter().map(|d| (*d).max(0) as u64).product::<u64>() * (elem_bits / 8);
-    if bytes != want {
-        return Err(err(format!("bind `{name}`: the DLPack tensor has {bytes} bytes, the buffer declares {want}")));
-    }
-    Ok((ptr, bytes, Some(capsule.into_any().unbind())))
-}
-
-/// A stream handle from an int or an object with `cuda_stream` (torch) or `ptr` (CuPy).
-fn stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    if let Ok(h) = obj.extract::<u64>() {
-        return Ok(h);
-    }
-    for attr in ["cuda_stream", "ptr"] {
-        if let Ok(h) = obj.getattr(attr).and_then(|h| h.extract::<u64>()) {
-            return Ok(h);
-        }
-    }
-    Err(err("stream: give a torch.cuda.Stream, a CuPy stream or a CUstream handle (int)"))
-}
-
-impl PyPlan {
-    /// Binds the buffers recorded on framework memory (a tensor's storage), except those `bind=` names
-    /// (the user's binding wins); their memory objects go to `keep`, held by the exec. Returns the CUDA
-    /// device they lie on; tensors on two devices are refused.
-    fn bind_recorded(
-        &self,
-        py: Python<'_>,
-        bind: Option<&Bound<'_, PyDict>>,
-        buffers: &mut [BufferBinding<Memory>],
-        keep: &mut Vec<Py<PyAny>>,
-    ) -> PyResult<Option<i32>> {
-        let g = self.plan.graph();
-        let mut device = None;
-        for e in &self.externals {
-            let decl = &g.buffers()[e.buffer as usize];
-            if bind.is_some_and(|b| b.contains(&decl.name).unwrap_or(false)) {
-                continue;
-            }
-            match device {
-                Some(d) if d != e.device => {
-                    return Err(err(format!("buffer `{}` lies on CUDA device {}, others on device {d}: one exec runs on one device", decl.name, e.device)))
-                }
-                _ => device = Some(e.device),
-            }
-            let memory = e.memory.bind(py);
-            let (ptr, len, _) = framework_array(memory, decl.size, &decl.name)?;
-            // SAFETY: the pointer comes from the memory object's own `__cuda_array_interface__`, and the
-            // exec holds that object (which holds the tensor's storage) for its lifetime.
-            #[allow(unsafe_code)]
-            let m = unsafe { ostinato_runtime::ostinato_cuda::DeviceMemory::new(ptr, len) };
-            buffers[e.buffer as usize] = BufferBinding::External(Memory::Cuda(m));
-            keep.push(memory.clone().unbind());
-        }
-        Ok(device)
-    }
-}
-
 #[pymethods]
 impl PyPlan {
     /// The kept edges as `(from, to)` node ids.
@@ -729,8 +550,7 @@ impl PyPlan {
             return Err(err(format!("the {kind} backend allocates its own memory and has no stream: use exec.write() to fill buffers")));
         }
         if let (false, Some(e)) = (kind == BackendKind::Cuda, self.externals.first()) {
-            let b = &g.buffers()[e.buffer as usize].name;
-            return Err(err(format!("buffer `{b}` was recorded on a CUDA tensor's memory: instantiate the plan on cuda")));
+            return Err(err(format!("buffer `{}` was recorded on CUDA memory: instantiate the plan on cuda", g.buffers()[e.buffer as usize].name)));
         }
         if kind == BackendKind::Cuda {
             use ostinato_runtime::ostinato_cuda::{DeviceMemory, ExternalStream};
@@ -748,14 +568,7 @@ impl PyPlan {
                     buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
                 }
             }
-            let recorded = self.bind_recorded(py, bind, &mut buffers, &mut keep)?;
-            match (&exec_options.device, recorded) {
-                (None, Some(d)) => exec_options.device = Some(d.to_string()),
-                (Some(asked), Some(d)) if asked.parse::<i32>().is_ok_and(|a| a != d) => {
-                    return Err(err(format!("device={asked}: the graph's tensors lie on CUDA device {d}")));
-                }
-                _ => {}
-            }
+            framework::bind_recorded(py, (&self.plan, &self.externals), bind, (&mut buffers, &mut keep), &mut exec_options.device)?;
             // SAFETY: a framework's live stream, which the caller keeps alive for the exec's lifetime.
             #[allow(unsafe_code)]
             let stream = stream.map(stream_handle).transpose()?.map(|h| unsafe { ExternalStream::from_raw(h) });
