@@ -83,7 +83,7 @@ class TritonKernel:
         return 32 * self.num_warps
 
 
-def unwrap(triton, kernel, args, kwargs):
+def unwrap(kernel, args, kwargs):
     """The `@triton.jit` function under `kernel`, with the constexprs `@triton.heuristics` computes;
     an autotuned kernel is refused (its choice needs timed launches: pass the chosen config's values)."""
     from triton.runtime.autotuner import Autotuner, Heuristics
@@ -102,10 +102,10 @@ def unwrap(triton, kernel, args, kwargs):
         raise ArgumentError("Graph.triton: %r is not a @triton.jit function" % (kernel,))
 
 
-def specialize(triton, fn, backend, args, kwargs):
+def specialize(fn, backend, args, kwargs):
     """Triton's own binding of the arguments for `backend` (what a direct launch computes), with every
-    slot argument a plain runtime scalar of the slot's type. Returns the bound arguments, the
-    specialisation (type, attribute) per param, and the slot of each param that has one."""
+    slot argument a plain runtime scalar of the slot's type. Returns the bound arguments (a slot where
+    one was given) and the specialisation (type, attribute) per param."""
     from triton.runtime.jit import create_function_from_signature
     slots = {}
     plain_args = []
@@ -135,10 +135,10 @@ def specialize(triton, fn, backend, args, kwargs):
             raise ArgumentError("Graph.triton(%s): param `%s` is annotated %s, slot `%s` is %s" % (fn.__name__, p.name, p.annotation_type, slot.name, slot.ty))
         spec[i] = (ty, None)
         bound[p.name] = slot
-    return bound, spec, slots
+    return bound, spec
 
 
-def pack(triton, fn, backend, bound, spec, kwargs):
+def pack(fn, backend, bound, spec, kwargs):
     """Options, signature, constexprs and attributes as Triton's launcher packs them for `compile`."""
     from triton import knobs
     from triton._utils import find_paths_if, get_iterable_path
@@ -188,10 +188,10 @@ def compile_kernel(kernel, args, kwargs, target):
     and `kwargs` would, without launching: no device is needed. Returns a `TritonKernel`."""
     triton = require_triton()
     from triton.compiler import ASTSource, make_backend
-    fn, kwargs = unwrap(triton, kernel, args, kwargs)
+    fn, kwargs = unwrap(kernel, args, kwargs)
     backend = make_backend(target)
-    bound, spec, slots = specialize(triton, fn, backend, args, kwargs)
-    options, signature, constexprs, attrs = pack(triton, fn, backend, bound, spec, kwargs)
+    bound, spec = specialize(fn, backend, args, kwargs)
+    options, signature, constexprs, attrs = pack(fn, backend, bound, spec, kwargs)
     params = []
     for p, ty in zip(fn.params, (s[0] for s in spec)):
         if ty == "constexpr":
