@@ -76,10 +76,12 @@ impl CapturedGraph {
         let refuse = |reason: String| CudaError::Kernel { kernel: kernel.to_string(), reason };
         let graph = Graph::clone_of(work.graph).map_err(|e| e.at(format!("captured work `{}` of kernel `{kernel}`", work.label)))?;
         let types = graph.node_types()?;
-        if let Some(t) = types.iter().find(|t| matches!(t, CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC | CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_FREE)) {
+        let (alloc, free) = (CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC as u32, CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_FREE as u32);
+        if let Some(&t) = types.iter().find(|&&t| t == alloc || t == free) {
             return Err(refuse(format!(
-                "captured work `{}` holds a {t:?} node: captured work may not allocate or free memory (a child graph cannot hold it)",
-                work.label
+                "captured work `{}` holds a memory {} node: captured work may not allocate or free memory (a child graph cannot hold it)",
+                work.label,
+                if t == alloc { "allocation" } else { "free" }
             )));
         }
         Ok(CapturedGraph { graph: Mutex::new(graph), nodes: types.len(), label: work.label.clone(), _owner: work.owner.clone() })

@@ -517,6 +517,29 @@ mod tests {
     }
 
     #[test]
+    fn golden_captured_work_gets_full_edges_both_ways() {
+        // add_one, add_one, captured work, add_one on one buffer: a child graph has no programmatic
+        // port, so the edge out of it is full too (a kernel that merely does not wait keeps a
+        // programmatic out-edge, resolved at its completion).
+        let mut g = Graph::new();
+        let a = g.add_buffer("a", 4096).unwrap();
+        let pdl = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        let work = g.add_kernel(KernelSig::new("captured").buffer_vouched("x", Access::ReadWrite)).unwrap();
+        let add = |g: &mut Graph| g.add_launch(pdl, Launch::linear(1, 256), &[Arg::Whole(a), Arg::Scalar(Scalar::u32(8))], &[]).unwrap();
+        add(&mut g);
+        add(&mut g);
+        g.add_launch(work, Launch::linear(1, 1), &[Arg::Whole(a)], &[]).unwrap();
+        add(&mut g);
+        let plan = Plan::compile(&g).unwrap();
+        let kernels = [KernelPdl::plain(true), KernelPdl { child_graph: true, ..KernelPdl::plain(false) }];
+        let low = lower_with(&plan, &kernels, true, PdlPolicy::new(PdlMode::On)).unwrap();
+        let prog: Vec<(u32, u32, bool)> = low.edges.iter().map(|e| (e.from.0, e.to.0, e.programmatic)).collect();
+        assert_eq!(prog, vec![(0, 1, true), (1, 2, false), (2, 3, false)]);
+        assert_eq!(low.launches.iter().map(|l| l.child_graph).collect::<Vec<_>>(), vec![false, false, true, false]);
+        assert_eq!(low.eager_pdl, vec![false, true, false, false], "eager mode: no programmatic launch after captured work");
+    }
+
+    #[test]
     fn auto_needs_one_small_end_and_a_narrow_fan() {
         let d = |b: u32| Dims { grid: [b, 1, 1], block: [256, 1, 1], shared: 0 };
         let auto = PdlPolicy::new(PdlMode::Auto);

@@ -148,8 +148,9 @@ impl Graph {
         Ok(Graph { g })
     }
 
-    /// The type of every node, in the driver's order.
-    pub(crate) fn node_types(&self) -> Result<Vec<sys::CUgraphNodeType>> {
+    /// The type of every node, in the driver's order, as the driver's number (a driver newer than
+    /// these bindings may report a type they do not name).
+    pub(crate) fn node_types(&self) -> Result<Vec<u32>> {
         let mut n = 0usize;
         // SAFETY: with a null array the driver only writes the count.
         check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.g, std::ptr::null_mut(), &mut n) })?;
@@ -163,9 +164,10 @@ impl Graph {
         nodes
             .into_iter()
             .map(|node| {
-                let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-                // SAFETY: a node of this graph, just listed; the driver writes its type.
-                check("cuGraphNodeGetType", unsafe { sys::cuGraphNodeGetType(node, &mut t) }).map(|_| t)
+                let mut t = 0u32;
+                // SAFETY: a node of this graph, just listed; the driver writes its type, a 32-bit enum
+                // value, into a u32 (never read as the bindings' enum, which may not name it).
+                check("cuGraphNodeGetType", unsafe { sys::cuGraphNodeGetType(node, (&mut t as *mut u32).cast()) }).map(|_| t)
             })
             .collect()
     }
