@@ -9,9 +9,10 @@ run from one step function three ways in this process:
     the Triton kernels, which call `gdc_wait()` before touching memory, get programmatic (PDL) edges
     where one follows another.
 
-It checks that each graph's result equals eager's (bitwise: the same kernels on the same inputs), then
-times µs per replay (back-to-back replays of each graph, median of bursts, arm order rotated), prints a
-table and writes JSON.
+It checks that Ostinato's result equals the CUDAGraph's bit for bit (the same captured and compiled
+kernels on the same inputs) and reports each arm's agreement with eager (bitwise, or the largest
+difference), then times µs per replay (back-to-back replays, median of bursts, arm order rotated), prints
+a table and writes JSON.
 
     python3 examples/python/triton_mlp.py [--tokens 4] [--hidden 1024] [--inter 2816] [--layers 8] [--json out.json]
 """
@@ -181,6 +182,7 @@ def main():
             per_replay_us(arms[name], sync, 10, 1)  # warm
             samples[name] += per_replay_us(arms[name], sync, args.replays, args.bursts)
 
+    graph_result = results["torch.cuda.CUDAGraph"]
     rows = []
     for name in names:
         got = results[name]
@@ -190,15 +192,16 @@ def main():
             "min_us": min(samples[name]),
             "samples_us": samples[name],
             "bitwise_equal_to_eager": bool(torch.equal(got, want)),
-            "max_abs_diff": float((got.float() - want.float()).abs().max()),
+            "bitwise_equal_to_cudagraph": bool(torch.equal(got, graph_result)),
+            "max_abs_diff_to_eager": float((got.float() - want.float()).abs().max()),
         })
     base = rows[1]["us_per_replay"]
     print("MLP blocks: %d layers, %d tokens, hidden %d, intermediate %d, bf16; Ostinato plan: %d nodes, %d edges (%s)"
           % (args.layers, args.tokens, args.hidden, args.inter, plan.nodes, len(plan.edges), "; ".join(execs["ostinato"].notes)))
-    print("%-36s %12s %10s %12s %14s" % ("arm", "µs/replay", "min µs", "vs CUDAGraph", "equal to eager"))
+    print("%-36s %12s %10s %12s %16s" % ("arm", "µs/replay", "min µs", "vs CUDAGraph", "equal to eager"))
     for row in rows:
-        eq = "bitwise" if row["bitwise_equal_to_eager"] else "max |Δ| %.3g" % row["max_abs_diff"]
-        print("%-36s %12.2f %10.2f %11.2fx %14s" % (row["arm"], row["us_per_replay"], row["min_us"], base / row["us_per_replay"], eq))
+        eq = "bitwise" if row["bitwise_equal_to_eager"] else "max |Δ| %.3g" % row["max_abs_diff_to_eager"]
+        print("%-36s %12.2f %10.2f %11.2fx %16s" % (row["arm"], row["us_per_replay"], row["min_us"], base / row["us_per_replay"], eq))
     report = {
         "workload": {"layers": args.layers, "tokens": args.tokens, "hidden": args.hidden, "intermediate": args.inter, "dtype": "bfloat16"},
         "protocol": {"replays_per_burst": args.replays, "bursts_per_round": args.bursts, "rounds": 3, "statistic": "median of bursts",
@@ -211,8 +214,14 @@ def main():
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1)
     print("wrote", args.json)
-    if not all(r["bitwise_equal_to_eager"] for r in rows[1:]):
-        raise SystemExit("a graph's result differs from eager's")
+    # The graphs replay the same captured and compiled kernels: Ostinato's result must equal the
+    # CUDAGraph's bit for bit. Eager calls cuBLAS outside a capture, where it may pick another algorithm:
+    # it must agree within bf16 rounding of the stack's output.
+    scale = float(want.float().abs().max())
+    if not all(r["bitwise_equal_to_cudagraph"] for r in rows[1:]):
+        raise SystemExit("an Ostinato result differs from torch.cuda.CUDAGraph's")
+    if any(r["max_abs_diff_to_eager"] > 2e-2 * scale for r in rows):
+        raise SystemExit("a graph's result differs from eager's beyond bf16 rounding")
 
 
 if __name__ == "__main__":
