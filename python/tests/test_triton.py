@@ -360,15 +360,33 @@ def test_a_torch_matmul_node_between_two_triton_nodes():
     g.triton(K.add_kernel, (triton.cdiv(m * n, 1024),), h.view(-1), bias, out, m * n, BLOCK=1024)
     plan = g.plan()
     assert plan.edges == [(0, 1), (1, 2)]
+    # The same three ops launched directly, and captured by PyTorch (whose cuBLAS call is the one a
+    # captured node replays: bit for bit the same; eager cuBLAS may pick another algorithm).
     want_s, want_h, want_out = torch.empty_like(scaled), torch.empty_like(h), torch.empty_like(out)
-    K.scale_kernel[(triton.cdiv(m * k, 1024),)](a, want_s, m * k, 0.5, BLOCK=1024)
-    torch.matmul(want_s.view(m, k), w, out=want_h)
-    K.add_kernel[(triton.cdiv(m * n, 1024),)](want_h.view(-1), bias, want_out, m * n, BLOCK=1024)
+
+    def direct():
+        K.scale_kernel[(triton.cdiv(m * k, 1024),)](a, want_s, m * k, 0.5, BLOCK=1024)
+        torch.matmul(want_s.view(m, k), w, out=want_h)
+        K.add_kernel[(triton.cdiv(m * n, 1024),)](want_h.view(-1), bias, want_out, m * n, BLOCK=1024)
+
+    direct()
+    eager = want_out.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        direct()
+    torch.cuda.current_stream().wait_stream(side)
+    captured = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(captured):
+        direct()
+    want_out.zero_()
+    captured.replay()
     for mode in ("graph", "eager"):
         out.zero_()
         h.zero_()
         ex = run(g, replays=2, mode=mode)
         assert torch.equal(out, want_out), mode
+        assert torch.allclose(out, eager, rtol=1e-5, atol=1e-5), mode
         assert any("programmatic edges" in note for note in ex.notes)
     # The captured call holds the addresses of its tensors: rebinding one is refused.
     name = ostinato._ostinato.names(g)[0][1][0]
