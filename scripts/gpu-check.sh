@@ -75,10 +75,10 @@ if want python; then
   step "python" | tee "$OUT/python.log"
   if ls .devbin/wheels/*.whl >/dev/null 2>&1; then
     { python3 -m pip install -q --no-deps --target /tmp/ost-site .devbin/wheels/*.whl \
-      && PYTHONPATH=/tmp/ost-site python3 -m pytest -q -s python/tests; } >>"$OUT/python.log" 2>&1 || fail "python tests"
-    for ex in examples/python/mlp_block.py; do
-      [[ -f $ex ]] && { PYTHONPATH=/tmp/ost-site python3 "$ex" --json "$OUT/$(basename "$ex" .py).json" >>"$OUT/python.log" 2>&1 || fail "$ex"; }
-    done
+      && PYTHONPATH=/tmp/ost-site python3 -m pytest -q -rs -s python/tests; } >>"$OUT/python.log" 2>&1 || fail "python tests"
+    # PyTorch + Triton MLP blocks: eager, torch.cuda.CUDAGraph and Ostinato, bitwise check and timing table.
+    PYTHONPATH=/tmp/ost-site python3 examples/python/triton_mlp.py --json "$OUT/triton_mlp.json" >>"$OUT/python.log" 2>&1 \
+      || fail "examples/python/triton_mlp.py"
   else
     echo "no wheel in .devbin/wheels" >>"$OUT/python.log"
   fi

@@ -12,6 +12,15 @@ replay it as one retained submission with the orderings the data flow needs and 
     ex.set_slot("salt", 9); ex.replay(10); ex.wait()
     data = ex.read("a")
 
+Triton kernels and PyTorch ops join a graph on the tensors they use (each storage a buffer bound to its
+memory, each tensor a byte slice of it; docs/python-kernels.md):
+
+    g = ostinato.Graph()
+    g.triton(add_kernel, (triton.cdiv(n, 1024),), x, y, out, n, BLOCK=1024)   # access read from its PTX
+    g.torch(lambda: torch.matmul(out, w, out=h), reads=[out, w], writes=[h])  # captured, replayed in place
+    ex = g.plan().instantiate("cuda")
+    ex.replay(); ex.wait()                                                     # h holds the result
+
 Errors raise a subclass of `ostinato.Error` by kind (`GraphError`, `FileError`, `PlanError`,
 `ArgumentError`, `StateError`, `BindError`, `UnsupportedError`, `BackendMissingError`, `DeviceError`,
 `FaultError`, `MismatchError`, `IoError`), the message naming the file:line, node, param, buffer or

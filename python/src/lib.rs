@@ -12,10 +12,12 @@ use ostinato::{
 };
 use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PySlice};
+use pyo3::types::{PyBytes, PyDict, PySlice, PyTuple};
 
 mod errors;
+mod framework;
 use errors::err;
+use framework::{framework_array, stream_handle, External};
 
 /// A byte range of a buffer (the declared extent of an access): `buffer[lo:hi]`.
 #[pyclass(module = "ostinato", frozen)]
@@ -94,15 +96,22 @@ struct Slot {
     #[pyo3(get)]
     name: String,
     id: u32,
+    /// Its scalar type (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`).
+    #[pyo3(get)]
+    ty: &'static str,
 }
 
-/// A recording: buffers, kernels with declared access, slots, and nodes in program order.
-#[pyclass(module = "ostinato")]
+/// A recording: buffers, kernels with declared access, slots, and nodes in program order. Its
+/// `__dict__` holds what the Triton and PyTorch recorders keep per graph (`ostinato._tensors`).
+#[pyclass(module = "ostinato", dict)]
 struct PyGraph {
     graph: Graph,
     impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
     base_dir: PathBuf,
+    /// Buffers bound to framework memory when recorded (a tensor's storage): bound on CUDA at every
+    /// instantiation.
+    externals: Vec<External>,
 }
 
 fn scalar_type(name: &str) -> PyResult<ScalarType> {
@@ -122,7 +131,87 @@ fn scalar(ty: ScalarType, v: &Bound<'_, PyAny>, what: &str) -> PyResult<Scalar> 
     })
 }
 
+/// A kernel signature from `(name, kind)` params (kind: an access, `infer` or a scalar type;
+/// `(name, mode, "vouched")` vouches for a declared mode) and pairs of params that may alias.
+fn signature(name: &str, params: &[Vec<String>], alias: Option<&[(String, String)]>) -> PyResult<KernelSig> {
+    let mut sig = KernelSig::new(name);
+    for item in params {
+        let (p, kind, vouched) = match item.as_slice() {
+            [p, kind] => (p, kind, false),
+            [p, kind, v] if v == "vouched" => (p, kind, true),
+            _ => return Err(err(format!("kernel `{name}`: a param is (name, kind) or (name, mode, \"vouched\"), got {item:?}"))),
+        };
+        sig = match (kind.as_str(), Access::parse(kind)) {
+            ("infer", _) if !vouched => sig.buffer_infer(p),
+            (_, Some(a)) if vouched => sig.buffer_vouched(p, a),
+            (_, Some(a)) => sig.buffer(p, a),
+            _ if vouched => return Err(err(format!("kernel `{name}` param `{p}`: \"vouched\" vouches for a declared mode (read, write, read_write)"))),
+            _ => sig.scalar(
+                p,
+                scalar_type(kind).map_err(|_| {
+                    err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write, infer) nor a scalar type"))
+                })?,
+            ),
+        };
+    }
+    for (a, b) in alias.into_iter().flatten() {
+        sig = sig.may_alias(a, b).map_err(err)?;
+    }
+    Ok(sig)
+}
+
 impl PyGraph {
+    /// Declares `sig` with its implementation for each backend.
+    fn add_kernel(&mut self, sig: KernelSig, impls: BTreeMap<String, KernelSource>) -> PyResult<Kernel> {
+        let name = sig.name.clone();
+        let id = self.graph.add_kernel(sig).map_err(err)?;
+        self.impls.push(impls);
+        Ok(Kernel { name, id: id.0 })
+    }
+
+    /// A launch of `kernel` with its params by name in `args`.
+    fn add_launch(
+        &mut self,
+        kernel: &Kernel,
+        grid: &[u32],
+        block: &[u32],
+        shared: u32,
+        after: Option<Vec<u32>>,
+        args: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let dims = |v: &[u32], what: &str| -> PyResult<[u32; 3]> {
+            if v.is_empty() || v.len() > 3 {
+                return Err(err(format!("launch of `{}`: `{what}` needs 1 to 3 dimensions", kernel.name)));
+            }
+            let mut d = [1u32; 3];
+            d[..v.len()].copy_from_slice(v);
+            Ok(d)
+        };
+        let sig = self.graph.kernels().get(kernel.id as usize).cloned().ok_or_else(|| err("unknown kernel"))?;
+        for k in args.iter().flat_map(|d| d.keys()) {
+            let k: String = k.extract()?;
+            if sig.param_index(&k).is_none() {
+                return Err(err(format!("launch of `{}`: the kernel has no param `{k}`", sig.name)));
+            }
+        }
+        let mut converted = Vec::with_capacity(sig.params.len());
+        for p in &sig.params {
+            let v = args.map(|d| d.get_item(&p.name)).transpose()?.flatten();
+            let v = v.ok_or_else(|| err(format!("launch of `{}`: missing arg `{}`", sig.name, p.name)))?;
+            let what = format!("launch of `{}`, param `{}`", sig.name, p.name);
+            converted.push(match &p.kind {
+                ParamKind::Buffer(_) => Arg::Buffer(self.slice_arg(&v)?.ok_or_else(|| err(format!("{what}: give a Buffer or a slice of one")))?),
+                ParamKind::Scalar(ty) => match v.cast::<Slot>() {
+                    Ok(s) => Arg::Slot(SlotId(s.get().id)),
+                    Err(_) => Arg::Scalar(scalar(*ty, &v, &what)?),
+                },
+            });
+        }
+        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
+        let launch = Launch::new(dims(grid, "grid")?, dims(block, "block")?).shared(shared);
+        Ok(self.graph.add_launch(KernelId(kernel.id), launch, &converted, &after).map_err(err)?.0)
+    }
+
     fn slice_arg(&self, v: &Bound<'_, PyAny>) -> PyResult<Option<Slice>> {
         if let Ok(s) = v.cast::<BufferSlice>() {
             let s = s.get();
@@ -139,7 +228,7 @@ impl PyGraph {
 impl PyGraph {
     #[new]
     fn new() -> Self {
-        PyGraph { graph: Graph::new(), impls: Vec::new(), inits: Vec::new(), base_dir: PathBuf::from(".") }
+        PyGraph { graph: Graph::new(), impls: Vec::new(), inits: Vec::new(), base_dir: PathBuf::from("."), externals: Vec::new() }
     }
 
     /// Declares a buffer of `size` bytes; `init` is its initial contents (zero, iota, const:V,
@@ -175,29 +264,7 @@ impl PyGraph {
     /// overlaps with a written param are refused when launched.
     #[pyo3(signature = (name, params, alias=None, **impls))]
     fn kernel(&mut self, name: &str, params: Vec<Vec<String>>, alias: Option<Vec<(String, String)>>, impls: Option<&Bound<'_, PyDict>>) -> PyResult<Kernel> {
-        let mut sig = KernelSig::new(name);
-        for item in &params {
-            let (p, kind, vouched) = match item.as_slice() {
-                [p, kind] => (p, kind, false),
-                [p, kind, v] if v == "vouched" => (p, kind, true),
-                _ => return Err(err(format!("kernel `{name}`: a param is (name, kind) or (name, mode, \"vouched\"), got {item:?}"))),
-            };
-            sig = match (kind.as_str(), Access::parse(kind)) {
-                ("infer", _) if !vouched => sig.buffer_infer(p),
-                (_, Some(a)) if vouched => sig.buffer_vouched(p, a),
-                (_, Some(a)) => sig.buffer(p, a),
-                _ if vouched => return Err(err(format!("kernel `{name}` param `{p}`: \"vouched\" vouches for a declared mode (read, write, read_write)"))),
-                _ => sig.scalar(
-                    p,
-                    scalar_type(kind).map_err(|_| {
-                        err(format!("kernel `{name}` param `{p}`: `{kind}` is neither an access (read, write, read_write, infer) nor a scalar type"))
-                    })?,
-                ),
-            };
-        }
-        for (a, b) in alias.iter().flatten() {
-            sig = sig.may_alias(a, b).map_err(err)?;
-        }
+        let sig = signature(name, &params, alias.as_deref())?;
         let mut refs = BTreeMap::new();
         let mut entries: HashMap<String, String> = HashMap::new();
         if let Some(d) = impls {
@@ -220,9 +287,95 @@ impl PyGraph {
                 _ => return Err(err(format!("kernel `{name}`: `{backend}_entry` without a `{backend}` implementation"))),
             }
         }
-        let id = self.graph.add_kernel(sig).map_err(err)?;
-        self.impls.push(refs);
-        Ok(Kernel { name: name.to_string(), id: id.0 })
+        self.add_kernel(sig, refs)
+    }
+
+    /// Records a Triton kernel launch as a node: `g.triton(kernel, grid, *args, **constexprs_and_options)`
+    /// (`ostinato._triton.record`; docs/python-kernels.md). Returns the node's id.
+    #[pyo3(signature = (kernel, grid, /, *args, **kwargs))]
+    fn triton(
+        slf: &Bound<'_, Self>,
+        kernel: &Bound<'_, PyAny>,
+        grid: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let record = slf.py().import("ostinato._triton")?.getattr("record")?;
+        record.call((slf, kernel, grid, args), kwargs)?.extract()
+    }
+
+    /// Records a callable's PyTorch work as a node, captured once into a CUDA graph and replayed in
+    /// place: `g.torch(fn, reads=[...], writes=[...])` (`ostinato._capture.record`;
+    /// docs/python-kernels.md). Returns the node's id.
+    #[pyo3(signature = (fn_, /, reads, writes, **kwargs))]
+    fn torch(
+        slf: &Bound<'_, Self>,
+        fn_: &Bound<'_, PyAny>,
+        reads: &Bound<'_, PyAny>,
+        writes: &Bound<'_, PyAny>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let record = slf.py().import("ostinato._capture")?.getattr("record")?;
+        record.call((slf, fn_, reads, writes), kwargs)?.extract()
+    }
+
+    /// Declares a kernel whose CUDA implementation is PTX with the cubin its compiler assembled from
+    /// it (Triton's output): the cubin loads, the PTX is what the contract reads. `params` as for
+    /// [`kernel`](Self::kernel). The declarations are checked against the PTX first (no device
+    /// needed): one the code contradicts, or an `infer` it cannot settle, is refused, and nothing is
+    /// declared; `infer` params take the modes the PTX shows.
+    #[pyo3(signature = (name, params, ptx, cubin, entry, alias=None))]
+    fn _kernel_assembled(
+        &mut self,
+        name: &str,
+        params: Vec<Vec<String>>,
+        ptx: String,
+        cubin: Vec<u8>,
+        entry: &str,
+        alias: Option<Vec<(String, String)>>,
+    ) -> PyResult<Kernel> {
+        let mut sig = signature(name, &params, alias.as_deref())?;
+        let r = KernelRef::code(&format!("{name}.ptx"), ptx).with_binary(cubin).with_entry(entry);
+        let code = ostinato_runtime::contract::read_code(&sig, BackendKind::Cuda, &r).map_err(|why| err(format!("kernel `{name}`: {why}")))?;
+        ostinato::contract::verify(&sig, &code).map_err(err)?;
+        // Params declared `infer` settle now, from this code (the kernel's only implementation), so that
+        // every launch is checked with its real modes.
+        for (p, access) in ostinato::contract::infer(&sig, std::slice::from_ref(&code), "").map_err(err)? {
+            sig.params[p].kind = ParamKind::Buffer(access);
+            sig.params[p].decl = ostinato::AccessDecl::Inferred;
+        }
+        self.add_kernel(sig, BTreeMap::from([("cuda".to_string(), KernelSource::Ref(r))]))
+    }
+
+    /// Declares a kernel whose CUDA implementation is captured work: `graph` a `CUgraph` handle that
+    /// `owner` keeps alive, with whatever its nodes address (`ostinato._capture` passes a
+    /// `torch.cuda.CUDAGraph(keep_graph=True)` and the tensors it was captured on). Every param is a
+    /// buffer param declared and vouched for; any two may alias (the captured work is one stream's
+    /// work, which orders its own accesses).
+    fn _kernel_captured(&mut self, name: &str, params: Vec<Vec<String>>, graph: u64, owner: Py<PyAny>, label: &str) -> PyResult<Kernel> {
+        use ostinato_runtime::ostinato_cuda::CapturedWork;
+        let names: Vec<&String> = params.iter().filter_map(|p| p.first()).collect();
+        let pairs: Vec<(String, String)> =
+            names.iter().enumerate().flat_map(|(i, a)| names[i + 1..].iter().map(move |b| ((*a).clone(), (*b).clone()))).collect();
+        let sig = signature(name, &params, Some(&pairs))?;
+        let owner: std::sync::Arc<dyn std::any::Any + Send + Sync> = std::sync::Arc::new(owner);
+        // SAFETY: `ostinato._capture` hands over the raw graph of a `torch.cuda.CUDAGraph` captured with
+        // `keep_graph=True` on the device of the node's tensors, which no other code holds or modifies;
+        // `owner` holds that CUDAGraph (whose private memory pool its nodes use) and the node's tensors.
+        #[allow(unsafe_code)]
+        let work = unsafe { CapturedWork::from_raw(graph, owner, label) };
+        self.add_kernel(sig, BTreeMap::from([("cuda".to_string(), KernelSource::Captured(work))]))
+    }
+
+    /// Binds `buffer` to framework memory for every CUDA instantiation: `memory` has a
+    /// `__cuda_array_interface__` covering exactly the buffer's bytes and keeps them alive (each exec
+    /// holds it); `device` is the CUDA device it lies on.
+    fn _bind_external(&mut self, buffer: &Buffer, memory: Py<PyAny>, device: i32) -> PyResult<()> {
+        if self.externals.iter().any(|e| e.buffer == buffer.id) {
+            return Err(err(format!("buffer `{}` is already bound to framework memory", buffer.name)));
+        }
+        self.externals.push(External { buffer: buffer.id, memory, device });
+        Ok(())
     }
 
     /// Declares a patchable slot of scalar type `ty` with its initial value.
@@ -234,17 +387,15 @@ impl PyGraph {
             None => Scalar { ty: t, bits: 0 },
         };
         let id = self.graph.add_slot(name, v).map_err(err)?;
-        Ok(Slot { name: name.to_string(), id: id.0 })
+        Ok(Slot { name: name.to_string(), id: id.0, ty: t.as_str() })
     }
 
     /// Records a launch: every param by name as a keyword (a `Buffer` or a slice of one for buffer
     /// params, a number or a `Slot` for scalars); `after=` nodes it must follow beyond the data flow.
     /// Returns the node's id.
     #[pyo3(signature = (kernel, grid, block, shared=0, after=None, **args))]
-    #[allow(clippy::too_many_arguments)]
     fn launch(
         &mut self,
-        py: Python<'_>,
         kernel: &Kernel,
         grid: Vec<u32>,
         block: Vec<u32>,
@@ -252,37 +403,13 @@ impl PyGraph {
         after: Option<Vec<u32>>,
         args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u32> {
-        let dims = |v: &[u32], what: &str| -> PyResult<[u32; 3]> {
-            if v.is_empty() || v.len() > 3 {
-                return Err(err(format!("launch of `{}`: `{what}` needs 1 to 3 dimensions", kernel.name)));
-            }
-            let mut d = [1u32; 3];
-            d[..v.len()].copy_from_slice(v);
-            Ok(d)
-        };
-        let sig = self.graph.kernels().get(kernel.id as usize).cloned().ok_or_else(|| err("unknown kernel"))?;
-        let given = args.cloned().unwrap_or_else(|| PyDict::new(py));
-        for k in given.keys() {
-            let k: String = k.extract()?;
-            if sig.param_index(&k).is_none() {
-                return Err(err(format!("launch of `{}`: the kernel has no param `{k}`", sig.name)));
-            }
-        }
-        let mut converted = Vec::with_capacity(sig.params.len());
-        for p in &sig.params {
-            let v = given.get_item(&p.name)?.ok_or_else(|| err(format!("launch of `{}`: missing arg `{}`", sig.name, p.name)))?;
-            let what = format!("launch of `{}`, param `{}`", sig.name, p.name);
-            converted.push(match &p.kind {
-                ParamKind::Buffer(_) => Arg::Buffer(self.slice_arg(&v)?.ok_or_else(|| err(format!("{what}: give a Buffer or a slice of one")))?),
-                ParamKind::Scalar(ty) => match v.cast::<Slot>() {
-                    Ok(s) => Arg::Slot(SlotId(s.get().id)),
-                    Err(_) => Arg::Scalar(scalar(*ty, &v, &what)?),
-                },
-            });
-        }
-        let after: Vec<NodeId> = after.unwrap_or_default().into_iter().map(NodeId).collect();
-        let launch = Launch::new(dims(&grid, "grid")?, dims(&block, "block")?).shared(shared);
-        Ok(self.graph.add_launch(KernelId(kernel.id), launch, &converted, &after).map_err(err)?.0)
+        self.add_launch(kernel, &grid, &block, shared, after, args)
+    }
+
+    /// [`launch`](Self::launch) with the args as one dict (param names may be `grid`, `block`...).
+    #[pyo3(signature = (kernel, grid, block, shared, after, args))]
+    fn _launch(&mut self, kernel: &Kernel, grid: Vec<u32>, block: Vec<u32>, shared: u32, after: Option<Vec<u32>>, args: &Bound<'_, PyDict>) -> PyResult<u32> {
+        self.add_launch(kernel, &grid, &block, shared, after, Some(args))
     }
 
     /// Records a copy of `src` to `dst` (Buffers or slices of equal length).
@@ -328,7 +455,7 @@ impl PyGraph {
 
     /// Plans the graph: the exact transitive reduction of its hazards and explicit edges.
     #[pyo3(signature = (max_lanes=4))]
-    fn plan(&self, max_lanes: usize) -> PyResult<PyPlan> {
+    fn plan(&self, py: Python<'_>, max_lanes: usize) -> PyResult<PyPlan> {
         // Params declared `infer` take the modes their kernels' code shows.
         let mut graph = self.graph.clone();
         // The references the code is read from (a host function has no code to read: its kernel's modes
@@ -340,7 +467,8 @@ impl PyGraph {
             .collect();
         ostinato_runtime::contract::resolve_inferred(&mut graph, &refs).map_err(|(_, e)| err(e))?;
         let plan = Plan::compile_with(&graph, ostinato::PlanOptions { max_lanes }).map_err(err)?;
-        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone() })
+        let externals = self.externals.iter().map(|e| e.clone_ref(py)).collect();
+        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone(), externals })
     }
 
     #[getter]
@@ -355,135 +483,7 @@ struct PyPlan {
     plan: Plan,
     impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
-}
-
-/// A CUDA device pointer from an object with `__cuda_array_interface__` (torch, CuPy), checked for
-/// contiguity and length.
-fn cuda_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<(u64, u64)> {
-    let cai = obj
-        .getattr("__cuda_array_interface__")
-        .map_err(|_| err(format!("bind `{name}`: the object has no __cuda_array_interface__ (a torch tensor or CuPy array on the GPU)")))?;
-    let (ptr, _readonly): (u64, bool) = cai.get_item("data")?.extract()?;
-    let shape: Vec<u64> = cai.get_item("shape")?.extract()?;
-    let typestr: String = cai.get_item("typestr")?.extract()?;
-    let itemsize: u64 = typestr.get(2..).and_then(|s| s.parse().ok()).ok_or_else(|| err(format!("bind `{name}`: typestr `{typestr}`")))?;
-    let strides = cai.get_item("strides").ok().filter(|s| !s.is_none());
-    if let Some(s) = strides {
-        let s: Vec<i64> = s.extract()?;
-        let mut expect = itemsize as i64;
-        for (dim, stride) in shape.iter().zip(&s).rev() {
-            if *dim > 1 && *stride != expect {
-                return Err(err(format!("bind `{name}`: the array is not C-contiguous (strides {s:?})")));
-            }
-            expect *= *dim as i64;
-        }
-    }
-    let bytes = shape.iter().product::<u64>() * itemsize;
-    if bytes != want {
-        return Err(err(format!("bind `{name}`: the array has {bytes} bytes, the buffer declares {want}")));
-    }
-    Ok((ptr, bytes))
-}
-
-// DLPack's C structs (dlpack.h, v0.8 and the unversioned capsule of v1): what `__dlpack__()` hands over.
-#[repr(C)]
-struct DlDevice {
-    device_type: i32,
-    device_id: i32,
-}
-#[repr(C)]
-struct DlDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
-}
-#[repr(C)]
-struct DlTensor {
-    data: *mut std::ffi::c_void,
-    device: DlDevice,
-    ndim: i32,
-    dtype: DlDataType,
-    shape: *const i64,
-    strides: *const i64,
-    byte_offset: u64,
-}
-#[repr(C)]
-struct DlManagedTensor {
-    dl_tensor: DlTensor,
-    manager_ctx: *mut std::ffi::c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensor)>,
-}
-
-/// DLPack's device types for memory a CUDA kernel can address.
-const DL_CUDA: i32 = 2;
-const DL_CUDA_MANAGED: i32 = 13;
-
-/// Framework memory to bind: its device pointer and length, and what keeps it alive (a DLPack capsule,
-/// which the exec holds and whose destructor releases the tensor; `None` for
-/// `__cuda_array_interface__`, whose owner the caller keeps alive).
-type BoundArray = (u64, u64, Option<Py<PyAny>>);
-
-/// Device memory from a torch tensor, a CuPy array, or any object with `__cuda_array_interface__` or
-/// `__dlpack__`, checked for device, C-contiguity and byte length.
-fn framework_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<BoundArray> {
-    if obj.hasattr("__cuda_array_interface__")? {
-        let (ptr, len) = cuda_array(obj, want, name)?;
-        return Ok((ptr, len, None));
-    }
-    if !obj.hasattr("__dlpack__")? {
-        return Err(err(format!(
-            "bind `{name}`: the object has neither __cuda_array_interface__ nor __dlpack__ (a torch tensor, a CuPy array, any DLPack producer on the GPU)"
-        )));
-    }
-    let capsule = obj.call_method0("__dlpack__")?;
-    let capsule = capsule.cast_into::<pyo3::types::PyCapsule>().map_err(|_| err(format!("bind `{name}`: __dlpack__() did not return a capsule")))?;
-    // The name check is DLPack's only type check: "dltensor" (not yet consumed, unversioned).
-    let managed =
-        capsule.pointer_checked(Some(c"dltensor")).map_err(|_| err(format!("bind `{name}`: __dlpack__() gave no unconsumed `dltensor` capsule")))?.as_ptr()
-            as *const DlManagedTensor;
-    // SAFETY: a live capsule named "dltensor" holds a DLManagedTensor (the DLPack contract); the
-    // capsule is kept alive while its fields are read, and the shape/strides arrays hold `ndim` entries.
-    #[allow(unsafe_code)]
-    let (ptr, device, dims, strides, elem_bits) = unsafe {
-        let t = &(*managed).dl_tensor;
-        let n = t.ndim.max(0) as usize;
-        let dims: Vec<i64> = if n == 0 || t.shape.is_null() { Vec::new() } else { std::slice::from_raw_parts(t.shape, n).to_vec() };
-        let strides: Option<Vec<i64>> = if t.strides.is_null() || n == 0 { None } else { Some(std::slice::from_raw_parts(t.strides, n).to_vec()) };
-        (t.data as u64 + t.byte_offset, t.device.device_type, dims, strides, t.dtype.bits as u64 * t.dtype.lanes as u64)
-    };
-    if device != DL_CUDA && device != DL_CUDA_MANAGED {
-        return Err(err(format!("bind `{name}`: the DLPack tensor lives on device type {device} (kDLCPU = 1), not on a CUDA GPU (kDLCUDA = 2)")));
-    }
-    if elem_bits % 8 != 0 {
-        return Err(err(format!("bind `{name}`: DLPack elements of {elem_bits} bits are not whole bytes")));
-    }
-    if let Some(s) = &strides {
-        let mut expect = 1i64;
-        for (d, st) in dims.iter().zip(s).rev() {
-            if *d > 1 && *st != expect {
-                return Err(err(format!("bind `{name}`: the DLPack tensor is not C-contiguous (strides {s:?} elements)")));
-            }
-            expect *= *d;
-        }
-    }
-    let bytes = dims.iter().map(|d| (*d).max(0) as u64).product::<u64>() * (elem_bits / 8);
-    if bytes != want {
-        return Err(err(format!("bind `{name}`: the DLPack tensor has {bytes} bytes, the buffer declares {want}")));
-    }
-    Ok((ptr, bytes, Some(capsule.into_any().unbind())))
-}
-
-/// A stream handle from an int or an object with `cuda_stream` (torch) or `ptr` (CuPy).
-fn stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    if let Ok(h) = obj.extract::<u64>() {
-        return Ok(h);
-    }
-    for attr in ["cuda_stream", "ptr"] {
-        if let Ok(h) = obj.getattr(attr).and_then(|h| h.extract::<u64>()) {
-            return Ok(h);
-        }
-    }
-    Err(err("stream: give a torch.cuda.Stream, a CuPy stream or a CUstream handle (int)"))
+    externals: Vec<External>,
 }
 
 #[pymethods]
@@ -515,6 +515,7 @@ impl PyPlan {
     #[allow(clippy::too_many_arguments)]
     fn instantiate(
         &self,
+        py: Python<'_>,
         backend: &str,
         bind: Option<&Bound<'_, PyDict>>,
         stream: Option<&Bound<'_, PyAny>>,
@@ -548,6 +549,9 @@ impl PyPlan {
         if kind != BackendKind::Cuda && (bind.is_some_and(|b| !b.is_empty()) || stream.is_some()) {
             return Err(err(format!("the {kind} backend allocates its own memory and has no stream: use exec.write() to fill buffers")));
         }
+        if let (false, Some(e)) = (kind == BackendKind::Cuda, self.externals.first()) {
+            return Err(err(format!("buffer `{}` was recorded on CUDA memory: instantiate the plan on cuda", g.buffers()[e.buffer as usize].name)));
+        }
         if kind == BackendKind::Cuda {
             use ostinato_runtime::ostinato_cuda::{DeviceMemory, ExternalStream};
             if let Some(b) = bind {
@@ -564,6 +568,7 @@ impl PyPlan {
                     buffers[id.index()] = BufferBinding::External(Memory::Cuda(m));
                 }
             }
+            framework::bind_recorded(py, (&self.plan, &self.externals), bind, (&mut buffers, &mut keep), &mut exec_options.device)?;
             // SAFETY: a framework's live stream, which the caller keeps alive for the exec's lifetime.
             #[allow(unsafe_code)]
             let stream = stream.map(stream_handle).transpose()?.map(|h| unsafe { ExternalStream::from_raw(h) });
@@ -581,7 +586,14 @@ impl PyPlan {
             .inits
             .iter()
             .enumerate()
-            .map(|(i, init)| if bind.is_some_and(|b| b.contains(&g.buffers()[i].name).unwrap_or(false)) { None } else { *init })
+            .map(|(i, init)| {
+                let named = bind.is_some_and(|b| b.contains(&g.buffers()[i].name).unwrap_or(false));
+                if named || self.externals.iter().any(|e| e.buffer as usize == i) {
+                    None
+                } else {
+                    *init
+                }
+            })
             .collect();
         exec.write_inits(&inits).map_err(err)?;
         Ok(PyExec { exec: std::sync::Mutex::new(exec), keep: std::sync::Mutex::new(keep) })
@@ -666,6 +678,12 @@ impl PyExec {
     fn backend(&self) -> &'static str {
         self.inner().backend().as_str()
     }
+    /// What the backend chose that a user may want to know (CUDA: how many programmatic edges, how
+    /// many nodes fused).
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.inner().notes().to_vec()
+    }
 }
 
 /// Loads a graph file (the format of `ostinato run`).
@@ -674,7 +692,7 @@ fn load(path: PathBuf) -> PyResult<PyGraph> {
     let f = ostinato::file::load(&path, &BackendKind::names()).map_err(err)?;
     let base_dir = f.base_dir().to_path_buf();
     let impls = f.impls.into_iter().map(|m| m.into_iter().map(|(b, r)| (b, KernelSource::Ref(r))).collect()).collect();
-    Ok(PyGraph { graph: f.graph, impls, inits: f.inits, base_dir })
+    Ok(PyGraph { graph: f.graph, impls, inits: f.inits, base_dir, externals: Vec::new() })
 }
 
 /// The buffers and slots of a loaded graph, by name (for `launch` on a loaded graph).
@@ -718,7 +736,7 @@ fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64
         })
         .collect();
     let data = step.data.iter().map(|(b, bytes)| (step.graph.buffer(*b).name.clone(), PyBytes::new(py, bytes).unbind())).collect();
-    Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from(".") }, data))
+    Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from("."), externals: Vec::new() }, data))
 }
 
 /// The exec options `Plan.instantiate` takes by name: `{name: (values, default first)}`.

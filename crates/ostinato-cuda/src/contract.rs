@@ -132,7 +132,7 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef, arch: &str) -> Res
     let entry = reference.entry_for(&sig.name).to_string();
     let source = match reference.builtin_name() {
         Some(_) => ModuleSource::builtin(),
-        None => ModuleSource::from_path(&reference.path())?,
+        None => ModuleSource::from_ref(reference)?,
     };
     match &source {
         ModuleSource::CudaC { name, source } => {
@@ -150,6 +150,10 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef, arch: &str) -> Res
         ModuleSource::Ptx { name, text } => {
             let report = read_ptx(text, &display(name), false, &entry, sig)?;
             Ok(OfflineKernel { report, ptx: Some(text.clone()), cubin: None, source: (name.clone(), text.clone().into_bytes()), compiled: None })
+        }
+        ModuleSource::Assembled { name, ptx, cubin } => {
+            let report = read_ptx(ptx, &display(name), false, &entry, sig)?;
+            Ok(OfflineKernel { report, ptx: Some(ptx.clone()), cubin: Some(cubin.clone()), source: (name.clone(), ptx.clone().into_bytes()), compiled: None })
         }
         ModuleSource::Cubin { name, bytes } => {
             let code = format!("{} (machine code)", display(name));

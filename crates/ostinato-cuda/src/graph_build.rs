@@ -1,11 +1,12 @@
 //! How graph mode submits a lowering: the driver calls that build the retained graph in each
-//! [`GraphBuild`] (kernel nodes, and the collectives' NCCL calls as captured child graphs), and the
+//! [`GraphBuild`] (kernel nodes; the collectives' NCCL calls and captured work as child graphs), and the
 //! NCCL call of each collective node.
 
 use std::sync::Arc;
 
 use ostinato::{NodeId, Plan};
 
+use crate::captured::CapturedGraph;
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
 use crate::lower::{ArgValue, Lowering};
@@ -56,8 +57,8 @@ pub(crate) fn build_graph(
         GraphBuild::Bulk => {
             let mut graph = Graph::new()?;
             for (i, l) in low.launches.iter().enumerate() {
-                slots[i] = Some(match collectives.child(i)? {
-                    Some(child) => graph.add_child(&child, &[]).map_err(at(i))?,
+                slots[i] = Some(match collectives.add_child(i, &mut graph, &[]).map_err(at(i))? {
+                    Some(node) => node,
                     None => graph.add_kernel(&funcs[i], l.dims, &mut args[i]).map_err(at(i))?,
                 });
             }
@@ -73,13 +74,22 @@ pub(crate) fn build_graph(
         }
         GraphBuild::InOrder => {
             let mut graph = Graph::new()?;
-            add_in_plan_order(plan, low, &mut slots, |i, deps, prog| match collectives.child(i)? {
-                Some(child) => graph.add_child(&child, deps).map_err(at(i)),
+            add_in_plan_order(plan, low, &mut slots, |i, deps, prog| match collectives.add_child(i, &mut graph, deps).map_err(at(i))? {
+                Some(node) => Ok(node),
                 None => graph.add_kernel_after(&funcs[i], low.launches[i].dims, &mut args[i], deps, prog).map_err(at(i)),
             })?;
             graph
         }
         GraphBuild::Capture => {
+            if let Some(i) = collectives.captured.iter().position(Option::is_some) {
+                return Err(CudaError::Unsupported {
+                    op: "instantiate",
+                    reason: format!(
+                        "{} runs captured work, which the stream-capture build cannot place: use the bulk or in-order build",
+                        g.describe_node(low.launches[i].node)
+                    ),
+                });
+            }
             stream.begin_capture_thread_local()?;
             let result = add_in_plan_order(plan, low, &mut slots, |i, deps, prog| match (&collectives.calls[i], collectives.comm) {
                 (Some(call), Some(comm)) => stream.capture_after(deps, prog, || call.enqueue(comm, stream)).map_err(at(i)),
@@ -130,15 +140,28 @@ impl CollectiveCall {
     }
 }
 
-/// What graph building needs of the collectives: each launch's call, the communicator, and the
-/// context to capture a call's child graph on a stream of its own.
+/// What graph building needs of the launches that run as child graphs: each collective's call, the
+/// communicator, the context to capture a call's child graph on a stream of its own, and each launch's
+/// captured work.
 pub(crate) struct Collectives<'a> {
     pub(crate) calls: &'a [Option<CollectiveCall>],
     pub(crate) comm: Option<&'a Communicator>,
     pub(crate) ctx: &'a Arc<Context>,
+    pub(crate) captured: &'a [Option<Arc<CapturedGraph>>],
 }
 
 impl Collectives<'_> {
+    /// Adds launch `i` to `graph` as a child graph after `deps`, where it is one (a collective or
+    /// captured work); `None` for a kernel launch.
+    fn add_child(&self, i: usize, graph: &mut Graph, deps: &[GraphNode]) -> Result<Option<GraphNode>> {
+        if let Some(work) = &self.captured[i] {
+            return work.add_to(graph, deps).map(Some);
+        }
+        match self.child(i)? {
+            Some(child) => graph.add_child(&child, deps).map(Some),
+            None => Ok(None),
+        }
+    }
     /// Launch `i`'s NCCL call captured into a graph, where launch `i` is a collective.
     fn child(&self, i: usize) -> Result<Option<Graph>> {
         let (Some(call), Some(comm)) = (&self.calls[i], self.comm) else { return Ok(None) };

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 mod builtins;
+pub mod captured;
 pub mod compile;
 pub mod contract;
 pub mod device;
@@ -30,6 +31,7 @@ pub mod ptx;
 pub mod sass;
 pub mod user;
 
+pub use captured::CapturedWork;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
 pub use exec::{CudaBackend, CudaExec};

@@ -89,13 +89,14 @@ impl LoadedModule {
                 Build::new(name, source.as_bytes(), Some(compiler), Some(c.ptx), c.cubin, name == "builtin")
             }
             ModuleSource::Ptx { name, text } => {
-                if let Some(t) = ModuleInfo::read(text).target {
-                    contract::check_target(&t, device.info().compute_capability)
-                        .map_err(|why| CudaError::Unsupported { op: "loading PTX", reason: format!("`{name}`: {why}") })?;
-                }
+                check_ptx_target(device, name, text)?;
                 Build::new(name, text.as_bytes(), None, Some(text.clone()), None, false)
             }
             ModuleSource::Cubin { name, bytes } => Build::new(name, bytes, None, None, Some(bytes.clone()), false),
+            ModuleSource::Assembled { name, ptx, cubin } => {
+                check_ptx_target(device, name, ptx)?;
+                Build::new(name, ptx.as_bytes(), None, Some(ptx.clone()), Some(cubin.clone()), false)
+            }
         };
         let (module, loaded) = load_image(device, &build)?;
         let build = Arc::new(Build { loaded, ..build });
@@ -166,6 +167,7 @@ impl LoadedModule {
             fusion_refusal: None,
             early: None,
             plain: None,
+            captured: None,
         })
     }
 
@@ -184,6 +186,10 @@ impl LoadedModule {
 }
 
 impl Build {
+    /// The build record of captured work: no source, PTX or cubin of its own.
+    pub(crate) fn captured(label: &str) -> Build {
+        Build { loaded: "captured graph", ..Build::new(label, b"", None, None, None, false) }
+    }
     fn new(name: &str, source: &[u8], compiler: Option<Compiler>, ptx: Option<String>, cubin: Option<Vec<u8>>, builtin: bool) -> Build {
         Build {
             name: name.to_string(),
@@ -196,6 +202,15 @@ impl Build {
             info: OnceLock::new(),
             sass: OnceLock::new(),
         }
+    }
+}
+
+/// Refuses PTX whose `.target` the device cannot run, before the driver sees it.
+fn check_ptx_target(device: &Device, name: &str, ptx: &str) -> Result<()> {
+    match ModuleInfo::read(ptx).target {
+        Some(t) => contract::check_target(&t, device.info().compute_capability)
+            .map_err(|why| CudaError::Unsupported { op: "loading PTX", reason: format!("`{name}`: {why}") }),
+        None => Ok(()),
     }
 }
 

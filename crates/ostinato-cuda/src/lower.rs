@@ -208,6 +208,9 @@ pub struct NodeLaunch {
     pub eager_variant: Variant,
     /// The node's code executes `griddepcontrol.wait` before touching memory (in its PDL builds).
     pub pdl_capable: bool,
+    /// The node runs as a child graph (a collective's captured call, captured work): it neither waits
+    /// nor triggers, so its edges are full.
+    pub child_graph: bool,
 }
 
 impl NodeLaunch {
@@ -312,7 +315,7 @@ fn node_launches(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool) -> Vec<N
     };
     let mut launches = Vec::with_capacity(plan.node_count());
     for (i, node) in g.nodes().iter().enumerate() {
-        let (callee, dims, args, pdl) = match &node.op {
+        let (callee, dims, args, pdl, child_graph) = match &node.op {
             NodeOp::Kernel { kernel, launch, args } => {
                 let args = args
                     .iter()
@@ -324,15 +327,19 @@ fn node_launches(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool) -> Vec<N
                     })
                     .collect();
                 let dims = Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes };
-                (Callee::Kernel(*kernel), dims, args, kernels.get(kernel.index()).is_some_and(|k| k.capable))
+                let k = kernels.get(kernel.index());
+                (Callee::Kernel(*kernel), dims, args, k.is_some_and(|k| k.capable && !k.child_graph), k.is_some_and(|k| k.child_graph))
             }
-            NodeOp::Copy { src, dst } => (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl),
+            NodeOp::Copy { src, dst } => {
+                (Callee::Copy, helper_dims(src.len.div_ceil(4)), vec![ptr(dst), ptr(src), ArgValue::Bits(src.len)], helpers_pdl, false)
+            }
             NodeOp::Fill { dst, value } => {
-                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl)
+                (Callee::Fill, helper_dims(dst.len / 4), vec![ptr(dst), ArgValue::Bits(*value as u64), ArgValue::Bits(dst.len / 4)], helpers_pdl, false)
             }
-            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false),
+            NodeOp::Collective { .. } => (Callee::Collective, Dims { grid: [1, 1, 1], block: [1, 1, 1], shared: 0 }, Vec::new(), false, true),
         };
-        launches.push(NodeLaunch { node: NodeId(i as u32), callee, dims, args, variant: Variant::Plain, eager_variant: Variant::Plain, pdl_capable: pdl });
+        let (variant, eager_variant) = (Variant::Plain, Variant::Plain);
+        launches.push(NodeLaunch { node: NodeId(i as u32), callee, dims, args, variant, eager_variant, pdl_capable: pdl, child_graph });
     }
     launches
 }
@@ -370,8 +377,8 @@ fn decide_edges(plan: &Plan, launches: &[NodeLaunch], policy: PdlPolicy, pairs: 
         .map(|&(from, to)| {
             let (u, v) = (from.index(), to.index());
             let fan = outs[u].max(ins[v]);
-            // A collective is no kernel of ours: it neither waits nor triggers, so its edges are full.
-            let kernel_ends = launches[u].callee != Callee::Collective;
+            // A child graph (a collective, captured work) neither waits nor triggers: its edges are full.
+            let kernel_ends = !launches[u].child_graph && !launches[v].child_graph;
             GraphEdge { from, to, programmatic: kernel_ends && policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes) }
         })
         .collect()
@@ -507,6 +514,29 @@ mod tests {
              edge n1 -> n2\n\
              edge n2 -> n3 programmatic\n"
         );
+    }
+
+    #[test]
+    fn golden_captured_work_gets_full_edges_both_ways() {
+        // add_one, add_one, captured work, add_one on one buffer: a child graph has no programmatic
+        // port, so the edge out of it is full too (a kernel that merely does not wait keeps a
+        // programmatic out-edge, resolved at its completion).
+        let mut g = Graph::new();
+        let a = g.add_buffer("a", 4096).unwrap();
+        let pdl = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        let work = g.add_kernel(KernelSig::new("captured").buffer_vouched("x", Access::ReadWrite)).unwrap();
+        let add = |g: &mut Graph| g.add_launch(pdl, Launch::linear(1, 256), &[Arg::Whole(a), Arg::Scalar(Scalar::u32(8))], &[]).unwrap();
+        add(&mut g);
+        add(&mut g);
+        g.add_launch(work, Launch::linear(1, 1), &[Arg::Whole(a)], &[]).unwrap();
+        add(&mut g);
+        let plan = Plan::compile(&g).unwrap();
+        let kernels = [KernelPdl::plain(true), KernelPdl { child_graph: true, ..KernelPdl::plain(false) }];
+        let low = lower_with(&plan, &kernels, true, PdlPolicy::new(PdlMode::On)).unwrap();
+        let prog: Vec<(u32, u32, bool)> = low.edges.iter().map(|e| (e.from.0, e.to.0, e.programmatic)).collect();
+        assert_eq!(prog, vec![(0, 1, true), (1, 2, false), (2, 3, false)]);
+        assert_eq!(low.launches.iter().map(|l| l.child_graph).collect::<Vec<_>>(), vec![false, false, true, false]);
+        assert_eq!(low.eager_pdl, vec![false, true, false, false], "eager mode: no programmatic launch after captured work");
     }
 
     #[test]

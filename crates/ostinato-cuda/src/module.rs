@@ -64,9 +64,25 @@ impl PdlTrigger {
 /// Source of a module.
 #[derive(Clone, Debug)]
 pub enum ModuleSource {
-    CudaC { name: String, source: String },
-    Ptx { name: String, text: String },
-    Cubin { name: String, bytes: Vec<u8> },
+    CudaC {
+        name: String,
+        source: String,
+    },
+    Ptx {
+        name: String,
+        text: String,
+    },
+    Cubin {
+        name: String,
+        bytes: Vec<u8>,
+    },
+    /// PTX with the cubin its compiler assembled from it (Triton's output): the cubin is what loads
+    /// and runs, the PTX is what the contract reads.
+    Assembled {
+        name: String,
+        ptx: String,
+        cubin: Vec<u8>,
+    },
 }
 
 impl ModuleSource {
@@ -82,14 +98,21 @@ impl ModuleSource {
         }
     }
     /// The module a non-built-in reference names: its file, or the code it carries
-    /// ([`ostinato::KernelRef::code`]), by the extension of its name.
+    /// ([`ostinato::KernelRef::code`], with the machine code assembled from it where
+    /// [`ostinato::KernelRef::binary`] holds it), by the extension of its name.
     pub fn from_ref(reference: &ostinato::KernelRef) -> Result<ModuleSource> {
-        let Some(code) = &reference.code else { return ModuleSource::from_path(&reference.path()) };
         let name = reference.source.clone();
-        match Path::new(&name).extension().and_then(|e| e.to_str()) {
-            Some("cu") => Ok(ModuleSource::CudaC { name, source: code.to_string() }),
-            Some("ptx") => Ok(ModuleSource::Ptx { name, text: code.to_string() }),
-            _ => Err(CudaError::Io { path: name, message: "code given in memory must be named `*.cu` (CUDA C) or `*.ptx`".into() }),
+        let ext = Path::new(&name).extension().and_then(|e| e.to_str());
+        match (&reference.code, &reference.binary, ext) {
+            (None, None, _) => ModuleSource::from_path(&reference.path()),
+            (Some(code), None, Some("cu")) => Ok(ModuleSource::CudaC { name, source: code.to_string() }),
+            (Some(code), None, Some("ptx")) => Ok(ModuleSource::Ptx { name, text: code.to_string() }),
+            (Some(code), Some(cubin), Some("ptx")) => Ok(ModuleSource::Assembled { name, ptx: code.to_string(), cubin: cubin.to_vec() }),
+            (None, Some(cubin), Some("cubin")) => Ok(ModuleSource::Cubin { name, bytes: cubin.to_vec() }),
+            _ => Err(CudaError::Io {
+                path: name,
+                message: "code given in memory must be named `*.cu` (CUDA C) or `*.ptx` (PTX, with the cubin assembled from it or without), machine code alone `*.cubin`".into(),
+            }),
         }
     }
     /// True for CUDA C that places its `griddepcontrol` through Ostinato's `OST_ENTRY`/`OST_EXIT`
@@ -139,6 +162,9 @@ pub struct CudaKernel {
     /// large grids microseconds even when nothing is programmatic; see docs/fences.md).
     pub(crate) early: Option<Function>,
     pub(crate) plain: Option<Function>,
+    /// Captured work this kernel runs instead of a function (`func` is then a placeholder never
+    /// launched): a child-graph node in graph mode, an instance of its own in eager mode.
+    pub captured: Option<Arc<crate::captured::CapturedGraph>>,
 }
 
 impl CudaKernel {
@@ -199,6 +225,7 @@ impl CudaKernel {
             pre_wait_reads: self.pre_wait_reads.clone(),
             pre_wait_atomics: self.pre_wait_atomics.clone(),
             early_trigger: self.early_trigger,
+            child_graph: self.captured.is_some(),
         }
     }
 }

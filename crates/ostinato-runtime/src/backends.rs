@@ -1,5 +1,5 @@
 //! What the runtime needs of each backend beyond the core's [`Backend`] trait: its name, what it does
-//! with a host function as a kernel, how it instantiates (CUDA: on a user's stream where one was
+//! with a host function or captured CUDA work as a kernel, how it instantiates (CUDA: on a user's stream where one was
 //! given), and what it tells a user about the exec it made. One impl per backend; the instantiate path
 //! itself is generic (`session.rs`).
 
@@ -18,6 +18,19 @@ pub(crate) trait RuntimeBackend: Backend<Memory: BackendMemory, Exec: Send + 'st
         Err(RuntimeError::Backend {
             name: Self::KIND.as_str().into(),
             reason: format!("kernel `{}` is a host function; the {} backend needs an implementation of its own kind", sig.name, Self::KIND),
+        })
+    }
+    /// Captured CUDA work as the implementation of `sig`: only the CUDA backend runs it.
+    #[cfg(feature = "cuda")]
+    fn captured_kernel(&self, sig: &KernelSig, work: &ostinato_cuda::CapturedWork) -> Result<Self::Kernel, RuntimeError> {
+        Err(RuntimeError::Backend {
+            name: Self::KIND.as_str().into(),
+            reason: format!(
+                "kernel `{}` is captured CUDA work (`{}`); the {} backend needs an implementation of its own kind",
+                sig.name,
+                work.label(),
+                Self::KIND
+            ),
         })
     }
     /// Instantiates (by default [`Backend::instantiate`]).
@@ -69,6 +82,9 @@ impl Backend for CudaOnStream {
 #[cfg(feature = "cuda")]
 impl RuntimeBackend for CudaOnStream {
     const KIND: BackendKind = BackendKind::Cuda;
+    fn captured_kernel(&self, sig: &KernelSig, work: &ostinato_cuda::CapturedWork) -> Result<Self::Kernel, RuntimeError> {
+        Ok(self.backend.captured_kernel(sig, work)?)
+    }
     fn notes(&self, exec: &ostinato_cuda::CudaExec, plan: &Plan) -> Vec<String> {
         let mut notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
         if exec.fused_nodes() > 0 {

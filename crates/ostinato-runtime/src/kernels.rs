@@ -46,6 +46,7 @@ pub fn cuda_pdl(f: &GraphFile) -> Vec<ostinato_cuda::lower::KernelPdl> {
                     pre_wait_reads: p.reads,
                     pre_wait_atomics: p.atomics,
                     early_trigger: p.early_trigger,
+                    ..KernelPdl::default()
                 },
                 Ok(Err(_)) => KernelPdl::plain(false),
                 Err(_) => KernelPdl { capable: declared.unwrap_or(r.builtin_name().is_some()), declared: declared == Some(true), ..KernelPdl::default() },

@@ -17,6 +17,10 @@ pub enum KernelSource {
     Ref(KernelRef),
     /// A host function the caller made (host backend only).
     Host(ostinato_host::HostKernel),
+    /// Work the caller captured into a CUDA graph (CUDA only): a child-graph node with the access its
+    /// signature declares (`ostinato_cuda::captured`).
+    #[cfg(feature = "cuda")]
+    Captured(ostinato_cuda::CapturedWork),
 }
 
 /// What to open: a backend and its settings.
@@ -252,6 +256,11 @@ where
             KernelSource::Host(h) => {
                 builtin_of.push(None);
                 backend.host_kernel(sig, h)?
+            }
+            #[cfg(feature = "cuda")]
+            KernelSource::Captured(w) => {
+                builtin_of.push(None);
+                backend.captured_kernel(sig, &w)?
             }
         });
     }

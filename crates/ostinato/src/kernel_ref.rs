@@ -33,7 +33,10 @@ impl std::fmt::Display for RefOption {
 /// against `base_dir`, the graph file's folder); `entry` is the symbol in that file (default: the
 /// kernel's name, or NAME for a built-in). A reference made in memory carries its code in `code`
 /// ([`KernelRef::code`]: a kernel pack's source, compiled into the program); `source` then names it,
-/// its extension saying what it is (`.cu`, `.ptx`, `.wgsl`), and no file is read.
+/// its extension saying what it is (`.cu`, `.ptx`, `.wgsl`), and no file is read. Code made by a
+/// compiler the program drives (Triton) may come with the machine code that compiler assembled from
+/// it, in `binary` ([`KernelRef::with_binary`]): the backend loads that machine code, so that what
+/// runs is what the compiler built, and reads the code beside it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelRef {
     pub source: String,
@@ -41,21 +44,29 @@ pub struct KernelRef {
     pub base_dir: PathBuf,
     pub options: BTreeMap<String, RefOption>,
     pub code: Option<Arc<str>>,
+    /// Machine code assembled from `code` (a cubin beside its PTX), where the compiler made both.
+    pub binary: Option<Arc<[u8]>>,
 }
 
 impl KernelRef {
     /// A kernel the backend ships (`builtin:NAME`).
     pub fn builtin(name: &str) -> KernelRef {
-        KernelRef { source: format!("builtin:{name}"), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: None }
+        KernelRef { source: format!("builtin:{name}"), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: None, binary: None }
     }
     /// A kernel in a file (CUDA C, PTX, cubin, WGSL, SPIR-V: the backend decides what it takes).
     pub fn file(path: impl AsRef<Path>) -> KernelRef {
-        KernelRef { source: path.as_ref().display().to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: None }
+        KernelRef { source: path.as_ref().display().to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: None, binary: None }
     }
     /// A kernel whose code is given here rather than read from a file: `name` says what it is by its
     /// extension (`llama.cu`, `k.ptx`, `k.wgsl`) and names it in messages and caches.
     pub fn code(name: &str, code: impl Into<Arc<str>>) -> KernelRef {
-        KernelRef { source: name.to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: Some(code.into()) }
+        KernelRef { source: name.to_string(), entry: None, base_dir: PathBuf::from("."), options: BTreeMap::new(), code: Some(code.into()), binary: None }
+    }
+    /// The machine code the compiler assembled from this reference's `code` (a cubin from its PTX):
+    /// the backend loads it and reads `code`, which must be the code it was assembled from.
+    pub fn with_binary(mut self, binary: impl Into<Arc<[u8]>>) -> KernelRef {
+        self.binary = Some(binary.into());
+        self
     }
     /// The entry symbol in the file.
     pub fn with_entry(mut self, entry: &str) -> KernelRef {

@@ -79,8 +79,16 @@ impl CudaBackend {
     /// plain builds the built-ins have too.
     fn file_module(&self, reference: &KernelRef) -> Result<Arc<FileModules>> {
         let key = match &reference.code {
-            Some(code) => PathBuf::from(format!("code:{}:{}", reference.source, blake3::hash(code.as_bytes()).to_hex())),
-            None => reference.path(),
+            Some(code) => {
+                let mut h = blake3::Hasher::new();
+                h.update(code.as_bytes());
+                h.update(reference.binary.as_deref().unwrap_or_default());
+                PathBuf::from(format!("code:{}:{}", reference.source, h.finalize().to_hex()))
+            }
+            None => match &reference.binary {
+                Some(bin) => PathBuf::from(format!("binary:{}:{}", reference.source, blake3::hash(bin).to_hex())),
+                None => reference.path(),
+            },
         };
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, m)) = files.iter().find(|(p, _)| *p == key) {
@@ -96,6 +104,37 @@ impl CudaBackend {
         let m = Arc::new(FileModules { main, variants });
         files.push((key, m.clone()));
         Ok(m)
+    }
+}
+
+impl CudaBackend {
+    /// Captured work as the implementation of `sig` (`crate::captured`): its graph copied, its
+    /// declarations checked (every param a buffer, declared and vouched), never PDL-capable, never a
+    /// fused body. Its placeholder function is the internal fill kernel, which it never launches.
+    pub fn captured_kernel(&self, sig: &KernelSig, work: &crate::CapturedWork) -> Result<CudaKernel> {
+        self.ctx.bind()?;
+        let captured = Arc::new(crate::captured::CapturedGraph::bind(work, &sig.name)?);
+        let report = crate::captured::report(sig, &captured)?;
+        let fill = &self.helpers.1;
+        Ok(CudaKernel {
+            func: fill.func.clone(),
+            name: sig.name.clone(),
+            entry: work.label().to_string(),
+            pdl_capable: false,
+            pdl_evidence: "none",
+            pdl_declared: false,
+            pre_wait_reads: Vec::new(),
+            pre_wait_atomics: Vec::new(),
+            early_trigger: false,
+            report: Arc::new(report),
+            build: Arc::new(crate::loaded::Build::captured(work.label())),
+            sig: sig.clone(),
+            fusion: None,
+            fusion_refusal: Some("captured work runs as a child graph, not as a body".into()),
+            early: None,
+            plain: None,
+            captured: Some(captured),
+        })
     }
 }
 

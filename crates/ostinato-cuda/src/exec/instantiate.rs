@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, ParamKind, Plan};
 
+use crate::captured::CapturedGraph;
+
 use super::{CudaBackend, CudaExec, Placement, Replayer, Work};
 use crate::error::{CudaError, Result};
 use crate::ffi::{DeviceAlloc, Event, Function, KernelArgs, Stream};
@@ -54,19 +56,26 @@ impl CudaBackend {
         // captured into child graphs in graph mode.
         let calls: Vec<Option<CollectiveCall>> = lowering.launches.iter().map(|l| CollectiveCall::of(plan, l.node, &base)).collect();
         let comm = if calls.iter().any(Option::is_some) { Some(Communicator::single(self.device.info().ordinal)?) } else { None };
+        // Captured work (its graph copied at bind): a child graph in graph mode, an instance of its own
+        // on its lane in eager mode.
+        let captured: Vec<Option<Arc<CapturedGraph>>> =
+            lowering.launches.iter().map(|l| if let Callee::Kernel(k) = l.callee { kernels[k.index()].captured.clone() } else { None }).collect();
         let (funcs, mut args) = self.launch_args(plan, &lowering, &kernels, (&copy_k, &fill_k), &base);
         self.opt_in_shared(plan, &lowering, &funcs)?;
         let main = Arc::new(match external {
             Some(e) => Stream::external(&self.ctx, e.handle())?,
             None => self.new_stream()?,
         });
-        let (work, graph) = match self.options.mode {
+        let (work, graph, children) = match self.options.mode {
             ExecMode::Graph => {
-                let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx };
+                let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx, captured: &captured };
                 let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build, &collectives)?;
-                (Work::Graph { exec, nodes: nodes.clone() }, Some((graph, nodes)))
+                (Work::Graph { exec, nodes: nodes.clone() }, Some((graph, nodes)), Vec::new())
             }
-            ExecMode::Eager => (self.eager_work(plan)?, None),
+            ExecMode::Eager => {
+                let children = captured.iter().map(|c| c.as_ref().map(|c| c.instance(&main)).transpose()).collect::<Result<Vec<_>>>()?;
+                (self.eager_work(plan)?, None, children)
+            }
         };
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
         let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
@@ -74,6 +83,7 @@ impl CudaBackend {
         let plan = Arc::new(user_plan.clone());
         let replayer = Replayer {
             calls,
+            children,
             comm,
             ctx: self.ctx.clone(),
             plan: run_plan.clone(),
@@ -87,13 +97,14 @@ impl CudaBackend {
             label: label.clone(),
         };
         let replayer = match self.options.launch {
-            LaunchOn::Caller => Placement::Caller(replayer),
+            LaunchOn::Caller => Placement::Caller(Box::new(replayer)),
             LaunchOn::Thread { spin } => {
                 Placement::Thread(LaunchThread::start(replayer, spin).map_err(|reason| CudaError::Internal { op: "instantiate", reason })?)
             }
         };
         Ok(CudaExec {
-            collective_roots: collective_roots(&plan),
+            fixed_roots: fixed_roots(&run_plan, &lowering),
+            captured: captured.into_iter().flatten().collect(),
             plan,
             run_plan,
             fused_nodes,
@@ -238,10 +249,17 @@ impl CudaBackend {
     }
 }
 
-/// Root buffers a collective uses (its pointers live in a captured NCCL call: not rebindable).
-fn collective_roots(plan: &Plan) -> Vec<BufferId> {
-    (0..plan.node_count())
-        .filter(|&v| matches!(plan.graph().nodes()[v].op, ostinato::NodeOp::Collective { .. }))
-        .flat_map(|v| plan.graph().accesses(NodeId(v as u32)).into_iter().map(|a| a.root))
+/// Root buffers a child graph uses (a collective's NCCL call, captured work: their pointers live in the
+/// captured calls, so they are not rebindable), each with the node that uses it.
+fn fixed_roots(plan: &Plan, lowering: &Lowering) -> Vec<(BufferId, String)> {
+    lowering
+        .launches
+        .iter()
+        .filter(|l| l.child_graph)
+        .flat_map(|l| {
+            let what = if l.callee == Callee::Collective { "a collective" } else { "captured work" };
+            let user = format!("{what} ({})", plan.graph().describe_node(l.node));
+            plan.graph().accesses(l.node).into_iter().map(move |a| (a.root, user.clone()))
+        })
         .collect()
 }

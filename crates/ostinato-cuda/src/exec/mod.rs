@@ -35,6 +35,8 @@ enum Work {
 struct Replayer {
     /// Per launch: the NCCL call of a collective node (`None`: a kernel).
     calls: Vec<Option<CollectiveCall>>,
+    /// Eager mode, per launch: the instance of captured work it launches (empty in graph mode).
+    children: Vec<Option<GraphExec>>,
     comm: Option<Communicator>,
     ctx: Arc<Context>,
     plan: Arc<Plan>,
@@ -52,7 +54,8 @@ struct Replayer {
 }
 
 enum Placement {
-    Caller(Replayer),
+    /// Boxed: the replayer is large, and the other placements are not.
+    Caller(Box<Replayer>),
     Thread(LaunchThread<Replayer>),
     /// Only while the exec is dropped.
     Stopped,
@@ -66,8 +69,11 @@ pub struct CudaExec {
     run_plan: Arc<Plan>,
     /// How many of the user's nodes run inside fused kernels.
     fused_nodes: usize,
-    /// Root buffers a collective uses (its pointers live in a captured NCCL call: not rebindable).
-    collective_roots: Vec<BufferId>,
+    /// Root buffers a child graph uses (a collective's NCCL call, captured work: the addresses live in
+    /// the captured calls, so they are not rebindable), with the node that uses each.
+    fixed_roots: Vec<(BufferId, String)>,
+    /// The captured work the exec runs: what keeps its memory alive, held until the exec's work is done.
+    captured: Vec<Arc<crate::captured::CapturedGraph>>,
     /// The lowering of `run_plan`.
     lowering: Arc<Lowering>,
     ctx: Arc<Context>,
@@ -118,8 +124,9 @@ impl Replayer {
                     }
                     let i = v.index();
                     let pdl = self.lowering.eager_pdl[i] && lanes.waits(v).is_empty();
-                    match (&self.calls[i], &self.comm) {
-                        (Some(call), Some(comm)) => call.enqueue(comm, s)?,
+                    match (&self.calls[i], &self.comm, self.children.get(i).and_then(Option::as_ref)) {
+                        (Some(call), Some(comm), _) => call.enqueue(comm, s)?,
+                        (_, _, Some(child)) => child.launch(s)?,
                         _ => s.launch(&self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?,
                     }
                     if let Some(e) = &done[i] {
@@ -417,11 +424,11 @@ impl Exec for CudaExec {
     /// buffer is freed.
     fn rebind(&mut self, buffer: BufferId, memory: DeviceMemory) -> Result<()> {
         check_rebind(&self.plan, buffer, memory.len())?;
-        if self.collective_roots.contains(&buffer) {
+        if let Some((_, node)) = self.fixed_roots.iter().find(|(root, _)| *root == buffer) {
             return Err(CudaError::Unsupported {
                 op: "rebind",
                 reason: format!(
-                    "buffer `{}` is used by a collective, whose NCCL call holds its address: instantiate again instead",
+                    "buffer `{}` is used by {node}, whose captured call holds its address: instantiate again instead",
                     self.plan.graph().buffer(buffer).name
                 ),
             });
@@ -455,13 +462,14 @@ impl Drop for CudaExec {
                 other => std::mem::forget(other),
             }
             std::mem::forget(self.graph.take());
+            std::mem::forget(std::mem::take(&mut self.captured));
             return;
         }
         // The launch thread submits what it still holds and ends before the streams are waited for
         // and the memory is freed.
         if let Placement::Thread(t) = std::mem::replace(&mut self.replayer, Placement::Stopped) {
             if let (Some(r), _) = t.stop() {
-                self.replayer = Placement::Caller(r);
+                self.replayer = Placement::Caller(Box::new(r));
             }
         }
         let _ = self.main.synchronize();

@@ -138,6 +138,40 @@ impl Graph {
         check(op, unsafe { sys::cuGraphAddDependencies_v2(self.g, f.as_ptr(), t.as_ptr(), data.as_ptr(), f.len()) })
     }
 
+    /// An owned copy of a graph another part of the program made (work it captured itself): `raw` is
+    /// the handle a [`crate::CapturedWork`] holds, whose maker vouched for it.
+    pub(crate) fn clone_of(raw: u64) -> Result<Graph> {
+        let mut g = std::ptr::null_mut();
+        // SAFETY: `raw` is a live `CUgraph` no other thread uses meanwhile (`CapturedWork::from_raw`'s
+        // contract); the driver writes a new graph we own.
+        check("cuGraphClone", unsafe { sys::cuGraphClone(&mut g, raw as sys::CUgraph) })?;
+        Ok(Graph { g })
+    }
+
+    /// The type of every node, in the driver's order, as the driver's number (a driver newer than
+    /// these bindings may report a type they do not name).
+    pub(crate) fn node_types(&self) -> Result<Vec<u32>> {
+        let mut n = 0usize;
+        // SAFETY: with a null array the driver only writes the count.
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.g, std::ptr::null_mut(), &mut n) })?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut nodes = vec![std::ptr::null_mut(); n];
+        // SAFETY: an array of `n` entries, as the count call reported; the driver fills at most `n`.
+        check("cuGraphGetNodes", unsafe { sys::cuGraphGetNodes(self.g, nodes.as_mut_ptr(), &mut n) })?;
+        nodes.truncate(n);
+        nodes
+            .into_iter()
+            .map(|node| {
+                let mut t = 0u32;
+                // SAFETY: a node of this graph, just listed; the driver writes its type, a 32-bit enum
+                // value, into a u32 (never read as the bindings' enum, which may not name it).
+                check("cuGraphNodeGetType", unsafe { sys::cuGraphNodeGetType(node, (&mut t as *mut u32).cast()) }).map(|_| t)
+            })
+            .collect()
+    }
+
     pub(crate) fn instantiate(&self) -> Result<GraphExec> {
         let mut e = std::ptr::null_mut();
         // SAFETY: instantiates a complete graph.

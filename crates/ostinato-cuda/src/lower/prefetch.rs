@@ -34,6 +34,8 @@ pub struct KernelPdl {
     pub pre_wait_atomics: Vec<usize>,
     /// Its code triggers its dependents before its own wait.
     pub early_trigger: bool,
+    /// It runs as a child graph (captured work), which has no programmatic port: its edges are full.
+    pub child_graph: bool,
 }
 
 impl KernelPdl {
