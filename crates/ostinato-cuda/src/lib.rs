@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 mod builtins;
+pub mod cupti;
 pub mod compile;
 pub mod contract;
 pub mod device;
@@ -25,6 +26,7 @@ pub mod module;
 mod named;
 pub mod nccl;
 pub mod nvrtc;
+pub mod nvtx;
 mod options;
 pub mod ptx;
 pub mod sass;
