@@ -93,6 +93,14 @@ struct RunArgs {
     /// and ports) to this file.
     #[arg(long)]
     dot: Option<PathBuf>,
+    /// Run the replays traced, every node timed (CUPTI on CUDA, timestamp queries on Vulkan, worker
+    /// clocks on the host), and write Chrome/Perfetto trace-event JSON to this file.
+    #[arg(long, value_name = "OUT.json")]
+    trace: Option<PathBuf>,
+    /// Run the replays traced and draw the SVG timeline to this file (rows per thread, stream or
+    /// queue; idle gaps; the critical path in red).
+    #[arg(long, value_name = "OUT.svg")]
+    trace_svg: Option<PathBuf>,
     /// Host worker threads for every replay (0 = serial on the calling thread). Default: one per core,
     /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
     #[arg(long)]
@@ -311,7 +319,17 @@ fn run(a: RunArgs) -> Result<(), String> {
     if a.simulate.is_some() && a.backend != BackendKind::Hsa {
         return Err(format!("--simulate runs the HSA backend on the simulated packet processor: it needs --backend hsa, not {}", a.backend));
     }
-    let o = RunOptions { backend: a.backend, exec: a.exec_options()?, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
+    let o = RunOptions {
+        backend: a.backend,
+        exec: a.exec_options()?,
+        replays: a.replays,
+        check: a.check,
+        dump: a.dump,
+        dot: a.dot,
+        max_lanes: a.max_lanes,
+        trace: a.trace,
+        trace_svg: a.trace_svg,
+    };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
     let mut out = String::new();
     for n in &r.notes {

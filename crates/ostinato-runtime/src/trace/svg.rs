@@ -68,11 +68,15 @@ pub fn svg(trace: &Trace, plan: &Plan) -> Result<String, RuntimeError> {
                 let chars = ((x1 - x0) / end * PLOT_PX / 6.5) as usize;
                 if chars >= 4 {
                     let text: String = if name.chars().count() <= chars { name } else { name.chars().take(chars.saturating_sub(1)).chain(std::iter::once('…')).collect() };
-                    c.draw_series(std::iter::once(Text::new(text, (x0, y + 0.3), ("sans-serif", 10).into_font()))).map_err(e)?;
+                    c.draw_series(std::iter::once(Text::new(text, (x0 + min_w, y + 0.15), ("sans-serif", 10).into_font()))).map_err(e)?;
                 }
             }
-            let joins: Vec<(f64, f64)> = critical.iter().flat_map(|&i| [(us(spans[i].start_ns), y_of(row_of[r][i])), (us(spans[i].end_ns), y_of(row_of[r][i]))]).collect();
-            c.draw_series(LineSeries::new(joins, RED.stroke_width(1))).map_err(e)?;
+            // The hand-offs of the critical path: each bar's end to the next one's start.
+            let hand_offs = critical.windows(2).map(|w| {
+                let (a, b) = (&spans[w[0]], &spans[w[1]]);
+                PathElement::new(vec![(us(a.end_ns), y_of(row_of[r][w[0]])), (us(b.start_ns), y_of(row_of[r][w[1]]))], RED.stroke_width(1))
+            });
+            c.draw_series(hand_offs).map_err(e)?;
             if let Some(sum) = trace.summary(r) {
                 let gaps = sum.gaps.iter().map(|&(a, b)| Rectangle::new([(us(a), -0.3), (us(b).max(us(a) + min_w), 0.3)], RGBColor(214, 96, 77).mix(0.6).filled()));
                 c.draw_series(gaps).map_err(e)?;
@@ -99,7 +103,7 @@ fn caption(trace: &Trace, plan: &Plan) -> String {
     }
 }
 
-/// A colour per kernel name, stable across runs.
+/// A colour per kernel name (the same name, the same colour, within one build).
 fn colour(name: &str) -> RGBAColor {
     let key = name.split(':').next().unwrap_or(name);
     let mut h = DefaultHasher::new();
