@@ -8,6 +8,7 @@ pub mod profile;
 pub mod provenance;
 pub mod report;
 pub mod stats;
+pub mod timeline;
 pub mod vulkan;
 pub mod vulkan_raw;
 pub mod workload;
@@ -120,6 +121,10 @@ pub struct RowResult {
     /// Decode rows on the GPU: bytes per step and the kernel table (or why it could not be made).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode: Option<Result<profile::DecodeProfile, String>>,
+    /// The Llama row at position 1,024 on the GPU: its step traced node by node (files beside the
+    /// report), or why it could not be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Result<timeline::StepTimeline, String>>,
 }
 
 /// The matrix for a backend.
@@ -371,6 +376,7 @@ struct RowRun {
     /// arms selected, every row's buffers are alive at once until the second pass).
     memory: SharedMemory,
     decode: Option<Result<profile::DecodeProfile, String>>,
+    timeline: Option<Result<timeline::StepTimeline, String>>,
 }
 
 impl RowRun {
@@ -607,7 +613,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             Ok(Some(m)) => m.addresses(w),
             _ => Vec::new(),
         };
-        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None };
+        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None, timeline: None };
         run.arms(&rotated(&graph_arms, ri + study.rotate), w, &contexts, &protocol, &pb);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
@@ -615,6 +621,14 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             run.decode = Some(match c.backends.first() {
                 Some((_, backend)) => profile::profile(&c.device, &c.modules, backend, w, m, &run.oracle.init, if args.quick { 3 } else { 9 }),
                 None => Err("no CUDA backend".into()),
+            });
+        }
+        // The Llama step at position 1,024, traced node by node on the same memory (the report's picture).
+        if let (Some(c), Ok(Some(m)), true) = (&contexts.cuda, &run.memory, timeline::traced_row(w)) {
+            pb.set_message(format!("{id} (trace)"));
+            run.timeline = Some(match c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato) {
+                Some((_, backend)) => timeline::trace_step(backend, w, m, &run.oracle.init, &args.out),
+                None => Err("the Ostinato arm is not among the arms run".into()),
             });
         }
         if direct.is_empty() {
@@ -630,7 +644,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         run.arms(&later, w, &contexts, &protocol, &pb);
     }
     let mut rows = Vec::new();
-    for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, .. }) in row_list.iter().zip(runs) {
+    for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
@@ -648,6 +662,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             buffer_addresses: addresses,
             arms: results,
             decode,
+            timeline,
         });
     }
     pb.finish_and_clear();
