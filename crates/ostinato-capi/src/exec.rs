@@ -382,7 +382,13 @@ pub struct ost_trace_summary {
 /// `json_path` and `svg_path` are NULL or NUL-terminated strings; `summary` is NULL or points to a
 /// writable `ost_trace_summary`.
 #[no_mangle]
-pub unsafe extern "C" fn ost_exec_trace(e: *mut ost_exec, replays: u32, json_path: *const c_char, svg_path: *const c_char, summary: *mut ost_trace_summary) -> ost_status {
+pub unsafe extern "C" fn ost_exec_trace(
+    e: *mut ost_exec,
+    replays: u32,
+    json_path: *const c_char,
+    svg_path: *const c_char,
+    summary: *mut ost_trace_summary,
+) -> ost_status {
     guard(|| {
         // SAFETY: NULL or NUL-terminated strings, as the caller vouches.
         let json = if json_path.is_null() { None } else { Some(std::path::PathBuf::from(unsafe { text(json_path, "json_path") }?)) };

@@ -158,7 +158,8 @@ fn run_with_a_trace_writes_json_and_svg_and_passes_its_check() {
     let dir = std::env::temp_dir().join(format!("ostinato-cli-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (json, svg) = (dir.join("mix.json"), dir.join("mix.svg"));
-    let (ok, out, err) = run(&["run", "examples/mix.toml", "--replays", "3", "--check", "--trace", json.to_str().unwrap(), "--trace-svg", svg.to_str().unwrap()]);
+    let (ok, out, err) =
+        run(&["run", "examples/mix.toml", "--replays", "3", "--check", "--trace", json.to_str().unwrap(), "--trace-svg", svg.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(out.contains("check passed") && out.contains("trace: replay 2:"), "{out}");
     let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

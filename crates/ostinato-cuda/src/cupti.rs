@@ -381,20 +381,44 @@ unsafe fn read_record(record: *const u8, left: usize, c: &mut Collected) {
     // SAFETY: four bytes are there.
     let kind = unsafe { std::ptr::read_unaligned(record as *const u32) };
     let short = |what: &str| format!("a {what} record of {left} bytes, shorter than its fields this build reads");
-    // SAFETY (each arm): `record` has `left` bytes, as the caller vouches.
     match kind {
+        // SAFETY: `record` has `left` bytes, as the caller vouches.
         KIND_CONCURRENT_KERNEL => match unsafe { prefix::<KernelRecord>(record, left) } {
-            Some(k) => c.activities.push(Activity { what: "kernel", start: k.start, end: k.end, stream: k.stream_id, correlation: k.correlation_id, graph_node: k.graph_node_id }),
+            Some(k) => c.activities.push(Activity {
+                what: "kernel",
+                start: k.start,
+                end: k.end,
+                stream: k.stream_id,
+                correlation: k.correlation_id,
+                graph_node: k.graph_node_id,
+            }),
             None => c.problems.push(short("kernel")),
         },
+        // SAFETY: as above.
         KIND_MEMCPY => match unsafe { prefix::<MemcpyRecord>(record, left) } {
-            Some(m) => c.activities.push(Activity { what: "memcpy", start: m.start, end: m.end, stream: m.stream_id, correlation: m.correlation_id, graph_node: m.graph_node_id }),
+            Some(m) => c.activities.push(Activity {
+                what: "memcpy",
+                start: m.start,
+                end: m.end,
+                stream: m.stream_id,
+                correlation: m.correlation_id,
+                graph_node: m.graph_node_id,
+            }),
             None => c.problems.push(short("memcpy")),
         },
+        // SAFETY: as above.
         KIND_MEMSET => match unsafe { prefix::<MemsetRecord>(record, left) } {
-            Some(m) => c.activities.push(Activity { what: "memset", start: m.start, end: m.end, stream: m.stream_id, correlation: m.correlation_id, graph_node: m.graph_node_id }),
+            Some(m) => c.activities.push(Activity {
+                what: "memset",
+                start: m.start,
+                end: m.end,
+                stream: m.stream_id,
+                correlation: m.correlation_id,
+                graph_node: m.graph_node_id,
+            }),
             None => c.problems.push(short("memset")),
         },
+        // SAFETY: as above.
         KIND_EXTERNAL_CORRELATION => match unsafe { prefix::<ExternalRecord>(record, left) } {
             Some(x) if x.external_kind == EXTERNAL_KIND => {
                 c.external.insert(x.correlation_id, x.external_id);
@@ -528,16 +552,71 @@ mod tests {
                 assert_eq!(offset_of!($ours, $a), offset_of!($theirs, $b), "{}.{}", stringify!($theirs), stringify!($b));
             )*};
         }
-        same!(KernelRecord, c::CUpti_ActivityKernel10, kind = kind, start = start, end = end, stream_id = streamId, grid = gridX, block = blockX,
-              correlation_id = correlationId, grid_id = gridId, name = name, queued = queued, shared_memory_executed = sharedMemoryExecuted,
-              graph_node_id = graphNodeId, shmem_limit_config = shmemLimitConfig, graph_id = graphId);
+        same!(
+            KernelRecord,
+            c::CUpti_ActivityKernel10,
+            kind = kind,
+            start = start,
+            end = end,
+            stream_id = streamId,
+            grid = gridX,
+            block = blockX,
+            correlation_id = correlationId,
+            grid_id = gridId,
+            name = name,
+            queued = queued,
+            shared_memory_executed = sharedMemoryExecuted,
+            graph_node_id = graphNodeId,
+            shmem_limit_config = shmemLimitConfig,
+            graph_id = graphId
+        );
         same!(KernelRecord, c::CUpti_ActivityKernel9, graph_node_id = graphNodeId, graph_id = graphId);
-        same!(MemcpyRecord, c::CUpti_ActivityMemcpy6, kind = kind, bytes = bytes, start = start, end = end, stream_id = streamId, correlation_id = correlationId,
-              reserved0 = reserved0, graph_node_id = graphNodeId, graph_id = graphId, channel_id = channelID);
-        same!(MemsetRecord, c::CUpti_ActivityMemset4, kind = kind, value = value, start = start, end = end, stream_id = streamId, correlation_id = correlationId,
-              flags = flags, graph_node_id = graphNodeId, graph_id = graphId, channel_id = channelID);
-        same!(ExternalRecord, c::CUpti_ActivityExternalCorrelation, kind = kind, external_kind = externalKind, external_id = externalId, correlation_id = correlationId);
-        same!(GraphData, c::CUpti_GraphData, graph = graph, node = node, original_node = originalNode, node_type = nodeType, dependency = dependency, graph_exec = graphExec);
+        same!(
+            MemcpyRecord,
+            c::CUpti_ActivityMemcpy6,
+            kind = kind,
+            bytes = bytes,
+            start = start,
+            end = end,
+            stream_id = streamId,
+            correlation_id = correlationId,
+            reserved0 = reserved0,
+            graph_node_id = graphNodeId,
+            graph_id = graphId,
+            channel_id = channelID
+        );
+        same!(
+            MemsetRecord,
+            c::CUpti_ActivityMemset4,
+            kind = kind,
+            value = value,
+            start = start,
+            end = end,
+            stream_id = streamId,
+            correlation_id = correlationId,
+            flags = flags,
+            graph_node_id = graphNodeId,
+            graph_id = graphId,
+            channel_id = channelID
+        );
+        same!(
+            ExternalRecord,
+            c::CUpti_ActivityExternalCorrelation,
+            kind = kind,
+            external_kind = externalKind,
+            external_id = externalId,
+            correlation_id = correlationId
+        );
+        same!(
+            GraphData,
+            c::CUpti_GraphData,
+            graph = graph,
+            node = node,
+            original_node = originalNode,
+            node_type = nodeType,
+            dependency = dependency,
+            graph_exec = graphExec
+        );
         same!(ResourceData, c::CUpti_ResourceData, context = context, resource_handle = resourceHandle, resource_descriptor = resourceDescriptor);
         assert!(size_of::<KernelRecord>() <= size_of::<c::CUpti_ActivityKernel9>());
         assert!(size_of::<MemcpyRecord>() <= size_of::<c::CUpti_ActivityMemcpy6>());

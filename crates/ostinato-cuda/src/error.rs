@@ -87,9 +87,12 @@ impl CudaError {
     /// The class of this failure (what the shells map to a status or an exception class).
     pub fn kind(&self) -> ErrorKind {
         match self {
-            CudaError::NoDriver | CudaError::Init(_) | CudaError::NoDevice(_) | CudaError::NvrtcMissing(_) | CudaError::NcclMissing(_) | CudaError::CuptiMissing(_) => {
-                ErrorKind::BackendMissing
-            }
+            CudaError::NoDriver
+            | CudaError::Init(_)
+            | CudaError::NoDevice(_)
+            | CudaError::NvrtcMissing(_)
+            | CudaError::NcclMissing(_)
+            | CudaError::CuptiMissing(_) => ErrorKind::BackendMissing,
             CudaError::DriverTooOld { .. } | CudaError::Unsupported { .. } => ErrorKind::Unsupported,
             // Not supported here: insufficient privileges for profiling (27 not supported, 33 a
             // virtualised device, 35 privileges, 39 another profiler subscribed).

@@ -7,9 +7,9 @@
 #![deny(unsafe_code)]
 
 mod builtins;
-pub mod cupti;
 pub mod compile;
 pub mod contract;
+pub mod cupti;
 pub mod device;
 mod dims;
 mod error;

@@ -11,7 +11,13 @@ use ostinato::{read_roots, write_inits, Backend, EdgeKind, Exec, Plan, PlanOptio
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, FusionMode, LaunchOn, PdlMode, PdlPolicy};
 use ostinato_testkit::random_graphs::{random_mix_program, random_one_block_program, serial_result, RandomProgram};
 
-fn traced_run(device: &ostinato_cuda::Device, options: CudaOptions, prog: &RandomProgram, plan: &Plan, replays: usize) -> (ostinato::Trace, Vec<(ostinato::BufferId, Vec<u8>)>) {
+fn traced_run(
+    device: &ostinato_cuda::Device,
+    options: CudaOptions,
+    prog: &RandomProgram,
+    plan: &Plan,
+    replays: usize,
+) -> (ostinato::Trace, Vec<(ostinato::BufferId, Vec<u8>)>) {
     let m = BuiltinModules::load(device, options.trigger).expect("built-in modules compile");
     let backend = CudaBackend::with_builtins(device, &m, options).expect("backend");
     let kernels = plan.graph().kernels().iter().map(|k| m.kernel(&k.name, k).expect("built-in kernel binds")).collect();
@@ -36,7 +42,8 @@ fn traced_replays_order_every_full_edge_and_give_the_oracles_bytes() {
     ];
     let mut checked = 0;
     for seed in 0..40u64 {
-        let prog = if seed % 2 == 0 { random_mix_program(seed, 8 + (seed as usize * 5) % 70) } else { random_one_block_program(seed, 8 + (seed as usize * 3) % 50) };
+        let prog =
+            if seed % 2 == 0 { random_mix_program(seed, 8 + (seed as usize * 5) % 70) } else { random_one_block_program(seed, 8 + (seed as usize * 3) % 50) };
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
         let host = serial_result(&plan, &prog, 3).expect("host oracle");
         for (mode, launch, fusion) in configs {

@@ -360,7 +360,13 @@ impl Exec for HostExec {
             units: ostinato::trace::unit_per_node(n),
             edges: ostinato::trace::edges_of(plan, &unit_of, |_| ostinato::EdgeKind::Full),
             replays: spans,
-            slots: self.shared.slots.iter().zip(plan.graph().slots()).map(|(bits, s)| ostinato::Scalar { ty: s.ty, bits: bits.load(std::sync::atomic::Ordering::Relaxed) }).collect(),
+            slots: self
+                .shared
+                .slots
+                .iter()
+                .zip(plan.graph().slots())
+                .map(|(bits, s)| ostinato::Scalar { ty: s.ty, bits: bits.load(std::sync::atomic::Ordering::Relaxed) })
+                .collect(),
             notes: match &self.inline {
                 Some(why) => vec![format!("replays run on the calling thread ({why})")],
                 None => Vec::new(),

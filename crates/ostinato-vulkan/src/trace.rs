@@ -27,7 +27,8 @@ pub(crate) fn trace(exec: &mut VulkanExec, replays: usize) -> Result<Trace, VkEr
     exec.res("trace")?;
     let timeout = exec.options.wait_timeout;
     let nodes: Vec<ostinato::NodeId> = exec.cmds.iter().filter_map(|c| if let Cmd::Node(n) = c { Some(*n) } else { None }).collect();
-    let stamps = u32::try_from(2 * nodes.len()).map_err(|_| VkError::NotApplicable(format!("trace: {} nodes need more timestamp queries than a pool holds", nodes.len())))?;
+    let stamps = u32::try_from(2 * nodes.len())
+        .map_err(|_| VkError::NotApplicable(format!("trace: {} nodes need more timestamp queries than a pool holds", nodes.len())))?;
     let mut bars: Vec<Vec<Span>> = Vec::new();
     bars.try_reserve_exact(replays).map_err(|e| VkError::Argument(format!("trace: {replays} replays' bars cannot be held: {e}")))?;
     for _ in 0..replays {
@@ -51,7 +52,10 @@ pub(crate) fn trace(exec: &mut VulkanExec, replays: usize) -> Result<Trace, VkEr
     let unit_of = unit_of(&exec.units, exec.plan.node_count());
     let mut notes = Vec::new();
     if let Some(s) = &exec.segments {
-        notes.push(format!("the exec runs its lanes on {} queues; a traced replay runs its one-queue recording (the same commands and barriers, on queue 0)", s.len()));
+        notes.push(format!(
+            "the exec runs its lanes on {} queues; a traced replay runs its one-queue recording (the same commands and barriers, on queue 0)",
+            s.len()
+        ));
     }
     if runs.node_count() != exec.plan.node_count() {
         notes.push(format!("{} of {} nodes run inside fused dispatches: one bar each dispatch, naming its members", exec.fused_nodes, exec.plan.node_count()));

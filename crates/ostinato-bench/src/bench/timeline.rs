@@ -107,7 +107,10 @@ pub fn markdown(rows: &[(&str, &Result<StepTimeline, String>)]) -> String {
         "The Ostinato arm's exec (PDL and fusion `auto`) traced with CUPTI ({STEPS} steps after an untraced one; sums of the last). \
          Open the JSON in Perfetto (ui.perfetto.dev) or `chrome://tracing`; the SVG marks the critical path in red.\n"
     );
-    let _ = writeln!(s, "| row | bars | programmatic edges | step µs (untraced) | kernels added up µs | busy µs | idle µs (gaps, longest) | critical path bars | files |");
+    let _ = writeln!(
+        s,
+        "| row | bars | programmatic edges | step µs (untraced) | kernels added up µs | busy µs | idle µs (gaps, longest) | critical path bars | files |"
+    );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     for (id, r) in rows {
         match r {

@@ -16,7 +16,7 @@ use crate::nccl::Communicator;
 use crate::options::{DeviceMemory, ExecMode, ExternalStream, LaunchOn, StreamPriority};
 
 impl CudaBackend {
-    /// Like [`Backend::instantiate`], but the exec replays on the user's `stream` (its main stream; eager
+    /// Like [`ostinato::Backend::instantiate`], but the exec replays on the user's `stream` (its main stream; eager
     /// mode's further lanes still get streams of their own). Refused for a stream of another context,
     /// and with `StreamPriority::High` (an external stream keeps the priority its owner gave it).
     pub fn instantiate_on(&self, plan: &Plan, kernels: Vec<CudaKernel>, buffers: Vec<BufferBinding<DeviceMemory>>, stream: ExternalStream) -> Result<CudaExec> {
@@ -88,8 +88,7 @@ impl CudaBackend {
             timer: timer.clone(),
             wait_timeout: self.options.wait_timeout,
             label: label.clone(),
-            traced: traced.clone(),
-            names,
+            observe: Box::new(super::Observe { traced: traced.clone(), names }),
         };
         let replayer = match self.options.launch {
             LaunchOn::Caller => Placement::Caller(replayer),

@@ -51,6 +51,13 @@ struct Replayer {
     wait_timeout: Option<std::time::Duration>,
     /// The exec's name in errors.
     label: Arc<str>,
+    /// What tracing and NVTX need (behind a pointer: the plain replay path never reads it but for
+    /// NVTX's one check).
+    observe: Box<Observe>,
+}
+
+/// The replayer's side of observing replays.
+struct Observe {
     /// Graph mode, while a trace runs: the graph instantiated again with CUPTI watching.
     traced: Arc<Mutex<Option<GraphExec>>>,
     /// The NVTX names of a replay and of each launch, where a profiler listened at instantiation.
@@ -169,7 +176,7 @@ struct Fault {
 
 impl Replayer {
     fn enqueue(&mut self) -> Result<()> {
-        match (&self.work, &self.names) {
+        match (&self.work, &self.observe.names) {
             (Work::Graph { exec, .. }, None) => exec.launch(&self.main),
             (Work::Graph { exec, .. }, Some(names)) => {
                 crate::nvtx::push(&names.replay);
@@ -191,14 +198,14 @@ impl Replayer {
     /// One traced replay: graph mode launches the traced graph, eager mode tags every launch.
     fn enqueue_traced(&mut self, replay: u32) -> Result<()> {
         if let Work::Graph { .. } = &self.work {
-            let traced = self.traced.lock().unwrap_or_else(|p| p.into_inner());
+            let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
             let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to launch".into() })?;
             crate::cupti::push_external(trace::tag(replay, None))?;
             let r = exec.launch(&self.main);
             crate::cupti::pop_external()?;
             return r;
         }
-        let mut marks = CuptiMarks { replay, nvtx: self.names.as_ref().map(|n| NvtxMarks(n.launches.clone())) };
+        let mut marks = CuptiMarks { replay, nvtx: self.observe.names.as_ref().map(|n| NvtxMarks(n.launches.clone())) };
         self.enqueue_eager(&mut marks)
     }
 
@@ -206,7 +213,7 @@ impl Replayer {
     /// since the graph was built live in the exec's own graph exec only).
     fn trace_params(&mut self) -> Result<()> {
         let Work::Graph { nodes, .. } = &self.work else { return Ok(()) };
-        let traced = self.traced.lock().unwrap_or_else(|p| p.into_inner());
+        let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
         let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to patch".into() })?;
         for (i, l) in self.lowering.launches.iter().enumerate() {
             if self.calls[i].is_none() {

@@ -52,7 +52,9 @@ pub fn chrome_json(trace: &Trace, plan: &Plan) -> Result<Value, RuntimeError> {
             let name = e.kind.as_str();
             let args = json!({"from": e.from.0, "to": e.to.0, "replay": r});
             events.push(json!({"ph": "s", "pid": PID, "tid": row_of[r][a], "id": flow_id, "cat": "edge", "name": name, "ts": us(pa.start_ns), "args": args}));
-            events.push(json!({"ph": "f", "bp": "e", "pid": PID, "tid": row_of[r][b], "id": flow_id, "cat": "edge", "name": name, "ts": us(pb.start_ns), "args": args}));
+            events.push(
+                json!({"ph": "f", "bp": "e", "pid": PID, "tid": row_of[r][b], "id": flow_id, "cat": "edge", "name": name, "ts": us(pb.start_ns), "args": args}),
+            );
             flow_id += 1;
         }
         if let Some(sum) = trace.summary(r) {

@@ -86,7 +86,10 @@ fn rows(trace: &Trace) -> (Vec<Vec<usize>>, Vec<String>) {
             *row = rank[*row];
         }
     }
-    let names = sorted.iter().map(|&i| if labels[i].1 == 0 { trace.places[labels[i].0].clone() } else { format!("{} ·{}", trace.places[labels[i].0], labels[i].1) }).collect();
+    let names = sorted
+        .iter()
+        .map(|&i| if labels[i].1 == 0 { trace.places[labels[i].0].clone() } else { format!("{} ·{}", trace.places[labels[i].0], labels[i].1) })
+        .collect();
     (row_of, names)
 }
 

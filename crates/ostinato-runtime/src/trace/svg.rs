@@ -67,7 +67,8 @@ pub fn svg(trace: &Trace, plan: &Plan) -> Result<String, RuntimeError> {
                 }
                 let chars = ((x1 - x0) / end * PLOT_PX / 6.5) as usize;
                 if chars >= 4 {
-                    let text: String = if name.chars().count() <= chars { name } else { name.chars().take(chars.saturating_sub(1)).chain(std::iter::once('…')).collect() };
+                    let text: String =
+                        if name.chars().count() <= chars { name } else { name.chars().take(chars.saturating_sub(1)).chain(std::iter::once('…')).collect() };
                     c.draw_series(std::iter::once(Text::new(text, (x0 + min_w, y + 0.15), ("sans-serif", 10).into_font()))).map_err(e)?;
                 }
             }
@@ -78,7 +79,8 @@ pub fn svg(trace: &Trace, plan: &Plan) -> Result<String, RuntimeError> {
             });
             c.draw_series(hand_offs).map_err(e)?;
             if let Some(sum) = trace.summary(r) {
-                let gaps = sum.gaps.iter().map(|&(a, b)| Rectangle::new([(us(a), -0.3), (us(b).max(us(a) + min_w), 0.3)], RGBColor(214, 96, 77).mix(0.6).filled()));
+                let gaps =
+                    sum.gaps.iter().map(|&(a, b)| Rectangle::new([(us(a), -0.3), (us(b).max(us(a) + min_w), 0.3)], RGBColor(214, 96, 77).mix(0.6).filled()));
                 c.draw_series(gaps).map_err(e)?;
             }
         }
