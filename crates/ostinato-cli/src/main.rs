@@ -90,8 +90,8 @@ struct RunArgs {
     #[arg(long)]
     dump: Option<PathBuf>,
     /// CUDA graph mode: write the submitted graph as DOT (nodes with launch params; edges with type
-    /// and ports) to this file.
-    #[arg(long)]
+    /// and ports) to this file. (A debugging aid, kept out of the default help.)
+    #[arg(long, hide = true)]
     dot: Option<PathBuf>,
     /// Run the replays traced, every node timed (CUPTI on CUDA, timestamp queries on Vulkan, worker
     /// clocks on the host), and write Chrome/Perfetto trace-event JSON to this file.
@@ -123,8 +123,8 @@ struct RunArgs {
     #[arg(long)]
     device: Option<String>,
     /// Seconds a wait for the replays may take before it fails and the exec is faulted (0: wait for
-    /// ever; default: the backend's, 60 s).
-    #[arg(long, value_parser = non_negative_seconds)]
+    /// ever; default: the backend's, 60 s). Kept out of the default help.
+    #[arg(long, value_parser = non_negative_seconds, hide = true)]
     wait_timeout_s: Option<f64>,
     #[arg(long, default_value_t = 4, hide = true)]
     max_lanes: usize,

@@ -45,6 +45,9 @@ impl CudaExec {
         let mut clone_to_launch: HashMap<u64, usize> = HashMap::new();
         if let Some((graph, _)) = &self.graph {
             let exec = session.watch_clones(|| graph.instantiate())?;
+            // Uploaded before the first traced launch, as the exec's own graph was: no replay of the
+            // trace includes the upload.
+            exec.upload(&self.main)?;
             *self.traced.lock().unwrap_or_else(|p| p.into_inner()) = Some(exec);
         }
         let ran = self.run_traced(replays32);
