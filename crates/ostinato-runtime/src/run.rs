@@ -101,7 +101,10 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> 
 /// One line per replay of a trace: its time on the device, the nodes' time added up, the idle time.
 fn trace_notes(t: &ostinato::Trace) -> Vec<String> {
     let us = |ns: u64| ns as f64 / 1e3;
-    let mut out: Vec<String> = (0..t.replays.len())
+    // The first replays and the last (a long run would print a line per replay otherwise).
+    let n = t.replays.len();
+    let shown = (0..n).filter(|&r| r < 3 || r + 1 == n);
+    let mut out: Vec<String> = shown
         .filter_map(|r| t.summary(r).map(|s| (r, s)))
         .map(|(r, s)| {
             format!(
@@ -114,6 +117,9 @@ fn trace_notes(t: &ostinato::Trace) -> Vec<String> {
             )
         })
         .collect();
+    if n > 4 {
+        out.insert(3, format!("trace: … {} more replays (the JSON has them all)", n - 4));
+    }
     out.extend(t.notes.iter().map(|n| format!("trace: {n}")));
     out
 }
