@@ -673,6 +673,21 @@ impl PyExec {
         }
         Ok(())
     }
+    /// Runs `replays` replays with every node timed (CUPTI on CUDA, timestamp queries on Vulkan, the
+    /// worker threads' clock on the host); writes Chrome/Perfetto trace-event JSON to `json` and an
+    /// SVG timeline to `svg` where given; returns the trace-event object (a dict).
+    #[pyo3(signature = (replays=1, json=None, svg=None))]
+    fn trace<'py>(&self, py: Python<'py>, replays: usize, json: Option<PathBuf>, svg: Option<PathBuf>) -> PyResult<Bound<'py, PyAny>> {
+        let text = py
+            .detach(|| {
+                let mut exec = self.inner();
+                let t = exec.trace(replays)?;
+                ostinato_runtime::trace::write(&t, exec.plan(), json.as_deref(), svg.as_deref())?;
+                Ok::<_, RuntimeError>(ostinato_runtime::trace::chrome_json(&t, exec.plan())?.to_string())
+            })
+            .map_err(err)?;
+        py.import("json")?.call_method1("loads", (text,))
+    }
     /// The backend's name.
     #[getter]
     fn backend(&self) -> &'static str {

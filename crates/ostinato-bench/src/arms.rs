@@ -322,6 +322,11 @@ impl OstinatoCuda {
         Some(CudaOptions { mode, pdl: PdlPolicy { mode: pdl, ..base.pdl }, launch, fusion, ..base })
     }
 
+    /// The arm's exec (a trace of its step uses it as the arm runs it).
+    pub fn exec_mut(&mut self) -> &mut CudaExec {
+        &mut self.exec
+    }
+
     pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
         // On the row's stream, like every CUDA arm of the row; a high-priority study keeps the exec's own

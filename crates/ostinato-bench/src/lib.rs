@@ -11,6 +11,7 @@ pub mod profile;
 pub mod provenance;
 pub mod report;
 pub mod stats;
+pub mod timeline;
 pub mod vulkan;
 pub mod vulkan_raw;
 pub mod workload;

@@ -11,7 +11,7 @@ use crate::arms::{self, Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample
 pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
 use crate::workload::{self, Check, DecodeShape, Workload};
-use crate::{manifests, profile, provenance, report, stats, vulkan};
+use crate::{manifests, profile, provenance, report, stats, timeline, vulkan};
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
 /// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md decision 7),
@@ -111,6 +111,10 @@ pub struct RowResult {
     /// Decode rows on the GPU: bytes per step and the kernel table (or why it could not be made).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode: Option<Result<profile::DecodeProfile, String>>,
+    /// The Llama row at position 1,024 on the GPU: its step traced node by node (files beside the
+    /// report), or why it could not be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Result<timeline::StepTimeline, String>>,
 }
 
 /// The matrix for a backend.
@@ -362,6 +366,7 @@ struct RowRun {
     /// arms selected, every row's buffers are alive at once until the second pass).
     memory: SharedMemory,
     decode: Option<Result<profile::DecodeProfile, String>>,
+    timeline: Option<Result<timeline::StepTimeline, String>>,
 }
 
 impl RowRun {
@@ -630,7 +635,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             Ok(Some(m)) => m.addresses(w),
             _ => Vec::new(),
         };
-        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None };
+        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None, timeline: None };
         run.arms(&rotated(&graph_arms, ri + study.rotate), w, contexts, protocol, &pb);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
@@ -638,6 +643,14 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             run.decode = Some(match c.backends.first() {
                 Some((_, backend)) => profile::profile(&c.device, &c.modules, backend, w, m, &run.oracle.init, if args.quick { 3 } else { 9 }),
                 None => Err("no CUDA backend".into()),
+            });
+        }
+        // The Llama step at position 1,024, traced node by node on the same memory (the report's picture).
+        if let (Some(c), Ok(Some(m)), true) = (&contexts.cuda, &run.memory, timeline::traced_row(w)) {
+            pb.set_message(format!("{id} (trace)"));
+            run.timeline = Some(match c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato) {
+                Some((_, backend)) => timeline::trace_step(backend, w, m, &run.oracle.init, &args.out),
+                None => Err("the Ostinato arm is not among the arms run".into()),
             });
         }
         if direct.is_empty() {
@@ -653,7 +666,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         run.arms(&later, w, contexts, protocol, &pb);
     }
     let mut rows = Vec::new();
-    for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, .. }) in row_list.iter().zip(runs) {
+    for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
@@ -671,6 +684,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             buffer_addresses: addresses,
             arms: results,
             decode,
+            timeline,
         });
     }
     pb.finish_and_clear();

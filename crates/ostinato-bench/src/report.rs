@@ -190,6 +190,9 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         }
     }
     s.push_str(&super::profile::markdown(rows));
+    let traced: Vec<(&str, &Result<super::timeline::StepTimeline, String>)> =
+        rows.iter().filter_map(|r| r.timeline.as_ref().map(|t| (r.id.as_str(), t))).collect();
+    s.push_str(&super::timeline::markdown(&traced));
     let _ = writeln!(s, "\n## Host submission µs per dispatch (median)\n");
     let _ = writeln!(s, "| row | {} |", arms.join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(arms.len()));
@@ -416,6 +419,7 @@ mod tests {
             buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
             arms: vec![],
             decode: None,
+            timeline: None,
         }
     }
 

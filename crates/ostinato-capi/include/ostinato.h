@@ -166,6 +166,23 @@ typedef struct ost_scalar {
   uint64_t bits;
 } ost_scalar;
 
+// What `ost_exec_trace` reports of the last replay it traced.
+typedef struct ost_trace_summary {
+  // Replays traced.
+  uint64_t replays;
+  // Bars in the last replay: one per launch or dispatch (a fused group is one).
+  uint64_t bars;
+  // The last replay's time on the device: its first start to its last end, in ns.
+  uint64_t step_ns;
+  // Its bars' durations added up (more than `busy_ns` where they overlap).
+  uint64_t sum_ns;
+  // Time some bar ran.
+  uint64_t busy_ns;
+  // Time no bar ran between the first start and the last end, and in how many gaps.
+  uint64_t idle_ns;
+  uint64_t gaps;
+} ost_trace_summary;
+
 // A byte range of a buffer: the declared extent of an access.
 typedef struct ost_slice {
   uint32_t buffer;
@@ -320,6 +337,22 @@ enum ost_status ost_exec_rebind(struct ost_exec *e,
                                 const char *buffer,
                                 uint64_t device_ptr,
                                 uint64_t len);
+
+// Runs `replays` replays one after another with every node timed (CUPTI on CUDA, timestamp queries
+// on Vulkan, the worker threads' clock on the host): the buffers end as after `replays` replays.
+// Writes Chrome/Perfetto trace-event JSON to `json_path` and an SVG timeline to `svg_path` where they
+// are non-NULL, and the last replay's sums to `summary` where it is non-NULL. A backend that cannot
+// time nodes is refused (`OST_ERR_BACKEND` without CUPTI, `OST_ERR_UNSUPPORTED` without
+// timestamps) before anything runs.
+//
+// # Safety
+// `json_path` and `svg_path` are NULL or NUL-terminated strings; `summary` is NULL or points to a
+// writable `ost_trace_summary`.
+enum ost_status ost_exec_trace(struct ost_exec *e,
+                               uint32_t replays,
+                               const char *json_path,
+                               const char *svg_path,
+                               struct ost_trace_summary *summary);
 
 // A `u32` scalar.
 struct ost_scalar ost_scalar_u32(uint32_t v);

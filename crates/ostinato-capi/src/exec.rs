@@ -363,3 +363,67 @@ pub unsafe extern "C" fn ost_exec_rebind(e: *mut ost_exec, buffer: *const c_char
         ex.exec.rebind(id, memory).map_err(runtime_error)
     })
 }
+
+/// What `ost_exec_trace` reports of the last replay it traced.
+#[repr(C)]
+pub struct ost_trace_summary {
+    /// Replays traced.
+    pub replays: u64,
+    /// Bars in the last replay: one per launch or dispatch (a fused group is one).
+    pub bars: u64,
+    /// The last replay's time on the device: its first start to its last end, in ns.
+    pub step_ns: u64,
+    /// Its bars' durations added up (more than `busy_ns` where they overlap).
+    pub sum_ns: u64,
+    /// Time some bar ran.
+    pub busy_ns: u64,
+    /// Time no bar ran between the first start and the last end, and in how many gaps.
+    pub idle_ns: u64,
+    pub gaps: u64,
+}
+
+/// Runs `replays` replays one after another with every node timed (CUPTI on CUDA, timestamp queries
+/// on Vulkan, the worker threads' clock on the host): the buffers end as after `replays` replays.
+/// Writes Chrome/Perfetto trace-event JSON to `json_path` and an SVG timeline to `svg_path` where they
+/// are non-NULL, and the last replay's sums to `summary` where it is non-NULL. A backend that cannot
+/// time nodes is refused (`OST_ERR_BACKEND` without CUPTI, `OST_ERR_UNSUPPORTED` without
+/// timestamps) before anything runs.
+///
+/// # Safety
+/// `json_path` and `svg_path` are NULL or NUL-terminated strings; `summary` is NULL or points to a
+/// writable `ost_trace_summary`.
+#[no_mangle]
+pub unsafe extern "C" fn ost_exec_trace(
+    e: *mut ost_exec,
+    replays: u32,
+    json_path: *const c_char,
+    svg_path: *const c_char,
+    summary: *mut ost_trace_summary,
+) -> ost_status {
+    guard(|| {
+        // SAFETY: NULL or NUL-terminated strings, as the caller vouches.
+        let json = if json_path.is_null() { None } else { Some(std::path::PathBuf::from(unsafe { text(json_path, "json_path") }?)) };
+        // SAFETY: as above.
+        let svg = if svg_path.is_null() { None } else { Some(std::path::PathBuf::from(unsafe { text(svg_path, "svg_path") }?)) };
+        let sums = with_exec(e, |x| {
+            let t = x.trace(replays as usize)?;
+            ostinato_runtime::trace::write(&t, x.plan(), json.as_deref(), svg.as_deref())?;
+            let last = t.replays.len().checked_sub(1);
+            let s = last.and_then(|r| t.summary(r)).unwrap_or_default();
+            Ok(ost_trace_summary {
+                replays: t.replays.len() as u64,
+                bars: last.map_or(0, |r| t.replays[r].len() as u64),
+                step_ns: s.step_ns,
+                sum_ns: s.sum_ns,
+                busy_ns: s.busy_ns,
+                idle_ns: s.idle_ns,
+                gaps: s.gaps.len() as u64,
+            })
+        })?;
+        if !summary.is_null() {
+            // SAFETY: non-NULL, and the caller vouches it is writable.
+            unsafe { summary.write(sums) };
+        }
+        Ok(())
+    })
+}

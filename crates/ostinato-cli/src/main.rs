@@ -90,9 +90,17 @@ struct RunArgs {
     #[arg(long)]
     dump: Option<PathBuf>,
     /// CUDA graph mode: write the submitted graph as DOT (nodes with launch params; edges with type
-    /// and ports) to this file.
-    #[arg(long)]
+    /// and ports) to this file. (A debugging aid, kept out of the default help.)
+    #[arg(long, hide = true)]
     dot: Option<PathBuf>,
+    /// Run the replays traced, every node timed (CUPTI on CUDA, timestamp queries on Vulkan, worker
+    /// clocks on the host), and write Chrome/Perfetto trace-event JSON to this file.
+    #[arg(long, value_name = "OUT.json")]
+    trace: Option<PathBuf>,
+    /// Run the replays traced and draw the SVG timeline to this file (rows per thread, stream or
+    /// queue; idle gaps; the critical path in red).
+    #[arg(long, value_name = "OUT.svg")]
+    trace_svg: Option<PathBuf>,
     /// Host worker threads for every replay (0 = serial on the calling thread). Default: one per core,
     /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
     #[arg(long)]
@@ -124,8 +132,8 @@ struct RunArgs {
     #[arg(long)]
     device: Option<String>,
     /// Seconds a wait for the replays may take before it fails and the exec is faulted (0: wait for
-    /// ever; default: the backend's, 60 s).
-    #[arg(long, value_parser = non_negative_seconds)]
+    /// ever; default: the backend's, 60 s). Kept out of the default help.
+    #[arg(long, value_parser = non_negative_seconds, hide = true)]
     wait_timeout_s: Option<f64>,
     #[arg(long, default_value_t = 4, hide = true)]
     max_lanes: usize,
@@ -325,7 +333,17 @@ fn run(a: RunArgs) -> Result<(), String> {
     if a.simulate.is_some() && a.backend != BackendKind::Hsa {
         return Err(format!("--simulate runs the HSA backend on the simulated packet processor: it needs --backend hsa, not {}", a.backend));
     }
-    let o = RunOptions { backend: a.backend, exec: a.exec_options()?, replays: a.replays, check: a.check, dump: a.dump, dot: a.dot, max_lanes: a.max_lanes };
+    let o = RunOptions {
+        backend: a.backend,
+        exec: a.exec_options()?,
+        replays: a.replays,
+        check: a.check,
+        dump: a.dump,
+        dot: a.dot,
+        max_lanes: a.max_lanes,
+        trace: a.trace,
+        trace_svg: a.trace_svg,
+    };
     let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
     let mut out = String::new();
     for n in &r.notes {

@@ -149,3 +149,25 @@ fn a_reader_that_closes_the_pipe_early_is_not_an_error() {
     assert!(first.starts_with(b"examples/add_one_serial_941.toml"), "{}", String::from_utf8_lossy(&first));
     assert!(out.status.success() && !err.contains("panicked"), "{:?}: {err}", out.status);
 }
+
+/// `run --trace --trace-svg --check`: the traced replays pass the check and both files are written;
+/// on a backend that cannot time nodes (the HSA backend, here on its simulator) a clear error, no
+/// panic, nothing written.
+#[test]
+fn run_with_a_trace_writes_json_and_svg_and_passes_its_check() {
+    let dir = std::env::temp_dir().join(format!("ostinato-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, svg) = (dir.join("mix.json"), dir.join("mix.svg"));
+    let (ok, out, err) =
+        run(&["run", "examples/mix.toml", "--replays", "3", "--check", "--trace", json.to_str().unwrap(), "--trace-svg", svg.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("check passed") && out.contains("trace: replay 2:"), "{out}");
+    let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(parsed["traceEvents"].as_array().is_some_and(|e| e.iter().filter(|e| e["cat"] == "node").count() == 15));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let refused = dir.join("hsa.json");
+    let (ok, _, err) = run(&["run", "examples/mix.toml", "--backend", "hsa", "--simulate", "--trace", refused.to_str().unwrap()]);
+    assert!(!ok && err.contains("cannot time dispatches") && !err.contains("panicked"), "{err}");
+    assert!(!refused.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -22,6 +22,12 @@ pub enum CudaError {
     NvrtcMissing(String),
     #[error("NCCL unavailable: {0}")]
     NcclMissing(String),
+    /// CUPTI (the profiling library a trace needs) is not there: where it was looked for.
+    #[error("CUPTI unavailable, so replays cannot be traced: {0}")]
+    CuptiMissing(String),
+    /// A CUPTI call failed (`code`, named).
+    #[error("{op} failed: {name} ({code})")]
+    Cupti { op: &'static str, code: i32, name: String },
     #[error("{op} failed: {name} ({code})")]
     Nccl { op: &'static str, code: i32, name: String },
     #[error("{op} failed: {name} ({code})")]
@@ -81,10 +87,17 @@ impl CudaError {
     /// The class of this failure (what the shells map to a status or an exception class).
     pub fn kind(&self) -> ErrorKind {
         match self {
-            CudaError::NoDriver | CudaError::Init(_) | CudaError::NoDevice(_) | CudaError::NvrtcMissing(_) | CudaError::NcclMissing(_) => {
-                ErrorKind::BackendMissing
-            }
+            CudaError::NoDriver
+            | CudaError::Init(_)
+            | CudaError::NoDevice(_)
+            | CudaError::NvrtcMissing(_)
+            | CudaError::NcclMissing(_)
+            | CudaError::CuptiMissing(_) => ErrorKind::BackendMissing,
             CudaError::DriverTooOld { .. } | CudaError::Unsupported { .. } => ErrorKind::Unsupported,
+            // Not supported here: insufficient privileges for profiling (27 not supported, 33 a
+            // virtualised device, 35 privileges, 39 another profiler subscribed).
+            CudaError::Cupti { code: 27 | 33 | 35 | 39, .. } => ErrorKind::Unsupported,
+            CudaError::Cupti { .. } => ErrorKind::Runtime,
             CudaError::Driver { result, .. } if *result == CUresult::CUDA_ERROR_OUT_OF_MEMORY => ErrorKind::Io,
             CudaError::Driver { .. } if self.is_sticky() => ErrorKind::Fault,
             CudaError::Driver { .. } | CudaError::Nccl { .. } | CudaError::Nvrtc { .. } | CudaError::Internal { .. } => ErrorKind::Runtime,

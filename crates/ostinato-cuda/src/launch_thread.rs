@@ -48,6 +48,10 @@ pub(crate) enum Command {
     Record(usize),
     /// Wait until the stream has run everything submitted so far.
     Synchronize,
+    /// Give the traced graph exec every kernel node's present params (graph mode).
+    TraceParams,
+    /// One traced replay (`replay` counts from 0), its calls tagged for CUPTI.
+    TracedLaunch(u32),
 }
 
 /// Why a command posted to the launch thread did not run.

@@ -219,7 +219,8 @@ impl Backend for HostBackend {
             (_, Schedule::Auto) => schedule::inline_reason(plan),
         };
         let pool = if inline.is_some() { None } else { Some(Pool::spawn(shared.clone(), self.threads)?) };
-        Ok(HostExec { shared, pool, in_flight: false, inline })
+        let workers = if pool.is_some() { self.threads } else { 0 };
+        Ok(HostExec { shared, pool, in_flight: false, inline, workers })
     }
 }
 
@@ -229,6 +230,8 @@ pub struct HostExec {
     pool: Option<Pool>,
     in_flight: bool,
     inline: Option<String>,
+    /// Worker threads of the pool (0: replays run on the calling thread).
+    workers: usize,
 }
 
 impl HostExec {
@@ -271,7 +274,7 @@ impl Exec for HostExec {
                     c.reset();
                 }
                 for &v in self.shared.plan.order() {
-                    self.shared.execute(v)?;
+                    self.shared.run_node(v, 0)?;
                 }
                 Ok(())
             }
@@ -325,6 +328,50 @@ impl Exec for HostExec {
         check_rebind(&self.shared.plan, buffer, memory.len())?;
         self.shared.memory.write().unwrap_or_else(|p| p.into_inner())[buffer.index()] = memory;
         Ok(())
+    }
+
+    /// Every node stamped by the thread that runs it, on the host's monotonic clock.
+    fn trace(&mut self, replays: usize) -> Result<ostinato::Trace, HostError> {
+        self.wait()?;
+        let n = self.shared.plan.node_count();
+        let mut spans: Vec<Vec<ostinato::Span>> = Vec::new();
+        spans.try_reserve_exact(replays).map_err(|e| HostError::OutOfMemory { operation: "trace", reason: format!("{replays} replays' bars: {e}") })?;
+        self.shared.stamps.on.store(true, std::sync::atomic::Ordering::Relaxed);
+        let ran: Result<(), HostError> = (0..replays).try_for_each(|_| {
+            self.replay()?;
+            self.wait()?;
+            let mut bars = Vec::new();
+            bars.try_reserve_exact(n).map_err(|e| HostError::OutOfMemory { operation: "trace", reason: format!("{n} bars: {e}") })?;
+            bars.extend((0..n).map(|v| {
+                let (start_ns, end_ns, place) = self.shared.stamps.get(v);
+                ostinato::Span { unit: v as u32, place, start_ns, end_ns }
+            }));
+            spans.push(bars);
+            Ok(())
+        });
+        self.shared.stamps.on.store(false, std::sync::atomic::Ordering::Relaxed);
+        ran?;
+        let plan = &self.shared.plan;
+        let unit_of: Vec<usize> = (0..n).collect();
+        Ok(ostinato::Trace {
+            backend: "host".into(),
+            clock: "the host's monotonic clock, ns since the exec was made".into(),
+            places: std::iter::once("caller thread".to_string()).chain((1..=self.workers).map(|i| format!("worker {i}"))).collect(),
+            units: ostinato::trace::unit_per_node(n),
+            edges: ostinato::trace::edges_of(plan, &unit_of, |_| ostinato::EdgeKind::Full),
+            replays: spans,
+            slots: self
+                .shared
+                .slots
+                .iter()
+                .zip(plan.graph().slots())
+                .map(|(bits, s)| ostinato::Scalar { ty: s.ty, bits: bits.load(std::sync::atomic::Ordering::Relaxed) })
+                .collect(),
+            notes: match &self.inline {
+                Some(why) => vec![format!("replays run on the calling thread ({why})")],
+                None => Vec::new(),
+            },
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use ostinato::{NodeId, Plan};
 
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub memory: RwLock<Vec<Arc<HostMemory>>>,
     pub slots: Vec<AtomicU64>,
     pub checker: Option<RaceChecker>,
+    /// Each node's start and end while a traced replay runs (checked once per node otherwise).
+    pub stamps: Stamps,
     pending: Vec<AtomicU32>,
     remaining: AtomicUsize,
     failed: AtomicBool,
@@ -66,6 +69,7 @@ impl Shared {
             memory: RwLock::new(memory),
             slots,
             checker,
+            stamps: Stamps::new(n),
             pending: (0..n).map(|_| AtomicU32::new(0)).collect(),
             remaining: AtomicUsize::new(0),
             failed: AtomicBool::new(false),
@@ -133,11 +137,24 @@ impl Shared {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// Runs `v`, then releases its successors; returns one successor to run next on this thread.
-    fn run_and_release(&self, v: u32) -> Option<u32> {
+    /// Runs node `v` on thread `thread` (0: the caller's, `i + 1`: worker `i`), its start and end
+    /// stamped where a traced replay runs.
+    pub(crate) fn run_node(&self, v: NodeId, thread: u32) -> Result<(), HostError> {
+        if !self.stamps.on.load(Ordering::Relaxed) {
+            return self.execute(v);
+        }
+        self.stamps.start(v, thread);
+        let r = self.execute(v);
+        self.stamps.end(v);
+        r
+    }
+
+    /// Runs `v` on thread `thread`, then releases its successors; returns one successor to run next
+    /// on this thread.
+    fn run_and_release(&self, v: u32, thread: u32) -> Option<u32> {
         // After a failure the remaining nodes are released without running, so the replay ends.
         if !self.failed.load(Ordering::Acquire) {
-            if let Err(e) = self.execute(NodeId(v)) {
+            if let Err(e) = self.run_node(NodeId(v), thread) {
                 self.record_error(e);
             }
         }
@@ -203,7 +220,7 @@ impl Shared {
             };
             let mut next = Some(v);
             while let Some(v) = next {
-                next = self.run_and_release(v);
+                next = self.run_and_release(v, 0);
             }
         }
     }
@@ -216,7 +233,7 @@ impl Shared {
         }
     }
 
-    fn worker(&self) {
+    fn worker(&self, thread: u32) {
         loop {
             let v = {
                 let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -232,9 +249,42 @@ impl Shared {
             };
             let mut next = Some(v);
             while let Some(v) = next {
-                next = self.run_and_release(v);
+                next = self.run_and_release(v, thread);
             }
         }
+    }
+}
+
+/// Each node's start and end (ns since the exec was made) and the thread that ran it, written by the
+/// threads that run the nodes while `on`; sized once, when the exec is made, so tracing allocates
+/// nothing per replay and an untraced node pays one relaxed load.
+pub(crate) struct Stamps {
+    pub on: AtomicBool,
+    epoch: Instant,
+    start: Vec<AtomicU64>,
+    end: Vec<AtomicU64>,
+    thread: Vec<AtomicU32>,
+}
+
+impl Stamps {
+    fn new(n: usize) -> Stamps {
+        let zeros = || (0..n).map(|_| AtomicU64::new(0)).collect();
+        Stamps { on: AtomicBool::new(false), epoch: Instant::now(), start: zeros(), end: zeros(), thread: (0..n).map(|_| AtomicU32::new(0)).collect() }
+    }
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+    fn start(&self, v: NodeId, thread: u32) {
+        self.thread[v.index()].store(thread, Ordering::Relaxed);
+        self.start[v.index()].store(self.now(), Ordering::Relaxed);
+    }
+    fn end(&self, v: NodeId) {
+        self.end[v.index()].store(self.now(), Ordering::Relaxed);
+    }
+    /// Node `v`'s (start, end, thread) of the replay that finished last (read after its wait, which
+    /// orders every node's stores before it).
+    pub(crate) fn get(&self, v: usize) -> (u64, u64, u32) {
+        (self.start[v].load(Ordering::Relaxed), self.end[v].load(Ordering::Relaxed), self.thread[v].load(Ordering::Relaxed))
     }
 }
 
@@ -258,7 +308,7 @@ impl Pool {
             let (s, up) = (shared.clone(), started.clone());
             let h = std::thread::Builder::new().name(format!("ostinato-host-{i}")).spawn(move || {
                 up.fetch_add(1, Ordering::Release);
-                s.worker()
+                s.worker(i as u32 + 1)
             });
             match h {
                 Ok(h) => handles.push(h),

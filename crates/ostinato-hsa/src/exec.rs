@@ -477,6 +477,16 @@ impl Exec for HsaExec {
         }
         Ok(())
     }
+
+    /// Not yet: timing AQL dispatches needs ROCr's profiling (a completion signal per dispatch and
+    /// `hsa_amd_profiling_get_dispatch_time`), which this backend's packets do not carry. Refused
+    /// before anything runs.
+    fn trace(&mut self, _replays: usize) -> Result<ostinato::Trace, HsaError> {
+        Err(HsaError::Unsupported {
+            what: "trace".into(),
+            reason: "the HSA backend cannot time dispatches yet (that needs ROCr's per-dispatch profiling: hsa_amd_profiling_get_dispatch_time on a completion signal per packet); trace on host, CUDA or Vulkan".into(),
+        })
+    }
 }
 
 impl HsaExec {

@@ -64,6 +64,10 @@ pub trait ExecHandle: Send {
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), RuntimeError>;
     /// Rebinds a root buffer to other memory of the same length, between replays.
     fn rebind(&mut self, buffer: BufferId, memory: Memory) -> Result<(), RuntimeError>;
+    /// Runs `replays` replays one after another with every node timed (CUPTI on CUDA, timestamp
+    /// queries on Vulkan, the worker threads' clock on the host): the buffers end as after `replays`
+    /// untraced replays. [`crate::trace`] draws the result.
+    fn trace(&mut self, replays: usize) -> Result<ostinato::Trace, RuntimeError>;
     /// What the backend chose that a user may want to know (inline replays, programmatic edges).
     fn notes(&self) -> &[String];
     /// The backend's own exec (`ostinato_host::HostExec`, `ostinato_cuda::CudaExec`), for what only
@@ -189,6 +193,8 @@ pub(crate) struct Wrapped<E> {
     pub notes: Vec<String>,
     /// The built-in launches' extents, checked again on every patch of a slot they read.
     pub extents: crate::extents::BuiltinExtents,
+    /// Each slot's value from the next replay on (what a trace reports the replays ran with).
+    pub slots: Vec<Scalar>,
 }
 
 impl<E> ExecHandle for Wrapped<E>
@@ -215,7 +221,11 @@ where
         let checked = extents.check_patch(self.exec.plan(), slot, value);
         self.extents = extents;
         checked?;
-        Ok(self.exec.set_slot(slot, value)?)
+        self.exec.set_slot(slot, value)?;
+        if let Some(s) = self.slots.get_mut(slot.index()) {
+            *s = value;
+        }
+        Ok(())
     }
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), RuntimeError> {
         Ok(self.exec.write_buffer(buffer, offset, data)?)
@@ -225,6 +235,13 @@ where
     }
     fn rebind(&mut self, buffer: BufferId, memory: Memory) -> Result<(), RuntimeError> {
         Ok(self.exec.rebind(buffer, E::Memory::from_memory(memory, "rebind")?)?)
+    }
+    fn trace(&mut self, replays: usize) -> Result<ostinato::Trace, RuntimeError> {
+        let mut t = self.exec.trace(replays)?;
+        if t.slots.is_empty() {
+            t.slots = self.slots.clone();
+        }
+        Ok(t)
     }
     fn notes(&self) -> &[String] {
         &self.notes

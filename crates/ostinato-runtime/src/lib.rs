@@ -44,6 +44,7 @@ pub mod oracle;
 mod report;
 mod run;
 mod session;
+pub mod trace;
 
 pub use error::RuntimeError;
 pub use exec::NamedBuffers;

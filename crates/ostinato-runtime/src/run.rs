@@ -30,6 +30,10 @@ pub struct RunOptions {
     /// CUDA graph mode: write the submitted graph as DOT here.
     pub dot: Option<PathBuf>,
     pub max_lanes: usize,
+    /// Run the replays traced (every node timed) and write the trace-event JSON here.
+    pub trace: Option<PathBuf>,
+    /// Run the replays traced and draw the SVG timeline here.
+    pub trace_svg: Option<PathBuf>,
 }
 
 /// What a run reports.
@@ -67,10 +71,18 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> 
     }
     exec.write_inits(&f.inits)?;
     let t0 = Instant::now();
-    for _ in 0..o.replays {
-        exec.replay()?;
+    if o.trace.is_some() || o.trace_svg.is_some() {
+        // The replays themselves are traced: `--check` then compares what traced replays computed.
+        let t = exec.trace(o.replays)?;
+        notes.extend(trace_notes(&t));
+        crate::trace::write(&t, &plan, o.trace.as_deref(), o.trace_svg.as_deref())?;
+        notes.extend(o.trace.iter().chain(&o.trace_svg).map(|p| format!("trace written to {}", p.display())));
+    } else {
+        for _ in 0..o.replays {
+            exec.replay()?;
+        }
+        exec.wait()?;
     }
-    exec.wait()?;
     let seconds = t0.elapsed().as_secs_f64();
     // The check and the dump go piece by piece: besides the exec (and the oracle's exec) nothing
     // holds more than a piece of a buffer.
@@ -84,6 +96,32 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> 
     }
     let bytes = plan.graph().buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.size).sum();
     Ok(RunReport { nodes: plan.node_count(), edges: plan.edges().len(), replays: o.replays, seconds, checked: o.check, bytes, notes })
+}
+
+/// One line per replay of a trace: its time on the device, the nodes' time added up, the idle time.
+fn trace_notes(t: &ostinato::Trace) -> Vec<String> {
+    let us = |ns: u64| ns as f64 / 1e3;
+    // The first replays and the last (a long run would print a line per replay otherwise).
+    let n = t.replays.len();
+    let shown = (0..n).filter(|&r| r < 3 || r + 1 == n);
+    let mut out: Vec<String> = shown
+        .filter_map(|r| t.summary(r).map(|s| (r, s)))
+        .map(|(r, s)| {
+            format!(
+                "trace: replay {r}: {:.2} µs on the device; nodes {:.2} µs added up, busy {:.2} µs, idle {:.2} µs in {} gaps",
+                us(s.step_ns),
+                us(s.sum_ns),
+                us(s.busy_ns),
+                us(s.idle_ns),
+                s.gaps.len()
+            )
+        })
+        .collect();
+    if n > 4 {
+        out.insert(3, format!("trace: … {} more replays (the JSON has them all)", n - 4));
+    }
+    out.extend(t.notes.iter().map(|n| format!("trace: {n}")));
+    out
 }
 
 /// Compares every root buffer of `got` with `want`'s, piece by piece; the first differing byte is

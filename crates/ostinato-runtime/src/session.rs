@@ -274,7 +274,8 @@ where
         .collect::<Result<Vec<_>, RuntimeError>>()?;
     let exec = backend.instantiate_exec(plan, kernels, buffers)?;
     let notes = backend.notes(&exec, plan);
-    Ok(Box::new(Wrapped { exec, kind: B::KIND, notes, extents }))
+    let slots = plan.graph().slots().iter().map(|s| s.initial).collect();
+    Ok(Box::new(Wrapped { exec, kind: B::KIND, notes, extents, slots }))
 }
 
 /// The kernel an error of binding names, to point at its line in a graph file.

@@ -92,6 +92,8 @@ fn a_graph_files_bad_reference_is_reported_at_the_kernels_line() {
         dump: None,
         dot: None,
         max_lanes: 4,
+        trace: None,
+        trace_svg: None,
     };
     let err = ostinato_runtime::run_file(&path, &o).unwrap_err().to_string();
     assert!(err.starts_with(&format!("{}:5: ", path.display())) && err.contains("no host kernel `add_two`"), "{err}");

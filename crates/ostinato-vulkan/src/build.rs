@@ -97,9 +97,9 @@ pub(crate) fn build(
     check_bindings(plan, kernels.len(), buffers, |m| match *m {})?;
     check_plan(ctx, plan, &kernels)?;
     let fused = crate::fusion::fuse(ctx, plan, &kernels, options.fusion)?;
-    let (run_plan, kernels, dispatches, fused_nodes) = match fused {
-        Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes }) => (Some(plan), all, dispatches, fused_nodes),
-        None => (None, kernels, Vec::new(), 0),
+    let (run_plan, kernels, dispatches, fused_nodes, units) = match fused {
+        Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes, units }) => (Some(plan), all, dispatches, fused_nodes, units),
+        None => (None, kernels, Vec::new(), 0, ostinato::trace::unit_per_node(plan.node_count())),
     };
     let runs = run_plan.as_ref().unwrap_or(plan);
     let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches)?;
@@ -119,7 +119,8 @@ pub(crate) fn build(
         slot_uses,
         cmds,
         segments,
-        res: Some(Resources { _kernels: kernels, roots, params, recorded }),
+        units,
+        res: Some(Resources { kernels, roots, params, recorded, layouts, traced: None }),
     })
 }
 
@@ -285,14 +286,14 @@ fn allocate_roots(ctx: &Arc<Context>, plan: &Plan) -> Result<Vec<Option<Buffer>>
     Ok(roots)
 }
 
-/// What recording needs of the exec being built.
-struct Recorder<'a> {
-    ctx: &'a Arc<Context>,
-    plan: &'a Plan,
-    kernels: &'a [VulkanKernel],
-    layouts: &'a [Option<NodeLayout>],
-    roots: &'a [Option<Buffer>],
-    params: &'a Buffer,
+/// What recording needs of the exec being built (or of a built exec, for its traced recording).
+pub(crate) struct Recorder<'a> {
+    pub(crate) ctx: &'a Arc<Context>,
+    pub(crate) plan: &'a Plan,
+    pub(crate) kernels: &'a [VulkanKernel],
+    pub(crate) layouts: &'a [Option<NodeLayout>],
+    pub(crate) roots: &'a [Option<Buffer>],
+    pub(crate) params: &'a Buffer,
 }
 
 impl Recorder<'_> {
@@ -374,11 +375,32 @@ impl Recorder<'_> {
         Ok((recordings, barrier, events_guard.into_inner(), pushed))
     }
 
+    /// The one-queue command list recorded once more with a timestamp before and after every node
+    /// (queries `2k` and `2k + 1` for the `k`-th node of `cmds`): the command buffer a traced replay
+    /// submits in place of the exec's own, which stays as it was.
+    pub(crate) fn record_traced(&self, cmds: &[Cmd]) -> Result<Finished, VkError> {
+        let (sets, descriptors) = self.sets_for(cmds);
+        let nodes = cmds.iter().filter(|c| matches!(c, Cmd::Node(_))).count() as u32;
+        let rec = Recording::begin_traced(self.ctx, sets, descriptors, self.transfers(), 2 * nodes)?;
+        self.record_stamped(&rec, cmds, true)?;
+        rec.finish_segment(false)
+    }
+
     /// Records `list` into `rec`; returns how many dispatches take push constants.
     fn record_list(&self, rec: &Recording, list: &[Cmd]) -> Result<usize, VkError> {
+        self.record_stamped(rec, list, false)
+    }
+
+    /// Records `list` into `rec`, each node between two timestamps where `stamped`; returns how many
+    /// dispatches take push constants.
+    fn record_stamped(&self, rec: &Recording, list: &[Cmd], stamped: bool) -> Result<usize, VkError> {
         let g = self.plan.graph();
         let mut pushed = 0;
+        let mut k = 0u32;
         for c in list {
+            if stamped && matches!(c, Cmd::Node(_)) {
+                rec.stamp(2 * k, false);
+            }
             match c {
                 Cmd::Barrier { visible, .. } => {
                     let list: Vec<(&Buffer, u64, u64)> = visible.iter().map(|&(r, s, e)| self.root(r).map(|b| (b, s, e - s))).collect::<Result<_, _>>()?;
@@ -430,6 +452,10 @@ impl Recorder<'_> {
                         rec.fill(self.root(r)?, s, e - s, *value);
                     }
                 },
+            }
+            if stamped && matches!(c, Cmd::Node(_)) {
+                rec.stamp(2 * k + 1, true);
+                k += 1;
             }
         }
         Ok(pushed)

@@ -89,10 +89,14 @@ pub(crate) enum Submission {
 
 /// What the device may use while a replay runs: dropped only once no replay can (else leaked).
 pub(crate) struct Resources {
-    pub(crate) _kernels: Vec<VulkanKernel>,
+    pub(crate) kernels: Vec<VulkanKernel>,
     pub(crate) roots: Vec<Option<Buffer>>,
     pub(crate) params: Buffer,
     pub(crate) recorded: Submission,
+    /// Each node's bindings and params (a traced recording binds the same).
+    pub(crate) layouts: Vec<Option<crate::build::NodeLayout>>,
+    /// The command list recorded with timestamps around every node, made by the first trace.
+    pub(crate) traced: Option<crate::record::Finished>,
 }
 
 /// A plan instantiated on Vulkan.
@@ -113,6 +117,8 @@ pub struct VulkanExec {
     pub(crate) cmds: Vec<Cmd>,
     /// The lanes' segments where the exec runs its lanes on several queues.
     pub(crate) segments: Option<Vec<Vec<Segment>>>,
+    /// The user's nodes each node of the run plan runs (a trace's units).
+    pub(crate) units: Vec<Vec<ostinato::NodeId>>,
     /// `None` only while the exec is dropped.
     pub(crate) res: Option<Resources>,
 }
@@ -179,7 +185,7 @@ impl VulkanExec {
         &self.ctx.name
     }
 
-    fn res(&mut self, op: &'static str) -> Result<&mut Resources, VkError> {
+    pub(crate) fn res(&mut self, op: &'static str) -> Result<&mut Resources, VkError> {
         if let Some(f) = &self.fault {
             return Err(VkError::State { op, reason: format!("the exec on {} refuses: it is faulted ({f})", self.ctx.name) });
         }
@@ -187,7 +193,7 @@ impl VulkanExec {
     }
 
     /// An error from the exec's own work: remembered when it leaves the exec unusable.
-    fn note<T>(&mut self, r: Result<T, VkError>) -> Result<T, VkError> {
+    pub(crate) fn note<T>(&mut self, r: Result<T, VkError>) -> Result<T, VkError> {
         if let Err(e) = &r {
             if e.faults() && self.fault.is_none() {
                 self.fault = Some(e.to_string());
@@ -206,7 +212,7 @@ impl VulkanExec {
         Ok((memory, at))
     }
 
-    fn wait_replays(&mut self, op: &'static str) -> Result<(), VkError> {
+    pub(crate) fn wait_replays(&mut self, op: &'static str) -> Result<(), VkError> {
         let timeout = self.options.wait_timeout;
         let res = self.res(op)?;
         let r = match &mut res.recorded {
@@ -291,6 +297,10 @@ impl Exec for VulkanExec {
 
     fn rebind(&mut self, _buffer: BufferId, memory: VulkanMemory) -> Result<(), VkError> {
         match memory {}
+    }
+
+    fn trace(&mut self, replays: usize) -> Result<ostinato::Trace, VkError> {
+        crate::trace::trace(self, replays)
     }
 }
 

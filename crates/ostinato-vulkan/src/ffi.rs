@@ -28,6 +28,8 @@ pub struct Context {
     pub(crate) queues: Vec<vk::Queue>,
     pub(crate) timestamp_period_ns: f64,
     pub(crate) timestamps: bool,
+    /// `timestampValidBits` of the compute queue family (0: it writes no timestamps).
+    pub(crate) timestamp_valid_bits: u32,
     pub(crate) min_storage_align: u64,
     /// The device has timeline semaphores, enabled (Vulkan 1.2).
     pub(crate) timeline: bool,
@@ -136,6 +138,7 @@ impl Context {
             queues,
             timestamp_period_ns: props.limits.timestamp_period as f64,
             timestamps: families[family as usize].timestamp_valid_bits > 0 && props.limits.timestamp_compute_and_graphics == vk::TRUE,
+            timestamp_valid_bits: families[family as usize].timestamp_valid_bits,
             min_storage_align: props.limits.min_storage_buffer_offset_alignment.max(4),
             timeline,
             limits: DeviceLimits {
@@ -509,5 +512,19 @@ pub fn copy(ctx: &Arc<Context>, src: &Buffer, src_off: u64, dst: &Buffer, dst_of
         d.destroy_fence(fence, None);
         d.free_command_buffers(ctx.cmd_pool, &[cmd]);
     }
+    r
+}
+
+/// Submits a recorded command buffer of `ctx` once on queue 0 and waits for it (at most `timeout`),
+/// with a fence of its own. A wait that fails in a way that may leave the submission running leaks
+/// the fence rather than destroy it under the device.
+pub(crate) fn submit_once(ctx: &Context, cmd: vk::CommandBuffer, timeout: Option<std::time::Duration>) -> Result<(), VkError> {
+    let fence = ctx.fence()?;
+    let r = ctx.submit_wait(cmd, fence, timeout).map(|_| ());
+    if r.as_ref().is_err_and(VkError::faults) {
+        return r;
+    }
+    // SAFETY: our own fence; the submission completed (or never happened).
+    unsafe { ctx.device.destroy_fence(fence, None) };
     r
 }

@@ -121,6 +121,8 @@ pub(crate) struct FusedPlan {
     pub(crate) kernels: Vec<VulkanKernel>,
     pub(crate) dispatches: Vec<Option<FusedDispatch>>,
     pub(crate) fused_nodes: usize,
+    /// The user's nodes each node of `plan` runs (a trace's units).
+    pub(crate) units: Vec<Vec<NodeId>>,
 }
 
 /// The body node `v` runs when fused, where it may fuse: a kernel with a body, launched as one
@@ -173,7 +175,8 @@ pub(crate) fn fuse(ctx: &Arc<Context>, plan: &Plan, kernels: &[VulkanKernel], mo
         all.push(f.kernel);
     }
     let fused_nodes = picked.iter().map(Group::len).sum();
-    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, dispatches, fused_nodes }))
+    let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
+    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, dispatches, fused_nodes, units }))
 }
 
 /// One distinct body function of a fused dispatch: a kernel on its roots, and the fused dispatch's

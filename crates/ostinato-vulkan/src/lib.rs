@@ -26,6 +26,7 @@ mod options;
 mod record;
 pub mod shaders;
 mod submit;
+mod trace;
 
 pub use error::{MisalignedSlice, VkError};
 pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};

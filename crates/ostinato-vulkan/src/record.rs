@@ -49,12 +49,22 @@ impl Recording {
     /// Like [`Recording::begin`]; the start timestamp (query 0) only where `start_stamp` (a lane's first
     /// segment: the others' stamps are never written, so never read).
     pub(crate) fn begin_segment(ctx: &Arc<Context>, sets: u32, descriptors: u32, transfers: bool, start_stamp: bool) -> Result<Recording, VkError> {
+        Self::begin_with(ctx, sets, descriptors, transfers, 2, start_stamp)
+    }
+
+    /// Like [`Recording::begin`] with `queries` timestamps (at least 1) for [`Recording::stamp`] and no
+    /// start timestamp of its own: a traced recording.
+    pub(crate) fn begin_traced(ctx: &Arc<Context>, sets: u32, descriptors: u32, transfers: bool, queries: u32) -> Result<Recording, VkError> {
+        Self::begin_with(ctx, sets, descriptors, transfers, queries.max(1), false)
+    }
+
+    fn begin_with(ctx: &Arc<Context>, sets: u32, descriptors: u32, transfers: bool, queries: u32, start_stamp: bool) -> Result<Recording, VkError> {
         let d = &ctx.device;
         let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(descriptors.max(1))];
         // SAFETY: valid create info.
         let pool = unsafe { d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(sets.max(1)).pool_sizes(&sizes), None) }
             .map_err(vkr("vkCreateDescriptorPool"))?;
-        let qi = vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2);
+        let qi = vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(queries);
         // SAFETY: valid create info.
         let query = match unsafe { d.create_query_pool(&qi, None) } {
             Ok(q) => q,
@@ -75,7 +85,7 @@ impl Recording {
         unsafe { d.begin_command_buffer(r.cmd, &bi) }.map_err(vkr("vkBeginCommandBuffer"))?;
         // SAFETY: recording; the query pool is ours.
         unsafe {
-            d.cmd_reset_query_pool(r.cmd, query, 0, 2);
+            d.cmd_reset_query_pool(r.cmd, query, 0, queries);
             if start_stamp {
                 d.cmd_write_timestamp(r.cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
             }
@@ -135,6 +145,16 @@ impl Recording {
             d.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
         }
         Ok(())
+    }
+
+    /// Writes timestamp query `index`: at the top of the pipe (once the queue reached this command:
+    /// after the barriers recorded before it) for a start, at the bottom (once every earlier command
+    /// completed) for an `end`.
+    pub(crate) fn stamp(&self, index: u32, end: bool) {
+        let stage = if end { vk::PipelineStageFlags::BOTTOM_OF_PIPE } else { vk::PipelineStageFlags::TOP_OF_PIPE };
+        // SAFETY: recording into our command buffer; the query pool is ours and was sized (and reset)
+        // for every index the caller writes.
+        unsafe { self.ctx.device.cmd_write_timestamp(self.cmd, stage, self.query, index) };
     }
 
     /// `vkCmdCopyBuffer` of `len` bytes.
@@ -200,6 +220,21 @@ impl Finished {
         unsafe { self.ctx.device.get_query_pool_results(self.query, index, &mut t, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT) }
             .map_err(vkr("vkGetQueryPoolResults"))?;
         Ok(t[0])
+    }
+}
+
+impl Finished {
+    /// Timestamps `0..count` of the last completed submission, in device ticks.
+    pub(crate) fn timestamps(&self, count: u32) -> Result<Vec<u64>, VkError> {
+        let mut t = vec![0u64; count as usize];
+        if count == 0 {
+            return Ok(t);
+        }
+        // SAFETY: `count` 64-bit results of our own query pool (sized for them), all written by the
+        // completed submission.
+        unsafe { self.ctx.device.get_query_pool_results(self.query, 0, &mut t, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT) }
+            .map_err(vkr("vkGetQueryPoolResults"))?;
+        Ok(t)
     }
 }
 

@@ -5,6 +5,7 @@ use crate::error::{BindError, SlotError, UsageError};
 use crate::graph::{BufferId, KernelSig, Scalar, SlotId};
 use crate::kernel_ref::KernelRef;
 use crate::plan::Plan;
+use crate::trace::Trace;
 
 /// Where a buffer's memory comes from at instantiation.
 #[derive(Clone, Debug)]
@@ -58,6 +59,10 @@ pub trait Backend {
 ///   After it returns the exec no longer touches the previous memory (memory the exec had allocated
 ///   itself is freed).
 /// - `write_buffer` and `read_buffer` wait for submitted replays first.
+/// - `trace(n)` waits for submitted replays, then runs `n` replays one after another with every node
+///   timed (`docs/trace.md`): the buffers end as after `n` replays, with the same bytes; a backend
+///   that cannot time nodes (no profiling library, a queue without timestamps) refuses with an error
+///   naming what is missing and runs nothing. Untraced replays pay nothing for it.
 pub trait Exec {
     type Error: std::error::Error + Send + Sync + 'static;
     /// User-owned memory a buffer can be rebound to (the backend's [`Backend::Memory`]).
@@ -76,6 +81,8 @@ pub trait Exec {
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), Self::Error>;
     /// Rebinds root buffer `buffer` to `memory` (same length) for the following replays.
     fn rebind(&mut self, buffer: BufferId, memory: Self::Memory) -> Result<(), Self::Error>;
+    /// Runs `replays` replays one after another, each node timed: one [`Trace`] of them all.
+    fn trace(&mut self, replays: usize) -> Result<Trace, Self::Error>;
 }
 
 /// For a backend whose exec drives one device: every buffer must lie on device 0 (`Err` names the

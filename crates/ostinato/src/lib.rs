@@ -30,6 +30,7 @@ pub mod manifest;
 mod named;
 pub mod plan;
 pub mod rng;
+pub mod trace;
 
 pub use backend::{
     allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_single_device, check_slot, for_each_init_piece, pieces, read_roots,
@@ -44,3 +45,4 @@ pub use kernel_ref::{KernelRef, RefOption};
 pub use lanes::Lanes;
 pub use named::Named;
 pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};
+pub use trace::{EdgeKind, ReplaySummary, Span, Trace, TraceEdge, TraceError};

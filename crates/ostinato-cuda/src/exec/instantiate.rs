@@ -39,15 +39,16 @@ impl CudaBackend {
         external: Option<ExternalStream>,
     ) -> Result<CudaExec> {
         self.ctx.bind()?;
+        let _range = crate::nvtx::Range::new(|| format!("ostinato instantiate plan {:016x} ({} nodes)", plan.fingerprint(), plan.node_count()));
         self.check_instantiate(plan, &kernels, &buffers)?;
         let (copy_k, fill_k) = self.helpers.clone();
         // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
         // fused groups as single nodes (same buffers and slots).
         let user_plan = plan;
         let fused = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion)?;
-        let (plan, kernels, fused_nodes) = match &fused {
-            Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes),
-            None => (plan, kernels, 0),
+        let (plan, kernels, fused_nodes, units) = match &fused {
+            Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes, f.units.clone()),
+            None => (plan, kernels, 0, ostinato::trace::unit_per_node(plan.node_count())),
         };
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let lowering = lower_with(plan, &kernel_pdl, copy_k.pdl_capable && fill_k.pdl_capable, self.options.pdl)?;
@@ -79,6 +80,8 @@ impl CudaBackend {
         };
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
         let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
+        let names = nvtx_names(user_plan, plan, &units);
+        let traced = Arc::new(std::sync::Mutex::new(None));
         let (run_plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
         let plan = Arc::new(user_plan.clone());
         let replayer = Replayer {
@@ -95,6 +98,7 @@ impl CudaBackend {
             timer: timer.clone(),
             wait_timeout: self.options.wait_timeout,
             label: label.clone(),
+            observe: Box::new(super::Observe { traced: traced.clone(), names }),
         };
         let replayer = match self.options.launch {
             LaunchOn::Caller => Placement::Caller(Box::new(replayer)),
@@ -117,6 +121,8 @@ impl CudaBackend {
             timer,
             replayer,
             label,
+            units,
+            traced,
             fault: None,
         })
     }
@@ -247,6 +253,24 @@ impl CudaBackend {
         let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
         Ok(Work::Eager { side, done, start: Event::new(false)?, lane_end })
     }
+}
+
+/// The NVTX names of a replay and of each launch of `run_plan` (its node's, or its fused members'),
+/// made only where a profiler listens.
+fn nvtx_names(user_plan: &Plan, run_plan: &Plan, units: &[Vec<NodeId>]) -> Option<super::NvtxNames> {
+    if !crate::nvtx::active() {
+        return None;
+    }
+    let text = |s: String| std::ffi::CString::new(s.replace('\0', " ")).unwrap_or_default();
+    let g = user_plan.graph();
+    let launches = (0..run_plan.node_count())
+        .map(|i| match units.get(i).map(Vec::as_slice) {
+            Some([one]) => text(format!("ostinato {}", g.describe_node(*one))),
+            Some(members) if !members.is_empty() => text(format!("ostinato fused: {} nodes from {}", members.len(), g.describe_node(members[0]))),
+            _ => text(format!("ostinato {}", run_plan.graph().describe_node(NodeId(i as u32)))),
+        })
+        .collect();
+    Some(super::NvtxNames { replay: text(format!("ostinato replay of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count())), launches })
 }
 
 /// Root buffers a child graph uses (a collective's NCCL call, captured work: their pointers live in the

@@ -1,9 +1,10 @@
 //! The CUDA exec: a plan lowered once into either one explicit CUDA graph (default; replay is one
 //! `cuGraphLaunch`) or eager per-lane streams with events for the cross-lane waits the plan kept.
 
-use std::sync::Arc;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
 
-use ostinato::{check_range, check_rebind, check_slot, BufferId, Exec, Plan, Scalar, SlotId};
+use ostinato::{check_range, check_rebind, check_slot, BufferId, Exec, NodeId, Plan, Scalar, SlotId};
 
 use crate::error::{CudaError, Result};
 use crate::ffi::{Context, DeviceAlloc, Event, Function, Graph, GraphExec, GraphNode, KernelArgs, Stream};
@@ -15,6 +16,7 @@ use crate::options::{DeviceMemory, ExternalStream};
 
 mod backend;
 mod instantiate;
+mod trace;
 
 pub use backend::CudaBackend;
 
@@ -51,6 +53,78 @@ struct Replayer {
     wait_timeout: Option<std::time::Duration>,
     /// The exec's name in errors.
     label: Arc<str>,
+    /// What tracing and NVTX need (behind a pointer: the plain replay path never reads it but for
+    /// NVTX's one check).
+    observe: Box<Observe>,
+}
+
+/// The replayer's side of observing replays.
+struct Observe {
+    /// Graph mode, while a trace runs: the graph instantiated again with CUPTI watching.
+    traced: Arc<Mutex<Option<GraphExec>>>,
+    /// The NVTX names of a replay and of each launch, where a profiler listened at instantiation.
+    names: Option<NvtxNames>,
+}
+
+/// What NVTX ranges are called: a replay, and each launch of an eager replay.
+struct NvtxNames {
+    replay: CString,
+    launches: Arc<[CString]>,
+}
+
+/// Calls made around each launch of an eager replay (none on the plain path: it compiles to nothing).
+trait Marks {
+    fn before(&mut self, launch: usize) -> Result<()>;
+    fn after(&mut self, launch: usize) -> Result<()>;
+}
+
+struct NoMarks;
+impl Marks for NoMarks {
+    #[inline(always)]
+    fn before(&mut self, _: usize) -> Result<()> {
+        Ok(())
+    }
+    #[inline(always)]
+    fn after(&mut self, _: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// An NVTX range per launch, named as the node.
+struct NvtxMarks(Arc<[CString]>);
+impl Marks for NvtxMarks {
+    fn before(&mut self, launch: usize) -> Result<()> {
+        if let Some(n) = self.0.get(launch) {
+            crate::nvtx::push(n);
+        }
+        Ok(())
+    }
+    fn after(&mut self, _: usize) -> Result<()> {
+        crate::nvtx::pop();
+        Ok(())
+    }
+}
+
+/// A traced eager replay: each launch's calls tagged with (replay, launch) for CUPTI, inside its
+/// NVTX range where a profiler listens.
+struct CuptiMarks {
+    replay: u32,
+    nvtx: Option<NvtxMarks>,
+}
+impl Marks for CuptiMarks {
+    fn before(&mut self, launch: usize) -> Result<()> {
+        if let Some(m) = &mut self.nvtx {
+            m.before(launch)?;
+        }
+        crate::cupti::push_external(trace::tag(self.replay, Some(launch)))
+    }
+    fn after(&mut self, launch: usize) -> Result<()> {
+        crate::cupti::pop_external()?;
+        match &mut self.nvtx {
+            Some(m) => m.after(launch),
+            None => Ok(()),
+        }
+    }
 }
 
 enum Placement {
@@ -89,6 +163,10 @@ pub struct CudaExec {
     replayer: Placement,
     /// The exec's name in errors: its plan's fingerprint and size.
     label: Arc<str>,
+    /// The user's nodes each node of `run_plan` runs (a trace's units).
+    units: Vec<Vec<NodeId>>,
+    /// Shared with the replayer: the graph a trace instantiates again (graph mode, during a trace).
+    traced: Arc<Mutex<Option<GraphExec>>>,
     /// Set by a wait that timed out or a sticky driver error: every later call is refused.
     fault: Option<Fault>,
 }
@@ -104,8 +182,57 @@ struct Fault {
 
 impl Replayer {
     fn enqueue(&mut self) -> Result<()> {
+        match (&self.work, &self.observe.names) {
+            (Work::Graph { exec, .. }, None) => exec.launch(&self.main),
+            (Work::Graph { exec, .. }, Some(names)) => {
+                crate::nvtx::push(&names.replay);
+                let r = exec.launch(&self.main);
+                crate::nvtx::pop();
+                r
+            }
+            (Work::Eager { .. }, None) => self.enqueue_eager(&mut NoMarks),
+            (Work::Eager { .. }, Some(names)) => {
+                let mut marks = NvtxMarks(names.launches.clone());
+                crate::nvtx::push(&names.replay);
+                let r = self.enqueue_eager(&mut marks);
+                crate::nvtx::pop();
+                r
+            }
+        }
+    }
+
+    /// One traced replay: graph mode launches the traced graph, eager mode tags every launch.
+    fn enqueue_traced(&mut self, replay: u32) -> Result<()> {
+        if let Work::Graph { .. } = &self.work {
+            let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
+            let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to launch".into() })?;
+            crate::cupti::push_external(trace::tag(replay, None))?;
+            let r = exec.launch(&self.main);
+            crate::cupti::pop_external()?;
+            return r;
+        }
+        let mut marks = CuptiMarks { replay, nvtx: self.observe.names.as_ref().map(|n| NvtxMarks(n.launches.clone())) };
+        self.enqueue_eager(&mut marks)
+    }
+
+    /// Gives the traced graph every kernel node's present params (slots patched and buffers rebound
+    /// since the graph was built live in the exec's own graph exec only).
+    fn trace_params(&mut self) -> Result<()> {
+        let Work::Graph { nodes, .. } = &self.work else { return Ok(()) };
+        let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
+        let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to patch".into() })?;
+        for (i, l) in self.lowering.launches.iter().enumerate() {
+            if self.calls[i].is_none() {
+                exec.set_kernel_params(nodes[i], &self.funcs[i], l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An eager replay: each lane's launches on its stream, `marks` around each.
+    fn enqueue_eager(&mut self, marks: &mut impl Marks) -> Result<()> {
         match &self.work {
-            Work::Graph { exec, .. } => exec.launch(&self.main),
+            Work::Graph { .. } => Err(CudaError::Internal { op: "replay", reason: "an eager replay of a graph exec".into() }),
             Work::Eager { side, done, start, lane_end } => {
                 let lanes = self.plan.lanes();
                 if !side.is_empty() {
@@ -124,11 +251,13 @@ impl Replayer {
                     }
                     let i = v.index();
                     let pdl = self.lowering.eager_pdl[i] && lanes.waits(v).is_empty();
+                    marks.before(i)?;
                     match (&self.calls[i], &self.comm, self.children.get(i).and_then(Option::as_ref)) {
                         (Some(call), Some(comm), _) => call.enqueue(comm, s)?,
                         (_, _, Some(child)) => child.launch(s)?,
                         _ => s.launch(&self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?,
                     }
+                    marks.after(i)?;
                     if let Some(e) = &done[i] {
                         e.record(s)?;
                     }
@@ -222,6 +351,8 @@ impl Submitter for Replayer {
             Command::Launch => self.enqueue(),
             Command::Record(i) => self.timer[i].record(&self.main),
             Command::Synchronize => self.wait_idle(),
+            Command::TraceParams => self.trace_params(),
+            Command::TracedLaunch(r) => self.enqueue_traced(r),
         }
     }
 }
@@ -447,6 +578,12 @@ impl Exec for CudaExec {
         self.base[buffer.index()] = memory.ptr();
         self.allocs[buffer.index()] = None;
         Ok(())
+    }
+
+    /// CUPTI's records of every kernel; graph mode launches a graph instantiated again from the exec's
+    /// own while CUPTI watched, so its records name the nodes (`exec/trace.rs`).
+    fn trace(&mut self, replays: usize) -> Result<ostinato::Trace> {
+        self.trace_replays(replays)
     }
 }
 

@@ -48,6 +48,13 @@ pub(crate) struct GraphNode(pub(super) sys::CUgraphNode);
 // one thread at a time.
 unsafe impl Send for GraphNode {}
 
+impl GraphNode {
+    /// The driver's handle, as a number (what a profiler's callbacks name the node by).
+    pub(crate) fn handle(self) -> usize {
+        self.0 as usize
+    }
+}
+
 impl Graph {
     pub(crate) fn new() -> Result<Graph> {
         let mut g = std::ptr::null_mut();

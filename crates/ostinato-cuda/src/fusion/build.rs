@@ -21,6 +21,8 @@ pub struct FusedPlan {
     /// How many groups, and how many of the user's nodes they run.
     pub groups: usize,
     pub fused_nodes: usize,
+    /// The user's nodes each node of `plan` runs (a trace's units).
+    pub units: Vec<Vec<ostinato::NodeId>>,
 }
 
 /// The body node `v` runs when fused, where it may fuse: a kernel certified as a body launched as one
@@ -129,5 +131,6 @@ pub fn fuse(
         all.push(main.with_variants(Some(&early), Some(&plain)));
     }
     let fused_nodes = picked.iter().map(Group::len).sum();
-    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes }))
+    let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
+    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, units }))
 }

@@ -1,0 +1,174 @@
+//! The Llama row's picture: one decode step at position 1,024 traced node by node on CUDA — the
+//! Ostinato arm's own exec (PDL and fusion `auto`), on the row's memory, after the row's graph arms —
+//! written beside the report as Chrome/Perfetto JSON and an SVG timeline, with its sums for REPORT.md:
+//! the step's time on the device, its kernels' time added up (more than the step where programmatic
+//! edges let kernels overlap), the idle time and its gaps, and the untraced step beside it (what
+//! tracing costs).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ostinato::Exec;
+use serde::Serialize;
+
+use super::arms::{bind_cuda, slot_value, OstinatoCuda, RowMemory};
+use super::workload::Workload;
+
+/// The position whose step gets its picture.
+pub const TRACED_POS: u32 = 1024;
+/// Steps traced (the report's sums are the last one's; the first follows an untraced warm-up step).
+const STEPS: usize = 3;
+
+/// What the report says of the traced step.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct StepTimeline {
+    /// The files written beside the report.
+    pub json: String,
+    pub svg: String,
+    /// Bars of a step (launches: a fused group is one) and the plan's programmatic edges among them.
+    pub bars: usize,
+    pub programmatic_edges: usize,
+    /// Per traced step: its time on the device, its bars' durations added up, the time some bar ran,
+    /// the idle time and the number of idle gaps, in µs.
+    pub step_us: Vec<f64>,
+    pub sum_us: Vec<f64>,
+    pub busy_us: Vec<f64>,
+    pub idle_us: Vec<f64>,
+    pub gaps: Vec<usize>,
+    /// The longest idle gap of the last step, µs.
+    pub longest_gap_us: f64,
+    /// Bars on the last step's critical path.
+    pub critical_bars: usize,
+    /// The same exec's step untraced (two events around one replay), µs.
+    pub untraced_step_us: f64,
+}
+
+/// Whether `w` is the row whose step is traced.
+pub fn traced_row(w: &Workload) -> bool {
+    w.model.is_some_and(|(_, pos)| pos == TRACED_POS)
+}
+
+/// Traces `w`'s step on `backend` (the Ostinato arm's) and writes `<out>/<name>.json` and `.svg`.
+pub fn trace_step(
+    backend: &ostinato_cuda::CudaBackend,
+    w: &Workload,
+    memory: &Arc<RowMemory>,
+    init: &[Option<Vec<u8>>],
+    out: &Path,
+) -> Result<StepTimeline, String> {
+    let e = |what: &'static str| move |x: ostinato_cuda::CudaError| format!("{what}: {x}");
+    let plan = ostinato::Plan::compile(&w.graph).map_err(|x| x.to_string())?;
+    let kernels = bind_cuda(backend, w, &plan)?;
+    let mut arm = OstinatoCuda::new(backend, w, kernels, memory, init)?;
+    let exec = arm.exec_mut();
+    if let Some((slot, v)) = slot_value(w, 0) {
+        exec.set_slot(slot, v).map_err(e("set_slot"))?;
+    }
+    exec.replay().map_err(e("replay"))?;
+    let untraced_step_us = exec.replay_timed(1).map_err(e("timed replay"))? * 1e3;
+    let t = exec.trace(STEPS).map_err(e("trace"))?;
+    std::fs::create_dir_all(out).map_err(|x| format!("{}: {x}", out.display()))?;
+    let name = w.id.replace('/', "_");
+    let (json, svg) = (out.join(format!("{name}.trace.json")), out.join(format!("{name}.trace.svg")));
+    ostinato_runtime::trace::write(&t, exec.plan(), Some(&json), Some(&svg)).map_err(|x| x.to_string())?;
+    let sums: Vec<ostinato::ReplaySummary> = (0..t.replays.len()).filter_map(|r| t.summary(r)).collect();
+    let us = |ns: u64| ns as f64 / 1e3;
+    let last = sums.last().cloned().unwrap_or_default();
+    Ok(StepTimeline {
+        json: file_name(&json),
+        svg: file_name(&svg),
+        bars: t.replays.last().map_or(0, Vec::len),
+        programmatic_edges: t.edges.iter().filter(|e| e.kind == ostinato::EdgeKind::Programmatic).count(),
+        step_us: sums.iter().map(|s| us(s.step_ns)).collect(),
+        sum_us: sums.iter().map(|s| us(s.sum_ns)).collect(),
+        busy_us: sums.iter().map(|s| us(s.busy_ns)).collect(),
+        idle_us: sums.iter().map(|s| us(s.idle_ns)).collect(),
+        gaps: sums.iter().map(|s| s.gaps.len()).collect(),
+        longest_gap_us: last.gaps.iter().map(|(a, b)| us(b - a)).fold(0.0, f64::max),
+        critical_bars: t.critical_path(t.replays.len().saturating_sub(1)).len(),
+        untraced_step_us,
+    })
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// The report's section on the traced step (empty where no row was traced).
+pub fn markdown(rows: &[(&str, &Result<StepTimeline, String>)]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "\n## One step, node by node\n");
+    let _ = writeln!(
+        s,
+        "The Ostinato arm's exec (PDL and fusion `auto`) traced with CUPTI ({STEPS} steps after an untraced one; sums of the last). \
+         Open the JSON in Perfetto (ui.perfetto.dev) or `chrome://tracing`; the SVG marks the critical path in red.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| row | bars | programmatic edges | step µs (untraced) | kernels added up µs | busy µs | idle µs (gaps, longest) | critical path bars | files |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+    for (id, r) in rows {
+        match r {
+            Ok(t) => {
+                let last = |v: &[f64]| v.last().copied().unwrap_or(0.0);
+                let _ = writeln!(
+                    s,
+                    "| {id} | {} | {} | {:.1} ({:.1}) | {:.1} | {:.1} | {:.1} ({}, {:.2}) | {} | [{}]({}), [{}]({}) |",
+                    t.bars,
+                    t.programmatic_edges,
+                    last(&t.step_us),
+                    t.untraced_step_us,
+                    last(&t.sum_us),
+                    last(&t.busy_us),
+                    last(&t.idle_us),
+                    t.gaps.last().copied().unwrap_or(0),
+                    t.longest_gap_us,
+                    t.critical_bars,
+                    t.json,
+                    t.json,
+                    t.svg,
+                    t.svg
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(s, "| {id} | trace failed: {e} | | | | | | | |");
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_section_gives_the_last_steps_sums_and_links_the_files() {
+        let t = StepTimeline {
+            json: "llama_1b_pos1024.trace.json".into(),
+            svg: "llama_1b_pos1024.trace.svg".into(),
+            bars: 82,
+            programmatic_edges: 81,
+            step_us: vec![900.0, 830.5],
+            sum_us: vec![950.0, 870.25],
+            busy_us: vec![899.0, 829.0],
+            idle_us: vec![1.0, 1.5],
+            gaps: vec![2, 3],
+            longest_gap_us: 0.75,
+            critical_bars: 82,
+            untraced_step_us: 827.0,
+        };
+        let ok = Ok(t);
+        let failed = Err("CUPTI unavailable".to_string());
+        let md = markdown(&[("llama/1b/pos1024", &ok), ("llama/1b/pos1024@64", &failed)]);
+        assert!(md.contains("## One step, node by node"), "{md}");
+        assert!(md.contains("| llama/1b/pos1024 | 82 | 81 | 830.5 (827.0) | 870.2 | 829.0 | 1.5 (3, 0.75) | 82 | [llama_1b_pos1024.trace.json](llama_1b_pos1024.trace.json)"), "{md}");
+        assert!(md.contains("| llama/1b/pos1024@64 | trace failed: CUPTI unavailable |"), "{md}");
+        assert_eq!(markdown(&[]), "");
+    }
+}

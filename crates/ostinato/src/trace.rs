@@ -1,0 +1,370 @@
+//! A replay seen node by node: what every backend's [`crate::Exec::trace`] returns. Per replay, one
+//! bar per submitted unit — a node, or a fused group naming its members — with its start and end on the
+//! device's clock and the place it ran (a worker thread, a stream, a queue); beside them the plan's
+//! edges with the way the backend kept each (a full dependency, a programmatic one, a barrier, or
+//! inside one fused kernel). The checks a test asks of a trace ([`Trace::check`]) and the sums a report
+//! prints ([`Trace::summary`], [`Trace::critical_path`]) are pure functions of it. Drawing it (Perfetto
+//! JSON, SVG) is the runtime's.
+
+use crate::graph::{NodeId, Scalar};
+use crate::plan::Plan;
+use crate::ErrorKind;
+
+/// How a backend kept one edge of the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EdgeKind {
+    /// The consumer starts once the producer completed (a graph dependency, stream order, an event, a
+    /// dependency counter).
+    Full,
+    /// The consumer may start before the producer completed and waits inside its code (CUDA's
+    /// programmatic dependent launch): its bar may overlap the producer's.
+    Programmatic,
+    /// A barrier between the two commands of one queue (a pipeline barrier, an AQL barrier): the
+    /// consumer starts once the producer completed.
+    Barrier,
+    /// Both ends run inside one fused kernel: ordered by the kernel's own code, one bar for both.
+    Fused,
+}
+
+impl EdgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::Full => "full",
+            EdgeKind::Programmatic => "programmatic",
+            EdgeKind::Barrier => "barrier",
+            EdgeKind::Fused => "fused",
+        }
+    }
+    /// Whether the consumer's bar must start at or after the producer's bar ended.
+    pub fn orders_completion(self) -> bool {
+        matches!(self, EdgeKind::Full | EdgeKind::Barrier)
+    }
+}
+
+/// One edge of the plan as the backend kept it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TraceEdge {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub kind: EdgeKind,
+}
+
+/// One bar: unit `unit` ran at place `place` from `start_ns` to `end_ns` (the trace's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub unit: u32,
+    pub place: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Span {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Replays timed node by node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    /// The backend's name (`host`, `cuda`, `vulkan`).
+    pub backend: String,
+    /// What the times are (`CLOCK_MONOTONIC ns since the exec was made`, `CUPTI device timestamps, ns`).
+    pub clock: String,
+    /// Where units ran: `places[span.place]` (`worker 2`, `stream 13`, `queue 0`).
+    pub places: Vec<String>,
+    /// What each submitted unit runs: one node, or a fused group's members in the order they run.
+    pub units: Vec<Vec<NodeId>>,
+    /// Every edge of the plan, with how the backend kept it.
+    pub edges: Vec<TraceEdge>,
+    /// Per replay, one span per unit (in no particular order).
+    pub replays: Vec<Vec<Span>>,
+    /// The slots' values the replays ran with, by slot id (empty where the exec did not say).
+    pub slots: Vec<Scalar>,
+    /// What a reader should know about how the times were taken.
+    pub notes: Vec<String>,
+}
+
+/// A trace that disagrees with its plan (or with itself).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    #[error("replay {replay}: node n{node} has no bar")]
+    Missing { replay: usize, node: u32 },
+    #[error("replay {replay}: node n{node} appears {count} times")]
+    Repeated { replay: usize, node: u32, count: usize },
+    #[error("unit {unit} names node n{node}, which the plan does not have")]
+    UnknownNode { unit: usize, node: u32 },
+    #[error("replay {replay}: a bar names unit {unit} or place {place}, which the trace does not have")]
+    UnknownUnit { replay: usize, unit: u32, place: u32 },
+    #[error("replay {replay}: unit {unit} ends ({end} ns) before it starts ({start} ns)")]
+    Inverted { replay: usize, unit: u32, start: u64, end: u64 },
+    #[error("replay {replay}: {kind} edge n{from} -> n{to}: n{to} starts at {start} ns, before n{from} ended at {end} ns")]
+    Order { replay: usize, from: u32, to: u32, kind: &'static str, start: u64, end: u64 },
+    #[error("the trace has {got} edges, the plan {want}")]
+    Edges { want: usize, got: usize },
+}
+
+impl TraceError {
+    /// A trace that disagrees with its plan is a result that differs from what the plan says.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Mismatch
+    }
+}
+
+/// What one replay's bars add up to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplaySummary {
+    /// First start and last end.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// `end_ns - start_ns`: the replay's time on the device.
+    pub step_ns: u64,
+    /// Every bar's duration, added up (more than `busy_ns` where bars overlap).
+    pub sum_ns: u64,
+    /// Time some bar ran (the union of the bars).
+    pub busy_ns: u64,
+    /// Time no bar ran between the first start and the last end: `step_ns - busy_ns`.
+    pub idle_ns: u64,
+    /// The idle intervals, in time order.
+    pub gaps: Vec<(u64, u64)>,
+}
+
+/// One unit per node of an `n`-node plan (nothing fused).
+pub fn unit_per_node(n: usize) -> Vec<Vec<NodeId>> {
+    (0..n as u32).map(|v| vec![NodeId(v)]).collect()
+}
+
+/// The units of a plan recorded again with fused groups as single nodes: `node_of[v]` is the node of
+/// the run plan (of `run_nodes`) that runs user node `v`; each unit lists its members in id order.
+pub fn units_from(node_of: &[NodeId], run_nodes: usize) -> Vec<Vec<NodeId>> {
+    let mut units = vec![Vec::new(); run_nodes];
+    for (v, u) in node_of.iter().enumerate() {
+        if let Some(unit) = units.get_mut(u.index()) {
+            unit.push(NodeId(v as u32));
+        }
+    }
+    units
+}
+
+/// Every edge of `plan` with the kind `kind_of` gives it, or [`EdgeKind::Fused`] where both ends are
+/// members of one unit (`unit_of[node]`).
+pub fn edges_of(plan: &Plan, unit_of: &[usize], kind_of: impl Fn(&crate::Edge) -> EdgeKind) -> Vec<TraceEdge> {
+    plan.edges()
+        .iter()
+        .map(|e| {
+            let fused = unit_of.get(e.from.index()).is_some_and(|u| unit_of.get(e.to.index()) == Some(u));
+            TraceEdge { from: e.from, to: e.to, kind: if fused { EdgeKind::Fused } else { kind_of(e) } }
+        })
+        .collect()
+}
+
+impl Trace {
+    /// The unit that runs each node (`usize::MAX` for a node no unit names).
+    pub fn unit_of(&self, nodes: usize) -> Vec<usize> {
+        let mut out = vec![usize::MAX; nodes];
+        for (u, members) in self.units.iter().enumerate() {
+            for m in members {
+                if let Some(slot) = out.get_mut(m.index()) {
+                    *slot = u;
+                }
+            }
+        }
+        out
+    }
+
+    /// Checks the trace against `plan`: every unit names nodes of the plan and every bar a unit and a
+    /// place of the trace; in every replay every node appears in exactly one bar, no bar ends before
+    /// it starts, and for every edge whose kind orders completion (full, barrier) the consumer's bar
+    /// starts at or after the producer's ended. The trace lists every edge of the plan.
+    pub fn check(&self, plan: &Plan) -> Result<(), TraceError> {
+        let n = plan.node_count();
+        for (u, members) in self.units.iter().enumerate() {
+            if let Some(m) = members.iter().find(|m| m.index() >= n) {
+                return Err(TraceError::UnknownNode { unit: u, node: m.0 });
+            }
+        }
+        if self.edges.len() != plan.edges().len() {
+            return Err(TraceError::Edges { want: plan.edges().len(), got: self.edges.len() });
+        }
+        let unit_of = self.unit_of(n);
+        for (r, spans) in self.replays.iter().enumerate() {
+            let mut seen = vec![0usize; n];
+            let mut bar_of: Vec<Option<Span>> = vec![None; self.units.len()];
+            for s in spans {
+                let unit = self.units.get(s.unit as usize);
+                if unit.is_none() || s.place as usize >= self.places.len() {
+                    return Err(TraceError::UnknownUnit { replay: r, unit: s.unit, place: s.place });
+                }
+                if s.end_ns < s.start_ns {
+                    return Err(TraceError::Inverted { replay: r, unit: s.unit, start: s.start_ns, end: s.end_ns });
+                }
+                for m in unit.into_iter().flatten() {
+                    seen[m.index()] += 1;
+                }
+                bar_of[s.unit as usize] = Some(*s);
+            }
+            if let Some(v) = seen.iter().position(|&c| c == 0) {
+                return Err(TraceError::Missing { replay: r, node: v as u32 });
+            }
+            if let Some(v) = seen.iter().position(|&c| c > 1) {
+                return Err(TraceError::Repeated { replay: r, node: v as u32, count: seen[v] });
+            }
+            for e in self.edges.iter().filter(|e| e.kind.orders_completion()) {
+                let bar = |v: NodeId| unit_of.get(v.index()).and_then(|&u| bar_of.get(u).copied().flatten());
+                if let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) {
+                    if b.start_ns < a.end_ns {
+                        return Err(TraceError::Order { replay: r, from: e.from.0, to: e.to.0, kind: e.kind.as_str(), start: b.start_ns, end: a.end_ns });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replay `r`'s sums: its step time, the bars' durations added up, the time some bar ran and the
+    /// idle intervals between the first start and the last end. `None` for a replay the trace lacks.
+    pub fn summary(&self, r: usize) -> Option<ReplaySummary> {
+        let spans = self.replays.get(r)?;
+        let mut bars: Vec<(u64, u64)> = spans.iter().map(|s| (s.start_ns, s.end_ns.max(s.start_ns))).collect();
+        bars.sort_unstable();
+        let (Some(first), Some(last)) = (bars.first().map(|b| b.0), bars.iter().map(|b| b.1).max()) else {
+            return Some(ReplaySummary::default());
+        };
+        let sum_ns = bars.iter().map(|(s, e)| e - s).sum();
+        let (mut busy_ns, mut gaps, mut reach) = (0u64, Vec::new(), first);
+        for &(s, e) in &bars {
+            if s > reach {
+                gaps.push((reach, s));
+            }
+            if e > reach {
+                busy_ns += e - s.max(reach);
+                reach = e;
+            }
+        }
+        let step_ns = last - first;
+        Some(ReplaySummary { start_ns: first, end_ns: last, step_ns, sum_ns, busy_ns, idle_ns: step_ns - busy_ns, gaps })
+    }
+
+    /// Replay `r`'s critical path, as indices into `replays[r]` from the first bar to the last: from
+    /// the bar that ends last, each step goes to the predecessor (through an edge of another unit) that
+    /// ended last — the one this bar waited for — until a bar with no predecessor.
+    pub fn critical_path(&self, r: usize) -> Vec<usize> {
+        let Some(spans) = self.replays.get(r) else { return Vec::new() };
+        let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
+        let unit_of = self.unit_of(nodes);
+        let mut span_of = vec![usize::MAX; self.units.len()];
+        for (i, s) in spans.iter().enumerate() {
+            if let Some(slot) = span_of.get_mut(s.unit as usize) {
+                *slot = i;
+            }
+        }
+        let mut preds: Vec<Vec<usize>> = vec![Vec::new(); self.units.len()];
+        for e in &self.edges {
+            let (a, b) = (unit_of.get(e.from.index()).copied(), unit_of.get(e.to.index()).copied());
+            if let (Some(a), Some(b)) = (a, b) {
+                if a != b && a < preds.len() && b < preds.len() && !preds[b].contains(&a) {
+                    preds[b].push(a);
+                }
+            }
+        }
+        let Some(mut at) = (0..spans.len()).max_by_key(|&i| (spans[i].end_ns, std::cmp::Reverse(i))) else { return Vec::new() };
+        let mut path = vec![at];
+        while let Some(next) = preds[spans[at].unit as usize]
+            .iter()
+            .map(|&u| span_of[u])
+            .filter(|&i| i != usize::MAX && !path.contains(&i))
+            .max_by_key(|&i| (spans[i].end_ns, std::cmp::Reverse(i)))
+        {
+            path.push(next);
+            at = next;
+        }
+        path.reverse();
+        path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Access, Arg, Graph, KernelSig, Launch};
+
+    /// a -> b (RAW on x), c independent.
+    fn plan() -> Plan {
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", 64).unwrap();
+        let y = g.add_buffer("y", 64).unwrap();
+        let k = g.add_kernel(KernelSig::new("k").buffer("o", Access::ReadWrite)).unwrap();
+        g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(x)], &[]).unwrap();
+        g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(x)], &[]).unwrap();
+        g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(y)], &[]).unwrap();
+        Plan::compile(&g).unwrap()
+    }
+
+    fn trace(p: &Plan, bars: &[(u32, u64, u64)]) -> Trace {
+        let units = unit_per_node(p.node_count());
+        let unit_of: Vec<usize> = (0..p.node_count()).collect();
+        Trace {
+            backend: "test".into(),
+            places: vec!["lane".into()],
+            edges: edges_of(p, &unit_of, |_| EdgeKind::Full),
+            units,
+            replays: vec![bars.iter().map(|&(unit, s, e)| Span { unit, place: 0, start_ns: s, end_ns: e }).collect()],
+            ..Trace::default()
+        }
+    }
+
+    #[test]
+    fn a_trace_that_keeps_every_edge_passes_and_one_that_breaks_an_edge_is_named() {
+        let p = plan();
+        trace(&p, &[(0, 0, 10), (1, 10, 20), (2, 5, 30)]).check(&p).unwrap();
+        let e = trace(&p, &[(0, 0, 10), (1, 9, 20), (2, 5, 30)]).check(&p).unwrap_err();
+        assert_eq!(e, TraceError::Order { replay: 0, from: 0, to: 1, kind: "full", start: 9, end: 10 });
+        // A programmatic edge may overlap.
+        let mut t = trace(&p, &[(0, 0, 10), (1, 9, 20), (2, 5, 30)]);
+        t.edges[0].kind = EdgeKind::Programmatic;
+        t.check(&p).unwrap();
+    }
+
+    #[test]
+    fn a_missing_or_repeated_node_and_a_bar_of_no_unit_are_refused() {
+        let p = plan();
+        assert_eq!(trace(&p, &[(0, 0, 10), (1, 10, 20)]).check(&p).unwrap_err(), TraceError::Missing { replay: 0, node: 2 });
+        assert_eq!(trace(&p, &[(0, 0, 10), (1, 10, 20), (2, 0, 1), (2, 1, 2)]).check(&p).unwrap_err(), TraceError::Repeated { replay: 0, node: 2, count: 2 });
+        assert!(matches!(trace(&p, &[(0, 0, 10), (1, 10, 20), (7, 0, 1)]).check(&p), Err(TraceError::UnknownUnit { unit: 7, .. })));
+        assert!(matches!(trace(&p, &[(0, 10, 0), (1, 10, 20), (2, 0, 1)]).check(&p), Err(TraceError::Inverted { .. })));
+        // A fused unit of a and b: one bar names both; its inner edge is not checked.
+        let mut t = trace(&p, &[(0, 0, 20), (1, 5, 30)]);
+        t.units = vec![vec![NodeId(0), NodeId(1)], vec![NodeId(2)]];
+        t.edges = edges_of(&p, &[0, 0, 1], |_| EdgeKind::Full);
+        assert_eq!(t.edges[0].kind, EdgeKind::Fused);
+        t.check(&p).unwrap();
+    }
+
+    #[test]
+    fn the_summary_adds_durations_and_finds_the_idle_gaps() {
+        let p = plan();
+        let t = trace(&p, &[(0, 100, 110), (1, 115, 130), (2, 105, 112)]);
+        let s = t.summary(0).unwrap();
+        assert_eq!((s.start_ns, s.end_ns, s.step_ns), (100, 130, 30));
+        assert_eq!(s.sum_ns, 10 + 15 + 7);
+        assert_eq!((s.busy_ns, s.idle_ns), (27, 3));
+        assert_eq!(s.gaps, vec![(112, 115)]);
+        assert_eq!(t.summary(1), None);
+    }
+
+    #[test]
+    fn the_critical_path_follows_the_predecessor_that_ended_last() {
+        let p = plan();
+        // c ends last, and has no predecessor: the path is c alone.
+        assert_eq!(trace(&p, &[(0, 0, 10), (1, 10, 20), (2, 0, 25)]).critical_path(0), vec![2]);
+        // b ends last: a then b.
+        let t = trace(&p, &[(2, 0, 5), (0, 0, 10), (1, 10, 20)]);
+        assert_eq!(t.critical_path(0), vec![1, 2]);
+    }
+
+    #[test]
+    fn units_from_a_rewrite_list_each_run_nodes_members() {
+        let node_of = [NodeId(0), NodeId(0), NodeId(1), NodeId(0)];
+        assert_eq!(units_from(&node_of, 2), vec![vec![NodeId(0), NodeId(1), NodeId(3)], vec![NodeId(2)]]);
+    }
+}
