@@ -57,6 +57,13 @@ if want cli; then
   for f in examples/mix.toml examples/add_one_serial_941.toml; do for fu in auto off; do
     $BIN/ostinato run "$f" --backend vulkan --fusion $fu --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run $f --backend vulkan --fusion $fu"
   done; done
+  # Traces: the run's own replays traced (CUPTI on CUDA, timestamps on Vulkan), checked and drawn.
+  for args in "--backend cuda" "--backend cuda --mode eager" "--backend cuda --launch thread" "--backend vulkan"; do
+    name=$(tr ' ' '_' <<<"${args#--backend }")
+    $BIN/ostinato run examples/mix.toml $args --replays 3 --check --trace "$OUT/trace-mix-$name.json" --trace-svg "$OUT/trace-mix-$name.svg" >>"$OUT/cli.log" 2>&1 \
+      || fail "run mix.toml $args --trace"
+  done
+  $BIN/ostinato run examples/fused_chain.toml --backend cuda --replays 2 --check --trace "$OUT/trace-fused_chain.json" >>"$OUT/cli.log" 2>&1 || fail "run fused_chain.toml --trace"
   if $BIN/ostinato run examples/mix.toml --backend cuda --replays 1 --check --dot /tmp/mix.dot >>"$OUT/cli.log" 2>&1 \
     && grep -c -- "->" /tmp/mix.dot >>"$OUT/cli.log"; then echo "dot: ok" >>"$OUT/cli.log"; else fail "run --dot"; fi
   tail -n 12 "$OUT/cli.log"
