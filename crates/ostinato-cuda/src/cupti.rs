@@ -306,6 +306,22 @@ pub(crate) struct Activity {
     pub graph_node: u64,
 }
 
+/// The fields the kernel, memcpy and memset records share.
+trait TimedRecord: Copy {
+    fn activity(&self, what: &'static str) -> Activity;
+}
+
+macro_rules! timed_records {
+    ($($record:ty),*) => {$(
+        impl TimedRecord for $record {
+            fn activity(&self, what: &'static str) -> Activity {
+                Activity { what, start: self.start, end: self.end, stream: self.stream_id, correlation: self.correlation_id, graph_node: self.graph_node_id }
+            }
+        }
+    )*};
+}
+timed_records!(KernelRecord, MemcpyRecord, MemsetRecord);
+
 fn collected() -> MutexGuard<'static, Collected> {
     static COLLECTED: OnceLock<Mutex<Collected>> = OnceLock::new();
     COLLECTED.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
@@ -375,6 +391,18 @@ unsafe fn read_record(record: *const u8, left: usize, c: &mut Collected) {
         // SAFETY: `size_of::<T>()` bytes are there; any bit pattern is a valid `T` (integers, raw pointers).
         (left >= std::mem::size_of::<T>()).then(|| unsafe { std::ptr::read_unaligned(record as *const T) })
     }
+    /// A timed record (kernel, memcpy, memset) of `left` bytes as an activity, or a problem where it
+    /// is shorter than its prefix.
+    ///
+    /// # Safety
+    /// `record` points to `left` readable bytes.
+    unsafe fn timed<R: TimedRecord>(record: *const u8, left: usize, what: &'static str, c: &mut Collected) {
+        // SAFETY: as the caller vouches.
+        match unsafe { prefix::<R>(record, left) } {
+            Some(r) => c.activities.push(r.activity(what)),
+            None => c.problems.push(format!("a {what} record of {left} bytes, shorter than its fields this build reads")),
+        }
+    }
     if left < 4 {
         return;
     }
@@ -382,42 +410,12 @@ unsafe fn read_record(record: *const u8, left: usize, c: &mut Collected) {
     let kind = unsafe { std::ptr::read_unaligned(record as *const u32) };
     let short = |what: &str| format!("a {what} record of {left} bytes, shorter than its fields this build reads");
     match kind {
-        // SAFETY: `record` has `left` bytes, as the caller vouches.
-        KIND_CONCURRENT_KERNEL => match unsafe { prefix::<KernelRecord>(record, left) } {
-            Some(k) => c.activities.push(Activity {
-                what: "kernel",
-                start: k.start,
-                end: k.end,
-                stream: k.stream_id,
-                correlation: k.correlation_id,
-                graph_node: k.graph_node_id,
-            }),
-            None => c.problems.push(short("kernel")),
-        },
+        // SAFETY: `record` has `left` bytes, as the caller vouches (here and in the next two arms).
+        KIND_CONCURRENT_KERNEL => unsafe { timed::<KernelRecord>(record, left, "kernel", c) },
         // SAFETY: as above.
-        KIND_MEMCPY => match unsafe { prefix::<MemcpyRecord>(record, left) } {
-            Some(m) => c.activities.push(Activity {
-                what: "memcpy",
-                start: m.start,
-                end: m.end,
-                stream: m.stream_id,
-                correlation: m.correlation_id,
-                graph_node: m.graph_node_id,
-            }),
-            None => c.problems.push(short("memcpy")),
-        },
+        KIND_MEMCPY => unsafe { timed::<MemcpyRecord>(record, left, "memcpy", c) },
         // SAFETY: as above.
-        KIND_MEMSET => match unsafe { prefix::<MemsetRecord>(record, left) } {
-            Some(m) => c.activities.push(Activity {
-                what: "memset",
-                start: m.start,
-                end: m.end,
-                stream: m.stream_id,
-                correlation: m.correlation_id,
-                graph_node: m.graph_node_id,
-            }),
-            None => c.problems.push(short("memset")),
-        },
+        KIND_MEMSET => unsafe { timed::<MemsetRecord>(record, left, "memset", c) },
         // SAFETY: as above.
         KIND_EXTERNAL_CORRELATION => match unsafe { prefix::<ExternalRecord>(record, left) } {
             Some(x) if x.external_kind == EXTERNAL_KIND => {

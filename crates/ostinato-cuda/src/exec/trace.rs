@@ -35,7 +35,8 @@ impl CudaExec {
         if self.graph.is_some() && self.lowering.launches.iter().any(|l| l.child_graph) {
             return Err(CudaError::Unsupported {
                 op: "trace",
-                reason: "a graph with collectives or captured work: their kernels run in child graphs whose nodes a trace cannot name; trace in eager mode".into(),
+                reason: "a graph with collectives or captured work: their kernels run in child graphs whose nodes a trace cannot name; trace in eager mode"
+                    .into(),
             });
         }
         let replays32 = u32::try_from(replays).map_err(|_| CudaError::Usage { op: "trace", reason: format!("{replays} replays: at most {}", u32::MAX) })?;
