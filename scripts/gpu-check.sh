@@ -17,6 +17,8 @@ step() { echo "== $*"; }
 want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench ) ]]; }
 fail() { echo "FAILED: $*"; status=1; }
 source scripts/vulkan-env.sh
+# scripts/build-devbin.sh packs the test binaries.
+if [[ -f $BIN/tests.tar.xz ]]; then rm -rf $BIN/tests && tar -xJf $BIN/tests.tar.xz -C $BIN; fi
 {
   step "machine"; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; uname -r
   step "devices"; $BIN/ostinato devices
