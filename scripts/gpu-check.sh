@@ -29,7 +29,7 @@ if want tests; then
   for t in $BIN/tests/*; do  # the CUDA, Vulkan and Llama-pack test binaries
     echo "--- $(basename "$t")" >>"$OUT/tests.log"
     start=$(date +%s)
-    if ! "$t" --test-threads=1 --nocapture >>"$OUT/tests.log" 2>&1; then fail "$t"; fi
+    if ! timeout 240 "$t" --test-threads=1 --nocapture >>"$OUT/tests.log" 2>&1; then fail "$t"; fi
     echo "--- $(basename "$t") took $(( $(date +%s) - start )) s" >>"$OUT/tests.log"
   done
   grep -E "^test result|FAILED|SKIP|panicked|took" "$OUT/tests.log" | sort | uniq -c | tee "$OUT/tests.summary"
