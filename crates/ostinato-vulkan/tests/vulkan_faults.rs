@@ -60,18 +60,21 @@ fn dropping_an_exec_with_replays_in_flight_waits_for_them() {
     }
 }
 
-/// Each workgroup spinning `p.n` dependent steps (each loads from an address the previous step
+/// Each workgroup spinning `p.m` × `p.n` dependent steps (each loads from an address the previous step
 /// computed, so no compiler folds or shortens the loop). llvmpipe ends any one loop after 65,535
 /// iterations and runs a lone workgroup fast, so the time comes from many workgroups: 8,192 × 60,000
-/// steps, about 2.5 s on two CPU cores, far past the 30 ms deadline below.
+/// steps, about 2.5 s on two CPU cores; a GPU runs those in a few milliseconds (2.4 ms on an H200), so
+/// there the outer loop repeats them 200 times. Either way far past the 30 ms deadline below.
 const SPIN: &str = r#"
-struct Params { n: u32 }
+struct Params { n: u32, m: u32 }
 @group(0) @binding(0) var<storage, read_write> x: array<u32>;
 var<immediate> p: Params;
 @compute @workgroup_size(1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>) {
     var acc = wg.x + 1u;
-    for (var i = 0u; i < p.n; i = i + 1u) { acc = acc * 1664525u + x[acc & 15u] + 1013904223u; }
+    for (var j = 0u; j < p.m; j = j + 1u) {
+        for (var i = 0u; i < p.n; i = i + 1u) { acc = acc * 1664525u + x[acc & 15u] + 1013904223u; }
+    }
     if (acc == 0xdeadbeefu) { x[16] = acc; }
 }
 "#;
@@ -80,12 +83,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>) {
 fn a_wait_past_the_deadline_faults_the_exec() {
     let Some(vk) = backend_or_skip("a_wait_past_the_deadline_faults_the_exec") else { return };
     let vk = vk.with_options(VulkanOptions { wait_timeout: Some(Duration::from_millis(30)), ..VulkanOptions::default() });
-    let sig = KernelSig::new("spin").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let sig = KernelSig::new("spin").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32).scalar("m", ScalarType::U32);
+    let repeats = if vk.context().name.contains("llvmpipe") { 1 } else { 200 };
     let kernel = vk.bind_kernel(&sig, &KernelRef::file(wgsl_file("spin.wgsl", SPIN)).with_entry("main")).unwrap();
     let mut g = Graph::new();
     let x = g.add_buffer("x", 128).unwrap();
     let k = g.add_kernel(sig).unwrap();
-    g.add_launch(k, Launch::new([8192, 1, 1], [1, 1, 1]), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(60_000))], &[]).unwrap();
+    g.add_launch(k, Launch::new([8192, 1, 1], [1, 1, 1]), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(60_000)), Arg::Scalar(Scalar::u32(repeats))], &[]).unwrap();
     let plan = Plan::compile(&g).unwrap();
     let mut exec = vk.instantiate(&plan, vec![kernel], ostinato::allocate_all(&plan)).unwrap();
     exec.replay().unwrap();
