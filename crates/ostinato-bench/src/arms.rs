@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::cuda_raw::{Args, CapturedGraph, Event, Stream};
+use crate::cuda_raw::{allow_dynamic_shared, Args, CapturedGraph, Event, Stream};
 use ostinato::{Arg, Backend, BufferBinding, BufferId, Exec, NodeOp, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy, Variant};
 use ostinato_cuda::DeviceBuffer as Buffer;
@@ -521,6 +521,16 @@ impl Baseline {
         let plan = Plan::compile(g).map_err(err("plan"))?;
         device.bind_to_thread().map_err(err("context"))?;
         let low = lower(&plan, &vec![true; g.kernels().len()], true, PdlPolicy::new(PdlMode::Off));
+        // Past 48 KiB of dynamic shared memory a kernel needs the opt-in, as in any CUDA program.
+        let mut shared = vec![0u32; kernels.len()];
+        for l in &low.launches {
+            if let ostinato_cuda::lower::Callee::Kernel(k) = l.callee {
+                shared[k.index()] = shared[k.index()].max(l.dims.shared);
+            }
+        }
+        for (k, &bytes) in kernels.iter().zip(&shared).filter(|(_, &b)| b > 48 * 1024) {
+            allow_dynamic_shared(k, bytes).map_err(|e| format!("kernel `{}`: {e}", k.name))?;
+        }
         let mut base = vec![0u64; g.buffers().len()];
         for (i, b) in g.buffers().iter().enumerate() {
             if b.root.index() == i {

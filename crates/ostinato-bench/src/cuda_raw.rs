@@ -41,6 +41,15 @@ impl Args {
     }
 }
 
+/// Lets launches of `k`'s main build ask for up to `bytes` of dynamic shared memory (the opt-in past
+/// the 48 KiB a block gets by default).
+pub fn allow_dynamic_shared(k: &CudaKernel, bytes: u32) -> Result<(), String> {
+    let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    let bytes = i32::try_from(bytes).map_err(|_| format!("{bytes} bytes of shared memory"))?;
+    // SAFETY: `k` keeps its module loaded, so its function handle is valid; the driver checks the value.
+    check("cuFuncSetAttribute", unsafe { sys::cuFuncSetAttribute(k.cu_function(), attr, bytes) })
+}
+
 /// A non-blocking stream of the current context.
 pub struct Stream(sys::CUstream);
 
