@@ -365,6 +365,15 @@ impl Recorder<'_> {
             }
             recordings.push(rec.finish()?);
         }
+        if ordering == ReplayOrdering::Events {
+            // Replay 1 waits on the event the second recording sets: set it once beforehand from a
+            // command buffer with the same stage mask (a wait's source stages must be exactly the
+            // setters'; the host's `vkSetEvent` would make them HOST).
+            let primer = Recording::begin_segment(self.ctx, 0, 0, transfers, false)?;
+            primer.set_event(events_guard.events[1]);
+            let primer = primer.finish_segment(false)?;
+            crate::ffi::submit_once(self.ctx, primer.cmd, Some(crate::DEFAULT_WAIT_TIMEOUT))?;
+        }
         let barrier = if ordering == ReplayOrdering::Skip {
             let rec = Recording::begin_segment(self.ctx, 0, 0, transfers, false)?;
             rec.barrier(&[], true);

@@ -252,17 +252,21 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
 /// file, or a `.spv` file (SPIR-V words following the binding convention above).
 pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -> Result<VulkanKernel, VkError> {
     reference.check_options("vulkan", &[]).map_err(|m| refuse(sig, m))?;
+    // A kernel the backend has no code for is not applicable here, before its code is verified.
+    let builtin = match reference.builtin_name() {
+        Some(b) => {
+            let name = if b.is_empty() { sig.name.as_str() } else { b };
+            Some(crate::shaders::wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?)
+        }
+        None => None,
+    };
     crate::access::verify(sig, reference)?;
     if sig.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(ScalarType::F64 | ScalarType::I64 | ScalarType::U64))) && reference.builtin_name().is_some()
     {
         return Err(refuse(sig, "the built-in WGSL kernels take 32-bit scalars"));
     }
-    let (compiled, entry) = match reference.builtin_name() {
-        Some(b) => {
-            let name = if b.is_empty() { sig.name.as_str() } else { b };
-            let src = crate::shaders::wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?;
-            (compile_wgsl(sig, &src, "main")?, "main".to_string())
-        }
+    let (compiled, entry) = match builtin {
+        Some(src) => (compile_wgsl(sig, &src, "main")?, "main".to_string()),
         None => {
             let path = reference.path();
             let entry = reference.entry_for(&sig.name).to_string();
@@ -291,6 +295,17 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
     let bindings = n_buf + u32::from(params_bytes > 0);
     let c_entry = CString::new(entry).map_err(|_| refuse(sig, "the entry name holds a NUL byte"))?;
     let named = |e: VkError| refuse(sig, format!("entry point `{entry}`: {e}"));
+    // A pipeline past the device's workgroup limits is invalid to create: refused here, naming them.
+    if let Some(wg) = compiled.workgroup {
+        let lim = &ctx.limits;
+        let invocations = wg.iter().map(|&x| u64::from(x)).product::<u64>();
+        if (0..3).any(|d| wg[d] > lim.workgroup_size[d]) || invocations > u64::from(lim.workgroup_invocations) {
+            return Err(VkError::NotApplicable(format!(
+                "kernel `{}`: workgroup {wg:?} ({invocations} invocations) is past this device's maxComputeWorkGroupSize {:?} or maxComputeWorkGroupInvocations {} ({})",
+                sig.name, lim.workgroup_size, lim.workgroup_invocations, ctx.name
+            )));
+        }
+    }
     // Push-constant ranges are whole 4-byte words.
     let push_bytes = params_bytes.div_ceil(4) * 4;
     let pipeline = Pipeline::with_entry(ctx, &compiled.words, bindings, 0, &c_entry).map_err(named)?;

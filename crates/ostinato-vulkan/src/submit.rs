@@ -71,12 +71,7 @@ impl QueueRun {
         } else {
             Completion::Fences { in_flight: Vec::new(), free: Vec::new() }
         };
-        let run = QueueRun { ctx: ctx.clone(), ordering, recordings, barrier, events, completion, submitted: 0, completed: 0, ordered: 0 };
-        if let Some(&last) = run.events.last() {
-            // SAFETY: our own event; recording 0 waits on the last one before any replay set it.
-            unsafe { ctx.device.set_event(last) }.map_err(vkr("vkSetEvent"))?;
-        }
-        Ok(run)
+        Ok(QueueRun { ctx: ctx.clone(), ordering, recordings, barrier, events, completion, submitted: 0, completed: 0, ordered: 0 })
     }
 
     /// Whether every submitted replay is known complete; polls the device (one status read) where

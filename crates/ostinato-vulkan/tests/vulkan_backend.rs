@@ -241,6 +241,10 @@ fn bad_input_is_named() {
     assert!(vk.bind_kernel(&mix_sig(), &KernelRef::file(&f).with_entry("main")).is_ok());
     let e = vk.bind_kernel(&ostinato::KernelSig::new("fft").buffer("x", ostinato::Access::ReadWrite), &KernelRef::builtin("fft")).unwrap_err().to_string();
     assert!(e.contains("no WGSL version of kernel `fft`"), "{e}");
+    // Not applicable (what lets a caller skip the backend), also where the code would be verified.
+    let sig = ostinato::KernelSig::new("fft").buffer("x", ostinato::Access::Read).buffer("y", ostinato::Access::Write);
+    let e = vk.bind_kernel(&sig, &KernelRef::builtin("fft")).unwrap_err();
+    assert!(matches!(e, ostinato_vulkan::VkError::NotApplicable(_)), "{e}");
 }
 
 /// Scales `v: array<vec2<f32>>` by 2 (8-byte elements).
