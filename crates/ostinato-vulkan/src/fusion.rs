@@ -86,6 +86,11 @@ pub(crate) fn body(module: &Module, entry: &str, offsets: &Offsets, n_buf: u32, 
             return Err("its params variable is not a struct".into());
         }
     }
+    if module.global_variables.iter().any(|(_, v)| v.space == AddressSpace::Private) {
+        // One thread runs its lane's bodies in turn: their module-scope variables would be initialised
+        // once and shared between the calls.
+        return Err("it has module-scope private variables".into());
+    }
     let uses_shared = module.global_variables.iter().any(|(_, v)| v.space == AddressSpace::WorkGroup);
     let element_sizes = offsets.bindings.iter().map(|b| b.element_size).collect();
     Ok(Arc::new(Body { module: module.clone(), entry: e, args, params, buffers, uses_shared, element_sizes }))

@@ -92,37 +92,6 @@ fn fusion_body(module: &naga::Module, entry: &str, offsets: &Offsets, n_buf: u32
     (body, stride)
 }
 
-/// Gives each storage binding a block type of its own. naga's type arena merges identical types, so
-/// bindings declared with one struct type, or with identical unnamed ones (SPIR-V read back through
-/// naga's front end always has those), come out of the SPIR-V writer sharing one block type; NVIDIA's
-/// driver then lets one binding's `NonWritable` govern the other, and every store through the
-/// writable one is lost (seen on an H200, driver 580: a `.spv` kernel wrote nothing). Each binding
-/// after the first of a shared type gets a copy named after its binding. Where the module then fails
-/// to validate (a function taking a pointer to the shared type), it stays as it was.
-fn own_block_types(module: &mut naga::Module, caps: naga::valid::Capabilities) {
-    let mut seen: Vec<naga::Handle<naga::Type>> = Vec::new();
-    let mut copy = module.clone();
-    let mut changed = false;
-    for (_, var) in copy.global_variables.iter_mut() {
-        if !matches!(var.space, naga::AddressSpace::Storage { .. } | naga::AddressSpace::Uniform) {
-            continue;
-        }
-        if !seen.contains(&var.ty) {
-            seen.push(var.ty);
-            continue;
-        }
-        let Some(binding) = &var.binding else { continue };
-        let ty = &module.types[var.ty];
-        let base = ty.name.as_deref().unwrap_or("Block");
-        let name = format!("{base}_group{}_binding{}", binding.group, binding.binding);
-        var.ty = copy.types.insert(naga::Type { name: Some(name), inner: ty.inner.clone() }, naga::Span::UNDEFINED);
-        changed = true;
-    }
-    if changed && naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&copy).is_ok() {
-        *module = copy;
-    }
-}
-
 fn validate(sig: &KernelSig, module: &naga::Module, caps: naga::valid::Capabilities) -> Result<naga::valid::ModuleInfo, VkError> {
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(module).map_err(|e| refuse(sig, format!("{:?}", e.into_inner())))
 }
@@ -184,7 +153,6 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
     let n_buf = n_buffers(sig);
     let n_scalar = sig.params.len() as u32 - n_buf;
     check_bindings(sig, &module, n_buf, false)?;
-    own_block_types(&mut module, naga::valid::Capabilities::IMMEDIATES);
     let immediates = module.global_variables.iter().filter(|(_, v)| v.space == naga::AddressSpace::Immediate).count();
     if immediates > 1 || (n_scalar > 0 && immediates == 0) {
         return Err(refuse(
@@ -232,7 +200,6 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
         Err(e) => return Ok(as_given(format!("naga's SPIR-V front end cannot read the module ({e})"), None)),
     };
     check_bindings(sig, &module, n_buf, true)?;
-    own_block_types(&mut module, naga::valid::Capabilities::empty());
     let workgroup = entry_workgroup(sig, &module, entry)?;
     let info = match validate(sig, &module, naga::valid::Capabilities::empty()) {
         Ok(i) => i,
@@ -374,45 +341,12 @@ mod tests {
         assert!(c.offsets.bindings.iter().all(|b| b.offsets.is_ok() && b.element_size == 4 && b.element == "u32"), "{:?}", c.offsets.bindings);
     }
 
-    /// The pointer types of the module's storage-buffer variables, from its words (`OpVariable`, storage
-    /// class `StorageBuffer`).
-    fn storage_variable_types(words: &[u32]) -> Vec<u32> {
-        let (mut at, mut types) = (5, Vec::new());
-        while at < words.len() {
-            let (len, op) = ((words[at] >> 16) as usize, words[at] & 0xffff);
-            if op == 59 && words[at + 3] == 12 {
-                types.push(words[at + 1]);
-            }
-            at += len.max(1);
-        }
-        types
-    }
-
     #[test]
-    fn each_storage_binding_gets_a_block_type_of_its_own() {
-        // SPIR-V read back through naga's front end: the two bindings' identical unnamed wrappers merge.
-        let sig = ostinato_host::builtins::mix_sig();
-        let mut module = naga::front::wgsl::parse_str(&crate::shaders::wgsl("mix").unwrap()).unwrap();
-        for (_, v) in module.global_variables.iter_mut() {
-            if v.space == naga::AddressSpace::Immediate {
-                v.space = naga::AddressSpace::Storage { access: naga::StorageAccess::LOAD };
-                v.binding = Some(naga::ResourceBinding { group: 0, binding: 2 });
-            }
-        }
-        let info = validate(&sig, &module, naga::valid::Capabilities::empty()).unwrap();
-        let words = spirv_words(&sig, &module, &info, "main").unwrap();
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let c = compile_spirv(&sig, &bytes, "main").unwrap();
-        let types = storage_variable_types(&c.words);
-        assert_eq!(types.len(), 3);
-        assert!(types.iter().enumerate().all(|(i, t)| !types[..i].contains(t)), "{types:?}");
-        // A WGSL struct type declared once for a read-only and a read-write binding.
-        let src = "struct B { v: array<u32> }\n@group(0) @binding(0) var<storage, read_write> o: B;\n@group(0) @binding(1) var<storage, read> i: B;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { o.v[g.x] = i.v[g.x]; }";
-        let sig = KernelSig::new("copy").buffer("o", Access::ReadWrite).buffer("i", Access::Read);
-        let types = storage_variable_types(&compile_wgsl(&sig, src, "main").unwrap().words);
-        // Two buffers and the params block (the bindings' element offsets).
-        assert_eq!(types.len(), 3);
-        assert!(types.iter().enumerate().all(|(i, t)| !types[..i].contains(t)), "{types:?}");
+    fn a_kernel_with_module_scope_private_variables_is_no_fused_body() {
+        let src = "var<private> calls: u32 = 0u;\n@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) { calls = calls + 1u; x[i] = calls; }";
+        let sig = KernelSig::new("count").buffer("x", Access::ReadWrite);
+        let c = compile_wgsl(&sig, src, "main").unwrap();
+        assert!(c.body.as_ref().is_err_and(|e| e.contains("private")), "{:?}", c.body.as_ref().err());
     }
 
     #[test]

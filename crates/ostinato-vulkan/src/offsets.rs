@@ -302,6 +302,16 @@ pub(crate) fn reimport(mut module: Module) -> Module {
     for (i, (_, f)) in module.functions.iter_mut().enumerate() {
         f.name = Some(format!("{}_{i}", f.name.as_deref().unwrap_or("function")));
     }
+    // It also merges equal global variables, and two unnamed ones of one type and initial value are
+    // equal (SPIR-V without debug names: a compiler's release build, a stripped module): give every
+    // global a name no other has.
+    let mut names: Vec<String> = Vec::with_capacity(module.global_variables.len());
+    for (i, (_, g)) in module.global_variables.iter_mut().enumerate() {
+        if g.name.as_ref().is_none_or(|n| names.contains(n)) {
+            g.name = Some(format!("{}_ostinato_{i}", g.name.as_deref().unwrap_or("global")));
+        }
+        names.extend(g.name.clone());
+    }
     let mut derived = naga_oil::derive::DerivedModule::default();
     derived.set_shader_source(&module, 0);
     derived.into_module_with_entrypoints()

@@ -371,7 +371,7 @@ fn every_replay_ordering_matches_the_host_with_replays_waited_or_in_flight() {
 
 /// The `mix` built-in as a SPIR-V file of the storage-buffer convention (scalars in the storage buffer
 /// after the buffers), written by naga from its WGSL.
-fn mix_spirv() -> Vec<u8> {
+fn mix_spirv(debug_names: bool) -> Vec<u8> {
     let mut module = naga::front::wgsl::parse_str(&ostinato_vulkan::shaders::wgsl("mix").unwrap()).unwrap();
     for (_, v) in module.global_variables.iter_mut() {
         if v.space == naga::AddressSpace::Immediate {
@@ -380,7 +380,9 @@ fn mix_spirv() -> Vec<u8> {
         }
     }
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty()).validate(&module).unwrap();
-    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    // naga names things in its debug builds only: both kinds of module, whatever this test's build.
+    let flags = if debug_names { naga::back::spv::WriterFlags::DEBUG } else { naga::back::spv::WriterFlags::empty() };
+    let options = naga::back::spv::Options { lang_version: (1, 3), flags, ..Default::default() };
     let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
     naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).unwrap().iter().flat_map(|w| w.to_le_bytes()).collect()
 }
@@ -389,11 +391,13 @@ fn mix_spirv() -> Vec<u8> {
 fn a_spirv_kernel_takes_slices_at_any_offset_through_nagas_front_end() {
     let Some(vk) = backend_or_skip("a_spirv_kernel_takes_slices_at_any_offset_through_nagas_front_end") else { return };
     let vk = vk.with_options(ostinato_vulkan::VulkanOptions { fusion: ostinato_vulkan::FusionMode::Off, ..Default::default() });
-    let path = std::env::temp_dir().join(format!("ostinato-vk-spv-{}.spv", std::process::id()));
-    std::fs::write(&path, mix_spirv()).unwrap();
-    let kernel = vk.bind_kernel(&mix_sig(), &KernelRef::file(&path).with_entry("main")).unwrap();
     let host = HostBackend::serial();
-    for seed in 200..215u64 {
+    // With debug names and without: unnamed module-scope variables of one type must stay apart when
+    // the element-offset rewrite rebuilds the module (two merged once, and nothing was written).
+    for (names, seed) in [true, false].into_iter().flat_map(|n| (200..215u64).map(move |s| (n, s))) {
+        let path = std::env::temp_dir().join(format!("ostinato-vk-spv-{}-{names}.spv", std::process::id()));
+        std::fs::write(&path, mix_spirv(names)).unwrap();
+        let kernel = vk.bind_kernel(&mix_sig(), &KernelRef::file(&path).with_entry("main")).unwrap();
         let g = program(seed, 6 + seed as usize % 20);
         let plan = Plan::compile(&g).unwrap();
         let mut exec = vk.instantiate(&plan, vec![kernel.clone()], ostinato::allocate_all(&plan)).unwrap();
@@ -401,7 +405,12 @@ fn a_spirv_kernel_takes_slices_at_any_offset_through_nagas_front_end() {
         let (got, want) = (run(&mut exec, &plan, seed, 2), run(&mut oracle, &plan, seed, 2));
         for (b, (got, want)) in got.iter().zip(&want).enumerate() {
             let differ: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
-            assert!(differ.is_empty(), "seed {seed}: the SPIR-V mix differs from the host in {} bytes of root {b}, first at byte {}", differ.len(), differ[0]);
+            assert!(
+                differ.is_empty(),
+                "seed {seed} (debug names: {names}): the SPIR-V mix differs from the host in {} bytes of root {b}, first at byte {}",
+                differ.len(),
+                differ[0]
+            );
         }
     }
 }
