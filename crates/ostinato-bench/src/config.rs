@@ -22,7 +22,7 @@ pub enum Regime {
     /// No graph arm runs after plain launches on a second stream.
     Fresh,
     /// Before the first row, the eager baseline on two streams between replays of a chain
-    /// (`arms::enter_multi_stream_regime`): every row runs in the state that leaves.
+    /// (`baseline::enter_multi_stream_regime`): every row runs in the state that leaves.
     MultiStream,
 }
 

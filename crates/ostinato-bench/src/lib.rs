@@ -3,6 +3,7 @@
 //! [`BenchConfig`]; the shells map their flags onto it.
 
 pub mod arms;
+pub mod baseline;
 pub mod config;
 mod cuda_raw;
 pub mod manifests;

@@ -7,7 +7,8 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::arms::{self, Arm, ArmKind, Baseline, HostArm, OstinatoCuda, RawSample};
+use crate::arms::{self, Arm, ArmKind, HostArm, OstinatoCuda, RawSample};
+use crate::baseline::{self, Baseline};
 pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
 use crate::workload::{self, Check, DecodeShape, Workload};
@@ -568,7 +569,7 @@ fn open_contexts(args: &BenchConfig, backend: BenchBackend, arms: &[ArmKind]) ->
     Ok((Contexts { cuda, vulkan }, vulkan_device))
 }
 
-/// Puts the driver in the regime the study asks for (the multi-stream one: `arms::enter_multi_stream_regime`);
+/// Puts the driver in the regime the study asks for (the multi-stream one: `baseline::enter_multi_stream_regime`);
 /// its 941-node chain's µs per dispatch before and after.
 fn enter_regime(contexts: &Contexts, regime: Regime) -> Result<Option<[f64; 2]>, BenchError> {
     match (&contexts.cuda, regime) {
@@ -579,7 +580,7 @@ fn enter_regime(contexts: &Contexts, regime: Regime) -> Result<Option<[f64; 2]>,
                 .find(|(k, _)| *k == ArmKind::Ostinato)
                 .map(|(_, b)| b)
                 .ok_or_else(|| BenchError::Run("no CUDA backend for the Ostinato arm".into()))?;
-            Ok(Some(arms::enter_multi_stream_regime(&c.device, &c.modules, backend)?))
+            Ok(Some(baseline::enter_multi_stream_regime(&c.device, &c.modules, backend)?))
         }
         _ => Ok(None),
     }

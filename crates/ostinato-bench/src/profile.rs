@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::arms::{baseline_kernels, ArmKind, Baseline, RowMemory};
+use super::arms::{baseline_kernels, ArmKind, RowMemory};
+use super::baseline::Baseline;
 use super::workload::Workload;
 
 /// The HBM bandwidth the decode rows are measured against (H200: 4.8 TB/s nominal).
