@@ -30,6 +30,7 @@ pub mod manifest;
 mod named;
 pub mod plan;
 pub mod rng;
+pub mod signature;
 pub mod trace;
 
 pub use backend::{
