@@ -1,6 +1,6 @@
 //! The hand-written CUDA baselines: eager launches, the user's stream capture and the expert's capture
 //! with PDL, on the row's memory and stream, submitted through the benchmark's own driver layer
-//! ([`crate::cuda_raw`]).
+//! (`cuda_raw.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
