@@ -42,7 +42,8 @@ pub(crate) struct QueueRun {
     /// overlap the previous one.
     barrier: Option<Finished>,
     /// [`ReplayOrdering::Events`]: the event recording `p` sets at its end (recording `p` waits on the
-    /// other one at its start).
+    /// other one at its start; the one the first replay waits on was set by a one-off command buffer
+    /// when the exec was built).
     events: Vec<vk::Event>,
     completion: Completion,
     /// Replays submitted, and the highest one known complete.
