@@ -1,0 +1,85 @@
+//! Probe: what one tiny dispatch costs between two timestamps on a Vulkan device, across the ways
+//! Ostinato's recording differs from a hand-written one — the command buffer's usage flag
+//! (`SIMULTANEOUS_USE` or none), the element-offset rewrite of the shader (`ostinato_vulkan::offsets`)
+//! or the WGSL as written, the descriptor's range (the slice's bytes or `VK_WHOLE_SIZE`), one dispatch
+//! or 16 with a barrier between them. Run it as a test of the Vulkan crate:
+//!
+//!   cp lab/probes/vulkan_dispatch_gap.rs crates/ostinato-vulkan/tests/ &&
+//!   cargo test --release -p ostinato-vulkan --test vulkan_dispatch_gap -- --nocapture
+//!
+//! (on the GPU machine: build the test binary here, carry it, run it after `source scripts/vulkan-env.sh`).
+//! What it found on the H200 is in docs/fences.md ("Replay ordering on Vulkan").
+#![allow(unsafe_code)] // a probe: raw Vulkan calls through ash, as the bench's raw arm makes them
+use ash::vk;
+use ostinato_vulkan::{Buffer, Context, Pipeline};
+
+fn spirv(module: &naga::Module, caps: naga::valid::Capabilities) -> Vec<u32> {
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(module).unwrap();
+    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+    naga::back::spv::write_vec(module, &info, &options, Some(&pipeline)).unwrap()
+}
+
+#[test]
+fn single_dispatch_variants() {
+    let Ok(ctx) = Context::open() else { return };
+    println!("device {}", ctx.name);
+    let src = ostinato_vulkan::shaders::wgsl("add_one").unwrap();
+    let plain = spirv(&naga::front::wgsl::parse_str(&src).unwrap(), naga::valid::Capabilities::IMMEDIATES);
+    let mut m = naga::front::wgsl::parse_str(&src).unwrap();
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::IMMEDIATES).validate(&m).unwrap();
+    let off = ostinato_vulkan::offsets::add_offsets(&mut m, &info, 1, 4, ostinato_vulkan::offsets::ParamsVar::Immediate);
+    println!("offsets {:?}", off.at);
+    let rewritten = spirv(&m, naga::valid::Capabilities::IMMEDIATES);
+    let (period, _) = ctx.timestamp_period();
+    let x = Buffer::new(&ctx, 1 << 20, false).unwrap();
+    let d = ctx.device();
+    for (name, words, push) in [("as-written", &plain, vec![256u32]), ("offset-rewrite", &rewritten, vec![256u32, 0])] {
+        let p = Pipeline::new(&ctx, words, 1, 4 * push.len() as u32).unwrap();
+        let (pipe, layout, set_layout) = p.handles();
+        for (fname, flags) in [("none", vk::CommandBufferUsageFlags::empty()), ("simultaneous", vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)] {
+            for range in [1024u64, vk::WHOLE_SIZE] {
+                for dispatches in [1u32, 16] {
+                    let mut us = Vec::new();
+                    unsafe {
+                        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
+                        let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None).unwrap();
+                        let sls = [set_layout];
+                        let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
+                        let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(0).range(range)];
+                        d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+                        let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
+                        let cmd = ctx.command_buffer().unwrap();
+                        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(flags)).unwrap();
+                        d.cmd_reset_query_pool(cmd, query, 0, 2);
+                        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
+                        for k in 0..dispatches {
+                            if k > 0 {
+                                let mb = [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+                                d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::COMPUTE_SHADER, vk::DependencyFlags::empty(), &mb, &[], &[]);
+                            }
+                            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+                            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+                            let bytes: Vec<u8> = push.iter().flat_map(|v| v.to_le_bytes()).collect();
+                            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+                            d.cmd_dispatch(cmd, 1, 1, 1);
+                        }
+                        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
+                        d.end_command_buffer(cmd).unwrap();
+                        let fence = ctx.fence().unwrap();
+                        for i in 0..300 {
+                            ctx.submit_wait(cmd, fence, None).unwrap();
+                            let mut t = [0u64; 2];
+                            d.get_query_pool_results(query, 0, &mut t, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+                            if i >= 50 {
+                                us.push((t[1] - t[0]) as f64 * period / 1000.0 / dispatches as f64);
+                            }
+                        }
+                    }
+                    us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                    println!("GAP {name:15} {fname:13} range {:>10} dispatches {dispatches:3}: median {:.3} µs per dispatch (p10 {:.3}, p90 {:.3})", if range == vk::WHOLE_SIZE { "whole".to_string() } else { range.to_string() }, us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10]);
+                }
+            }
+        }
+    }
+}
