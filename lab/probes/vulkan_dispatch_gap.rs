@@ -2,7 +2,9 @@
 //! Ostinato's recording differs from a hand-written one — the command buffer's usage flag
 //! (`SIMULTANEOUS_USE` or none), the element-offset rewrite of the shader (`ostinato_vulkan::offsets`)
 //! or the WGSL as written, the descriptor's range (the slice's bytes or `VK_WHOLE_SIZE`), one dispatch
-//! or 16 with a barrier between them. Run it as a test of the Vulkan crate:
+//! or 16 with a barrier between them; a fan of 4, 16 and 64 consumers with one global memory barrier
+//! or one buffer memory barrier per written slice; and one dispatch submitted signalling a timeline
+//! semaphore instead of a fence. Run it as a test of the Vulkan crate:
 //!
 //!   cp lab/probes/vulkan_dispatch_gap.rs crates/ostinato-vulkan/tests/ &&
 //!   cargo test --release -p ostinato-vulkan --test vulkan_dispatch_gap -- --nocapture
@@ -81,5 +83,125 @@ fn single_dispatch_variants() {
                 }
             }
         }
+    }
+}
+
+/// A fan: one dispatch, a barrier, `k` dispatches on disjoint 4 KiB slices, a barrier, one dispatch;
+/// the barriers either one global memory barrier or one buffer memory barrier per written slice.
+/// Also the single dispatch submitted signalling a timeline semaphore instead of a fence.
+#[test]
+fn fan_barriers_and_submission() {
+    let Ok(ctx) = Context::open() else { return };
+    let src = ostinato_vulkan::shaders::wgsl("add_one").unwrap();
+    let mut m = naga::front::wgsl::parse_str(&src).unwrap();
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::IMMEDIATES).validate(&m).unwrap();
+    ostinato_vulkan::offsets::add_offsets(&mut m, &info, 1, 4, ostinato_vulkan::offsets::ParamsVar::Immediate);
+    let words = spirv(&m, naga::valid::Capabilities::IMMEDIATES);
+    let (period, _) = ctx.timestamp_period();
+    let x = Buffer::new(&ctx, 1 << 20, false).unwrap();
+    let d = ctx.device();
+    let p = Pipeline::new(&ctx, &words, 1, 8).unwrap();
+    let (pipe, layout, set_layout) = p.handles();
+    for k in [4u64, 16, 64] {
+        for global in [true, false] {
+            let mut us = Vec::new();
+            unsafe {
+                let n = k as u32 + 2;
+                let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(n)];
+                let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(n).pool_sizes(&sizes), None).unwrap();
+                let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
+                let cmd = ctx.command_buffer().unwrap();
+                d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)).unwrap();
+                d.cmd_reset_query_pool(cmd, query, 0, 2);
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
+                let dispatch = |off: u64, len: u64| {
+                    let sls = [set_layout];
+                    let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
+                    let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(off).range(len)];
+                    d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+                    d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+                    d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+                    let bytes: Vec<u8> = [256u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+                    d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+                    d.cmd_dispatch(cmd, 4, 1, 1);
+                };
+                let barrier = |ranges: &[(u64, u64)]| {
+                    let (w, a) = (vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE);
+                    let s = vk::PipelineStageFlags::COMPUTE_SHADER;
+                    if global {
+                        let mb = [vk::MemoryBarrier::default().src_access_mask(w).dst_access_mask(a)];
+                        d.cmd_pipeline_barrier(cmd, s, s, vk::DependencyFlags::empty(), &mb, &[], &[]);
+                    } else {
+                        let bb: Vec<vk::BufferMemoryBarrier> = ranges
+                            .iter()
+                            .map(|&(o, l)| vk::BufferMemoryBarrier::default().src_access_mask(w).dst_access_mask(a).src_queue_family_index(vk::QUEUE_FAMILY_IGNORED).dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED).buffer(x.handle()).offset(o).size(l))
+                            .collect();
+                        d.cmd_pipeline_barrier(cmd, s, s, vk::DependencyFlags::empty(), &[], &bb, &[]);
+                    }
+                };
+                dispatch(0, 4096);
+                barrier(&[(0, 4096)]);
+                // Consumers on slices 8 KiB apart (not neighbours: one range each).
+                let slices: Vec<(u64, u64)> = (0..k).map(|i| (8192 * (i + 1), 4096)).collect();
+                for &(o, l) in &slices {
+                    dispatch(o, l);
+                }
+                barrier(&slices);
+                dispatch(0, 4096);
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
+                d.end_command_buffer(cmd).unwrap();
+                let fence = ctx.fence().unwrap();
+                for i in 0..300 {
+                    ctx.submit_wait(cmd, fence, None).unwrap();
+                    let mut t = [0u64; 2];
+                    d.get_query_pool_results(query, 0, &mut t, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+                    if i >= 50 {
+                        us.push((t[1] - t[0]) as f64 * period / 1000.0 / (k as f64 + 2.0));
+                    }
+                }
+            }
+            us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!("FAN k {k:3} {:7}: median {:.3} µs per dispatch (p10 {:.3}, p90 {:.3})", if global { "global" } else { "ranges" }, us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10]);
+        }
+    }
+    // One dispatch, submitted signalling a timeline semaphore (as the exec does) or a fence.
+    unsafe {
+        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
+        let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None).unwrap();
+        let sls = [set_layout];
+        let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
+        let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(0).range(1024)];
+        d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+        let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
+        let cmd = ctx.command_buffer().unwrap();
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)).unwrap();
+        d.cmd_reset_query_pool(cmd, query, 0, 2);
+        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+        d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+        let bytes: Vec<u8> = [256u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+        d.cmd_dispatch(cmd, 1, 1, 1);
+        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
+        d.end_command_buffer(cmd).unwrap();
+        let mut ti = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
+        let sem = d.create_semaphore(&vk::SemaphoreCreateInfo::default().push_next(&mut ti), None).unwrap();
+        let mut us = Vec::new();
+        for i in 1..=300u64 {
+            let cmds = [cmd];
+            let sig = [sem];
+            let vals = [i];
+            let mut tsi = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&vals);
+            let si = [vk::SubmitInfo::default().command_buffers(&cmds).signal_semaphores(&sig).push_next(&mut tsi)];
+            ctx.queue_submit(0, &si, vk::Fence::null()).unwrap();
+            d.wait_semaphores(&vk::SemaphoreWaitInfo::default().semaphores(&sig).values(&vals), u64::MAX).unwrap();
+            let mut t = [0u64; 2];
+            d.get_query_pool_results(query, 0, &mut t, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+            if i > 50 {
+                us.push((t[1] - t[0]) as f64 * period / 1000.0);
+            }
+        }
+        us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!("SUBMIT timeline semaphore: one dispatch median {:.3} µs (p10 {:.3}, p90 {:.3})", us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10]);
     }
 }
