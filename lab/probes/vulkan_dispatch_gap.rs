@@ -4,7 +4,8 @@
 //! or the WGSL as written, the descriptor's range (the slice's bytes or `VK_WHOLE_SIZE`), one dispatch
 //! or 16 with a barrier between them; a fan of 4, 16 and 64 consumers with one global memory barrier
 //! or one buffer memory barrier per written slice; and one dispatch submitted signalling a timeline
-//! semaphore instead of a fence. Run it as a test of the Vulkan crate:
+//! semaphore instead of a fence (compare the two tests' numbers from one run only: machines differ by
+//! more than that). Run it as a test of the Vulkan crate:
 //!
 //!   cp lab/probes/vulkan_dispatch_gap.rs crates/ostinato-vulkan/tests/ &&
 //!   cargo test --release -p ostinato-vulkan --test vulkan_dispatch_gap -- --nocapture

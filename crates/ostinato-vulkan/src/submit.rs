@@ -1,11 +1,8 @@
 //! Submitting an exec's recorded command buffer on one queue, once per replay, ordered after the
 //! previous replay as [`ReplayOrdering`] says, and knowing when replays completed (an FFI module).
 //!
-//! Completion is one fence per replay in flight; the `timeline` ordering, whose submissions wait on
-//! the previous replay's value, uses a timeline semaphore instead (replay `k` signals value `k`). A
-//! fence, because on NVIDIA's driver (H200, 580) a submission that signals a timeline semaphore took
-//! about 0.5 µs more between the timestamps of a one-dispatch command buffer than one that signals a
-//! fence (4.35 against 3.78–3.90 µs, `lab/probes/vulkan_dispatch_gap.rs`). Why each ordering is correct
+//! Completion is a timeline semaphore where the device has them (replay `k` signals value `k`: no
+//! per-replay object, no reset), else one fence per replay in flight. Why each ordering is correct
 //! (Vulkan 1.3, "Synchronization and Cache Control"): a pipeline barrier's first scope is every
 //! command earlier in submission order, the previous replays included; a semaphore signal makes the
 //! writes of every command before it available and a wait makes them visible to the waiting batch; an
@@ -67,7 +64,7 @@ impl QueueRun {
         barrier: Option<Finished>,
         events: Vec<vk::Event>,
     ) -> Result<QueueRun, VkError> {
-        let completion = if ctx.timeline && ordering == ReplayOrdering::Timeline {
+        let completion = if ctx.timeline {
             let mut ti = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
             let ci = vk::SemaphoreCreateInfo::default().push_next(&mut ti);
             // SAFETY: valid create info; the device was created with timeline semaphores.
