@@ -202,22 +202,7 @@ fn candidates() -> Vec<PathBuf> {
         out.push(t.join("extras/CUPTI/lib64/libcupti.so"));
         out.push(t.join("lib64/libcupti.so"));
     }
-    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(std::env::var_os).map(PathBuf::from).collect();
-    prefixes.extend(["/usr/local", "/usr"].map(PathBuf::from));
-    if let Ok(opt) = std::fs::read_dir("/opt") {
-        prefixes.extend(opt.flatten().map(|e| e.path().join(".venv")));
-    }
-    for p in prefixes {
-        let Ok(libs) = std::fs::read_dir(p.join("lib")) else { continue };
-        for py in libs.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("python3")) {
-            for pkgs in ["site-packages", "dist-packages"] {
-                let base = py.path().join(pkgs).join("nvidia");
-                out.push(base.join("cuda_cupti/lib/libcupti.so.12"));
-                out.push(base.join("cuda_cupti/lib/libcupti.so.13"));
-                out.push(base.join("cu13/lib/libcupti.so.13"));
-            }
-        }
-    }
+    out.extend(crate::wheels::nvidia_wheel_files(&["cuda_cupti/lib/libcupti.so.12", "cuda_cupti/lib/libcupti.so.13", "cu13/lib/libcupti.so.13"]));
     out
 }
 
@@ -454,15 +439,15 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
 }
 
 /// One trace's use of CUPTI: the process's only one while it lives (CUPTI's activity state is the
-/// process's). Enables the kinds a trace reads; [`Session::finish`] flushes and hands back what came.
-pub(crate) struct Session {
+/// process's). Enables the kinds a trace reads; [`ActivityWatch::finish`] flushes and hands back what came.
+pub(crate) struct ActivityWatch {
     api: &'static Api,
     enabled: Vec<u32>,
     _only: MutexGuard<'static, ()>,
 }
 
-impl Session {
-    pub(crate) fn begin() -> Result<Session> {
+impl ActivityWatch {
+    pub(crate) fn begin() -> Result<ActivityWatch> {
         static ONLY: Mutex<()> = Mutex::new(());
         static REGISTERED: OnceLock<std::result::Result<(), (c_int, &'static str)>> = OnceLock::new();
         let api = api()?;
@@ -476,7 +461,7 @@ impl Session {
             check(op, *code)?;
         }
         *collected() = Collected::default();
-        let mut s = Session { api, enabled: Vec::new(), _only: only };
+        let mut s = ActivityWatch { api, enabled: Vec::new(), _only: only };
         for kind in KINDS {
             // SAFETY: enables one activity kind.
             check("cuptiActivityEnable", unsafe { (api.enable)(kind) })?;
@@ -508,13 +493,13 @@ impl Session {
 
     fn disable(&mut self) {
         for kind in self.enabled.drain(..) {
-            // SAFETY: disables a kind this session enabled.
+            // SAFETY: disables a kind this watch enabled.
             let _ = unsafe { (self.api.disable)(kind) };
         }
     }
 }
 
-impl Drop for Session {
+impl Drop for ActivityWatch {
     fn drop(&mut self) {
         self.disable();
     }

@@ -32,6 +32,7 @@ mod options;
 pub mod ptx;
 pub mod sass;
 pub mod user;
+mod wheels;
 
 pub use captured::CapturedWork;
 pub use device::{Device, DeviceInfo, DeviceSelector};

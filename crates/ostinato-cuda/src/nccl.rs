@@ -35,19 +35,7 @@ struct Api {
 /// Where to look for `libnccl.so.2` after the loader's own path, in order.
 fn candidates() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::env::var_os("OSTINATO_NCCL").map(PathBuf::from).into_iter().collect();
-    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(std::env::var_os).map(PathBuf::from).collect();
-    prefixes.extend(["/usr/local", "/usr"].map(PathBuf::from));
-    if let Ok(opt) = std::fs::read_dir("/opt") {
-        prefixes.extend(opt.flatten().map(|e| e.path().join(".venv")));
-    }
-    for p in prefixes {
-        let Ok(libs) = std::fs::read_dir(p.join("lib")) else { continue };
-        for py in libs.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("python3")) {
-            for pkgs in ["site-packages", "dist-packages"] {
-                out.push(py.path().join(pkgs).join("nvidia/nccl/lib/libnccl.so.2"));
-            }
-        }
-    }
+    out.extend(crate::wheels::nvidia_wheel_files(&["nccl/lib/libnccl.so.2"]));
     out
 }
 

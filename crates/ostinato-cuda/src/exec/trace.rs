@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use ostinato::{EdgeKind, Exec, NodeId, Span, Trace};
 
 use super::CudaExec;
-use crate::cupti::{Collected, Session};
+use crate::cupti::{ActivityWatch, Collected};
 use crate::error::{CudaError, Result};
 use crate::launch_thread::Command;
 
@@ -41,11 +41,11 @@ impl CudaExec {
         }
         let replays32 = u32::try_from(replays).map_err(|_| CudaError::Usage { op: "trace", reason: format!("{replays} replays: at most {}", u32::MAX) })?;
         self.wait()?;
-        let session = Session::begin()?;
+        let watch = ActivityWatch::begin()?;
         self.ctx.bind()?;
         let mut clone_to_launch: HashMap<u64, usize> = HashMap::new();
         if let Some((graph, _)) = &self.graph {
-            let exec = session.watch_clones(|| graph.instantiate())?;
+            let exec = watch.watch_clones(|| graph.instantiate())?;
             // Uploaded before the first traced launch, as the exec's own graph was: no replay of the
             // trace includes the upload.
             exec.upload(&self.main)?;
@@ -57,7 +57,7 @@ impl CudaExec {
         if self.fault.as_ref().is_some_and(|f| f.running) {
             std::mem::forget(traced);
         }
-        let collected = session.finish();
+        let collected = watch.finish();
         ran?;
         let collected = collected?;
         if let Some((_, nodes)) = &self.graph {
