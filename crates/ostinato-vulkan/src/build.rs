@@ -152,13 +152,7 @@ fn check_plan(ctx: &Context, plan: &Plan, kernels: &[VulkanKernel]) -> Result<()
         if (0..3).any(|d| launch.grid[d] > lim.workgroup_count[d]) {
             return Err(past(&format!("grid {:?} exceeds maxComputeWorkGroupCount {:?}", launch.grid, lim.workgroup_count)));
         }
-        if (0..3).any(|d| wg[d] > lim.workgroup_size[d]) {
-            return Err(past(&format!("workgroup {wg:?} exceeds maxComputeWorkGroupSize {:?}", lim.workgroup_size)));
-        }
-        let invocations = wg.iter().map(|&x| x as u64).product::<u64>();
-        if invocations > lim.workgroup_invocations as u64 {
-            return Err(past(&format!("workgroup {wg:?} has {invocations} invocations, past maxComputeWorkGroupInvocations {}", lim.workgroup_invocations)));
-        }
+        lim.check_workgroup(wg).map_err(|why| past(&why))?;
     }
     Ok(())
 }

@@ -58,6 +58,21 @@ pub struct DeviceLimits {
     pub storage_range: u32,
 }
 
+impl DeviceLimits {
+    /// Whether a workgroup of `wg` invocations fits `maxComputeWorkGroupSize` and
+    /// `maxComputeWorkGroupInvocations`; the limit it is past, where not.
+    pub fn check_workgroup(&self, wg: [u32; 3]) -> Result<(), String> {
+        if (0..3).any(|d| wg[d] > self.workgroup_size[d]) {
+            return Err(format!("workgroup {wg:?} exceeds maxComputeWorkGroupSize {:?}", self.workgroup_size));
+        }
+        let invocations = wg.iter().map(|&x| u64::from(x)).product::<u64>();
+        if invocations > u64::from(self.workgroup_invocations) {
+            return Err(format!("workgroup {wg:?} has {invocations} invocations, past maxComputeWorkGroupInvocations {}", self.workgroup_invocations));
+        }
+        Ok(())
+    }
+}
+
 impl Context {
     /// Opens the first device with a compute queue (a discrete GPU first; `OSTINATO_VK_DEVICE` picks by
     /// name substring). `Err(NoLoader)` without a Vulkan loader, `Err(NoDevice)` without a device.

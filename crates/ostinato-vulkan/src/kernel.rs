@@ -264,14 +264,7 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
     let named = |e: VkError| refuse(sig, format!("entry point `{entry}`: {e}"));
     // A pipeline past the device's workgroup limits is invalid to create: refused here, naming them.
     if let Some(wg) = compiled.workgroup {
-        let lim = &ctx.limits;
-        let invocations = wg.iter().map(|&x| u64::from(x)).product::<u64>();
-        if (0..3).any(|d| wg[d] > lim.workgroup_size[d]) || invocations > u64::from(lim.workgroup_invocations) {
-            return Err(VkError::NotApplicable(format!(
-                "kernel `{}`: workgroup {wg:?} ({invocations} invocations) is past this device's maxComputeWorkGroupSize {:?} or maxComputeWorkGroupInvocations {} ({})",
-                sig.name, lim.workgroup_size, lim.workgroup_invocations, ctx.name
-            )));
-        }
+        ctx.limits.check_workgroup(wg).map_err(|why| VkError::NotApplicable(format!("kernel `{}`: {why} ({})", sig.name, ctx.name)))?;
     }
     // Push-constant ranges are whole 4-byte words.
     let push_bytes = params_bytes.div_ceil(4) * 4;
