@@ -13,6 +13,11 @@ pub(crate) fn nvidia_wheel_files(files: &[&str]) -> Vec<PathBuf> {
     if let Ok(opt) = std::fs::read_dir("/opt") {
         prefixes.extend(opt.flatten().map(|e| e.path().join(".venv")));
     }
+    wheel_files_under(&prefixes, files)
+}
+
+/// `PREFIX/lib/python3*/{site,dist}-packages/nvidia/FILE` for each prefix, Python and file, in order.
+fn wheel_files_under(prefixes: &[PathBuf], files: &[&str]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for p in prefixes {
         let Ok(libs) = std::fs::read_dir(p.join("lib")) else { continue };
@@ -24,4 +29,26 @@ pub(crate) fn nvidia_wheel_files(files: &[&str]) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_python_of_every_prefix_is_looked_in_and_nothing_else() {
+        let root = std::env::temp_dir().join(format!("ostinato-wheels-{}", std::process::id()));
+        let (venv, none) = (root.join("venv"), root.join("no-python"));
+        std::fs::create_dir_all(venv.join("lib/python3.12")).unwrap();
+        std::fs::create_dir_all(venv.join("lib/perl5")).unwrap();
+        std::fs::create_dir_all(none.join("lib")).unwrap();
+        let got = wheel_files_under(&[root.join("missing"), none, venv.clone()], &["nccl/lib/libnccl.so.2", "cu13/lib/libcupti.so.13"]);
+        let py = venv.join("lib/python3.12");
+        let want: Vec<PathBuf> = ["site-packages", "dist-packages"]
+            .iter()
+            .flat_map(|p| ["nccl/lib/libnccl.so.2", "cu13/lib/libcupti.so.13"].map(|f| py.join(p).join("nvidia").join(f)))
+            .collect();
+        assert_eq!(got, want);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
