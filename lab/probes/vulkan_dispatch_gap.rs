@@ -5,7 +5,9 @@
 //! or 16 with a barrier between them; a fan of 4, 16 and 64 consumers with one global memory barrier
 //! or one buffer memory barrier per written slice; and one dispatch submitted signalling a timeline
 //! semaphore instead of a fence (compare the two tests' numbers from one run only: machines differ by
-//! more than that). Run it as a test of the Vulkan crate:
+//! more than that); and one dispatch after what the host did between submissions (nothing, a copy
+//! through a kept staging buffer, a copy through a staging buffer allocated and freed around it, or a
+//! 200 µs busy wait). Run it as a test of the Vulkan crate:
 //!
 //!   cp lab/probes/vulkan_dispatch_gap.rs crates/ostinato-vulkan/tests/ &&
 //!   cargo test --release -p ostinato-vulkan --test vulkan_dispatch_gap -- --nocapture
@@ -204,5 +206,131 @@ fn fan_barriers_and_submission() {
         }
         us.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!("SUBMIT timeline semaphore: one dispatch median {:.3} µs (p10 {:.3}, p90 {:.3})", us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10]);
+    }
+}
+
+/// One dispatch timed after what the host did since the previous submission completed: nothing; an
+/// upload through a kept staging buffer; an upload through a staging buffer allocated before the copy
+/// and freed after it (as `write_buffer` did); a 200 µs busy wait (the GPU idle that long).
+#[test]
+fn single_dispatch_after_host_work() {
+    let Ok(ctx) = Context::open() else { return };
+    let src = ostinato_vulkan::shaders::wgsl("add_one").unwrap();
+    let words = spirv(&naga::front::wgsl::parse_str(&src).unwrap(), naga::valid::Capabilities::IMMEDIATES);
+    let (period, _) = ctx.timestamp_period();
+    let x = Buffer::new(&ctx, 1 << 20, false).unwrap();
+    let kept = Buffer::new(&ctx, 1024, true).unwrap();
+    let d = ctx.device();
+    let p = Pipeline::new(&ctx, &words, 1, 4).unwrap();
+    let (pipe, layout, set_layout) = p.handles();
+    unsafe {
+        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
+        let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None).unwrap();
+        let sls = [set_layout];
+        let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
+        let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(0).range(1024)];
+        d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+        let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
+        let cmd = ctx.command_buffer().unwrap();
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default()).unwrap();
+        d.cmd_reset_query_pool(cmd, query, 0, 2);
+        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+        d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+        d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &256u32.to_le_bytes());
+        d.cmd_dispatch(cmd, 1, 1, 1);
+        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
+        d.end_command_buffer(cmd).unwrap();
+        let fence = ctx.fence().unwrap();
+        for between in ["nothing", "kept staging", "fresh staging", "busy 200us", "nothing"] {
+            let mut us = Vec::new();
+            let mut host = Vec::new();
+            for i in 0..300 {
+                let t = std::time::Instant::now();
+                match between {
+                    "kept staging" => ostinato_vulkan::copy(&ctx, &kept, 0, &x, 0, 1024, None).unwrap(),
+                    "fresh staging" => {
+                        let s = Buffer::new(&ctx, 1024, true).unwrap();
+                        ostinato_vulkan::copy(&ctx, &s, 0, &x, 0, 1024, None).unwrap();
+                    }
+                    "busy 200us" => while t.elapsed() < std::time::Duration::from_micros(200) {},
+                    _ => {}
+                }
+                host.push(t.elapsed().as_secs_f64() * 1e6);
+                ctx.submit_wait(cmd, fence, None).unwrap();
+                let mut ts = [0u64; 2];
+                d.get_query_pool_results(query, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+                if i >= 50 {
+                    us.push((ts[1] - ts[0]) as f64 * period / 1000.0);
+                }
+            }
+            us.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            host.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!("AFTER {between:14}: one dispatch median {:.3} µs (p10 {:.3}, p90 {:.3}); host between {:.1} µs", us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10], host[host.len() / 2]);
+        }
+    }
+}
+
+/// The exec's one `add_one` dispatch and the raw one, interleaved in one loop with the same host work
+/// before each (a 4 KiB upload): whatever differs between them is the exec's.
+#[test]
+fn exec_and_raw_interleaved() {
+    use ostinato::{Access, Arg, Backend, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+    let Ok(ctx) = Context::open() else { return };
+    let mut g = Graph::new();
+    let xb = g.add_buffer("x", 4096).unwrap();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(xb), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let vk = ostinato_vulkan::VulkanBackend::with_context(ctx.clone());
+    let mut exec = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    let src = ostinato_vulkan::shaders::wgsl("add_one").unwrap();
+    let words = spirv(&naga::front::wgsl::parse_str(&src).unwrap(), naga::valid::Capabilities::IMMEDIATES);
+    let (period, _) = ctx.timestamp_period();
+    let x = Buffer::new(&ctx, 4096, false).unwrap();
+    let mut kept = Buffer::new(&ctx, 4096, true).unwrap();
+    let d = ctx.device();
+    let p = Pipeline::new(&ctx, &words, 1, 4).unwrap();
+    let (pipe, layout, set_layout) = p.handles();
+    let zeros = vec![0u8; 4096];
+    unsafe {
+        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
+        let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None).unwrap();
+        let sls = [set_layout];
+        let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
+        let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(0).range(4096)];
+        d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+        let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
+        let cmd = ctx.command_buffer().unwrap();
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default()).unwrap();
+        d.cmd_reset_query_pool(cmd, query, 0, 2);
+        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+        d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+        d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &256u32.to_le_bytes());
+        d.cmd_dispatch(cmd, 1, 1, 1);
+        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
+        d.end_command_buffer(cmd).unwrap();
+        let fence = ctx.fence().unwrap();
+        let (mut raw, mut ost) = (Vec::new(), Vec::new());
+        for i in 0..400 {
+            kept.bytes().unwrap().copy_from_slice(&zeros);
+            ostinato_vulkan::copy(&ctx, &kept, 0, &x, 0, 4096, None).unwrap();
+            ctx.submit_wait(cmd, fence, None).unwrap();
+            let mut ts = [0u64; 2];
+            d.get_query_pool_results(query, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+            exec.write_buffer(xb, 0, &zeros).unwrap();
+            exec.replay().unwrap();
+            let o = exec.last_gpu_us().unwrap().unwrap();
+            if i >= 50 {
+                raw.push((ts[1] - ts[0]) as f64 * period / 1000.0);
+                ost.push(o);
+            }
+        }
+        for v in [&mut raw, &mut ost] {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        }
+        println!("INTERLEAVED raw : median {:.3} µs (p10 {:.3}, p90 {:.3})", raw[raw.len() / 2], raw[raw.len() / 10], raw[raw.len() * 9 / 10]);
+        println!("INTERLEAVED exec: median {:.3} µs (p10 {:.3}, p90 {:.3})", ost[ost.len() / 2], ost[ost.len() / 10], ost[ost.len() * 9 / 10]);
     }
 }

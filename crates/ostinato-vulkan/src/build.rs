@@ -120,7 +120,7 @@ pub(crate) fn build(
         cmds,
         segments,
         units,
-        res: Some(Resources { kernels, roots, params, recorded, layouts, traced: None }),
+        res: Some(Resources { kernels, roots, params, recorded, layouts, traced: None, staging: Default::default() }),
     })
 }
 

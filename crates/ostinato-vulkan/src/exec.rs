@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ostinato::{check_slot, Backend, BufferBinding, BufferId, Exec, KernelRef, KernelSig, Plan, Scalar, SlotId};
 
 use crate::commands::Cmd;
-use crate::ffi::{self, Buffer, Context};
+use crate::ffi::{Buffer, Context};
 use crate::kernel::VulkanKernel;
 use crate::lane_run::LaneRun;
 use crate::lanes::Segment;
@@ -97,6 +97,13 @@ pub(crate) struct Resources {
     pub(crate) layouts: Vec<Option<crate::build::NodeLayout>>,
     /// The command list recorded with timestamps around every node, made by the first trace.
     pub(crate) traced: Option<crate::record::Finished>,
+    /// Where `write_buffer` and `read_buffer` stage their bytes.
+    pub(crate) staging: crate::transfer::Staging,
+}
+
+/// The memory of root buffer `root`.
+fn root_memory<'a>(roots: &'a [Option<Buffer>], root: BufferId, op: &'static str) -> Result<&'a Buffer, VkError> {
+    roots[root.index()].as_ref().ok_or_else(|| VkError::Internal { op, reason: format!("root buffer #{root} has no memory") })
 }
 
 /// A plan instantiated on Vulkan.
@@ -202,14 +209,11 @@ impl VulkanExec {
         r
     }
 
-    /// The root memory and offset of `buffer`'s `len` bytes at `offset`, checked.
-    fn locate(&mut self, op: &'static str, buffer: BufferId, offset: u64, len: u64) -> Result<(&Buffer, u64), VkError> {
+    /// The root buffer and byte offset of `buffer`'s `len` bytes at `offset`, checked.
+    fn locate(&self, buffer: BufferId, offset: u64, len: u64) -> Result<(ostinato::BufferId, u64), VkError> {
         ostinato::check_range(&self.plan, buffer, offset, len)?;
         let d = self.plan.graph().buffer(buffer);
-        let (root, at) = (d.root, d.root_offset + offset);
-        let res = self.res(op)?;
-        let memory = res.roots[root.index()].as_ref().ok_or_else(|| VkError::Internal { op, reason: format!("root buffer #{root} has no memory") })?;
-        Ok((memory, at))
+        Ok((d.root, d.root_offset + offset))
     }
 
     pub(crate) fn wait_replays(&mut self, op: &'static str) -> Result<(), VkError> {
@@ -261,38 +265,25 @@ impl Exec for VulkanExec {
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), VkError> {
         self.wait_replays("write_buffer")?;
         let (ctx, timeout) = (self.ctx.clone(), self.options.wait_timeout);
-        let (root, at) = self.locate("write_buffer", buffer, offset, data.len() as u64)?;
+        let (root, at) = self.locate(buffer, offset, data.len() as u64)?;
         if data.is_empty() {
             return Ok(());
         }
-        let mut staging = Buffer::new(&ctx, data.len() as u64, true)?;
-        staging.bytes().ok_or_else(|| VkError::Internal { op: "write_buffer", reason: "the staging buffer is not mapped".into() })?[..data.len()]
-            .copy_from_slice(data);
-        let r = ffi::copy(&ctx, &staging, 0, root, at, data.len() as u64, timeout);
-        if r.as_ref().is_err_and(VkError::faults) {
-            std::mem::forget(staging);
-        }
+        let res = self.res("write_buffer")?;
+        let r = crate::transfer::upload(&ctx, &mut res.staging, root_memory(&res.roots, root, "write_buffer")?, at, data, timeout);
         self.note(r)
     }
 
     fn read_buffer(&mut self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), VkError> {
         self.wait_replays("read_buffer")?;
         let (ctx, timeout) = (self.ctx.clone(), self.options.wait_timeout);
-        let (root, at) = self.locate("read_buffer", buffer, offset, out.len() as u64)?;
+        let (root, at) = self.locate(buffer, offset, out.len() as u64)?;
         if out.is_empty() {
             return Ok(());
         }
-        let mut staging = Buffer::new(&ctx, out.len() as u64, true)?;
-        let r = ffi::copy(&ctx, root, at, &staging, 0, out.len() as u64, timeout);
-        if r.as_ref().is_err_and(VkError::faults) {
-            std::mem::forget(staging);
-            return self.note(r);
-        }
-        r?;
-        out.copy_from_slice(
-            &staging.bytes().ok_or_else(|| VkError::Internal { op: "read_buffer", reason: "the staging buffer is not mapped".into() })?[..out.len()],
-        );
-        Ok(())
+        let res = self.res("read_buffer")?;
+        let r = crate::transfer::download(&ctx, &mut res.staging, root_memory(&res.roots, root, "read_buffer")?, at, out, timeout);
+        self.note(r)
     }
 
     fn rebind(&mut self, _buffer: BufferId, memory: VulkanMemory) -> Result<(), VkError> {

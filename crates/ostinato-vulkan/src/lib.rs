@@ -27,6 +27,7 @@ mod record;
 pub mod shaders;
 mod submit;
 mod trace;
+mod transfer;
 
 pub use error::{MisalignedSlice, VkError};
 pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};
