@@ -1,7 +1,8 @@
 //! Chain fusion on Vulkan against the host oracle: random one-workgroup programs (views, slices at
 //! any word offset, copies, fills, explicit edges, a slot patched every replay) fused under `on` and
 //! `auto` give the host's bits; a long chain becomes one dispatch; independent chains become the
-//! workgroups of one; a body with barriers of its own, or launched on several workgroups, is not fused.
+//! workgroups of one; a body with barriers of its own, or launched on several workgroups, is not fused,
+//! and a plan where nothing fuses records what the unfused exec records.
 //! Skips without a Vulkan device.
 
 use ostinato::{read_roots, write_inits, Access, Arg, Backend, BufferId, Exec, Graph, Launch, Plan, PlanOptions, Scalar, ScalarType};
@@ -136,4 +137,25 @@ fn chains_fuse_into_one_dispatch_and_bodies_that_cannot_are_left_alone() {
     let (plan, _) = chains(1, 50, 1);
     let exec = off.instantiate(&plan, ostinato::bind_builtins(&off, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
     assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (0, 50));
+}
+
+/// Where nothing fuses (nodes of several workgroups), fusion `auto` records exactly the commands of
+/// fusion `off`: a difference measured between the two execs on such a plan is not the recording.
+#[test]
+fn a_plan_nothing_fuses_in_records_what_the_unfused_exec_records() {
+    let Some(vk) = backend_or_skip("a_plan_nothing_fuses_in_records_what_the_unfused_exec_records") else { return };
+    let (auto, off) = (with_fusion(&vk, FusionMode::Auto), with_fusion(&vk, FusionMode::Off));
+    for (lanes, groups) in [(1, 2), (1, 128), (4, 1024)] {
+        let (plan, _) = chains(lanes, 30, groups);
+        let a = auto.instantiate(&plan, ostinato::bind_builtins(&auto, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        let o = off.instantiate(&plan, ostinato::bind_builtins(&off, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!(a.fused_nodes(), 0);
+        assert_eq!(a.commands(), o.commands(), "{lanes} chains of {groups} workgroups");
+        assert_eq!(a.pushed_dispatches(), o.pushed_dispatches());
+    }
+    // And where something fuses, the recordings differ (the comparison above can fail).
+    let (plan, _) = chains(1, 30, 1);
+    let a = auto.instantiate(&plan, ostinato::bind_builtins(&auto, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    let o = off.instantiate(&plan, ostinato::bind_builtins(&off, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_ne!(a.commands(), o.commands());
 }
