@@ -170,7 +170,8 @@ impl BackendMemory for ostinato_cuda::DeviceMemory {
     }
 }
 
-/// The Vulkan backend binds no user memory yet: every buffer is the exec's own.
+/// The runtime's [`Memory`] has no Vulkan kind yet (the Vulkan crate's Rust API binds user memory:
+/// `ostinato_vulkan::VulkanMemory`): through the runtime every Vulkan buffer is the exec's own.
 #[cfg(feature = "vulkan")]
 impl BackendMemory for ostinato_vulkan::VulkanMemory {
     fn from_memory(m: Memory, operation: &'static str) -> Result<Self, RuntimeError> {

@@ -94,7 +94,12 @@ pub(crate) fn build(
     buffers: &[BufferBinding<VulkanMemory>],
     options: VulkanOptions,
 ) -> Result<VulkanExec, VkError> {
-    check_bindings(plan, kernels.len(), buffers, |m| match *m {})?;
+    check_bindings(plan, kernels.len(), buffers, |m| m.0.size())?;
+    for (decl, b) in plan.graph().buffers().iter().zip(buffers) {
+        if let BufferBinding::External(m) = b {
+            check_external(ctx, decl, m)?;
+        }
+    }
     check_plan(ctx, plan, &kernels)?;
     let fused = crate::fusion::fuse(ctx, plan, &kernels, options.fusion)?;
     let (run_plan, kernels, dispatches, fused_nodes, units) = match fused {
@@ -104,7 +109,7 @@ pub(crate) fn build(
     let runs = run_plan.as_ref().unwrap_or(plan);
     let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches)?;
     let (params, slot_uses) = write_params(ctx, runs, &mut layouts)?;
-    let roots = allocate_roots(ctx, runs)?;
+    let roots = allocate_roots(ctx, runs, buffers)?;
     let cmds = commands(runs);
     let rec = Recorder { ctx, plan: runs, kernels: &kernels, layouts: &layouts, roots: &roots, params: &params };
     let (recorded, segments, pushed) = rec.record(&cmds, options)?;
@@ -271,13 +276,44 @@ fn write_params(ctx: &Arc<Context>, plan: &Plan, layouts: &mut [Option<NodeLayou
 }
 
 /// A device buffer per root buffer of the plan.
-fn allocate_roots(ctx: &Arc<Context>, plan: &Plan) -> Result<Vec<Option<Buffer>>, VkError> {
+fn allocate_roots(ctx: &Arc<Context>, plan: &Plan, bindings: &[BufferBinding<VulkanMemory>]) -> Result<Vec<Option<Arc<Buffer>>>, VkError> {
     let g = plan.graph();
     let mut roots = Vec::with_capacity(g.buffers().len());
-    for (i, b) in g.buffers().iter().enumerate() {
-        roots.push(if b.root.index() == i { Some(Buffer::new(ctx, b.size, false)?) } else { None });
+    for (i, (b, binding)) in g.buffers().iter().zip(bindings).enumerate() {
+        roots.push(match binding {
+            _ if b.root.index() != i => None,
+            BufferBinding::External(m) => Some(m.0.clone()),
+            BufferBinding::Allocate => Some(Arc::new(Buffer::new(ctx, b.size, false)?)),
+        });
     }
     Ok(roots)
+}
+
+/// Refuses user memory the exec cannot bind to `decl` (a root): a buffer of another device, or of
+/// another size.
+pub(crate) fn check_external(ctx: &Arc<Context>, decl: &ostinato::BufferDecl, m: &VulkanMemory) -> Result<(), VkError> {
+    if !m.0.is_on(ctx) {
+        return Err(VkError::Argument(format!("buffer `{}`: the memory bound to it is a buffer of another Vulkan device than {}", decl.name, ctx.name)));
+    }
+    if m.0.size() != decl.size {
+        return Err(ostinato::BindError::BufferSize { buffer: decl.name.clone(), expected: decl.size, got: m.0.size() }.into());
+    }
+    Ok(())
+}
+
+/// Records the exec's command buffers again with root `buffer` on `memory`; the exec is left as it
+/// was where recording fails. Its replays have completed (the caller waited).
+pub(crate) fn rerecord(exec: &mut VulkanExec, buffer: BufferId, memory: Arc<Buffer>) -> Result<(), VkError> {
+    let runs = exec.run_plan.as_ref().unwrap_or(&exec.plan);
+    let res = exec.res.as_mut().ok_or_else(|| VkError::State { op: "rebind", reason: "the exec is being dropped".into() })?;
+    let mut roots = res.roots.clone();
+    roots[buffer.index()] = Some(memory);
+    let rec = Recorder { ctx: &exec.ctx, plan: runs, kernels: &res.kernels, layouts: &res.layouts, roots: &roots, params: &res.params };
+    let (recorded, _, _) = rec.record(&exec.cmds, exec.options)?;
+    res.recorded = recorded;
+    res.roots = roots;
+    res.traced = None;
+    Ok(())
 }
 
 /// What recording needs of the exec being built (or of a built exec, for its traced recording).
@@ -286,13 +322,13 @@ pub(crate) struct Recorder<'a> {
     pub(crate) plan: &'a Plan,
     pub(crate) kernels: &'a [VulkanKernel],
     pub(crate) layouts: &'a [Option<NodeLayout>],
-    pub(crate) roots: &'a [Option<Buffer>],
+    pub(crate) roots: &'a [Option<Arc<Buffer>>],
     pub(crate) params: &'a Buffer,
 }
 
 impl Recorder<'_> {
     fn root(&self, id: BufferId) -> Result<&Buffer, VkError> {
-        self.roots[id.index()].as_ref().ok_or_else(|| VkError::Internal { op: "record", reason: format!("buffer #{id} has no memory") })
+        self.roots[id.index()].as_deref().ok_or_else(|| VkError::Internal { op: "record", reason: format!("buffer #{id} has no memory") })
     }
 
     /// Descriptor sets and storage-buffer descriptors the kernel nodes among `list` bind.

@@ -30,10 +30,20 @@ pub struct VulkanBackend {
     options: VulkanOptions,
 }
 
-/// Memory a user could bind to a buffer on Vulkan: none yet (every buffer is the exec's own), so
-/// `BufferBinding::External` cannot be built for this backend.
-#[derive(Debug)]
-pub enum VulkanMemory {}
+/// Memory a user binds a root buffer to (`BufferBinding::External`, [`Exec::rebind`]): a [`Buffer`] of
+/// the exec's device and of exactly the root's size, shared: the exec holds it while it may use it.
+/// Several execs (and the user's own command buffers) may share one; the user orders their own work
+/// on it against the execs' replays (each replay's submission completes before `wait` returns). A
+/// `VkBuffer` the user created on the device (`Context::device()`) becomes one through
+/// [`Buffer::borrowed`].
+#[derive(Clone)]
+pub struct VulkanMemory(pub Arc<Buffer>);
+
+impl std::fmt::Debug for VulkanMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VulkanMemory({:?}, {} bytes)", self.0.handle(), self.0.size())
+    }
+}
 
 impl VulkanBackend {
     /// Opens the Vulkan device `OSTINATO_VK_DEVICE` names (a name substring), else the first with a
@@ -90,7 +100,8 @@ pub(crate) enum Submission {
 /// What the device may use while a replay runs: dropped only once no replay can (else leaked).
 pub(crate) struct Resources {
     pub(crate) kernels: Vec<VulkanKernel>,
-    pub(crate) roots: Vec<Option<Buffer>>,
+    /// Each root buffer's memory (the exec's own, or the user's), indexed by buffer id.
+    pub(crate) roots: Vec<Option<Arc<Buffer>>>,
     pub(crate) params: Buffer,
     pub(crate) recorded: Submission,
     /// Each node's bindings and params (a traced recording binds the same).
@@ -102,8 +113,8 @@ pub(crate) struct Resources {
 }
 
 /// The memory of root buffer `root`.
-fn root_memory<'a>(roots: &'a [Option<Buffer>], root: BufferId, op: &'static str) -> Result<&'a Buffer, VkError> {
-    roots[root.index()].as_ref().ok_or_else(|| VkError::Internal { op, reason: format!("root buffer #{root} has no memory") })
+fn root_memory<'a>(roots: &'a [Option<Arc<Buffer>>], root: BufferId, op: &'static str) -> Result<&'a Buffer, VkError> {
+    roots[root.index()].as_deref().ok_or_else(|| VkError::Internal { op, reason: format!("root buffer #{root} has no memory") })
 }
 
 /// A plan instantiated on Vulkan.
@@ -286,8 +297,22 @@ impl Exec for VulkanExec {
         self.note(r)
     }
 
-    fn rebind(&mut self, _buffer: BufferId, memory: VulkanMemory) -> Result<(), VkError> {
-        match memory {}
+    /// Re-records the exec's command buffers on the new memory (a Vulkan command buffer holds its
+    /// buffers' handles: nothing short of recording again moves them). Refused while a replay may
+    /// run (the old memory could be freed under it): `wait()` first.
+    fn rebind(&mut self, buffer: BufferId, memory: VulkanMemory) -> Result<(), VkError> {
+        let res = self.res("rebind")?;
+        let idle = match &mut res.recorded {
+            Submission::Queue(r) => r.idle(),
+            Submission::Lanes(r) => Ok(!r.busy()),
+        };
+        if !self.note(idle)? {
+            return Err(VkError::State { op: "rebind", reason: "a replay is in flight; call wait() first".into() });
+        }
+        ostinato::check_rebind(&self.plan, buffer, memory.0.size())?;
+        crate::build::check_external(&self.ctx, self.plan.graph().buffer(buffer), &memory)?;
+        let r = crate::build::rerecord(self, buffer, memory.0);
+        self.note(r)
     }
 
     fn trace(&mut self, replays: usize) -> Result<ostinato::Trace, VkError> {

@@ -329,12 +329,14 @@ impl Drop for Context {
     }
 }
 
-/// A buffer with its own memory.
+/// A storage buffer of one device: with memory of its own, or a handle the caller owns
+/// ([`Buffer::borrowed`]).
 pub struct Buffer {
     ctx: Arc<Context>,
     pub(crate) buffer: vk::Buffer,
-    memory: vk::DeviceMemory,
-    pub size: u64,
+    /// `None` for a borrowed handle: the drop then destroys nothing.
+    memory: Option<vk::DeviceMemory>,
+    pub(crate) size: u64,
     mapped: Option<*mut u8>,
 }
 
@@ -378,7 +380,7 @@ impl Buffer {
                 return Err(vkr("vkAllocateMemory")(e));
             }
         };
-        let mut b = Buffer { ctx: ctx.clone(), buffer, memory, size, mapped: None };
+        let mut b = Buffer { ctx: ctx.clone(), buffer, memory: Some(memory), size, mapped: None };
         // SAFETY: fresh memory of a compatible type, offset 0.
         unsafe { d.bind_buffer_memory(buffer, memory, 0) }.map_err(vkr("vkBindBufferMemory"))?;
         if host {
@@ -389,9 +391,29 @@ impl Buffer {
         Ok(b)
     }
 
+    /// A buffer the caller created and keeps: Ostinato records commands on it and never destroys it.
+    ///
+    /// # Safety
+    /// `buffer` is a buffer of `ctx`'s device (`ctx.device()`), bound to memory, at least `size` bytes,
+    /// created with `STORAGE_BUFFER`, `TRANSFER_SRC` and `TRANSFER_DST` usage, and stays alive, bound
+    /// and unaliased by other work while this `Buffer` and every exec using it exist.
+    pub unsafe fn borrowed(ctx: &Arc<Context>, buffer: vk::Buffer, size: u64) -> Buffer {
+        Buffer { ctx: ctx.clone(), buffer, memory: None, size, mapped: None }
+    }
+
     /// The buffer's handle (for code that records its own commands on this context's device).
     pub fn handle(&self) -> vk::Buffer {
         self.buffer
+    }
+
+    /// The buffer's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Whether the buffer belongs to `ctx`'s device.
+    pub fn is_on(&self, ctx: &Arc<Context>) -> bool {
+        Arc::ptr_eq(&self.ctx, ctx)
     }
 
     /// The mapped bytes of a staging buffer.
@@ -404,16 +426,19 @@ impl Buffer {
 // SAFETY: the mapped pointer is this buffer's own mapping of its own memory, reached only through
 // `&mut self` (`bytes`); the Vulkan handles are plain identifiers that may move between threads.
 unsafe impl Send for Buffer {}
+// SAFETY: a shared `&Buffer` reaches only the handles and the size (the mapping needs `&mut self`).
+unsafe impl Sync for Buffer {}
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        let Some(memory) = self.memory else { return };
         // SAFETY: our own objects; the device is idle for them (submits wait on fences).
         unsafe {
             if self.mapped.is_some() {
-                self.ctx.device.unmap_memory(self.memory);
+                self.ctx.device.unmap_memory(memory);
             }
             self.ctx.device.destroy_buffer(self.buffer, None);
-            self.ctx.device.free_memory(self.memory, None);
+            self.ctx.device.free_memory(memory, None);
         }
     }
 }

@@ -77,7 +77,7 @@ impl QueueRun {
 
     /// Whether every submitted replay is known complete; polls the device (one status read) where
     /// the exec does not know yet.
-    fn idle(&mut self) -> Result<bool, VkError> {
+    pub(crate) fn idle(&mut self) -> Result<bool, VkError> {
         if self.completed == self.submitted {
             return Ok(true);
         }
