@@ -276,15 +276,21 @@ impl From<String> for SetupError {
 /// The CUDA arms' shared device memory of a row (None where no CUDA context is open), or why it could not be allocated.
 type SharedMemory = Result<Option<std::sync::Arc<arms::RowMemory>>, String>;
 
-fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, init: &[Option<Vec<u8>>]) -> Result<Box<dyn Arm>, SetupError> {
+fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, row: &RowInputs<'_>) -> Result<Box<dyn Arm>, SetupError> {
+    let init = row.init;
     if matches!(kind, ArmKind::HostSerial | ArmKind::OstinatoHost) {
         return Ok(Box::new(HostArm::new(w, kind, init)?));
     }
     if kind.is_vulkan() {
         let vk = cx.vulkan.as_ref().ok_or_else(|| SetupError::Skip("no Vulkan device".into()))?;
+        let roots = match row.vulkan {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => return Err(SetupError::Fail(format!("the row's Vulkan buffers: {e}"))),
+            None => return Err(SetupError::Fail("no Vulkan buffers for the row".into())),
+        };
         let arm: Result<Box<dyn Arm>, _> = match kind.vulkan_options() {
-            None => vulkan::VulkanArm::new(vk, w, init).map(|a| Box::new(a) as Box<dyn Arm>),
-            Some(options) => vulkan::OstinatoVulkan::new(vk, w, init, options).map(|a| Box::new(a) as Box<dyn Arm>),
+            None => vulkan::VulkanArm::new(vk, w, roots, init).map(|a| Box::new(a) as Box<dyn Arm>),
+            Some(options) => vulkan::OstinatoVulkan::new(vk, w, roots, init, options).map(|a| Box::new(a) as Box<dyn Arm>),
         };
         return match arm {
             Ok(a) => Ok(a),
@@ -366,6 +372,8 @@ struct RowRun {
     /// Those buffers, kept from the row's graph arms to its direct-launch arms (so with direct-launch
     /// arms selected, every row's buffers are alive at once until the second pass).
     memory: SharedMemory,
+    /// The Vulkan arms' shared buffers, made for the row's Vulkan pass and dropped after it.
+    vulkan: Option<Result<vulkan::VulkanRowMemory, String>>,
     decode: Option<Result<profile::DecodeProfile, String>>,
     timeline: Option<Result<timeline::StepTimeline, String>>,
 }
@@ -374,7 +382,7 @@ impl RowRun {
     /// Runs one arm on the row (or records that the oracle failed) and notes its place in the order.
     fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, p: &Protocol) {
         self.results.push(match &self.oracle.want {
-            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, want }, cx, &self.memory, p),
+            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, want, vulkan: self.vulkan.as_ref() }, cx, &self.memory, p),
             Err(e) => ArmResult { error: Some(format!("oracle failed: {e}")), ..ArmResult::new(kind) },
         });
         self.order.push(kind);
@@ -389,19 +397,21 @@ impl RowRun {
     }
 }
 
-/// What one arm run needs of its row: the id it is reported under, the buffers' initial bytes and the
-/// oracle's outputs.
+/// What one arm run needs of its row: the id it is reported under, the buffers' initial bytes, the
+/// oracle's outputs and, in the Vulkan pass, the Vulkan arms' shared buffers.
 struct RowInputs<'a> {
     id: &'a str,
     init: &'a [Option<Vec<u8>>],
     want: &'a [Vec<u8>],
+    vulkan: Option<&'a Result<vulkan::VulkanRowMemory, String>>,
 }
 
 fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> ArmResult {
-    let RowInputs { id, init, want } = row;
-    let (warmups, samples) = (p.warmups, p.samples);
     let mut out = ArmResult::new(kind);
-    let mut arm = match make_arm(kind, w, cx, memory, init) {
+    let made = make_arm(kind, w, cx, memory, &row);
+    let RowInputs { id, init, want, .. } = row;
+    let (warmups, samples) = (p.warmups, p.samples);
+    let mut arm = match made {
         Ok(a) => {
             out.manifest = cx.cuda.as_ref().and_then(|c| manifests::arm_manifest(kind, w, &c.modules, &c.backends.first()?.1));
             a
@@ -636,7 +646,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             Ok(Some(m)) => m.addresses(w),
             _ => Vec::new(),
         };
-        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, decode: None, timeline: None };
+        let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, vulkan: None, decode: None, timeline: None };
         run.arms(&rotated(&graph_arms, ri + study.rotate), w, contexts, protocol, &pb);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
@@ -664,7 +674,10 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         run.memory = Ok(None);
     }
     for (&(w, _, _), run) in row_list.iter().zip(&mut runs) {
+        // One set of Vulkan buffers per row, bound by every Vulkan arm.
+        run.vulkan = contexts.vulkan.as_ref().filter(|_| !later.is_empty()).map(|vk| vulkan::VulkanRowMemory::new(vk, &w.graph).map_err(|e| e.to_string()));
         run.arms(&later, w, contexts, protocol, &pb);
+        run.vulkan = None;
     }
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {

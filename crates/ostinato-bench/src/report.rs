@@ -331,7 +331,7 @@ fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> String {
             "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
         };
         if ran(ArmKind::Vulkan) || ran(ArmKind::OstinatoVulkan) {
-            t += "; the Vulkan arms in a last pass after all rows";
+            t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row";
         }
     }
     if let Some(c) = chosen {
@@ -430,7 +430,7 @@ mod tests {
         let all = text(BenchConfig::default());
         assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
         let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
-        assert!(all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows")), "{all}");
+        assert!(all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row")), "{all}");
         let high = text(cfg(|c| c.study.priority = StreamPriority::High));
         assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
         let two = text(cfg(|c| c.arms = Some(vec!["ostinato".into(), "eager".into()])));
@@ -442,7 +442,7 @@ mod tests {
                 c.study.rotate = 2;
             })),
             format!(
-                "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows; only the arms vulkan,ostinato (--arms)"
+                "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms vulkan,ostinato (--arms)"
             )
         );
         let fresh = BenchConfig::default();

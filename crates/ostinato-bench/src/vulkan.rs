@@ -4,11 +4,33 @@
 
 use std::sync::Arc;
 
-use ostinato::{Backend, BufferId, Exec, Plan, Scalar};
-use ostinato_vulkan::{Context, VkError, VulkanBackend, VulkanExec, VulkanOptions};
+use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, Scalar};
+use ostinato_vulkan::{Buffer, Context, VkError, VulkanBackend, VulkanExec, VulkanMemory, VulkanOptions};
 
 use super::arms::{err, load_all, read_checked, reset, slot_value, written_roots, Arm, RawSample};
 use super::workload::Workload;
+
+/// The Vulkan arms' device buffers of a row, one per root: the raw arm records on them and
+/// Ostinato's execs bind them as user memory, so the arms differ in what they record and submit, not
+/// in where their buffers landed (separately allocated buffers moved a row by up to 7% on the H200).
+pub struct VulkanRowMemory {
+    roots: Vec<Option<Arc<Buffer>>>,
+}
+
+impl VulkanRowMemory {
+    pub fn new(ctx: &Arc<Context>, graph: &ostinato::Graph) -> Result<Self, VkError> {
+        let roots = graph.buffers().iter().enumerate().map(|(i, b)| (b.root.index() == i).then(|| Buffer::new(ctx, b.size, false).map(Arc::new)).transpose());
+        Ok(VulkanRowMemory { roots: roots.collect::<Result<_, _>>()? })
+    }
+    /// Each buffer's memory: its root's buffer for a root, `None` for a view.
+    pub fn roots(&self) -> &[Option<Arc<Buffer>>] {
+        &self.roots
+    }
+    /// Bindings for an exec of `w`'s plan: every root on the row's buffer.
+    fn bindings(&self) -> Vec<BufferBinding<VulkanMemory>> {
+        self.roots.iter().map(|r| r.as_ref().map_or(BufferBinding::Allocate, |b| BufferBinding::External(VulkanMemory(b.clone())))).collect()
+    }
+}
 
 pub struct VulkanArm {
     plan: Plan,
@@ -18,15 +40,15 @@ pub struct VulkanArm {
 
 impl VulkanArm {
     /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
-    pub fn new(ctx: &std::sync::Arc<ostinato_vulkan::Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<Self, ostinato_vulkan::VkError> {
-        let plan = Plan::compile(&w.graph).map_err(|e| ostinato_vulkan::VkError::Argument(e.to_string()))?;
+    pub fn new(ctx: &Arc<Context>, w: &Workload, memory: &VulkanRowMemory, init: &[Option<Vec<u8>>]) -> Result<Self, VkError> {
+        let plan = Plan::compile(&w.graph).map_err(|e| VkError::Argument(e.to_string()))?;
         // A slot patched every replay: one command buffer per value, recorded up front (as the
         // captured CUDA baselines capture one graph per value).
         let variants: Vec<Vec<(ostinato::SlotId, Scalar)>> = match &w.slot_schedule {
             Some((slot, values)) => values.iter().map(|v| vec![(*slot, *v)]).collect(),
             None => Vec::new(),
         };
-        let mut run = super::vulkan_raw::VulkanRun::new(ctx, &plan, &variants)?;
+        let mut run = super::vulkan_raw::VulkanRun::new(ctx, &plan, memory.roots(), &variants)?;
         for (i, b) in init.iter().enumerate() {
             if let Some(b) = b {
                 run.write(&plan, BufferId(i as u32), b)?;
@@ -61,8 +83,8 @@ impl Arm for VulkanArm {
     }
 }
 
-/// Ostinato's Vulkan backend as an arm: the exec's own buffers, one replay per submit, with the arm's
-/// options (queues, replay ordering, fusion).
+/// Ostinato's Vulkan backend as an arm: the row's buffers bound as user memory, one replay per
+/// submit, with the arm's options (queues, replay ordering, fusion).
 pub struct OstinatoVulkan {
     exec: VulkanExec,
     written: Vec<bool>,
@@ -70,11 +92,11 @@ pub struct OstinatoVulkan {
 
 impl OstinatoVulkan {
     /// `Err(NotApplicable)` (reported as skipped) where the workload has no Vulkan version.
-    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>], options: VulkanOptions) -> Result<Self, VkError> {
+    pub fn new(ctx: &Arc<Context>, w: &Workload, memory: &VulkanRowMemory, init: &[Option<Vec<u8>>], options: VulkanOptions) -> Result<Self, VkError> {
         let plan = Plan::compile(&w.graph).map_err(|e| VkError::Argument(e.to_string()))?;
         let backend = VulkanBackend::with_context(ctx.clone()).with_options(options);
         let kernels = ostinato::bind_builtins(&backend, &plan)?;
-        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan))?;
+        let mut exec = backend.instantiate(&plan, kernels, memory.bindings())?;
         load_all(&mut exec, init)?;
         Ok(OstinatoVulkan { written: written_roots(&plan), exec })
     }

@@ -17,10 +17,10 @@ fn vkr(op: &'static str) -> impl Fn(vk::Result) -> VkError {
     move |code| VkError::Vk { op, code: code.as_raw(), name: format!("{code:?}") }
 }
 
-/// A plan recorded into one Vulkan command buffer, with device buffers per root allocation.
+/// A plan recorded into one Vulkan command buffer on the row's device buffers (one per root).
 pub struct VulkanRun {
     ctx: Arc<Context>,
-    buffers: Vec<Option<Buffer>>,
+    buffers: Vec<Option<Arc<Buffer>>>,
     staging: Buffer,
     _pipelines: Vec<Pipeline>,
     programs: Vec<Program>,
@@ -46,7 +46,7 @@ impl VulkanRun {
     /// into the push constants, as a Vulkan user records one command buffer per position), or one with
     /// the slots' initial values when `slot_values` is empty. Every node must be a kernel with a WGSL
     /// built-in, a 1-D grid and 32-bit scalars.
-    pub fn new(ctx: &Arc<Context>, plan: &Plan, slot_values: &[Vec<(SlotId, Scalar)>]) -> Result<VulkanRun, VkError> {
+    pub fn new(ctx: &Arc<Context>, plan: &Plan, roots: &[Option<Arc<Buffer>>], slot_values: &[Vec<(SlotId, Scalar)>]) -> Result<VulkanRun, VkError> {
         let g = plan.graph();
         let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
         for k in g.kernels() {
@@ -58,12 +58,8 @@ impl VulkanRun {
             let spirv = ostinato_vulkan::shaders::spirv(&k.name)?;
             pipelines.push(Some(Pipeline::new(ctx, &spirv, n_buf, 4 * n_scalar)?));
         }
-        let mut buffers = Vec::new();
-        let mut max = 4u64;
-        for (i, b) in g.buffers().iter().enumerate() {
-            buffers.push(if b.root.index() == i { Some(Buffer::new(ctx, b.size, false)?) } else { None });
-            max = max.max(b.size);
-        }
+        let buffers = roots.to_vec();
+        let max = g.buffers().iter().map(|b| b.size).max().unwrap_or(0).max(4);
         let staging = Buffer::new(ctx, max, true)?;
         let lv = levels(plan);
         let variants: Vec<Vec<(SlotId, Scalar)>> = if slot_values.is_empty() { vec![Vec::new()] } else { slot_values.to_vec() };
@@ -89,7 +85,7 @@ impl VulkanRun {
                                 if start % ctx.storage_alignment() != 0 {
                                     return Err(VkError::NotApplicable(format!("node {n}: offset {start} is not {}-aligned", ctx.storage_alignment())));
                                 }
-                                let buf = buffers[root.index()].as_ref().ok_or_else(|| VkError::Argument("root without memory".into()))?;
+                                let buf: &Buffer = buffers[root.index()].as_deref().ok_or_else(|| VkError::Argument("root without memory".into()))?;
                                 bufs.push((buf, start, end - start));
                             }
                             Arg::Scalar(v) => push.push(v.bits as u32),
@@ -131,7 +127,7 @@ impl VulkanRun {
         if d.root.index() != buffer.index() || len > d.size {
             return Err(VkError::Argument(format!("buffer `{}`: only whole root buffers are copied", d.name)));
         }
-        self.buffers[buffer.index()].as_ref().ok_or_else(|| VkError::Argument("root without memory".into()))
+        self.buffers[buffer.index()].as_deref().ok_or_else(|| VkError::Argument("root without memory".into()))
     }
 
     /// One submission of command buffer `variant` (see [`VulkanRun::new`]): (GPU µs, host submit µs).

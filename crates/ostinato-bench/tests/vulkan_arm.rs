@@ -6,7 +6,7 @@
 
 use ostinato_bench::arms::{self, Arm, ArmKind};
 use ostinato_bench::matrix::{compare, init_bytes};
-use ostinato_bench::vulkan::{OstinatoVulkan, VulkanArm};
+use ostinato_bench::vulkan::{OstinatoVulkan, VulkanArm, VulkanRowMemory};
 use ostinato_bench::workload::{self, DecodeShape};
 
 #[test]
@@ -30,19 +30,23 @@ fn every_family_matches_the_oracle_on_vulkan() {
     for w in &rows {
         let init = init_bytes(w);
         let want = arms::oracle(w, &init).unwrap();
-        let raw: Box<dyn Arm> = Box::new(VulkanArm::new(&ctx, w, &init).unwrap_or_else(|e| panic!("{}: {e}", w.id)));
+        // Every arm on the row's one set of buffers, as the benchmark runs them.
+        let memory = VulkanRowMemory::new(&ctx, &w.graph).unwrap();
+        let raw: Box<dyn Arm> = Box::new(VulkanArm::new(&ctx, w, &memory, &init).unwrap_or_else(|e| panic!("{}: {e}", w.id)));
         let mut arms: Vec<(&str, Box<dyn Arm>)> = vec![("raw", raw)];
         for kind in ArmKind::VULKAN {
             let Some(options) = kind.vulkan_options() else { continue };
-            match OstinatoVulkan::new(&ctx, w, &init, options) {
+            match OstinatoVulkan::new(&ctx, w, &memory, &init, options) {
                 Ok(a) => arms.push((kind.name(), Box::new(a))),
                 // The decode stack launches its norm with 1,024 threads; the WGSL twin's workgroup is 256.
                 Err(ostinato_vulkan::VkError::NotApplicable(m)) if w.id.starts_with("decode") => assert!(m.contains("workgroup"), "{m}"),
                 Err(e) => panic!("{} {}: {e}", w.id, kind.name()),
             }
         }
-        for (name, mut arm) in arms {
-            for sample in 0..2 {
+        // Samples alternate between the arms: each starts from what the previous arm left in the
+        // shared buffers, and must reset what it reads.
+        for sample in 0..2 {
+            for (name, arm) in &mut arms {
                 let s = arm.sample(w, &init).unwrap();
                 compare(w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{} {name} sample {sample} on {}: {e}", w.id, ctx.name));
             }
