@@ -430,7 +430,10 @@ mod tests {
         let all = text(BenchConfig::default());
         assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
         let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
-        assert!(all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row")), "{all}");
+        assert!(
+            all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row")),
+            "{all}"
+        );
         let high = text(cfg(|c| c.study.priority = StreamPriority::High));
         assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
         let two = text(cfg(|c| c.arms = Some(vec!["ostinato".into(), "eager".into()])));
