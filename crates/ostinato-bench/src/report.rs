@@ -330,9 +330,12 @@ fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> String {
         } else {
             "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
         };
-        if ran(ArmKind::Vulkan) || ran(ArmKind::OstinatoVulkan) {
-            t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row";
-        }
+    }
+    // The host matrix runs Vulkan arms only where `--arms` names them.
+    let vulkan_ran =
+        ArmKind::VULKAN.iter().any(|&a| if backend == BenchBackend::Cuda { ran(a) } else { chosen.as_ref().is_some_and(|c| c.contains(&a.name())) });
+    if vulkan_ran {
+        t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row";
     }
     if let Some(c) = chosen {
         t += &format!("; only the arms {} (--arms)", c.join(","));
@@ -448,6 +451,12 @@ mod tests {
                 "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms vulkan,ostinato (--arms)"
             )
         );
+        let host = arm_order_text(BenchBackend::Host, &cfg(|c| c.arms = Some(vec!["ostinato-host".into(), "vulkan".into()])));
+        assert_eq!(
+            host,
+            "rotated per row; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms ostinato-host,vulkan (--arms)"
+        );
+        assert_eq!(arm_order_text(BenchBackend::Host, &BenchConfig::default()), "rotated per row");
         let fresh = BenchConfig::default();
         assert!(regime_text(BenchBackend::Cuda, &fresh, None).unwrap_or_default().starts_with("fresh"));
         assert!(regime_text(BenchBackend::Host, &fresh, None).is_none());
