@@ -195,4 +195,9 @@ impl DeviceMemory {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Where the bytes lie in the process's device address space: two roots on overlapping memory are
+    /// refused ([`ostinato::check_disjoint_roots`]).
+    pub fn extent(&self) -> ostinato::MemoryExtent {
+        ostinato::MemoryExtent { space: 0, start: self.ptr, len: self.len }
+    }
 }

@@ -1,6 +1,7 @@
 //! On the GPU: rebinding a buffer between replays patches the submission in place (graph: the kernel
 //! nodes that use it; eager: the launch arguments), on the caller's thread and through a launch
-//! thread; it is refused in flight, for a view, and at another length; kernels bound from references.
+//! thread; it is refused in flight, for a view, at another length and onto memory another root is
+//! bound to (as is instantiating two roots on one memory); kernels bound from references.
 
 mod common;
 
@@ -109,4 +110,30 @@ fn bind_kernel_refuses_what_it_cannot_bind_naming_the_kernel() {
     let user = KernelRef::code("user_mix.cu", include_str!("../../../examples/kernels/user_mix.cu")).with_entry("user_mix");
     let k = backend.bind_kernel(&sig, &user).expect("a user's CUDA C kernel binds");
     assert!(!k.pdl_capable, "a kernel that never waits is not PDL-capable");
+}
+
+#[test]
+fn two_roots_on_overlapping_memory_are_refused_at_instantiate_and_rebind() {
+    let Some(device) = common::device_or_skip("two_roots_on_overlapping_memory_are_refused_at_instantiate_and_rebind") else { return };
+    let mut g = Graph::new();
+    let out = g.add_buffer("out", 4 * N as u64).unwrap();
+    let inp = g.add_buffer("inp", 4 * N as u64).unwrap();
+    let k = g.add_kernel(mix_sig()).unwrap();
+    let args = [Arg::Whole(out), Arg::Whole(inp), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(N)), Arg::Scalar(Scalar::u32(1))];
+    g.add_launch(k, Launch::linear(4, 256), &args, &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+    let kernels = || vec![backend.bind_kernel(&mix_sig(), &KernelRef::builtin("mix")).unwrap()];
+    let (a, b) = (Buffer::new(&device, 4 * N as usize).unwrap(), Buffer::new(&device, 4 * N as usize).unwrap());
+    let shared = |e: String| assert!(e.contains("`out`") && e.contains("`inp`") && e.contains("overlapping memory"), "{e}");
+    let err = backend
+        .instantiate(&plan, kernels(), vec![BufferBinding::External(a.memory()), BufferBinding::External(a.memory())])
+        .err()
+        .expect("one memory, two roots");
+    shared(err.to_string());
+    let mut exec = backend.instantiate(&plan, kernels(), vec![BufferBinding::External(a.memory()), BufferBinding::External(b.memory())]).unwrap();
+    shared(exec.rebind(inp, a.memory()).unwrap_err().to_string());
+    exec.rebind(inp, b.memory()).unwrap(); // its own memory again
+    exec.replay().unwrap();
+    exec.wait().unwrap();
 }

@@ -136,6 +136,8 @@ impl Backend for HostBackend {
     fn instantiate(&self, plan: &Plan, kernels: Vec<HostKernel>, buffers: Vec<BufferBinding<Arc<HostMemory>>>) -> Result<HostExec, HostError> {
         let g = plan.graph();
         check_bindings(plan, kernels.len(), &buffers, |m| m.len())?;
+        let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(m.extent()) } else { None }).collect();
+        ostinato::check_disjoint_roots(plan, &user)?;
         if self.threads > MAX_THREADS {
             return Err(HostError::Usage { operation: "instantiate", reason: format!("{} worker threads asked, at most {MAX_THREADS}", self.threads) });
         }
@@ -326,6 +328,14 @@ impl Exec for HostExec {
     fn rebind(&mut self, buffer: BufferId, memory: Arc<HostMemory>) -> Result<(), HostError> {
         self.idle("rebind")?;
         check_rebind(&self.shared.plan, buffer, memory.len())?;
+        {
+            let g = self.shared.plan.graph();
+            let now = self.shared.memory.read().unwrap_or_else(|p| p.into_inner());
+            let mut extents: Vec<_> =
+                now.iter().enumerate().map(|(i, m)| (g.buffer(ostinato::BufferId(i as u32)).root.index() == i).then(|| m.extent())).collect();
+            extents[buffer.index()] = Some(memory.extent());
+            ostinato::check_disjoint_roots(&self.shared.plan, &extents)?;
+        }
         self.shared.memory.write().unwrap_or_else(|p| p.into_inner())[buffer.index()] = memory;
         Ok(())
     }

@@ -39,6 +39,11 @@ impl HostMemory {
     pub fn len(&self) -> u64 {
         self.len
     }
+    /// Where the bytes lie in the process: two roots on overlapping memory are refused
+    /// ([`ostinato::check_disjoint_roots`]).
+    pub fn extent(&self) -> ostinato::MemoryExtent {
+        ostinato::MemoryExtent { space: 0, start: self.words.as_ptr() as u64, len: self.len }
+    }
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -202,3 +202,39 @@ fn attention_at_a_position_past_its_cache_fails_the_replay_without_allocating_by
         assert!(a < b + (64 << 20), "the refused replay grew resident memory by {} bytes", a - b);
     }
 }
+
+#[test]
+fn two_roots_on_one_memory_are_refused_where_one_is_written() {
+    use ostinato::ErrorKind;
+    let mut g = Graph::new();
+    let (a, b) = (g.add_buffer("a", 64).unwrap(), g.add_buffer("b", 64).unwrap());
+    let k = g.add_kernel(builtins::mix_sig()).unwrap();
+    let u = |v: u32| Arg::Scalar(Scalar::u32(v));
+    g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(a), Arg::Whole(b), u(16), u(16), u(1)], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let host = HostBackend::serial();
+    let kernels = || ostinato::bind_builtins(&host, &plan).unwrap();
+    let (m1, m2) = (Arc::new(HostMemory::zeroed(64)), Arc::new(HostMemory::zeroed(64)));
+    let err = host
+        .instantiate(&plan, kernels(), vec![BufferBinding::External(m1.clone()), BufferBinding::External(m1.clone())])
+        .err()
+        .expect("one memory, two roots");
+    assert_eq!(err.kind(), ErrorKind::Argument);
+    assert!(err.to_string().contains("`a` and `b` are bound to overlapping memory"), "{err}");
+    let mut exec = host.instantiate(&plan, kernels(), vec![BufferBinding::External(m1.clone()), BufferBinding::External(m2.clone())]).unwrap();
+    let err = exec.rebind(b, m1.clone()).unwrap_err();
+    assert!(err.to_string().contains("overlapping memory"), "{err}");
+    exec.rebind(b, m2).unwrap(); // its own memory again
+    exec.rebind(a, Arc::new(HostMemory::zeroed(64))).unwrap();
+    exec.replay().unwrap();
+    // Roots no node writes may share memory (tied weights): both read, copied elsewhere.
+    let mut g = Graph::new();
+    let (w1, w2) = (g.add_buffer("embed", 64).unwrap(), g.add_buffer("lm_head", 64).unwrap());
+    let (o1, o2) = (g.add_buffer("o1", 64).unwrap(), g.add_buffer("o2", 64).unwrap());
+    g.add_copy(g.whole(w1), g.whole(o1), &[]).unwrap();
+    g.add_copy(g.whole(w2), g.whole(o2), &[]).unwrap();
+    let tied = Plan::compile(&g).unwrap();
+    let shared = Arc::new(HostMemory::zeroed(64));
+    let bind = vec![BufferBinding::External(shared.clone()), BufferBinding::External(shared), BufferBinding::Allocate, BufferBinding::Allocate];
+    host.instantiate(&tied, vec![], bind).unwrap().replay().unwrap();
+}

@@ -55,6 +55,11 @@ impl HsaMemory {
     pub unsafe fn new(ptr: DevicePtr, len: u64) -> HsaMemory {
         HsaMemory { ptr, len }
     }
+    /// Where the bytes lie in the agent's address space: two roots on overlapping memory are refused
+    /// ([`ostinato::check_disjoint_roots`]).
+    pub fn extent(&self) -> ostinato::MemoryExtent {
+        ostinato::MemoryExtent { space: 0, start: self.ptr.0, len: self.len }
+    }
 }
 
 /// One GPU agent of an HSA runtime.

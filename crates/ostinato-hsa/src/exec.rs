@@ -119,6 +119,8 @@ impl HsaExec {
         let g = plan.graph();
         check_single_device(plan, "hsa").map_err(|source| HsaError::Range { operation: "instantiate", source })?;
         check_bindings(plan, kernels.len(), &buffers, |m| m.len)?;
+        let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(m.extent()) } else { None }).collect();
+        ostinato::check_disjoint_roots(plan, &user)?;
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             codeobject::check_signature(sig, &k.info).map_err(|reason| HsaError::Kernel { kernel: sig.name.clone(), reason })?;
         }
@@ -463,6 +465,19 @@ impl Exec for HsaExec {
     fn rebind(&mut self, buffer: BufferId, memory: HsaMemory) -> Result<(), HsaError> {
         self.idle("rebind")?;
         check_rebind(&self.plan, buffer, memory.len)?;
+        let g = self.plan.graph();
+        let mut roots: Vec<_> = self
+            .roots
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match r {
+                Root::Owned(p) => Some(HsaMemory { ptr: *p, len: g.buffers()[i].size }.extent()),
+                Root::External(m) => Some(m.extent()),
+                Root::View => None,
+            })
+            .collect();
+        roots[buffer.index()] = Some(memory.extent());
+        ostinato::check_disjoint_roots(&self.plan, &roots)?;
         let old = std::mem::replace(&mut self.roots[buffer.index()], Root::External(memory));
         for set in &self.sets {
             for &(o, root, offset) in self.kernarg.pointers.iter().filter(|p| p.1 == buffer) {

@@ -100,6 +100,8 @@ pub(crate) fn build(
             check_external(ctx, decl, m)?;
         }
     }
+    let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(extent(&m.0)) } else { None }).collect();
+    ostinato::check_disjoint_roots(plan, &user)?;
     check_plan(ctx, plan, &kernels)?;
     let fused = crate::fusion::fuse(ctx, plan, &kernels, options.fusion)?;
     let (run_plan, kernels, dispatches, fused_nodes, units) = match fused {
@@ -301,6 +303,11 @@ pub(crate) fn check_external(ctx: &Arc<Context>, decl: &ostinato::BufferDecl, m:
     Ok(())
 }
 
+/// Where a buffer's bytes lie: its own handle's space (two bindings overlap only on one `VkBuffer`).
+fn extent(b: &Buffer) -> ostinato::MemoryExtent {
+    ostinato::MemoryExtent { space: ash::vk::Handle::as_raw(b.handle()), start: 0, len: b.size() }
+}
+
 /// Records the exec's command buffers again with root `buffer` on `memory`; the exec is left as it
 /// was where recording fails. Its replays have completed (the caller waited).
 pub(crate) fn rerecord(exec: &mut VulkanExec, buffer: BufferId, memory: Arc<Buffer>) -> Result<(), VkError> {
@@ -308,6 +315,8 @@ pub(crate) fn rerecord(exec: &mut VulkanExec, buffer: BufferId, memory: Arc<Buff
     let res = exec.res.as_mut().ok_or_else(|| VkError::State { op: "rebind", reason: "the exec is being dropped".into() })?;
     let mut roots = res.roots.clone();
     roots[buffer.index()] = Some(memory);
+    let extents: Vec<_> = roots.iter().map(|r| r.as_deref().map(extent)).collect();
+    ostinato::check_disjoint_roots(runs, &extents)?;
     let rec = Recorder { ctx: &exec.ctx, plan: runs, kernels: &res.kernels, layouts: &res.layouts, roots: &roots, params: &res.params };
     let (recorded, _, _) = rec.record(&exec.cmds, exec.options)?;
     res.recorded = recorded;

@@ -396,7 +396,9 @@ impl Buffer {
     /// # Safety
     /// `buffer` is a buffer of `ctx`'s device (`ctx.device()`), bound to memory, at least `size` bytes,
     /// created with `STORAGE_BUFFER`, `TRANSFER_SRC` and `TRANSFER_DST` usage, and stays alive, bound
-    /// and unaliased by other work while this `Buffer` and every exec using it exist.
+    /// and unaliased by other work while this `Buffer` and every exec using it exist. Its memory does
+    /// not alias another buffer's bound to the same exec (two roots on one handle are refused; two
+    /// handles on one allocation cannot be seen).
     pub unsafe fn borrowed(ctx: &Arc<Context>, buffer: vk::Buffer, size: u64) -> Buffer {
         Buffer { ctx: ctx.clone(), buffer, memory: None, size, mapped: None }
     }

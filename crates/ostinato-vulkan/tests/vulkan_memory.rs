@@ -1,9 +1,9 @@
 //! User memory on Vulkan (`VulkanMemory`): random programs with some roots bound to buffers the test
 //! owns give the host oracle's bits, also fused and on the plan's lanes; two execs share a buffer (one
 //! writes what the other reads); `rebind` moves a root to other memory (re-recording the exec), leaves
-//! the old memory alone and is refused while a replay is in flight; a `VkBuffer` the test creates itself through ash runs as
-//! `Buffer::borrowed`; memory of the wrong size, of another device, or bound to a view is refused,
-//! naming the buffer. Skips without a Vulkan device.
+//! the old memory alone and is refused while a replay is in flight; a `VkBuffer` the test creates
+//! itself through ash runs as `Buffer::borrowed`; memory of the wrong size, of another device, bound
+//! to a view or to two roots is refused, naming the buffers. Skips without a Vulkan device.
 
 use std::sync::Arc;
 
@@ -191,6 +191,16 @@ fn memory_an_exec_cannot_bind_is_refused_by_name() {
     let mut exec = vk.instantiate(&plan, kernels(), ostinato::allocate_all(&plan)).unwrap();
     assert!(exec.rebind(out, small).is_err());
     assert!(exec.rebind(out, foreign).is_err());
+    // Two roots on one buffer: refused at instantiate and at rebind, naming both.
+    let whole = VulkanMemory(Arc::new(Buffer::new(&ctx, 256, false).unwrap()));
+    let e = vk
+        .instantiate(&plan, kernels(), vec![BufferBinding::External(whole.clone()), BufferBinding::External(whole.clone())])
+        .err()
+        .expect("one buffer, two roots");
+    assert!(e.to_string().contains("`out` and `inp` are bound to overlapping memory"), "{e}");
+    let mut two = vk.instantiate(&plan, kernels(), vec![BufferBinding::External(whole.clone()), BufferBinding::Allocate]).unwrap();
+    let e = two.rebind(ostinato::BufferId(1), whole).expect_err("rebound onto the other root's buffer");
+    assert!(e.to_string().contains("overlapping memory"), "{e}");
     // In flight: refused (not waited for), then accepted once waited.
     let fits = VulkanMemory(Arc::new(Buffer::new(&ctx, 256, false).unwrap()));
     let mut refused = false;

@@ -152,6 +152,57 @@ pub fn check_bindings<M>(plan: &Plan, kernel_count: usize, buffers: &[BufferBind
     Ok(())
 }
 
+/// Where a root buffer's memory lies, for telling whether two roots share bytes: an address space (one
+/// for a process's device or host addresses; a Vulkan buffer's handle) and a byte range in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryExtent {
+    pub space: u64,
+    pub start: u64,
+    pub len: u64,
+}
+
+/// An address space, the furthest end reached in it, and the buffer whose extent reaches there.
+type Reach = (u64, u64, usize);
+
+/// Refuses roots bound to overlapping memory where some node writes one of them: the plan orders
+/// only what the graph says shares bytes (views of one root), so their nodes would race. Roots that
+/// no node writes may share memory (tied weights bound twice). `extents[i]` is buffer `i`'s memory
+/// where it is a root whose memory is known (`None` for a view, or memory the exec allocated itself,
+/// which overlaps nothing). One sort and one sweep: O(n log n) in the roots, plus the plan's accesses.
+pub fn check_disjoint_roots(plan: &Plan, extents: &[Option<MemoryExtent>]) -> Result<(), BindError> {
+    let g = plan.graph();
+    let mut written = vec![false; g.buffers().len()];
+    for n in 0..g.nodes().len() {
+        g.for_each_access(crate::NodeId(n as u32), |a| {
+            if a.access.writes() {
+                written[a.root.index()] = true;
+            }
+        });
+    }
+    let mut known: Vec<(MemoryExtent, usize)> = extents.iter().enumerate().filter_map(|(i, e)| e.filter(|e| e.len > 0).map(|e| (e, i))).collect();
+    known.sort_by_key(|(e, _)| (e.space, e.start));
+    // Sweeping by start: the furthest end so far of any extent, and of a written one (with whose).
+    let (mut any, mut wrote): (Option<Reach>, Option<Reach>) = (None, None);
+    let name = |k: usize| g.buffers().get(k).map_or_else(|| format!("#{k}"), |d| d.name.clone());
+    for &(e, i) in &known {
+        let is_written = written.get(i).copied().unwrap_or(true);
+        let reaches = |r: Option<Reach>| r.filter(|&(space, end, _)| space == e.space && e.start < end).map(|(_, _, j)| j);
+        if let Some(j) = reaches(wrote).or(if is_written { reaches(any) } else { None }) {
+            return Err(BindError::SharedMemory { a: name(j), b: name(i) });
+        }
+        let end = e.start.saturating_add(e.len);
+        let further = |r: Option<Reach>| match r {
+            Some((space, far, j)) if space == e.space && far >= end => Some((space, far, j)),
+            _ => Some((e.space, end, i)),
+        };
+        any = further(any);
+        if is_written {
+            wrote = further(wrote);
+        }
+    }
+    Ok(())
+}
+
 /// Checks that an in-bounds `len`-byte access at `offset` fits buffer `buffer`.
 pub fn check_range(plan: &Plan, buffer: BufferId, offset: u64, len: u64) -> Result<(), UsageError> {
     let b = plan.graph().buffers().get(buffer.index()).ok_or(UsageError::UnknownBuffer { id: buffer.0 })?;

@@ -102,6 +102,10 @@ pub enum BindError {
     BufferSize { buffer: String, expected: u64, got: u64 },
     #[error("buffer `{buffer}` is a view; bind its root buffer `{root}` instead")]
     BindView { buffer: String, root: String },
+    #[error(
+        "buffers `{a}` and `{b}` are bound to overlapping memory: the plan orders only what the graph says shares bytes, so their nodes would race; declare one a view of the other"
+    )]
+    SharedMemory { a: String, b: String },
 }
 
 /// What class of failure an error is. Every error the runtime returns has one; the shells map it —
@@ -206,7 +210,7 @@ impl BindError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             BindError::Missing { .. } | BindError::Signature { .. } => ErrorKind::Bind,
-            BindError::BufferSize { .. } | BindError::BindView { .. } => ErrorKind::Argument,
+            BindError::BufferSize { .. } | BindError::BindView { .. } | BindError::SharedMemory { .. } => ErrorKind::Argument,
         }
     }
 }

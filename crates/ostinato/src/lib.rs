@@ -34,8 +34,8 @@ pub mod signature;
 pub mod trace;
 
 pub use backend::{
-    allocate_all, bind_all, bind_builtins, check_bindings, check_range, check_rebind, check_single_device, check_slot, for_each_init_piece, pieces, read_roots,
-    write_inits, Backend, BufferBinding, Exec, PIECE,
+    allocate_all, bind_all, bind_builtins, check_bindings, check_disjoint_roots, check_range, check_rebind, check_single_device, check_slot,
+    for_each_init_piece, pieces, read_roots, write_inits, Backend, BufferBinding, Exec, MemoryExtent, PIECE,
 };
 pub use error::{BindError, ErrorKind, GraphError, PlanError, SlotError, UsageError};
 pub use graph::{

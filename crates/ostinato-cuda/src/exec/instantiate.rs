@@ -131,6 +131,8 @@ impl CudaBackend {
     /// device, launches within its limits, and each kernel bound against its own signature.
     fn check_instantiate(&self, plan: &Plan, kernels: &[CudaKernel], buffers: &[BufferBinding<DeviceMemory>]) -> Result<()> {
         check_bindings(plan, kernels.len(), buffers, |m| m.len())?;
+        let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(m.extent()) } else { None }).collect();
+        ostinato::check_disjoint_roots(plan, &user)?;
         ostinato::check_single_device(plan, "cuda").map_err(|source| CudaError::Range { op: "instantiate", source })?;
         self.device.info().limits.check(plan).map_err(|reason| CudaError::Unsupported { op: "instantiate", reason })?;
         for (sig, k) in plan.graph().kernels().iter().zip(kernels) {

@@ -555,6 +555,12 @@ impl Exec for CudaExec {
     /// buffer is freed.
     fn rebind(&mut self, buffer: BufferId, memory: DeviceMemory) -> Result<()> {
         check_rebind(&self.plan, buffer, memory.len())?;
+        let g = self.plan.graph();
+        let mut roots: Vec<_> = (0..g.buffers().len())
+            .map(|i| (g.buffers()[i].root.index() == i).then(|| ostinato::MemoryExtent { space: 0, start: self.base[i], len: g.buffers()[i].size }))
+            .collect();
+        roots[buffer.index()] = Some(memory.extent());
+        ostinato::check_disjoint_roots(&self.plan, &roots)?;
         if let Some((_, node)) = self.fixed_roots.iter().find(|(root, _)| *root == buffer) {
             return Err(CudaError::Unsupported {
                 op: "rebind",
