@@ -284,8 +284,9 @@ fn make_arm(kind: ArmKind, w: &Workload, cx: &Contexts, memory: &SharedMemory, r
     if kind.is_vulkan() {
         let vk = cx.vulkan.as_ref().ok_or_else(|| SetupError::Skip("no Vulkan device".into()))?;
         let roots = match row.vulkan {
-            Some(Ok(m)) => m,
-            Some(Err(e)) => return Err(SetupError::Fail(format!("the row's Vulkan buffers: {e}"))),
+            Some(vulkan::VulkanRow::Memory(m)) => m,
+            Some(vulkan::VulkanRow::NotApplicable(why)) => return Err(SetupError::Skip(why.clone())),
+            Some(vulkan::VulkanRow::Failed(e)) => return Err(SetupError::Fail(e.clone())),
             None => return Err(SetupError::Fail("no Vulkan buffers for the row".into())),
         };
         let arm: Result<Box<dyn Arm>, _> = match kind.vulkan_options() {
@@ -373,7 +374,7 @@ struct RowRun {
     /// arms selected, every row's buffers are alive at once until the second pass).
     memory: SharedMemory,
     /// The Vulkan arms' shared buffers, made for the row's Vulkan pass and dropped after it.
-    vulkan: Option<Result<vulkan::VulkanRowMemory, String>>,
+    vulkan: Option<vulkan::VulkanRow>,
     decode: Option<Result<profile::DecodeProfile, String>>,
     timeline: Option<Result<timeline::StepTimeline, String>>,
 }
@@ -403,7 +404,7 @@ struct RowInputs<'a> {
     id: &'a str,
     init: &'a [Option<Vec<u8>>],
     want: &'a [Vec<u8>],
-    vulkan: Option<&'a Result<vulkan::VulkanRowMemory, String>>,
+    vulkan: Option<&'a vulkan::VulkanRow>,
 }
 
 fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> ArmResult {
@@ -675,7 +676,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
     }
     for (&(w, _, _), run) in row_list.iter().zip(&mut runs) {
         // One set of Vulkan buffers per row, bound by every Vulkan arm.
-        run.vulkan = contexts.vulkan.as_ref().filter(|_| !later.is_empty()).map(|vk| vulkan::VulkanRowMemory::new(vk, &w.graph).map_err(|e| e.to_string()));
+        run.vulkan = contexts.vulkan.as_ref().filter(|_| !later.is_empty()).map(|vk| vulkan::VulkanRow::new(vk, w));
         run.arms(&later, w, contexts, protocol, &pb);
         run.vulkan = None;
     }

@@ -32,6 +32,27 @@ impl VulkanRowMemory {
     }
 }
 
+/// What a row's Vulkan pass binds: the row's buffers, allocated only where every kernel of the row
+/// has a WGSL version (else every Vulkan arm of it is skipped, and nothing is allocated for them: the
+/// Llama rows' gigabytes of weights), or why not.
+pub enum VulkanRow {
+    Memory(VulkanRowMemory),
+    NotApplicable(String),
+    Failed(String),
+}
+
+impl VulkanRow {
+    pub fn new(ctx: &Arc<Context>, w: &Workload) -> VulkanRow {
+        if let Some(k) = w.graph.kernels().iter().find(|k| ostinato_vulkan::shaders::wgsl(&k.name).is_none()) {
+            return VulkanRow::NotApplicable(format!("no WGSL version of kernel `{}`", k.name));
+        }
+        match VulkanRowMemory::new(ctx, &w.graph) {
+            Ok(m) => VulkanRow::Memory(m),
+            Err(e) => VulkanRow::Failed(format!("the row's Vulkan buffers: {e}")),
+        }
+    }
+}
+
 pub struct VulkanArm {
     plan: Plan,
     run: super::vulkan_raw::VulkanRun,
