@@ -199,20 +199,6 @@ pub(super) fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Str
     move |e| format!("{what}: {e}")
 }
 
-/// Buffers some node writes: the only ones a sample must reset.
-pub fn written_roots(plan: &Plan) -> Vec<bool> {
-    let g = plan.graph();
-    let mut w = vec![false; g.buffers().len()];
-    for n in 0..g.nodes().len() {
-        g.for_each_access(ostinato::NodeId(n as u32), |a| {
-            if a.access.writes() {
-                w[a.root.index()] = true;
-            }
-        });
-    }
-    w
-}
-
 pub(super) fn slot_value(w: &Workload, r: usize) -> Option<(ostinato::SlotId, Scalar)> {
     w.slot_schedule.as_ref().map(|(s, v)| (*s, v[r % v.len()]))
 }
@@ -338,7 +324,7 @@ impl OstinatoCuda {
         .map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
         let graph_mode = backend.options().mode == ExecMode::Graph;
-        Ok(OstinatoCuda { written: written_roots(&plan), exec, _memory: memory.clone(), graph_mode, first: true })
+        Ok(OstinatoCuda { written: plan.graph().written_roots(), exec, _memory: memory.clone(), graph_mode, first: true })
     }
 }
 
@@ -479,7 +465,7 @@ impl HostArm {
         let buffers = ostinato::allocate_all(&plan);
         let mut exec = backend.instantiate(&plan, kernels, buffers).map_err(err("instantiate"))?;
         load_all(&mut exec, init).map_err(err("init"))?;
-        Ok(HostArm { written: written_roots(&plan), exec })
+        Ok(HostArm { written: plan.graph().written_roots(), exec })
     }
 }
 

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::arms::{
-    baseline_kernels, bind_cuda, err, median_gpu_us, single_call_us, slot_value, written_roots, Arm, ArmKind, OstinatoCuda, RawSample, RowMemory, CALL_BURST,
-};
+use crate::arms::{baseline_kernels, bind_cuda, err, median_gpu_us, single_call_us, slot_value, Arm, ArmKind, OstinatoCuda, RawSample, RowMemory, CALL_BURST};
 use crate::cuda_raw::{allow_dynamic_shared, Args, CapturedGraph, Event, Stream};
 use crate::workload::Workload;
 use ostinato::{Arg, NodeOp, Plan};
@@ -98,7 +96,7 @@ impl Baseline {
             launches: low.launches,
             args,
             graphs: Vec::new(),
-            written: written_roots(&plan),
+            written: plan.graph().written_roots(),
         };
         if matches!(kind, ArmKind::Captured | ArmKind::CapturedPdl) {
             let values = match &w.slot_schedule {

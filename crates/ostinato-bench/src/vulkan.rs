@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, Scalar};
 use ostinato_vulkan::{Buffer, Context, VkError, VulkanBackend, VulkanExec, VulkanMemory, VulkanOptions};
 
-use super::arms::{err, load_all, read_checked, reset, slot_value, written_roots, Arm, RawSample};
+use super::arms::{err, load_all, read_checked, reset, slot_value, Arm, RawSample};
 use super::workload::Workload;
 
 /// The Vulkan arms' device buffers of a row, one per root: the raw arm records on them and
@@ -75,7 +75,7 @@ impl VulkanArm {
                 run.write(&plan, BufferId(i as u32), b)?;
             }
         }
-        Ok(VulkanArm { written: written_roots(&plan), plan, run })
+        Ok(VulkanArm { written: plan.graph().written_roots(), plan, run })
     }
 }
 
@@ -119,7 +119,7 @@ impl OstinatoVulkan {
         let kernels = ostinato::bind_builtins(&backend, &plan)?;
         let mut exec = backend.instantiate(&plan, kernels, memory.bindings())?;
         load_all(&mut exec, init)?;
-        Ok(OstinatoVulkan { written: written_roots(&plan), exec })
+        Ok(OstinatoVulkan { written: plan.graph().written_roots(), exec })
     }
 }
 

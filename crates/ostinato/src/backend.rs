@@ -171,14 +171,7 @@ type Reach = (u64, u64, usize);
 /// which overlaps nothing). One sort and one sweep: O(n log n) in the roots, plus the plan's accesses.
 pub fn check_disjoint_roots(plan: &Plan, extents: &[Option<MemoryExtent>]) -> Result<(), BindError> {
     let g = plan.graph();
-    let mut written = vec![false; g.buffers().len()];
-    for n in 0..g.nodes().len() {
-        g.for_each_access(crate::NodeId(n as u32), |a| {
-            if a.access.writes() {
-                written[a.root.index()] = true;
-            }
-        });
-    }
+    let written = g.written_roots();
     let mut known: Vec<(MemoryExtent, usize)> = extents.iter().enumerate().filter_map(|(i, e)| e.filter(|e| e.len > 0).map(|e| (e, i))).collect();
     known.sort_by_key(|(e, _)| (e.space, e.start));
     // Sweeping by start: the furthest end so far of any extent, and of a written one (with whose).

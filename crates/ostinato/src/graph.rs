@@ -618,6 +618,20 @@ impl Graph {
         out
     }
 
+    /// Per buffer: whether some node writes it, marked on root buffers (a write through a view marks
+    /// its root).
+    pub fn written_roots(&self) -> Vec<bool> {
+        let mut w = vec![false; self.buffers.len()];
+        for n in 0..self.nodes.len() {
+            self.for_each_access(NodeId(n as u32), |a| {
+                if a.access.writes() {
+                    w[a.root.index()] = true;
+                }
+            });
+        }
+        w
+    }
+
     /// Calls `f` for every declared access of a node (no allocation).
     pub fn for_each_access(&self, id: NodeId, mut f: impl FnMut(RootAccess)) {
         let mut push = |s: Slice, access: Access, param: usize| {
