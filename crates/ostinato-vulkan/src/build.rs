@@ -97,7 +97,7 @@ pub(crate) fn build(
     check_bindings(plan, kernels.len(), buffers, |m| m.0.size())?;
     for (decl, b) in plan.graph().buffers().iter().zip(buffers) {
         if let BufferBinding::External(m) = b {
-            check_external(ctx, decl, m)?;
+            check_same_device(ctx, decl, m)?;
         }
     }
     let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(extent(&m.0)) } else { None }).collect();
@@ -291,14 +291,11 @@ fn allocate_roots(ctx: &Arc<Context>, plan: &Plan, bindings: &[BufferBinding<Vul
     Ok(roots)
 }
 
-/// Refuses user memory the exec cannot bind to `decl` (a root): a buffer of another device, or of
-/// another size.
-pub(crate) fn check_external(ctx: &Arc<Context>, decl: &ostinato::BufferDecl, m: &VulkanMemory) -> Result<(), VkError> {
+/// Refuses user memory of another device than the exec's for `decl` (its size the core checks:
+/// `check_bindings`, `check_rebind`).
+pub(crate) fn check_same_device(ctx: &Arc<Context>, decl: &ostinato::BufferDecl, m: &VulkanMemory) -> Result<(), VkError> {
     if !m.0.is_on(ctx) {
         return Err(VkError::Argument(format!("buffer `{}`: the memory bound to it is a buffer of another Vulkan device than {}", decl.name, ctx.name)));
-    }
-    if m.0.size() != decl.size {
-        return Err(ostinato::BindError::BufferSize { buffer: decl.name.clone(), expected: decl.size, got: m.0.size() }.into());
     }
     Ok(())
 }

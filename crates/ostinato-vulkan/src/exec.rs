@@ -310,7 +310,7 @@ impl Exec for VulkanExec {
             return Err(VkError::State { op: "rebind", reason: "a replay is in flight; call wait() first".into() });
         }
         ostinato::check_rebind(&self.plan, buffer, memory.0.size())?;
-        crate::build::check_external(&self.ctx, self.plan.graph().buffer(buffer), &memory)?;
+        crate::build::check_same_device(&self.ctx, self.plan.graph().buffer(buffer), &memory)?;
         let r = crate::build::rerecord(self, buffer, memory.0);
         self.note(r)
     }
