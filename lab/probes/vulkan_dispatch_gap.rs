@@ -25,12 +25,13 @@ fn spirv(module: &naga::Module, caps: naga::valid::Capabilities) -> Vec<u32> {
     naga::back::spv::write_vec(module, &info, &options, Some(&pipeline)).unwrap()
 }
 
-/// One `add_one` dispatch of one workgroup on the first `range` bytes of `x`, with `push` as its push
-/// constants, between two timestamps: the command buffer and its query pool.
+/// `dispatches` `add_one` dispatches of one workgroup on the first `range` bytes of `x` (a global
+/// memory barrier between consecutive ones), with `push` as their push constants, between two
+/// timestamps: the command buffer and its query pool.
 ///
 /// # Safety
 /// `p` and `x` belong to `ctx`'s device and outlive every submission of the command buffer.
-unsafe fn one_dispatch(ctx: &Context, p: &Pipeline, x: &Buffer, range: u64, push: &[u8], flags: vk::CommandBufferUsageFlags) -> (vk::CommandBuffer, vk::QueryPool) {
+unsafe fn dispatches(ctx: &Context, p: &Pipeline, x: &Buffer, range: u64, push: &[u8], flags: vk::CommandBufferUsageFlags, count: u32) -> (vk::CommandBuffer, vk::QueryPool) {
     let d = ctx.device();
     let (pipe, layout, set_layout) = p.handles();
     unsafe {
@@ -45,10 +46,16 @@ unsafe fn one_dispatch(ctx: &Context, p: &Pipeline, x: &Buffer, range: u64, push
         d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(flags)).unwrap();
         d.cmd_reset_query_pool(cmd, query, 0, 2);
         d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
-        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
-        d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
-        d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-        d.cmd_dispatch(cmd, 1, 1, 1);
+        for k in 0..count {
+            if k > 0 {
+                let mb = [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+                d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::COMPUTE_SHADER, vk::DependencyFlags::empty(), &mb, &[], &[]);
+            }
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
+            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+            d.cmd_dispatch(cmd, 1, 1, 1);
+        }
         d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
         d.end_command_buffer(cmd).unwrap();
         (cmd, query)
@@ -80,53 +87,25 @@ fn single_dispatch_variants() {
     let off = ostinato_vulkan::offsets::add_offsets(&mut m, &info, 1, 4, ostinato_vulkan::offsets::ParamsVar::Immediate);
     println!("offsets {:?}", off.at);
     let rewritten = spirv(&m, naga::valid::Capabilities::IMMEDIATES);
-    let (period, _) = ctx.timestamp_period();
     let x = Buffer::new(&ctx, 1 << 20, false).unwrap();
-    let d = ctx.device();
     for (name, words, push) in [("as-written", &plain, vec![256u32]), ("offset-rewrite", &rewritten, vec![256u32, 0])] {
         let p = Pipeline::new(&ctx, words, 1, 4 * push.len() as u32).unwrap();
-        let (pipe, layout, set_layout) = p.handles();
         for (fname, flags) in [("none", vk::CommandBufferUsageFlags::empty()), ("simultaneous", vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)] {
             for range in [1024u64, vk::WHOLE_SIZE] {
-                for dispatches in [1u32, 16] {
+                for count in [1u32, 16] {
+                    let bytes: Vec<u8> = push.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
+                    let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, range, &bytes, flags, count) };
+                    let fence = ctx.fence().unwrap();
                     let mut us = Vec::new();
-                    unsafe {
-                        let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
-                        let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None).unwrap();
-                        let sls = [set_layout];
-                        let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
-                        let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(0).range(range)];
-                        d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
-                        let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
-                        let cmd = ctx.command_buffer().unwrap();
-                        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(flags)).unwrap();
-                        d.cmd_reset_query_pool(cmd, query, 0, 2);
-                        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
-                        for k in 0..dispatches {
-                            if k > 0 {
-                                let mb = [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
-                                d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::COMPUTE_SHADER, vk::DependencyFlags::empty(), &mb, &[], &[]);
-                            }
-                            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
-                            d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
-                            let bytes: Vec<u8> = push.iter().flat_map(|v| v.to_le_bytes()).collect();
-                            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
-                            d.cmd_dispatch(cmd, 1, 1, 1);
-                        }
-                        d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);
-                        d.end_command_buffer(cmd).unwrap();
-                        let fence = ctx.fence().unwrap();
-                        for i in 0..300 {
-                            ctx.submit_wait(cmd, fence, None).unwrap();
-                            let mut t = [0u64; 2];
-                            d.get_query_pool_results(query, 0, &mut t, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
-                            if i >= 50 {
-                                us.push((t[1] - t[0]) as f64 * period / 1000.0 / dispatches as f64);
-                            }
+                    for i in 0..300 {
+                        ctx.submit_wait(cmd, fence, None).unwrap();
+                        if i >= 50 {
+                            us.push(elapsed_us(&ctx, query) / count as f64);
                         }
                     }
-                    us.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                    println!("GAP {name:15} {fname:13} range {:>10} dispatches {dispatches:3}: median {:.3} µs per dispatch (p10 {:.3}, p90 {:.3})", if range == vk::WHOLE_SIZE { "whole".to_string() } else { range.to_string() }, us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10]);
+                    let shown = if range == vk::WHOLE_SIZE { "whole".to_string() } else { range.to_string() };
+                    println!("GAP {name:15} {fname:13} range {shown:>10} dispatches {count:3}: {} per dispatch", spread(&mut us));
                 }
             }
         }
@@ -213,7 +192,7 @@ fn fan_barriers_and_submission() {
     }
     // One dispatch, submitted signalling a timeline semaphore (as the exec does) instead of a fence.
     // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
-    let (cmd, query) = unsafe { one_dispatch(&ctx, &p, &x, 1024, &[256u32, 0].map(u32::to_le_bytes).concat(), vk::CommandBufferUsageFlags::SIMULTANEOUS_USE) };
+    let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, 1024, &[256u32, 0].map(u32::to_le_bytes).concat(), vk::CommandBufferUsageFlags::SIMULTANEOUS_USE, 1) };
     // SAFETY: a timeline semaphore of this device, signalled and waited below.
     let sem = unsafe {
         let mut ti = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
@@ -247,7 +226,7 @@ fn single_dispatch_after_host_work() {
     let kept = Buffer::new(&ctx, 1024, true).unwrap();
     let p = Pipeline::new(&ctx, &words, 1, 4).unwrap();
     // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
-    let (cmd, query) = unsafe { one_dispatch(&ctx, &p, &x, 1024, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::empty()) };
+    let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, 1024, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::empty(), 1) };
     let fence = ctx.fence().unwrap();
     for between in ["nothing", "kept staging", "fresh staging", "busy 200us", "nothing"] {
         let (mut us, mut host) = (Vec::new(), Vec::new());
@@ -293,7 +272,7 @@ fn exec_and_raw_interleaved() {
     let p = Pipeline::new(&ctx, &words, 1, 4).unwrap();
     let zeros = vec![0u8; 4096];
     // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
-    let (cmd, query) = unsafe { one_dispatch(&ctx, &p, &x, 4096, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::empty()) };
+    let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, 4096, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::empty(), 1) };
     let fence = ctx.fence().unwrap();
     let (mut raw, mut ost) = (Vec::new(), Vec::new());
     for i in 0..400 {

@@ -26,7 +26,7 @@ impl VulkanRowMemory {
     pub fn roots(&self) -> &[Option<Arc<Buffer>>] {
         &self.roots
     }
-    /// Bindings for an exec of `w`'s plan: every root on the row's buffer.
+    /// Bindings for an exec of the row's plan: every root on the row's buffer.
     fn bindings(&self) -> Vec<BufferBinding<VulkanMemory>> {
         self.roots.iter().map(|r| r.as_ref().map_or(BufferBinding::Allocate, |b| BufferBinding::External(VulkanMemory(b.clone())))).collect()
     }
