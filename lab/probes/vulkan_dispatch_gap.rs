@@ -274,20 +274,112 @@ fn exec_and_raw_interleaved() {
     // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
     let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, 4096, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::empty(), 1) };
     let fence = ctx.fence().unwrap();
-    let (mut raw, mut ost) = (Vec::new(), Vec::new());
+    let (mut raw, mut ost, mut raw_host, mut ost_host) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..400 {
         kept.bytes().unwrap().copy_from_slice(&zeros);
         ostinato_vulkan::copy(&ctx, &kept, 0, &x, 0, 4096, None).unwrap();
-        ctx.submit_wait(cmd, fence, None).unwrap();
+        let rh = ctx.submit_wait(cmd, fence, None).unwrap();
         let r = elapsed_us(&ctx, query);
         exec.write_buffer(xb, 0, &zeros).unwrap();
+        let t = std::time::Instant::now();
         exec.replay().unwrap();
+        let oh = t.elapsed().as_secs_f64() * 1e6;
         let o = exec.last_gpu_us().unwrap().unwrap();
         if i >= 50 {
             raw.push(r);
             ost.push(o);
+            raw_host.push(rh);
+            ost_host.push(oh);
         }
     }
-    println!("INTERLEAVED raw : {}", spread(&mut raw));
-    println!("INTERLEAVED exec: {}", spread(&mut ost));
+    println!("INTERLEAVED raw : {}; host submit {}", spread(&mut raw), spread(&mut raw_host));
+    println!("INTERLEAVED exec: {}; host replay {}", spread(&mut ost), spread(&mut ost_host));
+}
+
+/// How the host learns a submission completed, fence or timeline semaphore, interleaved in one loop
+/// on one command buffer: host µs of `vkQueueSubmit`, host µs from submit until the wait returns, and
+/// the GPU µs between the timestamps; then 100 submissions back to back (host µs per submit, each
+/// with its own fence or the next timeline value), waited for once.
+#[test]
+fn completion_by_fence_or_timeline() {
+    let Ok(ctx) = Context::open() else { return };
+    let d = ctx.device();
+    let src = ostinato_vulkan::shaders::wgsl("add_one").unwrap();
+    let words = spirv(&naga::front::wgsl::parse_str(&src).unwrap(), naga::valid::Capabilities::IMMEDIATES);
+    let x = Buffer::new(&ctx, 4096, false).unwrap();
+    let p = Pipeline::new(&ctx, &words, 1, 4).unwrap();
+    // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
+    let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, 4096, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::SIMULTANEOUS_USE, 1) };
+    let fences: Vec<vk::Fence> = (0..100).map(|_| ctx.fence().unwrap()).collect();
+    // SAFETY: a timeline semaphore of this device, signalled and waited below.
+    let sem = unsafe {
+        let mut ti = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE).initial_value(0);
+        d.create_semaphore(&vk::SemaphoreCreateInfo::default().push_next(&mut ti), None).unwrap()
+    };
+    let value = std::cell::Cell::new(0u64);
+    // One submission of `cmd` signalling fence `f` (timeline: None); returns host µs of the submit.
+    let submit = |f: Option<vk::Fence>| -> f64 {
+        let cmds = [cmd];
+        let t;
+        if let Some(f) = f {
+            let si = [vk::SubmitInfo::default().command_buffers(&cmds)];
+            t = std::time::Instant::now();
+            // SAFETY: a recorded command buffer of this device; an unsignalled fence.
+            unsafe { ctx.queue_submit(0, &si, f) }.unwrap();
+        } else {
+            value.set(value.get() + 1);
+            let (sig, vals) = ([sem], [value.get()]);
+            let mut tsi = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&vals);
+            let si = [vk::SubmitInfo::default().command_buffers(&cmds).signal_semaphores(&sig).push_next(&mut tsi)];
+            t = std::time::Instant::now();
+            // SAFETY: a recorded command buffer of this device; our semaphore, a higher value.
+            unsafe { ctx.queue_submit(0, &si, vk::Fence::null()) }.unwrap();
+        }
+        t.elapsed().as_secs_f64() * 1e6
+    };
+    let wait_timeline = |v: u64| {
+        let (s, vals) = ([sem], [v]);
+        // SAFETY: our semaphore, a submitted value.
+        unsafe { d.wait_semaphores(&vk::SemaphoreWaitInfo::default().semaphores(&s).values(&vals), u64::MAX) }.unwrap();
+    };
+    let names = ["fence", "timeline"];
+    let (mut sub, mut round, mut gpu): ([Vec<f64>; 2], [Vec<f64>; 2], [Vec<f64>; 2]) = Default::default();
+    for i in 0..600 {
+        let v = i % 2;
+        let t = std::time::Instant::now();
+        let s = submit((v == 0).then_some(fences[0]));
+        if v == 0 {
+            // SAFETY: our own fence, submitted above; reset once signalled.
+            unsafe { d.wait_for_fences(&fences[..1], true, u64::MAX).and_then(|()| d.reset_fences(&fences[..1])) }.unwrap();
+        } else {
+            wait_timeline(value.get());
+        }
+        let r = t.elapsed().as_secs_f64() * 1e6;
+        if i >= 100 {
+            sub[v].push(s);
+            round[v].push(r);
+            gpu[v].push(elapsed_us(&ctx, query));
+        }
+    }
+    for v in 0..2 {
+        println!("COMPLETION {:8}: submit host {}; submit to wait returned {}; GPU {}", names[v], spread(&mut sub[v]), spread(&mut round[v]), spread(&mut gpu[v]));
+    }
+    let mut burst: [Vec<f64>; 2] = Default::default();
+    for i in 0..40 {
+        let v = i % 2;
+        let mut total = 0.0;
+        for f in &fences {
+            total += submit((v == 0).then_some(*f));
+        }
+        if v == 0 {
+            // SAFETY: our own fences, submitted above; reset once signalled.
+            unsafe { d.wait_for_fences(&fences, true, u64::MAX).and_then(|()| d.reset_fences(&fences)) }.unwrap();
+        } else {
+            wait_timeline(value.get());
+        }
+        burst[v].push(total / fences.len() as f64);
+    }
+    for v in 0..2 {
+        println!("BURST of 100 {:8}: host per submit {}", names[v], spread(&mut burst[v]));
+    }
 }

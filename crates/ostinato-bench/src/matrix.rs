@@ -88,6 +88,11 @@ impl ArmResult {
             manifest: None,
         }
     }
+    /// An arm's result before anything ran, for the report's tests.
+    #[cfg(test)]
+    pub(crate) fn new_for_test(kind: ArmKind) -> ArmResult {
+        ArmResult::new(kind)
+    }
     /// The metric rows are ranked by: GPU time on CUDA, wall time on the host backend.
     pub fn metric(&self) -> Option<Stat> {
         self.gpu_us_per_dispatch.or(self.host_us_per_dispatch)

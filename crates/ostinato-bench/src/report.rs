@@ -19,6 +19,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Serialize)]
 struct Comparison {
     family: String,
+    /// The arm ranked (the speedup is `versus`'s time over this arm's).
+    ours: &'static str,
     versus: &'static str,
     rows: usize,
     median_speedup: f64,
@@ -50,13 +52,29 @@ fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
     a.metric().map(|s| (s.median, (s.ci_lo, s.ci_hi)))
 }
 
+/// Each arm ranked: the backend's own Ostinato arm against every other arm, then each Ostinato-on-Vulkan
+/// arm against raw Vulkan (the comparison a Vulkan user makes; the CUDA arms are another API).
 fn summarize(backend: BenchBackend, rows: &[RowResult]) -> Vec<Comparison> {
     let us = ours(backend);
-    let mut out = Vec::new();
+    let arms: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let mut out = compare(rows, us, arms.iter().copied().filter(|a| *a != us));
+    let raw_vulkan = ArmKind::Vulkan.name();
+    if arms.contains(&raw_vulkan) {
+        for &a in arms.iter().filter(|a| ArmKind::VULKAN.iter().any(|k| k.name() == **a) && **a != raw_vulkan) {
+            out.extend(compare(rows, a, [raw_vulkan]));
+        }
+    }
+    out
+}
+
+/// `us` against each of `baselines`, per family and over all rows where both ran (rows that failed
+/// are never ranked).
+fn compare(rows: &[RowResult], us: &'static str, baselines: impl IntoIterator<Item = &'static str>) -> Vec<Comparison> {
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
     families.push("all");
-    let baselines: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).filter(|a| *a != us).collect()).unwrap_or_default();
+    let baselines: Vec<&'static str> = baselines.into_iter().collect();
+    let mut out = Vec::new();
     for fam in families {
         for &b in &baselines {
             let mut ratios = Vec::new();
@@ -72,11 +90,33 @@ fn summarize(backend: BenchBackend, rows: &[RowResult]) -> Vec<Comparison> {
                 }
             }
             if let Some(m) = stats::median(&ratios) {
-                out.push(Comparison { family: fam.to_string(), versus: b, rows: ratios.len(), median_speedup: m, wins, ties, losses });
+                out.push(Comparison { family: fam.to_string(), ours: us, versus: b, rows: ratios.len(), median_speedup: m, wins, ties, losses });
             }
         }
     }
     out
+}
+
+/// A line per row (that ran ok) where a baseline beats `us` outside the tie band.
+fn losses(rows: &[RowResult], us: &str, baselines: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| r.ok) {
+        for a in baselines {
+            if let (Some(o), Some(t)) = (metric(r, us), metric(r, a)) {
+                if stats::verdict(o, t) == Verdict::Loss {
+                    out.push(format!("- {}: {a} is {:.2}× faster than {us} ({:.3} vs {:.3} µs)", r.id, o.0 / t.0, t.0, o.0));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn comparison_table<'a>(s: &mut String, comparisons: impl Iterator<Item = &'a Comparison>) {
+    let _ = writeln!(s, "| family | arm | versus | rows | median speedup | wins | ties | losses |\n|---|---|---|---|---|---|---|---|");
+    for c in comparisons {
+        let _ = writeln!(s, "| {} | {} | {} | {} | {:.2}× | {} | {} | {} |", c.family, c.ours, c.versus, c.rows, c.median_speedup, c.wins, c.ties, c.losses);
+    }
 }
 
 fn label(backend: BenchBackend, p: &Provenance) -> String {
@@ -112,13 +152,7 @@ pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
         let _ = writeln!(
             s,
             "{} vs {}: median speedup {:.2}x over {} rows ({} wins, {} ties, {} losses)",
-            ours(backend),
-            c.versus,
-            c.median_speedup,
-            c.rows,
-            c.wins,
-            c.ties,
-            c.losses
+            c.ours, c.versus, c.median_speedup, c.rows, c.wins, c.ties, c.losses
         );
     }
     s
@@ -172,10 +206,12 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
         stats::TIE_BAND * 100.0
     );
+    let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
-    let _ = writeln!(s, "| family | versus | rows | median speedup | wins | ties | losses |\n|---|---|---|---|---|---|---|");
-    for c in summarize(backend, rows) {
-        let _ = writeln!(s, "| {} | {} | {} | {:.2}× | {} | {} | {} |", c.family, c.versus, c.rows, c.median_speedup, c.wins, c.ties, c.losses);
+    comparison_table(&mut s, summary.iter().filter(|c| c.ours == us));
+    if summary.iter().any(|c| c.ours != us) {
+        let _ = writeln!(s, "\n## Ostinato on Vulkan against raw Vulkan (median speedup = raw Vulkan time / the arm's time)\n");
+        comparison_table(&mut s, summary.iter().filter(|c| c.ours != us));
     }
     let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
@@ -207,21 +243,16 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     replay_table(&mut s, &burst, rows, &arms, |a| a.replay_call_us);
     let single = format!("Host µs of one replay call on an idle GPU (median of {} calls per sample, median over samples)", super::arms::SINGLE_CALLS);
     replay_table(&mut s, &single, rows, &arms, |a| a.replay_single_us);
-    let _ = writeln!(s, "\n## Losses of {us} (outside the tie band)\n");
-    let mut any = false;
-    for r in rows.iter().filter(|r| r.ok) {
-        for a in &arms {
-            if let (Some(o), Some(t)) = (metric(r, us), metric(r, a)) {
-                if *a != us && stats::verdict(o, t) == Verdict::Loss {
-                    any = true;
-                    let _ = writeln!(s, "- {}: {a} is {:.2}× faster ({:.3} vs {:.3} µs)", r.id, o.0 / t.0, t.0, o.0);
-                }
-            }
+    let _ = writeln!(s, "\n## Losses (outside the tie band)\n");
+    let others: Vec<&'static str> = arms.iter().copied().filter(|a| *a != us).collect();
+    let mut lost = losses(rows, us, &others);
+    if summary.iter().any(|c| c.ours != us) {
+        let raw_vulkan = [ArmKind::Vulkan.name()];
+        for a in arms.iter().filter(|a| summary.iter().any(|c| c.ours == **a && c.ours != us)) {
+            lost.extend(losses(rows, a, &raw_vulkan));
         }
     }
-    if !any {
-        let _ = writeln!(s, "none");
-    }
+    let _ = writeln!(s, "{}", if lost.is_empty() { "none".to_string() } else { lost.join("\n") });
     let skipped: Vec<String> =
         rows.iter().flat_map(|r| r.arms.iter().filter_map(move |a| a.skipped.as_ref().map(|w| format!("- {} / {}: {w}", r.id, a.arm)))).collect();
     if !skipped.is_empty() {
@@ -488,5 +519,47 @@ mod tests {
         let json = serde_json::to_value(&placed[..]).unwrap();
         assert_eq!(json[0]["buffer_addresses"][0], "x=0x7f0000e20400");
         assert!(json[1].get("buffer_addresses").is_none(), "empty addresses are left out: {}", json[1]);
+    }
+
+    /// A row whose arms measured `times` (arm, GPU µs per dispatch, a tight interval around it).
+    fn timed(id: &str, times: &[(ArmKind, f64)]) -> RowResult {
+        let mut r = row(id, &[]);
+        r.arms = times
+            .iter()
+            .map(|&(k, us)| {
+                let mut a = crate::matrix::ArmResult::new_for_test(k);
+                a.gpu_us_per_dispatch = Some(Stat { median: us, ci_lo: us * 0.999, ci_hi: us * 1.001 });
+                a
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn ostinato_on_vulkan_is_ranked_against_raw_vulkan_with_its_losses_named() {
+        use ArmKind::{Ostinato, OstinatoVulkan, OstinatoVulkanUnfused, Vulkan};
+        let rows = [
+            timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (Vulkan, 4.0), (OstinatoVulkan, 3.9), (OstinatoVulkanUnfused, 4.6)]),
+            timed("grid/serial/n941/b1", &[(Ostinato, 0.07), (Vulkan, 2.1), (OstinatoVulkan, 0.5), (OstinatoVulkanUnfused, 2.0)]),
+        ];
+        let summary = summarize(BenchBackend::Cuda, &rows);
+        let all =
+            |ours: &str, versus: &str| summary.iter().find(|c| c.family == "all" && c.ours == ours && c.versus == versus).map(|c| (c.wins, c.ties, c.losses));
+        assert_eq!(all("ostinato", "vulkan"), Some((2, 0, 0)));
+        assert_eq!(all("ostinato-vulkan", "vulkan"), Some((1, 1, 0)), "3.9 against 4.0 is a tie, 0.5 against 2.1 a win");
+        assert_eq!(all("ostinato-vulkan-unfused", "vulkan"), Some((1, 0, 1)));
+        assert_eq!(all("ostinato-vulkan", "ostinato-vulkan-unfused"), None, "Vulkan arms are ranked against raw Vulkan only");
+        let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+        let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+        let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+        assert!(md.contains("## Ostinato on Vulkan against raw Vulkan"), "{md}");
+        assert!(md.contains("| all | ostinato-vulkan | vulkan | 2 | 2.61× | 1 | 1 | 0 |"), "{md}");
+        assert!(md.contains("- grid/serial/n1/b1: vulkan is 1.15× faster than ostinato-vulkan-unfused (4.000 vs 4.600 µs)"), "{md}");
+        let headline = headline(BenchBackend::Cuda, &rows);
+        assert!(headline.contains("ostinato-vulkan vs vulkan: median speedup 2.61x over 2 rows (1 wins, 1 ties, 0 losses)"), "{headline}");
+        // Without a raw Vulkan arm there is nothing to rank the Vulkan arms against.
+        let no_raw = [timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (OstinatoVulkan, 3.9)])];
+        assert!(summarize(BenchBackend::Cuda, &no_raw).iter().all(|c| c.ours == "ostinato"));
+        assert!(!markdown(BenchBackend::Cuda, &p, &args, &no_raw).contains("against raw Vulkan"));
     }
 }
