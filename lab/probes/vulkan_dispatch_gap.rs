@@ -31,16 +31,29 @@ fn spirv(module: &naga::Module, caps: naga::valid::Capabilities) -> Vec<u32> {
 ///
 /// # Safety
 /// `p` and `x` belong to `ctx`'s device and outlive every submission of the command buffer.
-unsafe fn dispatches(ctx: &Context, p: &Pipeline, x: &Buffer, range: u64, push: &[u8], flags: vk::CommandBufferUsageFlags, count: u32) -> (vk::CommandBuffer, vk::QueryPool) {
+unsafe fn dispatches(
+    ctx: &Context,
+    p: &Pipeline,
+    x: &Buffer,
+    range: u64,
+    push: &[u8],
+    flags: vk::CommandBufferUsageFlags,
+    count: u32,
+) -> (vk::CommandBuffer, vk::QueryPool) {
     let d = ctx.device();
     let (pipe, layout, set_layout) = p.handles();
+    // SAFETY: the caller's pipeline and buffer are of this device and outlive the command buffer;
+    // every object made here is this device's, recorded before the buffer ends.
     unsafe {
         let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1)];
         let pool = d.create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None).unwrap();
         let sls = [set_layout];
         let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
         let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(0).range(range)];
-        d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+        d.update_descriptor_sets(
+            &[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)],
+            &[],
+        );
         let query = d.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
         let cmd = ctx.command_buffer().unwrap();
         d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(flags)).unwrap();
@@ -48,8 +61,18 @@ unsafe fn dispatches(ctx: &Context, p: &Pipeline, x: &Buffer, range: u64, push: 
         d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, query, 0);
         for k in 0..count {
             if k > 0 {
-                let mb = [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
-                d.cmd_pipeline_barrier(cmd, vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::COMPUTE_SHADER, vk::DependencyFlags::empty(), &mb, &[], &[]);
+                let mb = [vk::MemoryBarrier::default()
+                    .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                    .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+                d.cmd_pipeline_barrier(
+                    cmd,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::DependencyFlags::empty(),
+                    &mb,
+                    &[],
+                    &[],
+                );
             }
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
             d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
@@ -131,6 +154,8 @@ fn fan_barriers_and_submission() {
     for k in [4u64, 16, 64] {
         for global in [true, false] {
             let mut us = Vec::new();
+            // SAFETY: the pipeline and buffer outlive the submissions, each waited for; every object
+            // is this device's.
             unsafe {
                 let n = k as u32 + 2;
                 let sizes = [vk::DescriptorPoolSize::default().ty(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(n)];
@@ -144,7 +169,10 @@ fn fan_barriers_and_submission() {
                     let sls = [set_layout];
                     let set = d.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&sls)).unwrap()[0];
                     let info = [vk::DescriptorBufferInfo::default().buffer(x.handle()).offset(off).range(len)];
-                    d.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)], &[]);
+                    d.update_descriptor_sets(
+                        &[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(0).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&info)],
+                        &[],
+                    );
                     d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe);
                     d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
                     let bytes: Vec<u8> = [256u32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -160,7 +188,16 @@ fn fan_barriers_and_submission() {
                     } else {
                         let bb: Vec<vk::BufferMemoryBarrier> = ranges
                             .iter()
-                            .map(|&(o, l)| vk::BufferMemoryBarrier::default().src_access_mask(w).dst_access_mask(a).src_queue_family_index(vk::QUEUE_FAMILY_IGNORED).dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED).buffer(x.handle()).offset(o).size(l))
+                            .map(|&(o, l)| {
+                                vk::BufferMemoryBarrier::default()
+                                    .src_access_mask(w)
+                                    .dst_access_mask(a)
+                                    .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                    .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                                    .buffer(x.handle())
+                                    .offset(o)
+                                    .size(l)
+                            })
                             .collect();
                         d.cmd_pipeline_barrier(cmd, s, s, vk::DependencyFlags::empty(), &[], &bb, &[]);
                     }
@@ -187,7 +224,13 @@ fn fan_barriers_and_submission() {
                 }
             }
             us.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            println!("FAN k {k:3} {:7}: median {:.3} µs per dispatch (p10 {:.3}, p90 {:.3})", if global { "global" } else { "ranges" }, us[us.len() / 2], us[us.len() / 10], us[us.len() * 9 / 10]);
+            println!(
+                "FAN k {k:3} {:7}: median {:.3} µs per dispatch (p10 {:.3}, p90 {:.3})",
+                if global { "global" } else { "ranges" },
+                us[us.len() / 2],
+                us[us.len() / 10],
+                us[us.len() * 9 / 10]
+            );
         }
     }
     // One dispatch, submitted signalling a timeline semaphore (as the exec does) instead of a fence.
@@ -253,7 +296,8 @@ fn single_dispatch_after_host_work() {
 }
 
 /// The exec's one `add_one` dispatch and the raw one, interleaved in one loop with the same host work
-/// before each (a 4 KiB upload): whatever differs between them is the exec's.
+/// before each (a 4 KiB upload): whatever differs between them is the exec's; and a second exec bound
+/// to the raw dispatch's buffer, which tells the exec's memory from the rest.
 #[test]
 fn exec_and_raw_interleaved() {
     use ostinato::{Access, Arg, Backend, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
@@ -267,14 +311,18 @@ fn exec_and_raw_interleaved() {
     let mut exec = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
     let src = ostinato_vulkan::shaders::wgsl("add_one").unwrap();
     let words = spirv(&naga::front::wgsl::parse_str(&src).unwrap(), naga::valid::Capabilities::IMMEDIATES);
-    let x = Buffer::new(&ctx, 4096, false).unwrap();
+    let x = std::sync::Arc::new(Buffer::new(&ctx, 4096, false).unwrap());
+    // A second exec bound to the raw dispatch's own buffer: what differs from the raw one then is
+    // the exec's recording and submission, not where its memory lies.
+    let on_x = vec![ostinato::BufferBinding::External(ostinato_vulkan::VulkanMemory(x.clone()))];
+    let mut shared = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), on_x).unwrap();
     let mut kept = Buffer::new(&ctx, 4096, true).unwrap();
     let p = Pipeline::new(&ctx, &words, 1, 4).unwrap();
     let zeros = vec![0u8; 4096];
     // SAFETY: the pipeline and buffer outlive the submissions, each waited for.
     let (cmd, query) = unsafe { dispatches(&ctx, &p, &x, 4096, &256u32.to_le_bytes(), vk::CommandBufferUsageFlags::empty(), 1) };
     let fence = ctx.fence().unwrap();
-    let (mut raw, mut ost, mut raw_host, mut ost_host) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut raw, mut ost, mut raw_host, mut ost_host, mut on_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..400 {
         kept.bytes().unwrap().copy_from_slice(&zeros);
         ostinato_vulkan::copy(&ctx, &kept, 0, &x, 0, 4096, None).unwrap();
@@ -285,7 +333,11 @@ fn exec_and_raw_interleaved() {
         exec.replay().unwrap();
         let oh = t.elapsed().as_secs_f64() * 1e6;
         let o = exec.last_gpu_us().unwrap().unwrap();
+        shared.write_buffer(xb, 0, &zeros).unwrap();
+        shared.replay().unwrap();
+        let s = shared.last_gpu_us().unwrap().unwrap();
         if i >= 50 {
+            on_raw.push(s);
             raw.push(r);
             ost.push(o);
             raw_host.push(rh);
@@ -294,6 +346,7 @@ fn exec_and_raw_interleaved() {
     }
     println!("INTERLEAVED raw : {}; host submit {}", spread(&mut raw), spread(&mut raw_host));
     println!("INTERLEAVED exec: {}; host replay {}", spread(&mut ost), spread(&mut ost_host));
+    println!("INTERLEAVED exec on the raw buffer: {}", spread(&mut on_raw));
 }
 
 /// How the host learns a submission completed, fence or timeline semaphore, interleaved in one loop
@@ -343,7 +396,7 @@ fn completion_by_fence_or_timeline() {
         unsafe { d.wait_semaphores(&vk::SemaphoreWaitInfo::default().semaphores(&s).values(&vals), u64::MAX) }.unwrap();
     };
     let names = ["fence", "timeline"];
-    let (mut sub, mut round, mut gpu): ([Vec<f64>; 2], [Vec<f64>; 2], [Vec<f64>; 2]) = Default::default();
+    let [mut sub, mut round, mut gpu]: [[Vec<f64>; 2]; 3] = Default::default();
     for i in 0..600 {
         let v = i % 2;
         let t = std::time::Instant::now();
@@ -362,7 +415,13 @@ fn completion_by_fence_or_timeline() {
         }
     }
     for v in 0..2 {
-        println!("COMPLETION {:8}: submit host {}; submit to wait returned {}; GPU {}", names[v], spread(&mut sub[v]), spread(&mut round[v]), spread(&mut gpu[v]));
+        println!(
+            "COMPLETION {:8}: submit host {}; submit to wait returned {}; GPU {}",
+            names[v],
+            spread(&mut sub[v]),
+            spread(&mut round[v]),
+            spread(&mut gpu[v])
+        );
     }
     let mut burst: [Vec<f64>; 2] = Default::default();
     for i in 0..40 {
