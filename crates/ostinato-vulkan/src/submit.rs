@@ -101,27 +101,30 @@ impl QueueRun {
         Ok(self.completed == self.submitted)
     }
 
-    /// Submits one replay.
+    /// Submits one replay. Allocates nothing once the exec has run (a test holds it to that): at
+    /// most two command buffers and one wait, on the stack.
     pub(crate) fn submit(&mut self, timeout: Option<Duration>) -> Result<(), VkError> {
         let replay = self.submitted + 1;
-        let (mut cmds, mut waits) = (Vec::with_capacity(2), Vec::new());
+        let mut cmds = [vk::CommandBuffer::null(); 2];
+        let mut n = 0;
+        let mut wait = None;
         match self.ordering {
-            ReplayOrdering::Barrier => cmds.push(self.recordings[0].cmd),
+            ReplayOrdering::Barrier => {}
             ReplayOrdering::Skip => {
                 if !self.idle()? {
-                    cmds.extend(self.barrier.as_ref().map(|b| b.cmd));
+                    if let Some(b) = &self.barrier {
+                        cmds[n] = b.cmd;
+                        n += 1;
+                    }
                     self.ordered += 1;
                 }
-                cmds.push(self.recordings[0].cmd);
             }
             ReplayOrdering::Timeline => {
                 if let Completion::Timeline(sem) = self.completion {
-                    waits.push((sem, replay - 1));
+                    wait = Some((sem, replay - 1));
                 }
-                cmds.push(self.recordings[0].cmd);
             }
             ReplayOrdering::Events => {
-                let p = (replay - 1) as usize % 2;
                 // The event this replay sets was last waited on by the previous replay: reset it once
                 // that replay completed (an event must not be reset while a wait on it may run).
                 if replay > 1 {
@@ -129,37 +132,44 @@ impl QueueRun {
                         self.ordered += 1;
                     }
                     self.wait_for(replay - 1, timeout)?;
+                    let p = (replay - 1) as usize % 2;
                     // SAFETY: our own event; the replay that waited on it completed.
                     unsafe { self.ctx.device.reset_event(self.events[p]) }.map_err(vkr("vkResetEvent"))?;
                 }
-                cmds.push(self.recordings[p].cmd);
             }
         }
-        self.submit_cmds(&cmds, &waits)
+        cmds[n] = self.recordings[(replay - 1) as usize % self.recordings.len()].cmd;
+        self.submit_cmds(&cmds[..=n], wait)
     }
 
-    /// One `vkQueueSubmit` of `cmds`, waiting on `waits` (timeline semaphore, value), signalling this
-    /// replay's completion.
-    fn submit_cmds(&mut self, cmds: &[vk::CommandBuffer], waits: &[(vk::Semaphore, u64)]) -> Result<(), VkError> {
+    /// One `vkQueueSubmit` of `cmds`, waiting on `wait` (timeline semaphore, value) at all stages,
+    /// signalling this replay's completion.
+    fn submit_cmds(&mut self, cmds: &[vk::CommandBuffer], wait: Option<(vk::Semaphore, u64)>) -> Result<(), VkError> {
         let replay = self.submitted + 1;
-        let wait_sems: Vec<vk::Semaphore> = waits.iter().map(|w| w.0).collect();
-        let wait_values: Vec<u64> = waits.iter().map(|w| w.1).collect();
-        let stages = vec![vk::PipelineStageFlags::ALL_COMMANDS; waits.len()];
+        let (wait_sem, wait_value, stage) = match wait {
+            Some((s, v)) => ([s], [v], [vk::PipelineStageFlags::ALL_COMMANDS]),
+            None => ([vk::Semaphore::null()], [0], [vk::PipelineStageFlags::ALL_COMMANDS]),
+        };
+        let w = usize::from(wait.is_some());
         let (signal, fence) = match &mut self.completion {
-            Completion::Timeline(sem) => (vec![*sem], vk::Fence::null()),
+            Completion::Timeline(sem) => ([*sem], vk::Fence::null()),
             Completion::Fences { free, .. } => (
-                Vec::new(),
+                [vk::Semaphore::null()],
                 match free.pop() {
                     Some(f) => f,
                     None => self.ctx.fence()?,
                 },
             ),
         };
-        let signal_values = vec![replay; signal.len()];
-        let mut timeline = vk::TimelineSemaphoreSubmitInfo::default().wait_semaphore_values(&wait_values).signal_semaphore_values(&signal_values);
-        let mut info = vk::SubmitInfo::default().command_buffers(cmds).wait_semaphores(&wait_sems).wait_dst_stage_mask(&stages).signal_semaphores(&signal);
-        if matches!(self.completion, Completion::Timeline(_)) {
-            info = info.push_next(&mut timeline);
+        let timeline = matches!(self.completion, Completion::Timeline(_));
+        let signals = &signal[..usize::from(timeline)];
+        let signal_values = [replay];
+        let mut values =
+            vk::TimelineSemaphoreSubmitInfo::default().wait_semaphore_values(&wait_value[..w]).signal_semaphore_values(&signal_values[..signals.len()]);
+        let mut info =
+            vk::SubmitInfo::default().command_buffers(cmds).wait_semaphores(&wait_sem[..w]).wait_dst_stage_mask(&stage[..w]).signal_semaphores(signals);
+        if timeline {
+            info = info.push_next(&mut values);
         }
         // SAFETY: every command buffer is fully recorded for simultaneous use; the semaphore is this
         // device's timeline semaphore, signalled with a value above every earlier one; the fence (if
@@ -203,10 +213,9 @@ impl QueueRun {
                         e
                     }
                 })?;
-                let done: Vec<vk::Fence> = in_flight.drain(..upto).collect();
                 // SAFETY: our own signalled fences.
-                unsafe { self.ctx.device.reset_fences(&done) }.map_err(vkr("vkResetFences"))?;
-                free.extend(done);
+                unsafe { self.ctx.device.reset_fences(&in_flight[..upto]) }.map_err(vkr("vkResetFences"))?;
+                free.extend(in_flight.drain(..upto));
                 self.completed = replay;
             }
         }
