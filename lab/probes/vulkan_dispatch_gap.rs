@@ -442,3 +442,54 @@ fn completion_by_fence_or_timeline() {
         println!("BURST of 100 {:8}: host per submit {}", names[v], spread(&mut burst[v]));
     }
 }
+
+/// Six execs of one plan (941 dependent `add_one` dispatches of 128 workgroups, nothing fuses) bound to
+/// one buffer, replayed interleaved: how far apart execs of one recording on the same memory land,
+/// and whether recording each again (`rebind` to the same buffer: a new command buffer, descriptor
+/// pool and query pool; the params buffer and pipelines kept) moves them. Three rounds, each after
+/// the previous round's re-recording.
+#[test]
+fn execs_of_one_recording_on_one_buffer() {
+    use ostinato::{Access, Arg, Backend, BufferBinding, Exec, Graph, KernelSig, Launch, Plan, Scalar, ScalarType};
+    use ostinato_vulkan::{FusionMode, VulkanMemory, VulkanOptions};
+    let Ok(ctx) = Context::open() else { return };
+    let n = 128u32 * 256;
+    let mut g = Graph::new();
+    let xb = g.add_buffer("x", 4 * n as u64).unwrap();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    for _ in 0..941 {
+        g.add_launch(k, Launch::linear(128, 256), &[Arg::Whole(xb), Arg::Scalar(Scalar::u32(n))], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let x = std::sync::Arc::new(Buffer::new(&ctx, 4 * n as u64, false).unwrap());
+    let vk = ostinato_vulkan::VulkanBackend::with_context(ctx.clone()).with_options(VulkanOptions { fusion: FusionMode::Off, ..VulkanOptions::default() });
+    let mut execs: Vec<_> = (0..6)
+        .map(|_| {
+            let on_x = vec![BufferBinding::External(VulkanMemory(x.clone()))];
+            vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), on_x).unwrap()
+        })
+        .collect();
+    for round in 0..3 {
+        let mut us: Vec<Vec<f64>> = vec![Vec::new(); execs.len()];
+        for i in 0..45 {
+            for (e, exec) in execs.iter_mut().enumerate() {
+                exec.replay().unwrap();
+                let t = exec.last_gpu_us().unwrap().unwrap() / 941.0;
+                if i >= 5 {
+                    us[e].push(t);
+                }
+            }
+        }
+        let medians: Vec<String> = us
+            .iter_mut()
+            .map(|v| {
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                format!("{:.3}", v[v.len() / 2])
+            })
+            .collect();
+        println!("EXECS round {round}: µs per dispatch, exec by exec: {}", medians.join(" "));
+        for exec in &mut execs {
+            exec.rebind(xb, VulkanMemory(x.clone())).unwrap();
+        }
+    }
+}
