@@ -5,9 +5,11 @@
 //! or 16 with a barrier between them; a fan of 4, 16 and 64 consumers with one global memory barrier
 //! or one buffer memory barrier per written slice; and one dispatch submitted signalling a timeline
 //! semaphore instead of a fence (compare the two tests' numbers from one run only: machines differ by
-//! more than that); and one dispatch after what the host did between submissions (nothing, a copy
+//! more than that); one dispatch after what the host did between submissions (nothing, a copy
 //! through a kept staging buffer, a copy through a staging buffer allocated and freed around it, or a
-//! 200 µs busy wait). Run it as a test of the Vulkan crate:
+//! 200 µs busy wait); fence against timeline completion interleaved on one command buffer; the exec's
+//! dispatch beside the raw one, on its own memory and on the raw one's; and six execs of one
+//! 941-dispatch recording on one buffer, recorded three times. Run it as a test of the Vulkan crate:
 //!
 //!   cp lab/probes/vulkan_dispatch_gap.rs crates/ostinato-vulkan/tests/ &&
 //!   cargo test --release -p ostinato-vulkan --test vulkan_dispatch_gap -- --nocapture
