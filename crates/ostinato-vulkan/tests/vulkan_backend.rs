@@ -4,21 +4,15 @@
 //! and a slot changed every replay; every recorded command list checked against its plan. Skips with a
 //! message where no Vulkan loader or device is found.
 
+mod common;
+
 use ostinato::rng::XorShift64 as Rng;
 use ostinato::{Arg, Backend, BufferId, Exec, Graph, KernelRef, Launch, NodeId, Plan, Scalar, ScalarType, Slice};
 use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::mix_sig;
-use ostinato_vulkan::{commands, Context, VulkanBackend};
+use ostinato_vulkan::{commands, VulkanBackend};
 
-fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
-    match Context::open() {
-        Ok(c) => Some(VulkanBackend::with_context(c)),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
+use common::backend_or_skip;
 
 /// A random program: 1–3 roots of 8 KiB (one with a view at a random word offset), `mix` nodes on
 /// slices starting at any 4-byte offset (bound from the aligned byte below, the rest an element

@@ -4,21 +4,15 @@
 //! running work); grids and workgroups past the device's limits are refused at instantiate, naming the
 //! node. Skips without a Vulkan device.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use ostinato::{Access, Arg, Backend, ErrorKind, Exec, Graph, KernelRef, KernelSig, Launch, Plan, Scalar, ScalarType};
 use ostinato_testkit::random_graphs::mix_sig;
-use ostinato_vulkan::{Context, VulkanBackend, VulkanOptions};
+use ostinato_vulkan::VulkanOptions;
 
-fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
-    match Context::open() {
-        Ok(c) => Some(VulkanBackend::with_context(c)),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
+use common::backend_or_skip;
 
 fn wgsl_file(name: &str, source: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ostinato-vk-faults-{}", std::process::id()));

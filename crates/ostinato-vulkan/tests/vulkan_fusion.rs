@@ -5,20 +5,14 @@
 //! and a plan where nothing fuses records what the unfused exec records.
 //! Skips without a Vulkan device.
 
+mod common;
+
 use ostinato::{read_roots, write_inits, Access, Arg, Backend, BufferId, Exec, Graph, Launch, Plan, PlanOptions, Scalar, ScalarType};
 use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::random_one_block_program;
-use ostinato_vulkan::{Context, FusionMode, VulkanBackend, VulkanOptions};
+use ostinato_vulkan::{FusionMode, VulkanBackend, VulkanOptions};
 
-fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
-    match Context::open() {
-        Ok(c) => Some(VulkanBackend::with_context(c)),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
+use common::backend_or_skip;
 
 fn with_fusion(vk: &VulkanBackend, fusion: FusionMode) -> VulkanBackend {
     vk.clone().with_options(VulkanOptions { fusion, ..VulkanOptions::default() })

@@ -3,20 +3,13 @@
 //! launch). Integer kernels are compared bit for bit, floating-point ones within a relative 1e-5 (their
 //! reductions and transcendental functions round differently). Skips without a Vulkan device.
 
+mod common;
+
 use ostinato::rng::XorShift64 as Rng;
 use ostinato::{Arg, Backend, BufferId, Exec, Graph, Launch, Plan, Scalar};
 use ostinato_host::HostBackend;
-use ostinato_vulkan::{Context, VulkanBackend};
 
-fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
-    match Context::open() {
-        Ok(c) => Some(VulkanBackend::with_context(c)),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
+use common::backend_or_skip;
 
 /// One node of built-in `name` over buffers of `sizes` bytes (random floats in 0..1), with `scalars`.
 fn node(name: &str, sizes: &[u64], scalars: &[Scalar], grid: [u32; 3]) -> Plan {

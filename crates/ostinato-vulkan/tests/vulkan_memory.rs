@@ -5,6 +5,8 @@
 //! itself through ash runs as `Buffer::borrowed`; memory of the wrong size, of another device, bound
 //! to a view or to two roots is refused, naming the buffers. Skips without a Vulkan device.
 
+mod common;
+
 use std::sync::Arc;
 
 use ostinato::{Arg, Backend, BufferBinding, BufferId, ErrorKind, Exec, Graph, Launch, Plan, PlanOptions, Scalar};
@@ -12,15 +14,7 @@ use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::{mix_sig, random_one_block_program, RandomProgram};
 use ostinato_vulkan::{Buffer, Context, FusionMode, QueueMode, VulkanBackend, VulkanMemory, VulkanOptions};
 
-fn context_or_skip(test: &str) -> Option<Arc<Context>> {
-    match Context::open() {
-        Ok(c) => Some(c),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
+use common::context_or_skip;
 
 /// Writes the program's inits, replays 3 times with the salt patched, reads every root.
 fn run<E: Exec>(exec: &mut E, prog: &RandomProgram) -> Vec<(BufferId, Vec<u8>)>

@@ -6,20 +6,19 @@
 //! One test in this binary, so no other test's allocations are counted. Skips without a Vulkan
 //! device.
 
+mod common;
+
 use ostinato::{write_inits, Backend, Exec, Plan, Scalar};
 use ostinato_testkit::counting_alloc;
 use ostinato_testkit::random_graphs::random_one_block_program;
-use ostinato_vulkan::{Context, FusionMode, ReplayOrdering, VulkanBackend, VulkanOptions};
+use ostinato_vulkan::{FusionMode, ReplayOrdering, VulkanBackend, VulkanOptions};
 
 #[global_allocator]
 static ALLOC: counting_alloc::Counting = counting_alloc::Counting;
 
 #[test]
 fn replay_patch_and_wait_allocate_nothing_in_every_ordering() {
-    let ctx = match Context::open() {
-        Ok(c) => c,
-        Err(e) => return ostinato_testkit::skip(&format!("SKIP replay_patch_and_wait_allocate_nothing_in_every_ordering: {e}")),
-    };
+    let Some(ctx) = common::context_or_skip("replay_patch_and_wait_allocate_nothing_in_every_ordering") else { return };
     // One-block nodes, so `auto` fuses the chains among them and leaves the rest as dispatches.
     let prog = random_one_block_program(5, 40);
     let plan = Plan::compile(&prog.graph).unwrap();

@@ -4,20 +4,14 @@
 //! ended, and the traced replays give the host oracle's bytes, as untraced ones do. Skips with a
 //! message where no Vulkan loader or device is found.
 
+mod common;
+
 use ostinato::{read_roots, write_inits, Backend, Exec, Plan};
 use ostinato_testkit::random_graphs::{random_one_block_program, serial_result};
-use ostinato_vulkan::{Context, FusionMode, VulkanBackend, VulkanOptions};
+use ostinato_vulkan::{FusionMode, VulkanOptions};
 use proptest::prelude::*;
 
-fn backend_or_skip(test: &str) -> Option<VulkanBackend> {
-    match Context::open() {
-        Ok(c) => Some(VulkanBackend::with_context(c)),
-        Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
-            None
-        }
-    }
-}
+use common::backend_or_skip;
 
 fn fusion(i: u8) -> FusionMode {
     [FusionMode::Off, FusionMode::Auto, FusionMode::On][i as usize % 3]

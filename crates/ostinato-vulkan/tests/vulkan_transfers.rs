@@ -3,9 +3,11 @@
 //! holds (so it goes in pieces), and small transfers after large ones, each checked byte for byte
 //! against what was written and against the bytes around it. Skips without a Vulkan device.
 
+mod common;
+
 use ostinato::{Arg, Backend, Exec, Graph, Launch, Plan, Scalar};
 use ostinato_testkit::random_graphs::mix_sig;
-use ostinato_vulkan::{Context, VulkanBackend};
+use ostinato_vulkan::VulkanBackend;
 
 /// Bytes past the exec's staging cap (16 MiB): a transfer of the whole buffer takes three pieces.
 const BIG: u64 = (32 << 20) + 4100;
@@ -16,10 +18,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn transfers_of_any_size_and_offset_round_trip() {
-    let ctx = match Context::open() {
-        Ok(c) => c,
-        Err(e) => return ostinato_testkit::skip(&format!("SKIP transfers_of_any_size_and_offset_round_trip: {e}")),
-    };
+    let Some(ctx) = common::context_or_skip("transfers_of_any_size_and_offset_round_trip") else { return };
     let vk = VulkanBackend::with_context(ctx);
     let mut g = Graph::new();
     let big = g.add_buffer("big", BIG).unwrap();
