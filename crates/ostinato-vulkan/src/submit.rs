@@ -146,26 +146,29 @@ impl QueueRun {
     /// signalling this replay's completion.
     fn submit_cmds(&mut self, cmds: &[vk::CommandBuffer], wait: Option<(vk::Semaphore, u64)>) -> Result<(), VkError> {
         let replay = self.submitted + 1;
-        let (wait_sem, wait_value, stage) = (wait.map(|w| w.0), wait.map(|w| w.1), wait.map(|_| vk::PipelineStageFlags::ALL_COMMANDS));
+        let (wait_sem, wait_value, stage) = match wait {
+            Some((s, v)) => ([s], [v], [vk::PipelineStageFlags::ALL_COMMANDS]),
+            None => ([vk::Semaphore::null()], [0], [vk::PipelineStageFlags::ALL_COMMANDS]),
+        };
+        let w = usize::from(wait.is_some());
         let (signal, fence) = match &mut self.completion {
-            Completion::Timeline(sem) => (Some(*sem), vk::Fence::null()),
+            Completion::Timeline(sem) => ([*sem], vk::Fence::null()),
             Completion::Fences { free, .. } => (
-                None,
+                [vk::Semaphore::null()],
                 match free.pop() {
                     Some(f) => f,
                     None => self.ctx.fence()?,
                 },
             ),
         };
-        let signal_value = signal.map(|_| replay);
+        let timeline = matches!(self.completion, Completion::Timeline(_));
+        let signals = &signal[..usize::from(timeline)];
+        let signal_values = [replay];
         let mut values =
-            vk::TimelineSemaphoreSubmitInfo::default().wait_semaphore_values(wait_value.as_slice()).signal_semaphore_values(signal_value.as_slice());
-        let mut info = vk::SubmitInfo::default()
-            .command_buffers(cmds)
-            .wait_semaphores(wait_sem.as_slice())
-            .wait_dst_stage_mask(stage.as_slice())
-            .signal_semaphores(signal.as_slice());
-        if signal.is_some() {
+            vk::TimelineSemaphoreSubmitInfo::default().wait_semaphore_values(&wait_value[..w]).signal_semaphore_values(&signal_values[..signals.len()]);
+        let mut info =
+            vk::SubmitInfo::default().command_buffers(cmds).wait_semaphores(&wait_sem[..w]).wait_dst_stage_mask(&stage[..w]).signal_semaphores(signals);
+        if timeline {
             info = info.push_next(&mut values);
         }
         // SAFETY: every command buffer is fully recorded for simultaneous use; the semaphore is this
