@@ -52,31 +52,35 @@ fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
     a.metric().map(|s| (s.median, (s.ci_lo, s.ci_hi)))
 }
 
-/// Each arm ranked: the backend's own Ostinato arm against every other arm, then each Ostinato-on-Vulkan
-/// arm against raw Vulkan (the comparison a Vulkan user makes; the CUDA arms are another API).
-fn summarize(backend: BenchBackend, rows: &[RowResult]) -> Vec<Comparison> {
+/// Which arm is ranked against which: the backend's own Ostinato arm against every other arm, then
+/// each Ostinato-on-Vulkan arm against raw Vulkan where it ran (the comparison a Vulkan user makes;
+/// the CUDA arms are another API).
+fn rankings(backend: BenchBackend, rows: &[RowResult]) -> Vec<(&'static str, Vec<&'static str>)> {
     let us = ours(backend);
     let arms: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
-    let mut out = compare(rows, us, arms.iter().copied().filter(|a| *a != us));
+    let mut out = vec![(us, arms.iter().copied().filter(|a| *a != us).collect())];
     let raw_vulkan = ArmKind::Vulkan.name();
     if arms.contains(&raw_vulkan) {
-        for &a in arms.iter().filter(|a| ArmKind::VULKAN.iter().any(|k| k.name() == **a) && **a != raw_vulkan) {
-            out.extend(compare(rows, a, [raw_vulkan]));
-        }
+        let vulkan = arms.iter().copied().filter(|a| ArmKind::VULKAN.iter().any(|k| k.name() == *a) && *a != raw_vulkan);
+        out.extend(vulkan.map(|a| (a, vec![raw_vulkan])));
     }
     out
 }
 
+/// Every ranking of [`rankings`], per family and over all rows.
+fn summarize(backend: BenchBackend, rows: &[RowResult]) -> Vec<Comparison> {
+    rankings(backend, rows).into_iter().flat_map(|(us, baselines)| compare(rows, us, &baselines)).collect()
+}
+
 /// `us` against each of `baselines`, per family and over all rows where both ran (rows that failed
 /// are never ranked).
-fn compare(rows: &[RowResult], us: &'static str, baselines: impl IntoIterator<Item = &'static str>) -> Vec<Comparison> {
+fn compare(rows: &[RowResult], us: &'static str, baselines: &[&'static str]) -> Vec<Comparison> {
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
     families.push("all");
-    let baselines: Vec<&'static str> = baselines.into_iter().collect();
     let mut out = Vec::new();
     for fam in families {
-        for &b in &baselines {
+        for &b in baselines {
             let mut ratios = Vec::new();
             let (mut wins, mut ties, mut losses) = (0, 0, 0);
             for r in rows.iter().filter(|r| r.ok && (fam == "all" || r.family == fam)) {
@@ -244,14 +248,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let single = format!("Host µs of one replay call on an idle GPU (median of {} calls per sample, median over samples)", super::arms::SINGLE_CALLS);
     replay_table(&mut s, &single, rows, &arms, |a| a.replay_single_us);
     let _ = writeln!(s, "\n## Losses (outside the tie band)\n");
-    let others: Vec<&'static str> = arms.iter().copied().filter(|a| *a != us).collect();
-    let mut lost = losses(rows, us, &others);
-    if summary.iter().any(|c| c.ours != us) {
-        let raw_vulkan = [ArmKind::Vulkan.name()];
-        for a in arms.iter().filter(|a| summary.iter().any(|c| c.ours == **a && c.ours != us)) {
-            lost.extend(losses(rows, a, &raw_vulkan));
-        }
-    }
+    let lost: Vec<String> = rankings(backend, rows).iter().flat_map(|(us, baselines)| losses(rows, us, baselines)).collect();
     let _ = writeln!(s, "{}", if lost.is_empty() { "none".to_string() } else { lost.join("\n") });
     let skipped: Vec<String> =
         rows.iter().flat_map(|r| r.arms.iter().filter_map(move |a| a.skipped.as_ref().map(|w| format!("- {} / {}: {w}", r.id, a.arm)))).collect();
