@@ -334,7 +334,12 @@ pub fn rewrite(plan: &Plan, groups: &[Group], fused: &[FusedLaunch<'_>]) -> Resu
             out.add_launch(kernels[u - n], f.launch, f.args, &after).map_err(err)?
         } else {
             match &g.node(NodeId(u as u32)).op {
-                NodeOp::Kernel { kernel, launch, args } => out.add_launch(*kernel, *launch, args, &after).map_err(err)?,
+                NodeOp::Kernel { kernel, launch, args } => {
+                    let v = NodeId(u as u32);
+                    let tiles: Vec<(&str, crate::TileMap)> =
+                        g.node(v).tiles.iter().map(|t| (g.kernel(*kernel).params[t.param].name.as_str(), t.map.clone())).collect();
+                    out.add_launch_tiled(*kernel, *launch, args, &tiles, &after).map_err(err)?
+                }
                 NodeOp::Copy { src, dst } => out.add_copy(*src, *dst, &after).map_err(err)?,
                 NodeOp::Fill { dst, value } => out.add_fill(*dst, *value, &after).map_err(err)?,
                 NodeOp::Collective { op, dtype, send, recv } => out.add_collective(*op, *dtype, send, recv, &after).map_err(err)?,
