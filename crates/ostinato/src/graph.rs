@@ -546,6 +546,10 @@ impl Graph {
             if out.iter().any(|t| t.param == i) {
                 return Err(bad("two tile maps for one param".into()));
             }
+            let blocks = crate::tiles::block_count(launch.grid);
+            if blocks > crate::tiles::MAX_TILE_BLOCKS {
+                return Err(bad(format!("the launch has {blocks} blocks; tile maps are analysed for at most {}", crate::tiles::MAX_TILE_BLOCKS)));
+            }
             map.check_within(launch.grid, s.len).map_err(bad)?;
             out.push(ParamTile { param: i, map: map.clone() });
         }

@@ -117,6 +117,32 @@ impl TileMap {
             }
         }
     }
+    /// Whether block `block` may touch every byte of `[lo, hi)` of the slice (an empty range: true).
+    /// Allocation-free: it walks from `lo`, each step to the furthest end of a piece holding the byte
+    /// it stands on.
+    pub fn covers(&self, block: [u32; 3], lo: u64, hi: u64) -> bool {
+        let b = [u64::from(block[0]), u64::from(block[1]), u64::from(block[2])];
+        let (mut at, hi) = (u128::from(lo), u128::from(hi));
+        while at < hi {
+            let mut reach = at;
+            for r in &self.ranges {
+                let (start, end) = r.extent(b);
+                if at < start || at >= end {
+                    continue;
+                }
+                let k = if r.rows == 1 { 0 } else { (at - start) / u128::from(r.pitch) };
+                let piece = start + k * u128::from(r.pitch);
+                if at < piece + u128::from(r.len) {
+                    reach = reach.max(piece + u128::from(r.len));
+                }
+            }
+            if reach == at {
+                return false;
+            }
+            at = reach;
+        }
+        true
+    }
     /// Whether block `block` may touch byte `offset` of the slice.
     pub fn touches(&self, block: [u32; 3], offset: u64) -> bool {
         let b = [u64::from(block[0]), u64::from(block[1]), u64::from(block[2])];
@@ -430,6 +456,19 @@ mod tests {
         let mut pieces = Vec::new();
         m.for_each_piece([1, 2, 0], |s, e| pieces.push((s, e)));
         assert_eq!(pieces, vec![(2116, 2124), (2136, 2144), (2156, 2164)]);
+    }
+
+    #[test]
+    fn covers_is_every_byte_touched() {
+        let m = TileMap::new(vec![TileRange::span(16, [100, 1000, 0], 8).with_rows(3, 20), TileRange::span(24, [100, 1000, 0], 12)]).unwrap();
+        for blk in [[0, 0, 0], [1, 2, 0], [3, 1, 0]] {
+            for lo in 0..3200u64 {
+                for len in [0u64, 1, 4, 8, 13, 40] {
+                    let want = (lo..lo + len).all(|o| m.touches(blk, o));
+                    assert_eq!(m.covers(blk, lo, lo + len), want, "{blk:?} [{lo}, {})", lo + len);
+                }
+            }
+        }
     }
 
     #[test]

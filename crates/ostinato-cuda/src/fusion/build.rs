@@ -41,7 +41,7 @@ fn body_of<'a>(plan: &Plan, v: usize, kernels: &'a [CudaKernel], helpers: (&'a C
         return None;
     }
     let (block, dynamic) = (dims.block, dims.shared);
-    let key = FuseKey { block, source: Arc::as_ptr(&body.source) as *const u8 as usize };
+    let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
     Some((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
 }
 

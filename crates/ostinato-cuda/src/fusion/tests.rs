@@ -15,8 +15,8 @@ fn all_fusable(plan: &Plan) -> Vec<Option<Fusable>> {
         .iter()
         .map(|n| match &n.op {
             NodeOp::Kernel { launch, .. } if launch.grid != [1, 1, 1] => None,
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, source: 0 }, uses_shared: false }),
-            _ => Some(Fusable { key: FuseKey { block: BLOCK, source: 0 }, uses_shared: false }),
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => Some(Fusable { key: FuseKey { block: BLOCK, grid: [1, 1, 1], source: 0 }, uses_shared: false }),
         })
         .collect()
 }
