@@ -204,3 +204,46 @@ fn a_tile_outside_its_slice_a_scalar_param_and_a_second_map_are_refused() {
     assert!(e.to_string().contains("no such param"), "{e}");
     assert!(g.nodes().is_empty(), "nothing half-recorded");
 }
+
+#[test]
+fn graph_files_declare_tile_maps_on_params_and_args() {
+    let src = r#"
+[[buffer]]
+name = "x"
+size = 8192
+[[kernel]]
+name = "row"
+params = [{ name = "x", access = "read_write", tile = { stride = [1024], len = 1024 } }, { name = "n", scalar = "u32" }]
+[[node]]
+kernel = "row"
+grid = [8]
+block = [256]
+args = { x = "x", n = 2048 }
+[[node]]
+kernel = "row"
+grid = [4]
+block = [256]
+args = { x = { buffer = "x", tile = [{ stride = [2048], len = 1024 }, { base = 1024, stride = [2048, 0, 0], len = 512, rows = 2, pitch = 512 }] }, n = 2048 }
+[[node]]
+kernel = "row"
+grid = [8]
+block = [256]
+args = { x = { buffer = "x", tile = "none" }, n = 2048 }
+"#;
+    let f = ostinato::file::parse(src, std::path::Path::new("t.toml"), &["host"]).unwrap();
+    let g = &f.graph;
+    assert_eq!(g.tile_map(NodeId(0), 0), Some(&TileMap::linear(1024, 1024).unwrap()));
+    assert_eq!(g.tile_map(NodeId(1), 0).map(|m| m.ranges().len()), Some(2));
+    assert_eq!(g.tile_map(NodeId(1), 0).unwrap().ranges()[1], TileRange::span(1024, [2048, 0, 0], 512).with_rows(2, 512));
+    assert_eq!(g.tile_map(NodeId(2), 0), None);
+    let bad = |edit: &str, want: &str| {
+        let e =
+            ostinato::file::parse(&src.replace("grid = [8]\nblock = [256]\nargs = { x = \"x\", n = 2048 }", edit), std::path::Path::new("t.toml"), &["host"])
+                .unwrap_err();
+        assert!(e.to_string().contains(want), "{e}");
+    };
+    bad("grid = [9]\nblock = [256]\nargs = { x = \"x\", n = 2048 }", "t.toml:8: node 0, param `row.x`: tile map: tile range 0: block [8, 0, 0]");
+    bad("grid = [8]\nblock = [256]\nargs = { x = { buffer = \"x\", tile = { len = 4 } }, n = 2048 }", "needs `stride`");
+    bad("grid = [8]\nblock = [256]\nargs = { x = { buffer = \"x\", tile = { stride = [4], len = 4, step = 1 } }, n = 2048 }", "unknown key `step`");
+    bad("grid = [8]\nblock = [256]\nargs = { x = { buffer = \"x\", tile = 3 }, n = 2048 }", "a range table, a list of them");
+}
