@@ -91,6 +91,37 @@ impl HostKernel {
         }
     }
 
+    /// Runs block `block` of a launch of this per-block kernel, outside any exec, with `tiles` (per
+    /// param, the node's map or `None`; empty: none) checked as an exec checks them. A tool that runs
+    /// blocks in an order of its own (a simulated fused kernel, whose blocks run in any order) calls
+    /// this. A body of the whole launch is refused.
+    pub fn call_block(&self, args: &[CallArg], memory: &[Arc<HostMemory>], launch: Launch, block: [u32; 3], tiles: &[Option<TileMap>]) -> Result<(), String> {
+        if !self.per_block {
+            return Err(format!("kernel `{}` runs the whole launch in one call: it has no block to run", self.sig.name));
+        }
+        if (0..3).any(|d| block[d] >= launch.grid[d]) {
+            return Err(format!("block {block:?} is outside the grid {:?}", launch.grid));
+        }
+        let prepared: Vec<PreparedArg> = args
+            .iter()
+            .map(|a| match *a {
+                CallArg::Buffer { memory: m, start, len, access } => PreparedArg::Buffer { root: m, start, len, access },
+                CallArg::Scalar(v) => PreparedArg::Scalar(v),
+            })
+            .collect();
+        if let Some(m) = args.iter().find_map(|a| match a {
+            CallArg::Buffer { memory: m, start, len, .. } if memory.get(*m).is_none_or(|mem| start.checked_add(*len).is_none_or(|e| e > mem.len())) => Some(*m),
+            _ => None,
+        }) {
+            return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
+        }
+        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch, block: Some(block), tiles, names: Some(&self.sig) };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.body)(&cx))) {
+            Ok(r) => r,
+            Err(_) => Err(format!("kernel `{}` panicked", self.sig.name)),
+        }
+    }
+
     /// Runs the body over `cx`'s launch: once, or once per block (x fastest) for a per-block body.
     pub(crate) fn run(&self, cx: &KernelCtx) -> Result<(), String> {
         if !self.per_block {

@@ -640,7 +640,8 @@ fn slice_from_toml(g: &Graph, v: &toml::Value, tiled: bool) -> Result<Slice, Str
         toml::Value::String(name) => Ok(g.whole(lookup(name)?)),
         toml::Value::Table(t) => {
             for k in t.keys() {
-                if !["buffer", "offset", "len"].contains(&k.as_str()) && !(tiled && k == "tile") {
+                let allowed = ["buffer", "offset", "len"].contains(&k.as_str()) || (tiled && k == "tile");
+                if !allowed {
                     let keys = if tiled { "buffer, offset, len, tile" } else { "buffer, offset, len" };
                     return Err(format!("unknown key `{k}` in buffer arg ({keys})"));
                 }

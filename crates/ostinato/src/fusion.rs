@@ -102,6 +102,14 @@ pub const MAX_FUSED_BLOCKS: usize = 1024;
 /// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
 /// joins two different lanes of a group.
 pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
+    groups_by(plan, fusable, mode, &|u, v| plan.tile_relation(u, v).is_block_local())
+}
+
+/// [`groups`] with the test of whether multi-block node `v` may follow node `u` block by block given
+/// (the plan's tile relation in [`groups`]): a mutation test hands a wrong one to show that a lost
+/// tile dependency changes some program's bytes.
+#[doc(hidden)]
+pub fn groups_by(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode, block_local: &dyn Fn(NodeId, NodeId) -> bool) -> Vec<Group> {
     if mode == FusionMode::Off {
         return Vec::new();
     }
@@ -129,7 +137,7 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
                 key(last) == Some(k)
                     && plan.preds(v).iter().all(|&u| run_of[u as usize] == runs.len())
                     && (mode == FusionMode::On || plan.preds(v).contains(&last.0))
-                    && (k.grid == [1, 1, 1] || blockwise_in_run(plan, v, |u| run_of[u as usize] == runs.len()))
+                    && (k.grid == [1, 1, 1] || blockwise_in_run(plan, v, |u| run_of[u as usize] == runs.len(), block_local))
             });
             if !joins {
                 flush(&mut cur, &mut runs);
@@ -184,9 +192,9 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
 /// the run it has a hazard with (on the access frontier, so every byte's whole history counts, not
 /// only the kept edges) relates to it block-locally, and no explicit edge (an ordering of whole nodes)
 /// ties it to one.
-fn blockwise_in_run(plan: &Plan, v: NodeId, in_run: impl Fn(u32) -> bool) -> bool {
+fn blockwise_in_run(plan: &Plan, v: NodeId, in_run: impl Fn(u32) -> bool, block_local: &dyn Fn(NodeId, NodeId) -> bool) -> bool {
     let explicit = &plan.graph().node(v).after;
-    explicit.iter().all(|u| !in_run(u.0)) && plan.hazard_preds(v).iter().filter(|&&u| in_run(u)).all(|&u| plan.tile_relation(NodeId(u), v).is_block_local())
+    explicit.iter().all(|u| !in_run(u.0)) && plan.hazard_preds(v).iter().filter(|&&u| in_run(u)).all(|&u| block_local(NodeId(u), v))
 }
 
 /// The nodes outside `run` that it waits for and that wait for it.

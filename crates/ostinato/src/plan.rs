@@ -253,7 +253,8 @@ impl Plan {
                 s.push_str(" (also explicit)");
             }
             s.push('\n');
-            if !(g.node(e.from).tiles.is_empty() && g.node(e.to).tiles.is_empty()) && !e.hazards.is_empty() {
+            let tiled = !g.node(e.from).tiles.is_empty() || !g.node(e.to).tiles.is_empty();
+            if tiled && !e.hazards.is_empty() {
                 s.push_str(&format!("    {}\n", self.tile_relation(e.from, e.to).describe()));
             }
             for a in g.accesses(e.from) {

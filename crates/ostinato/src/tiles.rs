@@ -373,7 +373,7 @@ fn producer_blocks(map: &TileMap, grid: [u32; 3], start: u64, lo: u64, hi: u64, 
         let mut dims =
             [(u64::from(grid[0]), r.stride[0], 0usize), (u64::from(grid[1]), r.stride[1], 1), (u64::from(grid[2]), r.stride[2], 2), (r.rows, r.pitch, 3)];
         // Largest stride first: each level then narrows the next one's range.
-        dims.sort_by(|a, b| b.1.cmp(&a.1));
+        dims.sort_by_key(|d| std::cmp::Reverse(d.1));
         let mut idx = [0u64; 4];
         let mut emit = |i: &[u64; 4]| {
             let lin = i[0] + u64::from(grid[0]) * (i[1] + u64::from(grid[1]) * i[2]);
