@@ -1,5 +1,5 @@
 //! Makes the golden PTX fixtures of the kernel-contract analyses from their CUDA C sources in
-//! tests/fixtures/, with the NVRTC Ostinato loads (ignored by default: the committed fixtures are what
+//! ostinato-cuda-code's tests/fixtures/, with the NVRTC Ostinato loads (ignored by default: the committed fixtures are what
 //! the analyses are tested on, everywhere, NVRTC or not). To remake them after changing a source:
 //!
 //! ```sh
@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use ostinato_cuda::fusion::source::check_source;
-use ostinato_cuda::nvrtc;
+use ostinato_cuda_code::nvrtc;
 
 /// (source, fixture, compiled as a fused body, architecture).
 const FIXTURES: &[(&str, &str, bool, &str)] =
@@ -18,7 +18,7 @@ const FIXTURES: &[(&str, &str, bool, &str)] =
 #[test]
 #[ignore = "remakes the committed fixtures; needs NVRTC"]
 fn regenerate_contract_fixtures() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ostinato-cuda-code/tests/fixtures");
     let ((maj, min), _) = nvrtc::version().expect("NVRTC loads (set OSTINATO_NVRTC)");
     for &(source, fixture, fused, arch) in FIXTURES {
         let text = std::fs::read_to_string(dir.join(source)).expect("fixture source");
@@ -41,7 +41,7 @@ fn regenerate_contract_fixtures() {
     let options = ["--gpu-architecture=sm_90".to_string(), "-default-device".into(), "--std=c++17".into()];
     let cubin = nvrtc::compile(&text, "sass_wait.cu", &options).expect("compiles").cubin.expect("a cubin for sm_90");
     std::fs::write(dir.join("sass_wait.cubin"), &cubin).expect("writes");
-    let tool = ostinato_cuda::sass::nvdisasm().expect("nvdisasm (set OSTINATO_NVDISASM)");
+    let tool = ostinato_cuda_code::sass::nvdisasm().expect("nvdisasm (set OSTINATO_NVDISASM)");
     let out = std::process::Command::new(tool).arg("-c").arg(dir.join("sass_wait.cubin")).output().expect("nvdisasm runs");
     assert!(out.status.success());
     std::fs::write(dir.join("sass_wait.sass"), out.stdout).expect("writes");

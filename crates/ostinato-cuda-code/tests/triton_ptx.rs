@@ -7,7 +7,7 @@
 
 use ostinato::contract::infer;
 use ostinato::{Access, KernelSig, ScalarType};
-use ostinato_cuda::contract::{read_ptx, verify, KernelReport};
+use ostinato_cuda_code::contract::{read_ptx, verify, KernelReport};
 
 fn fixture(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
@@ -27,7 +27,7 @@ fn signature(name: &str, params: &[(&str, &str)]) -> KernelSig {
 }
 
 fn read(file: &str, entry: &str, sig: &KernelSig) -> KernelReport {
-    read_ptx(&fixture(file), file, false, entry, sig).unwrap_or_else(|e| panic!("{file}: {e}"))
+    read_ptx(&fixture(file), file, &[], entry, sig).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 /// The mode inferred for each pointer param, by name.
