@@ -16,10 +16,10 @@ for line in sys.stdin:
         name = m["target"]["name"] + ("-lib" if m["target"]["kind"][0] == "lib" else "")
         shutil.copy(m["executable"], os.path.join(".devbin/tests", m["target"]["name"].replace("-", "_") + "__" + m["target"]["kind"][0]))
 '
-# Only the tests that touch the GPU (or need NVRTC, which the GPU machine has) run there; the rest run
-# in CI.
-find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' ! -name 'contract_kernels__test' \
-  ! -name 'pack_contract__test' ! -name 'ptx_fixtures__test' -delete
+# Only the tests that touch the GPU (or need NVRTC, which the GPU machine has) run there, with the unit
+# tests of the NVIDIA code analysis (ostinato-cuda-code); the rest run in CI.
+find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' ! -name 'ostinato_cuda_code__lib' \
+  ! -name 'contract_kernels__test' ! -name 'pack_contract__test' ! -name 'ptx_fixtures__test' -delete
 strip .devbin/ostinato .devbin/tests/*
 cp -r examples kernels .devbin/
 # The C ABI (library, header), for the C examples the GPU machine compiles against it.

@@ -5,7 +5,10 @@ Every workspace crate (and the Python extension under python/) has a role, and e
 on these roles only (dev-dependencies are free but for the test kit rule):
 
 - core (`ostinato`): nothing of the workspace; it names no backend, pack or shell;
-- backend (`ostinato-host`, `ostinato-cuda`, `ostinato-vulkan`, `ostinato-hsa`): the core only;
+- code analysis (`ostinato-cuda-code`: reading NVIDIA kernel code without a driver session): the core
+  only; it names no backend;
+- backend (`ostinato-host`, `ostinato-cuda`, `ostinato-vulkan`, `ostinato-hsa`): the core, and the code
+  analysis;
 - simulator (`ostinato-aql-sim`: the simulated AQL packet processor): a test tool that plays a device
   behind a backend's own trait: the core and the backends (the one it plays for, the host backend
   whose kernels it runs). It is a dependency of the runtime only behind a cargo feature (an optional
@@ -13,9 +16,10 @@ on these roles only (dev-dependencies are free but for the test kit rule):
   (its tests live in the simulator's crate);
 - pack (`ostinato-llama`): the core, and the host backend for its host twins' types; a backend never
   names a pack, and a pack never names another backend;
-- runtime (`ostinato-runtime`): the core, backends and simulators, never a pack, shell or the bench;
-- bench (`ostinato-bench`): the core, the runtime, packs and backends (its Ostinato arms and the raw
-  baselines beside them), never a shell;
+- runtime (`ostinato-runtime`): the core, the code analysis, backends and simulators, never a pack,
+  shell or the bench;
+- bench (`ostinato-bench`): the core, the runtime, packs, the code analysis and backends (its Ostinato
+  arms and the raw baselines beside them), never a shell;
 - shell (`ostinato-cli`, `ostinato-capi`, `ostinato-py`): the core, the runtime, packs and the bench;
   backends only through the runtime;
 - test kit (`ostinato-testkit`): only ever a dev-dependency.
@@ -31,6 +35,7 @@ import sys
 
 ROLES = {
     "ostinato": "core",
+    "ostinato-cuda-code": "code analysis",
     "ostinato-host": "backend",
     "ostinato-cuda": "backend",
     "ostinato-vulkan": "backend",
@@ -48,18 +53,20 @@ ROLES = {
 # role -> roles it may depend on (normal and build dependencies).
 ALLOWED = {
     "core": set(),
-    "backend": {"core"},
+    "code analysis": {"core"},
+    "backend": {"core", "code analysis"},
     "simulator": {"core", "backend"},
     "pack": {"core", "host-backend"},
-    "runtime": {"core", "backend", "simulator"},
-    "bench": {"core", "runtime", "pack", "backend"},
+    "runtime": {"core", "code analysis", "backend", "simulator"},
+    "bench": {"core", "runtime", "pack", "code analysis", "backend"},
     "shell": {"core", "runtime", "pack", "bench"},
     "testkit": {"core", "backend", "simulator", "runtime", "pack"},
 }
 
 WHY = {
     "core": "the core names no backend, pack or shell",
-    "backend": "a backend depends on the core only",
+    "code analysis": "the code analysis depends on the core only (it needs no driver session and names no backend)",
+    "backend": "a backend depends on the core and the code analysis only",
     "simulator": "a simulator depends on the core and the backends it plays for",
     "pack": "a pack depends on the core and the host backend (its twins' types) only",
     "runtime": "the runtime never depends on a pack, a shell or the bench",

@@ -43,6 +43,16 @@ class CheckDeps(unittest.TestCase):
         self.assert_caught("ostinato-cuda", "ostinato-vulkan", words=["backend"])
         self.assert_caught("ostinato-vulkan", "ostinato-host", words=["backend"])
 
+    def test_code_analysis_to_anything_but_the_core(self):
+        self.assert_caught("ostinato-cuda-code", "ostinato-cuda", words=["code analysis", "names no backend"])
+        self.assert_caught("ostinato-cuda-code", "ostinato-runtime", words=["code analysis"])
+        self.assert_caught("ostinato-cuda-code", "ostinato-llama")
+        # Who may use it: any backend, the runtime and the bench; not a pack, not a shell.
+        for crate in ("ostinato-vulkan", "ostinato-runtime", "ostinato-bench"):
+            self.assertEqual(check_deps.broken_rules(plant(self.packages, crate, "ostinato-cuda-code")), [], crate)
+        self.assert_caught("ostinato-llama", "ostinato-cuda-code", words=["pack"])
+        self.assert_caught("ostinato-cli", "ostinato-cuda-code", words=["shell"])
+
     def test_backend_to_domain_pack(self):
         self.assert_caught("ostinato-cuda", "ostinato-llama", words=["backend", "pack"])
         self.assert_caught("ostinato-host", "ostinato-llama")

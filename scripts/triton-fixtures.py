@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Makes the Triton PTX fixtures of the CUDA backend's contract tests (crates/ostinato-cuda/tests/
-triton_ptx.rs) from the kernels of python/tests/triton_kernels.py, compiled by Triton for sm_90 on
+"""Makes the Triton PTX fixtures of the NVIDIA code analysis' contract tests (crates/ostinato-cuda-code/
+tests/triton_ptx.rs) from the kernels of python/tests/triton_kernels.py, compiled by Triton for sm_90 on
 this machine (no GPU needed), without line info. The committed fixtures are what the analyses are tested
 on everywhere, Triton or not. Usage: python3 scripts/triton-fixtures.py (with Triton 3.4 to 3.6)."""
 
@@ -18,7 +18,7 @@ from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
 import triton_kernels as K  # noqa: E402
 
-OUT = os.path.join(REPO, "crates", "ostinato-cuda", "tests", "fixtures")
+OUT = os.path.join(REPO, "crates", "ostinato-cuda-code", "tests", "fixtures")
 
 
 class Arg:

@@ -1,5 +1,5 @@
 """Triton kernels the tests record as Ostinato nodes and launch directly (and that
-scripts/triton-fixtures.py compiles into the PTX fixtures of the CUDA backend's tests)."""
+scripts/triton-fixtures.py compiles into the PTX fixtures of ostinato-cuda-code's tests)."""
 
 import triton
 import triton.language as tl

@@ -97,7 +97,7 @@ pub fn collect(
         sm_count: dev.map(|d| d.sm_count),
         compute_capability: dev.map(|d| d.arch()),
         cuda_driver_version: dev.map(|d| format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10)),
-        nvrtc_version: dev.and_then(|_| ostinato_cuda::nvrtc::version().ok()).map(|((a, b), _)| format!("{a}.{b}")),
+        nvrtc_version: dev.and_then(|_| ostinato_cuda_code::nvrtc::version().ok()).map(|((a, b), _)| format!("{a}.{b}")),
         nvidia_driver: after.as_ref().and_then(|n| n.driver.clone()),
         vulkan_device,
         sm_clock_mhz_before: clock_before,

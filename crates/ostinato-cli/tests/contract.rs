@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The access-class fixture of the CUDA backend (NVRTC's PTX of tests/fixtures/access.cu there).
-const ACCESS_PTX: &str = include_str!("../../ostinato-cuda/tests/fixtures/access.ptx");
+/// The access-class fixture of the NVIDIA code analysis (NVRTC's PTX of ostinato-cuda-code's tests/fixtures/access.cu).
+const ACCESS_PTX: &str = include_str!("../../ostinato-cuda-code/tests/fixtures/access.ptx");
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

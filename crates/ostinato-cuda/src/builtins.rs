@@ -7,7 +7,8 @@ use ostinato::KernelSig;
 
 use crate::device::Device;
 use crate::error::Result;
-use crate::module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger, BUILTIN_SOURCE};
+use crate::module::{CudaKernel, LoadedModule, ModuleSource, BUILTIN_SOURCE};
+use ostinato_cuda_code::PdlTrigger;
 
 /// The signature of the internal kernel a copy node runs (`ostinato_copy`).
 pub fn copy_sig() -> KernelSig {
@@ -28,7 +29,7 @@ pub fn fill_sig() -> KernelSig {
 pub struct FusionBody {
     pub source: Arc<str>,
     pub entry: String,
-    pub body: crate::ptx::FusedBody,
+    pub body: ostinato_cuda_code::ptx::FusedBody,
 }
 
 /// A CUDA C source compiled once as fused bodies see it (`fusion::source::check_source`): the PTX
@@ -45,7 +46,7 @@ impl FusionCheck {
     /// `entry` certified as a fused body (compiling the source once, through the cache), or why not.
     pub(crate) fn body(&self, device: &Device, entry: &str) -> std::result::Result<Arc<FusionBody>, String> {
         let ptx = self.ptx.get_or_init(|| {
-            crate::compile::compile(
+            ostinato_cuda_code::compile::compile(
                 "fused-bodies",
                 &crate::fusion::source::check_source(&self.source),
                 &device.info().arch().replace("sm_", "compute_"),
@@ -55,7 +56,7 @@ impl FusionCheck {
             .map_err(|e| e.to_string())
         });
         let ptx = ptx.as_ref().map_err(|e| format!("compiling it as a fused body failed: {e}"))?;
-        let body = crate::ptx::fused_body(ptx, entry).map_err(|e| {
+        let body = ostinato_cuda_code::ptx::fused_body(ptx, entry).map_err(|e| {
             if e.starts_with("no `.entry") {
                 format!("{e} as fused (a fused kernel calls it by its name: declare it `extern \"C\"`)")
             } else {

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::sys::CUgraphNodeType;
 use ostinato::{AccessDecl, KernelSig, ParamKind};
 
-use crate::contract::{self, KernelReport};
 use crate::error::{CudaError, Result};
 use crate::ffi::{Graph, GraphExec, GraphNode, Stream};
+use ostinato_cuda_code::contract::{self, KernelReport};
 
 /// What keeps captured work's memory alive: held for as long as any exec runs the work.
 pub type Owner = Arc<dyn Any + Send + Sync>;

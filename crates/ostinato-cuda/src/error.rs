@@ -1,5 +1,6 @@
 //! Errors of the CUDA backend: each carries the operation, the node or kernel where one is involved, and
-//! the raw driver/NVRTC code with its name.
+//! the raw driver/NVRTC code with its name. Reading kernel code fails with
+//! [`ostinato_cuda_code::CodeError`], which converts into the variant of the same message and kind.
 
 use cudarc::driver::sys::CUresult;
 use ostinato::{BindError, ErrorKind, SlotError, UsageError};
@@ -140,8 +141,64 @@ const STICKY: &[CUresult] = &[
     CUresult::CUDA_ERROR_ECC_UNCORRECTABLE,
 ];
 
+/// Reading kernel code failed: the same failure, with the same message and kind, as the backend's own.
+impl From<ostinato_cuda_code::CodeError> for CudaError {
+    fn from(e: ostinato_cuda_code::CodeError) -> Self {
+        use ostinato_cuda_code::CodeError;
+        match e {
+            CodeError::NvrtcMissing(why) => CudaError::NvrtcMissing(why),
+            CodeError::Nvrtc { op, code, name } => CudaError::Nvrtc { op, code, name },
+            CodeError::Compile { source_name, log } => CudaError::Compile { source_name, log },
+            CodeError::Kernel { kernel, reason } => CudaError::Kernel { kernel, reason },
+            CodeError::Usage { op, reason } => CudaError::Usage { op, reason },
+            CodeError::Contract(e) => CudaError::Contract(e),
+        }
+    }
+}
+
 impl From<ostinato::contract::ContractError> for CudaError {
     fn from(e: ostinato::contract::ContractError) -> Self {
         CudaError::Contract(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ostinato::contract::{ContractError, Evidence};
+    use ostinato_cuda_code::CodeError;
+
+    /// Every failure of reading kernel code reaches the shells as the backend's own: the same message,
+    /// the same kind (shells map kinds), the variant callers match.
+    #[test]
+    fn code_errors_keep_their_message_and_kind_in_the_backend() {
+        let evidence = Box::new(Evidence { instruction: "st.global.u32".into(), at: "k.cu:3".into() });
+        let contradicted = || ContractError::Contradicted {
+            kernel: "k".into(),
+            param: "x".into(),
+            declared: "read",
+            code: "k.cu (PTX)".into(),
+            verb: "writes",
+            evidence: evidence.clone(),
+        };
+        let cases = [
+            CodeError::NvrtcMissing("libnvrtc not found".into()),
+            CodeError::Nvrtc { op: "nvrtcVersion", code: 7, name: "NVRTC_ERROR_INTERNAL_ERROR".into() },
+            CodeError::Compile { source_name: "k.cu".into(), log: "error: undefined".into() },
+            CodeError::Kernel { kernel: "k".into(), reason: "no `.entry k`".into() },
+            CodeError::Usage { op: "nvrtcCreateProgram", reason: "source has a NUL byte".into() },
+            CodeError::from(contradicted()),
+        ];
+        for e in cases {
+            let (message, kind) = (e.to_string(), e.kind());
+            let c = CudaError::from(e);
+            assert_eq!((c.to_string(), c.kind()), (message.clone(), kind), "{message}");
+        }
+        let c = CudaError::from(CodeError::from(contradicted()));
+        assert!(matches!(&c, CudaError::Contract(e) if **e == contradicted()), "{c}");
+        let c = CudaError::from(CodeError::Kernel { kernel: "k".into(), reason: "r".into() });
+        assert!(matches!(&c, CudaError::Kernel { kernel, .. } if kernel == "k"), "{c}");
+        assert_eq!(CudaError::from(CodeError::NvrtcMissing(String::new())).kind(), ErrorKind::BackendMissing);
+        assert_eq!(CudaError::from(CodeError::Compile { source_name: String::new(), log: String::new() }).kind(), ErrorKind::Bind);
     }
 }

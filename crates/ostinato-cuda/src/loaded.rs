@@ -8,13 +8,14 @@ use ostinato::manifest::{Compiler, Hashed};
 use ostinato::{KernelSig, ParamKind};
 
 use crate::builtins::FusionCheck;
-use crate::contract::{self, KernelReport};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::Module;
-use crate::module::{CudaKernel, ModuleSource, PdlTrigger};
-use crate::ptx::ModuleInfo;
-use crate::sass::Sass;
+use crate::module::{CudaKernel, ModuleSource};
+use ostinato_cuda_code::contract::{self, KernelReport};
+use ostinato_cuda_code::ptx::ModuleInfo;
+use ostinato_cuda_code::sass::Sass;
+use ostinato_cuda_code::PdlTrigger;
 
 /// How a module was built and what was loaded: what a kernel's manifest records of its module.
 pub struct Build {
@@ -38,13 +39,13 @@ impl Build {
     /// The PTX's declarations, read once.
     pub(crate) fn info(&self) -> Option<&ModuleInfo> {
         let ptx = self.ptx.as_deref()?;
-        Some(self.info.get_or_init(|| contract::module_info(ptx, self.builtin)))
+        Some(self.info.get_or_init(|| contract::module_info(ptx, if self.builtin { crate::module::BUILTIN_PARTS } else { &[] })))
     }
     /// The cubin disassembled (once), or why not.
     pub fn sass(&self) -> std::result::Result<Arc<Sass>, String> {
         self.sass
             .get_or_init(|| match &self.cubin {
-                Some(c) => crate::sass::disassemble(c).map(Arc::new),
+                Some(c) => ostinato_cuda_code::sass::disassemble(c).map(Arc::new),
                 None => Err("no cubin".into()),
             })
             .clone()
@@ -78,7 +79,7 @@ impl LoadedModule {
         let arch = device.info().arch();
         let build = match source {
             ModuleSource::CudaC { name, source } => {
-                let c = crate::compile::compile(name, source, &arch, trigger)?;
+                let c = ostinato_cuda_code::compile::compile(name, source, &arch, trigger)?;
                 let compiler = Compiler {
                     name: "nvrtc".into(),
                     version: format!("{}.{}", c.nvrtc.0, c.nvrtc.1),
@@ -142,11 +143,11 @@ impl LoadedModule {
             },
             (None, Some(true)) => {
                 let sass = self.build.sass().map_err(|why| kerr(format!("declared PDL-capable: its machine code must be certified, but {why}")))?;
-                let offsets = crate::sass::param_offsets(&sizes);
-                let pre = crate::sass::certify(&sass, entry, &offsets, &buffers)
+                let offsets = ostinato_cuda_code::sass::param_offsets(&sizes);
+                let pre = ostinato_cuda_code::sass::certify(&sass, entry, &offsets, &buffers)
                     .map_err(|why| kerr(format!("declared PDL-capable but its machine code says otherwise: {why}")))?;
-                report.pre_wait = Ok(crate::ptx::PreWait { reads: pre.reads.clone(), early_trigger: pre.early_trigger, ..Default::default() });
-                (true, "sass", crate::ptx::PreWait { reads: pre.reads, early_trigger: pre.early_trigger, ..Default::default() })
+                report.pre_wait = Ok(ostinato_cuda_code::ptx::PreWait { reads: pre.reads.clone(), early_trigger: pre.early_trigger, ..Default::default() });
+                (true, "sass", ostinato_cuda_code::ptx::PreWait { reads: pre.reads, early_trigger: pre.early_trigger, ..Default::default() })
             }
             (None, _) => (false, "none", Default::default()),
         };
@@ -175,7 +176,7 @@ impl LoadedModule {
     fn report(&self, entry: &str, sig: &KernelSig) -> Result<KernelReport> {
         let name = contract::display(&self.build.name);
         match (&self.build.ptx, self.build.info()) {
-            (Some(ptx), Some(info)) => contract::read_ptx_with(info, ptx, &name, entry, sig),
+            (Some(ptx), Some(info)) => Ok(contract::read_ptx_with(info, ptx, &name, entry, sig)?),
             _ => {
                 let code = format!("{name} (machine code)");
                 let access = contract::unread(sig, &code, "machine code: the access analysis reads PTX");

@@ -1,23 +1,20 @@
-//! Kernel modules: CUDA C compiled at run time with NVRTC (through the cache of [`crate::compile`]),
-//! PTX, or cubin; the kernels bound from them ([`CudaKernel`]). Loading and the checks at bind time —
-//! param layout, declared access against the code, PDL capability — are in [`LoadedModule`].
+//! Kernel modules: CUDA C compiled at run time with NVRTC (through the cache of
+//! [`ostinato_cuda_code::compile`]), PTX, or cubin; the kernels bound from them ([`CudaKernel`]).
+//! Loading and the checks at bind time — param layout, declared access against the code, PDL
+//! capability — are in [`LoadedModule`].
 
 use std::path::Path;
 use std::sync::Arc;
 
 use ostinato::KernelSig;
+use ostinato_cuda_code::contract::KernelReport;
+use ostinato_cuda_code::PdlTrigger;
 
 pub use crate::builtins::{copy_sig, fill_sig, BuiltinModules, FusionBody};
-pub use crate::compile::cache_dir;
-use crate::contract::KernelReport;
 use crate::error::{CudaError, Result};
 use crate::ffi::{self, Function};
 pub use crate::loaded::{Build, LoadedModule};
 use crate::lower::Variant;
-
-/// Ostinato's kernel header (`#include "ostinato.cuh"` in any CUDA C that Ostinato compiles): the
-/// `OST_ENTRY`/`OST_EXIT` macros with which a kernel is built in each trigger variant.
-pub const KERNEL_HEADER: &str = include_str!("../../../kernels/ostinato.cuh");
 
 /// The built-in kernels (`builtin:<name>`) and the internal copy/fill kernels: generic kernels only
 /// (a domain pack's kernels bind through [`ostinato::KernelRef::code`]).
@@ -27,39 +24,6 @@ pub const BUILTIN_SOURCE: &str = concat!(include_str!("../../../kernels/ostinato
 /// come from.
 pub const BUILTIN_PARTS: &[(&str, &str)] =
     &[("kernels/ostinato.cu", include_str!("../../../kernels/ostinato.cu")), ("kernels/decode.cu", include_str!("../../../kernels/decode.cu"))];
-
-/// Where a PDL-capable kernel lets its dependents launch (the `OST_TRIGGER` macro of our sources).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PdlTrigger {
-    /// Never triggers: dependents launch when it completes.
-    Never,
-    /// Triggers at entry, before waiting on its own predecessors.
-    AtEntry,
-    /// Triggers after its last write.
-    AfterWrites,
-    /// Triggers right after its own wait: dependents launch once it runs, one kernel ahead at most.
-    AfterWait,
-    /// Compiled without any `griddepcontrol` (not PDL-capable; for measurement).
-    Disabled,
-}
-
-impl PdlTrigger {
-    pub(crate) fn define(self) -> String {
-        match self {
-            PdlTrigger::Disabled => "-DOST_NO_PDL=1".into(),
-            t => format!("-DOST_TRIGGER={}", t as u8),
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PdlTrigger::Never => "never",
-            PdlTrigger::AtEntry => "entry",
-            PdlTrigger::AfterWrites => "after-writes",
-            PdlTrigger::AfterWait => "after-wait",
-            PdlTrigger::Disabled => "disabled",
-        }
-    }
-}
 
 /// Source of a module.
 #[derive(Clone, Debug)]
@@ -213,7 +177,7 @@ impl std::fmt::Debug for CudaKernel {
 
 /// Compiles CUDA C to PTX for `device`, through the cache. Returns (ptx, cache hit).
 pub fn compile_cached(device: &crate::Device, name: &str, source: &str, trigger: PdlTrigger) -> Result<(String, bool)> {
-    crate::compile::compile(name, source, &device.info().arch(), trigger).map(|c| (c.ptx, c.cache_hit))
+    Ok(ostinato_cuda_code::compile::compile(name, source, &device.info().arch(), trigger).map(|c| (c.ptx, c.cache_hit))?)
 }
 
 impl CudaKernel {

@@ -1,8 +1,8 @@
 //! The names of the CUDA backend's option values ([`ostinato::Named`]): each enum lists its values
-//! once, here, and parsing is derived from the names.
+//! once, here, and parsing is derived from the names (the build variants' [`ostinato_cuda_code::PdlTrigger`]
+//! name theirs where they are defined).
 
 use crate::lower::{MixedBuilds, PdlMode, ShapeMode};
-use crate::module::PdlTrigger;
 use crate::options::{ExecMode, GraphBuild, LaunchOn, StreamPriority};
 use ostinato::Named;
 
@@ -24,7 +24,6 @@ named!(StreamPriority, [StreamPriority::Default, StreamPriority::High], |p| matc
     StreamPriority::High => "high",
 });
 named!(LaunchOn, [LaunchOn::Caller, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }], LaunchOn::as_str);
-named!(PdlTrigger, [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::AfterWrites, PdlTrigger::Never, PdlTrigger::Disabled], PdlTrigger::as_str);
 named!(PdlMode, [PdlMode::Auto, PdlMode::On, PdlMode::Off], PdlMode::as_str);
 named!(ShapeMode, [ShapeMode::Auto, ShapeMode::Plan, ShapeMode::Lanes], ShapeMode::as_str);
 named!(MixedBuilds, [MixedBuilds::Off, MixedBuilds::Plain, MixedBuilds::Early, MixedBuilds::All], |m| match m {
@@ -38,6 +37,7 @@ named!(MixedBuilds, [MixedBuilds::Off, MixedBuilds::Plain, MixedBuilds::Early, M
 mod tests {
     use super::*;
     use crate::fusion::FusionMode;
+    use ostinato_cuda_code::PdlTrigger;
 
     fn round_trips<T: Named + PartialEq + std::fmt::Debug>() {
         let mut names = T::names();

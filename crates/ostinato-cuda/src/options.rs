@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::fusion::FusionMode;
 use crate::lower::PdlPolicy;
-use crate::module::PdlTrigger;
+use ostinato_cuda_code::PdlTrigger;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecMode {

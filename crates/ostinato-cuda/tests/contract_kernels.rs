@@ -11,14 +11,18 @@
 use std::collections::BTreeMap;
 
 use ostinato::KernelSig;
-use ostinato_cuda::compile;
-use ostinato_cuda::contract::{read_ptx, verify};
-use ostinato_cuda::module::{copy_sig, fill_sig, PdlTrigger, BUILTIN_SOURCE};
-use ostinato_cuda::ptx::ModuleInfo;
+use ostinato_cuda::module::{copy_sig, fill_sig, BUILTIN_PARTS, BUILTIN_SOURCE};
+use ostinato_cuda_code::compile;
+use ostinato_cuda_code::contract::{read_ptx, verify};
+use ostinato_cuda_code::ptx::ModuleInfo;
+use ostinato_cuda_code::PdlTrigger;
 
-/// The compile units whose kernels the backend ships: (name, CUDA C).
-fn units() -> Vec<(&'static str, &'static str)> {
-    vec![("builtin", BUILTIN_SOURCE)]
+/// The files a compile unit was joined from: (file name, text), in order.
+type Parts = &'static [(&'static str, &'static str)];
+
+/// The compile units whose kernels the backend ships: (name, CUDA C, the files it was joined from).
+fn units() -> Vec<(&'static str, &'static str, Parts)> {
+    vec![("builtin", BUILTIN_SOURCE, BUILTIN_PARTS)]
 }
 
 /// Every declared signature, by kernel name: the host built-ins' (their CUDA twins share them), the
@@ -36,14 +40,14 @@ fn declared() -> BTreeMap<String, KernelSig> {
 
 #[test]
 fn every_shipped_kernel_passes_its_declared_signature() {
-    if let Err(e) = ostinato_cuda::nvrtc::version() {
+    if let Err(e) = ostinato_cuda_code::nvrtc::version() {
         ostinato_testkit::skip(&format!("SKIP every_shipped_kernel_passes_its_declared_signature: {e}"));
         return;
     }
     let sigs = declared();
     let mut checked = 0;
     let mut failures = Vec::new();
-    for (name, source) in units() {
+    for (name, source, parts) in units() {
         for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry] {
             let c = compile::compile(name, source, "sm_90", trigger).expect("the built-in source compiles");
             let module = ModuleInfo::read(&c.ptx);
@@ -53,7 +57,7 @@ fn every_shipped_kernel_passes_its_declared_signature() {
                     failures.push(format!("{name}: kernel `{entry}` has no declared signature (declare it in its pack or as a built-in)"));
                     continue;
                 };
-                let mut report = match read_ptx(&c.ptx, name, name == "builtin", entry, sig) {
+                let mut report = match read_ptx(&c.ptx, name, parts, entry, sig) {
                     Ok(r) => r,
                     Err(e) => {
                         failures.push(format!("{entry}: {e}"));

@@ -10,9 +10,11 @@ mod common;
 use ostinato::{Access, KernelSig, ScalarType};
 use ostinato_cuda::{CudaError, LoadedModule, ModuleSource, PdlTrigger};
 
-fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
+// The fixtures (ostinato-cuda-code's golden code) travel inside the test binary: the tests run from any
+// directory, on any machine.
+const SASS_WAIT_CUBIN: &[u8] = include_bytes!("../../ostinato-cuda-code/tests/fixtures/sass_wait.cubin");
+const ACCESS_PTX: &str = include_str!("../../ostinato-cuda-code/tests/fixtures/access.ptx");
+const BULK_CU: &str = include_str!("../../ostinato-cuda-code/tests/fixtures/bulk.cu");
 
 #[test]
 fn a_contradicted_declaration_is_refused_when_the_kernel_binds() {
@@ -42,7 +44,7 @@ fn a_contradicted_declaration_is_refused_when_the_kernel_binds() {
 #[test]
 fn machine_code_declared_pdl_capable_is_certified_from_its_sass() {
     let Some(device) = common::device_or_skip("machine_code_declared_pdl_capable_is_certified_from_its_sass") else { return };
-    let cubin = ModuleSource::from_path(&fixture("sass_wait.cubin")).unwrap();
+    let cubin = ModuleSource::Cubin { name: "sass_wait.cubin".into(), bytes: SASS_WAIT_CUBIN.to_vec() };
     let m = LoadedModule::load(&device, &cubin, PdlTrigger::AfterWait).unwrap();
     let sig = |name: &str, vouched: bool| {
         let s = KernelSig::new(name);
@@ -52,7 +54,7 @@ fn machine_code_declared_pdl_capable_is_certified_from_its_sass() {
     // Machine code's access is not read: a declaration must be vouched for.
     let e = m.kernel("plain_prefetch", &sig("plain_prefetch", false), None).unwrap_err().to_string();
     assert!(e.contains("param `out`") && e.contains("vouched"), "{e}");
-    match ostinato_cuda::sass::nvdisasm() {
+    match ostinato_cuda_code::sass::nvdisasm() {
         Ok(_) => {
             let k = m.kernel("plain_prefetch", &sig("plain_prefetch", true), Some(true)).unwrap();
             assert!(k.pdl_capable && k.pdl_evidence == "sass", "{k:?}");
@@ -71,7 +73,7 @@ fn machine_code_declared_pdl_capable_is_certified_from_its_sass() {
 #[test]
 fn ptx_for_another_architecture_is_refused_before_loading() {
     let Some(device) = common::device_or_skip("ptx_for_another_architecture_is_refused_before_loading") else { return };
-    let text = std::fs::read_to_string(fixture("access.ptx")).unwrap().replace(".target sm_90", ".target sm_120a");
+    let text = ACCESS_PTX.replace(".target sm_90", ".target sm_120a");
     let e = LoadedModule::load(&device, &ModuleSource::Ptx { name: "future.ptx".into(), text }, PdlTrigger::AfterWait).unwrap_err().to_string();
     assert!(e.contains("sm_120a") && e.contains("does not run on this device"), "{e}");
 }
@@ -79,7 +81,7 @@ fn ptx_for_another_architecture_is_refused_before_loading() {
 #[test]
 fn the_bulk_copy_projection_requests_its_weights_before_the_wait() {
     let Some(device) = common::device_or_skip("the_bulk_copy_projection_requests_its_weights_before_the_wait") else { return };
-    let src = ModuleSource::CudaC { name: "bulk.cu".into(), source: std::fs::read_to_string(fixture("bulk.cu")).unwrap() };
+    let src = ModuleSource::CudaC { name: "bulk.cu".into(), source: BULK_CU.into() };
     let m = LoadedModule::load(&device, &src, PdlTrigger::AfterWait).unwrap();
     let sig = |name: &str| {
         KernelSig::new(name)

@@ -149,7 +149,7 @@ fn a_users_kernel_declared_fusable_fuses_and_a_false_declaration_is_refused() {
     assert_eq!(got, want, "the ten scales in order");
     // A PTX module cannot be fused (its source is not there to include).
     let ptx = dir.join("user.ptx");
-    std::fs::write(&ptx, ostinato_cuda::nvrtc::compile_ptx(USER, "user.cu", &["--gpu-architecture=compute_90".into()]).unwrap()).unwrap();
+    std::fs::write(&ptx, ostinato_cuda_code::nvrtc::compile_ptx(USER, "user.cu", &["--gpu-architecture=compute_90".into()]).unwrap()).unwrap();
     let e = backend.bind_kernel(&sig("scale"), &KernelRef::file(&ptx).with_entry("scale").with_option("fusable", RefOption::Bool(true))).unwrap_err();
     assert!(e.to_string().contains("not CUDA C"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -210,7 +210,7 @@ fn shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_u
 #[test]
 fn an_ldg_read_of_what_an_earlier_body_wrote_stays_unfused_under_auto_and_is_refused_under_on() {
     let Some(device) = common::device_or_skip("an_ldg_read_of_what_an_earlier_body_wrote_stays_unfused_under_auto_and_is_refused_under_on") else { return };
-    let (dir, path) = source_file("fusion_ldg", include_str!("fixtures/fusion_ldg.cu"));
+    let (dir, path) = source_file("fusion_ldg", include_str!("../../ostinato-cuda-code/tests/fixtures/fusion_ldg.cu"));
     let bump_sig = KernelSig::new("bump").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
     let read_sig = |name: &str| KernelSig::new(name).buffer("out", Access::Write).buffer("in", Access::Read).scalar("n", ScalarType::U32);
     for (reader, noncoherent) in [("ldg_scale", true), ("plain_scale", false)] {

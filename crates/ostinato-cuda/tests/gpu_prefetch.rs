@@ -39,7 +39,10 @@ fn f32s(v: &[f32]) -> Vec<u8> {
 #[test]
 fn prefetching_kernels_keep_safe_edges_and_lose_racing_ones() {
     let Some(device) = common::device_or_skip("prefetching_kernels_keep_safe_edges_and_lose_racing_ones") else { return };
-    let source = ModuleSource::CudaC { name: "prefetch.cu".into(), source: format!("{BUILTIN_SOURCE}\n{}", include_str!("fixtures/prefetch.cu")) };
+    let source = ModuleSource::CudaC {
+        name: "prefetch.cu".into(),
+        source: format!("{BUILTIN_SOURCE}\n{}", include_str!("../../ostinato-cuda-code/tests/fixtures/prefetch.cu")),
+    };
     let module = LoadedModule::load(&device, &source, PdlTrigger::AfterWait).unwrap();
     let w: Vec<f32> = (0..N).map(|i| 1.0 + (i % 7) as f32 / 8.0).collect();
     let seed: Vec<f32> = (0..N).map(|i| (i % 13) as f32).collect();
@@ -88,7 +91,10 @@ fn prefetching_kernels_keep_safe_edges_and_lose_racing_ones() {
 #[test]
 fn kernels_that_touch_memory_unsafely_before_the_wait_are_not_pdl_capable() {
     let Some(device) = common::device_or_skip("kernels_that_touch_memory_unsafely_before_the_wait_are_not_pdl_capable") else { return };
-    let source = ModuleSource::CudaC { name: "prefetch.cu".into(), source: format!("{BUILTIN_SOURCE}\n{}", include_str!("fixtures/prefetch.cu")) };
+    let source = ModuleSource::CudaC {
+        name: "prefetch.cu".into(),
+        source: format!("{BUILTIN_SOURCE}\n{}", include_str!("../../ostinato-cuda-code/tests/fixtures/prefetch.cu")),
+    };
     let module = LoadedModule::load(&device, &source, PdlTrigger::AfterWait).unwrap();
     let one = |name: &str| KernelSig::new(name).buffer("out", Access::ReadWrite).scalar("n", ScalarType::U32);
     for name in ["early_store", "early_return"] {

@@ -4,15 +4,18 @@
 //! the ranges and marks then reach the tool's functions. Skips where no C compiler is found. (One test
 //! in this binary: the client reads the variable once per process.)
 
-use std::path::PathBuf;
 use std::process::Command;
+
+/// The tool's C source (it travels inside the test binary: the test runs from any directory).
+const TOOL_SOURCE: &str = include_str!("fixtures/nvtx_tool.c");
 
 #[test]
 fn ranges_and_marks_reach_an_injected_tool() {
     let dir = std::env::temp_dir().join(format!("ostinato-nvtx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (tool, log) = (dir.join("libnvtx_tool.so"), dir.join("nvtx.log"));
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvtx_tool.c");
+    let source = dir.join("nvtx_tool.c");
+    std::fs::write(&source, TOOL_SOURCE).unwrap();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     match Command::new(&cc).args(["-shared", "-fPIC", "-O1", "-o"]).arg(&tool).arg(&source).output() {
         Ok(o) if o.status.success() => {}

@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 
 use ostinato::{Backend, KernelSig};
-use ostinato_cuda::compile;
-use ostinato_cuda::contract::{read_ptx, verify};
-use ostinato_cuda::module::PdlTrigger;
-use ostinato_cuda::ptx::ModuleInfo;
+use ostinato_cuda_code::compile;
+use ostinato_cuda_code::contract::{read_ptx, verify};
+use ostinato_cuda_code::ptx::ModuleInfo;
+use ostinato_cuda_code::PdlTrigger;
 use ostinato_llama::{pack, record, LlamaConfig, StepOptions};
 
 /// The pack's signatures, as the step declares them.
@@ -23,7 +23,7 @@ fn declared() -> BTreeMap<String, KernelSig> {
 
 #[test]
 fn every_pack_kernel_passes_its_declared_signature() {
-    if let Err(e) = ostinato_cuda::nvrtc::version() {
+    if let Err(e) = ostinato_cuda_code::nvrtc::version() {
         eprintln!("SKIP every_pack_kernel_passes_its_declared_signature: {e}");
         return;
     }
@@ -37,7 +37,7 @@ fn every_pack_kernel_passes_its_declared_signature() {
                 failures.push(format!("kernel `{entry}` of the pack has no signature in the step"));
                 continue;
             };
-            let mut report = match read_ptx(&c.ptx, pack::CUDA_SOURCE_NAME, false, entry, sig) {
+            let mut report = match read_ptx(&c.ptx, pack::CUDA_SOURCE_NAME, &[], entry, sig) {
                 Ok(r) => r,
                 Err(e) => {
                     failures.push(format!("{entry}: {e}"));

@@ -65,7 +65,7 @@ fn describe_cuda(s: &mut String) {
                     d.driver_version % 1000 / 10
                 );
             }
-            match ostinato_cuda::nvrtc::version() {
+            match ostinato_cuda_code::nvrtc::version() {
                 Ok(((maj, min), path)) => {
                     let _ = writeln!(s, "nvrtc: {maj}.{min} ({path})");
                 }

@@ -89,8 +89,8 @@ pub fn manifests(f: &GraphFile, backend: BackendKind) -> Result<Vec<KernelManife
                 None => {
                     let entry = r.entry_for(&sig.name).to_string();
                     let mut o = ostinato_cuda::contract::read_reference(sig, r, contract::OFFLINE_CUDA_ARCH).map_err(|e| at(e.to_string()))?;
-                    ostinato_cuda::contract::verify(sig, &mut o.report).map_err(|e| at(e.to_string()))?;
-                    ostinato_cuda::manifest::of_offline(sig, &entry, &o, true)
+                    ostinato_cuda_code::contract::verify(sig, &mut o.report).map_err(|e| at(e.to_string()))?;
+                    ostinato_cuda_code::manifest::of_offline(sig, &entry, &o, true)
                 }
             },
             #[cfg(feature = "vulkan")]

@@ -10,8 +10,9 @@ use super::CudaExec;
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::ffi::Context;
-use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+use crate::module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
 use crate::options::{CudaOptions, DeviceMemory};
+use ostinato_cuda_code::PdlTrigger;
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {

@@ -11,7 +11,8 @@ use super::{barriers, groups, Fusable, FuseKey, FusionMode, Group};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::lower::{helper_dims, Dims};
-use crate::module::{CudaKernel, FusionBody, LoadedModule, ModuleSource, PdlTrigger};
+use crate::module::{CudaKernel, FusionBody, LoadedModule, ModuleSource};
+use ostinato_cuda_code::PdlTrigger;
 
 /// A plan with its fused groups as single nodes, and the kernels to bind it with (the user's, then
 /// one per group).

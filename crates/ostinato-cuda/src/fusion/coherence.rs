@@ -99,11 +99,11 @@ mod tests {
     use crate::fusion::{groups, FuseKey, FusionMode};
     use ostinato::{Access, Graph, KernelSig, Launch, Scalar, ScalarType};
 
-    /// The bodies of tests/fixtures/fusion_ldg.cu as fused (their golden PTX).
-    const PTX: &str = include_str!("../../tests/fixtures/fusion_ldg.ptx");
+    /// The bodies of ostinato-cuda-code's tests/fixtures/fusion_ldg.cu as fused (their golden PTX).
+    const PTX: &str = include_str!("../../../ostinato-cuda-code/tests/fixtures/fusion_ldg.ptx");
 
     fn body(entry: &str) -> Arc<FusionBody> {
-        Arc::new(FusionBody { source: Arc::from("fusion_ldg.cu"), entry: entry.into(), body: crate::ptx::fused_body(PTX, entry).unwrap() })
+        Arc::new(FusionBody { source: Arc::from("fusion_ldg.cu"), entry: entry.into(), body: ostinato_cuda_code::ptx::fused_body(PTX, entry).unwrap() })
     }
 
     /// `bump` writes x; then `reader` reads x into y (a 1-block chain).

@@ -285,13 +285,13 @@ fn reaches(plan: &Plan, from: NodeId, to: NodeId) -> bool {
 
 /// NVRTC's PTX of `source` for sm_90 with `defines`, or `None` (with a note) where NVRTC is missing.
 fn nvrtc_ptx(test: &str, source: &str, defines: &[&str]) -> Option<String> {
-    if crate::nvrtc::version().is_err() {
+    if ostinato_cuda_code::nvrtc::version().is_err() {
         ostinato_testkit::skip(&format!("{test}: NVRTC not found (set OSTINATO_NVRTC)"));
         return None;
     }
     let mut opts: Vec<String> = vec!["--gpu-architecture=compute_90".into(), "-default-device".into(), "--std=c++17".into()];
     opts.extend(defines.iter().map(|d| d.to_string()));
-    Some(crate::nvrtc::compile_ptx(source, "fused", &opts).unwrap_or_else(|e| panic!("{e}\n{source}")))
+    Some(ostinato_cuda_code::nvrtc::compile_ptx(source, "fused", &opts).unwrap_or_else(|e| panic!("{e}\n{source}")))
 }
 
 /// A kernel that reads the grid through inline PTX (invisible to the `blockIdx` binding), one with a
@@ -311,19 +311,22 @@ fn bodies_are_certified_from_their_ptx_as_fused() {
         return;
     };
     for k in ["add_one", "mix", "ostinato_copy", "ostinato_fill", "add", "silu_mul", "rope", "kv_store"] {
-        assert_eq!(crate::ptx::fused_body(&ptx, k).map(|b| b.uses_shared), Ok(false), "{k}");
+        assert_eq!(ostinato_cuda_code::ptx::fused_body(&ptx, k).map(|b| b.uses_shared), Ok(false), "{k}");
     }
     for k in ["rmsnorm", "attention"] {
-        assert!(crate::ptx::fused_body(&ptx, k).unwrap_err().contains("bar.sync"), "{k}: a block barrier");
+        assert!(ostinato_cuda_code::ptx::fused_body(&ptx, k).unwrap_err().contains("bar.sync"), "{k}: a block barrier");
     }
     let Some(planted) = nvrtc_ptx("bodies_are_certified_from_their_ptx_as_fused", &source::check_source(PLANTED), &["-DOST_NO_PDL=1"]) else { return };
-    let e = |k: &str| crate::ptx::fused_body(&planted, k).unwrap_err();
+    let e = |k: &str| ostinato_cuda_code::ptx::fused_body(&planted, k).unwrap_err();
     assert!(e("grid_asm").contains("%ctaid") && e("grid_asm").contains("uses the grid"), "{}", e("grid_asm"));
     assert!(e("barrier").contains("bar.sync"), "{}", e("barrier"));
     assert!(e("leaves").contains("exit"), "{}", e("leaves"));
-    assert_eq!(crate::ptx::fused_body(&planted, "grid_c").map(|b| b.uses_shared), Ok(false), "C's blockIdx and gridDim are a 1-block launch's");
-    assert_eq!(crate::ptx::fused_body(&planted, "scratch"), Ok(crate::ptx::FusedBody { uses_shared: true, static_shared_bytes: 256, ..Default::default() }));
-    assert!(crate::ptx::fused_body(&planted, "nope").unwrap_err().contains("no `.entry nope`"));
+    assert_eq!(ostinato_cuda_code::ptx::fused_body(&planted, "grid_c").map(|b| b.uses_shared), Ok(false), "C's blockIdx and gridDim are a 1-block launch's");
+    assert_eq!(
+        ostinato_cuda_code::ptx::fused_body(&planted, "scratch"),
+        Ok(ostinato_cuda_code::ptx::FusedBody { uses_shared: true, static_shared_bytes: 256, ..Default::default() })
+    );
+    assert!(ostinato_cuda_code::ptx::fused_body(&planted, "nope").unwrap_err().contains("no `.entry nope`"));
 }
 
 #[test]
@@ -338,7 +341,7 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
         let waits = ptx.contains("griddepcontrol.wait");
         assert_eq!(waits, define != "-DOST_NO_PDL=1", "{define}");
         if waits {
-            assert_eq!(crate::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "{define}: certified PDL-capable");
+            assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "{define}: certified PDL-capable");
         }
         assert!(ptx.contains("%ctaid.x"), "four lanes: the block picks its lane");
         assert!(ptx.lines().filter(|l| l.contains("bar.sync")).count() <= 8, "the chains are loops, not 941 copies");

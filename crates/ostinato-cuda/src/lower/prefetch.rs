@@ -2,7 +2,7 @@
 //! the producer triggers before its own wait, the producer's running predecessors) still run, and may
 //! read memory before its `griddepcontrol.wait` — weights, typically, which no node of the graph writes —
 //! and update a counter it owns atomically (the tile tickets of a persistent kernel).
-//! [`crate::ptx::pre_wait`] reports which params a kernel reads and updates before the wait; here each
+//! [`ostinato_cuda_code::ptx::pre_wait`] reports which params a kernel reads and updates before the wait; here each
 //! programmatic edge is kept only where none of the read params' declared extents overlaps a declared
 //! write, and none of the updated params' extents any declared access, of a node that may still be
 //! running when the consumer starts. Otherwise the edge becomes a full one (the
@@ -28,7 +28,7 @@ pub struct KernelPdl {
     pub capable: bool,
     /// The user declared it PDL-safe: a prefetch race is then refused, not avoided.
     pub declared: bool,
-    /// Params it reads before the wait (see [`crate::ptx::PreWait`]).
+    /// Params it reads before the wait (see [`ostinato_cuda_code::ptx::PreWait`]).
     pub pre_wait_reads: Vec<usize>,
     /// Params it updates atomically before the wait.
     pub pre_wait_atomics: Vec<usize>,

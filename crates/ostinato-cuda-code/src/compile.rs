@@ -3,7 +3,8 @@
 //! and that the SASS checks read). The cache key is the BLAKE3 hash of every input of the compile —
 //! the source text, the options (architecture, the PDL trigger, `-lineinfo`), NVRTC's version — and it
 //! is the `compile_key` of the kernel's build manifest ([`crate::manifest`]), so a manifest names the
-//! cache entry it came from.
+//! cache entry it came from. A CUDA C source that places its `griddepcontrol` through Ostinato's
+//! macros is built in several variants ([`PdlTrigger`]).
 //!
 //! NVRTC reads no header from disk: besides its built-in headers (which come with its version, in the
 //! key) a program may include only Ostinato's kernel header (`ostinato.cuh`, given in memory and in the
@@ -12,8 +13,52 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
-use crate::module::PdlTrigger;
 use crate::nvrtc;
+
+/// Ostinato's kernel header (`#include "ostinato.cuh"` in any CUDA C that Ostinato compiles): the
+/// `OST_ENTRY`/`OST_EXIT` macros with which a kernel is built in each trigger variant.
+pub const KERNEL_HEADER: &str = include_str!("../../../kernels/ostinato.cuh");
+
+/// Where a PDL-capable kernel lets its dependents launch (the `OST_TRIGGER` macro of our sources).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PdlTrigger {
+    /// Never triggers: dependents launch when it completes.
+    Never,
+    /// Triggers at entry, before waiting on its own predecessors.
+    AtEntry,
+    /// Triggers after its last write.
+    AfterWrites,
+    /// Triggers right after its own wait: dependents launch once it runs, one kernel ahead at most.
+    AfterWait,
+    /// Compiled without any `griddepcontrol` (not PDL-capable; for measurement).
+    Disabled,
+}
+
+impl PdlTrigger {
+    /// The NVRTC option that selects this build (`-DOST_TRIGGER=n`, `-DOST_NO_PDL=1`).
+    pub fn define(self) -> String {
+        match self {
+            PdlTrigger::Disabled => "-DOST_NO_PDL=1".into(),
+            t => format!("-DOST_TRIGGER={}", t as u8),
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PdlTrigger::Never => "never",
+            PdlTrigger::AtEntry => "entry",
+            PdlTrigger::AfterWrites => "after-writes",
+            PdlTrigger::AfterWait => "after-wait",
+            PdlTrigger::Disabled => "disabled",
+        }
+    }
+}
+
+impl ostinato::Named for PdlTrigger {
+    const ALL: &'static [Self] = &[PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::AfterWrites, PdlTrigger::Never, PdlTrigger::Disabled];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
 
 /// The on-disk NVRTC cache directory: `OSTINATO_CACHE_DIR`, else `$XDG_CACHE_HOME/ostinato/nvrtc`, else
 /// `~/.cache/ostinato/nvrtc`.
@@ -55,7 +100,7 @@ pub fn key(source: &str, options: &[String], version: (i32, i32)) -> String {
     let joined = options.join(" ");
     let ver = format!("{}.{}", version.0, version.1);
     let mut hasher = blake3::Hasher::new();
-    for part in [b"ostinato-nvrtc-v3".as_slice(), source.as_bytes(), crate::module::KERNEL_HEADER.as_bytes(), joined.as_bytes(), ver.as_bytes()] {
+    for part in [b"ostinato-nvrtc-v3".as_slice(), source.as_bytes(), KERNEL_HEADER.as_bytes(), joined.as_bytes(), ver.as_bytes()] {
         hasher.update(&(part.len() as u64).to_le_bytes()).update(part);
     }
     hasher.finalize().to_hex()[..32].to_string()
@@ -110,5 +155,18 @@ mod tests {
         assert_ne!(k, key("src", &options("sm_90", PdlTrigger::AtEntry), (13, 0)));
         assert_ne!(k, key("src", &o, (13, 1)));
         assert_eq!(k, key("src", &o, (13, 0)));
+    }
+
+    #[test]
+    fn every_build_is_found_by_its_name_and_has_its_own_define() {
+        use ostinato::Named;
+        let mut defines: Vec<String> = PdlTrigger::ALL.iter().map(|t| t.define()).collect();
+        for &t in PdlTrigger::ALL {
+            assert_eq!(PdlTrigger::from_name(t.name()), Some(t));
+        }
+        defines.sort_unstable();
+        defines.dedup();
+        assert_eq!(defines.len(), PdlTrigger::ALL.len(), "two builds share a define");
+        assert_eq!(PdlTrigger::from_name("no-such-build"), None);
     }
 }

@@ -1,5 +1,5 @@
-//! What a kernel body fused into a resident block ([`crate::fusion`]) uses, read from its PTX as fused
-//! (compiled with `blockIdx` and `gridDim` bound to the one block of a 1-block launch).
+//! What a kernel body fused into a resident block (the CUDA backend's chain fusion) uses, read from its
+//! PTX as fused (compiled with `blockIdx` and `gridDim` bound to the one block of a 1-block launch).
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use cudarc::nvrtc::sys;
 use libloading::Library;
 
-use crate::error::{CudaError, Result};
+use crate::error::{CodeError, Result};
 
 /// Absolute paths to try where the loader's path has no NVRTC, in order.
 fn search_path() -> Vec<PathBuf> {
@@ -56,7 +56,7 @@ fn api() -> Result<&'static str> {
         }
         Err(format!("libnvrtc not found on the loader's path nor at {}; set OSTINATO_NVRTC to its path", tried.join(", ")))
     });
-    r.as_ref().map(|(path, _)| path.as_str()).map_err(|e| CudaError::NvrtcMissing(e.clone()))
+    r.as_ref().map(|(path, _)| path.as_str()).map_err(|e| CodeError::NvrtcMissing(e.clone()))
 }
 
 fn check(op: &'static str, code: sys::nvrtcResult) -> Result<()> {
@@ -72,7 +72,7 @@ fn check(op: &'static str, code: sys::nvrtcResult) -> Result<()> {
         // SAFETY: NUL-terminated static string.
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     };
-    Err(CudaError::Nvrtc { op, code, name })
+    Err(CodeError::Nvrtc { op, code, name })
 }
 
 /// NVRTC's (major, minor) version and the library path it was loaded from.
@@ -100,13 +100,13 @@ pub struct Output {
 /// Compiles CUDA C `source` with `options`: its PTX, and its cubin where there is one.
 pub fn compile(source: &str, source_name: &str, options: &[String]) -> Result<Output> {
     api()?;
-    let src = CString::new(source).map_err(|_| CudaError::Usage { op: "nvrtcCreateProgram", reason: "source has a NUL byte".into() })?;
+    let src = CString::new(source).map_err(|_| CodeError::Usage { op: "nvrtcCreateProgram", reason: "source has a NUL byte".into() })?;
     let name = CString::new(source_name).unwrap_or_else(|_| c"kernel.cu".into());
     let opts: Vec<CString> = options.iter().filter_map(|o| CString::new(o.as_str()).ok()).collect();
     let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
     // Every program can `#include "ostinato.cuh"` (the kernel header; no file is read for it).
-    let (header, header_name) = (CString::new(crate::module::KERNEL_HEADER).unwrap_or_default(), c"ostinato.cuh");
+    let (header, header_name) = (CString::new(crate::compile::KERNEL_HEADER).unwrap_or_default(), c"ostinato.cuh");
     let (headers, header_names) = ([header.as_ptr()], [header_name.as_ptr()]);
     // SAFETY: NUL-terminated strings that outlive the call; one header with its include name.
     check("nvrtcCreateProgram", unsafe { sys::nvrtcCreateProgram(&mut prog, src.as_ptr(), name.as_ptr(), 1, headers.as_ptr(), header_names.as_ptr()) })?;
@@ -128,7 +128,7 @@ pub fn compile(source: &str, source_name: &str, options: &[String]) -> Result<Ou
     check("nvrtcGetProgramLog", unsafe { sys::nvrtcGetProgramLog(guard.0, log.as_mut_ptr() as *mut c_char) })?;
     let log = String::from_utf8_lossy(&log).trim_end_matches('\0').to_string();
     if compiled != sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(CudaError::Compile { source_name: source_name.to_string(), log });
+        return Err(CodeError::Compile { source_name: source_name.to_string(), log });
     }
     let mut n = 0usize;
     // SAFETY: writes one size.

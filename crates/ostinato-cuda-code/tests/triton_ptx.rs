@@ -7,11 +7,20 @@
 
 use ostinato::contract::infer;
 use ostinato::{Access, KernelSig, ScalarType};
-use ostinato_cuda::contract::{read_ptx, verify, KernelReport};
+use ostinato_cuda_code::contract::{read_ptx, verify, KernelReport};
 
-fn fixture(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+/// The fixtures, by file name: they travel inside the test binary, so it runs from any directory.
+const FIXTURES: &[(&str, &str)] = &[
+    ("triton_add.ptx", include_str!("fixtures/triton_add.ptx")),
+    ("triton_layernorm.ptx", include_str!("fixtures/triton_layernorm.ptx")),
+    ("triton_matmul.ptx", include_str!("fixtures/triton_matmul.ptx")),
+    ("triton_softmax.ptx", include_str!("fixtures/triton_softmax.ptx")),
+    ("triton_softmax_wait.ptx", include_str!("fixtures/triton_softmax_wait.ptx")),
+    ("triton_tma_copy.ptx", include_str!("fixtures/triton_tma_copy.ptx")),
+];
+
+fn fixture(name: &str) -> &'static str {
+    FIXTURES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text).unwrap_or_else(|| panic!("no fixture {name}"))
 }
 
 /// `(param, "ptr" | scalar type)` in PTX order, the appended scratch pointers last (null: u64 scalars).
@@ -27,7 +36,7 @@ fn signature(name: &str, params: &[(&str, &str)]) -> KernelSig {
 }
 
 fn read(file: &str, entry: &str, sig: &KernelSig) -> KernelReport {
-    read_ptx(&fixture(file), file, false, entry, sig).unwrap_or_else(|e| panic!("{file}: {e}"))
+    read_ptx(fixture(file), file, &[], entry, sig).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 /// The mode inferred for each pointer param, by name.
