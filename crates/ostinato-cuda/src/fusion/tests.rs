@@ -384,5 +384,5 @@ fn a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid() {
     });
     let Some(ptx) = nvrtc_ptx("a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid", &f.source, &["-DOST_TRIGGER=3"]) else { return };
     assert!(ptx.contains("%ctaid.x") && ptx.contains("%nctaid.x"), "the bodies' grid-stride loop reads the real grid");
-    assert_eq!(crate::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]));
+    assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]));
 }

@@ -12,7 +12,8 @@ use super::source::{generate, wrapper_entry, wrapper_sig, Wrapper};
 use super::{choose, HandoffMode, Role};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
-use crate::module::{CudaKernel, LoadedModule, ModuleSource, PdlTrigger};
+use crate::module::{CudaKernel, LoadedModule, ModuleSource};
+use ostinato_cuda_code::PdlTrigger;
 
 /// A plan whose hand-off nodes launch their wrappers, the kernels to bind it with, and the bytes each
 /// internal buffer starts with.

@@ -68,12 +68,12 @@ fn wrappers_compile_wait_for_their_tiles_and_publish_with_release() {
     let src = generate(BODIES, &ws);
     assert!(src.contains("extern \"C\" __global__ void ostinato_handoff_2_consume(void* a0, void* a1, unsigned* ost_self, const unsigned* ost_waits, const unsigned* ost_p0, const unsigned* ost_p1)"), "{src}");
     assert_eq!(wrapper_sig(&consume, 2).params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["y", "x", "ost_self", "ost_waits", "ost_p0", "ost_p1"]);
-    if crate::nvrtc::version().is_err() {
+    if ostinato_cuda_code::nvrtc::version().is_err() {
         ostinato_testkit::skip("wrappers_compile_wait_for_their_tiles_and_publish_with_release: NVRTC not found (set OSTINATO_NVRTC)");
         return;
     }
     let opts: Vec<String> = vec!["--gpu-architecture=compute_90".into(), "-default-device".into(), "--std=c++17".into()];
-    let ptx = crate::nvrtc::compile_ptx(&src, "handoff", &opts).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let ptx = ostinato_cuda_code::nvrtc::compile_ptx(&src, "handoff", &opts).unwrap_or_else(|e| panic!("{e}\n{src}"));
     let entry = |name: &str| {
         let start = ptx.find(&format!(".entry {name}(")).unwrap_or_else(|| panic!("no {name}"));
         let end = ptx[start..].find("\n}").map_or(ptx.len(), |e| start + e);
@@ -89,8 +89,8 @@ fn wrappers_compile_wait_for_their_tiles_and_publish_with_release() {
     // The kernel contract reads the wrappers as it reads any kernel: the body's declared modes hold,
     // the flags and tables are touched as their vouched modes say.
     for (entry, sig) in [("ostinato_handoff_2_consume", wrapper_sig(&consume, 2)), ("ostinato_handoff_0_produce", wrapper_sig(&produce, 0))] {
-        let mut report = crate::contract::read_ptx(&ptx, "handoff", false, entry, &sig).unwrap();
-        crate::contract::verify(&sig, &mut report).unwrap_or_else(|e| panic!("{entry}: {e}"));
+        let mut report = ostinato_cuda_code::contract::read_ptx(&ptx, "handoff", &[], entry, &sig).unwrap();
+        ostinato_cuda_code::contract::verify(&sig, &mut report).unwrap_or_else(|e| panic!("{entry}: {e}"));
     }
     let _ = TileRange::span(0, [0, 0, 0], 1);
 }
