@@ -26,8 +26,19 @@
 #define OST_ENTRY() do { if (OST_TRIGGER == 1) OST_LAUNCH_DEPENDENTS(); OST_WAIT(); if (OST_TRIGGER == 3) OST_LAUNCH_DEPENDENTS(); } while (0)
 #define OST_EXIT() do { if (OST_TRIGGER == 2) OST_LAUNCH_DEPENDENTS(); } while (0)
 
+// A grid-stride loop over the launch's linear thread index (blocks and threads in x, y, z, x fastest):
+// thread t of block b (of G blocks of T threads) takes elements b*T + t + k*G*T, so every element below
+// n is taken exactly once on any grid and block shape, and block b touches b*T + k*G*T .. + T (the
+// per-block footprint the host twins compute and tile maps declare).
+__device__ __forceinline__ unsigned long long ost_linear_thread() {
+  unsigned long long b = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  unsigned long long t = ((unsigned long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  return b * ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) + t;
+}
+__device__ __forceinline__ unsigned long long ost_grid_threads() {
+  return (unsigned long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x * blockDim.y * blockDim.z;
+}
 #define OST_GRID_STRIDE(i, n) \
-  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-       i += (unsigned long long)gridDim.x * blockDim.x)
+  for (unsigned long long i = ost_linear_thread(), ost_stride_##i = ost_grid_threads(); i < (n); i += ost_stride_##i)
 
 #endif  // OSTINATO_CUH

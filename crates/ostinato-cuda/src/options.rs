@@ -104,6 +104,8 @@ pub struct CudaOptions {
     pub launch: LaunchOn,
     /// Chain fusion: runs of dependent 1-block nodes replayed as one resident block (`crate::fusion`).
     pub fusion: FusionMode,
+    /// Tile hand-offs: consumers that wait for exactly the producer blocks they need (`crate::handoff`).
+    pub handoff: crate::handoff::HandoffMode,
     /// How long `wait` (and every call that waits: reads, writes, timers) waits for submitted
     /// replays before it gives up with [`crate::CudaError::Timeout`]; `None` waits for ever.
     pub wait_timeout: Option<std::time::Duration>,
@@ -123,6 +125,7 @@ impl Default for CudaOptions {
             priority: StreamPriority::Default,
             launch: LaunchOn::Caller,
             fusion: FusionMode::default(),
+            handoff: crate::handoff::HandoffMode::default(),
             wait_timeout: Some(DEFAULT_WAIT_TIMEOUT),
         }
     }

@@ -7,17 +7,21 @@ use ostinato::{Access, KernelSig, ScalarType};
 use crate::decode;
 use crate::kernel::HostKernel;
 
-/// `add_one(x: read_write f32[], n: u32)`: `x[i] += 1` for `i < n`.
+/// `add_one(x: read_write f32[], n: u32)`: `x[i] += 1` for `i < n`. Block by block, as the GPU's
+/// grid-stride loop shares the elements out (so a node's tile maps are checked against what each block
+/// touches).
 pub fn add_one() -> HostKernel {
     let sig = KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
-    HostKernel::new(sig, |cx| {
-        let n = cx.u32(1)? as usize;
+    HostKernel::per_block(sig, |cx| {
+        let n = u64::from(cx.u32(1)?);
         let x = cx.buffer(0)?;
-        let x = x.words(n, true)?;
-        for i in 0..n {
-            x.set_f32(i, x.f32(i) + 1.0);
-        }
-        Ok(())
+        cx.grid_stride(n, |a, e| {
+            let w = x.words_range(a as usize, (e - a) as usize, true)?;
+            for i in 0..w.len() {
+                w.set_f32(i, w.f32(i) + 1.0);
+            }
+            Ok(())
+        })
     })
 }
 
@@ -35,17 +39,28 @@ pub fn mix_sig() -> KernelSig {
 /// `out[i] = out[i]*3 + inp[i mod n_in] + salt` (wrapping) for `i < n_out`. Order-sensitive: a missing
 /// edge changes the result.
 pub fn mix() -> HostKernel {
-    HostKernel::new(mix_sig(), |cx| {
-        let (n_out, n_in, salt) = (cx.u32(2)? as usize, cx.u32(3)? as usize, cx.u32(4)?);
+    HostKernel::per_block(mix_sig(), |cx| {
+        let (n_out, n_in, salt) = (u64::from(cx.u32(2)?), u64::from(cx.u32(3)?), cx.u32(4)?);
         if n_in == 0 {
             return Err("mix: n_in is 0".into());
         }
         let (out, inp) = (cx.buffer(0)?, cx.buffer(1)?);
-        let (out, inp) = (out.words(n_out, true)?, inp.words(n_in.min(n_out), false)?);
-        for i in 0..n_out {
-            out.set_u32(i, out.u32(i).wrapping_mul(3).wrapping_add(inp.u32(i % n_in)).wrapping_add(salt));
-        }
-        Ok(())
+        cx.grid_stride(n_out, |a, e| {
+            let o = out.words_range(a as usize, (e - a) as usize, true)?;
+            // inp[i % n_in] over a..e: runs that wrap at n_in.
+            let mut i = a;
+            while i < e {
+                let r = i % n_in;
+                let run = (n_in - r).min(e - i);
+                let inp = inp.words_range(r as usize, run as usize, false)?;
+                for k in 0..run as usize {
+                    let j = (i - a) as usize + k;
+                    o.set_u32(j, o.u32(j).wrapping_mul(3).wrapping_add(inp.u32(k)).wrapping_add(salt));
+                }
+                i += run;
+            }
+            Ok(())
+        })
     })
 }
 

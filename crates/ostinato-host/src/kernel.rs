@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ostinato::{Access, KernelSig, Launch, ParamKind, Scalar, ScalarType};
+use ostinato::{Access, KernelSig, Launch, ParamKind, Scalar, ScalarType, TileMap};
 
 use crate::memory::HostMemory;
 
@@ -16,6 +16,9 @@ pub type KernelBody = Arc<dyn Fn(&KernelCtx) -> Result<(), String> + Send + Sync
 pub struct HostKernel {
     pub sig: KernelSig,
     pub body: KernelBody,
+    /// The body runs once per block of the launch ([`KernelCtx::block`]), as the GPU runs it, so that
+    /// a node's tile maps can be checked access by access; `false`: once for the whole launch.
+    pub per_block: bool,
 }
 
 impl std::fmt::Debug for HostKernel {
@@ -26,7 +29,14 @@ impl std::fmt::Debug for HostKernel {
 
 impl HostKernel {
     pub fn new(sig: KernelSig, body: impl Fn(&KernelCtx) -> Result<(), String> + Send + Sync + 'static) -> Self {
-        HostKernel { sig, body: Arc::new(body) }
+        HostKernel { sig, body: Arc::new(body), per_block: false }
+    }
+
+    /// A body that computes one block of the launch per call (its index in [`KernelCtx::block`]); the
+    /// exec calls it for every block in turn. A node whose params carry tile maps needs such a body:
+    /// each access of block `b` is checked against block `b`'s tile.
+    pub fn per_block(sig: KernelSig, body: impl Fn(&KernelCtx) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        HostKernel { sig, body: Arc::new(body), per_block: true }
     }
 
     /// Checks this implementation against the graph's signature: same count, same kinds in order.
@@ -74,11 +84,56 @@ impl HostKernel {
         }) {
             return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
         }
-        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch };
+        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch, block: None, tiles: &[], names: Some(&self.sig) };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(&cx))) {
+            Ok(r) => r,
+            Err(_) => Err(format!("kernel `{}` panicked", self.sig.name)),
+        }
+    }
+
+    /// Runs block `block` of a launch of this per-block kernel, outside any exec, with `tiles` (per
+    /// param, the node's map or `None`; empty: none) checked as an exec checks them. A tool that runs
+    /// blocks in an order of its own (a simulated fused kernel, whose blocks run in any order) calls
+    /// this. A body of the whole launch is refused.
+    pub fn call_block(&self, args: &[CallArg], memory: &[Arc<HostMemory>], launch: Launch, block: [u32; 3], tiles: &[Option<TileMap>]) -> Result<(), String> {
+        if !self.per_block {
+            return Err(format!("kernel `{}` runs the whole launch in one call: it has no block to run", self.sig.name));
+        }
+        if (0..3).any(|d| block[d] >= launch.grid[d]) {
+            return Err(format!("block {block:?} is outside the grid {:?}", launch.grid));
+        }
+        let prepared: Vec<PreparedArg> = args
+            .iter()
+            .map(|a| match *a {
+                CallArg::Buffer { memory: m, start, len, access } => PreparedArg::Buffer { root: m, start, len, access },
+                CallArg::Scalar(v) => PreparedArg::Scalar(v),
+            })
+            .collect();
+        if let Some(m) = args.iter().find_map(|a| match a {
+            CallArg::Buffer { memory: m, start, len, .. } if memory.get(*m).is_none_or(|mem| start.checked_add(*len).is_none_or(|e| e > mem.len())) => Some(*m),
+            _ => None,
+        }) {
+            return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
+        }
+        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch, block: Some(block), tiles, names: Some(&self.sig) };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.body)(&cx))) {
             Ok(r) => r,
             Err(_) => Err(format!("kernel `{}` panicked", self.sig.name)),
         }
+    }
+
+    /// Runs the body over `cx`'s launch: once, or once per block (x fastest) for a per-block body.
+    pub(crate) fn run(&self, cx: &KernelCtx) -> Result<(), String> {
+        if !self.per_block {
+            return (self.body)(cx);
+        }
+        let grid = cx.launch.grid;
+        let blocks = ostinato::tiles::block_count(grid);
+        for i in 0..blocks {
+            let block = ostinato::tiles::block_at(grid, i);
+            (self.body)(&KernelCtx { block: Some(block), ..*cx }).map_err(|e| if blocks > 1 { format!("block {block:?}: {e}") } else { e })?;
+        }
+        Ok(())
     }
 }
 
@@ -98,22 +153,58 @@ pub(crate) enum PreparedArg {
 }
 
 /// The context a kernel body runs with.
+#[derive(Clone, Copy)]
 pub struct KernelCtx<'a> {
     pub(crate) args: &'a [PreparedArg],
     pub(crate) memory: &'a [Arc<HostMemory>],
     pub(crate) slots: &'a [AtomicU64],
     pub launch: Launch,
+    /// The block a per-block body computes ([`HostKernel::per_block`]); `None` for a whole launch.
+    pub(crate) block: Option<[u32; 3]>,
+    /// Per param, the node's tile map (empty, or one entry per param).
+    pub(crate) tiles: &'a [Option<TileMap>],
+    /// The signature, for param names in messages.
+    pub(crate) names: Option<&'a KernelSig>,
 }
 
 impl KernelCtx<'_> {
-    /// The buffer view of param `i`.
+    /// The buffer view of param `i`. In a per-block body, a param with a tile map admits only the
+    /// bytes of this block's tile.
     pub fn buffer(&self, i: usize) -> Result<BufView<'_>, String> {
         match self.args.get(i) {
             Some(PreparedArg::Buffer { root, start, len, access }) => {
-                Ok(BufView { mem: &self.memory[*root], start: *start, len: *len, access: *access, param: i })
+                let tile = match (self.block, self.tiles.get(i)) {
+                    (Some(b), Some(Some(m))) => Some((m, b)),
+                    _ => None,
+                };
+                let name = self.names.and_then(|s| s.params.get(i)).map_or("", |p| p.name.as_str());
+                Ok(BufView { mem: &self.memory[*root], start: *start, len: *len, access: *access, param: i, name, tile })
             }
             _ => Err(format!("param {i} is not a buffer")),
         }
+    }
+
+    /// The block this per-block body computes; `[0, 0, 0]` for a body of the whole launch.
+    pub fn block(&self) -> [u32; 3] {
+        self.block.unwrap_or([0, 0, 0])
+    }
+
+    /// The element runs a grid-stride loop over `n` elements gives this block, as `f(first, end)`: a
+    /// GPU kernel's thread `t` of block `b` (linear indices, `T` threads a block, `G` blocks) takes
+    /// elements `b·T + t + k·G·T`, so block `b` takes `b·T + k·G·T .. + T` for `k = 0, 1, …`. A body
+    /// of the whole launch takes every element at once.
+    pub fn grid_stride(&self, n: u64, mut f: impl FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> {
+        let Some(block) = self.block else { return if n == 0 { Ok(()) } else { f(0, n) } };
+        let threads: u64 = self.launch.block.iter().map(|&d| u64::from(d)).product();
+        let blocks = ostinato::tiles::block_count(self.launch.grid);
+        let g = self.launch.grid;
+        let b = u64::from(block[0]) + u64::from(g[0]) * (u64::from(block[1]) + u64::from(g[1]) * u64::from(block[2]));
+        let mut start = b * threads;
+        while start < n {
+            f(start, (start + threads).min(n))?;
+            start += blocks * threads;
+        }
+        Ok(())
     }
 
     /// The scalar value of param `i` (a slot's current value for slot args).
@@ -142,6 +233,9 @@ pub struct BufView<'a> {
     len: u64,
     access: Access,
     param: usize,
+    name: &'a str,
+    /// The tile map that bounds this block's accesses, and the block.
+    tile: Option<(&'a TileMap, [u32; 3])>,
 }
 
 impl BufView<'_> {
@@ -162,14 +256,22 @@ impl BufView<'_> {
     /// The first `count` elements as words, with every check done once: the extent must be 4-byte
     /// aligned and hold `count` elements, and the access mode must allow `write` (or reading).
     pub fn words(&self, count: usize, write: bool) -> Result<Words<'_>, String> {
+        self.words_range(0, count, write)
+    }
+
+    /// Elements `first..first + count` as words (indexed from 0), checked once as [`BufView::words`]
+    /// checks: in the extent, aligned, the mode allowing `write`, and in a per-block body with a tile
+    /// map, every byte in this block's tile.
+    pub fn words_range(&self, first: usize, count: usize, write: bool) -> Result<Words<'_>, String> {
         if count == 0 {
             return Ok(Words(&[]));
         }
-        self.at(count - 1, write)?;
+        let (offset, bytes) = ((first as u64).saturating_mul(4), (count as u64).saturating_mul(4));
+        self.check(offset, bytes, write, || format!("elements {first}..{}", first as u64 + count as u64))?;
         if self.start % 4 != 0 {
             return Err(format!("param {} extent starts at byte {}, not 4-byte aligned", self.param, self.start));
         }
-        Ok(Words(self.mem.words(self.start, count)))
+        Ok(Words(self.mem.words(self.start + offset, count)))
     }
 
     /// Checks `n` bytes at `offset` of the extent for reading or writing; `what` names them in the
@@ -178,6 +280,16 @@ impl BufView<'_> {
     fn check(&self, offset: u64, n: u64, write: bool, what: impl Fn() -> String) -> Result<u64, String> {
         if offset.checked_add(n).is_none_or(|end| end > self.len) {
             return Err(format!("param {} {} lies outside its declared extent of {} bytes", self.param, what(), self.len));
+        }
+        if let Some((map, block)) = self.tile {
+            if !map.covers(block, offset, offset + n) {
+                return Err(format!(
+                    "param `{}` {} (bytes {offset}..{} of its extent) lies outside block {block:?}'s tile: the kernel broke its declared tile map",
+                    self.name,
+                    what(),
+                    offset + n
+                ));
+            }
         }
         if write && !self.access.writes() {
             return Err(format!("param {} is declared `{}` but the kernel writes it", self.param, self.access.as_str()));

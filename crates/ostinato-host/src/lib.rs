@@ -53,6 +53,10 @@ pub enum HostError {
     OutOfMemory { operation: &'static str, reason: String },
     #[error("cannot start a worker thread: {0}")]
     Thread(String),
+    /// The graph asks for what the host backend cannot check or run (a tile map on a kernel whose host
+    /// body runs the whole launch).
+    #[error("{operation}: {reason}")]
+    Unsupported { operation: &'static str, reason: String },
 }
 
 impl HostError {
@@ -68,6 +72,7 @@ impl HostError {
             HostError::State { .. } => K::State,
             HostError::OutOfMemory { .. } => K::Io,
             HostError::Thread(_) => K::Runtime,
+            HostError::Unsupported { .. } => K::Unsupported,
         }
     }
 }
@@ -162,6 +167,21 @@ impl Backend for HostBackend {
         for (sig, k) in g.kernels().iter().zip(&kernels) {
             k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
         }
+        // A tile map is checked access by access, block by block: a body of the whole launch cannot be.
+        if let Some((v, t)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
+            NodeOp::Kernel { kernel, .. } if !kernels[kernel.index()].per_block => n.tiles.first().map(|t| (v, t)),
+            _ => None,
+        }) {
+            let v = ostinato::NodeId(v as u32);
+            return Err(HostError::Unsupported {
+                operation: "instantiate",
+                reason: format!(
+                    "{}: param `{}` declares a tile map, but its host kernel runs the whole launch in one call; a per-block body (HostKernel::per_block) lets the host check each block against its tile",
+                    g.describe_node(v),
+                    g.param_name(v, t.param)
+                ),
+            });
+        }
         // Memory per root allocation; views resolve to their root and get an empty placeholder (a view
         // at offset 0 used to get a full-size copy nobody read).
         let memory: Vec<Arc<HostMemory>> = g
@@ -199,7 +219,12 @@ impl Backend for HostBackend {
                             _ => unreachable!("the graph resolved and type-checked every arg when recording"),
                         })
                         .collect();
-                    PreparedOp::Kernel { kernel: kernel.index(), args, launch: *launch }
+                    let tiles = if node.tiles.is_empty() {
+                        Vec::new()
+                    } else {
+                        (0..sig.params.len()).map(|p| node.tiles.iter().find(|t| t.param == p).map(|t| t.map.clone())).collect()
+                    };
+                    PreparedOp::Kernel { kernel: kernel.index(), args, launch: *launch, tiles }
                 }
                 NodeOp::Copy { src, dst } => PreparedOp::Copy { src: root_of(src), dst: root_of(dst), len: src.len },
                 NodeOp::Fill { dst, value } => PreparedOp::Fill { dst: root_of(dst), len: dst.len, value: *value },

@@ -19,10 +19,29 @@ use crate::HostError;
 
 /// A node resolved for execution.
 pub(crate) enum PreparedOp {
-    Kernel { kernel: usize, args: Vec<PreparedArg>, launch: ostinato::Launch },
-    Copy { src: (usize, u64), dst: (usize, u64), len: u64 },
-    Fill { dst: (usize, u64), len: u64, value: u32 },
-    Collective { op: ostinato::collective::CollectiveOp, ty: ostinato::ScalarType, send: Vec<crate::collective::Extent>, recv: Vec<crate::collective::Extent> },
+    /// `tiles`: per param, the node's tile map (empty where the node has none).
+    Kernel {
+        kernel: usize,
+        args: Vec<PreparedArg>,
+        launch: ostinato::Launch,
+        tiles: Vec<Option<ostinato::TileMap>>,
+    },
+    Copy {
+        src: (usize, u64),
+        dst: (usize, u64),
+        len: u64,
+    },
+    Fill {
+        dst: (usize, u64),
+        len: u64,
+        value: u32,
+    },
+    Collective {
+        op: ostinato::collective::CollectiveOp,
+        ty: ostinato::ScalarType,
+        send: Vec<crate::collective::Extent>,
+        recv: Vec<crate::collective::Extent>,
+    },
 }
 
 /// Everything the workers share with the exec.
@@ -88,11 +107,11 @@ impl Shared {
         let g = self.plan.graph();
         let memory = self.memory.read().unwrap_or_else(|p| p.into_inner());
         match &self.ops[v.index()] {
-            PreparedOp::Kernel { kernel, args, launch } => {
+            PreparedOp::Kernel { kernel, args, launch, tiles } => {
                 let k = &self.kernels[*kernel];
-                let cx = KernelCtx { args, memory: &memory, slots: &self.slots, launch: *launch };
+                let cx = KernelCtx { args, memory: &memory, slots: &self.slots, launch: *launch, block: None, tiles, names: Some(&k.sig) };
                 let fault = |message: String| HostError::Kernel { node: g.describe_node(v), message };
-                match catch_unwind(AssertUnwindSafe(|| (k.body)(&cx))) {
+                match catch_unwind(AssertUnwindSafe(|| k.run(&cx))) {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(m)) => Err(fault(m)),
                     Err(p) => Err(fault(format!("panicked: {}", panic_message(&p)))),

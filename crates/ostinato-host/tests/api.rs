@@ -48,7 +48,7 @@ fn a_kernel_that_leaves_its_declared_extent_fails_the_replay_by_name() {
     for threads in [0, 2] {
         let mut exec = HostBackend::new(threads).instantiate(&plan, vec![builtins::add_one()], alloc_all(&g)).unwrap();
         let err = exec.replay().and_then(|_| exec.wait()).unwrap_err();
-        assert_eq!(err.to_string(), "node 0 (add_one): kernel fault: param 0 element 15 lies outside its declared extent of 32 bytes");
+        assert_eq!(err.to_string(), "node 0 (add_one): kernel fault: param 0 elements 0..16 lies outside its declared extent of 32 bytes");
     }
 }
 

@@ -52,6 +52,13 @@ pub const CHOICES: &[Choice] = &[
         study: false,
     },
     Choice {
+        key: "handoff",
+        help: "CUDA: tile hand-offs: a consumer block waits for exactly the producer blocks its tile maps need, where it measured to pay (auto), wherever the maps allow (on), or never (off)",
+        backends: CUDA,
+        values: names::<ostinato_cuda::HandoffMode>,
+        study: false,
+    },
+    Choice {
         key: "launch",
         help: "CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the exec owns",
         backends: CUDA,
@@ -194,6 +201,7 @@ impl ExecOptions {
             priority: self.parsed::<StreamPriority>("priority")?,
             launch: self.parsed::<LaunchOn>("launch")?,
             fusion: self.parsed::<FusionMode>("fusion")?,
+            handoff: self.parsed::<ostinato_cuda::HandoffMode>("handoff")?,
             wait_timeout: match self.wait_timeout {
                 WaitTimeout::Default => defaults.wait_timeout,
                 WaitTimeout::Never => None,

@@ -1,10 +1,12 @@
 //! Ostinato's shared test kit, used as a dev-dependency by the backends' and shells' tests: random
-//! order-sensitive programs and their serial oracle ([`random_graphs`]), a counting allocator for the
+//! order-sensitive programs and their serial oracle ([`random_graphs`]; with tile maps, and run block by
+//! block as a fused plan runs: [`tiled_graphs`]), a counting allocator for the
 //! zero-allocation tests ([`counting_alloc`]), and how a device test says why it skips ([`skip`]).
 
 pub mod counting_alloc;
 pub mod random_graphs;
 mod skip;
+pub mod tiled_graphs;
 
 pub use skip::skip;
 

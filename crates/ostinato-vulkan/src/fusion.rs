@@ -147,7 +147,7 @@ fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Op
             return None;
         }
     }
-    Some(Fusable { key: FuseKey { block: launch.block, source: 0 }, uses_shared: body.uses_shared })
+    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: body.uses_shared })
 }
 
 /// Fuses `plan` under `mode`; `None` where nothing fuses (or `off`).

@@ -16,6 +16,10 @@ pub enum BuiltinError {
     /// A scalar out of the built-in's domain.
     #[error("{node}: `{kernel}` {reason}")]
     Scalar { node: String, kernel: String, reason: String },
+    /// A declared tile map that does not hold what the built-in's block touches, or a map on a
+    /// built-in whose per-block footprint is not stated.
+    #[error("{node}, param `{param}`: {reason}")]
+    Tile { node: String, param: String, reason: String },
 }
 
 impl BuiltinError {
@@ -62,6 +66,47 @@ pub fn required_bytes(name: &str, scalars: &[Option<Scalar>]) -> Option<Result<V
     }))
 }
 
+/// The bytes block `block` of a launch of built-in `name` touches, per buffer param: calls
+/// `f(param, lo, hi)` for each byte range (relative to the param's slice). The element-wise built-ins
+/// are grid-stride loops over the launch's linear thread index: block `b` of `G` blocks of `T` threads
+/// touches elements `b·T + k·G·T .. + T` for `k = 0, 1, …` below the element count. `None` for a
+/// built-in whose per-block footprint is not stated (a tile map on it cannot be checked).
+pub fn block_footprint(name: &str, scalars: &[Option<Scalar>], launch: &crate::Launch, block: [u32; 3], mut f: impl FnMut(usize, u64, u64)) -> Option<()> {
+    let u = |i: usize| scalars.get(i).copied().flatten().map_or(0u64, |s| u64::from(s.as_u32()));
+    let threads: u64 = launch.block.iter().map(|&d| u64::from(d)).product();
+    let blocks = crate::tiles::block_count(launch.grid);
+    let b = u64::from(block[0]) + u64::from(launch.grid[0]) * (u64::from(block[1]) + u64::from(launch.grid[1]) * u64::from(block[2]));
+    let chunks = |n: u64, g: &mut dyn FnMut(u64, u64)| {
+        let mut start = b * threads;
+        while start < n {
+            g(start, (start + threads).min(n));
+            start += blocks * threads;
+        }
+    };
+    match name {
+        "add_one" => chunks(u(1), &mut |a, e| f(0, 4 * a, 4 * e)),
+        "mix" => {
+            let (n_out, n_in) = (u(2), u(3));
+            if n_in == 0 {
+                return None;
+            }
+            chunks(n_out, &mut |a, e| {
+                f(0, 4 * a, 4 * e);
+                // inp[i % n_in] for i in a..e: one or more wrapped runs.
+                let mut i = a;
+                while i < e {
+                    let r = i % n_in;
+                    let run = (n_in - r).min(e - i);
+                    f(1, 4 * r, 4 * (r + run));
+                    i += run;
+                }
+            });
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
 /// Checks node `node` of `graph`, a launch of built-in `builtin`, with each slot at `slot_value(slot)`:
 /// every param's touched bytes within its declared extent. Nodes of other kinds, and names that are
 /// no generic built-in, pass.
@@ -87,6 +132,33 @@ pub fn check_launch(graph: &Graph, node: NodeId, builtin: &str, slot_value: &dyn
         if needed > u128::from(s.len) {
             let name = sig.params.get(param).map_or_else(|| format!("#{param}"), |p| p.name.clone());
             return Err(BuiltinError::Extent { node: at(), kernel: builtin.to_string(), param: name, needed, declared: s.len });
+        }
+    }
+    check_tiles(graph, node, builtin, &scalars)
+}
+
+/// The built-in's per-block footprint against the node's declared tile maps, block by block.
+fn check_tiles(graph: &Graph, node: NodeId, builtin: &str, scalars: &[Option<Scalar>]) -> Result<(), BuiltinError> {
+    let n = graph.node(node);
+    let NodeOp::Kernel { launch, .. } = &n.op else { return Ok(()) };
+    let Some(first) = n.tiles.first() else { return Ok(()) };
+    let tile_err = |param: usize, reason: String| BuiltinError::Tile { node: graph.describe_node(node), param: graph.param_name(node, param), reason };
+    for i in 0..crate::tiles::block_count(launch.grid) {
+        let block = crate::tiles::block_at(launch.grid, i);
+        let mut broken: Option<(usize, u64, u64)> = None;
+        let stated = block_footprint(builtin, scalars, launch, block, |p, lo, hi| {
+            if broken.is_none() && graph.tile_map(node, p).is_some_and(|m| !m.covers(block, lo, hi)) {
+                broken = Some((p, lo, hi));
+            }
+        });
+        if stated.is_none() {
+            return Err(tile_err(first.param, format!("the built-in `{builtin}` states no per-block footprint, so a tile map on it cannot be checked")));
+        }
+        if let Some((p, lo, hi)) = broken {
+            return Err(tile_err(
+                p,
+                format!("block {block:?} of the built-in `{builtin}` touches bytes [{lo}, {hi}) of its extent, outside the block's declared tile"),
+            ));
         }
     }
     Ok(())

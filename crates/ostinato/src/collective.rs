@@ -75,7 +75,7 @@ impl Graph {
             }
         }
         self.check_after(node, after)?;
-        self.nodes.push(Node { op: NodeOp::Collective { op, dtype, send: send.to_vec(), recv: recv.to_vec() }, after: after.to_vec() });
+        self.nodes.push(Node { op: NodeOp::Collective { op, dtype, send: send.to_vec(), recv: recv.to_vec() }, after: after.to_vec(), tiles: Vec::new() });
         Ok(node)
     }
 

@@ -53,6 +53,9 @@ pub enum GraphError {
     Aliasing { node: u32, kernel: String, first: String, second: String, buffer: String, lo: u64, hi: u64 },
     #[error("kernel `{kernel}`: an aliasing declaration names {reason}")]
     BadAlias { kernel: String, reason: String },
+    /// A tile map that does not fit its param, its slice or its launch (`crate::tiles`).
+    #[error("node {node}, param `{param}`: tile map: {reason}")]
+    BadTile { node: u32, param: String, reason: String },
 }
 
 /// Planning failed.

@@ -19,6 +19,12 @@
 //! block = [256, 1, 1]
 //! args = { out = { buffer = "a", offset = 0, len = 1024 }, n = 256 }
 //! ```
+//!
+//! A buffer param or a node's buffer arg may carry a tile map (`crate::tiles`): which bytes of the
+//! slice each block touches, `tile = { base = 0, stride = [x, y, z], len = L, rows = R, pitch = P }`
+//! (`base`, `rows`, `pitch` optional; `stride` 1 to 3 numbers, the rest 0), or a list of such ranges.
+//! On a kernel's param it applies to every node of the kernel whose arg gives none; an arg's
+//! `tile = "none"` drops it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +34,7 @@ use toml::Spanned;
 
 use crate::graph::{Access, Arg, BufferId, Graph, KernelSig, Launch, NodeId, ParamKind, Scalar, ScalarType, Slice};
 use crate::kernel_ref::{KernelRef, RefOption};
+use crate::tiles::{TileMap, TileRange};
 
 /// A graph-file error: `path:line: message`.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -281,6 +288,9 @@ struct ParamSpec {
     vouched: Option<bool>,
     #[serde(default)]
     scalar: Option<String>,
+    /// The tile map every node of the kernel declares on this param, unless its arg gives its own.
+    #[serde(default)]
+    tile: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -445,13 +455,22 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
     }
     let mut impls = Vec::new();
     let mut kernel_lines = Vec::new();
+    let mut default_tiles: Vec<Vec<Option<TileMap>>> = Vec::new();
     for k in &spec.kernel {
         let at = k.span().start;
         let k = k.get_ref();
         let mut sig = KernelSig::new(&k.name);
+        let mut tiles = Vec::with_capacity(k.params.len());
         for p in &k.params {
-            sig = param_from_spec(sig, p).map_err(|m| cx.err(at, format!("kernel `{}` param `{}`: {m}", k.name, p.name)))?;
+            let here = |m: String| cx.err(at, format!("kernel `{}` param `{}`: {m}", k.name, p.name));
+            sig = param_from_spec(sig, p).map_err(here)?;
+            tiles.push(match &p.tile {
+                None => None,
+                Some(_) if p.scalar.is_some() => return Err(here("a tile map belongs to a buffer param".into())),
+                Some(v) => tile_from_toml(v).map_err(here)?,
+            });
         }
+        default_tiles.push(tiles);
         for pair in &k.alias {
             let [a, b] = pair.as_slice() else {
                 return Err(cx.err(at, format!("kernel `{}`: each `alias` entry is a pair of param names, got {} names", k.name, pair.len())));
@@ -486,7 +505,7 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
             );
         }
         for _ in 0..repeat {
-            add_node(&mut g, spec, &cx, at, &mut pending)?;
+            add_node(&mut g, spec, &cx, at, &mut pending, &default_tiles)?;
             node_lines.push(cx.line(at));
         }
     }
@@ -518,7 +537,14 @@ fn param_from_spec(sig: KernelSig, p: &ParamSpec) -> Result<KernelSig, String> {
     }
 }
 
-fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<(NodeId, NodeId, usize)>) -> Result<NodeId, FileError> {
+fn add_node(
+    g: &mut Graph,
+    n: &NodeSpec,
+    cx: &Ctx,
+    at: usize,
+    pending: &mut Vec<(NodeId, NodeId, usize)>,
+    default_tiles: &[Vec<Option<TileMap>>],
+) -> Result<NodeId, FileError> {
     let idx = g.nodes().len();
     let after: Vec<NodeId> = n.after.iter().map(|&a| NodeId(a)).collect();
     let forward: Vec<NodeId> = after.iter().copied().filter(|a| a.index() >= idx).collect();
@@ -551,13 +577,24 @@ fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<
             }
         }
         let mut args = Vec::with_capacity(sig.params.len());
-        for p in &sig.params {
+        let mut tiles: Vec<(&str, TileMap)> = Vec::new();
+        for (pi, p) in sig.params.iter().enumerate() {
             let v = given.get(&p.name).ok_or_else(|| cx.err(at, format!("node {idx} ({kname}): missing arg `{}`", p.name)))?;
             // A param's error points at its value's line.
             let (v, at) = (v.get_ref(), v.span().start);
             let here = |m: String| cx.err(at, format!("node {idx} ({kname}), param `{}`: {m}", p.name));
+            if matches!(p.kind, ParamKind::Buffer(_)) {
+                let own = match v {
+                    toml::Value::Table(t) => t.get("tile").map(tile_from_toml).transpose().map_err(here)?,
+                    _ => None,
+                };
+                let default = default_tiles.get(k.index()).and_then(|d| d.get(pi)).cloned().flatten();
+                if let Some(map) = own.unwrap_or(default) {
+                    tiles.push((p.name.as_str(), map));
+                }
+            }
             args.push(match &p.kind {
-                ParamKind::Buffer(_) => Arg::Buffer(slice_from_toml(g, v).map_err(here)?),
+                ParamKind::Buffer(_) => Arg::Buffer(slice_from_toml(g, v, true).map_err(here)?),
                 ParamKind::Scalar(ty) => match v {
                     toml::Value::Table(t) if t.contains_key("slot") => {
                         let name = t.get("slot").and_then(|s| s.as_str()).ok_or_else(|| here("`slot` must be a slot name".into()))?;
@@ -567,21 +604,21 @@ fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<
                 },
             });
         }
-        g.add_launch(k, launch, &args, &backward)
+        g.add_launch_tiled(k, launch, &args, &tiles, &backward)
     } else if let Some(c) = &n.copy {
         let here = |m: String| cx.err(at, format!("node {idx} (copy): {m}"));
-        let src = slice_from_toml(g, &c.src).map_err(|m| here(format!("src: {m}")))?;
-        let dst = slice_from_toml(g, &c.dst).map_err(|m| here(format!("dst: {m}")))?;
+        let src = slice_from_toml(g, &c.src, false).map_err(|m| here(format!("src: {m}")))?;
+        let dst = slice_from_toml(g, &c.dst, false).map_err(|m| here(format!("dst: {m}")))?;
         g.add_copy(src, dst, &backward)
     } else if let Some(f) = &n.fill {
-        let dst = slice_from_toml(g, &f.dst).map_err(|m| cx.err(at, format!("node {idx} (fill): dst: {m}")))?;
+        let dst = slice_from_toml(g, &f.dst, false).map_err(|m| cx.err(at, format!("node {idx} (fill): dst: {m}")))?;
         g.add_fill(dst, f.value, &backward)
     } else if let Some(c) = &n.collective {
         let here = |m: String| cx.err(at, format!("node {idx} (collective): {m}"));
         let op = crate::collective::CollectiveOp::parse(&c.op).ok_or_else(|| here(format!("`op = {:?}`: all_reduce, all_gather or reduce_scatter", c.op)))?;
         let dtype = ScalarType::parse(&c.dtype).ok_or_else(|| here(format!("`dtype = {:?}`: u32, i32, f32, u64, i64 or f64", c.dtype)))?;
         let slices = |what: &str, v: &[toml::Value]| -> Result<Vec<Slice>, FileError> {
-            v.iter().enumerate().map(|(r, x)| slice_from_toml(g, x).map_err(|m| here(format!("{what}[{r}]: {m}")))).collect()
+            v.iter().enumerate().map(|(r, x)| slice_from_toml(g, x, false).map_err(|m| here(format!("{what}[{r}]: {m}")))).collect()
         };
         let (send, recv) = (slices("send", &c.send)?, slices("recv", &c.recv)?);
         g.add_collective(op, dtype, &send, &recv, &backward)
@@ -595,14 +632,18 @@ fn add_node(g: &mut Graph, n: &NodeSpec, cx: &Ctx, at: usize, pending: &mut Vec<
     Ok(id)
 }
 
-fn slice_from_toml(g: &Graph, v: &toml::Value) -> Result<Slice, String> {
+/// A buffer arg: a name or `{ buffer, offset, len }` (and `tile`, read by the caller, where
+/// `tiled`: a kernel's buffer arg).
+fn slice_from_toml(g: &Graph, v: &toml::Value, tiled: bool) -> Result<Slice, String> {
     let lookup = |name: &str| -> Result<BufferId, String> { g.buffer_by_name(name).ok_or_else(|| format!("unknown buffer `{name}`")) };
     match v {
         toml::Value::String(name) => Ok(g.whole(lookup(name)?)),
         toml::Value::Table(t) => {
             for k in t.keys() {
-                if !["buffer", "offset", "len"].contains(&k.as_str()) {
-                    return Err(format!("unknown key `{k}` in buffer arg (buffer, offset, len)"));
+                let allowed = ["buffer", "offset", "len"].contains(&k.as_str()) || (tiled && k == "tile");
+                if !allowed {
+                    let keys = if tiled { "buffer, offset, len, tile" } else { "buffer, offset, len" };
+                    return Err(format!("unknown key `{k}` in buffer arg ({keys})"));
                 }
             }
             let name = t.get("buffer").and_then(|b| b.as_str()).ok_or("a buffer arg needs `buffer = \"name\"`")?;
@@ -624,6 +665,45 @@ fn slice_from_toml(g: &Graph, v: &toml::Value) -> Result<Slice, String> {
         }
         _ => Err("expected a buffer name or { buffer, offset, len }".into()),
     }
+}
+
+/// A tile map: one range table, a list of them, or `"none"` (no map: the whole slice per block).
+fn tile_from_toml(v: &toml::Value) -> Result<Option<TileMap>, String> {
+    let ranges = match v {
+        toml::Value::String(s) if s == "none" => return Ok(None),
+        toml::Value::Table(_) => vec![range_from_toml(v)?],
+        toml::Value::Array(a) => a.iter().enumerate().map(|(i, r)| range_from_toml(r).map_err(|m| format!("tile range {i}: {m}"))).collect::<Result<_, _>>()?,
+        other => return Err(format!("`tile` is a range table, a list of them or \"none\", not `{other}`")),
+    };
+    TileMap::new(ranges).map(Some)
+}
+
+fn range_from_toml(v: &toml::Value) -> Result<TileRange, String> {
+    let toml::Value::Table(t) = v else { return Err(format!("a tile range is a table {{ base, stride, len, rows, pitch }}, not `{v}`")) };
+    for k in t.keys() {
+        if !["base", "stride", "len", "rows", "pitch"].contains(&k.as_str()) {
+            return Err(format!("unknown key `{k}` in a tile range (base, stride, len, rows, pitch)"));
+        }
+    }
+    let int = |k: &str, default: Option<u64>| -> Result<u64, String> {
+        match t.get(k) {
+            None => default.ok_or_else(|| format!("a tile range needs `{k}`")),
+            Some(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as u64),
+            Some(other) => Err(format!("`{k}` must be a non-negative integer, not `{other}`")),
+        }
+    };
+    let mut stride = [0u64; 3];
+    match t.get("stride") {
+        Some(toml::Value::Array(a)) if (1..=3).contains(&a.len()) => {
+            for (d, x) in a.iter().enumerate() {
+                stride[d] = x.as_integer().filter(|i| *i >= 0).ok_or_else(|| format!("`stride` holds non-negative integers, not `{x}`"))? as u64;
+            }
+        }
+        Some(other) => return Err(format!("`stride` is 1 to 3 non-negative integers (bytes per block in x, y, z), not `{other}`")),
+        None => return Err("a tile range needs `stride` (bytes per block in x, y, z)".into()),
+    }
+    let rows = int("rows", Some(1))?;
+    Ok(TileRange::span(int("base", Some(0))?, stride, int("len", None)?).with_rows(rows, int("pitch", Some(0))?))
 }
 
 fn scalar_from_toml(ty: ScalarType, v: &toml::Value) -> Result<Scalar, String> {

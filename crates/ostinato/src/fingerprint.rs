@@ -111,6 +111,20 @@ pub(crate) fn fingerprint(g: &Graph, max_lanes: usize) -> u64 {
                 }
             }
         }
+        // Tile maps shape the plan's block dependencies; a node without any hashes as before they existed.
+        if !n.tiles.is_empty() {
+            h.u64(5);
+            h.u64(n.tiles.len() as u64);
+            for t in &n.tiles {
+                h.u64(t.param as u64);
+                h.u64(t.map.ranges().len() as u64);
+                for r in t.map.ranges() {
+                    for v in [r.base, r.stride[0], r.stride[1], r.stride[2], r.len, r.rows, r.pitch] {
+                        h.u64(v);
+                    }
+                }
+            }
+        }
         let mut after: Vec<u32> = n.after.iter().map(|a| a.0).collect();
         after.sort_unstable();
         h.u64(after.len() as u64);

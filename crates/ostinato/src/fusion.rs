@@ -54,11 +54,16 @@ pub struct FusedLaunch<'a> {
     pub args: &'a [Arg],
 }
 
-/// What makes two nodes' bodies fit in one fused kernel: the same block shape and the same source
-/// (one translation unit: bodies of different sources could clash by name).
+/// What makes two nodes' bodies fit in one fused kernel: the same block shape, the same grid and the
+/// same source (one translation unit: bodies of different sources could clash by name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FuseKey {
     pub block: [u32; 3],
+    /// The launch's grid. A one-block node (`[1, 1, 1]`) runs as one block of a fused kernel whose
+    /// blocks are lanes; the nodes of a larger grid fuse into one kernel of that grid whose block `b`
+    /// runs every body's block `b` in order, where the plan's tile relations show that block `b` of
+    /// each depends on block `b` of the others only ([`crate::tiles`]).
+    pub grid: [u32; 3],
     /// Identity of the source module (the backend numbers them).
     pub source: usize,
 }
@@ -97,6 +102,14 @@ pub const MAX_FUSED_BLOCKS: usize = 1024;
 /// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
 /// joins two different lanes of a group.
 pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
+    groups_by(plan, fusable, mode, &|u, v| plan.tile_relation(u, v).is_block_local())
+}
+
+/// [`groups`] with the test of whether multi-block node `v` may follow node `u` block by block given
+/// (the plan's tile relation in [`groups`]): a mutation test hands a wrong one to show that a lost
+/// tile dependency changes some program's bytes.
+#[doc(hidden)]
+pub fn groups_by(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode, block_local: &dyn Fn(NodeId, NodeId) -> bool) -> Vec<Group> {
     if mode == FusionMode::Off {
         return Vec::new();
     }
@@ -124,6 +137,7 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
                 key(last) == Some(k)
                     && plan.preds(v).iter().all(|&u| run_of[u as usize] == runs.len())
                     && (mode == FusionMode::On || plan.preds(v).contains(&last.0))
+                    && (k.grid == [1, 1, 1] || blockwise_in_run(plan, v, |u| run_of[u as usize] == runs.len(), block_local))
             });
             if !joins {
                 flush(&mut cur, &mut runs);
@@ -148,7 +162,9 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
     let mut open: Vec<usize> = Vec::new();
     for run in runs {
         let k = key(run[0]).expect("runs hold fusable nodes");
-        let target = open.iter().rev().take(4).copied().find(|&gi| {
+        // A multi-block run is a kernel of its own grid: it never shares one with another run.
+        let side_by_side = k.grid == [1, 1, 1];
+        let target = open.iter().rev().take(4).copied().filter(|_| side_by_side).find(|&gi| {
             let g: &Group = &out[gi];
             g.key == k
                 && g.lanes.len() < MAX_FUSED_BLOCKS
@@ -170,6 +186,15 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
     }
     out.retain(|g| g.len() >= 2);
     out
+}
+
+/// Whether multi-block node `v` may follow the nodes of its run (`in_run`) block by block: every node of
+/// the run it has a hazard with (on the access frontier, so every byte's whole history counts, not
+/// only the kept edges) relates to it block-locally, and no explicit edge (an ordering of whole nodes)
+/// ties it to one.
+fn blockwise_in_run(plan: &Plan, v: NodeId, in_run: impl Fn(u32) -> bool, block_local: &dyn Fn(NodeId, NodeId) -> bool) -> bool {
+    let explicit = &plan.graph().node(v).after;
+    explicit.iter().all(|u| !in_run(u.0)) && plan.hazard_preds(v).iter().filter(|&&u| in_run(u)).all(|&u| block_local(NodeId(u), v))
 }
 
 /// The nodes outside `run` that it waits for and that wait for it.
@@ -334,7 +359,12 @@ pub fn rewrite(plan: &Plan, groups: &[Group], fused: &[FusedLaunch<'_>]) -> Resu
             out.add_launch(kernels[u - n], f.launch, f.args, &after).map_err(err)?
         } else {
             match &g.node(NodeId(u as u32)).op {
-                NodeOp::Kernel { kernel, launch, args } => out.add_launch(*kernel, *launch, args, &after).map_err(err)?,
+                NodeOp::Kernel { kernel, launch, args } => {
+                    let v = NodeId(u as u32);
+                    let tiles: Vec<(&str, crate::TileMap)> =
+                        g.node(v).tiles.iter().map(|t| (g.kernel(*kernel).params[t.param].name.as_str(), t.map.clone())).collect();
+                    out.add_launch_tiled(*kernel, *launch, args, &tiles, &after).map_err(err)?
+                }
                 NodeOp::Copy { src, dst } => out.add_copy(*src, *dst, &after).map_err(err)?,
                 NodeOp::Fill { dst, value } => out.add_fill(*dst, *value, &after).map_err(err)?,
                 NodeOp::Collective { op, dtype, send, recv } => out.add_collective(*op, *dtype, send, recv, &after).map_err(err)?,
@@ -365,7 +395,43 @@ mod tests {
     }
 
     fn every(plan: &Plan) -> Vec<Option<Fusable>> {
-        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], grid: [1, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+    }
+
+    /// A chain of `len` nodes of 16 blocks over one buffer; node `halo` (if any) also reads its right
+    /// neighbour block's first word; tile maps everywhere unless `bare`.
+    fn block_chain(len: usize, halo: Option<usize>, bare: Option<usize>) -> Plan {
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", 16 * 1024 + 4).unwrap();
+        let k = g.add_kernel(KernelSig::new("row").buffer("x", Access::ReadWrite)).unwrap();
+        let row = crate::TileMap::linear(1024, 1024).unwrap();
+        let wide = crate::TileMap::new(vec![crate::TileRange::span(0, [1024, 0, 0], 1028)]).unwrap();
+        for i in 0..len {
+            let map = if halo == Some(i) { wide.clone() } else { row.clone() };
+            let tiles = if bare == Some(i) { vec![] } else { vec![("x", map)] };
+            g.add_launch_tiled(k, Launch::linear(16, 256), &[Arg::Whole(x)], &tiles, &[]).unwrap();
+        }
+        Plan::compile(&g).unwrap()
+    }
+
+    fn every_multi(plan: &Plan) -> Vec<Option<Fusable>> {
+        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], grid: [16, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+    }
+
+    #[test]
+    fn a_block_local_chain_of_many_blocks_fuses_and_a_cross_block_dependency_cuts_it() {
+        let plan = block_chain(8, None, None);
+        let gs = groups(&plan, &every_multi(&plan), FusionMode::Auto);
+        assert_eq!(gs.iter().map(|g| (g.lanes.len(), g.len())).collect::<Vec<_>>(), [(1, 8)]);
+        // Node 3 reads a word of the next block's tile: node 4 (which writes it) may not follow it
+        // block by block, nor node 3 its predecessor (which wrote that word in another block).
+        let plan = block_chain(8, Some(3), None);
+        let gs = groups(&plan, &every_multi(&plan), FusionMode::Auto);
+        assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [3, 4]);
+        // A node without a map orders as a whole node: it fuses with neither neighbour.
+        let plan = block_chain(8, None, Some(5));
+        let gs = groups(&plan, &every_multi(&plan), FusionMode::On);
+        assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [5, 2]);
     }
 
     #[test]

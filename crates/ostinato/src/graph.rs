@@ -5,6 +5,7 @@
 //! param they are about.
 
 use crate::error::GraphError;
+use crate::tiles::{ParamTile, TileMap};
 
 pub use crate::signature::{Access, AccessDecl, KernelSig, ParamKind, ParamSig, ScalarType};
 
@@ -238,6 +239,9 @@ pub struct Node {
     pub op: NodeOp,
     /// Explicit orderings: this node runs after each of these.
     pub after: Vec<NodeId>,
+    /// Per-block access maps of a launch's buffer params, ascending by param (`crate::tiles`); a param
+    /// without one is touched by every block anywhere in its slice.
+    pub tiles: Vec<ParamTile>,
 }
 
 /// One declared access of a node on a root allocation, in bytes of that allocation.
@@ -452,6 +456,21 @@ impl Graph {
 
     /// Records a kernel launch. `args` are in signature order, one per param.
     pub fn add_launch(&mut self, kernel: KernelId, launch: Launch, args: &[Arg], after: &[NodeId]) -> Result<NodeId, GraphError> {
+        self.add_launch_tiled(kernel, launch, args, &[], after)
+    }
+
+    /// Records a kernel launch whose buffer params named in `tiles` carry per-block access maps: block
+    /// `(x, y, z)` touches only the bytes its map gives, relative to the param's slice
+    /// (`crate::tiles`). Every map must lie inside its slice for every block of the grid, on a buffer
+    /// param, one per param.
+    pub fn add_launch_tiled(
+        &mut self,
+        kernel: KernelId,
+        launch: Launch,
+        args: &[Arg],
+        tiles: &[(&str, TileMap)],
+        after: &[NodeId],
+    ) -> Result<NodeId, GraphError> {
         let node = self.next_node();
         let sig = self.kernels.get(kernel.index()).ok_or(GraphError::UnknownKernel { node: node.0, id: kernel.0 })?;
         let kname = sig.name.clone();
@@ -510,9 +529,38 @@ impl Graph {
             }
         }
         self.check_aliasing(node, sig, &resolved)?;
+        let tiles = self.check_tiles(node, sig, &launch, &resolved, tiles)?;
         self.check_after(node, after)?;
-        self.nodes.push(Node { op: NodeOp::Kernel { kernel, launch, args: resolved }, after: after.to_vec() });
+        self.nodes.push(Node { op: NodeOp::Kernel { kernel, launch, args: resolved }, after: after.to_vec(), tiles });
         Ok(node)
+    }
+
+    /// The launch's tile maps, checked against its signature, grid and slices, ascending by param.
+    fn check_tiles(&self, node: NodeId, sig: &KernelSig, launch: &Launch, args: &[Arg], tiles: &[(&str, TileMap)]) -> Result<Vec<ParamTile>, GraphError> {
+        let mut out: Vec<ParamTile> = Vec::new();
+        out.try_reserve_exact(tiles.len()).map_err(|_| GraphError::BadTile { node: node.0, param: sig.name.clone(), reason: "out of memory".into() })?;
+        for (name, map) in tiles {
+            let bad = |reason: String| GraphError::BadTile { node: node.0, param: format!("{}.{name}", sig.name), reason };
+            let i = sig.param_index(name).ok_or_else(|| bad("no such param".into()))?;
+            let Some(Arg::Buffer(s)) = args.get(i) else { return Err(bad("a tile map belongs to a buffer param".into())) };
+            if out.iter().any(|t| t.param == i) {
+                return Err(bad("two tile maps for one param".into()));
+            }
+            let blocks = crate::tiles::block_count(launch.grid);
+            if blocks > crate::tiles::MAX_TILE_BLOCKS {
+                return Err(bad(format!("the launch has {blocks} blocks; tile maps are analysed for at most {}", crate::tiles::MAX_TILE_BLOCKS)));
+            }
+            map.check_within(launch.grid, s.len).map_err(bad)?;
+            out.push(ParamTile { param: i, map: map.clone() });
+        }
+        out.sort_by_key(|t| t.param);
+        Ok(out)
+    }
+
+    /// The tile map declared on param `param` of node `node`, if any.
+    pub fn tile_map(&self, node: NodeId, param: usize) -> Option<&TileMap> {
+        let tiles = &self.nodes.get(node.index())?.tiles;
+        tiles.binary_search_by_key(&param, |t| t.param).ok().map(|i| &tiles[i].map)
     }
 
     /// Refuses a launch in which a written param overlaps another of its params (on one root
@@ -564,7 +612,7 @@ impl Graph {
             return Err(GraphError::BadArg { node: node.0, param: "copy".into(), reason: "src and dst overlap on one allocation".into() });
         }
         self.check_after(node, after)?;
-        self.nodes.push(Node { op: NodeOp::Copy { src, dst }, after: after.to_vec() });
+        self.nodes.push(Node { op: NodeOp::Copy { src, dst }, after: after.to_vec(), tiles: Vec::new() });
         Ok(node)
     }
 
@@ -580,7 +628,7 @@ impl Graph {
             });
         }
         self.check_after(node, after)?;
-        self.nodes.push(Node { op: NodeOp::Fill { dst, value }, after: after.to_vec() });
+        self.nodes.push(Node { op: NodeOp::Fill { dst, value }, after: after.to_vec(), tiles: Vec::new() });
         Ok(node)
     }
 

@@ -31,6 +31,7 @@ mod named;
 pub mod plan;
 pub mod rng;
 pub mod signature;
+pub mod tiles;
 pub mod trace;
 
 pub use backend::{
@@ -46,4 +47,5 @@ pub use kernel_ref::{KernelRef, RefOption};
 pub use lanes::Lanes;
 pub use named::Named;
 pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};
+pub use tiles::{ParamTile, TileMap, TileRange, TileRelation};
 pub use trace::{EdgeKind, ReplaySummary, Span, Trace, TraceEdge, TraceError};

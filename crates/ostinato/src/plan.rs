@@ -107,6 +107,9 @@ pub struct Plan {
     edges: Vec<Edge>,
     preds: Vec<Vec<u32>>,
     succs: Vec<Vec<u32>>,
+    /// Per node, the earlier nodes it has a direct hazard with on the access frontier (before the
+    /// reduction; explicit edges not included).
+    hazard_preds: Vec<Vec<u32>>,
     order: Vec<NodeId>,
     lanes: Lanes,
     fingerprint: u64,
@@ -128,6 +131,11 @@ impl Plan {
         }
         let n = graph.nodes().len();
         let mut preds = hazard_frontier_preds(graph);
+        let mut hazard_preds = preds.clone();
+        for p in &mut hazard_preds {
+            p.sort_unstable();
+            p.dedup();
+        }
         for (v, node) in graph.nodes().iter().enumerate() {
             for a in &node.after {
                 preds[v].push(a.0);
@@ -148,10 +156,10 @@ impl Plan {
                 edges.push(Edge { from, to, hazards: direct_hazards(graph, from, to), explicit });
             }
         }
-        Ok(Self::assemble(graph.clone(), options, edges, order))
+        Ok(Self::assemble(graph.clone(), options, edges, order, hazard_preds))
     }
 
-    fn assemble(graph: Graph, options: PlanOptions, mut edges: Vec<Edge>, order: Vec<NodeId>) -> Plan {
+    fn assemble(graph: Graph, options: PlanOptions, mut edges: Vec<Edge>, order: Vec<NodeId>, hazard_preds: Vec<Vec<u32>>) -> Plan {
         let n = graph.nodes().len();
         edges.sort_unstable_by_key(|e| (e.from, e.to));
         let mut preds = vec![Vec::new(); n];
@@ -172,7 +180,7 @@ impl Plan {
             }
         }
         let fingerprint = crate::fingerprint::fingerprint(&graph, options.max_lanes);
-        Plan { graph, options, edges, preds, succs, order, lanes, fingerprint, slot_uses }
+        Plan { graph, options, edges, preds, succs, hazard_preds, order, lanes, fingerprint, slot_uses }
     }
 
     pub fn graph(&self) -> &Graph {
@@ -194,6 +202,18 @@ impl Plan {
     }
     pub fn succs(&self, n: NodeId) -> &[u32] {
         &self.succs[n.index()]
+    }
+    /// The earlier nodes `n` has a direct hazard with on the access frontier, ascending: for every byte
+    /// it touches, that byte's last writer, and (where `n` writes it) the readers since. Every hazard of
+    /// `n` with an earlier node is one of these or implied through them byte by byte, which makes them
+    /// what block-level ordering must honour ([`Plan::tile_relation`]); the kept edges are their
+    /// transitive reduction (with the explicit edges).
+    pub fn hazard_preds(&self, n: NodeId) -> &[u32] {
+        &self.hazard_preds[n.index()]
+    }
+    /// How the blocks of `to` depend on the blocks of `from` (`crate::tiles::relation`).
+    pub fn tile_relation(&self, from: NodeId, to: NodeId) -> crate::tiles::TileRelation {
+        crate::tiles::relation(&self.graph, from, to)
     }
     /// A topological order: recording order wherever the explicit edges allow it.
     pub fn order(&self) -> &[NodeId] {
@@ -219,7 +239,7 @@ impl Plan {
     #[doc(hidden)]
     pub fn without_edge_for_testing(&self, from: NodeId, to: NodeId) -> Plan {
         let edges = self.edges.iter().copied().filter(|e| !(e.from == from && e.to == to)).collect();
-        Self::assemble(self.graph.clone(), self.options, edges, self.order.clone())
+        Self::assemble(self.graph.clone(), self.options, edges, self.order.clone(), self.hazard_preds.clone())
     }
 
     /// A human explanation of every edge: which params of which nodes conflict on which bytes.
@@ -233,6 +253,10 @@ impl Plan {
                 s.push_str(" (also explicit)");
             }
             s.push('\n');
+            let tiled = !g.node(e.from).tiles.is_empty() || !g.node(e.to).tiles.is_empty();
+            if tiled && !e.hazards.is_empty() {
+                s.push_str(&format!("    {}\n", self.tile_relation(e.from, e.to).describe()));
+            }
             for a in g.accesses(e.from) {
                 for b in g.accesses(e.to) {
                     let h = hazard_between(a.access, b.access);

@@ -50,9 +50,22 @@ impl CudaBackend {
             Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes, f.units.clone()),
             None => (plan, kernels, 0, ostinato::trace::unit_per_node(plan.node_count())),
         };
+        // Tile hand-offs: the nodes that wait for exactly the producer blocks they need launch
+        // wrappers of their bodies, with flags and wait tables as buffers of the exec's own.
+        let handed = crate::handoff::build::handoff(&self.device, self.options.trigger, plan, &kernels, self.options.handoff)?;
+        let (plan, kernels, internal) = match &handed {
+            Some(h) => (&h.plan, h.kernels.clone(), h.inits.as_slice()),
+            None => (plan, kernels, &[][..]),
+        };
+        let handoffs = handed.as_ref().map_or(0, |h| h.consumers);
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let lowering = lower_with(plan, &kernel_pdl, copy_k.pdl_capable && fill_k.pdl_capable, self.options.pdl)?;
+        let mut buffers = buffers;
+        buffers.resize_with(plan.graph().buffers().len(), || BufferBinding::Allocate);
         let (allocs, base) = self.place_roots(plan, &buffers)?;
+        for (b, bytes) in internal {
+            crate::ffi::copy_to_device(base[b.index()], bytes)?;
+        }
         // Collectives (one rank: every buffer is on this device): NCCL calls on the exec's streams,
         // captured into child graphs in graph mode.
         let calls: Vec<Option<CollectiveCall>> = lowering.launches.iter().map(|l| CollectiveCall::of(plan, l.node, &base)).collect();
@@ -112,6 +125,7 @@ impl CudaBackend {
             plan,
             run_plan,
             fused_nodes,
+            handoffs,
             lowering,
             ctx: self.ctx.clone(),
             allocs,

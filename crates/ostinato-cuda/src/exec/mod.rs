@@ -143,6 +143,8 @@ pub struct CudaExec {
     run_plan: Arc<Plan>,
     /// How many of the user's nodes run inside fused kernels.
     fused_nodes: usize,
+    /// How many nodes wait for their producers tile by tile (`crate::handoff`).
+    handoffs: usize,
     /// Root buffers a child graph uses (a collective's NCCL call, captured work: the addresses live in
     /// the captured calls, so they are not rebindable), with the node that uses each.
     fixed_roots: Vec<(BufferId, String)>,
@@ -380,6 +382,12 @@ impl CudaExec {
     /// How many of the user's nodes run inside fused kernels (0: fusion off or nothing fused).
     pub fn fused_nodes(&self) -> usize {
         self.fused_nodes
+    }
+
+    /// How many nodes wait for exactly the producer blocks they need instead of whole producers
+    /// (0: hand-offs off or none chosen).
+    pub fn handoffs(&self) -> usize {
+        self.handoffs
     }
 
     pub fn lowering(&self) -> &Lowering {

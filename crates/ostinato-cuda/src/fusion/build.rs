@@ -38,11 +38,12 @@ fn body_of<'a>(plan: &Plan, v: usize, kernels: &'a [CudaKernel], helpers: (&'a C
         NodeOp::Fill { dst, .. } => (helpers.1.fusion.as_ref()?, helper_dims(dst.len / 4)),
         NodeOp::Collective { .. } => return None,
     };
-    if dims.grid != [1, 1, 1] {
-        return None;
-    }
+    // A multi-block node fuses with neighbours of its grid where the plan's tile relations are
+    // block-local (`ostinato::fusion::groups`): its body runs as its own block `b` inside fused block
+    // `b`, with the real grid. The body's certificate (no block barrier, no exit, no grid dependency
+    // wait, no grid or cluster register but through `blockIdx`/`gridDim`) holds for either view.
     let (block, dynamic) = (dims.block, dims.shared);
-    let key = FuseKey { block, source: Arc::as_ptr(&body.source) as *const u8 as usize };
+    let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
     Some((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
 }
 

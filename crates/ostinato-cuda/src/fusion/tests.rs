@@ -15,8 +15,8 @@ fn all_fusable(plan: &Plan) -> Vec<Option<Fusable>> {
         .iter()
         .map(|n| match &n.op {
             NodeOp::Kernel { launch, .. } if launch.grid != [1, 1, 1] => None,
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, source: 0 }, uses_shared: false }),
-            _ => Some(Fusable { key: FuseKey { block: BLOCK, source: 0 }, uses_shared: false }),
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => Some(Fusable { key: FuseKey { block: BLOCK, grid: [1, 1, 1], source: 0 }, uses_shared: false }),
         })
         .collect()
 }
@@ -346,4 +346,43 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
         assert!(ptx.contains("%ctaid.x"), "four lanes: the block picks its lane");
         assert!(ptx.lines().filter(|l| l.contains("bar.sync")).count() <= 8, "the chains are loops, not 941 copies");
     }
+}
+
+/// `len` add_one nodes of `blocks` blocks over `blocks · 256` floats, each declaring block `b`'s 1 KiB.
+fn tiled_chain(len: usize, blocks: u32) -> Plan {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", u64::from(blocks) * 1024).unwrap();
+    let k = add_one(&mut g);
+    let row = ostinato::TileMap::linear(1024, 1024).unwrap();
+    for _ in 0..len {
+        let args = [Arg::Whole(x), Arg::Scalar(Scalar::u32(blocks * 256))];
+        g.add_launch_tiled(k, Launch::linear(blocks, 256), &args, &[("x", row.clone())], &[]).unwrap();
+    }
+    Plan::compile(&g).unwrap()
+}
+
+#[test]
+fn a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid() {
+    let plan = tiled_chain(941, 8192);
+    let multi: Vec<Option<Fusable>> = plan
+        .graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => None,
+        })
+        .collect();
+    let gs = groups(&plan, &multi, FusionMode::Auto);
+    assert_eq!(gs.iter().map(|g| (g.lanes.len(), g.len())).collect::<Vec<_>>(), [(1, 941)]);
+    let f = &fused_for(&plan, &gs)[0];
+    assert_eq!(f.launch.grid, [8192, 1, 1], "the fused kernel has the nodes' grid");
+    assert!(!f.source.contains("#define blockIdx"), "bodies see the real grid: {}", f.source);
+    assert!(!f.source.contains("switch (blockIdx.x)"));
+    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &[barriers(&plan, &gs[0].lanes[0], |_| false)], &|k| {
+        plan.graph().kernel(k).name.clone()
+    });
+    let Some(ptx) = nvrtc_ptx("a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid", &f.source, &["-DOST_TRIGGER=3"]) else { return };
+    assert!(ptx.contains("%ctaid.x") && ptx.contains("%nctaid.x"), "the bodies' grid-stride loop reads the real grid");
+    assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]));
 }

@@ -1,0 +1,213 @@
+//! On the GPU: tile-level ordering. Random programs whose launches declare per-block tile maps (1-D
+//! and 2-D grids and blocks, views at any offset) run bitwise equal to the host oracle in every fusion,
+//! submission and PDL mode; a block-local chain of many blocks runs as one kernel of its grid.
+
+mod common;
+
+use ostinato::{read_roots, write_inits, Access, Arg, Backend, Exec, Graph, KernelSig, Launch, Plan, PlanOptions, Scalar, ScalarType, TileMap, TileRange};
+use ostinato_cuda::lower::PdlPolicy;
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, FusionMode, HandoffMode, PdlMode, PdlTrigger};
+use ostinato_testkit::random_graphs::host_kernels;
+use ostinato_testkit::tiled_graphs::random_tiled_program;
+
+#[test]
+fn random_tiled_programs_match_the_host_oracle() {
+    let Some(device) = common::device_or_skip("random_tiled_programs_match_the_host_oracle") else { return };
+    let configs = [
+        (FusionMode::Auto, HandoffMode::Auto, ExecMode::Graph, PdlMode::Auto),
+        (FusionMode::On, HandoffMode::On, ExecMode::Graph, PdlMode::Auto),
+        (FusionMode::Off, HandoffMode::On, ExecMode::Graph, PdlMode::On),
+        (FusionMode::Off, HandoffMode::Off, ExecMode::Graph, PdlMode::On),
+        (FusionMode::Auto, HandoffMode::On, ExecMode::Graph, PdlMode::Off),
+        (FusionMode::Off, HandoffMode::On, ExecMode::Eager, PdlMode::Auto),
+    ];
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).unwrap();
+    let (mut compared, mut fused, mut nodes, mut handoffs) = (0, 0, 0, 0);
+    for seed in 0..60u64 {
+        let prog = random_tiled_program(seed, 6 + (seed as usize * 11) % 40);
+        let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
+        let replays = 3;
+        let mut host = ostinato_host::HostBackend::serial().instantiate(&plan, host_kernels(&plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        write_inits(&mut host, &prog.inits).unwrap();
+        for r in 0..replays {
+            host.set_slot(prog.salt_slot, Scalar::u32(5 * r as u32 + seed as u32)).unwrap();
+            host.replay().unwrap();
+        }
+        let want = read_roots(&mut host).unwrap();
+        for (fusion, handoff, mode, pdl) in configs {
+            let options = CudaOptions { fusion, handoff, mode, pdl: PdlPolicy::new(pdl), ..CudaOptions::default() };
+            let backend = CudaBackend::with_builtins(&device, &modules, options).unwrap();
+            let kernels = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name, k).unwrap()).collect();
+            let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+            write_inits(&mut exec, &prog.inits).unwrap();
+            for r in 0..replays {
+                exec.set_slot(prog.salt_slot, Scalar::u32(5 * r as u32 + seed as u32)).unwrap();
+                exec.replay().unwrap();
+            }
+            exec.wait().unwrap();
+            assert_eq!(
+                read_roots(&mut exec).unwrap(),
+                want,
+                "seed {seed}: fusion {fusion:?} hand-off {handoff:?} {mode:?} pdl {pdl:?} differs from the host oracle"
+            );
+            fused += exec.fused_nodes();
+            handoffs += exec.handoffs();
+            nodes += plan.node_count();
+            compared += 1;
+        }
+    }
+    assert!(fused > nodes / 10, "only {fused} of {nodes} nodes ran fused");
+    assert!(handoffs > nodes / 20, "only {handoffs} of {nodes} nodes waited for their producers' tiles");
+    eprintln!(
+        "compared {compared} tiled CUDA runs bitwise with the host oracle ({fused} of {nodes} nodes fused block by block, {handoffs} handed off tile by tile)"
+    );
+}
+
+#[test]
+fn a_block_local_chain_of_8192_blocks_runs_as_one_kernel_of_its_grid() {
+    let Some(device) = common::device_or_skip("a_block_local_chain_of_8192_blocks_runs_as_one_kernel_of_its_grid") else { return };
+    for blocks in [128u32, 1024, 8192] {
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", u64::from(blocks) * 1024).unwrap();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+        let row = TileMap::linear(1024, 1024).unwrap();
+        for _ in 0..941 {
+            g.add_launch_tiled(k, Launch::linear(blocks, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(blocks * 256))], &[("x", row.clone())], &[]).unwrap();
+        }
+        let plan = Plan::compile(&g).unwrap();
+        let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+        let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AfterWait);
+        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (941, 1), "{blocks} blocks: one fused launch");
+        assert_eq!(exec.lowering().launches[0].dims.grid, [blocks, 1, 1]);
+        for _ in 0..2 {
+            exec.replay().unwrap();
+        }
+        exec.wait().unwrap();
+        let mut out = vec![0u8; blocks as usize * 1024];
+        exec.read_buffer(x, 0, &mut out).unwrap();
+        assert!(out.chunks(4).all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == 2.0 * 941.0), "{blocks} blocks: every element 941 times per replay");
+    }
+}
+
+/// A tile-sparse chain of a user's kernels: `spread` (grid 16 × 64: block (x, y) updates its 256 words
+/// of `x` from the 256 words of `y`'s tile y) and `gather` (64 blocks: block j updates its 256 words of
+/// `y` from the 16 tiles of `x` that blocks (0..16, j) wrote), each with a per-block host twin.
+const SPARSE: &str = r#"
+#include "ostinato.cuh"
+extern "C" __global__ void spread(unsigned* x, const unsigned* y, unsigned salt) {
+  OST_ENTRY();
+  unsigned b = blockIdx.x + 16u * blockIdx.y, t = threadIdx.x;
+  x[256u * b + t] = x[256u * b + t] * 3u + y[256u * blockIdx.y + t] + salt;
+  OST_EXIT();
+}
+extern "C" __global__ void gather(unsigned* y, const unsigned* x) {
+  OST_ENTRY();
+  unsigned j = blockIdx.x, t = threadIdx.x, s = 0;
+  for (unsigned k = 0; k < 16u; ++k) s += x[256u * (16u * j + k) + t];
+  y[256u * j + t] = y[256u * j + t] * 5u + s;
+  OST_EXIT();
+}
+"#;
+
+fn sparse_sigs() -> (KernelSig, KernelSig) {
+    (
+        KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read).scalar("salt", ScalarType::U32),
+        KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read),
+    )
+}
+
+fn sparse_host() -> Vec<ostinato_host::HostKernel> {
+    let (s, g) = sparse_sigs();
+    let spread = ostinato_host::HostKernel::per_block(s, |cx| {
+        let [bx, by, _] = cx.block();
+        let b = (bx + 16 * by) as usize;
+        let (x, y, salt) = (cx.buffer(0)?, cx.buffer(1)?, cx.u32(2)?);
+        let (x, y) = (x.words_range(256 * b, 256, true)?, y.words_range(256 * by as usize, 256, false)?);
+        for t in 0..256 {
+            x.set_u32(t, x.u32(t).wrapping_mul(3).wrapping_add(y.u32(t)).wrapping_add(salt));
+        }
+        Ok(())
+    });
+    let gather = ostinato_host::HostKernel::per_block(g, |cx| {
+        let j = cx.block()[0] as usize;
+        let (y, x) = (cx.buffer(0)?, cx.buffer(1)?);
+        let (y, x) = (y.words_range(256 * j, 256, true)?, x.words_range(256 * 16 * j, 256 * 16, false)?);
+        for t in 0..256 {
+            let s = (0..16).fold(0u32, |s, k| s.wrapping_add(x.u32(256 * k + t)));
+            y.set_u32(t, y.u32(t).wrapping_mul(5).wrapping_add(s));
+        }
+        Ok(())
+    });
+    vec![spread, gather]
+}
+
+/// `depth` rounds of spread → gather.
+fn sparse_chain(depth: usize) -> Plan {
+    let (s, gsig) = sparse_sigs();
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 1024 * 1024).unwrap();
+    let y = g.add_buffer("y", 64 * 1024).unwrap();
+    let (ks, kg) = (g.add_kernel(s).unwrap(), g.add_kernel(gsig).unwrap());
+    let spread_tiles = [
+        ("x", TileMap::new(vec![TileRange::span(0, [1024, 16384, 0], 1024)]).unwrap()),
+        ("y", TileMap::new(vec![TileRange::span(0, [0, 1024, 0], 1024)]).unwrap()),
+    ];
+    let gather_tiles = [("y", TileMap::linear(1024, 1024).unwrap()), ("x", TileMap::linear(16384, 16384).unwrap())];
+    for r in 0..depth {
+        g.add_launch_tiled(ks, Launch::new([16, 64, 1], [256, 1, 1]), &[Arg::Whole(x), Arg::Whole(y), Arg::Scalar(Scalar::u32(r as u32))], &spread_tiles, &[])
+            .unwrap();
+        g.add_launch_tiled(kg, Launch::linear(64, 256), &[Arg::Whole(y), Arg::Whole(x)], &gather_tiles, &[]).unwrap();
+    }
+    Plan::compile(&g).unwrap()
+}
+
+#[test]
+fn a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host() {
+    let Some(device) = common::device_or_skip("a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host") else { return };
+    let dir = std::env::temp_dir().join(format!("ostinato-sparse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sparse.cu");
+    std::fs::write(&path, SPARSE).unwrap();
+    let plan = sparse_chain(20);
+    let inits = vec![Some(ostinato::file::BufferInit::Random(3)), Some(ostinato::file::BufferInit::Random(4))];
+    let mut host = ostinato_host::HostBackend::serial().instantiate(&plan, sparse_host(), ostinato::allocate_all(&plan)).unwrap();
+    write_inits(&mut host, &inits).unwrap();
+    for _ in 0..3 {
+        host.replay().unwrap();
+    }
+    let want = read_roots(&mut host).unwrap();
+    for (handoff, mode, pdl) in [
+        (HandoffMode::Auto, ExecMode::Graph, PdlMode::Auto),
+        (HandoffMode::On, ExecMode::Graph, PdlMode::Auto),
+        (HandoffMode::On, ExecMode::Graph, PdlMode::Off),
+        (HandoffMode::On, ExecMode::Eager, PdlMode::Auto),
+        (HandoffMode::Off, ExecMode::Graph, PdlMode::Auto),
+    ] {
+        let backend = CudaBackend::new(&device, CudaOptions { handoff, mode, pdl: PdlPolicy::new(pdl), ..CudaOptions::default() }).unwrap();
+        let kernels = plan
+            .graph()
+            .kernels()
+            .iter()
+            .map(|k| {
+                backend.bind_kernel(k, &ostinato::KernelRef::file(&path).with_entry(&k.name).with_option("fusable", ostinato::RefOption::Bool(true))).unwrap()
+            })
+            .collect();
+        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+        let expected = match handoff {
+            HandoffMode::Off => 0,
+            // Every gather (64 blocks); the spreads (1,024 blocks) only under `on`, but the first
+            // (which waits for nothing).
+            HandoffMode::Auto => 20,
+            HandoffMode::On => 2 * 20 - 1,
+        };
+        assert_eq!(exec.handoffs(), expected, "{handoff:?}: consumers waiting tile by tile");
+        write_inits(&mut exec, &inits).unwrap();
+        for _ in 0..3 {
+            exec.replay().unwrap();
+        }
+        exec.wait().unwrap();
+        assert_eq!(read_roots(&mut exec).unwrap(), want, "hand-off {handoff:?} {mode:?} pdl {pdl:?} differs from the host oracle");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

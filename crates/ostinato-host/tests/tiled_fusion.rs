@@ -1,0 +1,92 @@
+//! Multi-block chain fusion against the oracle: random tiled programs (`ostinato_testkit::tiled_graphs`)
+//! grouped by the core's fusion policy, each group's blocks run in any order (forwards, backwards,
+//! shuffled), every block running its members' block in turn, as a fused kernel runs them. The bytes
+//! must be the serial program's. A mutation — a relation that is not block-local taken as one — must
+//! make some program differ, so the test can fail when a tile dependency is lost.
+
+use ostinato::fusion::{groups, groups_by, Fusable, FuseKey, FusionMode, Group};
+use ostinato::{NodeId, NodeOp, Plan, PlanOptions, TileRelation};
+use ostinato_testkit::random_graphs::serial_result;
+use ostinato_testkit::tiled_graphs::{random_tiled_program, run_blockwise, BlockOrder};
+
+/// Every launch may fuse; its key is its own shape.
+fn fusable(plan: &Plan) -> Vec<Option<Fusable>> {
+    plan.graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn multi_block(gs: &[Group]) -> impl Iterator<Item = &Group> {
+    gs.iter().filter(|g| g.key.grid != [1, 1, 1])
+}
+
+#[test]
+fn fused_tiled_programs_give_the_oracle_bits_in_any_block_order() {
+    let (mut fused, mut total, mut sparse, mut local) = (0, 0, 0, 0);
+    for seed in 0..300u64 {
+        let prog = random_tiled_program(seed, 4 + (seed as usize * 5) % 24);
+        for max_lanes in [1, 4] {
+            let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes }).unwrap();
+            let want = serial_result(&plan, &prog, 1).unwrap();
+            for e in plan.edges() {
+                match plan.tile_relation(e.from, e.to) {
+                    TileRelation::BlockLocal => local += 1,
+                    TileRelation::Sparse(_) => sparse += 1,
+                    TileRelation::Dense(_) => {}
+                }
+            }
+            for mode in [FusionMode::Auto, FusionMode::On] {
+                let gs = groups(&plan, &fusable(&plan), mode);
+                fused += multi_block(&gs).map(Group::len).sum::<usize>();
+                total += plan.node_count();
+                for order in [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)] {
+                    let got = run_blockwise(&plan, &prog, &gs, order).unwrap();
+                    assert_eq!(got, want, "seed {seed}, {max_lanes} lanes, {mode:?}, {order:?}: {gs:?}");
+                }
+            }
+        }
+    }
+    eprintln!("{fused} of {total} nodes fused block by block; {local} block-local and {sparse} sparse kept edges");
+    assert!(fused > total / 5, "{fused} of {total} nodes fused block by block");
+    assert!(local > 100 && sparse > 100, "{local} block-local and {sparse} sparse edges");
+}
+
+#[test]
+fn taking_one_sparse_relation_for_block_local_changes_some_program() {
+    let mut caught = 0;
+    let mut tried = 0;
+    for seed in 0..300u64 {
+        let prog = random_tiled_program(seed, 4 + (seed as usize * 5) % 24);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        // The first sparse kept edge between two nodes of one shape: claim it block-local.
+        let Some(e) = plan.edges().iter().find(|e| {
+            let grid = |v: NodeId| match &plan.graph().node(v).op {
+                NodeOp::Kernel { launch, .. } => Some((launch.grid, launch.block)),
+                _ => None,
+            };
+            grid(e.from) == grid(e.to) && matches!(plan.tile_relation(e.from, e.to), TileRelation::Sparse(_))
+        }) else {
+            continue;
+        };
+        let wrong = |u: NodeId, v: NodeId| (u, v) == (e.from, e.to) || plan.tile_relation(u, v).is_block_local();
+        let gs = groups_by(&plan, &fusable(&plan), FusionMode::On, &wrong);
+        if !gs.iter().any(|g| g.nodes().any(|n| n == e.from) && g.nodes().any(|n| n == e.to)) {
+            continue;
+        }
+        tried += 1;
+        let want = serial_result(&plan, &prog, 1).unwrap();
+        // Blocks in every order: one of them runs the consumer's block before a producer block it needs.
+        let differs = [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)]
+            .into_iter()
+            .any(|o| run_blockwise(&plan, &prog, &gs, o).map_or(true, |got| got != want));
+        caught += differs as usize;
+    }
+    eprintln!("the lost dependency showed in {caught} of {tried} programs");
+    assert!(tried >= 20, "only {tried} programs could take the mutation");
+    assert!(caught * 10 >= tried * 9, "the lost dependency showed in {caught} of {tried} programs");
+}
