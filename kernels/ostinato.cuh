@@ -15,7 +15,12 @@
 #define OST_TRIGGER 1
 #endif
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(OST_NO_PDL)
+#if defined(OST_HANDOFF_WAIT)
+// A tile hand-off build (Ostinato's generated wrapper): the wait is for exactly the producer blocks
+// this block needs, and the wrapper triggers.
+#define OST_WAIT() OST_HANDOFF_WAIT()
+#define OST_LAUNCH_DEPENDENTS() do {} while (0)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(OST_NO_PDL)
 #define OST_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define OST_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
 #else

@@ -32,6 +32,15 @@ pub struct FusionBody {
     pub body: ostinato_cuda_code::ptx::FusedBody,
 }
 
+/// A kernel's code as the body of a tile hand-off wrapper: its source, its name there, and what its
+/// PTX says of it (`ostinato_cuda_code::ptx::handoff_body`).
+#[derive(Debug)]
+pub struct HandoffSource {
+    pub source: Arc<str>,
+    pub entry: String,
+    pub body: ostinato_cuda_code::ptx::HandoffBody,
+}
+
 /// A CUDA C source compiled once as fused bodies see it (`fusion::source::check_source`): the PTX
 /// that certifies each of its kernels as a body.
 pub(crate) struct FusionCheck {
@@ -43,8 +52,15 @@ impl FusionCheck {
     pub(crate) fn new(source: &str) -> FusionCheck {
         FusionCheck { source: source.into(), ptx: OnceLock::new() }
     }
-    /// `entry` certified as a fused body (compiling the source once, through the cache), or why not.
-    pub(crate) fn body(&self, device: &Device, entry: &str) -> std::result::Result<Arc<FusionBody>, String> {
+    /// `entry` certified as a hand-off body (the same compile as [`FusionCheck::body`]), or why not.
+    pub(crate) fn handoff(&self, device: &Device, entry: &str) -> std::result::Result<Arc<HandoffSource>, String> {
+        let ptx = self.ptx(device)?;
+        let body = ostinato_cuda_code::ptx::handoff_body(ptx, entry)?;
+        Ok(Arc::new(HandoffSource { source: self.source.clone(), entry: entry.to_string(), body }))
+    }
+
+    /// The source's PTX as bodies see it, compiled once through the cache.
+    fn ptx(&self, device: &Device) -> std::result::Result<&String, String> {
         let ptx = self.ptx.get_or_init(|| {
             ostinato_cuda_code::compile::compile(
                 "fused-bodies",
@@ -55,7 +71,12 @@ impl FusionCheck {
             .map(|c| c.ptx)
             .map_err(|e| e.to_string())
         });
-        let ptx = ptx.as_ref().map_err(|e| format!("compiling it as a fused body failed: {e}"))?;
+        ptx.as_ref().map_err(|e| format!("compiling it as a fused body failed: {e}"))
+    }
+
+    /// `entry` certified as a fused body (compiling the source once, through the cache), or why not.
+    pub(crate) fn body(&self, device: &Device, entry: &str) -> std::result::Result<Arc<FusionBody>, String> {
+        let ptx = self.ptx(device)?;
         let body = ostinato_cuda_code::ptx::fused_body(ptx, entry).map_err(|e| {
             if e.starts_with("no `.entry") {
                 format!("{e} as fused (a fused kernel calls it by its name: declare it `extern \"C\"`)")
@@ -110,12 +131,14 @@ impl BuiltinModules {
         let early = self.early.kernel(entry, sig, None)?;
         let plain = self.plain.kernel(entry, sig, None)?;
         let (fusion, fusion_refusal) = self.fusion(entry);
-        Ok(CudaKernel { fusion, fusion_refusal, ..main.with_variants(Some(&early), Some(&plain)) })
+        let source_check = Some((self.device.clone(), self.fusion.clone()));
+        Ok(CudaKernel { fusion, fusion_refusal, source_check, ..main.with_variants(Some(&early), Some(&plain)) })
     }
     /// Only the plain build (no griddepcontrol), as a baseline that never uses PDL would compile it.
     pub fn plain_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {
         let (fusion, fusion_refusal) = self.fusion(entry);
-        Ok(CudaKernel { fusion, fusion_refusal, ..self.plain.kernel(entry, sig, None)? })
+        let source_check = Some((self.device.clone(), self.fusion.clone()));
+        Ok(CudaKernel { fusion, fusion_refusal, source_check, ..self.plain.kernel(entry, sig, None)? })
     }
     /// Only the main PDL build.
     pub fn main_kernel(&self, entry: &str, sig: &KernelSig) -> Result<CudaKernel> {

@@ -62,7 +62,7 @@ impl std::fmt::Debug for Build {
 pub struct LoadedModule {
     module: Arc<Module>,
     build: Arc<Build>,
-    fusion: Option<(Device, FusionCheck)>,
+    fusion: Option<(Device, Arc<FusionCheck>)>,
 }
 
 impl std::fmt::Debug for LoadedModule {
@@ -102,7 +102,7 @@ impl LoadedModule {
         let (module, loaded) = load_image(device, &build)?;
         let build = Arc::new(Build { loaded, ..build });
         let fusion = match source {
-            ModuleSource::CudaC { source, .. } => Some((device.clone(), FusionCheck::new(source))),
+            ModuleSource::CudaC { source, .. } => Some((device.clone(), Arc::new(FusionCheck::new(source)))),
             _ => None,
         };
         Ok(LoadedModule { module, build, fusion })
@@ -166,6 +166,7 @@ impl LoadedModule {
             build: self.build.clone(),
             fusion: None,
             fusion_refusal: None,
+            source_check: self.fusion.clone(),
             early: None,
             plain: None,
             captured: None,

@@ -121,6 +121,9 @@ pub struct CudaKernel {
     pub fusion: Option<Arc<FusionBody>>,
     /// Why the kernel is not a fused body, where that was asked.
     pub fusion_refusal: Option<String>,
+    /// Its module's CUDA C source as bodies see it (compiled on first use): where a tile hand-off
+    /// wraps the kernel, its body is certified from it (`FusionCheck::handoff`). `None`: no source.
+    pub(crate) source_check: Option<(crate::device::Device, Arc<crate::builtins::FusionCheck>)>,
     /// Optional variants of the same code: `early` triggers its dependents at entry (for small grids),
     /// `plain` has no `griddepcontrol` at all (for nodes with no programmatic edge: the wait costs
     /// large grids microseconds even when nothing is programmatic; see docs/fences.md).

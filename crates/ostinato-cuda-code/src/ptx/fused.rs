@@ -78,3 +78,58 @@ pub fn fused_body(ptx: &str, entry: &str) -> Result<FusedBody, String> {
     body.noncoherent_unknown = access.unknown_noncoherent.map(|e| e.instruction);
     Ok(body)
 }
+
+/// A kernel certified as the body of a tile hand-off wrapper (`ostinato-cuda`'s `handoff`): it runs
+/// once per block with the real grid, so unlike a fused body it may synchronise its block; what it may
+/// not do is leave the block early by `exit` (the wrapper counts every thread's return before it
+/// publishes the block), wait on or trigger grid dependencies itself, call unknown code, or touch its
+/// cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HandoffBody {
+    /// `.maxntid` of the entry (its `__launch_bounds__` threads), to carry to the wrapper.
+    pub max_threads: Option<[u32; 3]>,
+    /// `.minnctapersm` of the entry (its `__launch_bounds__` blocks per SM).
+    pub min_blocks: Option<u32>,
+    /// Params it reads through the non-coherent path (with the instruction): a hand-off consumer may
+    /// not read what a running producer writes through it.
+    pub noncoherent: Vec<(usize, String)>,
+    pub noncoherent_unknown: Option<String>,
+}
+
+/// Certifies `entry` of `ptx` (compiled as fused bodies are, `OST_NO_PDL`) as a hand-off body, or says
+/// which instruction refuses it.
+pub fn handoff_body(ptx: &str, entry: &str) -> Result<HandoffBody, String> {
+    let module = ModuleInfo::read(ptx);
+    let parsed = super::parse::entry(ptx, entry)?;
+    for ins in parsed.instrs() {
+        let refused = match ins.head() {
+            "exit" | "griddepcontrol" | "mapa" | "getctarank" => true,
+            "call" => !ins.operands.iter().any(|o| HARMLESS_CALLS.contains(&o.as_str())),
+            "barrier" | "bar" => ins.op.contains("cluster"),
+            _ => ins.op.contains("shared::cluster") || ins.operands.iter().any(|o| names(o).iter().any(|n| n.starts_with("%cluster"))),
+        };
+        if refused {
+            return Err(format!("`{}`: a hand-off body may not exit early, wait on or trigger its own grid dependencies, call, or use its cluster", ins.text));
+        }
+    }
+    let access = entry_access(&module, &parsed, "hand-off body", &|_| true);
+    let (max_threads, min_blocks) = launch_bounds(ptx, entry);
+    Ok(HandoffBody {
+        max_threads,
+        min_blocks,
+        noncoherent: access.noncoherent.into_iter().map(|(p, e)| (p, e.instruction)).collect(),
+        noncoherent_unknown: access.unknown_noncoherent.map(|e| e.instruction),
+    })
+}
+
+/// The `.maxntid` and `.minnctapersm` directives of `entry` (between its parameter list and its body).
+pub fn launch_bounds(ptx: &str, entry: &str) -> (Option<[u32; 3]>, Option<u32>) {
+    let Some(at) = ptx.find(&format!(".entry {entry}(")) else { return (None, None) };
+    let head = &ptx[at..ptx[at..].find('{').map_or(ptx.len(), |b| at + b)];
+    let after = |key: &str| head.lines().find_map(|l| l.trim().strip_prefix(key).map(|r| r.trim().trim_end_matches(';').to_string()));
+    let max = after(".maxntid").and_then(|r| {
+        let v: Vec<u32> = r.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        (!v.is_empty()).then(|| [v[0], v.get(1).copied().unwrap_or(1), v.get(2).copied().unwrap_or(1)])
+    });
+    (max, after(".minnctapersm").and_then(|r| r.parse().ok()))
+}

@@ -14,7 +14,7 @@ pub mod taint;
 mod thread0;
 
 pub use access::{entry_access, EntryAccess};
-pub use fused::{fused_body, FusedBody};
+pub use fused::{fused_body, handoff_body, FusedBody, HandoffBody};
 pub use parse::{Entry, Instr, Item, ModuleInfo};
 pub use prewait::{pre_wait, PreWait};
 

@@ -132,6 +132,7 @@ impl CudaBackend {
             sig: sig.clone(),
             fusion: None,
             fusion_refusal: Some("captured work runs as a child graph, not as a body".into()),
+            source_check: None,
             early: None,
             plain: None,
             captured: Some(captured),

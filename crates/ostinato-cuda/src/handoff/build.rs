@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use ostinato::{Arg, BufferId, Graph, KernelId, NodeId, NodeOp, Plan, TileMap};
 
-use super::source::{generate, wrapper_entry, wrapper_sig, Wrapper};
+use super::source::{generate, wrapper_entry, wrapper_sig, Placement, Wrapper};
 use super::{choose, HandoffMode, Role};
+use crate::builtins::HandoffSource;
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::module::{CudaKernel, LoadedModule, ModuleSource};
@@ -26,8 +27,9 @@ pub struct HandoffPlan {
     pub publishers: usize,
 }
 
-/// One body source and the wrappers (with their kernel ids in the rewritten graph) of its kernels.
-type SourceWrappers = (Arc<str>, Vec<(KernelId, Wrapper)>);
+/// One body source and the wrappers of its kernels (with each wrapper's kernel id in the rewritten
+/// graph and its body's kernel index in the plan).
+type SourceWrappers = (Arc<str>, Vec<(KernelId, usize, Wrapper)>);
 
 /// A buffer name of the engine's own, unused by the graph.
 fn internal_name(g: &Graph, base: String) -> String {
@@ -40,19 +42,57 @@ fn internal_name(g: &Graph, base: String) -> String {
     name
 }
 
+/// What one kernel of the plan can do in a hand-off: its certified body and where it waits.
+struct Candidate {
+    body: Arc<HandoffSource>,
+    placement: Placement,
+}
+
+/// The kernel's hand-off body, where its module's source certifies one.
+fn candidate(k: &CudaKernel) -> Option<Candidate> {
+    if k.captured.is_some() {
+        return None;
+    }
+    let (device, check) = k.source_check.as_ref()?;
+    let body = check.handoff(device, &k.entry).ok()?;
+    // Certified from its PTX to wait (OST_WAIT) before touching what a producer writes: the body's own
+    // OST_ENTRY waits for the tiles, after its certified pre-wait reads.
+    let placement = if k.pdl_capable && k.pdl_evidence == "ptx" { Placement::AtEntry } else { Placement::BeforeBody };
+    Some(Candidate { body, placement })
+}
+
+/// Whether node `v` reads through the non-coherent path bytes one of its frontier predecessors
+/// writes: such a read may not wait for a running producer (the path is for memory read-only for the
+/// kernel's lifetime).
+fn noncoherent_conflict(plan: &Plan, v: NodeId, body: &HandoffSource) -> bool {
+    let g = plan.graph();
+    let writes: Vec<ostinato::RootAccess> = plan.hazard_preds(v).iter().flat_map(|&u| g.accesses(NodeId(u))).filter(|a| a.access.writes()).collect();
+    if body.body.noncoherent_unknown.is_some() && !writes.is_empty() {
+        return true;
+    }
+    g.accesses(v)
+        .iter()
+        .filter(|a| body.body.noncoherent.iter().any(|(p, _)| *p == a.param))
+        .any(|r| writes.iter().any(|w| w.root == r.root && w.start < r.end && r.start < w.end))
+}
+
 /// Rewrites `plan` (its kernels bound as `kernels`) for the hand-offs `mode` allows; `None` where no
 /// node hands off.
 pub fn handoff(device: &Device, trigger: PdlTrigger, plan: &Plan, kernels: &[CudaKernel], mode: HandoffMode) -> Result<Option<HandoffPlan>> {
     let g = plan.graph();
-    let wrappable: Vec<bool> = g
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { kernel, .. } => kernels.get(kernel.index()).is_some_and(|k| k.fusion.is_some() && k.captured.is_none()),
-            _ => false,
-        })
+    if mode == HandoffMode::Off || g.nodes().iter().all(|n| n.tiles.is_empty()) {
+        return Ok(None);
+    }
+    let candidates: Vec<Option<Candidate>> = kernels.iter().map(candidate).collect();
+    let kernel_of = |v: usize| match &g.nodes()[v].op {
+        NodeOp::Kernel { kernel, .. } => Some(kernel.index()),
+        _ => None,
+    };
+    let wrappable: Vec<bool> = (0..g.nodes().len()).map(|v| kernel_of(v).is_some_and(|k| candidates[k].is_some())).collect();
+    let consumable: Vec<bool> = (0..g.nodes().len())
+        .map(|v| kernel_of(v).and_then(|k| candidates[k].as_ref()).is_some_and(|c| !noncoherent_conflict(plan, NodeId(v as u32), &c.body)))
         .collect();
-    let chosen = choose(plan, &wrappable, mode);
+    let chosen = choose(plan, &wrappable, &consumable, mode);
     if chosen.is_empty() {
         return Ok(None);
     }
@@ -94,27 +134,35 @@ pub fn handoff(device: &Device, trigger: PdlTrigger, plan: &Plan, kernels: &[Cud
         if wrapped.contains_key(&(*kernel, producers)) {
             continue;
         }
-        let body = kernels[kernel.index()].fusion.as_ref().ok_or_else(|| internal("a wrapped kernel without a body"))?;
-        let sig = wrapper_sig(g.kernel(*kernel), producers);
-        let id = out.add_kernel(sig.clone()).map_err(|e| internal(&format!("wrapper of `{}`: {e}", g.kernel(*kernel).name)))?;
+        let c = candidates[kernel.index()].as_ref().ok_or_else(|| internal("a wrapped kernel without a body"))?;
+        let sig = wrapper_sig(g.kernel(*kernel), producers, c.placement);
+        let id = out.add_kernel(sig).map_err(|e| internal(&format!("wrapper of `{}`: {e}", g.kernel(*kernel).name)))?;
         wrapped.insert((*kernel, producers), id);
-        let key = Arc::as_ptr(&body.source) as *const u8 as usize;
-        let entry = by_source.entry(key).or_insert_with(|| (body.source.clone(), Vec::new()));
-        entry.1.push((id, Wrapper { entry: body.entry.clone(), sig: g.kernel(*kernel).clone(), producers }));
+        let key = Arc::as_ptr(&c.body.source) as *const u8 as usize;
+        let entry = by_source.entry(key).or_insert_with(|| (c.body.source.clone(), Vec::new()));
+        let bounds = (c.body.body.max_threads.map(|t| t.iter().product()), c.body.body.min_blocks);
+        let w = Wrapper { entry: c.body.entry.clone(), sig: g.kernel(*kernel).clone(), producers, placement: c.placement, bounds };
+        entry.1.push((id, kernel.index(), w));
     }
     let mut all = kernels.to_vec();
     let mut loaded: BTreeMap<KernelId, CudaKernel> = BTreeMap::new();
     for (i, (source, ws)) in by_source.values().enumerate() {
-        let module_source = generate(source, &ws.iter().map(|(_, w)| w.clone()).collect::<Vec<_>>());
+        let module_source = generate(source, &ws.iter().map(|(_, _, w)| w.clone()).collect::<Vec<_>>());
         let src = ModuleSource::CudaC { name: format!("ostinato_handoff_{i}"), source: module_source };
         let module = LoadedModule::load(device, &src, trigger)?;
-        for (id, w) in ws {
-            let k = module.kernel(&wrapper_entry(&w.entry, w.producers), &out.kernel(*id).clone(), None)?;
-            // By construction: it waits (for its tiles, or for its grid) before its body touches memory,
-            // triggers at entry, and a consumer executes `griddepcontrol.wait` before it exits.
+        for (id, body_kernel, w) in ws {
+            let k = module.kernel(&wrapper_entry(&w.entry, w.producers, w.placement), &out.kernel(*id).clone(), None)?;
+            // By construction it triggers at entry and waits (for its tiles, or for its grid) before its
+            // body touches what a producer writes: before the body, or at the body's own certified
+            // OST_ENTRY, after the pre-wait reads its certificate lists. A consumer executes
+            // `griddepcontrol.wait` before it exits.
+            let (reads, atomics) = match w.placement {
+                Placement::AtEntry => (kernels[*body_kernel].pre_wait_reads.clone(), kernels[*body_kernel].pre_wait_atomics.clone()),
+                Placement::BeforeBody => (Vec::new(), Vec::new()),
+            };
             loaded.insert(
                 *id,
-                CudaKernel { pdl_capable: true, pdl_evidence: "hand-off", pre_wait_reads: Vec::new(), pre_wait_atomics: Vec::new(), early_trigger: true, ..k },
+                CudaKernel { pdl_capable: true, pdl_evidence: "hand-off", pre_wait_reads: reads, pre_wait_atomics: atomics, early_trigger: true, ..k },
             );
         }
     }

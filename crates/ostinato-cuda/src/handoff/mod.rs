@@ -126,11 +126,12 @@ fn blocks(plan: &Plan, v: NodeId) -> Option<u64> {
 }
 
 /// Which nodes hand off under `mode`. `wrappable[v]`: node `v`'s kernel can run as a wrapper's body
-/// (a certified body of CUDA C source). A consumer needs: no explicit ordering into it (an ordering of
-/// whole nodes), a wrappable kernel, and every frontier predecessor a wrappable kernel launch relating
-/// to it tile by tile, at most [`MAX_PRODUCERS`] of them; under `auto`, a grid of at most
-/// [`AUTO_MAX_CONSUMER_BLOCKS`] blocks.
-pub fn choose(plan: &Plan, wrappable: &[bool], mode: HandoffMode) -> Handoffs {
+/// (a certified hand-off body of CUDA C source); `consumable[v]`: and it may wait for its producers'
+/// tiles (it reads nothing they write through the non-coherent path). A consumer needs: no explicit
+/// ordering into it (an ordering of whole nodes), a consumable kernel, and every frontier predecessor
+/// a wrappable kernel launch relating to it tile by tile, at most [`MAX_PRODUCERS`] of them; under
+/// `auto`, a grid of at most [`AUTO_MAX_CONSUMER_BLOCKS`] blocks.
+pub fn choose(plan: &Plan, wrappable: &[bool], consumable: &[bool], mode: HandoffMode) -> Handoffs {
     let n = plan.node_count();
     let mut roles = vec![Role::None; n];
     if mode == HandoffMode::Off {
@@ -141,7 +142,8 @@ pub fn choose(plan: &Plan, wrappable: &[bool], mode: HandoffMode) -> Handoffs {
     for v in (0..n).map(|i| NodeId(i as u32)) {
         let preds = plan.hazard_preds(v);
         let Some(vb) = blocks(plan, v) else { continue };
-        if !ok(v) || preds.is_empty() || preds.len() > MAX_PRODUCERS || !g.node(v).after.is_empty() {
+        let consumer = consumable.get(v.index()).copied().unwrap_or(false);
+        if !ok(v) || !consumer || preds.is_empty() || preds.len() > MAX_PRODUCERS || !g.node(v).after.is_empty() {
             continue;
         }
         if mode == HandoffMode::Auto && vb > AUTO_MAX_CONSUMER_BLOCKS {
