@@ -6,7 +6,7 @@ var<immediate> p: Params;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let first = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid;
-    let stride = groups.x * groups.y * groups.z * 256u;
-    for (var i = first; i < p.n; i = i + stride) { x[i] = x[i] + y[i]; }
+    let first = ost_add(ost_mul(ost_group(wid, groups), 256u), lid);
+    let stride = ost_mul(ost_groups(groups), 256u);
+    for (var i = first; i < p.n; i = ost_add(i, stride)) { x[i] = x[i] + y[i]; }
 }

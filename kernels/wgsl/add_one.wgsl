@@ -6,8 +6,8 @@ var<immediate> p: Params;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     // The grid's workgroups in x, y and z, numbered linearly: every i < n is done once, whatever its shape.
-    let stride = groups.x * groups.y * groups.z * 256u;
-    for (var i = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid; i < p.n; i = i + stride) {
+    let stride = ost_mul(ost_groups(groups), 256u);
+    for (var i = ost_add(ost_mul(ost_group(wid, groups), 256u), lid); i < p.n; i = ost_add(i, stride)) {
         x[i] = x[i] + 1.0;
     }
 }

@@ -12,8 +12,8 @@ var<workgroup> scores: array<f32, 1024>;
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     // Heads strided over the workgroups, numbered linearly over x, y and z: every head once, whatever
     // the grid (the head is the same for the whole workgroup, so every invocation reaches each barrier).
-    let first = wid.x + groups.x * (wid.y + groups.y * wid.z);
-    for (var h = first; h < p.heads; h = h + groups.x * groups.y * groups.z) {
+    let stride = ost_groups(groups);
+    for (var h = ost_group(wid, groups); h < p.heads; h = ost_add(h, stride)) {
         head(h, lid.x);
     }
 }

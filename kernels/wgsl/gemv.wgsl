@@ -14,9 +14,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let slot = lid.x >> 5u;
     // `first` is the same for the whole workgroup, so every invocation reaches every barrier.
     // Workgroups numbered linearly over x, y and z (the same for the whole workgroup).
-    let g = wid.x + groups.x * (wid.y + groups.y * wid.z);
-    for (var first = g * 8u; first < p.m; first = first + groups.x * groups.y * groups.z * 8u) {
-        let row = first + slot;
+    let stride = ost_mul(ost_groups(groups), 8u);
+    for (var first = ost_mul(ost_group(wid, groups), 8u); first < p.m; first = ost_add(first, stride)) {
+        let row = ost_add(first, slot);
         var acc = 0.0;
         if (row < p.m) {
             let base = row * p.k;

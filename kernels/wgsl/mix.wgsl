@@ -7,8 +7,8 @@ var<immediate> p: Params;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     // Workgroups numbered linearly over x, y and z: each i once, whatever the grid's shape.
-    let stride = groups.x * groups.y * groups.z * 256u;
-    for (var i = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid; i < p.n_out; i = i + stride) {
+    let stride = ost_mul(ost_groups(groups), 256u);
+    for (var i = ost_add(ost_mul(ost_group(wid, groups), 256u), lid); i < p.n_out; i = ost_add(i, stride)) {
         out_[i] = out_[i] * 3u + inp[i % p.n_in] + p.salt;
     }
 }

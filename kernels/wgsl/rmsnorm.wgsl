@@ -8,7 +8,7 @@ var<immediate> p: Params;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     // One workgroup does the work (the first); any others of a larger grid have none.
-    if (wid.x + wid.y + wid.z != 0u) { return; }
+    if (any(wid != vec3<u32>(0u))) { return; }
     var s = 0.0;
     for (var i = lid.x; i < p.n; i = i + 256u) { let v = x[i]; s = s + v * v; }
     red[lid.x] = s;

@@ -6,8 +6,8 @@ var<immediate> p: Params;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let half = p.head_dim / 2u;
-    let stride = groups.x * groups.y * groups.z * 256u;
-    for (var t = (wid.x + groups.x * (wid.y + groups.y * wid.z)) * 256u + lid; t < p.heads * half; t = t + stride) {
+    let stride = ost_mul(ost_groups(groups), 256u);
+    for (var t = ost_add(ost_mul(ost_group(wid, groups), 256u), lid); t < p.heads * half; t = ost_add(t, stride)) {
         let h = t / half;
         let i = t % half;
         let theta = f32(p.pos) * pow(10000.0, -2.0 * f32(i) / f32(p.head_dim));

@@ -61,8 +61,10 @@ enum Command {
     /// or SPIR-V hashes, resources, and what the contract analysis read from the code.
     Kernels {
         file: PathBuf,
-        #[arg(long, default_value = "cuda", value_parser = choice::<BackendKind>())]
-        backend: BackendKind,
+        /// Whose manifests (default: cuda where NVRTC or a CUDA driver is found, else the first of
+        /// vulkan, hsa and host that the file implements; none of them needs a GPU but cuda).
+        #[arg(long, value_parser = choice::<BackendKind>())]
+        backend: Option<BackendKind>,
         /// One JSON array, each manifest with its hash.
         #[arg(long)]
         json: bool,
@@ -77,9 +79,9 @@ struct RunArgs {
     /// The backend (hsa: add --simulate to run on the simulated AQL packet processor, no AMD GPU).
     #[arg(long, default_value = "host", value_parser = choice::<BackendKind>())]
     backend: BackendKind,
-    /// HSA: run on the simulated AQL packet processor (a test tool: every result is a simulated one),
-    /// with this scheduler seed (default 1).
-    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "SEED", hide = true)]
+    /// With --backend hsa: run on the simulated AQL packet processor, no AMD GPU needed (a test tool:
+    /// every result is a simulated one), with this scheduler seed (default 1).
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "SEED")]
     simulate: Option<u64>,
     #[arg(long, default_value_t = 1)]
     replays: usize,
@@ -116,8 +118,9 @@ struct RunArgs {
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
-    /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each).
-    #[arg(long, default_value = "caller", value_parser = exec_choice("launch"))]
+    /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each). Kept
+    /// out of the default help.
+    #[arg(long, default_value = "caller", value_parser = exec_choice("launch"), hide = true)]
     launch: String,
     /// Vulkan: how a replay is ordered after the previous one (docs/fences.md; default: skip — no
     /// ordering where the exec knows the previous replay completed).
@@ -207,8 +210,7 @@ struct BenchArgs {
     warmup_ms: u64,
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
-    /// Only these arms (comma-separated names; the main Ostinato arm must be among them).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help = arms_help())]
     arms: Option<Vec<String>>,
     /// Replays between the two timing events of every sample (default 1; the decode stack 4).
     #[arg(long)]
@@ -242,6 +244,17 @@ struct BenchArgs {
     offsets: Option<Vec<u64>>,
     #[arg(long, default_value = "fresh", value_parser = choice::<Regime>(), hide = true)]
     regime: Regime,
+}
+
+/// `--arms`' help: every arm's name, per backend (the benchmark's own lists).
+fn arms_help() -> String {
+    use ostinato_bench::arms::ArmKind;
+    let names = |arms: &[ArmKind]| arms.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ");
+    format!(
+        "Only these arms (comma-separated; the main Ostinato arm must be among them). cuda: {} (main: ostinato). host: {} (main: ostinato-host; the Vulkan arms run on any Vulkan device found)",
+        names(&ArmKind::CUDA),
+        names(&ArmKind::HOST_SELECTABLE)
+    )
 }
 
 impl BenchArgs {
@@ -317,8 +330,16 @@ fn dispatch(c: Command) -> Result<(), String> {
     }
 }
 
-fn kernels(path: &std::path::Path, backend: BackendKind, json: bool) -> Result<(), String> {
+fn kernels(path: &std::path::Path, backend: Option<BackendKind>, json: bool) -> Result<(), String> {
     let (f, _) = ostinato_runtime::kernels::load_file(path).map_err(|e| e.to_string())?;
+    let backend = backend.unwrap_or_else(|| {
+        let (chosen, why) = ostinato_runtime::kernels::default_backend(&f);
+        if let Some(why) = why {
+            // On stderr: `--json` keeps stdout one JSON array.
+            eprintln!("note: no --backend given, so {why}");
+        }
+        chosen
+    });
     let manifests = ostinato_runtime::kernels::manifests(&f, backend).map_err(|e| e.to_string())?;
     if json {
         let all: Vec<serde_json::Value> = manifests.iter().map(|m| m.to_json()).collect();
@@ -344,7 +365,13 @@ fn run(a: RunArgs) -> Result<(), String> {
         trace: a.trace,
         trace_svg: a.trace_svg,
     };
-    let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| e.to_string())?;
+    let r = ostinato_runtime::run_file(&a.file, &o).map_err(|e| {
+        if a.backend == BackendKind::Hsa && a.simulate.is_none() && e.kind() == ostinato::ErrorKind::BackendMissing {
+            format!("{e}\n(without an AMD GPU, `--simulate` runs the same AQL lowering on the simulated packet processor)")
+        } else {
+            e.to_string()
+        }
+    })?;
     let mut out = String::new();
     for n in &r.notes {
         let _ = writeln!(out, "{n}");

@@ -116,8 +116,10 @@ pub fn compile(name: &str, source: &str, arch: &str, trigger: PdlTrigger) -> Res
     let (ptx_path, cubin_path) = (dir.join(format!("{key}.ptx")), dir.join(format!("{key}.cubin")));
     // A virtual architecture (`compute_90`) makes PTX only.
     let wants_cubin = !arch.starts_with("compute_");
-    if let Ok(ptx) = std::fs::read_to_string(&ptx_path) {
-        let cubin = std::fs::read(&cubin_path).ok().filter(|c| !c.is_empty());
+    // A cache entry is read as any kernel file is (capped, a regular file); one that cannot be is a miss.
+    use ostinato::capped_read::{read_bytes, read_text, KERNEL_FILE};
+    if let Ok(ptx) = read_text(&ptx_path, KERNEL_FILE) {
+        let cubin = read_bytes(&cubin_path, KERNEL_FILE).ok().filter(|c| !c.is_empty());
         if ptx.contains(".version") && (cubin.is_some() || !wants_cubin) {
             return Ok(Compiled { ptx, cubin, key, nvrtc: (maj, min), options, cache_hit: true });
         }

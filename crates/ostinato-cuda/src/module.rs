@@ -52,12 +52,13 @@ pub enum ModuleSource {
 impl ModuleSource {
     /// Reads a file: `.cu` → CUDA C, `.ptx` → PTX, `.cubin` → cubin.
     pub fn from_path(path: &Path) -> Result<ModuleSource> {
-        let io = |e: std::io::Error| CudaError::Io { path: path.display().to_string(), message: e.to_string() };
+        use ostinato::capped_read::{read_bytes, read_text, KERNEL_FILE};
+        let io = |e: ostinato::capped_read::ReadError| CudaError::Io { path: path.display().to_string(), message: e.reason.to_string() };
         let name = path.display().to_string();
         match path.extension().and_then(|e| e.to_str()) {
-            Some("cu") => Ok(ModuleSource::CudaC { name, source: std::fs::read_to_string(path).map_err(io)? }),
-            Some("ptx") => Ok(ModuleSource::Ptx { name, text: std::fs::read_to_string(path).map_err(io)? }),
-            Some("cubin") => Ok(ModuleSource::Cubin { name, bytes: std::fs::read(path).map_err(io)? }),
+            Some("cu") => Ok(ModuleSource::CudaC { name, source: read_text(path, KERNEL_FILE).map_err(io)? }),
+            Some("ptx") => Ok(ModuleSource::Ptx { name, text: read_text(path, KERNEL_FILE).map_err(io)? }),
+            Some("cubin") => Ok(ModuleSource::Cubin { name, bytes: read_bytes(path, KERNEL_FILE).map_err(io)? }),
             _ => Err(CudaError::Io { path: name, message: "expected a .cu, .ptx or .cubin file".into() }),
         }
     }

@@ -1,7 +1,8 @@
 //! On the GPU: rebinding a buffer between replays patches the submission in place (graph: the kernel
 //! nodes that use it; eager: the launch arguments), on the caller's thread and through a launch
 //! thread; it is refused in flight, for a view, at another length and onto memory another root is
-//! bound to (as is instantiating two roots on one memory); kernels bound from references.
+//! bound to (as is instantiating two roots on one memory); kernels bound from references. The memory
+//! an exec allocates reads as zeros however dirty the driver hands it back; the user's is left alone.
 
 mod common;
 
@@ -136,4 +137,48 @@ fn two_roots_on_overlapping_memory_are_refused_at_instantiate_and_rebind() {
     exec.rebind(inp, b.memory()).unwrap(); // its own memory again
     exec.replay().unwrap();
     exec.wait().unwrap();
+}
+
+#[test]
+fn memory_an_exec_allocates_reads_as_zeros_and_the_users_is_left_alone() {
+    let Some(device) = common::device_or_skip("memory_an_exec_allocates_reads_as_zeros_and_the_users_is_left_alone") else { return };
+    // `out = out*3 + inp + 1` on the first 256 words of `out`; nothing writes `spare`. cuMemAlloc
+    // hands back the memory of the execs dropped before, dirty, unless the exec zeroes it.
+    let len = 256 * 1024usize;
+    let mut g = Graph::new();
+    let out = g.add_buffer("out", len as u64).unwrap();
+    let inp = g.add_buffer("inp", len as u64).unwrap();
+    let spare = g.add_buffer("spare", len as u64).unwrap();
+    let k = g.add_kernel(mix_sig()).unwrap();
+    let args = [Arg::Whole(out), Arg::Whole(inp), Arg::Scalar(Scalar::u32(256)), Arg::Scalar(Scalar::u32(256)), Arg::Scalar(Scalar::u32(1))];
+    g.add_launch(k, Launch::linear(1, 256), &args, &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+    for round in 0..8 {
+        let kernels = vec![backend.bind_kernel(&mix_sig(), &KernelRef::builtin("mix")).unwrap()];
+        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+        for b in [out, inp, spare] {
+            let mut got = vec![0xffu8; len];
+            exec.read_buffer(b, 0, &mut got).unwrap();
+            assert!(got.iter().all(|&x| x == 0), "round {round}: {} bytes of a fresh buffer are not zero", got.iter().filter(|&&x| x != 0).count());
+        }
+        exec.replay().unwrap();
+        exec.wait().unwrap();
+        let mut got = vec![0u8; len];
+        exec.read_buffer(out, 0, &mut got).unwrap();
+        assert!(words(&got[..1024]).iter().all(|&w| w == 1) && got[1024..].iter().all(|&x| x == 0), "round {round}: mix ran on zeros");
+        // Leave the memory dirty for the next exec.
+        for b in [out, inp, spare] {
+            exec.write_buffer(b, 0, &vec![0xab; len]).unwrap();
+        }
+    }
+    // The user's memory is the user's: instantiate neither zeroes nor writes it.
+    let user = Buffer::new(&device, len).unwrap();
+    user.write(0, &vec![0xee; len]).unwrap();
+    let kernels = vec![backend.bind_kernel(&mix_sig(), &KernelRef::builtin("mix")).unwrap()];
+    let bindings = vec![BufferBinding::Allocate, BufferBinding::Allocate, BufferBinding::External(user.memory())];
+    let mut exec = backend.instantiate(&plan, kernels, bindings).unwrap();
+    let mut got = vec![0u8; len];
+    exec.read_buffer(spare, 0, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 0xee), "instantiate left the user's bytes alone");
 }

@@ -201,7 +201,8 @@ impl Backend for HsaBackend {
             }
             None => {
                 let path = reference.path();
-                let code = std::fs::read(&path).map_err(|e| HsaError::Io { path: path.display().to_string(), message: e.to_string() })?;
+                let code = ostinato::capped_read::read_bytes(&path, ostinato::capped_read::KERNEL_FILE)
+                    .map_err(|e| HsaError::Io { path: path.display().to_string(), message: e.reason.to_string() })?;
                 self.bind_code_object(sig, &code, reference.entry_for(&sig.name), &path.display().to_string())
             }
         }

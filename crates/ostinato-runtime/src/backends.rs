@@ -104,6 +104,13 @@ impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
         if exec.fused_nodes() > 0 {
             notes.push(format!("{} of {} nodes fused: {} dispatches per replay", exec.fused_nodes(), plan.node_count(), exec.run_plan().node_count()));
         }
+        if let Some(c) = exec.lane_counts() {
+            notes.push(format!(
+                "lanes on separate queues: {} vkQueueSubmit calls, {} batches and {} semaphore waits ({} across queues) per replay",
+                c.queue_submits, c.batches, c.waits, c.cross_queue_waits
+            ));
+        }
+        notes.extend(exec.lanes_fallback().map(str::to_string));
         notes
     }
 }

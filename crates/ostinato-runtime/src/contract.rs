@@ -16,26 +16,68 @@ use crate::kind::BackendKind;
 /// (the access a kernel's code shows is the same PTX for every target).
 pub const OFFLINE_CUDA_ARCH: &str = "sm_90";
 
-/// The access `reference` (an implementation for `backend`) shows for `sig`, or why it cannot be read
-/// here (no NVRTC, a backend this build lacks, a host function).
-pub fn read_code(sig: &KernelSig, backend: BackendKind, reference: &KernelRef) -> Result<CodeAccess, String> {
+/// Why an implementation's code was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unread {
+    /// It cannot be read on this machine or by this build (no NVRTC, machine code the analysis does
+    /// not read, a backend this build lacks): it is checked when it binds.
+    #[error("{0}")]
+    NotHere(String),
+    /// The file it names cannot be read (missing, not a regular file, past its size limit): an error
+    /// wherever the code is read, never a note.
+    #[error(transparent)]
+    File(#[from] ostinato::capped_read::ReadError),
+    /// The code does not fit the signature the way binding it requires (an HSA code object's
+    /// arguments): binding it would refuse it too.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The access `reference` (an implementation for `backend`) shows for `sig`, or why it was not read
+/// (the file it names is read as binding reads it: a missing or oversized file is [`Unread::File`]).
+pub fn read_code(sig: &KernelSig, backend: BackendKind, reference: &KernelRef) -> Result<CodeAccess, Unread> {
+    if backend != BackendKind::Host && reference.builtin_name().is_none() && reference.code.is_none() && reference.binary.is_none() {
+        ostinato::capped_read::check(&reference.path(), ostinato::capped_read::KERNEL_FILE)?;
+    }
     match backend {
         BackendKind::Host => {
-            let name = reference.builtin_name().ok_or("the host backend's kernels are its built-ins")?;
+            let name = reference.builtin_name().ok_or_else(|| Unread::NotHere("the host backend's kernels are its built-ins".into()))?;
             let name = reference.entry_for(if name.is_empty() { &sig.name } else { name });
-            let k = ostinato_host::builtins::lookup(name).ok_or_else(|| format!("no host built-in `{name}`"))?;
+            let k = ostinato_host::builtins::lookup(name).ok_or_else(|| Unread::NotHere(format!("no host built-in `{name}`")))?;
             if k.sig.params.len() != sig.params.len() {
-                return Err(format!("the host built-in `{name}` takes {} params, the signature {}", k.sig.params.len(), sig.params.len()));
+                return Err(Unread::NotHere(format!("the host built-in `{name}` takes {} params, the signature {}", k.sig.params.len(), sig.params.len())));
             }
             Ok(ostinato::contract::specified(&k.sig, &format!("host builtin:{name}")))
         }
         #[cfg(feature = "cuda")]
-        BackendKind::Cuda => ostinato_cuda::contract::read_reference(sig, reference, OFFLINE_CUDA_ARCH).map(|k| k.report.access).map_err(|e| e.to_string()),
+        BackendKind::Cuda => {
+            ostinato_cuda::contract::read_reference(sig, reference, OFFLINE_CUDA_ARCH).map(|k| k.report.access).map_err(|e| Unread::NotHere(e.to_string()))
+        }
         #[cfg(feature = "vulkan")]
-        BackendKind::Vulkan => ostinato_vulkan::access::read_reference(sig, reference).and_then(|code| ostinato_vulkan::access::code_access(sig, &code)),
+        // Code naga read but binding would refuse (storage bindings outside the signature's layout, no
+        // such entry point) is refused here too.
+        BackendKind::Vulkan => {
+            let code = ostinato_vulkan::access::read_reference(sig, reference).map_err(Unread::NotHere)?;
+            ostinato_vulkan::access::code_access(sig, &code).map_err(Unread::Refused)
+        }
+        #[cfg(feature = "hsa")]
+        BackendKind::Hsa => crate::hsa::code_access(sig, reference),
         #[allow(unreachable_patterns)]
-        other => Err(format!("this build has no {other} backend")),
+        other => Err(Unread::NotHere(format!("this build has no {other} backend"))),
     }
+}
+
+/// A kernel's code could not be checked against its declarations.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Contract(Box<ContractError>),
+    /// An aliasing declaration the built-in it is bound to does not keep.
+    #[error(transparent)]
+    Alias(Box<ostinato::builtins::BuiltinError>),
+    /// The file the implementation names cannot be read, or the code does not fit the signature.
+    #[error("{backend} implementation: {unread}")]
+    Unreadable { backend: BackendKind, unread: Box<Unread> },
 }
 
 /// An `infer` param settled from the code.
@@ -63,7 +105,19 @@ pub fn resolve_inferred(graph: &mut Graph, impls: &[BTreeMap<String, KernelRef>]
         for (backend, reference) in impls.get(k).into_iter().flatten() {
             let Ok(kind) = backend.parse::<BackendKind>() else { continue };
             match read_code(&sig, kind, reference) {
-                Ok(c) => codes.push(c),
+                // Code that says nothing of a pending param (an HSA code object without `.actual_access`)
+                // cannot settle it.
+                Ok(c) => match sig.params.iter().zip(&c.params).find(|(p, u)| p.decl == ostinato::AccessDecl::Infer && u.is_none()) {
+                    Some((p, _)) => unread.push(format!("{backend}: {} does not show how `{}` is accessed", c.code, p.name)),
+                    None => codes.push(c),
+                },
+                Err(Unread::File(e)) => {
+                    let why = format!("the {backend} implementation cannot be read: {e}");
+                    return Err((
+                        k,
+                        ContractError::NoCode { kernel: sig.name.clone(), param: sig.pending().map_or_else(String::new, |p| p.name.clone()), why },
+                    ));
+                }
                 Err(why) => unread.push(format!("{backend}: {why}")),
             }
         }
@@ -89,17 +143,22 @@ pub enum Checked {
 }
 
 /// Checks every kernel of `graph` that has an implementation for `backend` against that code, without
-/// a device. `Err((kernel, error))` for the first declaration the code contradicts.
-pub fn check(graph: &Graph, impls: &[BTreeMap<String, KernelRef>], backend: BackendKind) -> Result<Vec<(usize, Checked)>, (usize, ContractError)> {
+/// a device. `Err((kernel, error))` for the first declaration the code contradicts, or the first
+/// implementation whose file cannot be read.
+pub fn check(graph: &Graph, impls: &[BTreeMap<String, KernelRef>], backend: BackendKind) -> Result<Vec<(usize, Checked)>, (usize, CheckError)> {
     let mut out = Vec::new();
     for (k, sig) in graph.kernels().iter().enumerate() {
         let Some(reference) = impls.get(k).and_then(|m| m.get(backend.as_str())) else { continue };
+        // As binding checks it (`Session::instantiate`).
+        let builtin = reference.builtin_name().map(|_| reference.entry_for(&sig.name));
+        ostinato::builtins::check_aliasing(sig, builtin).map_err(|e| (k, CheckError::Alias(Box::new(e))))?;
         match read_code(sig, backend, reference) {
             Ok(code) => {
-                let broader = ostinato::contract::verify(sig, &code).map_err(|e| (k, e))?;
+                let broader = ostinato::contract::verify(sig, &code).map_err(|e| (k, CheckError::Contract(Box::new(e))))?;
                 out.push((k, Checked::Holds { code: code.code, broader }));
             }
-            Err(why) => out.push((k, Checked::Unread { why })),
+            Err(Unread::NotHere(why)) => out.push((k, Checked::Unread { why })),
+            Err(unread) => return Err((k, CheckError::Unreadable { backend, unread: Box::new(unread) })),
         }
     }
     Ok(out)

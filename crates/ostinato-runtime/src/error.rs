@@ -56,6 +56,10 @@ pub enum RuntimeError {
     OutOfMemory(String),
     #[error("{0}")]
     Usage(String),
+    /// Binding kernel `kernel` failed with an error that does not name it (a file its backend could
+    /// not read): the message is the backend's; the kernel locates it (a graph file's line).
+    #[error("{source}")]
+    Binding { kernel: String, source: Box<RuntimeError> },
 }
 
 impl RuntimeError {
@@ -82,6 +86,7 @@ impl RuntimeError {
             RuntimeError::NoImplementation { .. } => K::Bind,
             RuntimeError::Mismatch { .. } | RuntimeError::LengthMismatch { .. } => K::Mismatch,
             RuntimeError::Io { .. } | RuntimeError::OutOfMemory(_) => K::Io,
+            RuntimeError::Binding { source, .. } => source.kind(),
         }
     }
 }

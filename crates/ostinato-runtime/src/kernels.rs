@@ -71,7 +71,7 @@ pub fn manifests(f: &GraphFile, backend: BackendKind) -> Result<Vec<KernelManife
         let at = |m: String| RuntimeError::File(f.kernel_error(k, m));
         let m = match backend {
             BackendKind::Host => {
-                let code = contract::read_code(sig, backend, r).map_err(at)?;
+                let code = contract::read_code(sig, backend, r).map_err(|e| at(e.to_string()))?;
                 let broader = ostinato::contract::verify(sig, &code).map_err(|e| at(e.to_string()))?;
                 let mut m = KernelManifest::new(sig, "host", r.entry_for(&sig.name));
                 m.source.push(ostinato::manifest::Hashed::of(&r.source, r.source.as_bytes()));
@@ -95,12 +95,46 @@ pub fn manifests(f: &GraphFile, backend: BackendKind) -> Result<Vec<KernelManife
             },
             #[cfg(feature = "vulkan")]
             BackendKind::Vulkan => ostinato_vulkan::access::manifest(sig, r).map_err(at)?,
+            #[cfg(feature = "hsa")]
+            BackendKind::Hsa => crate::hsa::manifest(sig, r).map_err(at)?,
             #[allow(unreachable_patterns)]
             other => return Err(RuntimeError::Backend { name: other.as_str().into(), reason: "this build does not contain it".into() }),
         };
         out.push(m);
     }
     Ok(out)
+}
+
+/// The backend whose manifests `ostinato kernels` prints where none is named: CUDA where its code can
+/// be compiled and read here (NVRTC or a CUDA driver is found), else the first of Vulkan (naga reads
+/// its code in-process), HSA (its code objects' metadata) and the host that the file implements a
+/// kernel for. Where that is not CUDA, a note says why, for the user to see which `--backend` works.
+pub fn default_backend(f: &GraphFile) -> (BackendKind, Option<String>) {
+    let implements = |b: BackendKind| b.available() && f.impls.iter().any(|m| m.contains_key(b.as_str()));
+    let cuda_why = cuda_unreadable();
+    if implements(BackendKind::Cuda) && cuda_why.is_none() {
+        return (BackendKind::Cuda, None);
+    }
+    let chosen = [BackendKind::Vulkan, BackendKind::Hsa, BackendKind::Host].into_iter().find(|&b| implements(b)).unwrap_or(BackendKind::Host);
+    let note = match (implements(BackendKind::Cuda), cuda_why) {
+        (true, Some(why)) => Some(format!("the {chosen} manifests; the CUDA ones need NVRTC or a CUDA driver, not found here ({why})")),
+        _ => Some(format!("the {chosen} manifests (no kernel of the file has a CUDA implementation)")),
+    };
+    (chosen, note)
+}
+
+/// Why CUDA code cannot be compiled here, if it cannot.
+#[cfg(feature = "cuda")]
+fn cuda_unreadable() -> Option<String> {
+    match ostinato_cuda::nvrtc::version() {
+        Ok(_) => None,
+        Err(_) if ostinato_cuda::driver_available() => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+#[cfg(not(feature = "cuda"))]
+fn cuda_unreadable() -> Option<String> {
+    Some("this build has no CUDA backend".into())
 }
 
 #[cfg(feature = "cuda")]

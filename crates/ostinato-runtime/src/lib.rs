@@ -41,6 +41,7 @@ pub mod kernels;
 mod kind;
 pub mod options;
 pub mod oracle;
+mod outputs;
 mod report;
 mod run;
 mod session;

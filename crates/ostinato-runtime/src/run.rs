@@ -54,6 +54,7 @@ pub struct RunReport {
 /// Runs a graph file.
 pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> {
     let (f, _) = crate::kernels::load_file(path)?;
+    check_outputs(path, &f, o)?;
     let plan = Plan::compile_with(&f.graph, PlanOptions { max_lanes: o.max_lanes }).map_err(|e| RuntimeError::File(f.plan_error(&e)))?;
     let mut exec_options = o.exec.clone();
     exec_options.check_races |= o.check;
@@ -96,6 +97,36 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> 
     }
     let bytes = plan.graph().buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.size).sum();
     Ok(RunReport { nodes: plan.node_count(), edges: plan.edges().len(), replays: o.replays, seconds, checked: o.check, bytes, notes })
+}
+
+/// Refuses, before anything runs or is written, two of the run's outputs on one file and an output on
+/// a file the run reads (the graph file, each kernel file it names).
+fn check_outputs(path: &Path, f: &ostinato::file::GraphFile, o: &RunOptions) -> Result<(), RuntimeError> {
+    use crate::outputs::Named;
+    let named = |what: &str, p: &Option<PathBuf>| p.as_ref().map(|p| Named { what: what.to_string(), path: p.clone() });
+    let mut outputs: Vec<Named> = [named("--trace", &o.trace), named("--trace-svg", &o.trace_svg), named("--dot", &o.dot)].into_iter().flatten().collect();
+    if let Some(dir) = &o.dump {
+        for name in root_names(&f.graph) {
+            let p = dir.join(format!("{name}.bin"));
+            // Before the run, not only before the write: a link in the way costs no replay.
+            crate::outputs::check_dump_target(&p)?;
+            outputs.push(Named { what: format!("--dump's {name}.bin"), path: p });
+        }
+    }
+    let mut inputs = vec![Named { what: "the graph file".into(), path: path.to_path_buf() }];
+    for (k, impls) in f.impls.iter().enumerate() {
+        for (backend, r) in impls {
+            if r.builtin_name().is_none() && r.code.is_none() && r.binary.is_none() {
+                inputs.push(Named { what: format!("kernel `{}`'s {backend} implementation", f.graph.kernels()[k].name), path: r.path() });
+            }
+        }
+    }
+    crate::outputs::check(&outputs, &inputs)
+}
+
+/// The names of `g`'s root buffers (each a buffer of its own, not a view).
+fn root_names(g: &ostinato::Graph) -> impl Iterator<Item = &str> {
+    g.buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.name.as_str())
 }
 
 /// One line per replay of a trace: its time on the device, the nodes' time added up, the idle time.
@@ -173,18 +204,21 @@ fn check_dump_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), 
     Ok(())
 }
 
-/// Writes each root buffer of `exec` to `dir/<name>.bin`, piece by piece.
+/// Writes each root buffer of `exec` to `dir/<name>.bin`, piece by piece (a symbolic link or another
+/// special file in the way is refused, never followed).
 fn dump_exec(dir: &Path, exec: &mut (dyn ExecHandle + 'static)) -> Result<(), RuntimeError> {
     use std::io::Write;
-    let g = exec.plan().graph();
-    check_dump_names(g.buffers().iter().enumerate().filter(|(i, b)| b.root.index() == *i).map(|(_, b)| b.name.as_str()))?;
+    check_dump_names(root_names(exec.plan().graph()))?;
     let io = |p: &Path, e: std::io::Error| RuntimeError::Io { path: p.display().to_string(), message: e.to_string() };
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    for name in root_names(exec.plan().graph()) {
+        crate::outputs::check_dump_target(&dir.join(format!("{name}.bin")))?;
+    }
     let mut open: Option<(String, std::fs::File)> = None;
     exec.for_each_root_piece(|name, _, bytes| {
         let p = dir.join(format!("{name}.bin"));
         if open.as_ref().is_none_or(|(n, _)| n != name) {
-            open = Some((name.to_string(), std::fs::File::create(&p).map_err(|e| io(&p, e))?));
+            open = Some((name.to_string(), crate::outputs::create_dump_file(&p)?));
         }
         match &mut open {
             Some((_, file)) => file.write_all(bytes).map_err(|e| io(&p, e)),
@@ -193,14 +227,19 @@ fn dump_exec(dir: &Path, exec: &mut (dyn ExecHandle + 'static)) -> Result<(), Ru
     })
 }
 
-/// Writes each buffer's bytes to `dir/<name>.bin` (names checked as for [`run_file`]'s dump).
+/// Writes each buffer's bytes to `dir/<name>.bin` (names checked as for [`run_file`]'s dump; a
+/// symbolic link or another special file in the way is refused, never followed).
 pub fn dump(dir: &Path, buffers: &NamedBuffers) -> Result<(), RuntimeError> {
+    use std::io::Write;
     check_dump_names(buffers.iter().map(|(n, _)| n.as_str()))?;
     let io = |p: &Path, e: std::io::Error| RuntimeError::Io { path: p.display().to_string(), message: e.to_string() };
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    for (name, _) in buffers {
+        crate::outputs::check_dump_target(&dir.join(format!("{name}.bin")))?;
+    }
     for (name, bytes) in buffers {
         let p = dir.join(format!("{name}.bin"));
-        std::fs::write(&p, bytes).map_err(|e| io(&p, e))?;
+        crate::outputs::create_dump_file(&p)?.write_all(bytes).map_err(|e| io(&p, e))?;
     }
     Ok(())
 }

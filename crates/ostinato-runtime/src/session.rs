@@ -248,21 +248,25 @@ where
     let mut builtin_of = Vec::with_capacity(sigs.len());
     let mut kernels = Vec::with_capacity(sigs.len());
     for (k, sig) in sigs.iter().enumerate() {
-        kernels.push(match source(k)? {
-            KernelSource::Ref(r) => {
-                builtin_of.push(r.builtin_name().map(|_| r.entry_for(&sig.name).to_string()));
-                backend.bind_kernel(sig, &r)?
-            }
-            KernelSource::Host(h) => {
-                builtin_of.push(None);
-                backend.host_kernel(sig, h)?
-            }
+        let source = source(k)?;
+        let builtin = match &source {
+            KernelSource::Ref(r) => r.builtin_name().map(|_| r.entry_for(&sig.name).to_string()),
+            _ => None,
+        };
+        // An aliasing declaration is a promise about the code, checked here for every backend: a
+        // built-in orders none of its params' accesses.
+        ostinato::builtins::check_aliasing(sig, builtin.as_deref())?;
+        builtin_of.push(builtin);
+        let bound = match source {
+            KernelSource::Ref(r) => backend.bind_kernel(sig, &r).map_err(RuntimeError::from),
+            KernelSource::Host(h) => backend.host_kernel(sig, h),
             #[cfg(feature = "cuda")]
-            KernelSource::Captured(w) => {
-                builtin_of.push(None);
-                backend.captured_kernel(sig, &w)?
-            }
-        });
+            KernelSource::Captured(w) => backend.captured_kernel(sig, &w),
+        };
+        kernels.push(bound.map_err(|e| match kernel_of(&e) {
+            Some(_) => e,
+            None => RuntimeError::Binding { kernel: sig.name.clone(), source: Box::new(e) },
+        })?);
     }
     let extents = crate::extents::BuiltinExtents::check_plan(plan, builtin_of)?;
     let buffers = buffers
@@ -283,6 +287,8 @@ fn kernel_of(e: &RuntimeError) -> Option<&str> {
     match e {
         RuntimeError::Host(ostinato_host::HostError::Bind(ostinato::BindError::Signature { kernel, .. })) => Some(kernel),
         RuntimeError::Contract(e) => Some(e.kernel()),
+        RuntimeError::Builtin(ostinato::builtins::BuiltinError::Alias { kernel, .. }) => Some(kernel),
+        RuntimeError::Binding { kernel, .. } => Some(kernel),
         #[cfg(feature = "cuda")]
         RuntimeError::Cuda(ostinato_cuda::CudaError::Contract(e)) => Some(e.kernel()),
         #[cfg(feature = "vulkan")]

@@ -36,11 +36,11 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef) -> Result<Code, St
             let entry = reference.entry_for(&sig.name).to_string();
             match path.extension().and_then(|e| e.to_str()) {
                 Some("wgsl") => {
-                    let src = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let src = ostinato::capped_read::read_text(&path, ostinato::capped_read::KERNEL_FILE).map_err(|e| e.to_string())?;
                     wgsl(&src, &entry, &format!("{} (WGSL)", path.display()))
                 }
                 Some("spv") => {
-                    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let bytes = ostinato::capped_read::read_bytes(&path, ostinato::capped_read::KERNEL_FILE).map_err(|e| e.to_string())?;
                     spirv(&bytes, &entry, &format!("{} (SPIR-V)", path.display()))
                 }
                 _ => Err(format!("{}: a Vulkan kernel is a .wgsl or .spv file", path.display())),
@@ -62,8 +62,11 @@ pub fn spirv(bytes: &[u8], entry: &str, name: &str) -> Result<Code, String> {
 }
 
 /// The access each param of `sig` has in `code`: storage binding `i` of group 0 is the `i`-th buffer
-/// param. A module naga cannot validate, or an entry point it lacks, is an error.
+/// param. A module naga cannot validate, an entry point it lacks, or storage bindings other than
+/// binding refuses (another group, a binding past the signature's buffers) is an error.
 pub fn code_access(sig: &KernelSig, code: &Code) -> Result<CodeAccess, String> {
+    // A SPIR-V kernel takes its scalars in a storage buffer at the binding after its buffers.
+    crate::kernel::check_bindings(sig, &code.module, crate::kernel::n_buffers(sig), code.source.is_none()).map_err(|e| e.to_string())?;
     let caps = naga::valid::Capabilities::all();
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&code.module).map_err(|e| format!("{}: {e:?}", code.name))?;
     let (ep_index, ep) = code.module.entry_points.iter().enumerate().find(|(_, e)| e.name == code.entry).ok_or_else(|| {
@@ -171,7 +174,15 @@ impl Finder<'_> {
 /// The kernel contract at bind time: `sig`'s declared access checked against the code `reference`
 /// names. Code naga cannot read counts as unknown (refused unless the params are declared vouched).
 pub fn verify(sig: &KernelSig, reference: &KernelRef) -> Result<Vec<ostinato::contract::Broader>, crate::VkError> {
-    let access = match read_reference(sig, reference).and_then(|code| code_access(sig, &code)) {
+    let access = match read_reference(sig, reference) {
+        Ok(code) => {
+            // Bindings outside the signature's layout are refused as binding refuses them, by name.
+            crate::kernel::check_bindings(sig, &code.module, crate::kernel::n_buffers(sig), code.source.is_none())?;
+            code_access(sig, &code)
+        }
+        Err(why) => Err(why),
+    };
+    let access = match access {
         Ok(a) => a,
         Err(why) => {
             let ev = Evidence { instruction: format!("the code could not be read: {why}"), at: reference.source.clone() };
@@ -197,7 +208,10 @@ pub fn manifest(sig: &KernelSig, reference: &KernelRef) -> Result<ostinato::mani
     let mut m = KernelManifest::new(sig, "vulkan", &code.entry);
     match &code.source {
         Some(src) => m.source.push(Hashed::of(&code.name, src.as_bytes())),
-        None => m.source.push(Hashed::of(&code.name, &std::fs::read(reference.path()).unwrap_or_default())),
+        None => {
+            let bytes = ostinato::capped_read::read_bytes(&reference.path(), ostinato::capped_read::KERNEL_FILE).map_err(|e| e.to_string())?;
+            m.source.push(Hashed::of(&code.name, &bytes))
+        }
     }
     let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
     m.compiler = Some(Compiler { name: "naga".into(), version: "28".into(), options: vec!["spv 1.3".into()], arch: None, cache_key: None });

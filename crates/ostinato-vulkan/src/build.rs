@@ -13,6 +13,7 @@ use crate::ffi::{Buffer, Context};
 use crate::fusion::{FusedDispatch, FusedPlan};
 use crate::kernel::VulkanKernel;
 use crate::lane_run::LaneRun;
+use crate::lanes::LanePlan;
 use crate::options::{ReplayOrdering, VulkanOptions};
 use crate::record::{Finished, Recording};
 use crate::submit::QueueRun;
@@ -32,8 +33,33 @@ pub(crate) enum Params {
 /// Per slot: the byte offsets in the params buffer of every use, with the value's size.
 pub(crate) type SlotUses = Vec<Vec<(usize, usize)>>;
 
-/// The lanes' command segments, where the lanes run on several queues.
-type Segments = Option<Vec<Vec<crate::lanes::Segment>>>;
+/// Where an exec runs: its lanes on several queues (lane `l` on queue `l % queues`), or one queue,
+/// with the reason where it was asked for lanes.
+pub(crate) enum QueueUse {
+    One { why: Option<String> },
+    Lanes { plan: LanePlan, queues: usize },
+}
+
+/// Where an exec of `plan` runs with `options`; `lane_queues`: how many of the device's queues its
+/// lanes use, where the backend was told (else all of them).
+pub(crate) fn queue_use(ctx: &Context, plan: &Plan, options: VulkanOptions, lane_queues: Option<usize>) -> QueueUse {
+    if options.queues != QueueMode::Lanes {
+        return QueueUse::One { why: None };
+    }
+    let why = if plan.lanes().count() < 2 {
+        Some("the plan has one lane, so there is nothing to run beside it".to_string())
+    } else if !ctx.timeline {
+        Some(format!("{} has no timeline semaphores, which order lanes on separate queues", ctx.name))
+    } else if lane_queues.is_none() && ctx.queue_count() < 2 {
+        Some(format!("{} has one compute queue", ctx.name))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => QueueUse::One { why: Some(format!("lanes asked for, one queue used: {why}")) },
+        None => QueueUse::Lanes { plan: crate::lanes::lower(plan), queues: lane_queues.unwrap_or(ctx.queue_count()).clamp(1, ctx.queue_count()) },
+    }
+}
 
 /// A kernel node's bindings and params.
 #[derive(Clone, Debug)]
@@ -93,6 +119,7 @@ pub(crate) fn build(
     kernels: Vec<VulkanKernel>,
     buffers: &[BufferBinding<VulkanMemory>],
     options: VulkanOptions,
+    lane_queues: Option<usize>,
 ) -> Result<VulkanExec, VkError> {
     check_bindings(plan, kernels.len(), buffers, |m| m.0.size())?;
     for (decl, b) in plan.graph().buffers().iter().zip(buffers) {
@@ -111,10 +138,11 @@ pub(crate) fn build(
     let runs = run_plan.as_ref().unwrap_or(plan);
     let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches)?;
     let (params, slot_uses) = write_params(ctx, runs, &mut layouts)?;
-    let roots = allocate_roots(ctx, runs, buffers)?;
+    let roots = allocate_roots(ctx, runs, buffers, options.wait_timeout)?;
     let cmds = commands(runs);
     let rec = Recorder { ctx, plan: runs, kernels: &kernels, layouts: &layouts, roots: &roots, params: &params };
-    let (recorded, segments, pushed) = rec.record(&cmds, options)?;
+    let queues = queue_use(ctx, runs, options, lane_queues);
+    let (recorded, pushed) = rec.record(&cmds, options, &queues)?;
     Ok(VulkanExec {
         plan: plan.clone(),
         run_plan,
@@ -125,7 +153,7 @@ pub(crate) fn build(
         fused_nodes,
         slot_uses,
         cmds,
-        segments,
+        queues,
         units,
         res: Some(Resources { kernels, roots, params, recorded, layouts, traced: None, staging: Default::default() }),
     })
@@ -277,18 +305,40 @@ fn write_params(ctx: &Arc<Context>, plan: &Plan, layouts: &mut [Option<NodeLayou
     Ok((params, slot_uses))
 }
 
-/// A device buffer per root buffer of the plan.
-fn allocate_roots(ctx: &Arc<Context>, plan: &Plan, bindings: &[BufferBinding<VulkanMemory>]) -> Result<Vec<Option<Arc<Buffer>>>, VkError> {
+/// A device buffer per root buffer of the plan: the user's memory where bound to it (as it is), else
+/// the exec's own, zeroed (device memory comes back from the driver holding whatever it held: a
+/// buffer no node writes reads as zeros, as on the host; `ffi::zero`, one submission waited for
+/// `timeout` at most).
+fn allocate_roots(
+    ctx: &Arc<Context>,
+    plan: &Plan,
+    bindings: &[BufferBinding<VulkanMemory>],
+    timeout: Option<std::time::Duration>,
+) -> Result<Vec<Option<Arc<Buffer>>>, VkError> {
     let g = plan.graph();
     let mut roots = Vec::with_capacity(g.buffers().len());
+    let mut owned = Vec::new();
     for (i, (b, binding)) in g.buffers().iter().zip(bindings).enumerate() {
         roots.push(match binding {
             _ if b.root.index() != i => None,
             BufferBinding::External(m) => Some(m.0.clone()),
-            BufferBinding::Allocate => Some(Arc::new(Buffer::new(ctx, b.size, false)?)),
+            BufferBinding::Allocate => {
+                let mem = Arc::new(Buffer::new(ctx, b.size, false)?);
+                owned.push(mem.clone());
+                Some(mem)
+            }
         });
     }
-    Ok(roots)
+    match crate::ffi::zero(ctx, &owned.iter().map(|b| &**b).collect::<Vec<_>>(), timeout) {
+        Ok(()) => Ok(roots),
+        Err(e) if e.faults() => {
+            // The fills may still run: leak the buffers rather than free them under them.
+            std::mem::forget(owned);
+            std::mem::forget(roots);
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Refuses user memory of another device than the exec's for `decl` (its size the core checks:
@@ -315,7 +365,7 @@ pub(crate) fn rerecord(exec: &mut VulkanExec, buffer: BufferId, memory: Arc<Buff
     let extents: Vec<_> = roots.iter().map(|r| r.as_deref().map(extent)).collect();
     ostinato::check_disjoint_roots(runs, &extents)?;
     let rec = Recorder { ctx: &exec.ctx, plan: runs, kernels: &res.kernels, layouts: &res.layouts, roots: &roots, params: &res.params };
-    let (recorded, _, _) = rec.record(&exec.cmds, exec.options)?;
+    let (recorded, _) = rec.record(&exec.cmds, exec.options, &exec.queues)?;
     res.recorded = recorded;
     res.roots = roots;
     res.traced = None;
@@ -353,29 +403,27 @@ impl Recorder<'_> {
         self.plan.graph().nodes().iter().any(|n| !matches!(n.op, NodeOp::Kernel { .. }))
     }
 
-    /// Records the plan's command list as the exec's submission; returns it, the lanes' segments where
-    /// the lanes run on several queues, and how many dispatches take push constants.
-    fn record(&self, cmds: &[Cmd], options: VulkanOptions) -> Result<(Submission, Segments, usize), VkError> {
+    /// Records the plan's command list as the exec's submission (its lanes' segments where `queues`
+    /// says so); returns it and how many dispatches take push constants.
+    fn record(&self, cmds: &[Cmd], options: VulkanOptions, queues: &QueueUse) -> Result<(Submission, usize), VkError> {
         let ctx = self.ctx;
-        let lanes_used = options.queues == QueueMode::Lanes && ctx.queue_count() > 1 && self.plan.lanes().count() > 1;
-        if lanes_used {
-            let segs = crate::lanes::segments(self.plan);
-            let (mut lanes, mut pushed) = (Vec::with_capacity(segs.len()), 0);
-            for lane in &segs {
+        if let QueueUse::Lanes { plan, queues } = queues {
+            let (mut lanes, mut pushed) = (Vec::with_capacity(plan.lanes.len()), 0);
+            for lane in &plan.lanes {
                 let mut bufs = Vec::with_capacity(lane.len());
                 for (k, seg) in lane.iter().enumerate() {
                     let (sets, descriptors) = self.sets_for(&seg.cmds);
                     let rec = Recording::begin_segment(ctx, sets, descriptors, self.transfers(), k == 0)?;
                     pushed += self.record_list(&rec, &seg.cmds)?;
-                    bufs.push((rec.finish_segment(k + 1 == lane.len())?, seg.waits.clone()));
+                    bufs.push(rec.finish_segment(k + 1 == lane.len())?);
                 }
                 lanes.push(bufs);
             }
-            return Ok((Submission::Lanes(LaneRun::new(ctx, lanes)?), Some(segs), pushed));
+            return Ok((Submission::Lanes(LaneRun::new(ctx, plan, lanes, *queues)?), pushed));
         }
         let ordering = if options.ordering == ReplayOrdering::Timeline && !ctx.timeline { ReplayOrdering::Barrier } else { options.ordering };
         let (recordings, barrier, events, pushed) = self.record_one_queue(cmds, ordering)?;
-        Ok((Submission::Queue(QueueRun::new(ctx, ordering, recordings, barrier, events)?), None, pushed))
+        Ok((Submission::Queue(QueueRun::new(ctx, ordering, recordings, barrier, events)?), pushed))
     }
 
     /// The one-queue recordings for `ordering`: the command buffer (two, waiting on and setting events,

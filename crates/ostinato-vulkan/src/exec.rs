@@ -8,17 +8,20 @@
 //! A wait is bounded by the exec's deadline (`VulkanOptions::wait_timeout`). A wait that times out, or
 //! a lost device, faults the exec: it refuses every later call, and its drop leaks what the device may
 //! still use rather than free it under running work. A healthy exec's drop waits for its replays
-//! (within the deadline) before it destroys anything.
+//! (within the deadline), then for the driver to be done with every submission on every queue of its
+//! device (`Context::drain`), before it destroys anything. The memory an exec allocates is zeroed at
+//! instantiate; memory the user binds is used as it is.
 
 use std::sync::Arc;
 
 use ostinato::{check_slot, Backend, BufferBinding, BufferId, Exec, KernelRef, KernelSig, Plan, Scalar, SlotId};
 
+use crate::build::QueueUse;
 use crate::commands::Cmd;
 use crate::ffi::{Buffer, Context};
 use crate::kernel::VulkanKernel;
 use crate::lane_run::LaneRun;
-use crate::lanes::Segment;
+use crate::lanes::{LaneCounts, LanePlan};
 use crate::options::VulkanOptions;
 use crate::submit::QueueRun;
 use crate::{QueueMode, VkError};
@@ -28,10 +31,14 @@ use crate::{QueueMode, VkError};
 pub struct VulkanBackend {
     ctx: Arc<Context>,
     options: VulkanOptions,
+    /// How many of the device's queues lanes run on, where told (else all of them).
+    lane_queues: Option<usize>,
 }
 
 /// Memory a user binds a root buffer to (`BufferBinding::External`, [`Exec::rebind`]): a [`Buffer`] of
 /// the exec's device and of exactly the root's size, shared: the exec holds it while it may use it.
+/// Its bytes are the user's: an exec never zeroes it (only the memory an exec allocates is zeroed at
+/// instantiate) and writes it only where a node or `write_buffer` does.
 /// Several execs (and the user's own command buffers) may share one; the user orders their own work
 /// on it against the execs' replays (each replay's submission completes before `wait` returns). A
 /// `VkBuffer` the user created on the device (`Context::device()`) becomes one through
@@ -52,7 +59,16 @@ impl VulkanBackend {
         Ok(Self::with_context(Context::open()?))
     }
     pub fn with_context(ctx: Arc<Context>) -> VulkanBackend {
-        VulkanBackend { ctx, options: VulkanOptions::default() }
+        VulkanBackend { ctx, options: VulkanOptions::default(), lane_queues: None }
+    }
+    /// The same backend, its execs' lanes ([`QueueMode::Lanes`]) sharing `queues` of the device's
+    /// queues (lane `l` on queue `l % queues`; at least one, at most the device's): each lane still
+    /// submits its own segments, ordered by its own semaphore. One queue runs the lanes' ordering
+    /// on a device of one queue, as tests do on lavapipe: correct, never faster than one command
+    /// buffer.
+    pub fn with_lane_queues(mut self, queues: usize) -> VulkanBackend {
+        self.lane_queues = Some(queues.max(1));
+        self
     }
     /// The same backend, its execs made with `options`.
     pub fn with_options(mut self, options: VulkanOptions) -> VulkanBackend {
@@ -87,7 +103,7 @@ impl Backend for VulkanBackend {
     }
 
     fn instantiate(&self, plan: &Plan, kernels: Vec<VulkanKernel>, buffers: Vec<BufferBinding<VulkanMemory>>) -> Result<VulkanExec, VkError> {
-        crate::build::build(&self.ctx, plan, kernels, &buffers, self.options)
+        crate::build::build(&self.ctx, plan, kernels, &buffers, self.options, self.lane_queues)
     }
 }
 
@@ -133,8 +149,8 @@ pub struct VulkanExec {
     /// Per slot: the byte offsets in `params` of every use, with the value's size.
     pub(crate) slot_uses: Vec<Vec<(usize, usize)>>,
     pub(crate) cmds: Vec<Cmd>,
-    /// The lanes' segments where the exec runs its lanes on several queues.
-    pub(crate) segments: Option<Vec<Vec<Segment>>>,
+    /// Where the exec runs: its lanes on several queues, or one queue.
+    pub(crate) queues: crate::build::QueueUse,
     /// The user's nodes each node of the run plan runs (a trace's units).
     pub(crate) units: Vec<Vec<ostinato::NodeId>>,
     /// `None` only while the exec is dropped.
@@ -148,9 +164,43 @@ impl VulkanExec {
         &self.cmds
     }
 
-    /// The lanes' command segments, where the exec runs its lanes on several queues.
-    pub fn segments(&self) -> Option<&[Vec<Segment>]> {
-        self.segments.as_deref()
+    /// The lanes' segments, waits and submission order, where the exec runs its lanes on several
+    /// queues ([`QueueMode::Lanes`]).
+    pub fn lane_plan(&self) -> Option<&LanePlan> {
+        match &self.queues {
+            QueueUse::Lanes { plan, .. } => Some(plan),
+            QueueUse::One { .. } => None,
+        }
+    }
+
+    /// What each replay submits where the lanes run on several queues: `vkQueueSubmit` calls,
+    /// batches, semaphore waits and those across queues (a cross-queue wait cost about 10 µs on the
+    /// H200's driver: docs/fences.md).
+    pub fn lane_counts(&self) -> Option<LaneCounts> {
+        match &self.queues {
+            QueueUse::Lanes { plan, queues } => Some(plan.counts(*queues)),
+            QueueUse::One { .. } => None,
+        }
+    }
+
+    /// Why an exec asked to run its lanes on several queues runs on one: the plan has one lane, or
+    /// the device one queue or no timeline semaphores. `None` where it runs as asked.
+    pub fn lanes_fallback(&self) -> Option<&str> {
+        match &self.queues {
+            QueueUse::One { why } => why.as_deref(),
+            QueueUse::Lanes { .. } => None,
+        }
+    }
+
+    /// How many submitted replays the device has not finished (polls it). At most
+    /// [`crate::MAX_REPLAYS_IN_FLIGHT`]: a replay past it first waits for old ones.
+    pub fn replays_in_flight(&mut self) -> Result<u64, VkError> {
+        let res = self.res("replays_in_flight")?;
+        let r = match &mut res.recorded {
+            Submission::Queue(r) => r.in_flight(),
+            Submission::Lanes(r) => r.in_flight(),
+        };
+        self.note(r)
     }
 
     /// The plan that runs: the user's, or the one with fused groups as single nodes.
@@ -251,7 +301,7 @@ impl Exec for VulkanExec {
         let res = self.res("replay")?;
         let r = match &mut res.recorded {
             Submission::Queue(r) => r.submit(timeout),
-            Submission::Lanes(r) => r.submit(),
+            Submission::Lanes(r) => r.submit(timeout),
         };
         self.note(r)
     }
@@ -299,18 +349,23 @@ impl Exec for VulkanExec {
 
     /// Re-records the exec's command buffers on the new memory (a Vulkan command buffer holds its
     /// buffers' handles: nothing short of recording again moves them). Refused while a replay may
-    /// run (the old memory could be freed under it): `wait()` first.
+    /// run (the old memory could be freed under it): `wait()` first. The user's memory is used as it
+    /// is: neither zeroed nor written until a node or `write_buffer` writes it.
     fn rebind(&mut self, buffer: BufferId, memory: VulkanMemory) -> Result<(), VkError> {
         let res = self.res("rebind")?;
         let idle = match &mut res.recorded {
             Submission::Queue(r) => r.idle(),
-            Submission::Lanes(r) => Ok(!r.busy()),
+            Submission::Lanes(r) => r.idle(),
         };
         if !self.note(idle)? {
             return Err(VkError::State { op: "rebind", reason: "a replay is in flight; call wait() first".into() });
         }
         ostinato::check_rebind(&self.plan, buffer, memory.0.size())?;
         crate::build::check_same_device(&self.ctx, self.plan.graph().buffer(buffer), &memory)?;
+        // Recording again frees the old command buffers and semaphores: the driver must be done with
+        // every submission of them first (`Context::drain`).
+        let drained = self.ctx.drain(self.options.wait_timeout);
+        self.note(drained)?;
         let r = crate::build::rerecord(self, buffer, memory.0);
         self.note(r)
     }
@@ -325,7 +380,9 @@ impl Drop for VulkanExec {
         // Replays may be in flight: wait for them (within the deadline) before anything they use is
         // destroyed. An exec that is faulted, or whose wait fails now, leaks its device objects: the
         // device may still be running work that uses them.
-        let idle = self.fault.is_none() && self.wait_replays("drop").is_ok();
+        // Then the queues are drained (`Context::drain`): the driver may still hold a completed
+        // submission's semaphores and command buffers for a moment after it signals.
+        let idle = self.fault.is_none() && self.wait_replays("drop").is_ok() && self.ctx.drain(self.options.wait_timeout).is_ok();
         if !idle {
             std::mem::forget(self.res.take());
         }

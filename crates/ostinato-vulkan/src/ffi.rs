@@ -204,6 +204,48 @@ impl Context {
         unsafe { self.device.queue_submit(queue, infos, fence) }.map_err(vkr("vkQueueSubmit"))
     }
 
+    /// Waits until every queue of this context has finished every batch submitted to it before this
+    /// call, at most `timeout`: an empty submission with a fence on each queue (a fence's signal
+    /// covers every batch earlier on its queue, their semaphore operations included). An exec waits
+    /// so before it destroys anything its replays used: a timeline value read signalled proves the
+    /// replay's commands done, not that the driver is done with the submission (lavapipe's queue
+    /// thread still reads the batch's semaphores after it signals; freeing them under it crashed or
+    /// hung that thread). Other execs' batches on these queues are waited for too. A wait that times
+    /// out leaks its fences rather than destroy them under the device.
+    pub(crate) fn drain(&self, timeout: Option<std::time::Duration>) -> Result<(), VkError> {
+        let mut fences = Vec::with_capacity(self.queues.len());
+        let mut first_error = None;
+        for q in 0..self.queues.len() {
+            let submitted = self.fence().and_then(|f| {
+                // SAFETY: an empty submission signalling our own fresh (unsignalled) fence.
+                match unsafe { self.queue_submit(q, &[], f) } {
+                    Ok(()) => Ok(f),
+                    Err(e) => {
+                        // SAFETY: our own fence, never submitted.
+                        unsafe { self.device.destroy_fence(f, None) };
+                        Err(e)
+                    }
+                }
+            });
+            match submitted {
+                Ok(f) => fences.push(f),
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
+        let waited = self.wait_fences(&fences, timeout);
+        if waited.is_ok() {
+            for f in fences {
+                // SAFETY: our own signalled fence.
+                unsafe { self.device.destroy_fence(f, None) };
+            }
+        }
+        waited?;
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// How many compute queues this context drives (lanes of a plan may run on separate ones).
     pub fn queue_count(&self) -> usize {
         self.queues.len()
@@ -359,7 +401,8 @@ impl Buffer {
     fn with_memory(ctx: &Arc<Context>, size: u64, candidates: &[vk::MemoryPropertyFlags], map: bool) -> Result<Buffer, VkError> {
         let host = map;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-        let bi = vk::BufferCreateInfo::default().size(size.max(4)).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // Whole 4-byte words, so a fill of the whole buffer (zeroing at instantiate) reaches its last byte.
+        let bi = vk::BufferCreateInfo::default().size(size.max(4).next_multiple_of(4)).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
         let d = &ctx.device;
         // SAFETY: valid create info.
         let buffer = unsafe { d.create_buffer(&bi, None) }.map_err(vkr("vkCreateBuffer"))?;
@@ -554,6 +597,36 @@ pub fn copy(ctx: &Arc<Context>, src: &Buffer, src_off: u64, dst: &Buffer, dst_of
         d.destroy_fence(fence, None);
         d.free_command_buffers(ctx.cmd_pool, &[cmd]);
     }
+    r
+}
+
+/// Zeroes every byte of `buffers` (buffers of `ctx`'s device) with one command buffer of fills, and
+/// waits for it (at most `timeout`). A wait that may leave the fills running leaks the command buffer
+/// rather than free it under them.
+pub(crate) fn zero(ctx: &Arc<Context>, buffers: &[&Buffer], timeout: Option<std::time::Duration>) -> Result<(), VkError> {
+    if buffers.is_empty() {
+        return Ok(());
+    }
+    let cmd = ctx.command_buffer()?;
+    let d = &ctx.device;
+    // SAFETY: a fresh command buffer of fills of whole live buffers of this device (each created a
+    // whole number of words long, so `WHOLE_SIZE` covers every byte); submitted once and waited for.
+    let r = unsafe {
+        d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT))
+            .map_err(vkr("vkBeginCommandBuffer"))
+            .and_then(|_| {
+                for b in buffers {
+                    d.cmd_fill_buffer(cmd, b.buffer, 0, vk::WHOLE_SIZE, 0);
+                }
+                d.end_command_buffer(cmd).map_err(vkr("vkEndCommandBuffer"))
+            })
+            .and_then(|_| submit_once(ctx, cmd, timeout))
+    };
+    if r.as_ref().is_err_and(VkError::faults) {
+        return r;
+    }
+    // SAFETY: the submission completed (or never happened); our own command buffer.
+    unsafe { d.free_command_buffers(ctx.cmd_pool, &[cmd]) };
     r
 }
 

@@ -111,8 +111,9 @@ fn spirv_words(sig: &KernelSig, module: &naga::Module, info: &naga::valid::Modul
 }
 
 /// Checks `module`'s storage bindings against the signature: bindings `0..n_buf` of group 0, plus the
-/// params buffer at `n_buf` where `params_binding` (a SPIR-V kernel's scalars).
-fn check_bindings(sig: &KernelSig, module: &naga::Module, n_buf: u32, params_binding: bool) -> Result<(), VkError> {
+/// params buffer at `n_buf` where `params_binding` (a SPIR-V kernel's scalars). The access analysis
+/// checks the same layout (`access::code_access`), so what it reads is what binding accepts.
+pub(crate) fn check_bindings(sig: &KernelSig, module: &naga::Module, n_buf: u32, params_binding: bool) -> Result<(), VkError> {
     let mut storage: Vec<Option<(u32, u32)>> = module
         .global_variables
         .iter()
@@ -145,7 +146,7 @@ fn entry_workgroup(sig: &KernelSig, module: &naga::Module, entry: &str) -> Resul
     }
 }
 
-fn n_buffers(sig: &KernelSig) -> u32 {
+pub(crate) fn n_buffers(sig: &KernelSig) -> u32 {
     sig.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32
 }
 
@@ -230,6 +231,10 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
         }
         None => None,
     };
+    if builtin.is_none() {
+        // A file that cannot be read is refused as such, not as code the analysis cannot read.
+        ostinato::capped_read::check(&reference.path(), ostinato::capped_read::KERNEL_FILE).map_err(|e| refuse(sig, e.to_string()))?;
+    }
     crate::access::verify(sig, reference)?;
     if sig.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(ScalarType::F64 | ScalarType::I64 | ScalarType::U64))) && reference.builtin_name().is_some()
     {
@@ -240,11 +245,12 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
         None => {
             let path = reference.path();
             let entry = reference.entry_for(&sig.name).to_string();
-            let io = |e: std::io::Error| refuse(sig, format!("{}: {e}", path.display()));
+            use ostinato::capped_read::{read_bytes, read_text, KERNEL_FILE};
+            let io = |e: ostinato::capped_read::ReadError| refuse(sig, e.to_string());
             match path.extension().and_then(|e| e.to_str()) {
-                Some("wgsl") => (compile_wgsl(sig, &std::fs::read_to_string(&path).map_err(io)?, &entry)?, entry),
+                Some("wgsl") => (compile_wgsl(sig, &read_text(&path, KERNEL_FILE).map_err(io)?, &entry)?, entry),
                 Some("spv") => {
-                    let bytes = std::fs::read(&path).map_err(io)?;
+                    let bytes = read_bytes(&path, KERNEL_FILE).map_err(io)?;
                     if bytes.len() % 4 != 0 || bytes.len() < 20 || bytes[..4] != [0x03, 0x02, 0x23, 0x07] {
                         return Err(refuse(sig, format!("{}: not little-endian SPIR-V (magic 0x07230203)", path.display())));
                     }

@@ -34,3 +34,4 @@ pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};
 pub use ffi::{copy, Buffer, Context, DeviceLimits, Pipeline, MAX_QUEUES};
 pub use kernel::VulkanKernel;
 pub use options::{FusionMode, QueueMode, ReplayOrdering, VulkanOptions, DEFAULT_WAIT_TIMEOUT};
+pub use submit::MAX_REPLAYS_IN_FLIGHT;

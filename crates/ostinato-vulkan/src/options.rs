@@ -42,8 +42,10 @@ pub enum QueueMode {
     One,
     /// Each plan lane on a queue of its own (as many as the device has, up to
     /// [`crate::MAX_QUEUES`]), cross-lane edges as timeline-semaphore waits ([`crate::lanes`]);
-    /// one queue where the plan has one lane or the device one queue. Replays are ordered by the
-    /// lanes' semaphores ([`ReplayOrdering`] does not apply).
+    /// one queue where the plan has one lane, or the device one queue or no timeline semaphores,
+    /// with the reason in `VulkanExec::lanes_fallback`. Replays are ordered by the lanes'
+    /// semaphores ([`ReplayOrdering`] does not apply). A study option: measured slower than one
+    /// queue on the H200 except for long independent lanes (docs/fences.md).
     Lanes,
 }
 

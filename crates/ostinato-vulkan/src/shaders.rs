@@ -4,19 +4,26 @@ use crate::VkError;
 
 const COMMON: &str = include_str!("../../../kernels/wgsl/common.wgsl");
 
-/// WGSL source of a built-in kernel (the decode kernels get the shared reduction helpers prepended).
+/// The grid arithmetic every built-in indexes with: u32 that saturates instead of wrapping, so any
+/// grid the device accepts gives each element once.
+pub const GRID: &str = include_str!("../../../kernels/wgsl/grid.wgsl");
+
+/// WGSL source of a built-in kernel: its file, with the grid arithmetic appended (WGSL declarations
+/// may follow their uses, so the kernel's own lines keep their numbers); the decode kernels get the
+/// shared reduction helpers prepended.
 pub fn wgsl(name: &str) -> Option<String> {
-    let decode = |src: &str| format!("{COMMON}\n{src}");
+    let plain = |src: &str| format!("{src}\n{GRID}");
+    let decode = |src: &str| format!("{COMMON}\n{src}\n{GRID}");
     Some(match name {
-        "add_one" => include_str!("../../../kernels/wgsl/add_one.wgsl").to_string(),
-        "mix" => include_str!("../../../kernels/wgsl/mix.wgsl").to_string(),
+        "add_one" => plain(include_str!("../../../kernels/wgsl/add_one.wgsl")),
+        "mix" => plain(include_str!("../../../kernels/wgsl/mix.wgsl")),
         "rmsnorm" => decode(include_str!("../../../kernels/wgsl/rmsnorm.wgsl")),
         "gemv" => decode(include_str!("../../../kernels/wgsl/gemv.wgsl")),
-        "rope" => include_str!("../../../kernels/wgsl/rope.wgsl").to_string(),
-        "kv_store" => include_str!("../../../kernels/wgsl/kv_store.wgsl").to_string(),
+        "rope" => plain(include_str!("../../../kernels/wgsl/rope.wgsl")),
+        "kv_store" => plain(include_str!("../../../kernels/wgsl/kv_store.wgsl")),
         "attention" => decode(include_str!("../../../kernels/wgsl/attention.wgsl")),
-        "add" => include_str!("../../../kernels/wgsl/add.wgsl").to_string(),
-        "silu_mul" => include_str!("../../../kernels/wgsl/silu_mul.wgsl").to_string(),
+        "add" => plain(include_str!("../../../kernels/wgsl/add.wgsl")),
+        "silu_mul" => plain(include_str!("../../../kernels/wgsl/silu_mul.wgsl")),
         _ => return None,
     })
 }

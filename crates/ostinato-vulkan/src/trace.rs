@@ -51,10 +51,10 @@ pub(crate) fn trace(exec: &mut VulkanExec, replays: usize) -> Result<Trace, VkEr
     let runs = exec.run_plan();
     let unit_of = unit_of(&exec.units, exec.plan.node_count());
     let mut notes = Vec::new();
-    if let Some(s) = &exec.segments {
+    if let Some(c) = exec.lane_counts() {
         notes.push(format!(
-            "the exec runs its lanes on {} queues; a traced replay runs its one-queue recording (the same commands and barriers, on queue 0)",
-            s.len()
+            "the exec runs its lanes on separate queues ({} batches, {} semaphore waits per replay); a traced replay runs its one-queue recording (the same commands and barriers, on queue 0)",
+            c.batches, c.waits
         ));
     }
     if runs.node_count() != exec.plan.node_count() {

@@ -55,7 +55,9 @@ fn random_programs_on_user_memory_match_the_host_oracle() {
         let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
         let want = run(&mut oracle, &prog);
         for (fusion, queues) in [(FusionMode::Off, QueueMode::One), (FusionMode::Auto, QueueMode::One), (FusionMode::Off, QueueMode::Lanes)] {
-            let vk = VulkanBackend::with_context(ctx.clone()).with_options(VulkanOptions { fusion, queues, ..VulkanOptions::default() });
+            let vk = VulkanBackend::with_context(ctx.clone())
+                .with_options(VulkanOptions { fusion, queues, ..VulkanOptions::default() })
+                .with_lane_queues(ctx.queue_count());
             let mut exec = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), some_external(&ctx, &plan)).unwrap();
             assert_eq!(run(&mut exec, &prog), want, "seed {seed}, fusion {fusion:?}, queues {queues:?}");
         }

@@ -10,9 +10,11 @@ use crate::trace::Trace;
 /// Where a buffer's memory comes from at instantiation.
 #[derive(Clone, Debug)]
 pub enum BufferBinding<M> {
-    /// The exec allocates (and frees) the buffer.
+    /// The exec allocates (and frees) the buffer, zeroed at instantiate on every backend: bytes no
+    /// node or write touches read as zeros.
     Allocate,
-    /// Memory the user owns and keeps alive for the exec's lifetime; its length is checked.
+    /// Memory the user owns and keeps alive for the exec's lifetime; its length is checked. Its bytes
+    /// are the user's: instantiate and `rebind` neither zero nor write them.
     External(M),
 }
 
@@ -57,7 +59,7 @@ pub trait Backend {
 /// - `rebind` points a root buffer at other memory of the same length from the next replay on (views
 ///   of it follow); it is refused while a replay is in flight, for a view, and at another length.
 ///   After it returns the exec no longer touches the previous memory (memory the exec had allocated
-///   itself is freed).
+///   itself is freed). The new memory is used as it is: its bytes are the user's, not zeroed.
 /// - `write_buffer` and `read_buffer` wait for submitted replays first.
 /// - `trace(n)` waits for submitted replays, then runs `n` replays one after another with every node
 ///   timed (`docs/trace.md`): the buffers end as after `n` replays, with the same bytes; a backend

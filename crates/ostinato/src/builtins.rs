@@ -5,7 +5,7 @@
 //! when a slot it reads is patched) instead of faulting on one backend, being clamped on another and
 //! writing past its extent on a third.
 
-use crate::graph::{Arg, Graph, NodeId, NodeOp, Scalar};
+use crate::graph::{Arg, Graph, KernelSig, NodeId, NodeOp, ParamKind, Scalar};
 
 /// Why a built-in launch cannot run as recorded.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -20,12 +20,58 @@ pub enum BuiltinError {
     /// built-in whose per-block footprint is not stated.
     #[error("{node}, param `{param}`: {reason}")]
     Tile { node: String, param: String, reason: String },
+    /// An aliasing declaration the kernel's code does not keep: a scalar param, or a pair of params
+    /// whose accesses the built-in it is bound to does not order.
+    #[error("kernel `{kernel}` declares that params {pair} may alias, but {reason}")]
+    Alias {
+        kernel: String,
+        /// The two params, as the message names them: "`out` and `inp`".
+        pair: String,
+        reason: String,
+    },
 }
 
 impl BuiltinError {
     pub fn kind(&self) -> crate::ErrorKind {
-        crate::ErrorKind::Argument
+        match self {
+            BuiltinError::Alias { .. } => crate::ErrorKind::Bind,
+            _ => crate::ErrorKind::Argument,
+        }
     }
+}
+
+/// The pairs of params (by index, the smaller first) whose accesses built-in `name`'s code orders
+/// within one launch, so that a launch may bind them to overlapping bytes: none, for every generic
+/// built-in. Each thread reads and writes its own elements with no barrier between one thread's write
+/// and another's read (`mix` reads `inp[i % n_in]` while other threads write `out`), so params on
+/// overlapping bytes give a result that depends on the device's schedule: the host's serial order
+/// and a GPU's differ.
+pub fn ordered_aliases(name: &str) -> &'static [(usize, usize)] {
+    let _ = name;
+    &[]
+}
+
+/// Checks the aliasing `sig` declares against the code it is bound to (`builtin`: the built-in's name,
+/// `None` for a user's code, which its author vouches for): each pair names two buffer params, and a
+/// built-in orders each pair it is bound with. Checked when a kernel is bound, on every backend.
+pub fn check_aliasing(sig: &KernelSig, builtin: Option<&str>) -> Result<(), BuiltinError> {
+    for &(i, j) in &sig.aliasing {
+        let name = |p: usize| sig.params.get(p).map_or_else(|| format!("#{p}"), |q| q.name.clone());
+        let refuse = |reason: String| BuiltinError::Alias { kernel: sig.name.clone(), pair: format!("`{}` and `{}`", name(i), name(j)), reason };
+        for p in [i, j] {
+            match sig.params.get(p).map(|q| &q.kind) {
+                Some(ParamKind::Buffer(_)) => {}
+                Some(ParamKind::Scalar(_)) => return Err(refuse(format!("`{}` is a scalar param: only buffer params have bytes that can overlap", name(p)))),
+                None => return Err(refuse(format!("the signature has no param #{p}"))),
+            }
+        }
+        if let Some(b) = builtin.filter(|b| !ordered_aliases(b).contains(&(i, j))) {
+            return Err(refuse(format!(
+                "the built-in `{b}` does not order their accesses (its threads read and write their elements in no order): a launch on overlapping bytes would give a schedule-dependent result"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The bytes built-in `name` touches of each of its buffer params (by param index), given its scalar
@@ -168,6 +214,21 @@ fn check_tiles(graph: &Graph, node: NodeId, builtin: &str, scalars: &[Option<Sca
 mod tests {
     use super::*;
     use crate::{Access, Graph, KernelSig, Launch, ScalarType, Slice};
+
+    #[test]
+    fn an_aliasing_a_built_in_does_not_order_or_on_a_scalar_is_refused_naming_kernel_and_params() {
+        let mix = || KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read).scalar("n_out", ScalarType::U32);
+        let aliased = mix().may_alias("out", "inp").unwrap();
+        let e = check_aliasing(&aliased, Some("mix")).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Bind);
+        assert!(e.to_string().starts_with("kernel `mix` declares that params `out` and `inp` may alias, but the built-in `mix` does not order"), "{e}");
+        assert!(check_aliasing(&aliased, None).is_ok(), "a user's code: its author's promise");
+        assert!(check_aliasing(&mix(), Some("mix")).is_ok(), "no declaration, nothing to check");
+        // A signature made field by field (as a shell may) with a scalar in a pair.
+        let scalar = KernelSig { aliasing: vec![(0, 2)], ..mix() };
+        let e = check_aliasing(&scalar, None).unwrap_err().to_string();
+        assert!(e.contains("params `out` and `n_out`") && e.contains("`n_out` is a scalar param"), "{e}");
+    }
 
     #[test]
     fn a_built_in_told_to_touch_past_its_extent_is_refused_naming_node_and_param() {

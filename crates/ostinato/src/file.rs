@@ -398,7 +398,11 @@ fn kernel_ref_from_toml(v: &toml::Value, base_dir: &Path) -> Result<KernelRef, S
 /// Reads and parses a graph file. `impl_keys` lists the backend names a kernel may name an
 /// implementation for; any other extra key on a kernel is an error (a typo must not be ignored).
 pub fn load(path: &Path, impl_keys: &[&str]) -> Result<GraphFile, FileError> {
-    let src = std::fs::read_to_string(path).map_err(|e| FileError { path: path.to_path_buf(), line: None, message: format!("cannot read: {e}") })?;
+    let src = crate::capped_read::read_text(path, crate::capped_read::GRAPH_FILE).map_err(|e| FileError {
+        path: path.to_path_buf(),
+        line: None,
+        message: e.reason.to_string(),
+    })?;
     parse(&src, path, impl_keys)
 }
 

@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod builtins;
+pub mod capped_read;
 pub mod collective;
 pub mod contract;
 pub mod error;

@@ -146,6 +146,10 @@ impl KernelSig {
         let index =
             |p: &str| self.param_index(p).ok_or_else(|| GraphError::BadAlias { kernel: self.name.clone(), reason: format!("`{p}` is not one of its params") });
         let (i, j) = (index(a)?, index(b)?);
+        if let Some(p) = [i, j].into_iter().find(|&p| !matches!(self.params[p].kind, ParamKind::Buffer(_))) {
+            let reason = format!("`{}`, a scalar param (only buffer params have bytes that can overlap)", self.params[p].name);
+            return Err(GraphError::BadAlias { kernel: self.name.clone(), reason });
+        }
         if i == j {
             return Err(GraphError::BadAlias { kernel: self.name.clone(), reason: format!("`{a}` with itself") });
         }

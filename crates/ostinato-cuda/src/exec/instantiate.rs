@@ -162,8 +162,10 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// One allocation per root buffer unless bound externally: the allocations (by buffer id) and each
-    /// root's device address (views hold 0).
+    /// One allocation per root buffer unless bound externally, zeroed (a buffer no node writes reads
+    /// as zeros, as on the host; one memset each and one synchronize, at instantiate only): the
+    /// allocations (by buffer id) and each root's device address (views hold 0). The user's memory
+    /// is used as it is.
     fn place_roots(&self, plan: &Plan, buffers: &[BufferBinding<DeviceMemory>]) -> Result<(Vec<Option<DeviceAlloc>>, Vec<u64>)> {
         let g = plan.graph();
         let mut allocs: Vec<Option<DeviceAlloc>> = (0..g.buffers().len()).map(|_| None).collect();
@@ -176,11 +178,15 @@ impl CudaBackend {
                 BufferBinding::External(m) => m.ptr(),
                 BufferBinding::Allocate => {
                     let a = DeviceAlloc::new(&self.ctx, decl.size as usize).map_err(|e| e.at(format!("buffer `{}`", decl.name)))?;
+                    a.zero().map_err(|e| e.at(format!("buffer `{}`", decl.name)))?;
                     let p = a.ptr();
                     allocs[i] = Some(a);
                     p
                 }
             };
+        }
+        if allocs.iter().any(Option::is_some) {
+            crate::ffi::synchronize()?;
         }
         Ok((allocs, base))
     }

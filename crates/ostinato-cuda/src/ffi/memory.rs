@@ -24,6 +24,12 @@ impl DeviceAlloc {
         check("cuMemAlloc_v2", unsafe { sys::cuMemAlloc_v2(&mut ptr, len.max(1)) })?;
         Ok(DeviceAlloc { ptr, len, _ctx: ctx.clone() })
     }
+    /// Sets every byte to zero (`cuMemAlloc` returns memory holding whatever it held). Asynchronous
+    /// to the host on the null stream: [`synchronize`] before another stream uses the memory.
+    pub(crate) fn zero(&self) -> Result<()> {
+        // SAFETY: `len` bytes of our own live allocation.
+        check("cuMemsetD8_v2", unsafe { sys::cuMemsetD8_v2(self.ptr, 0, self.len) })
+    }
     pub(crate) fn ptr(&self) -> u64 {
         self.ptr
     }
@@ -47,6 +53,12 @@ pub(crate) fn copy_to_device(dst: u64, src: &[u8]) -> Result<()> {
     // SAFETY: src is a valid host slice; dst is a device range the caller bounds-checked.
     check("cuMemcpyHtoD_v2", unsafe { sys::cuMemcpyHtoD_v2(dst, src.as_ptr() as *const c_void, src.len()) })?;
     // SAFETY: no arguments; waits for the current context's work, the copy included.
+    check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
+}
+
+/// Waits for the current context's work (the zeroing of new allocations included).
+pub(crate) fn synchronize() -> Result<()> {
+    // SAFETY: no arguments; waits for the current context's work.
     check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
 }
 

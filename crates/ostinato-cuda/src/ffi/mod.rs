@@ -18,7 +18,7 @@ mod module;
 mod stream;
 
 pub(crate) use graph::{Graph, GraphExec, GraphNode};
-pub(crate) use memory::{copy_to_device, copy_to_host, DeviceAlloc};
+pub(crate) use memory::{copy_to_device, copy_to_host, synchronize, DeviceAlloc};
 pub(crate) use module::{Function, KernelArgs, Module};
 pub(crate) use stream::{Event, Stream};
 
