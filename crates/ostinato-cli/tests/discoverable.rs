@@ -18,7 +18,7 @@ fn run(args: &[&str]) -> (bool, String, String) {
 
 /// Whether CUDA code can be compiled here (NVRTC or a driver found): then `kernels` reads CUDA's.
 fn cuda_code_readable() -> bool {
-    ostinato_runtime::ostinato_cuda::nvrtc::version().is_ok() || ostinato_runtime::ostinato_cuda::driver_available()
+    ostinato_runtime::ostinato_cuda_code::nvrtc::version().is_ok() || ostinato_runtime::ostinato_cuda::driver_available()
 }
 
 #[test]

@@ -126,7 +126,7 @@ pub fn default_backend(f: &GraphFile) -> (BackendKind, Option<String>) {
 /// Why CUDA code cannot be compiled here, if it cannot.
 #[cfg(feature = "cuda")]
 fn cuda_unreadable() -> Option<String> {
-    match ostinato_cuda::nvrtc::version() {
+    match ostinato_cuda_code::nvrtc::version() {
         Ok(_) => None,
         Err(_) if ostinato_cuda::driver_available() => None,
         Err(e) => Some(e.to_string()),

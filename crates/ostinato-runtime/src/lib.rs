@@ -66,6 +66,8 @@ pub struct ReadmeExample;
 pub use ostinato;
 #[cfg(feature = "cuda")]
 pub use ostinato_cuda;
+#[cfg(feature = "cuda")]
+pub use ostinato_cuda_code;
 pub use ostinato_host;
 #[cfg(feature = "hsa")]
 pub use ostinato_hsa;
