@@ -2,7 +2,7 @@
 # Runs on the GPU machine (builds nothing; scripts/build-devbin.sh built .devbin/ on the developer
 # machine): every GPU test, CLI checks on the example graphs (CUDA and the GPU's Vulkan driver), the C
 # and Python checks, the Llama comparisons with transformers, and the benchmark. Logs go to $OUT
-# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|python|llama|bench|quick-bench|full]...
+# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|bench|quick-bench|full]...
 # (several stages may be named; `full` is all of them but quick-bench).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -105,6 +105,39 @@ if want llama; then
     && OSTINATO_HF_DIR=/tmp/hf .devbin/tests/gpu_llama__test a_transformers_checkpoint --test-threads=1 --nocapture; } >>"$OUT/llama.log" 2>&1 \
     || fail "the transformers checkpoint"
   tail -n 16 "$OUT/llama.log"
+fi
+
+if want sanitize; then
+  # compute-sanitizer with its default flags, as users run it: memcheck, racecheck, synccheck and
+  # initcheck on every CUDA example (fused chains, tile-fused chains and tile hand-offs among them) and
+  # on the Llama step at shrunk dims; a run passes when the tool reports 0 errors and the run's --check
+  # passes. The four tools run side by side (one process each at a time).
+  step "sanitize" | tee "$OUT/sanitize.log"
+  sanitize_tool() {
+    local tool=$1 log=/tmp/san-$1.log out=/tmp/san-$1.txt
+    : >"$out"
+    while IFS= read -r args; do
+      if compute-sanitizer --tool "$tool" $BIN/ostinato run $args --backend cuda --replays 2 --check >"$log" 2>&1 \
+         && grep -q "ERROR SUMMARY: 0 errors" "$log"; then echo "ok   $tool $args" >>"$out"
+      else echo "FAIL $tool $args" >>"$out"; tail -n 30 "$log" >>"$out"; fi
+    done <<'LIST'
+examples/mix.toml
+examples/add_one_serial_941.toml
+examples/own_kernel.toml
+examples/fused_chain.toml
+examples/tiled_chain.toml
+examples/tile_sparse.toml --handoff on
+examples/tile_sparse.toml --fusion off --handoff on --mode eager
+LIST
+    if compute-sanitizer --tool "$tool" $BIN/tests/gpu_llama__test shrunk_step_on_cuda_agrees_with_the_reference --test-threads=1 >"$log" 2>&1 \
+       && grep -q "ERROR SUMMARY: 0 errors" "$log"; then echo "ok   $tool llama step (shrunk dims)" >>"$out"
+    else echo "FAIL $tool llama step (shrunk dims)" >>"$out"; tail -n 30 "$log" >>"$out"; fi
+  }
+  for tool in memcheck racecheck synccheck initcheck; do sanitize_tool $tool & done
+  wait
+  cat /tmp/san-*.txt >>"$OUT/sanitize.log"
+  grep -c "^ok" "$OUT/sanitize.log"
+  if grep "^FAIL" "$OUT/sanitize.log"; then fail "compute-sanitizer"; fi
 fi
 
 if want bench; then

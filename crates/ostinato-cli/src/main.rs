@@ -104,8 +104,9 @@ struct RunArgs {
     #[arg(long, value_name = "OUT.svg")]
     trace_svg: Option<PathBuf>,
     /// Host worker threads for every replay (0 = serial on the calling thread). Default: one per core,
-    /// used where the plan can use them (one lane or tiny nodes replay on the calling thread).
-    #[arg(long)]
+    /// used where the plan can use them (one lane or tiny nodes replay on the calling thread). Kept out
+    /// of the default help.
+    #[arg(long, hide = true)]
     threads: Option<usize>,
     /// CUDA: one retained graph, or eager per-lane streams.
     #[arg(long, default_value = "graph", value_parser = exec_choice("mode"))]
@@ -114,9 +115,15 @@ struct RunArgs {
     #[arg(long, default_value = "auto", value_parser = exec_choice("pdl"))]
     pdl: String,
     /// CUDA and Vulkan: chain fusion — runs of dependent 1-block nodes replayed as one resident block
-    /// (one workgroup): where it cannot lose (auto), wherever the nodes may fuse (on), or never (off).
+    /// (one workgroup), and chains whose tile maps relate block b only to block b as one kernel of their
+    /// grid: where it cannot lose (auto), wherever the nodes may fuse (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
+    /// CUDA: tile hand-offs — a consumer block waits for exactly the producer blocks its tile maps
+    /// need instead of the whole producer: where it measured to pay (auto), wherever the maps allow
+    /// (on), or never (off).
+    #[arg(long, default_value = "auto", value_parser = exec_choice("handoff"))]
+    handoff: String,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
     /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each). Kept
     /// out of the default help.
@@ -169,6 +176,7 @@ impl RunArgs {
             ("mode", &self.mode),
             ("pdl", &self.pdl),
             ("fusion", &self.fusion),
+            ("handoff", &self.handoff),
             ("launch", &self.launch),
             ("shape", &self.shape),
             ("trigger", &self.trigger),

@@ -30,7 +30,9 @@ pub(crate) struct Call {
 
 /// The fused entry point `main` of `module` (whose functions `fns` were imported): every function's
 /// params array a view of binding `n_bindings` (bindings alias: they are ordered by the barriers).
-pub(crate) fn entry(module: &mut Module, fns: &[BodyFn], lanes: &[Vec<Call>], block: [u32; 3], n_bindings: u32) -> EntryPoint {
+/// Where `multi_block` (one lane on a grid of many workgroups), each body sees the dispatch's own
+/// built-ins (its workgroup `b` runs every body's workgroup `b`).
+pub(crate) fn entry(module: &mut Module, fns: &[BodyFn], lanes: &[Vec<Call>], block: [u32; 3], n_bindings: u32, multi_block: bool) -> EntryPoint {
     let u32_ty = module.types.insert(Type { name: None, inner: TypeInner::Scalar(naga::Scalar::U32) }, Span::UNDEFINED);
     let vec3_ty =
         module.types.insert(Type { name: None, inner: TypeInner::Vector { size: naga::VectorSize::Tri, scalar: naga::Scalar::U32 } }, Span::UNDEFINED);
@@ -59,12 +61,13 @@ pub(crate) fn entry(module: &mut Module, fns: &[BodyFn], lanes: &[Vec<Call>], bl
     let ones = module.global_expressions.append(Expression::Compose { ty: vec3_ty, components: vec![one, one, one] }, Span::UNDEFINED);
     let one_group = module.constants.append(naga::Constant { name: Some("ostinato_one_workgroup".into()), ty: vec3_ty, init: ones }, Span::UNDEFINED);
     let builtin = |b: BuiltIn, ty| FunctionArgument { name: None, ty, binding: Some(naga::Binding::BuiltIn(b)) };
-    let function = Function {
-        name: Some("main".into()),
-        arguments: vec![builtin(BuiltIn::LocalInvocationId, vec3_ty), builtin(BuiltIn::LocalInvocationIndex, u32_ty), builtin(BuiltIn::WorkGroupId, vec3_ty)],
-        ..Default::default()
-    };
-    let mut w = Writer { f: function, fns, arrays, u32_ty, vec3_ty, one_group };
+    let mut arguments =
+        vec![builtin(BuiltIn::LocalInvocationId, vec3_ty), builtin(BuiltIn::LocalInvocationIndex, u32_ty), builtin(BuiltIn::WorkGroupId, vec3_ty)];
+    if multi_block {
+        arguments.extend([builtin(BuiltIn::GlobalInvocationId, vec3_ty), builtin(BuiltIn::NumWorkGroups, vec3_ty)]);
+    }
+    let function = Function { name: Some("main".into()), arguments, ..Default::default() };
+    let mut w = Writer { f: function, fns, arrays, u32_ty, vec3_ty, one_group, multi_block };
     let mut body = Block::new();
     if let [only] = lanes {
         w.calls(&mut body, only);
@@ -104,6 +107,9 @@ struct Writer<'a> {
     u32_ty: Handle<Type>,
     vec3_ty: Handle<Type>,
     one_group: Handle<naga::Constant>,
+    /// The bodies see the dispatch's own built-ins (arguments 2, 3, 4: workgroup id, global invocation
+    /// id, workgroup count) rather than a one-workgroup launch's.
+    multi_block: bool,
 }
 
 impl Writer<'_> {
@@ -180,9 +186,13 @@ impl Writer<'_> {
             block.push(Statement::Store { pointer: private, value }, Span::UNDEFINED);
         }
         let (function, builtins) = (f.function, f.args.clone());
+        let multi = self.multi_block;
         let arguments = builtins
             .iter()
             .map(|b| match b {
+                BuiltIn::GlobalInvocationId if multi => self.expr(block, Expression::FunctionArgument(3)),
+                BuiltIn::WorkGroupId if multi => self.expr(block, Expression::FunctionArgument(2)),
+                BuiltIn::NumWorkGroups if multi => self.expr(block, Expression::FunctionArgument(4)),
                 BuiltIn::LocalInvocationId | BuiltIn::GlobalInvocationId => self.expr(block, Expression::FunctionArgument(0)),
                 BuiltIn::LocalInvocationIndex => self.expr(block, Expression::FunctionArgument(1)),
                 BuiltIn::WorkGroupId => self.expr(block, Expression::ZeroValue(self.vec3_ty)),

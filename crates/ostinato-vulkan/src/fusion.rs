@@ -19,6 +19,12 @@
 //! built-ins above, has no barrier of its own (a body's barrier would count invocations that already
 //! returned from it), and whose every binding takes element offsets; a node launched as one workgroup
 //! whose slices start at whole elements of their root buffers.
+//!
+//! A node of many workgroups fuses too where its tile maps are the shader's own per-workgroup
+//! footprint — a built-in's (its maps checked against the core's stated footprint, its workgroup the
+//! launch's block) or maps its author vouches for — and the core's policy finds every relation inside
+//! the run block-local (`ostinato::tiles`, `docs/tiles.md`): the fused dispatch has the nodes' grid, and
+//! each body sees the dispatch's own workgroup id, global invocation id and workgroup count.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -135,9 +141,21 @@ pub(crate) struct FusedPlan {
 fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Option<Fusable> {
     let g = plan.graph();
     let NodeOp::Kernel { kernel, launch, args } = &g.nodes()[v].op else { return None };
-    let body = kernels[kernel.index()].body.as_ref().ok()?;
+    let k = &kernels[kernel.index()];
+    let body = k.body.as_ref().ok()?;
+    // A launch of many workgroups fuses block by block where its tile maps are the shader's own
+    // per-workgroup footprint: a built-in's (checked against the core's stated footprint, with the
+    // workgroup the launch's block, as the bind requires), or a user's the author vouches for (the
+    // Vulkan backend reads no affine addresses from a shader).
     if launch.grid != [1, 1, 1] {
-        return None;
+        let node = &g.nodes()[v];
+        let vouched = node.tiles.iter().all(|t| g.kernel(*kernel).params[t.param].decl == ostinato::AccessDecl::Vouched);
+        if node.tiles.is_empty() || !(k.builtin || vouched) || k.workgroup != Some(launch.block) {
+            return None;
+        }
+        if launch.grid.iter().zip(ctx.limits.workgroup_count).any(|(&d, max)| d > max) {
+            return None;
+        }
     }
     let slices = args.iter().filter_map(|a| if let Arg::Buffer(s) = a { Some(*s) } else { None });
     for (s, &size) in slices.zip(&body.element_sizes) {
@@ -245,11 +263,14 @@ impl Fused {
             return Ok(None);
         }
         let (layout, bases) = fused_layout(plan, kernels, &functions, &members, &binding_roots)?;
-        let module =
-            build_module(kernels, &functions, &bases, &lanes, gr.key.block, n_bindings).map_err(|reason| VkError::Internal { op: "fusion", reason })?;
+        // A multi-block group is one lane on the nodes' grid: its bodies see the real workgroups.
+        let multi_block = gr.key.grid != [1, 1, 1];
+        let module = build_module(kernels, &functions, &bases, &lanes, gr.key.block, n_bindings, multi_block)
+            .map_err(|reason| VkError::Internal { op: "fusion", reason })?;
         let kernel = crate::kernel::fused_kernel(ctx, name, module, total, gr.key.block)?;
         let (sig, args) = declared_accesses(plan, gr, name);
-        let launch = Launch::new([gr.lanes.len() as u32, 1, 1], gr.key.block);
+        let grid = if multi_block { gr.key.grid } else { [gr.lanes.len() as u32, 1, 1] };
+        let launch = Launch::new(grid, gr.key.block);
         Ok(Some(Fused { sig, args, launch, kernel, layout }))
     }
 }
@@ -340,6 +361,7 @@ fn build_module(
     lanes: &[Vec<Call>],
     block: [u32; 3],
     n_bindings: u32,
+    multi_block: bool,
 ) -> Result<Module, String> {
     let sources: Vec<Module> = functions.iter().enumerate().map(|(i, f)| body_as_function(kernels, f, i)).collect::<Result<_, _>>()?;
     let mut derived = naga_oil::derive::DerivedModule::default();
@@ -356,7 +378,7 @@ fn build_module(
     }
     derived.clear_shader_source();
     let mut module: Module = derived.into();
-    let entry = crate::fused_entry::entry(&mut module, &fns, lanes, block, n_bindings);
+    let entry = crate::fused_entry::entry(&mut module, &fns, lanes, block, n_bindings, multi_block);
     module.entry_points.push(entry);
     Ok(module)
 }

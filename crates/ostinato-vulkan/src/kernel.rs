@@ -44,6 +44,9 @@ pub struct VulkanKernel {
     /// stride of its params blocks in a fused dispatch's params array.
     pub(crate) body: Result<Arc<Body>, String>,
     pub(crate) body_stride: u32,
+    /// One of the generic built-ins (`builtin:NAME`): its per-workgroup footprint is the core's stated
+    /// one (`ostinato::builtins::block_footprint`), against which a node's tile maps are checked.
+    pub(crate) builtin: bool,
 }
 
 impl std::fmt::Debug for VulkanKernel {
@@ -257,7 +260,8 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
             }
         }
     };
-    pipelines(ctx, sig, compiled, &entry)
+    let is_builtin = reference.builtin_name().is_some();
+    pipelines(ctx, sig, compiled, &entry).map(|k| VulkanKernel { builtin: is_builtin, ..k })
 }
 
 /// The kernel's pipelines from its compiled SPIR-V.
@@ -291,6 +295,7 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         workgroup: compiled.workgroup,
         body: compiled.body,
         body_stride: compiled.body_stride,
+        builtin: false,
     })
 }
 
@@ -317,6 +322,7 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
         workgroup: Some(block),
         body: Err("a fused dispatch".into()),
         body_stride: 0,
+        builtin: false,
     })
 }
 

@@ -153,3 +153,63 @@ fn a_plan_nothing_fuses_in_records_what_the_unfused_exec_records() {
     let o = off.instantiate(&plan, ostinato::bind_builtins(&off, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
     assert_ne!(a.commands(), o.commands());
 }
+
+#[test]
+fn random_tiled_programs_fused_block_by_block_match_the_host_oracle() {
+    let Some(vk) = backend_or_skip("random_tiled_programs_fused_block_by_block_match_the_host_oracle") else { return };
+    let host = HostBackend::serial();
+    let (mut fused, mut total) = (0, 0);
+    let mut ran = 0;
+    for seed in 0..120u64 {
+        let prog = ostinato_testkit::tiled_graphs::random_tiled_program(seed, 4 + (seed as usize * 5) % 16);
+        // The WGSL built-ins run 256-wide workgroups: programs with other blocks are not for Vulkan.
+        let wide = prog.graph.nodes().iter().all(|n| matches!(&n.op, ostinato::NodeOp::Kernel { launch, .. } if launch.block == [256, 1, 1]));
+        if !wide {
+            continue;
+        }
+        ran += 1;
+        let plan = Plan::compile(&prog.graph).unwrap();
+        let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        let want = run(&mut oracle, &prog.inits, prog.salt_slot, 2);
+        for mode in [FusionMode::Auto, FusionMode::On] {
+            let b = with_fusion(&vk, mode);
+            let mut exec = b.instantiate(&plan, ostinato::bind_builtins(&b, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+            ostinato_vulkan::commands::check(exec.run_plan(), exec.commands()).unwrap();
+            assert_eq!(run(&mut exec, &prog.inits, prog.salt_slot, 2), want, "seed {seed}, fusion {mode:?}");
+            fused += exec.fused_nodes();
+            total += plan.node_count();
+        }
+    }
+    assert!(ran >= 10 && fused > 0, "{ran} programs, {fused} tiled nodes fused");
+    eprintln!("{ran} programs: {fused} of {total} tiled nodes ran fused block by block, bitwise equal to the host oracle on {}", vk.context().name);
+}
+
+#[test]
+fn a_block_local_chain_of_many_workgroups_is_one_dispatch_of_its_grid() {
+    let Some(vk) = backend_or_skip("a_block_local_chain_of_many_workgroups_is_one_dispatch_of_its_grid") else { return };
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 64 * 1024).unwrap();
+    let k = add_one(&mut g);
+    let row = ostinato::TileMap::linear(1024, 1024).unwrap();
+    for _ in 0..50 {
+        g.add_launch_tiled(k, Launch::linear(64, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(64 * 256))], &[("x", row.clone())], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let mut exec = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (50, 1));
+    exec.replay().unwrap();
+    exec.wait().unwrap();
+    let mut out = vec![0u8; 64 * 1024];
+    exec.read_buffer(x, 0, &mut out).unwrap();
+    assert!(out.chunks(4).all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == 50.0));
+    // Without the tile maps: no relation between blocks, fifty dispatches.
+    let mut g2 = Graph::new();
+    let x = g2.add_buffer("x", 64 * 1024).unwrap();
+    let k = add_one(&mut g2);
+    for _ in 0..50 {
+        g2.add_launch(k, Launch::linear(64, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(64 * 256))], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g2).unwrap();
+    let exec = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+    assert_eq!(exec.fused_nodes(), 0);
+}
