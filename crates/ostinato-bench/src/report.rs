@@ -217,6 +217,8 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         let _ = writeln!(s, "\n## Ostinato on Vulkan against raw Vulkan (median speedup = raw Vulkan time / the arm's time)\n");
         comparison_table(&mut s, summary.iter().filter(|c| c.ours != us));
     }
+    s.push_str(&family_section(backend, rows, &summary));
+    s.push_str(&decisions_section(backend, rows));
     let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
@@ -277,6 +279,81 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         let _ = writeln!(s, "none: every sample of every arm matched the oracle");
     }
     s
+}
+
+/// The baselines the per-family section ranks against: stream capture, the expert's PDL capture and
+/// raw Vulkan where they ran (the CUDA matrix), else every other arm.
+fn family_baselines(backend: BenchBackend, rows: &[RowResult]) -> Vec<&'static str> {
+    let ran: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let picked: Vec<&'static str> = [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Vulkan].iter().map(|k| k.name()).filter(|a| ran.contains(a)).collect();
+    if picked.is_empty() {
+        ran.into_iter().filter(|a| *a != ours(backend)).collect()
+    } else {
+        picked
+    }
+}
+
+/// The main Ostinato arm's decisions on a row, where it recorded them.
+fn row_decisions<'a>(backend: BenchBackend, r: &'a RowResult) -> Option<&'a super::arms::Decisions> {
+    r.arms.iter().find(|a| a.arm == ours(backend)).and_then(|a| a.decisions.as_ref())
+}
+
+/// `REPORT.md`'s per-family section: each family's rows, failures, Ostinato's median speedup and
+/// wins / ties / losses against each of [`family_baselines`], and on how many rows its policy turned
+/// PDL or fusion down somewhere.
+fn family_section(backend: BenchBackend, rows: &[RowResult], summary: &[Comparison]) -> String {
+    let us = ours(backend);
+    let versus = family_baselines(backend, rows);
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Per family: {us} against {} (median speedup, wins / ties / losses)\n", versus.join(", "));
+    let _ = writeln!(s, "| family | rows | failed | {} | rows with PDL turned down | rows with fusion turned down |", versus.join(" | "));
+    let _ = writeln!(s, "|---|---|---|{}---|---|", "---|".repeat(versus.len()));
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    families.dedup();
+    families.push("all");
+    for fam in families {
+        let of: Vec<&RowResult> = rows.iter().filter(|r| fam == "all" || r.family == fam).collect();
+        let cells: Vec<String> = versus
+            .iter()
+            .map(|v| match summary.iter().find(|c| c.family == fam && c.ours == us && c.versus == *v) {
+                Some(c) => format!("{:.2}× ({}/{}/{})", c.median_speedup, c.wins, c.ties, c.losses),
+                None => "—".into(),
+            })
+            .collect();
+        let decided: Vec<&super::arms::Decisions> = of.iter().filter_map(|r| row_decisions(backend, r)).collect();
+        let (pdl, fusion) = (decided.iter().filter(|d| !d.full_edges.is_empty()).count(), decided.iter().filter(|d| !d.unfused.is_empty()).count());
+        let _ = writeln!(s, "| {fam} | {} | {} | {} | {pdl} | {fusion} |", of.len(), of.iter().filter(|r| !r.ok).count(), cells.join(" | "));
+    }
+    s
+}
+
+/// `REPORT.md`'s list of the rows where the main Ostinato arm's policy made edges full or left nodes
+/// unfused, with the exec's reasons and how many edges or nodes each covers.
+fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
+    let mut lines = Vec::new();
+    for r in rows {
+        let Some(d) = row_decisions(backend, r) else { continue };
+        if d.full_edges.is_empty() && d.unfused.is_empty() {
+            continue;
+        }
+        let why = |v: &[(String, usize)]| v.iter().map(|(w, n)| format!("{n}: {w}")).collect::<Vec<_>>().join("; ");
+        let mut parts = Vec::new();
+        if !d.full_edges.is_empty() {
+            parts.push(format!("PDL on {} of {} edges ({})", d.programmatic_edges, d.edges, why(&d.full_edges)));
+        }
+        if !d.unfused.is_empty() {
+            parts.push(format!("{} of {} nodes fused ({})", d.fused_nodes, d.nodes, why(&d.unfused)));
+        }
+        lines.push(format!("- {}: {}", r.id, parts.join("; ")));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## Where {}'s policy turned PDL or fusion down, and why (the exec's own reasons; edges of the submission after fusion)\n\n{}\n",
+        ours(backend),
+        lines.join("\n")
+    )
 }
 
 fn chart(path: &Path, backend: BenchBackend, p: &Provenance, rows: &[RowResult]) -> Result<(), String> {
