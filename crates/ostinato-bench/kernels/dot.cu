@@ -21,6 +21,7 @@ __device__ __forceinline__ void dt_load(unsigned (&w)[DOT_K], const unsigned* p,
   w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
 }
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_dot_i8)
 extern "C" __global__ void dot_i8(unsigned* out, const unsigned* a, const unsigned* b, unsigned n) {
   OST_ENTRY();
   unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -35,7 +36,9 @@ extern "C" __global__ void dot_i8(unsigned* out, const unsigned* a, const unsign
   }
   OST_EXIT();
 }
+#endif
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_dot_f16)
 extern "C" __global__ void dot_f16(float* out, const unsigned* a, const unsigned* b, unsigned n) {
   OST_ENTRY();
   unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -53,7 +56,9 @@ extern "C" __global__ void dot_f16(float* out, const unsigned* a, const unsigned
   }
   OST_EXIT();
 }
+#endif
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_dot_bf16)
 extern "C" __global__ void dot_bf16(float* out, const unsigned* a, const unsigned* b, unsigned n) {
   OST_ENTRY();
   unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -71,3 +76,4 @@ extern "C" __global__ void dot_bf16(float* out, const unsigned* a, const unsigne
   }
   OST_EXIT();
 }
+#endif

@@ -67,6 +67,7 @@ __device__ __forceinline__ void gv_finish(float* y, unsigned row, unsigned lane,
   if (lane == 0) y[row] = __fadd_rn(y[row], acc);
 }
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_gemv_q8_0)
 extern "C" __global__ void gemv_q8_0(float* y, const unsigned* wq, const unsigned* ws, const unsigned* xq, const unsigned* xs, unsigned rows, unsigned k) {
   OST_ENTRY();
   unsigned row = blockIdx.x * GV_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, nb = k / 32;
@@ -86,7 +87,9 @@ extern "C" __global__ void gemv_q8_0(float* y, const unsigned* wq, const unsigne
   }
   OST_EXIT();
 }
+#endif
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_gemv_q4_0)
 extern "C" __global__ void gemv_q4_0(float* y, const unsigned* wq, const unsigned* ws, const unsigned* xq, const unsigned* xs, unsigned rows, unsigned k) {
   OST_ENTRY();
   unsigned row = blockIdx.x * GV_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, nb = k / 32;
@@ -104,7 +107,9 @@ extern "C" __global__ void gemv_q4_0(float* y, const unsigned* wq, const unsigne
   }
   OST_EXIT();
 }
+#endif
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_gemv_q4_k)
 extern "C" __global__ void gemv_q4_k(float* y, const unsigned* wq, const unsigned* ws, const unsigned* xq, const unsigned* xs, unsigned rows, unsigned k) {
   OST_ENTRY();
   unsigned row = blockIdx.x * GV_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, nb = k / 32, nsb = k / 256;
@@ -127,7 +132,9 @@ extern "C" __global__ void gemv_q4_k(float* y, const unsigned* wq, const unsigne
   }
   OST_EXIT();
 }
+#endif
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_gemv_q6_k)
 extern "C" __global__ void gemv_q6_k(float* y, const unsigned* wq, const unsigned* ws, const unsigned* xq, const unsigned* xs, unsigned rows, unsigned k) {
   OST_ENTRY();
   unsigned row = blockIdx.x * GV_ROWS + (threadIdx.x >> 5), lane = threadIdx.x & 31, nb = k / 32, nsb = k / 256;
@@ -158,3 +165,4 @@ extern "C" __global__ void gemv_q6_k(float* y, const unsigned* wq, const unsigne
   }
   OST_EXIT();
 }
+#endif

@@ -5,6 +5,7 @@
 
 // out[i] = out[i] * 3 + x[i] + salt (wrapping u32) for i < n: the threads of a 1-, 2- or 3-D grid of 1-,
 // 2- or 3-D blocks numbered linearly (x fastest), grid-stride, so the result never depends on the shape.
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_geom_mix)
 extern "C" __global__ void geom_mix(unsigned* out, const unsigned* x, unsigned n, unsigned salt) {
   OST_ENTRY();
   unsigned bt = blockDim.x * blockDim.y * blockDim.z;
@@ -14,3 +15,4 @@ extern "C" __global__ void geom_mix(unsigned* out, const unsigned* x, unsigned n
   for (unsigned i = b * bt + t; i < n; i += stride) out[i] = out[i] * 3u + x[i] + salt;
   OST_EXIT();
 }
+#endif

@@ -34,10 +34,24 @@ __device__ __forceinline__ void ml_loads(unsigned* out, const unsigned* table, u
 #define ML_ENTRY(L) \
   extern "C" __global__ void mem_l##L(unsigned* out, const unsigned* table, unsigned mask, unsigned salt) { ml_loads<L>(out, table, mask, salt); }
 
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l1)
 ML_ENTRY(1)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l2)
 ML_ENTRY(2)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l4)
 ML_ENTRY(4)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l8)
 ML_ENTRY(8)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l16)
 ML_ENTRY(16)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l32)
 ML_ENTRY(32)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_mem_l64)
 ML_ENTRY(64)
+#endif

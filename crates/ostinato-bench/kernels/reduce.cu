@@ -114,15 +114,49 @@ __device__ __forceinline__ void rd2_final(T* acc, const unsigned* part, unsigned
   OST_EXIT();
 }
 
-#define RD_TYPED(name, T)                                                                                              \
-  extern "C" __global__ void reduce_atomic_##name(T* acc, const T* x, unsigned n) { rd_atomic<T>(acc, x, n); }          \
-  extern "C" __global__ void reduce_warp_##name(T* acc, const T* x, unsigned n) { rd_warp<T>(acc, x, n); }              \
-  extern "C" __global__ void reduce_tree_##name(T* acc, const T* x, unsigned n) { rd_block<T>(acc, x, n); }             \
-  extern "C" __global__ void reduce_partials_##name(T* acc, const T* x, unsigned* part, unsigned n) {                  \
-    rd_partials<T>(acc, x, part, n);                                                                                   \
-  }                                                                                                                    \
-  extern "C" __global__ void reduce2_partials_##name(unsigned* part, const T* x, unsigned n) { rd2_partials<T>(part, x, n); } \
-  extern "C" __global__ void reduce2_final_##name(T* acc, const unsigned* part, unsigned m) { rd2_final<T>(acc, part, m); }
+// One entry per kernel: RD_<kind>(name, T) defines reduce_<kind>_<name> for element type T.
+#define RD_ATOMIC(name, T) extern "C" __global__ void reduce_atomic_##name(T* acc, const T* x, unsigned n) { rd_atomic<T>(acc, x, n); }
+#define RD_WARP(name, T) extern "C" __global__ void reduce_warp_##name(T* acc, const T* x, unsigned n) { rd_warp<T>(acc, x, n); }
+#define RD_TREE(name, T) extern "C" __global__ void reduce_tree_##name(T* acc, const T* x, unsigned n) { rd_block<T>(acc, x, n); }
+#define RD_PARTIALS(name, T) \
+  extern "C" __global__ void reduce_partials_##name(T* acc, const T* x, unsigned* part, unsigned n) { rd_partials<T>(acc, x, part, n); }
+#define RD2_PARTIALS(name, T) \
+  extern "C" __global__ void reduce2_partials_##name(unsigned* part, const T* x, unsigned n) { rd2_partials<T>(part, x, n); }
+#define RD2_FINAL(name, T) extern "C" __global__ void reduce2_final_##name(T* acc, const unsigned* part, unsigned m) { rd2_final<T>(acc, part, m); }
 
-RD_TYPED(f32, float)
-RD_TYPED(u32, unsigned)
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_atomic_f32)
+RD_ATOMIC(f32, float)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_atomic_u32)
+RD_ATOMIC(u32, unsigned)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_warp_f32)
+RD_WARP(f32, float)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_warp_u32)
+RD_WARP(u32, unsigned)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_tree_f32)
+RD_TREE(f32, float)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_tree_u32)
+RD_TREE(u32, unsigned)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_partials_f32)
+RD_PARTIALS(f32, float)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce_partials_u32)
+RD_PARTIALS(u32, unsigned)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce2_partials_f32)
+RD2_PARTIALS(f32, float)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce2_partials_u32)
+RD2_PARTIALS(u32, unsigned)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce2_final_f32)
+RD2_FINAL(f32, float)
+#endif
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_reduce2_final_u32)
+RD2_FINAL(u32, unsigned)
+#endif

@@ -731,6 +731,19 @@ mod tests {
     }
 
     #[test]
+    fn the_bounded_check_takes_each_element_within_its_own_bound_and_no_nan() {
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let check = Check::Within(crate::workload::Bounds::new(|| vec![vec![0.0, 1e-3, 0.5]]));
+        let want = vec![bytes(&[1.0, 2.0, 3.0])];
+        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0009, 2.6])]).is_ok());
+        let e = compare(&check, &want, &[bytes(&[1.0, 2.0011, 3.0])]).unwrap_err();
+        assert!(e.contains("element 1") && e.contains("bound"), "{e}");
+        assert!(compare(&check, &want, &[bytes(&[1.0000001, 2.0, 3.0])]).unwrap_err().contains("element 0"), "a zero bound is exact");
+        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0, f32::NAN])]).is_err());
+        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0])]).unwrap_err().contains("2 elements, 3 bounds"));
+    }
+
+    #[test]
     fn matrix_row_ids_are_unique_whatever_the_lists() {
         for backend in [BenchBackend::Cuda, BenchBackend::Host] {
             for quick in [false, true] {

@@ -1,7 +1,7 @@
 //! The benchmark's kernel pack: the kernels of the kernel-family rows (geometry, reductions, memory
 //! latency, packed dots, quantized GEMV), bound through kernel references the way a user's kernels
 //! are — no backend names them. Each kernel has three implementations with one signature:
-//! - CUDA C in `kernels/*.cu` (one compile unit per family), written with `ostinato.cuh`'s
+//! - CUDA C in `kernels/*.cu` (a file per family, each kernel compiled by itself), written with `ostinato.cuh`'s
 //!   `OST_ENTRY`/`OST_EXIT` so that the CUDA backend builds its trigger variants and certifies PDL from
 //!   the PTX; a kernel the fused-body rules allow is declared `fusable`;
 //! - WGSL in `kernels/*.wgsl`, a template per kernel that the row fills in (its workgroup shape, its
@@ -9,7 +9,7 @@
 //! - a host twin (`crate::families`), the oracle, computing what the kernel computes in the order the
 //!   kernel computes it where floats make the order matter.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ostinato::{KernelRef, KernelSig, RefOption};
 use ostinato_host::kernel::HostKernel;
@@ -46,11 +46,11 @@ impl CudaUnit {
             CudaUnit::Gemv => include_str!("../kernels/gemv.cu"),
         }
     }
-    /// The source as a shared string, made once (every reference to the unit carries the same one).
-    fn code(self) -> Arc<str> {
-        static CODE: OnceLock<Vec<Arc<str>>> = OnceLock::new();
-        let all = CODE.get_or_init(|| CudaUnit::ALL.iter().map(|u| Arc::from(u.source())).collect());
-        all[CudaUnit::ALL.iter().position(|u| *u == self).unwrap_or(0)].clone()
+    /// The code of kernel `entry`: the unit with `#define OST_BENCH_<entry>` in front, so that it
+    /// compiles that kernel alone (and a fused kernel of its nodes one body, not the family's);
+    /// `OST_BENCH_ALL` compiles every kernel of the unit.
+    pub fn code_of(self, entry: &str) -> String {
+        format!("#define OST_BENCH_{entry}\n{}", self.source())
     }
 }
 
@@ -82,7 +82,7 @@ impl Wgsl {
 #[derive(Clone)]
 pub struct PackKernel {
     pub sig: KernelSig,
-    /// CUDA: the unit's source with the kernel's entry.
+    /// CUDA: the kernel's code ([`CudaUnit::code_of`]) and entry.
     pub cuda: KernelRef,
     pub wgsl: Wgsl,
     pub host: HostKernel,
@@ -104,7 +104,7 @@ impl PackKernel {
         wgsl: Wgsl,
         host: impl Fn(&ostinato_host::kernel::KernelCtx) -> Result<(), String> + Send + Sync + 'static,
     ) -> PackKernel {
-        let mut cuda = KernelRef::code(unit.name(), unit.code()).with_entry(&sig.name);
+        let mut cuda = KernelRef::code(&format!("bench-{}.cu", sig.name), unit.code_of(&sig.name)).with_entry(&sig.name);
         if fusable {
             cuda = cuda.with_option("fusable", RefOption::Bool(true));
         }

@@ -305,9 +305,12 @@ fn family_section(backend: BenchBackend, rows: &[RowResult], summary: &[Comparis
     let us = ours(backend);
     let versus = family_baselines(backend, rows);
     let mut s = String::new();
+    // The policy columns where the exec recorded its decisions (Ostinato's CUDA arms).
+    let decided = rows.iter().any(|r| row_decisions(backend, r).is_some());
+    let policy_head = if decided { " rows with PDL turned down | rows with fusion turned down |" } else { "" };
     let _ = writeln!(s, "\n## Per family: {us} against {} (median speedup, wins / ties / losses)\n", versus.join(", "));
-    let _ = writeln!(s, "| family | rows | failed | {} | rows with PDL turned down | rows with fusion turned down |", versus.join(" | "));
-    let _ = writeln!(s, "|---|---|---|{}---|---|", "---|".repeat(versus.len()));
+    let _ = writeln!(s, "| family | rows | failed | {} |{policy_head}", versus.join(" | "));
+    let _ = writeln!(s, "|---|---|---|{}{}", "---|".repeat(versus.len()), if decided { "---|---|" } else { "" });
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
     families.push("all");
@@ -320,9 +323,14 @@ fn family_section(backend: BenchBackend, rows: &[RowResult], summary: &[Comparis
                 None => "—".into(),
             })
             .collect();
-        let decided: Vec<&super::arms::Decisions> = of.iter().filter_map(|r| row_decisions(backend, r)).collect();
-        let (pdl, fusion) = (decided.iter().filter(|d| !d.full_edges.is_empty()).count(), decided.iter().filter(|d| !d.unfused.is_empty()).count());
-        let _ = writeln!(s, "| {fam} | {} | {} | {} | {pdl} | {fusion} |", of.len(), of.iter().filter(|r| !r.ok).count(), cells.join(" | "));
+        let notes: Vec<&super::arms::Decisions> = of.iter().filter_map(|r| row_decisions(backend, r)).collect();
+        let policy = if decided {
+            let (pdl, fusion) = (notes.iter().filter(|d| !d.full_edges.is_empty()).count(), notes.iter().filter(|d| !d.unfused.is_empty()).count());
+            format!(" {pdl} | {fusion} |")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "| {fam} | {} | {} | {} |{policy}", of.len(), of.iter().filter(|r| !r.ok).count(), cells.join(" | "));
     }
     s
 }
@@ -635,5 +643,34 @@ mod tests {
         let no_raw = [timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (OstinatoVulkan, 3.9)])];
         assert!(summarize(BenchBackend::Cuda, &no_raw).iter().all(|c| c.ours == "ostinato"));
         assert!(!markdown(BenchBackend::Cuda, &p, &args, &no_raw).contains("against raw Vulkan"));
+    }
+
+    #[test]
+    fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
+        use ArmKind::{Captured, CapturedPdl, Ostinato, Vulkan};
+        let mut a = timed("reduce/tree-f32/serial/n1M", &[(Ostinato, 1.0), (Captured, 1.5), (CapturedPdl, 1.2), (Vulkan, 3.0)]);
+        a.family = "reduction serial";
+        a.arms[0].decisions = Some(crate::arms::Decisions {
+            edges: 9,
+            programmatic_edges: 0,
+            full_edges: vec![("the smaller grid has 1024 blocks, more than auto's 512".into(), 9)],
+            nodes: 10,
+            fused_nodes: 0,
+            unfused: vec![("kernel `reduce_tree_f32` is not declared fusable".into(), 10)],
+        });
+        let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
+        b.family = "geometry serial";
+        b.arms[0].decisions = Some(crate::arms::Decisions { edges: 0, programmatic_edges: 0, full_edges: vec![], nodes: 10, fused_nodes: 10, unfused: vec![] });
+        let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+        let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+        let md = markdown(BenchBackend::Cuda, &p, &args, &[a, b]);
+        assert!(md.contains("## Per family: ostinato against captured, captured-pdl, vulkan"), "{md}");
+        assert!(md.contains("| reduction serial | 1 | 0 | 1.50× (1/0/0) | 1.20× (1/0/0) | 3.00× (1/0/0) | 1 | 1 |"), "{md}");
+        assert!(md.contains("| geometry serial | 1 | 0 | 3.00× (1/0/0) | 2.00× (1/0/0) | 5.00× (1/0/0) | 0 | 0 |"), "{md}");
+        assert!(
+            md.contains("- reduce/tree-f32/serial/n1M: PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
+            "{md}"
+        );
+        assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
     }
 }

@@ -233,9 +233,9 @@ pub fn record_ops(g: &mut Graph, mode: Mode, mut steps: impl FnMut(usize) -> Vec
     user
 }
 
-/// The shorter protocol of the kernel-family rows (see [`RowProtocol`]): at least 10 ms of warm-up
-/// and 5 ms of timed samples per arm (still at least the configured sample counts).
-pub const FAMILY_PROTOCOL: RowProtocol = RowProtocol { warmup_ms: 10, timed_ms: 5 };
+/// The shorter protocol of the kernel-family rows (see [`RowProtocol`]): at least 5 ms of warm-up and
+/// 5 ms of timed samples per arm (still at least the configured sample counts).
+pub const FAMILY_PROTOCOL: RowProtocol = RowProtocol { warmup_ms: 5, timed_ms: 5 };
 
 /// A kernel-family row: its graph with the ten ops recorded, the stream schedule of `mode`, the bench
 /// pack's `kernels`, the family protocol; the caller sets inits, data and what is checked.

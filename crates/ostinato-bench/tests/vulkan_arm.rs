@@ -67,9 +67,13 @@ fn every_family_matches_the_oracle_on_vulkan() {
 fn kernel_family_rows() -> Vec<Workload> {
     let mut rows = Vec::new();
     for mode in Mode::BOTH {
-        for shape in
-            [geometry::Shape::linear(64, 1), geometry::Shape::linear(256, 7), geometry::Shape { block: [16, 4, 1], grid: [3, 2, 1] }, geometry::SHAPES[14]]
-        {
+        for shape in [
+            geometry::Shape::linear(64, 1),
+            geometry::Shape::linear(256, 7),
+            geometry::Shape { block: [16, 4, 1], grid: [3, 2, 1] },
+            geometry::Shape { block: [8, 8, 4], grid: [4, 4, 4] },
+            geometry::Shape { block: [4, 4, 4], grid: [1, 1, 1] },
+        ] {
             rows.push(geometry::row(shape, mode, 1));
         }
         for variant in reduction::Variant::ALL {
@@ -82,14 +86,19 @@ fn kernel_family_rows() -> Vec<Workload> {
         for elem in reduction::Elem::BOTH {
             rows.push(two_stage::row(elem, 20_000, mode, 2));
         }
-        for loads in [1, 16] {
-            rows.push(memory::row(loads, 2, 1 << 16, mode, 1));
+        // One block (the fused chains') and several.
+        for (loads, blocks) in [(1, 2), (16, 2), (16, 1)] {
+            rows.push(memory::row(loads, blocks, 1 << 16, mode, 1));
         }
         for t in dot::Packed::ALL {
-            rows.push(dot::row(t, 300, mode, 1));
+            for n in [256, 300] {
+                rows.push(dot::row(t, n, mode, 1));
+            }
         }
         for f in quant::Format::ALL {
-            rows.push(gemv::row(f, 16, 512, mode, 1));
+            for r in [8, 16] {
+                rows.push(gemv::row(f, r, 512, mode, 1));
+            }
         }
     }
     // The WGSL without `dot4I8Packed` (what a device without the packed integer dot product runs), on

@@ -164,13 +164,18 @@ pub fn row(format: Format, rows: u32, k: u32, mode: Mode, replays: usize) -> Wor
 }
 
 /// The rows' shapes (rows × k) for `s`.
-fn shapes(s: &Scope) -> &'static [(u32, u32)] {
-    match (s.backend, s.quick) {
-        (BenchBackend::Cuda, false) => &[(8, 1024), (512, 4096), (2048, 2048), (4096, 4096)],
-        (BenchBackend::Cuda, true) => &[(8, 1024), (4096, 4096)],
-        (BenchBackend::Host, false) => &[(8, 1024), (512, 4096), (2048, 2048)],
-        (BenchBackend::Host, true) => &[(8, 1024)],
-    }
+/// One block (8 rows), the launch-bound shape whose chains fuse, is a row of q8_0 and q6_k only: each fused
+/// kernel is compiled at run time, and two formats show what fusion does to a GEMV chain.
+fn shapes(s: &Scope, format: Format) -> Vec<(u32, u32)> {
+    let one_block = matches!(format, Format::Q8_0 | Format::Q6K).then_some((8, 1024));
+    let rest: &[(u32, u32)] = match (s.backend, s.quick) {
+        (BenchBackend::Cuda, false) => &[(512, 4096), (2048, 2048), (4096, 4096)],
+        (BenchBackend::Cuda, true) => &[(4096, 4096)],
+        (BenchBackend::Host, false) => &[(512, 4096), (2048, 2048)],
+        (BenchBackend::Host, true) => &[],
+    };
+    let small = if s.quick && s.backend == BenchBackend::Host { Some((8, 1024)) } else { one_block };
+    small.into_iter().chain(rest.iter().copied()).collect()
 }
 
 /// The family's rows for `s`.
@@ -178,10 +183,70 @@ pub fn rows(s: &Scope) -> Vec<Workload> {
     let mut out = Vec::new();
     for mode in Mode::BOTH {
         for format in Format::ALL {
-            for &(rows, k) in shapes(s) {
+            for (rows, k) in shapes(s, format) {
                 out.push(row(format, rows, k, mode, s.replays(1)));
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::families::quant::BlockTerm;
+
+    /// Row `r`'s sum with every multiply fused into the add that follows (`mul_add`), the other
+    /// evaluation a Vulkan driver may make of the same WGSL.
+    fn row_sum_fused(p: &Problem, d: &Decoded, r: usize) -> f32 {
+        let nb = p.k as usize / 32;
+        let mut lanes = [0f32; LANES];
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            for j in (l..nb).step_by(LANES) {
+                let BlockTerm { s1, a, s2, b } = block_term(p, d, r, j);
+                *lane = if s2 == 0.0 { s1.mul_add(a as f32, *lane) } else { *lane + s1.mul_add(a as f32, -(s2 * b as f32)) };
+            }
+        }
+        let mut o = LANES / 2;
+        while o > 0 {
+            for t in 0..o {
+                lanes[t] += lanes[t + o];
+            }
+            o /= 2;
+        }
+        lanes[0]
+    }
+
+    #[test]
+    fn the_bound_holds_between_the_fused_and_unfused_evaluations_and_catches_one_wrong_weight() {
+        for f in Format::ALL {
+            let p = Problem::generate(f, 64, 2048, 11);
+            let d = p.decode();
+            let mut widest = 0f64;
+            for r in 0..64 {
+                let t = row_totals(&p, &d, r);
+                let (y0, ops) = (0.75f32, 10);
+                let (mut plain, mut fused) = (y0, y0);
+                for _ in 0..ops {
+                    plain += row_sum(&p, &d, r);
+                    fused += row_sum_fused(&p, &d, r);
+                }
+                let b = bound(t, p.k, y0, ops);
+                let diff = (plain as f64 - fused as f64).abs();
+                assert!(diff <= b as f64, "{f:?} row {r}: the two evaluations differ by {diff:e}, past the bound {b:e}");
+                widest = widest.max(diff / b as f64);
+                // One weight off by one code (one that counts: its activation and scale are not zero)
+                // changes the sum by far more than the bound allows.
+                let counts = |i: usize| {
+                    let mut wrong = d.codes.clone();
+                    wrong[r * 2048 + i] = if wrong[r * 2048 + i] == 0 { 1 } else { wrong[r * 2048 + i] - 1 };
+                    let changed = Decoded { codes: wrong, acts: d.acts.clone(), xsums: d.xsums.clone() };
+                    (row_totals(&p, &changed, r).1 != t.1).then(|| (y0 + row_sum(&p, &changed, r)) as f64 - (y0 + row_sum(&p, &d, r)) as f64)
+                };
+                let off = (0..2048).find_map(counts).expect("some weight counts");
+                assert!(off.abs() > bound(t, p.k, y0, 1) as f64, "{f:?} row {r}: a wrong weight moves the sum by {off:e} only");
+            }
+            assert!(widest > 0.0, "{f:?}: the fused evaluation never differed, so the test shows nothing");
+        }
+    }
 }

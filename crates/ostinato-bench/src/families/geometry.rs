@@ -1,6 +1,6 @@
 //! geometry: one element-wise kernel (`geom_mix`, u32, exact) in the block and grid shapes a GPU program
 //! uses — 1-D blocks of 32 to 1,024 threads over 1 to 8,192 blocks, and 2-D and 3-D blocks and grids —
-//! one thread per element, so each row spans from one launch-bound block to 4 M elements (48 MB moved
+//! one thread per element, so each row spans from one launch-bound block to 2 M elements (24 MB moved
 //! per op).
 
 use ostinato::file::BufferInit;
@@ -28,20 +28,24 @@ impl Shape {
     }
 }
 
-/// The rows' shapes on the GPU: from a 32-thread block to 4,096 blocks of 1,024, and 2-D and 3-D shapes.
-pub const SHAPES: [Shape; 16] = [
+/// The rows' shapes on the GPU: from a 32-thread block to 2,048 blocks of 1,024, and 2-D and 3-D shapes.
+pub const SHAPES: [Shape; 20] = [
     Shape::linear(32, 1),
     Shape::linear(32, 8192),
     Shape::linear(64, 1024),
+    Shape::linear(64, 8192),
+    Shape::linear(128, 64),
     Shape::linear(128, 1),
     Shape::linear(128, 8192),
     Shape::linear(256, 1),
     Shape::linear(256, 64),
     Shape::linear(256, 512),
     Shape::linear(256, 4096),
+    Shape::linear(512, 64),
     Shape::linear(512, 2048),
     Shape::linear(1024, 1),
-    Shape::linear(1024, 4096),
+    Shape::linear(1024, 256),
+    Shape::linear(1024, 2048),
     Shape { block: [16, 16, 1], grid: [8, 8, 1] },
     Shape { block: [32, 8, 1], grid: [64, 16, 1] },
     Shape { block: [8, 8, 4], grid: [4, 4, 4] },
@@ -101,9 +105,9 @@ pub fn row(shape: Shape, mode: Mode, replays: usize) -> Workload {
 pub fn rows(s: &Scope) -> Vec<Workload> {
     let shapes: Vec<Shape> = match (s.backend, s.quick) {
         (BenchBackend::Cuda, false) => SHAPES.to_vec(),
-        (BenchBackend::Cuda, true) => vec![SHAPES[0], SHAPES[6], SHAPES[11], SHAPES[12]],
+        (BenchBackend::Cuda, true) => vec![SHAPES[0], SHAPES[8], SHAPES[15], SHAPES[16]],
         (BenchBackend::Host, false) => SHAPES.iter().copied().filter(|s| s.threads() <= 1 << 18).collect(),
-        (BenchBackend::Host, true) => vec![SHAPES[5], SHAPES[12]],
+        (BenchBackend::Host, true) => vec![SHAPES[7], SHAPES[16]],
     };
     Mode::BOTH.iter().flat_map(|&m| shapes.iter().map(move |&sh| row(sh, m, s.replays(1)))).collect()
 }

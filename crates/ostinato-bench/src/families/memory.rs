@@ -1,6 +1,6 @@
 //! memory latency: every thread issues L = 1 to 64 independent loads at hashed places of a 128 MB table
-//! (larger than the H200's L2, so each load misses it), then adds them into its output (u32, exact) — one
-//! block of 128 threads (a latency and launch floor) or two blocks per SM of the H200 (264).
+//! (larger than the H200's L2, so each load misses it), then adds them into its output (u32, exact) —
+//! two blocks of 128 threads per SM of the H200 (264), and one block (a latency and launch floor).
 
 use ostinato::file::BufferInit;
 use ostinato::{Access, Arg, Graph, KernelSig, Launch, ScalarType};
@@ -75,20 +75,15 @@ pub fn row(loads: u32, blocks: u32, table_words: u32, mode: Mode, replays: usize
 
 /// The family's rows for `s`.
 pub fn rows(s: &Scope) -> Vec<Workload> {
-    // The table: 128 MB on the GPU (the H200's L2 is 50 MB), 4 MB on the host.
-    let (loads, blocks, table): (&[u32], &[u32], u32) = match (s.backend, s.quick) {
-        (BenchBackend::Cuda, false) => (&LOADS, &[1, 264], 1 << 25),
-        (BenchBackend::Cuda, true) => (&[1, 64], &[264], 1 << 25),
-        (BenchBackend::Host, false) => (&LOADS, &[1, 8], 1 << 20),
-        (BenchBackend::Host, true) => (&[16], &[1], 1 << 20),
+    // (loads, blocks) and the table: 128 MB on the GPU (the H200's L2 is 50 MB), 4 MB on the host. Every
+    // count of loads over two blocks per SM; one block (a fused chain's case: each fused kernel is
+    // compiled at run time) at 1 and 16.
+    let every = |blocks: u32| LOADS.iter().map(move |&l| (l, blocks));
+    let (configs, table): (Vec<(u32, u32)>, u32) = match (s.backend, s.quick) {
+        (BenchBackend::Cuda, false) => (every(264).chain([(1, 1), (16, 1)]).collect(), 1 << 25),
+        (BenchBackend::Cuda, true) => (vec![(1, 264), (64, 264)], 1 << 25),
+        (BenchBackend::Host, false) => (every(8).chain([(1, 1), (16, 1)]).collect(), 1 << 20),
+        (BenchBackend::Host, true) => (vec![(16, 1)], 1 << 20),
     };
-    let mut out = Vec::new();
-    for mode in Mode::BOTH {
-        for &l in loads {
-            for &b in blocks {
-                out.push(row(l, b, table, mode, s.replays(1)));
-            }
-        }
-    }
-    out
+    Mode::BOTH.iter().flat_map(|&m| configs.iter().map(move |&(l, b)| row(l, b, table, m, s.replays(1)))).collect()
 }

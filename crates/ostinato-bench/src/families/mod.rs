@@ -87,3 +87,36 @@ pub fn pack_kernels() -> Vec<crate::pack::PackKernel> {
     out.extend(quant::Format::ALL.iter().map(|&f| gemv::kernel(f)));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(backend: BenchBackend, quick: bool) -> Scope<'static> {
+        Scope { backend, quick, grid_blocks: None, fan_widths: None, replays: None }
+    }
+
+    #[test]
+    fn the_gpu_matrix_has_200_rows_and_every_matrix_every_kernel_family_in_both_modes() {
+        let full = matrix(&scope(BenchBackend::Cuda, false));
+        assert!(full.len() >= 200, "{} rows", full.len());
+        for f in FAMILIES {
+            assert!(!(f.rows)(&scope(BenchBackend::Cuda, false)).is_empty(), "{} has no GPU row", f.name);
+        }
+        for (backend, quick) in [(BenchBackend::Cuda, true), (BenchBackend::Host, true), (BenchBackend::Host, false)] {
+            let rows = matrix(&scope(backend, quick));
+            for kind in ["geometry", "reduction", "two-stage reduction", "memory latency", "packed dot", "quantized gemv"] {
+                for mode in ["serial", "independent"] {
+                    let fam = format!("{kind} {mode}");
+                    assert!(rows.iter().any(|w| w.family == fam), "{backend:?} quick={quick}: no {fam} row");
+                }
+            }
+        }
+        // Ten ops per kernel-family row: one dispatch each (two for the two-stage reduction).
+        for w in full.iter().filter(|w| w.protocol.is_some()) {
+            let per_op = if w.family.starts_with("two-stage") { 2 } else { 1 };
+            assert_eq!(w.dispatches, crate::workload::OPS * per_op, "{}", w.id);
+            assert_eq!(w.independent, w.family.ends_with("independent"), "{}", w.id);
+        }
+    }
+}
