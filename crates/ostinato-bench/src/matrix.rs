@@ -119,6 +119,9 @@ pub struct RowResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buffer_addresses: Vec<String>,
     pub arms: Vec<ArmResult>,
+    /// The row's own protocol minimums, where it has them (the kernel-family rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<crate::workload::RowProtocol>,
     /// Decode rows on the GPU: bytes per step and the kernel table (or why it could not be made).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode: Option<Result<profile::DecodeProfile, String>>,
@@ -676,6 +679,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             ok: results.iter().all(|r| r.ok),
             arm_order: order.iter().map(|a| a.name()).collect(),
             buffer_addresses: addresses,
+            protocol: w.protocol,
             arms: results,
             decode,
             timeline,

@@ -210,6 +210,14 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
         stats::TIE_BAND * 100.0
     );
+    if let Some(r) = rows.iter().find_map(|r| r.protocol) {
+        let _ = writeln!(
+            s,
+            "The kernel-family rows (ten ops each) take at least {} ms of warm-up and {} ms of timed samples per arm where that is shorter (the sample counts stay).\n",
+            r.warmup_ms.min(args.warmup_ms),
+            r.timed_ms.min(args.timed_ms)
+        );
+    }
     let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
     comparison_table(&mut s, summary.iter().filter(|c| c.ours == us));
@@ -294,7 +302,7 @@ fn family_baselines(backend: BenchBackend, rows: &[RowResult]) -> Vec<&'static s
 }
 
 /// The main Ostinato arm's decisions on a row, where it recorded them.
-fn row_decisions<'a>(backend: BenchBackend, r: &'a RowResult) -> Option<&'a super::arms::Decisions> {
+fn row_decisions(backend: BenchBackend, r: &RowResult) -> Option<&super::arms::Decisions> {
     r.arms.iter().find(|a| a.arm == ours(backend)).and_then(|a| a.decisions.as_ref())
 }
 
@@ -533,6 +541,7 @@ mod tests {
             ok: true,
             arm_order: vec![],
             buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
+            protocol: None,
             arms: vec![],
             decode: None,
             timeline: None,

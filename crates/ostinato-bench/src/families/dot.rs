@@ -45,7 +45,7 @@ impl Packed {
 }
 
 pub fn sig(t: Packed) -> KernelSig {
-    KernelSig::new(&format!("dot_{}", t.as_str()))
+    KernelSig::new(format!("dot_{}", t.as_str()))
         .buffer("out", Access::ReadWrite)
         .buffer("a", Access::Read)
         .buffer("b", Access::Read)

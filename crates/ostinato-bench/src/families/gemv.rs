@@ -28,7 +28,7 @@ use crate::BenchBackend;
 pub const ROWS_PER_BLOCK: u32 = 8;
 
 pub fn sig(format: Format) -> KernelSig {
-    KernelSig::new(&format!("gemv_{}", format.as_str()))
+    KernelSig::new(format!("gemv_{}", format.as_str()))
         .buffer("y", Access::ReadWrite)
         .buffer("wq", Access::Read)
         .buffer("ws", Access::Read)
@@ -95,10 +95,10 @@ pub fn bound(totals: (f64, f64), k: u32, y0: f32, ops: usize) -> f32 {
         dev += gamma * (y.abs() + magnitude + dev);
         y += sum;
     }
-    // Up, to an f32 no smaller than 2 D.
+    // Up, to an f32 no smaller than 2 D (a positive finite f32's next is its bits plus one).
     let b = (2.0 * dev) as f32;
     if (b as f64) < 2.0 * dev {
-        b.next_up()
+        f32::from_bits(b.to_bits() + 1)
     } else {
         b
     }

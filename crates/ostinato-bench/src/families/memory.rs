@@ -27,7 +27,7 @@ pub fn hash(mut v: u32) -> u32 {
 }
 
 pub fn sig(loads: u32) -> KernelSig {
-    KernelSig::new(&format!("mem_l{loads}"))
+    KernelSig::new(format!("mem_l{loads}"))
         .buffer("out", Access::ReadWrite)
         .buffer("table", Access::Read)
         .scalar("mask", ScalarType::U32)

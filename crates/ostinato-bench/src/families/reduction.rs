@@ -112,12 +112,12 @@ fn sum_seq(elem: Elem, x: &Words<'_>, n: usize) -> u32 {
     (0..n).fold(elem.zero(), |s, i| elem.add(s, x.u32(i)))
 }
 
-/// Each thread's grid-stride sum (thread g: x[g], x[g + G], ...), as the kernels add.
+/// Each thread's grid-stride sum (thread g: `x[g]`, `x[g + G]`, ...), as the kernels add.
 pub fn thread_sums(elem: Elem, x: &Words<'_>, n: usize, threads: usize) -> Vec<u32> {
     (0..threads).map(|g| (g..n).step_by(threads.max(1)).fold(elem.zero(), |s, i| elem.add(s, x.u32(i)))).collect()
 }
 
-/// The shared-memory tree of `v` (one block's values): v[t] += v[t + o] for o = 128, 64, ..., 1.
+/// The shared-memory tree of `v` (one block's values): `v[t] += v[t + o]` for o = 128, 64, ..., 1.
 pub fn tree(elem: Elem, v: &mut [u32]) -> u32 {
     let mut o = v.len() / 2;
     while o > 0 {

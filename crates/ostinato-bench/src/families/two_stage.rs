@@ -14,7 +14,7 @@ use crate::BenchBackend;
 /// `reduce2_partials_{elem}(part: write, x: read, n)`.
 pub fn partials(elem: Elem) -> PackKernel {
     let sig =
-        KernelSig::new(&format!("reduce2_partials_{}", elem.as_str())).buffer("part", Access::Write).buffer("x", Access::Read).scalar("n", ScalarType::U32);
+        KernelSig::new(format!("reduce2_partials_{}", elem.as_str())).buffer("part", Access::Write).buffer("x", Access::Read).scalar("n", ScalarType::U32);
     let src = wgsl(include_str!("../../kernels/reduce2_partials.wgsl"), elem, true, false);
     PackKernel::new(sig, CudaUnit::Reduce, false, Wgsl::one(src), move |cx| {
         let (part, x) = (cx.buffer(0)?, cx.buffer(1)?);
@@ -31,7 +31,7 @@ pub fn partials(elem: Elem) -> PackKernel {
 /// `reduce2_final_{elem}(acc: read_write, part: read, m)`, launched as one block.
 pub fn final_kernel(elem: Elem) -> PackKernel {
     let sig =
-        KernelSig::new(&format!("reduce2_final_{}", elem.as_str())).buffer("acc", Access::ReadWrite).buffer("part", Access::Read).scalar("m", ScalarType::U32);
+        KernelSig::new(format!("reduce2_final_{}", elem.as_str())).buffer("acc", Access::ReadWrite).buffer("part", Access::Read).scalar("m", ScalarType::U32);
     let src = wgsl(include_str!("../../kernels/reduce2_final.wgsl"), elem, false, false);
     PackKernel::new(sig, CudaUnit::Reduce, false, Wgsl::one(src), move |cx| {
         let (acc, part) = (cx.buffer(0)?, cx.buffer(1)?);

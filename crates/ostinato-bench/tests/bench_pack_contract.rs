@@ -9,7 +9,8 @@
 //! with a message where NVRTC is not found.
 //!
 //! With the CUDA toolkit: `OSTINATO_NVRTC=.../libnvrtc.so.13 cargo test -p ostinato-bench --test
-//! pack_contract -- --nocapture` prints each kernel's observed access and pre-wait reads.
+//! bench_pack_contract -- --nocapture` prints each kernel's pre-wait reads and the fused builds' compile time.
+//! (Named apart from `ostinato-llama`'s `pack_contract`: the GPU machine's test binaries go by target name.)
 
 use std::collections::BTreeMap;
 
