@@ -52,6 +52,7 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
     for fam in [
         "dispatch-grid serial",
         "dispatch-grid independent",
+        "chain fusion",
         "fan-out/fan-in",
         "decode-shaped",
         "llama decode",

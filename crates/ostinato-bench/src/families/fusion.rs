@@ -40,14 +40,11 @@ pub fn fusion(len: usize, threads: u32, elems: u32, side: bool, replays: usize) 
     }
 }
 
-/// Chain fusion's policy rows (docs/fences.md decision 12), on the GPU's full matrix only: chain
-/// length, block size, work per node, and independent nodes that `on` would put one after the other in
-/// a block.
+/// Chain fusion's policy rows (docs/fences.md decision 12): chain length, block size, work per node,
+/// and independent nodes that `on` would put one after the other in a block — every one in the full
+/// matrices, a chain and a side-by-side row in the host's quick one (the GPU's quick matrix has none).
 pub fn rows(s: &super::Scope) -> Vec<Workload> {
-    if s.backend != crate::BenchBackend::Cuda || s.quick {
-        return Vec::new();
-    }
-    [
+    let all = [
         (2, 256, 256, false),
         (8, 256, 256, false),
         (64, 256, 256, false),
@@ -56,8 +53,11 @@ pub fn rows(s: &super::Scope) -> Vec<Workload> {
         (64, 256, 65536, false),
         (16, 256, 256, true),
         (16, 256, 65536, true),
-    ]
-    .into_iter()
-    .map(|(len, threads, elems, side)| fusion(len, threads, elems, side, s.replays(1)))
-    .collect()
+    ];
+    let picked: Vec<(usize, u32, u32, bool)> = match (s.backend, s.quick) {
+        (_, false) => all.to_vec(),
+        (crate::BenchBackend::Cuda, true) => Vec::new(),
+        (crate::BenchBackend::Host, true) => vec![all[1], all[6]],
+    };
+    picked.into_iter().map(|(len, threads, elems, side)| fusion(len, threads, elems, side, s.replays(1))).collect()
 }
