@@ -12,7 +12,7 @@ use ostinato_cuda::DeviceBuffer as Buffer;
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority};
 use ostinato_host::{HostBackend, HostExec};
 
-use super::workload::Workload;
+use super::workload::{Kernels, Workload};
 
 /// Which arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -189,9 +189,56 @@ pub(crate) fn single_call_us(mut step: impl FnMut(bool) -> Result<(), String>) -
 /// A prepared arm: call `sample` repeatedly.
 pub trait Arm {
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String>;
+    /// Whether the next samples take the replay-call probes (where the arm has them; on by default).
+    fn probe_calls(&mut self, _on: bool) {}
+    /// What the arm's exec decided against, where it knows (Ostinato's CUDA arms).
+    fn decisions(&self) -> Option<Decisions> {
+        None
+    }
     /// Writes the driver's DOT description of the arm's retained CUDA graph, where it has one.
     fn write_dot(&self, _path: &std::path::Path) -> Option<Result<(), String>> {
         None
+    }
+}
+
+/// What an Ostinato CUDA exec's policies turned down ([`ostinato_cuda::CudaExec::decisions`]), each
+/// reason with the number of edges or nodes it applies to.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Decisions {
+    /// Edges of the submission (after fusion) and how many are programmatic.
+    pub edges: usize,
+    pub programmatic_edges: usize,
+    /// Why the other edges are full.
+    pub full_edges: Vec<(String, usize)>,
+    /// The user's nodes and how many run inside fused kernels.
+    pub nodes: usize,
+    pub fused_nodes: usize,
+    /// Why the other nodes run by themselves.
+    pub unfused: Vec<(String, usize)>,
+}
+
+impl Decisions {
+    /// The exec's decisions, each reason counted.
+    pub fn of(exec: &CudaExec) -> Decisions {
+        let d = exec.decisions();
+        let count = |reasons: Vec<String>| {
+            let mut out: Vec<(String, usize)> = Vec::new();
+            for r in reasons {
+                match out.iter_mut().find(|(x, _)| *x == r) {
+                    Some((_, n)) => *n += 1,
+                    None => out.push((r, 1)),
+                }
+            }
+            out
+        };
+        Decisions {
+            edges: d.full_edges.len() + d.programmatic_edges,
+            programmatic_edges: d.programmatic_edges,
+            full_edges: count(d.full_edges.iter().map(|(_, _, why)| why.to_string()).collect()),
+            nodes: exec.plan().node_count(),
+            fused_nodes: d.fused_nodes,
+            unfused: count(d.unfused.into_iter().map(|(_, why)| why).collect()),
+        }
     }
 }
 
@@ -251,7 +298,9 @@ impl RootSpan {
 }
 
 impl RowMemory {
-    pub fn new(device: &Device, w: &Workload, offset: u64) -> Result<Arc<RowMemory>, String> {
+    /// The row's allocations, each root `offset` bytes into its own; the roots no node writes get
+    /// their initial bytes here, once for every arm (the arms write the others before every sample).
+    pub fn new(device: &Device, w: &Workload, offset: u64, init: &[Option<Vec<u8>>]) -> Result<Arc<RowMemory>, String> {
         let mut roots = Vec::new();
         for (i, b) in w.graph.buffers().iter().enumerate() {
             roots.push(if b.root.index() == i {
@@ -263,6 +312,12 @@ impl RowMemory {
             });
         }
         device.bind_to_thread().map_err(err("context"))?;
+        let written = w.graph.written_roots();
+        for ((root, bytes), written) in roots.iter().zip(init).zip(&written) {
+            if let (Some(root), Some(bytes), false) = (root, bytes, written) {
+                root.write(0, bytes).map_err(err("init"))?;
+            }
+        }
         Ok(Arc::new(RowMemory { roots, stream: Arc::new(Stream::new()?) }))
     }
     /// `name=0x…` for each root buffer, in declaration order (the report's record of where they lay).
@@ -286,6 +341,7 @@ pub struct OstinatoCuda {
     graph_mode: bool,
     written: Vec<bool>,
     first: bool,
+    probes: bool,
 }
 
 impl OstinatoCuda {
@@ -322,9 +378,11 @@ impl OstinatoCuda {
             StreamPriority::High => backend.instantiate(&plan, kernels, memory.bindings()?),
         }
         .map_err(err("instantiate"))?;
-        load_all(&mut exec, init).map_err(err("init"))?;
+        // The row's memory holds the roots no node writes; the written ones start each sample anew.
+        let written = plan.graph().written_roots();
+        reset(&mut exec, init, &written).map_err(err("init"))?;
         let graph_mode = backend.options().mode == ExecMode::Graph;
-        Ok(OstinatoCuda { written: plan.graph().written_roots(), exec, _memory: memory.clone(), graph_mode, first: true })
+        Ok(OstinatoCuda { written, exec, _memory: memory.clone(), graph_mode, first: true, probes: true })
     }
 }
 
@@ -360,6 +418,12 @@ impl Arm for OstinatoCuda {
     fn write_dot(&self, path: &std::path::Path) -> Option<Result<(), String>> {
         self.graph_mode.then(|| self.exec.write_dot(path).map_err(|e| e.to_string()))
     }
+    fn probe_calls(&mut self, on: bool) {
+        self.probes = on;
+    }
+    fn decisions(&self) -> Option<Decisions> {
+        Some(Decisions::of(&self.exec))
+    }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         if !self.first {
             reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
@@ -376,6 +440,9 @@ impl Arm for OstinatoCuda {
         let host_us = t.elapsed().as_secs_f64() * 1e6;
         let gpu_us = self.exec.timer_stop_ms().map_err(err("timer"))? * 1e3;
         let outputs = read_checked(&mut self.exec, w).map_err(err("read"))?;
+        if !self.probes {
+            return Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us: None, replay_single_us: None });
+        }
         let t = Instant::now();
         for _ in 0..CALL_BURST {
             self.exec.replay().map_err(err("replay"))?;
@@ -393,8 +460,9 @@ impl Arm for OstinatoCuda {
 /// griddepcontrol, the expert's PDL capture the main PDL build. (Ostinato's arms bind through the
 /// backend, which attaches every build and picks one per node.)
 pub fn baseline_kernels(modules: &BuiltinModules, backend: &CudaBackend, w: &Workload, kind: ArmKind) -> Result<Vec<CudaKernel>, String> {
-    if w.model.is_some() {
-        // The Llama pack's kernels, bound as Ostinato binds them, in the build a baseline launches.
+    if !matches!(w.kernels, Kernels::Builtins) {
+        // A pack's kernels (the Llama step's, the bench's), bound as Ostinato binds them, in the build
+        // a baseline launches.
         let variant = if kind == ArmKind::CapturedPdl { Variant::Late } else { Variant::Plain };
         let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
         return Ok(bind_cuda(backend, w, &plan)?.iter().map(|k| k.only(variant)).collect());
@@ -410,29 +478,39 @@ pub fn baseline_kernels(modules: &BuiltinModules, backend: &CudaBackend, w: &Wor
         .map_err(|e| e.to_string())
 }
 
-/// Every kernel of `plan` bound on `backend` as a user binds them, from its reference: a Llama row's
-/// from the Llama pack, every other row's the backend's built-in of the kernel's name.
+/// Every kernel of `plan` bound on `backend` as a user binds them, from its reference: the backend's
+/// built-in of the kernel's name, the Llama pack's, or the bench pack's the row names.
 pub fn bind_cuda(backend: &CudaBackend, w: &Workload, plan: &Plan) -> Result<Vec<CudaKernel>, String> {
-    if w.model.is_none() {
-        return ostinato::bind_builtins(backend, plan).map_err(err("bind"));
+    let sigs = plan.graph().kernels();
+    match &w.kernels {
+        Kernels::Builtins => ostinato::bind_builtins(backend, plan).map_err(err("bind")),
+        Kernels::Llama => sigs
+            .iter()
+            .map(|k| {
+                let r = ostinato_llama::pack::cuda_ref(&k.name).ok_or_else(|| format!("bind: `{}` is not a kernel of the Llama pack", k.name))?;
+                backend.bind_kernel(k, &r).map_err(err("bind"))
+            })
+            .collect(),
+        Kernels::Pack(pack) => {
+            sigs.iter().zip(pack.iter()).map(|(sig, k)| backend.bind_kernel(sig, &k.cuda).map_err(|e| format!("bind `{}`: {e}", sig.name))).collect()
+        }
     }
-    plan.graph()
-        .kernels()
-        .iter()
-        .map(|k| {
-            let r = ostinato_llama::pack::cuda_ref(&k.name).ok_or_else(|| format!("bind: `{}` is not a kernel of the Llama pack", k.name))?;
-            backend.bind_kernel(k, &r).map_err(err("bind"))
-        })
-        .collect()
 }
 
-/// Every kernel of `plan` bound on the host `backend`: the Llama pack's twins for a Llama row, else the
-/// built-ins.
+/// Every kernel of `plan` bound on the host `backend`: the built-ins, the Llama pack's twins, or the
+/// bench pack's (each checked against the graph's signature).
 pub fn bind_host(backend: &HostBackend, w: &Workload, plan: &Plan) -> Result<Vec<ostinato_host::HostKernel>, String> {
-    if w.model.is_some() {
-        return ostinato_llama::pack::host_kernels(plan.graph()).map_err(err("bind"));
+    match &w.kernels {
+        Kernels::Builtins => ostinato::bind_builtins(backend, plan).map_err(err("bind")),
+        Kernels::Llama => ostinato_llama::pack::host_kernels(plan.graph()).map_err(err("bind")),
+        Kernels::Pack(pack) => plan
+            .graph()
+            .kernels()
+            .iter()
+            .zip(pack.iter())
+            .map(|(sig, k)| k.host.check_signature(sig).map(|()| k.host.clone()).map_err(|e| format!("bind `{}`: {e}", sig.name)))
+            .collect(),
     }
-    ostinato::bind_builtins(backend, plan).map_err(err("bind"))
 }
 
 /// Median GPU µs per dispatch of `samples` samples of a CUDA arm after 3 warm-ups.

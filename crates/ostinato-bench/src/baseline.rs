@@ -27,6 +27,8 @@ pub struct Baseline {
     /// Captured arms: one graph per distinct slot value (all the sample's replays), else one.
     graphs: Vec<CapturedGraph>,
     written: Vec<bool>,
+    /// Samples take the replay-call probes.
+    probes: bool,
 }
 
 impl Baseline {
@@ -56,10 +58,12 @@ impl Baseline {
             allow_dynamic_shared(k, bytes).map_err(|e| format!("kernel `{}`: {e}", k.name))?;
         }
         let mut base = vec![0u64; g.buffers().len()];
+        // The row's memory holds the roots no node writes; the written ones start each sample anew.
+        let written = plan.graph().written_roots();
         for (i, b) in g.buffers().iter().enumerate() {
             if b.root.index() == i {
                 let buf = memory.root(i)?;
-                if let Some(bytes) = &init[i] {
+                if let (Some(bytes), true) = (&init[i], written[i]) {
                     buf.write(0, bytes).map_err(err("init"))?;
                 }
                 base[i] = buf.ptr();
@@ -96,7 +100,8 @@ impl Baseline {
             launches: low.launches,
             args,
             graphs: Vec::new(),
-            written: plan.graph().written_roots(),
+            written,
+            probes: true,
         };
         if matches!(kind, ArmKind::Captured | ArmKind::CapturedPdl) {
             let values = match &w.slot_schedule {
@@ -220,6 +225,9 @@ impl Baseline {
 }
 
 impl Arm for Baseline {
+    fn probe_calls(&mut self, on: bool) {
+        self.probes = on;
+    }
     fn write_dot(&self, path: &std::path::Path) -> Option<Result<(), String>> {
         self.graphs.first().map(|g| g.write_dot(path).map_err(|e| e.to_string()))
     }
@@ -258,7 +266,7 @@ impl Arm for Baseline {
             outputs.push(v);
         }
         let (mut replay_call_us, mut replay_single_us) = (None, None);
-        if let Some(graph) = self.graphs.first() {
+        if let Some(graph) = self.graphs.first().filter(|_| self.probes) {
             let s0 = &self.streams[0];
             let t = Instant::now();
             for _ in 0..CALL_BURST {
@@ -279,9 +287,9 @@ impl Arm for Baseline {
 /// plain launches) followed by the chain again. Returns the chain's GPU µs per dispatch before and
 /// after, so the report shows whether the state changed.
 pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, backend: &CudaBackend) -> Result<[f64; 2], String> {
-    let w = super::workload::dispatch_grid(941, 1, false, 1);
+    let w = crate::families::grid::dispatch_grid(941, 1, false, 1);
     let init = crate::matrix::init_bytes(&w);
-    let memory = RowMemory::new(device, &w, 0)?;
+    let memory = RowMemory::new(device, &w, 0, &init)?;
     let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
     let mut chain = OstinatoCuda::new(backend, &w, bind_cuda(backend, &w, &plan)?, &memory, &init)?;
     let before = median_gpu_us(&mut chain, &w, &init, 7)?;

@@ -1,13 +1,17 @@
-//! Ostinato's benchmark (`ostinato bench`): workloads, independent baseline arms, the measurement
-//! protocol with every sample checked against the host oracle, and reports. It takes a plain
-//! [`BenchConfig`]; the shells map their flags onto it.
+//! Ostinato's benchmark (`ostinato bench`): the matrix's families of rows ([`families`], one list), the
+//! kernel pack its kernel families run ([`pack`]: CUDA C, WGSL and host twins bound through kernel
+//! references), independent baseline arms, the measurement protocol with every sample checked against
+//! the host oracle, and reports (per family, with what Ostinato's policy turned down and why). It takes
+//! a plain [`BenchConfig`]; the shells map their flags onto it.
 
 pub mod arms;
 pub mod baseline;
 pub mod config;
 mod cuda_raw;
+pub mod families;
 pub mod manifests;
 pub mod matrix;
+pub mod pack;
 pub mod profile;
 pub mod provenance;
 pub mod report;

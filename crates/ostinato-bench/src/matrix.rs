@@ -11,7 +11,8 @@ use crate::arms::{self, Arm, ArmKind, HostArm, OstinatoCuda, RawSample};
 use crate::baseline::{self, Baseline};
 pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
-use crate::workload::{self, Check, DecodeShape, Workload};
+use crate::families;
+use crate::workload::{Check, Workload};
 use crate::{manifests, profile, provenance, report, stats, timeline, vulkan};
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
@@ -69,6 +70,9 @@ pub struct ArmResult {
     pub warmup_samples: usize,
     /// BLAKE3 over the build manifests of the kernels the arm launches (CUDA arms).
     pub manifest: Option<String>,
+    /// What the exec's PDL and fusion policies turned down, and why (Ostinato's CUDA arms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decisions: Option<arms::Decisions>,
 }
 
 impl ArmResult {
@@ -86,6 +90,7 @@ impl ArmResult {
             replay_single_us: None,
             warmup_samples: 0,
             manifest: None,
+            decisions: None,
         }
     }
     /// An arm's result before anything ran, for the report's tests.
@@ -114,6 +119,9 @@ pub struct RowResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buffer_addresses: Vec<String>,
     pub arms: Vec<ArmResult>,
+    /// The row's own protocol minimums, where it has them (the kernel-family rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<crate::workload::RowProtocol>,
     /// Decode rows on the GPU: bytes per step and the kernel table (or why it could not be made).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode: Option<Result<profile::DecodeProfile, String>>,
@@ -123,80 +131,17 @@ pub struct RowResult {
     pub timeline: Option<Result<timeline::StepTimeline, String>>,
 }
 
-/// The matrix for a backend.
+/// The matrix for a backend: every family's rows ([`crate::families::FAMILIES`]).
 /// `grid_blocks` replaces the block counts of the 941-dispatch grid rows, `fan_widths` the consumer
 /// counts of the fan rows, `replays` every row's replays per sample.
 pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, fan_widths: Option<&[usize]>, replays: Option<usize>) -> Vec<Workload> {
-    let per = |default: usize| replays.unwrap_or(default);
-    let mut rows = Vec::new();
-    let (counts, default_blocks): (&[usize], &[u32]) = match (backend, quick) {
-        (BenchBackend::Cuda, false) => (&[1, 50, 200, 941], &[128, 1024, 8192]),
-        (BenchBackend::Cuda, true) => (&[1, 941], &[8192]),
-        (BenchBackend::Host, false) => (&[1, 50, 200, 941], &[128]),
-        (BenchBackend::Host, true) => (&[1, 50, 941], &[]),
-    };
-    // Each grid row once: a listed block count that repeats, or 1 where the 941 × 1 row already exists,
-    // would be a second row with the same id.
-    let mut blocks: Vec<u32> = Vec::new();
-    for &b in grid_blocks.unwrap_or(default_blocks) {
-        let built_in = b == 1 && counts.contains(&941);
-        if !built_in && !blocks.contains(&b) {
-            blocks.push(b);
-        }
-    }
-    for independent in [false, true] {
-        for &c in counts {
-            rows.push(workload::dispatch_grid(c, 1, independent, per(1)));
-        }
-        for &b in &blocks {
-            rows.push(workload::dispatch_grid(941, b, independent, per(1)));
-        }
-    }
-    // Chain fusion's policy rows (docs/fences.md decision 12): chain length, block size, work per node,
-    // and independent nodes that `on` would put one after the other in a block.
-    if backend == BenchBackend::Cuda && !quick {
-        for (len, threads, elems, side) in [
-            (2, 256, 256, false),
-            (8, 256, 256, false),
-            (64, 256, 256, false),
-            (64, 32, 32, false),
-            (64, 1024, 1024, false),
-            (64, 256, 65536, false),
-            (16, 256, 256, true),
-            (16, 256, 65536, true),
-        ] {
-            rows.push(workload::fusion(len, threads, elems, side, per(1)));
-        }
-    }
-    let mut fans: Vec<usize> = Vec::new();
-    for &k in fan_widths.unwrap_or(if quick { &[4] } else { &[4, 16, 64] }) {
-        if !fans.contains(&k) {
-            fans.push(k);
-            rows.push(workload::fan(k, 1024, per(1)));
-        }
-    }
-    rows.push(match backend {
-        BenchBackend::Cuda => workload::decode(DecodeShape::LLAMA_1B, per(4)),
-        BenchBackend::Host => workload::decode(DecodeShape { layers: if quick { 2 } else { 4 }, ..DecodeShape::HOST_SMALL }, per(2)),
-    });
-    // The Llama decode step: one KV cache size for every row, the position patched in the slot.
-    let (config, positions): (_, &[u32]) = match (backend, quick) {
-        (BenchBackend::Cuda, false) => (ostinato_llama::LlamaConfig::llama_3_2_1b(LLAMA_MAX_SEQ), &[128, 1024, 4096]),
-        (BenchBackend::Cuda, true) => (ostinato_llama::LlamaConfig::llama_3_2_1b(LLAMA_MAX_SEQ), &[1024]),
-        (BenchBackend::Host, false) => (ostinato_llama::LlamaConfig::shrunk(128), &[8, 100]),
-        (BenchBackend::Host, true) => (ostinato_llama::LlamaConfig::shrunk(128), &[100]),
-    };
-    for &pos in positions {
-        rows.push(workload::llama(config, pos, per(1)));
-    }
-    rows
+    families::matrix(&families::Scope { backend, quick, grid_blocks, fan_widths, replays })
 }
 
-/// KV-cache capacity of the GPU's Llama rows (positions up to 4096, and room past them).
-pub const LLAMA_MAX_SEQ: u32 = 4352;
+pub use crate::families::llama::LLAMA_MAX_SEQ;
 
 /// Compares an arm's outputs with the oracle's under the row's check.
-pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+pub fn compare(check: &Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
     for (i, (w, g)) in want.iter().zip(got).enumerate() {
         match check {
             Check::Exact => {
@@ -209,7 +154,7 @@ pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), St
                 return match (want.first(), got.first(), want.get(1), got.get(1)) {
                     (Some(wl), Some(gl), Some(_), Some(gt)) => {
                         let (wl, gl) = (f(wl), f(gl));
-                        ostinato_llama::agree(&wl, &gl, tol)?;
+                        ostinato_llama::agree(&wl, &gl, *tol)?;
                         // The token written is the logits' argmax (ties to the lower index).
                         let argmax = (0..gl.len()).fold(0, |b, j| if gl[j] > gl[b] { j } else { b });
                         let token = |b: &[u8]| b.get(..4).map(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]));
@@ -229,8 +174,24 @@ pub fn compare(check: Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), St
                 }
                 let num: f64 = wv.iter().zip(&gv).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
                 let den: f64 = wv.iter().map(|a| a * a).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
-                if num / den > tol {
+                if num / den > *tol {
                     return Err(format!("checked buffer #{i}: relative L2 error {:.3e} > {tol:.0e}", num / den));
+                }
+            }
+            Check::Within(bounds) => {
+                let bound = bounds.get().get(i).ok_or_else(|| format!("checked buffer #{i} has no bounds"))?;
+                let f = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<f32>>();
+                let (wv, gv) = (f(w), f(g));
+                if wv.len() != bound.len() || gv.len() != bound.len() {
+                    return Err(format!("checked buffer #{i}: {} elements, {} bounds", gv.len(), bound.len()));
+                }
+                for (j, ((a, b), t)) in wv.iter().zip(&gv).zip(bound).enumerate() {
+                    if !b.is_finite() || (*a as f64 - *b as f64).abs() > *t as f64 {
+                        return Err(format!(
+                            "checked buffer #{i} element {j}: {b} against the oracle's {a}, |diff| {:.3e} > its bound {t:.3e}",
+                            (*a as f64 - *b as f64).abs()
+                        ));
+                    }
                 }
             }
         }
@@ -253,8 +214,8 @@ pub fn init_bytes(w: &Workload) -> Vec<Option<Vec<u8>>> {
             })
         })
         .collect();
-    for (id, bytes) in &w.data {
-        out[id.index()] = Some(bytes.clone());
+    for (id, make) in &w.data {
+        out[id.index()] = Some(make());
     }
     out
 }
@@ -439,23 +400,31 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
             return out;
         }
     }
+    out.decisions = arm.decisions();
     let per = (w.dispatches * w.replays) as f64;
     // Warm-up: at least `warmups` samples and at least `warmup` of wall time (a few tiny samples do not
     // bring a GPU that idled through set-up back to its steady state), at most MAX_WARMUP_SAMPLES.
     // Timed: at least `samples` and at least `timed` of wall time, at most MAX_TIMED_SAMPLES (or
-    // `samples`, if larger).
+    // `samples`, if larger). A row with a protocol of its own (the kernel families) takes the smaller
+    // of each minimum time.
+    let (warmup_time, timed_time) = match w.protocol {
+        Some(r) => (p.warmup.min(std::time::Duration::from_millis(r.warmup_ms)), p.timed.min(std::time::Duration::from_millis(r.timed_ms))),
+        None => (p.warmup, p.timed),
+    };
     let started = std::time::Instant::now();
     let mut timed_since: Option<std::time::Instant> = None;
     let mut i = 0;
     loop {
-        let warmup = i < warmups || (started.elapsed() < p.warmup && out.warmup_samples < MAX_WARMUP_SAMPLES);
+        let warmup = i < warmups || (started.elapsed() < warmup_time && out.warmup_samples < MAX_WARMUP_SAMPLES);
         if !warmup {
             let since = *timed_since.get_or_insert_with(std::time::Instant::now);
             let taken = i - out.warmup_samples;
-            if taken >= samples && (since.elapsed() >= p.timed || taken >= MAX_TIMED_SAMPLES) {
+            if taken >= samples && (since.elapsed() >= timed_time || taken >= MAX_TIMED_SAMPLES) {
                 break;
             }
         }
+        // The replay-call probes are timed samples' measures: warm-ups skip them.
+        arm.probe_calls(!warmup);
         let s: RawSample = match arm.sample(w, init) {
             Ok(s) => s,
             Err(e) => {
@@ -463,7 +432,7 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
                 return out;
             }
         };
-        let verdict = compare(w.check, want, &s.outputs);
+        let verdict = compare(&w.check, want, &s.outputs);
         i += 1;
         if warmup {
             out.warmup_samples += 1;
@@ -614,6 +583,12 @@ fn selected_rows(args: &BenchConfig, backend: BenchBackend) -> Result<Vec<Worklo
     Ok(rows)
 }
 
+/// A line for the log after each row of each pass: where the run is and how long the row took (the
+/// progress bar draws only on a terminal).
+fn progress(pb: &ProgressBar, pass: &str, row: usize, rows: usize, id: &str, started: std::time::Instant) {
+    pb.suspend(|| eprintln!("{pass}: row {}/{rows} {id} in {:.2} s", row + 1, started.elapsed().as_secs_f64()));
+}
+
 /// Every row's arms in three passes (see [`passes`]), each row once per placement, and the rows'
 /// results with their arms in a fixed order.
 fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts: &Contexts, protocol: &Protocol) -> Result<Vec<RowResult>, BenchError> {
@@ -647,13 +622,15 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             }
         };
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
-        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset)).transpose();
+        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset, &oracle.init)).transpose();
         let addresses = match &memory {
             Ok(Some(m)) => m.addresses(w),
             _ => Vec::new(),
         };
         let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, vulkan: None, decode: None, timeline: None };
+        let started = std::time::Instant::now();
         run.arms(&rotated(&graph_arms, ri + study.rotate), w, contexts, protocol, &pb);
+        progress(&pb, "graph arms", ri, row_list.len(), id, started);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
             pb.set_message(format!("{id} (kernel table)"));
@@ -675,15 +652,19 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         }
         runs.push(run);
     }
-    for (ri, (&(w, _, _), run)) in row_list.iter().zip(&mut runs).enumerate() {
+    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !direct.is_empty()) {
+        let started = std::time::Instant::now();
         run.arms(&rotated(&direct, ri + study.rotate), w, contexts, protocol, &pb);
         run.memory = Ok(None);
+        progress(&pb, "direct launches", ri, row_list.len(), id, started);
     }
-    for (&(w, _, _), run) in row_list.iter().zip(&mut runs) {
+    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !later.is_empty()) {
+        let started = std::time::Instant::now();
         // One set of Vulkan buffers per row, bound by every Vulkan arm.
-        run.vulkan = contexts.vulkan.as_ref().filter(|_| !later.is_empty()).map(|vk| vulkan::VulkanRow::new(vk, w));
+        run.vulkan = contexts.vulkan.as_ref().map(|vk| vulkan::VulkanRow::new(vk, w, &run.oracle.init));
         run.arms(&later, w, contexts, protocol, &pb);
         run.vulkan = None;
+        progress(&pb, "vulkan arms", ri, row_list.len(), id, started);
     }
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {
@@ -694,14 +675,11 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             family: w.family,
             dispatches_per_replay: w.dispatches,
             replays_per_sample: w.replays,
-            check: match w.check {
-                Check::Exact => "exact".into(),
-                Check::RelL2(t) => format!("f32 relative L2 <= {t:.0e}"),
-                Check::Logits(t) => format!("logits |diff| <= {t:.0e}, greedy token equal beyond that margin"),
-            },
+            check: w.check.describe(),
             ok: results.iter().all(|r| r.ok),
             arm_order: order.iter().map(|a| a.name()).collect(),
             buffer_addresses: addresses,
+            protocol: w.protocol,
             arms: results,
             decode,
             timeline,
@@ -744,16 +722,29 @@ mod tests {
         let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let token = |t: u32| t.to_le_bytes().to_vec();
         let want = vec![bytes(&[1.0, 5.0, 2.0, 4.99]), token(1)];
-        let ok = |got: &[f32], t: u32| compare(Check::Logits(1e-2), &want, &[bytes(got), token(t)]);
+        let ok = |got: &[f32], t: u32| compare(&Check::Logits(1e-2), &want, &[bytes(got), token(t)]);
         assert!(ok(&[1.0, 5.0, 2.0, 4.99], 1).is_ok());
         assert!(ok(&[1.0, 5.001, 2.0, 4.99], 1).is_ok(), "within 1e-2 of the largest |logit|");
         assert!(ok(&[1.0, 5.0, 2.2, 4.99], 1).unwrap_err().contains("differ"), "a logit off by 4% of the scale");
         assert!(ok(&[1.0, 4.99, 2.0, 5.0], 3).is_ok(), "a near-tie (margin 0.2% of the scale) may flip");
         assert!(ok(&[1.0, 5.0, 2.0, 4.99], 3).unwrap_err().contains("argmax"), "the token written is not the logits' argmax");
         let clear = vec![bytes(&[1.0, 5.0, 2.0, 4.0]), token(1)];
-        let flipped = compare(Check::Logits(0.15), &clear, &[bytes(&[1.0, 4.6, 2.0, 4.7]), token(3)]);
+        let flipped = compare(&Check::Logits(0.15), &clear, &[bytes(&[1.0, 4.6, 2.0, 4.7]), token(3)]);
         assert!(flipped.unwrap_err().contains("margin"), "a flip where the reference's margin (20% of the scale) exceeds the tolerance (15%)");
-        assert!(compare(Check::Logits(1e-2), &want, &[bytes(&[f32::NAN, 5.0, 2.0, 4.99]), token(1)]).is_err());
+        assert!(compare(&Check::Logits(1e-2), &want, &[bytes(&[f32::NAN, 5.0, 2.0, 4.99]), token(1)]).is_err());
+    }
+
+    #[test]
+    fn the_bounded_check_takes_each_element_within_its_own_bound_and_no_nan() {
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let check = Check::Within(crate::workload::Bounds::new(|| vec![vec![0.0, 1e-3, 0.5]]));
+        let want = vec![bytes(&[1.0, 2.0, 3.0])];
+        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0009, 2.6])]).is_ok());
+        let e = compare(&check, &want, &[bytes(&[1.0, 2.0011, 3.0])]).unwrap_err();
+        assert!(e.contains("element 1") && e.contains("bound"), "{e}");
+        assert!(compare(&check, &want, &[bytes(&[1.0000001, 2.0, 3.0])]).unwrap_err().contains("element 0"), "a zero bound is exact");
+        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0, f32::NAN])]).is_err());
+        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0])]).unwrap_err().contains("2 elements, 3 bounds"));
     }
 
     #[test]

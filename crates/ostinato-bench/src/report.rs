@@ -210,6 +210,14 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
         stats::TIE_BAND * 100.0
     );
+    if let Some(r) = rows.iter().find_map(|r| r.protocol) {
+        let _ = writeln!(
+            s,
+            "The kernel-family rows (ten ops each) take at least {} ms of warm-up and {} ms of timed samples per arm where that is shorter (the sample counts stay).\n",
+            r.warmup_ms.min(args.warmup_ms),
+            r.timed_ms.min(args.timed_ms)
+        );
+    }
     let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
     comparison_table(&mut s, summary.iter().filter(|c| c.ours == us));
@@ -217,6 +225,8 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         let _ = writeln!(s, "\n## Ostinato on Vulkan against raw Vulkan (median speedup = raw Vulkan time / the arm's time)\n");
         comparison_table(&mut s, summary.iter().filter(|c| c.ours != us));
     }
+    s.push_str(&family_section(backend, rows, &summary));
+    s.push_str(&decisions_section(backend, rows));
     let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
@@ -277,6 +287,89 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         let _ = writeln!(s, "none: every sample of every arm matched the oracle");
     }
     s
+}
+
+/// The baselines the per-family section ranks against: stream capture, the expert's PDL capture and
+/// raw Vulkan where they ran (the CUDA matrix), else every other arm.
+fn family_baselines(backend: BenchBackend, rows: &[RowResult]) -> Vec<&'static str> {
+    let ran: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let picked: Vec<&'static str> = [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Vulkan].iter().map(|k| k.name()).filter(|a| ran.contains(a)).collect();
+    if picked.is_empty() {
+        ran.into_iter().filter(|a| *a != ours(backend)).collect()
+    } else {
+        picked
+    }
+}
+
+/// The main Ostinato arm's decisions on a row, where it recorded them.
+fn row_decisions(backend: BenchBackend, r: &RowResult) -> Option<&super::arms::Decisions> {
+    r.arms.iter().find(|a| a.arm == ours(backend)).and_then(|a| a.decisions.as_ref())
+}
+
+/// `REPORT.md`'s per-family section: each family's rows, failures, Ostinato's median speedup and
+/// wins / ties / losses against each of [`family_baselines`], and on how many rows its policy turned
+/// PDL or fusion down somewhere.
+fn family_section(backend: BenchBackend, rows: &[RowResult], summary: &[Comparison]) -> String {
+    let us = ours(backend);
+    let versus = family_baselines(backend, rows);
+    let mut s = String::new();
+    // The policy columns where the exec recorded its decisions (Ostinato's CUDA arms).
+    let decided = rows.iter().any(|r| row_decisions(backend, r).is_some());
+    let policy_head = if decided { " rows with PDL turned down | rows with fusion turned down |" } else { "" };
+    let _ = writeln!(s, "\n## Per family: {us} against {} (median speedup, wins / ties / losses)\n", versus.join(", "));
+    let _ = writeln!(s, "| family | rows | failed | {} |{policy_head}", versus.join(" | "));
+    let _ = writeln!(s, "|---|---|---|{}{}", "---|".repeat(versus.len()), if decided { "---|---|" } else { "" });
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    families.dedup();
+    families.push("all");
+    for fam in families {
+        let of: Vec<&RowResult> = rows.iter().filter(|r| fam == "all" || r.family == fam).collect();
+        let cells: Vec<String> = versus
+            .iter()
+            .map(|v| match summary.iter().find(|c| c.family == fam && c.ours == us && c.versus == *v) {
+                Some(c) => format!("{:.2}× ({}/{}/{})", c.median_speedup, c.wins, c.ties, c.losses),
+                None => "—".into(),
+            })
+            .collect();
+        let notes: Vec<&super::arms::Decisions> = of.iter().filter_map(|r| row_decisions(backend, r)).collect();
+        let policy = if decided {
+            let (pdl, fusion) = (notes.iter().filter(|d| !d.full_edges.is_empty()).count(), notes.iter().filter(|d| !d.unfused.is_empty()).count());
+            format!(" {pdl} | {fusion} |")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "| {fam} | {} | {} | {} |{policy}", of.len(), of.iter().filter(|r| !r.ok).count(), cells.join(" | "));
+    }
+    s
+}
+
+/// `REPORT.md`'s list of the rows where the main Ostinato arm's policy made edges full or left nodes
+/// unfused, with the exec's reasons and how many edges or nodes each covers.
+fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
+    let mut lines = Vec::new();
+    for r in rows {
+        let Some(d) = row_decisions(backend, r) else { continue };
+        if d.full_edges.is_empty() && d.unfused.is_empty() {
+            continue;
+        }
+        let why = |v: &[(String, usize)]| v.iter().map(|(w, n)| format!("{n}: {w}")).collect::<Vec<_>>().join("; ");
+        let mut parts = Vec::new();
+        if !d.full_edges.is_empty() {
+            parts.push(format!("PDL on {} of {} edges ({})", d.programmatic_edges, d.edges, why(&d.full_edges)));
+        }
+        if !d.unfused.is_empty() {
+            parts.push(format!("{} of {} nodes fused ({})", d.fused_nodes, d.nodes, why(&d.unfused)));
+        }
+        lines.push(format!("- {}: {}", r.id, parts.join("; ")));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## Where {}'s policy turned PDL or fusion down, and why (the exec's own reasons; edges of the submission after fusion)\n\n{}\n",
+        ours(backend),
+        lines.join("\n")
+    )
 }
 
 fn chart(path: &Path, backend: BenchBackend, p: &Provenance, rows: &[RowResult]) -> Result<(), String> {
@@ -448,6 +541,7 @@ mod tests {
             ok: true,
             arm_order: vec![],
             buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
+            protocol: None,
             arms: vec![],
             decode: None,
             timeline: None,
@@ -558,5 +652,34 @@ mod tests {
         let no_raw = [timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (OstinatoVulkan, 3.9)])];
         assert!(summarize(BenchBackend::Cuda, &no_raw).iter().all(|c| c.ours == "ostinato"));
         assert!(!markdown(BenchBackend::Cuda, &p, &args, &no_raw).contains("against raw Vulkan"));
+    }
+
+    #[test]
+    fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
+        use ArmKind::{Captured, CapturedPdl, Ostinato, Vulkan};
+        let mut a = timed("reduce/tree-f32/serial/n1M", &[(Ostinato, 1.0), (Captured, 1.5), (CapturedPdl, 1.2), (Vulkan, 3.0)]);
+        a.family = "reduction serial";
+        a.arms[0].decisions = Some(crate::arms::Decisions {
+            edges: 9,
+            programmatic_edges: 0,
+            full_edges: vec![("the smaller grid has 1024 blocks, more than auto's 512".into(), 9)],
+            nodes: 10,
+            fused_nodes: 0,
+            unfused: vec![("kernel `reduce_tree_f32` is not declared fusable".into(), 10)],
+        });
+        let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
+        b.family = "geometry serial";
+        b.arms[0].decisions = Some(crate::arms::Decisions { edges: 0, programmatic_edges: 0, full_edges: vec![], nodes: 10, fused_nodes: 10, unfused: vec![] });
+        let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+        let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+        let md = markdown(BenchBackend::Cuda, &p, &args, &[a, b]);
+        assert!(md.contains("## Per family: ostinato against captured, captured-pdl, vulkan"), "{md}");
+        assert!(md.contains("| reduction serial | 1 | 0 | 1.50× (1/0/0) | 1.20× (1/0/0) | 3.00× (1/0/0) | 1 | 1 |"), "{md}");
+        assert!(md.contains("| geometry serial | 1 | 0 | 3.00× (1/0/0) | 2.00× (1/0/0) | 5.00× (1/0/0) | 0 | 0 |"), "{md}");
+        assert!(
+            md.contains("- reduce/tree-f32/serial/n1M: PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
+            "{md}"
+        );
+        assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
     }
 }

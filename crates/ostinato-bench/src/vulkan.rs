@@ -7,8 +7,8 @@ use std::sync::Arc;
 use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, Scalar};
 use ostinato_vulkan::{Buffer, Context, VkError, VulkanBackend, VulkanExec, VulkanMemory, VulkanOptions};
 
-use super::arms::{err, load_all, read_checked, reset, slot_value, Arm, RawSample};
-use super::workload::Workload;
+use super::arms::{err, read_checked, reset, slot_value, Arm, RawSample};
+use super::workload::{Kernels, Workload};
 
 /// The Vulkan arms' device buffers of a row, one per root: the raw arm records on them and
 /// Ostinato's execs bind them as user memory, so the arms differ in what they record and submit, not
@@ -18,9 +18,25 @@ pub struct VulkanRowMemory {
 }
 
 impl VulkanRowMemory {
+    /// One buffer per root of `graph`, empty.
     pub fn new(ctx: &Arc<Context>, graph: &ostinato::Graph) -> Result<Self, VkError> {
         let roots = graph.buffers().iter().enumerate().map(|(i, b)| (b.root.index() == i).then(|| Buffer::new(ctx, b.size, false).map(Arc::new)).transpose());
         Ok(VulkanRowMemory { roots: roots.collect::<Result<_, _>>()? })
+    }
+    /// One buffer per root of `graph`, the roots no node writes holding their initial bytes `init`
+    /// (written once for every arm; the arms write the others before every sample).
+    pub fn with_inputs(ctx: &Arc<Context>, graph: &ostinato::Graph, init: &[Option<Vec<u8>>]) -> Result<Self, VkError> {
+        let memory = Self::new(ctx, graph)?;
+        let written = graph.written_roots();
+        let inputs: Vec<(usize, &Vec<u8>)> = init.iter().enumerate().filter(|(i, _)| !written[*i]).filter_map(|(i, b)| b.as_ref().map(|b| (i, b))).collect();
+        let Some(largest) = inputs.iter().map(|(_, b)| b.len() as u64).max() else { return Ok(memory) };
+        let mut staging = Buffer::new(ctx, largest.max(4), true)?;
+        for (i, bytes) in inputs {
+            let dst = memory.roots[i].as_deref().ok_or_else(|| VkError::Argument(format!("buffer #{i} is a view")))?;
+            staging.bytes().ok_or_else(|| VkError::Argument("staging not mapped".into()))?[..bytes.len()].copy_from_slice(bytes);
+            ostinato_vulkan::copy(ctx, &staging, 0, dst, 0, bytes.len() as u64, None)?;
+        }
+        Ok(memory)
     }
     /// Each buffer's memory: its root's buffer for a root, `None` for a view.
     pub fn roots(&self) -> &[Option<Arc<Buffer>>] {
@@ -42,14 +58,44 @@ pub enum VulkanRow {
 }
 
 impl VulkanRow {
-    pub fn new(ctx: &Arc<Context>, w: &Workload) -> VulkanRow {
-        if let Some(k) = w.graph.kernels().iter().find(|k| ostinato_vulkan::shaders::wgsl(&k.name).is_none()) {
-            return VulkanRow::NotApplicable(format!("no WGSL version of kernel `{}`", k.name));
+    pub fn new(ctx: &Arc<Context>, w: &Workload, init: &[Option<Vec<u8>>]) -> VulkanRow {
+        match &w.kernels {
+            Kernels::Builtins => {
+                if let Some(k) = w.graph.kernels().iter().find(|k| ostinato_vulkan::shaders::wgsl(&k.name).is_none()) {
+                    return VulkanRow::NotApplicable(format!("no WGSL version of kernel `{}`", k.name));
+                }
+            }
+            Kernels::Llama => return VulkanRow::NotApplicable("the Llama pack has no WGSL kernels".into()),
+            Kernels::Pack(_) => {}
         }
-        match VulkanRowMemory::new(ctx, &w.graph) {
+        match VulkanRowMemory::with_inputs(ctx, &w.graph, init) {
             Ok(m) => VulkanRow::Memory(m),
             Err(e) => VulkanRow::Failed(format!("the row's Vulkan buffers: {e}")),
         }
+    }
+}
+
+/// Every kernel of `plan` bound on `backend`: the built-ins, or the bench pack's WGSL (the version for
+/// the device: with `dot4I8Packed` where it has the packed integer dot product).
+pub fn bind_vulkan(backend: &VulkanBackend, w: &Workload, plan: &Plan) -> Result<Vec<ostinato_vulkan::VulkanKernel>, VkError> {
+    match &w.kernels {
+        Kernels::Pack(pack) => {
+            let dot = backend.context().integer_dot_product();
+            plan.graph().kernels().iter().zip(pack.iter()).map(|(sig, k)| backend.bind_kernel(sig, &k.vulkan_ref(dot))).collect()
+        }
+        _ => ostinato::bind_builtins(backend, plan),
+    }
+}
+
+/// The SPIR-V of every kernel of `plan` as written (push constants), what the raw baseline records:
+/// the built-ins' WGSL or the bench pack's, compiled by the same front end as the backend's.
+pub fn raw_shaders(ctx: &Context, w: &Workload, plan: &Plan) -> Result<Vec<Vec<u32>>, VkError> {
+    match &w.kernels {
+        Kernels::Pack(pack) => {
+            let dot = ctx.integer_dot_product();
+            pack.iter().map(|k| ostinato_vulkan::shaders::spirv_of_wgsl(&k.sig.name, k.wgsl_for(dot), "main")).collect()
+        }
+        _ => super::vulkan_raw::builtin_shaders(plan),
     }
 }
 
@@ -69,13 +115,16 @@ impl VulkanArm {
             Some((slot, values)) => values.iter().map(|v| vec![(*slot, *v)]).collect(),
             None => Vec::new(),
         };
-        let mut run = super::vulkan_raw::VulkanRun::new(ctx, &plan, memory.roots(), &variants)?;
+        let shaders = raw_shaders(ctx, w, &plan)?;
+        let mut run = super::vulkan_raw::VulkanRun::new(ctx, &plan, memory.roots(), &variants, &shaders)?;
+        // The row's memory holds the roots no node writes; the written ones start each sample anew.
+        let written = plan.graph().written_roots();
         for (i, b) in init.iter().enumerate() {
-            if let Some(b) = b {
+            if let (Some(b), true) = (b, written[i]) {
                 run.write(&plan, BufferId(i as u32), b)?;
             }
         }
-        Ok(VulkanArm { written: plan.graph().written_roots(), plan, run })
+        Ok(VulkanArm { written, plan, run })
     }
 }
 
@@ -116,10 +165,11 @@ impl OstinatoVulkan {
     pub fn new(ctx: &Arc<Context>, w: &Workload, memory: &VulkanRowMemory, init: &[Option<Vec<u8>>], options: VulkanOptions) -> Result<Self, VkError> {
         let plan = Plan::compile(&w.graph).map_err(|e| VkError::Argument(e.to_string()))?;
         let backend = VulkanBackend::with_context(ctx.clone()).with_options(options);
-        let kernels = ostinato::bind_builtins(&backend, &plan)?;
+        let kernels = bind_vulkan(&backend, w, &plan)?;
         let mut exec = backend.instantiate(&plan, kernels, memory.bindings())?;
-        load_all(&mut exec, init)?;
-        Ok(OstinatoVulkan { written: plan.graph().written_roots(), exec })
+        let written = plan.graph().written_roots();
+        reset(&mut exec, init, &written)?;
+        Ok(OstinatoVulkan { written, exec })
     }
 }
 

@@ -1,5 +1,5 @@
 //! The raw Vulkan baseline, written the way a skilled Vulkan user writes it: the plan's kernels (the
-//! WGSL built-ins, compiled as written) recorded into one command buffer, grouped into dependency
+//! WGSL built-ins or the bench pack's WGSL, compiled as written) recorded into one command buffer, grouped into dependency
 //! levels (longest-path depth) with one global memory barrier between consecutive levels, slot values
 //! baked into push constants (one command buffer per value, recorded up front), each submission
 //! waited for on the host. It records through ash on the Vulkan backend's device (`Context`), so both
@@ -28,6 +28,11 @@ pub struct VulkanRun {
     pub dispatches: usize,
 }
 
+/// The SPIR-V of each kernel of `plan`'s built-in WGSL twin, as written.
+pub fn builtin_shaders(plan: &Plan) -> Result<Vec<Vec<u32>>, VkError> {
+    plan.graph().kernels().iter().map(|k| ostinato_vulkan::shaders::spirv(&k.name)).collect()
+}
+
 /// Dependency levels (longest-path depth) of the plan's nodes, in recording order within a level.
 pub fn levels(plan: &Plan) -> Vec<Vec<usize>> {
     let mut depth = vec![0usize; plan.node_count()];
@@ -44,19 +49,28 @@ pub fn levels(plan: &Plan) -> Vec<Vec<usize>> {
 impl VulkanRun {
     /// Records `plan`: one command buffer per entry of `slot_values` (each a set of slot values baked
     /// into the push constants, as a Vulkan user records one command buffer per position), or one with
-    /// the slots' initial values when `slot_values` is empty. Every node must be a kernel with a WGSL
-    /// built-in, a 1-D grid and 32-bit scalars.
-    pub fn new(ctx: &Arc<Context>, plan: &Plan, roots: &[Option<Arc<Buffer>>], slot_values: &[Vec<(SlotId, Scalar)>]) -> Result<VulkanRun, VkError> {
+    /// the slots' initial values when `slot_values` is empty. `shaders` holds each kernel's SPIR-V (entry
+    /// `main`, scalars as push constants: [`builtin_shaders`] for the built-ins). Every node must be a
+    /// kernel with 32-bit scalars.
+    pub fn new(
+        ctx: &Arc<Context>,
+        plan: &Plan,
+        roots: &[Option<Arc<Buffer>>],
+        slot_values: &[Vec<(SlotId, Scalar)>],
+        shaders: &[Vec<u32>],
+    ) -> Result<VulkanRun, VkError> {
         let g = plan.graph();
+        if shaders.len() != g.kernels().len() {
+            return Err(VkError::Argument(format!("{} shaders for {} kernels", shaders.len(), g.kernels().len())));
+        }
         let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
-        for k in g.kernels() {
+        for (k, spirv) in g.kernels().iter().zip(shaders) {
             let n_buf = k.params.iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count() as u32;
             let n_scalar = k.params.len() as u32 - n_buf;
             if k.params.iter().any(|p| matches!(p.kind, ParamKind::Scalar(t) if t.size() != 4)) {
                 return Err(VkError::NotApplicable(format!("kernel `{}` has 64-bit scalars", k.name)));
             }
-            let spirv = ostinato_vulkan::shaders::spirv(&k.name)?;
-            pipelines.push(Some(Pipeline::new(ctx, &spirv, n_buf, 4 * n_scalar)?));
+            pipelines.push(Some(Pipeline::new(ctx, spirv, n_buf, 4 * n_scalar)?));
         }
         let buffers = roots.to_vec();
         let max = g.buffers().iter().map(|b| b.size).max().unwrap_or(0).max(4);
@@ -72,9 +86,6 @@ impl VulkanRun {
                     let NodeOp::Kernel { kernel, launch, args } = &g.nodes()[n].op else {
                         return Err(VkError::NotApplicable(format!("node {n} is a copy or fill")));
                     };
-                    if launch.grid[1] != 1 || launch.grid[2] != 1 {
-                        return Err(VkError::NotApplicable(format!("node {n}: the WGSL kernels take 1-D grids")));
-                    }
                     let pipeline = pipelines[kernel.index()].as_ref().ok_or_else(|| VkError::Argument("pipeline missing".into()))?;
                     let mut bufs = Vec::new();
                     let mut push = Vec::new();
@@ -96,7 +107,7 @@ impl VulkanRun {
                             Arg::Whole(_) => return Err(VkError::Argument("unresolved whole-buffer arg".into())),
                         }
                     }
-                    ds.push(Dispatch { pipeline, groups: launch.grid[0], buffers: bufs, push });
+                    ds.push(Dispatch { pipeline, groups: launch.grid, buffers: bufs, push });
                 }
                 recorded.push(ds);
             }
@@ -143,7 +154,8 @@ impl VulkanRun {
 /// One dispatch of a recorded program.
 struct Dispatch<'a> {
     pub pipeline: &'a Pipeline,
-    pub groups: u32,
+    /// Workgroups in x, y, z (the launch's grid).
+    pub groups: [u32; 3],
     /// (buffer, offset, range) per binding.
     pub buffers: Vec<(&'a Buffer, u64, u64)>,
     pub push: Vec<u32>,
@@ -219,7 +231,7 @@ impl Program {
                     if !push.is_empty() {
                         d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
                     }
-                    d.cmd_dispatch(cmd, x.groups, 1, 1);
+                    d.cmd_dispatch(cmd, x.groups[0], x.groups[1], x.groups[2]);
                 }
             }
             d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, query, 1);

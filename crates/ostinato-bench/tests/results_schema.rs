@@ -49,8 +49,27 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
     let v = check(&out.join("results.json"));
     assert_eq!(v["provenance"]["backend"], "host");
     let families: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["family"].as_str().unwrap()).collect();
-    for fam in ["dispatch-grid serial", "dispatch-grid independent", "fan-out/fan-in", "decode-shaped", "llama decode"] {
-        assert!(families.contains(&fam), "{fam} missing");
+    for fam in [
+        "dispatch-grid serial",
+        "dispatch-grid independent",
+        "chain fusion",
+        "fan-out/fan-in",
+        "decode-shaped",
+        "llama decode",
+        "geometry serial",
+        "geometry independent",
+        "reduction serial",
+        "reduction independent",
+        "two-stage reduction serial",
+        "two-stage reduction independent",
+        "memory latency serial",
+        "memory latency independent",
+        "packed dot serial",
+        "packed dot independent",
+        "quantized gemv serial",
+        "quantized gemv independent",
+    ] {
+        assert!(families.contains(&fam), "{fam} missing from the host's quick matrix");
     }
     // every sample carries an oracle verdict; the listed samples are the 3 counted warm-ups and the
     // timed ones: at least 7, at most 63; warm-up went on for 30 ms and the timed samples for 10 (tiny

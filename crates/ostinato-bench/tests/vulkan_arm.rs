@@ -1,13 +1,18 @@
 //! The benchmark's Vulkan arms on whatever Vulkan device is found (lavapipe in CI): every family's
-//! workload — add_one chains, independent chains, fan-out/fan-in, and the decode stack with its position
-//! slot, and the chain-fusion rows — passes the same oracle check the benchmark applies to every
-//! sample, on the raw baseline and on every Ostinato Vulkan arm (the replay orderings, lanes, fusion
-//! off; where the workload applies to it). Skips without Vulkan.
+//! workload — add_one chains, independent chains, fan-out/fan-in, the decode stack with its position
+//! slot, the chain-fusion rows, and every kernel family of the bench pack (geometry in 1-, 2- and 3-D
+//! shapes, the four reductions and the two-stage one in f32 and u32, memory latency, the packed dots,
+//! the quantized GEMVs), serial and independent — passes the same oracle check the benchmark applies to
+//! every sample, on the raw baseline and on every Ostinato Vulkan arm (the replay orderings, lanes,
+//! fusion off; where the workload applies to it). Skips without Vulkan.
 
 use ostinato_bench::arms::{self, Arm, ArmKind};
+use ostinato_bench::families::decode::{decode, DecodeShape};
+use ostinato_bench::families::{dot, fan, fusion, gemv, geometry, grid, memory, quant, reduction, two_stage};
 use ostinato_bench::matrix::{compare, init_bytes};
+use ostinato_bench::pack::PackKernel;
 use ostinato_bench::vulkan::{OstinatoVulkan, VulkanArm, VulkanRowMemory};
-use ostinato_bench::workload::{self, DecodeShape};
+use ostinato_bench::workload::{Kernels, Mode, Workload};
 
 #[test]
 fn every_family_matches_the_oracle_on_vulkan() {
@@ -18,20 +23,23 @@ fn every_family_matches_the_oracle_on_vulkan() {
             return;
         }
     };
-    let rows = [
-        workload::dispatch_grid(50, 1, false, 1),
-        workload::dispatch_grid(20, 4, true, 1),
-        workload::fan(4, 1024, 1),
-        workload::fan(16, 1024, 1),
-        workload::decode(DecodeShape { layers: 2, ..DecodeShape::HOST_SMALL }, 3),
-        workload::fusion(64, 256, 256, false, 2),
-        workload::fusion(16, 256, 256, true, 2),
+    let mut rows = vec![
+        grid::dispatch_grid(50, 1, false, 1),
+        grid::dispatch_grid(20, 4, true, 1),
+        fan::fan(4, 1024, 1),
+        fan::fan(16, 1024, 1),
+        decode(DecodeShape { layers: 2, ..DecodeShape::HOST_SMALL }, 3),
+        fusion::fusion(64, 256, 256, false, 2),
+        fusion::fusion(16, 256, 256, true, 2),
     ];
+    rows.extend(kernel_family_rows());
+    eprintln!("vulkan device {}: packed integer dot product {}", ctx.name, ctx.integer_dot_product());
     for w in &rows {
+        eprintln!("{}", w.id);
         let init = init_bytes(w);
         let want = arms::oracle(w, &init).unwrap();
         // Every arm on the row's one set of buffers, as the benchmark runs them.
-        let memory = VulkanRowMemory::new(&ctx, &w.graph).unwrap();
+        let memory = VulkanRowMemory::with_inputs(&ctx, &w.graph, &init).unwrap();
         let raw: Box<dyn Arm> = Box::new(VulkanArm::new(&ctx, w, &memory, &init).unwrap_or_else(|e| panic!("{}: {e}", w.id)));
         let mut arms: Vec<(&str, Box<dyn Arm>)> = vec![("raw", raw)];
         for kind in ArmKind::VULKAN {
@@ -48,8 +56,67 @@ fn every_family_matches_the_oracle_on_vulkan() {
         for sample in 0..2 {
             for (name, arm) in &mut arms {
                 let s = arm.sample(w, &init).unwrap();
-                compare(w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{} {name} sample {sample} on {}: {e}", w.id, ctx.name));
+                compare(&w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{} {name} sample {sample} on {}: {e}", w.id, ctx.name));
             }
         }
     }
+}
+
+/// The bench pack's families at sizes lavapipe runs in seconds, serial and independent: every kernel,
+/// the shapes that take a kernel's one-block and multi-block paths.
+fn kernel_family_rows() -> Vec<Workload> {
+    let mut rows = Vec::new();
+    for mode in Mode::BOTH {
+        for shape in [
+            geometry::Shape::linear(64, 1),
+            geometry::Shape::linear(256, 7),
+            geometry::Shape { block: [16, 4, 1], grid: [3, 2, 1] },
+            geometry::Shape { block: [8, 8, 4], grid: [4, 4, 4] },
+            geometry::Shape { block: [4, 4, 4], grid: [1, 1, 1] },
+        ] {
+            rows.push(geometry::row(shape, mode, 1));
+        }
+        for variant in reduction::Variant::ALL {
+            for elem in reduction::Elem::BOTH {
+                for n in [256, 10_000] {
+                    rows.push(reduction::row(variant, elem, n, mode, 1));
+                }
+            }
+        }
+        for elem in reduction::Elem::BOTH {
+            rows.push(two_stage::row(elem, 20_000, mode, 2));
+        }
+        // One block (the fused chains') and several.
+        for (loads, blocks) in [(1, 2), (16, 2), (16, 1)] {
+            rows.push(memory::row(loads, blocks, 1 << 16, mode, 1));
+        }
+        for t in dot::Packed::ALL {
+            for n in [256, 300] {
+                rows.push(dot::row(t, n, mode, 1));
+            }
+        }
+        for f in quant::Format::ALL {
+            for r in [8, 16] {
+                rows.push(gemv::row(f, r, 512, mode, 1));
+            }
+        }
+    }
+    // The WGSL without `dot4I8Packed` (what a device without the packed integer dot product runs), on
+    // this device too.
+    for mut w in [dot::row(dot::Packed::I8, 300, Mode::Serial, 1), gemv::row(quant::Format::Q6K, 16, 512, Mode::Independent, 1)] {
+        if let Kernels::Pack(p) = &w.kernels {
+            let plain: Vec<PackKernel> = p
+                .iter()
+                .cloned()
+                .map(|mut k| {
+                    k.wgsl.packed_dot = None;
+                    k
+                })
+                .collect();
+            w.kernels = Kernels::Pack(plain.into());
+        }
+        w.id += " (without dot4I8Packed)";
+        rows.push(w);
+    }
+    rows
 }

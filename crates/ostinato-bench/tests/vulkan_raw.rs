@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ostinato::file::BufferInit;
 use ostinato::{read_roots, write_inits, Arg, Backend, BufferId, Exec, Graph, KernelSig, Launch, Plan, Scalar, Slice};
 use ostinato_bench::vulkan::VulkanRowMemory;
-use ostinato_bench::vulkan_raw::{levels, VulkanRun};
+use ostinato_bench::vulkan_raw::{builtin_shaders, levels, VulkanRun};
 use ostinato_host::HostBackend;
 use ostinato_testkit::random_graphs::mix_sig;
 use ostinato_vulkan::Context;
@@ -36,7 +36,7 @@ fn oracle(plan: &Plan, inits: &[Option<BufferInit>], replays: usize) -> Vec<(Buf
 
 fn vulkan(ctx: &Arc<Context>, plan: &Plan, inits: &[Option<BufferInit>], replays: usize) -> Vec<(BufferId, Vec<u8>)> {
     let memory = VulkanRowMemory::new(ctx, plan.graph()).unwrap();
-    let mut run = VulkanRun::new(ctx, plan, memory.roots(), &[]).unwrap();
+    let mut run = VulkanRun::new(ctx, plan, memory.roots(), &[], &builtin_shaders(plan).unwrap()).unwrap();
     for (i, init) in inits.iter().enumerate() {
         if let Some(init) = init {
             let mut b = vec![0u8; plan.graph().buffers()[i].size as usize];
@@ -120,6 +120,7 @@ fn unsupported_work_is_not_applicable_not_wrong() {
     let b = g.add_buffer("b", 64).unwrap();
     g.add_copy(g.whole(a), g.whole(b), &[]).unwrap();
     let memory = VulkanRowMemory::new(&ctx, &g).unwrap();
-    let err = VulkanRun::new(&ctx, &Plan::compile(&g).unwrap(), memory.roots(), &[]).err().unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    let err = VulkanRun::new(&ctx, &plan, memory.roots(), &[], &builtin_shaders(&plan).unwrap()).err().unwrap();
     assert!(matches!(err, ostinato_vulkan::VkError::NotApplicable(_)), "{err}");
 }

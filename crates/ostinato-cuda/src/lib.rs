@@ -36,11 +36,11 @@ mod wheels;
 pub use captured::CapturedWork;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec};
+pub use exec::{CudaBackend, CudaExec, Decisions};
 pub use fusion::FusionMode;
 pub use handoff::HandoffMode;
 pub use limits::LaunchLimits;
-pub use lower::{Dims, PdlMode, PdlPolicy, Variant};
+pub use lower::{Dims, FullEdge, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
 // The build variants: the type of `CudaOptions::trigger`.
 pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority, DEFAULT_WAIT_TIMEOUT};

@@ -162,16 +162,67 @@ impl PdlPolicy {
     /// producer's successor count and the consumer's predecessor count; `width` is how many lanes of
     /// the plan run side by side (early-launched waiters of every lane compete for the same SMs).
     pub fn programmatic(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool, fan: usize, width: usize) -> bool {
+        self.full_because(producer, consumer, consumer_capable, fan, width).is_none()
+    }
+    /// Why the policy makes the ordering producer → consumer a full dependency (`None`: it may be
+    /// programmatic); the arguments are [`PdlPolicy::programmatic`]'s.
+    pub fn full_because(&self, producer: &Dims, consumer: &Dims, consumer_capable: bool, fan: usize, width: usize) -> Option<FullEdge> {
         let w = width.max(1) as u64;
-        consumer_capable
-            && match self.mode {
-                PdlMode::Off => false,
-                PdlMode::On => true,
-                PdlMode::Auto => {
-                    let smaller = producer.blocks().min(consumer.blocks());
-                    smaller <= self.auto_max_blocks && smaller * w <= self.auto_max_side_by_side_blocks && fan <= self.auto_max_fanout
+        if !consumer_capable {
+            return Some(FullEdge::NotCapable);
+        }
+        match self.mode {
+            PdlMode::Off => Some(FullEdge::PdlOff),
+            PdlMode::On => None,
+            PdlMode::Auto => {
+                let smaller = producer.blocks().min(consumer.blocks());
+                if smaller > self.auto_max_blocks {
+                    Some(FullEdge::Blocks { blocks: smaller, limit: self.auto_max_blocks })
+                } else if smaller * w > self.auto_max_side_by_side_blocks {
+                    Some(FullEdge::SideBySide { blocks: smaller, lanes: w, limit: self.auto_max_side_by_side_blocks })
+                } else if fan > self.auto_max_fanout {
+                    Some(FullEdge::Fanout { fan, limit: self.auto_max_fanout })
+                } else {
+                    None
                 }
             }
+        }
+    }
+}
+
+/// Why an edge of a submission is a full dependency (its consumer starts after its producer
+/// completes) rather than programmatic: what the policy and the kernels' code decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FullEdge {
+    /// The consumer's code is not certified to wait (`griddepcontrol.wait`) before it touches memory.
+    NotCapable,
+    /// PDL is off.
+    PdlOff,
+    /// An end is a child graph (a collective, captured work): it neither waits nor triggers.
+    ChildGraph,
+    /// `auto`: the smaller of the two grids has more blocks than the limit.
+    Blocks { blocks: u64, limit: u64 },
+    /// `auto`: the smaller grid times the lanes that run side by side passes the limit.
+    SideBySide { blocks: u64, lanes: u64, limit: u64 },
+    /// `auto`: the producer has more successors, or the consumer more predecessors, than the limit.
+    Fanout { fan: usize, limit: usize },
+    /// The consumer reads before its wait what a node that may still run writes (`prefetch`).
+    PrefetchRace,
+}
+
+impl std::fmt::Display for FullEdge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FullEdge::NotCapable => write!(f, "the consumer's code does not wait for its dependencies (not PDL-capable)"),
+            FullEdge::PdlOff => write!(f, "PDL off"),
+            FullEdge::ChildGraph => write!(f, "an end is a child graph (it neither waits nor triggers)"),
+            FullEdge::Blocks { blocks, limit } => write!(f, "the smaller grid has {blocks} blocks, more than auto's {limit}"),
+            FullEdge::SideBySide { blocks, lanes, limit } => {
+                write!(f, "{blocks} blocks on each of {lanes} side-by-side lanes, more than auto's {limit} in all")
+            }
+            FullEdge::Fanout { fan, limit } => write!(f, "a fan of {fan}, wider than auto's {limit}"),
+            FullEdge::PrefetchRace => write!(f, "the consumer reads before its wait what a node that may still run writes"),
+        }
     }
 }
 
@@ -226,6 +277,8 @@ pub struct GraphEdge {
     pub from: NodeId,
     pub to: NodeId,
     pub programmatic: bool,
+    /// Why the edge is full (`None` exactly when it is programmatic).
+    pub full: Option<FullEdge>,
 }
 
 /// The full translation of a plan.
@@ -378,8 +431,12 @@ fn decide_edges(plan: &Plan, launches: &[NodeLaunch], policy: PdlPolicy, pairs: 
             let (u, v) = (from.index(), to.index());
             let fan = outs[u].max(ins[v]);
             // A child graph (a collective, captured work) neither waits nor triggers: its edges are full.
-            let kernel_ends = !launches[u].child_graph && !launches[v].child_graph;
-            GraphEdge { from, to, programmatic: kernel_ends && policy.programmatic(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes) }
+            let full = if launches[u].child_graph || launches[v].child_graph {
+                Some(FullEdge::ChildGraph)
+            } else {
+                policy.full_because(&launches[u].dims, &launches[v].dims, launches[v].pdl_capable, fan, lanes)
+            };
+            GraphEdge { from, to, programmatic: full.is_none(), full }
         })
         .collect()
 }

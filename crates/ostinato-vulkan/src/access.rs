@@ -23,7 +23,8 @@ pub struct Code {
     pub name: String,
 }
 
-/// Reads the module `reference` names for `sig` (a built-in WGSL twin, a `.wgsl` or a `.spv` file).
+/// Reads the module `reference` names for `sig` (a built-in WGSL twin, WGSL the reference carries, a
+/// `.wgsl` or a `.spv` file).
 pub fn read_reference(sig: &KernelSig, reference: &KernelRef) -> Result<Code, String> {
     match reference.builtin_name() {
         Some(b) => {
@@ -31,6 +32,7 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef) -> Result<Code, St
             let src = crate::shaders::wgsl(name).ok_or_else(|| format!("no WGSL version of kernel `{name}`"))?;
             wgsl(&src, "main", &format!("builtin:{name} (WGSL)"))
         }
+        None if reference.code.is_some() => wgsl(code_wgsl(reference)?, reference.entry_for(&sig.name), &format!("{} (WGSL)", reference.source)),
         None => {
             let path = reference.path();
             let entry = reference.entry_for(&sig.name).to_string();
@@ -46,6 +48,16 @@ pub fn read_reference(sig: &KernelSig, reference: &KernelRef) -> Result<Code, St
                 _ => Err(format!("{}: a Vulkan kernel is a .wgsl or .spv file", path.display())),
             }
         }
+    }
+}
+
+/// The WGSL a reference carries in memory ([`KernelRef::code`]); its `source` names it and must end in
+/// `.wgsl` (the Vulkan backend takes code in memory as WGSL only).
+pub(crate) fn code_wgsl(reference: &KernelRef) -> Result<&str, String> {
+    match &reference.code {
+        Some(code) if reference.source.ends_with(".wgsl") => Ok(code),
+        Some(_) => Err(format!("`{}`: code given in a kernel reference must be WGSL, named `*.wgsl`", reference.source)),
+        None => Err(format!("`{}` carries no code", reference.source)),
     }
 }
 

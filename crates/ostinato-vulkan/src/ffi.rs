@@ -33,6 +33,8 @@ pub struct Context {
     pub(crate) min_storage_align: u64,
     /// The device has timeline semaphores, enabled (Vulkan 1.2).
     pub(crate) timeline: bool,
+    /// The device has the integer dot product (`VK_KHR_shader_integer_dot_product`), enabled.
+    pub(crate) integer_dot_product: bool,
     pub limits: DeviceLimits,
     pub name: String,
     pub driver_version: u32,
@@ -118,15 +120,31 @@ impl Context {
         let families = unsafe { instance.get_physical_device_queue_family_properties(pdev) };
         // Timeline semaphores (Vulkan 1.2) order lanes on several queues; without them, one queue.
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+        // The integer dot product (WGSL's `dot4I8Packed` as one SPIR-V instruction) where the device
+        // has the extension (core in Vulkan 1.3, which this instance does not ask for).
+        // SAFETY: pdev comes from this instance.
+        let extensions = unsafe { instance.enumerate_device_extension_properties(pdev) }.unwrap_or_default();
+        let dot_name = vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME;
+        let has_dot_ext = extensions.iter().any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == dot_name));
         let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+        if has_dot_ext {
+            f2 = f2.push_next(&mut dot);
+        }
         // SAFETY: pdev comes from this instance (Vulkan 1.1+, which the instance asks for).
         unsafe { instance.get_physical_device_features2(pdev, &mut f2) };
         let timeline = v12.timeline_semaphore == vk::TRUE && props.api_version >= vk::API_VERSION_1_2;
+        let integer_dot_product = has_dot_ext && dot.shader_integer_dot_product == vk::TRUE;
         let count = if timeline { families[family as usize].queue_count.clamp(1, MAX_QUEUES) } else { 1 };
         let prio = vec![1.0f32; count as usize];
         let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&prio)];
         let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline);
-        let dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci).push_next(&mut enable12);
+        let mut enable_dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default().shader_integer_dot_product(true);
+        let enabled_extensions = [dot_name.as_ptr()];
+        let mut dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci).push_next(&mut enable12);
+        if integer_dot_product {
+            dci = dci.enabled_extension_names(&enabled_extensions).push_next(&mut enable_dot);
+        }
         // SAFETY: valid create info for a queue family this device has.
         let device = match unsafe { instance.create_device(pdev, &dci, None) } {
             Ok(d) => d,
@@ -156,6 +174,7 @@ impl Context {
             timestamp_valid_bits: families[family as usize].timestamp_valid_bits,
             min_storage_align: props.limits.min_storage_buffer_offset_alignment.max(4),
             timeline,
+            integer_dot_product,
             limits: DeviceLimits {
                 workgroup_count: props.limits.max_compute_work_group_count,
                 workgroup_size: props.limits.max_compute_work_group_size,
@@ -169,6 +188,13 @@ impl Context {
             cmd_pool,
             submit_lock: std::sync::Mutex::new(()),
         }))
+    }
+
+    /// Whether shaders may use the packed integer dot product (`VK_KHR_shader_integer_dot_product`, its
+    /// feature enabled): WGSL's `dot4I8Packed` compiles to one `OpSDot` instruction, which a device
+    /// without it must not be given.
+    pub fn integer_dot_product(&self) -> bool {
+        self.integer_dot_product
     }
 
     /// The logical device (for code that records its own command buffers on it).

@@ -220,7 +220,8 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
 }
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
-/// file, or a `.spv` file (SPIR-V words following the binding convention above).
+/// file, WGSL carried in the reference ([`KernelRef::code`], a pack's kernels: its `source` ends in
+/// `.wgsl`), or a `.spv` file (SPIR-V words following the binding convention above).
 pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -> Result<VulkanKernel, VkError> {
     reference.check_options("vulkan", &[]).map_err(|m| refuse(sig, m))?;
     // A kernel the backend has no code for is not applicable here, before its code is verified.
@@ -231,7 +232,7 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
         }
         None => None,
     };
-    if builtin.is_none() {
+    if builtin.is_none() && reference.code.is_none() {
         // A file that cannot be read is refused as such, not as code the analysis cannot read.
         ostinato::capped_read::check(&reference.path(), ostinato::capped_read::KERNEL_FILE).map_err(|e| refuse(sig, e.to_string()))?;
     }
@@ -242,6 +243,10 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
     }
     let (compiled, entry) = match builtin {
         Some(src) => (compile_wgsl(sig, &src, "main")?, "main".to_string()),
+        None if reference.code.is_some() => {
+            let entry = reference.entry_for(&sig.name).to_string();
+            (compile_wgsl(sig, crate::access::code_wgsl(reference).map_err(|m| refuse(sig, m))?, &entry)?, entry)
+        }
         None => {
             let path = reference.path();
             let entry = reference.entry_for(&sig.name).to_string();

@@ -31,13 +31,20 @@ pub fn wgsl(name: &str) -> Option<String> {
 /// Compiles a built-in kernel's WGSL to validated SPIR-V words (entry point `main`).
 pub fn spirv(name: &str) -> Result<Vec<u32>, VkError> {
     let src = wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?;
-    let err = |m: String| VkError::Shader { kernel: name.to_string(), message: m };
-    let module = naga::front::wgsl::parse_str(&src).map_err(|e| err(e.emit_to_string(&src)))?;
+    spirv_of_wgsl(name, &src, "main")
+}
+
+/// Compiles `source` (WGSL; `kernel` names it in errors) to validated SPIR-V words of entry point
+/// `entry`, as written: its scalars stay push constants and its bindings take no element offsets (what
+/// a Vulkan user who records their own command buffers compiles).
+pub fn spirv_of_wgsl(kernel: &str, source: &str, entry: &str) -> Result<Vec<u32>, VkError> {
+    let err = |m: String| VkError::Shader { kernel: kernel.to_string(), message: m };
+    let module = naga::front::wgsl::parse_str(source).map_err(|e| err(e.emit_to_string(source)))?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::IMMEDIATES)
         .validate(&module)
         .map_err(|e| err(format!("{e:?}")))?;
     let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
-    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: entry.into() };
     naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| err(e.to_string()))
 }
 

@@ -235,6 +235,22 @@ fn bad_input_is_named() {
     let e = vk.bind_kernel(&mix_sig(), &KernelRef::file(&f).with_entry("mix_kernel")).unwrap_err().to_string();
     assert!(e.contains("`mix`") && e.contains("no entry point `mix_kernel`"), "{e}");
     assert!(vk.bind_kernel(&mix_sig(), &KernelRef::file(&f).with_entry("main")).is_ok());
+    // WGSL carried in the reference (a pack's kernel): bound with no file read, its declared access
+    // checked against it; code that is not named `.wgsl` is refused.
+    let code = ostinato_vulkan::shaders::wgsl("mix").unwrap();
+    assert!(vk.bind_kernel(&mix_sig(), &KernelRef::code("pack-mix.wgsl", code.as_str()).with_entry("main")).is_ok());
+    let e = vk.bind_kernel(&mix_sig(), &KernelRef::code("pack-mix.wgsl", code.as_str()).with_entry("mix_kernel")).unwrap_err().to_string();
+    assert!(e.contains("no entry point `mix_kernel`"), "{e}");
+    let reads_only = ostinato::KernelSig::new("mix")
+        .buffer("out", ostinato::Access::Read)
+        .buffer("inp", ostinato::Access::Read)
+        .scalar("n_out", ostinato::ScalarType::U32)
+        .scalar("n_in", ostinato::ScalarType::U32)
+        .scalar("salt", ostinato::ScalarType::U32);
+    let e = vk.bind_kernel(&reads_only, &KernelRef::code("pack-mix.wgsl", code.as_str()).with_entry("main")).unwrap_err().to_string();
+    assert!(e.contains("`out`"), "a declaration the carried code contradicts is refused: {e}");
+    let e = vk.bind_kernel(&mix_sig(), &KernelRef::code("pack-mix.cu", code.as_str())).unwrap_err().to_string();
+    assert!(e.contains("must be WGSL"), "{e}");
     let e = vk.bind_kernel(&ostinato::KernelSig::new("fft").buffer("x", ostinato::Access::ReadWrite), &KernelRef::builtin("fft")).unwrap_err().to_string();
     assert!(e.contains("no WGSL version of kernel `fft`"), "{e}");
     // Not applicable (what lets a caller skip the backend), also where the code would be verified.

@@ -45,7 +45,8 @@ impl CudaBackend {
         // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
         // fused groups as single nodes (same buffers and slots).
         let user_plan = plan;
-        let fused = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion)?;
+        let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion)?;
+        let (fused, unfused) = (fusion.fused, fusion.unfused);
         let (plan, kernels, fused_nodes, units) = match &fused {
             Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes, f.units.clone()),
             None => (plan, kernels, 0, ostinato::trace::unit_per_node(plan.node_count())),
@@ -126,6 +127,7 @@ impl CudaBackend {
             run_plan,
             fused_nodes,
             handoffs,
+            unfused,
             lowering,
             ctx: self.ctx.clone(),
             allocs,

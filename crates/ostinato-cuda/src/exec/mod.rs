@@ -135,6 +135,19 @@ enum Placement {
     Stopped,
 }
 
+/// What an exec's PDL and fusion policies decided against ([`CudaExec::decisions`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decisions {
+    /// Full edges of the graph-mode submission with why (node ids of the run plan).
+    pub full_edges: Vec<(NodeId, NodeId, crate::lower::FullEdge)>,
+    /// How many of its edges are programmatic.
+    pub programmatic_edges: usize,
+    /// How many of the user's nodes run inside fused kernels.
+    pub fused_nodes: usize,
+    /// The user's nodes that run by themselves, with why.
+    pub unfused: Vec<(NodeId, String)>,
+}
+
 /// A retained CUDA instantiation of a plan.
 pub struct CudaExec {
     /// The user's plan.
@@ -145,6 +158,8 @@ pub struct CudaExec {
     fused_nodes: usize,
     /// How many nodes wait for their producers tile by tile (`crate::handoff`).
     handoffs: usize,
+    /// The user's nodes that run by themselves, with why (fusion's decision).
+    unfused: Vec<(NodeId, String)>,
     /// Root buffers a child graph uses (a collective's NCCL call, captured work: the addresses live in
     /// the captured calls, so they are not rebindable), with the node that uses each.
     fixed_roots: Vec<(BufferId, String)>,
@@ -392,6 +407,16 @@ impl CudaExec {
 
     pub fn lowering(&self) -> &Lowering {
         &self.lowering
+    }
+    /// What the exec's policies turned down, and why: each full edge of the graph-mode submission (its
+    /// nodes the [`run_plan`](Self::run_plan)'s), and each of the user's nodes that runs unfused.
+    pub fn decisions(&self) -> Decisions {
+        Decisions {
+            full_edges: self.lowering.edges.iter().filter_map(|e| e.full.map(|why| (e.from, e.to, why))).collect(),
+            programmatic_edges: self.lowering.edges.iter().filter(|e| e.programmatic).count(),
+            fused_nodes: self.fused_nodes,
+            unfused: self.unfused.clone(),
+        }
     }
     /// Number of programmatic (PDL) edges in the submission.
     pub fn programmatic_edges(&self) -> usize {

@@ -27,16 +27,27 @@ pub struct FusedPlan {
 }
 
 /// The body node `v` runs when fused, where it may fuse: a kernel certified as a body launched as one
-/// block, or a copy or fill that the internal kernels do in one block.
-fn body_of<'a>(plan: &Plan, v: usize, kernels: &'a [CudaKernel], helpers: (&'a CudaKernel, &'a CudaKernel)) -> Option<(&'a Arc<FusionBody>, Fusable)> {
+/// block, or a copy or fill that the internal kernels do in one block; else why it may not.
+fn body_of<'a>(
+    plan: &Plan,
+    v: usize,
+    kernels: &'a [CudaKernel],
+    helpers: (&'a CudaKernel, &'a CudaKernel),
+) -> std::result::Result<(&'a Arc<FusionBody>, Fusable), String> {
     let g = plan.graph();
+    let certified = |k: &'a CudaKernel| {
+        k.fusion.as_ref().ok_or_else(|| match &k.fusion_refusal {
+            Some(why) => format!("kernel `{}` is no fused body: {why}", k.name),
+            None => format!("kernel `{}` is not declared fusable", k.name),
+        })
+    };
     let (body, dims) = match &g.nodes()[v].op {
         NodeOp::Kernel { kernel, launch, .. } => {
-            (kernels[kernel.index()].fusion.as_ref()?, Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes })
+            (certified(&kernels[kernel.index()])?, Dims { grid: launch.grid, block: launch.block, shared: launch.shared_bytes })
         }
-        NodeOp::Copy { src, .. } => (helpers.0.fusion.as_ref()?, helper_dims(src.len.div_ceil(4))),
-        NodeOp::Fill { dst, .. } => (helpers.1.fusion.as_ref()?, helper_dims(dst.len / 4)),
-        NodeOp::Collective { .. } => return None,
+        NodeOp::Copy { src, .. } => (certified(helpers.0)?, helper_dims(src.len.div_ceil(4))),
+        NodeOp::Fill { dst, .. } => (certified(helpers.1)?, helper_dims(dst.len / 4)),
+        NodeOp::Collective { .. } => return Err("a collective runs as NCCL's call, not as a body".into()),
     };
     // A multi-block node fuses with neighbours of its grid where the plan's tile relations are
     // block-local (`ostinato::fusion::groups`): its body runs as its own block `b` inside fused block
@@ -44,11 +55,18 @@ fn body_of<'a>(plan: &Plan, v: usize, kernels: &'a [CudaKernel], helpers: (&'a C
     // wait, no grid or cluster register but through `blockIdx`/`gridDim`) holds for either view.
     let (block, dynamic) = (dims.block, dims.shared);
     let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
-    Some((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
+    Ok((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
 }
 
-/// Fuses `plan` under `mode`; `None` where nothing fuses. A group whose shared memory would pass the
-/// block's limit is left unfused under `auto` and refused under `on`.
+/// What fusion made of a plan: the fused plan (`None`: nothing fused), and why each of the user's
+/// nodes that runs by itself does (in node order).
+pub struct Fusion {
+    pub fused: Option<FusedPlan>,
+    pub unfused: Vec<(ostinato::NodeId, String)>,
+}
+
+/// Fuses `plan` under `mode` (see [`Fusion`]). A group whose shared memory would pass the block's
+/// limit is left unfused under `auto` and refused under `on`.
 pub fn fuse(
     device: &Device,
     trigger: PdlTrigger,
@@ -56,12 +74,14 @@ pub fn fuse(
     kernels: &[CudaKernel],
     helpers: (&CudaKernel, &CudaKernel),
     mode: FusionMode,
-) -> Result<Option<FusedPlan>> {
-    if mode == FusionMode::Off {
-        return Ok(None);
-    }
+) -> Result<Fusion> {
     let n = plan.node_count();
-    let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = (0..n).map(|v| body_of(plan, v, kernels, helpers)).collect();
+    if mode == FusionMode::Off {
+        return Ok(Fusion { fused: None, unfused: (0..n).map(|v| (ostinato::NodeId(v as u32), "fusion off".to_string())).collect() });
+    }
+    let checked: Vec<std::result::Result<(&Arc<FusionBody>, Fusable), String>> = (0..n).map(|v| body_of(plan, v, kernels, helpers)).collect();
+    let mut why: Vec<Option<String>> = checked.iter().map(|b| b.as_ref().err().cloned()).collect();
+    let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = checked.into_iter().map(|b| b.ok()).collect();
     let mut fusable: Vec<Option<Fusable>> = bodies.iter().map(|b| b.map(|(_, f)| f)).collect();
     // A fused kernel's static shared memory is at most the default a block gets; with its dynamic
     // shared memory, at most what the opt-in gives (the exec sets the opt-in where it is needed).
@@ -75,7 +95,10 @@ pub fn fuse(
         match gs.iter().find_map(|gr| super::coherence::conflict(plan, gr, &bodies)) {
             None => break gs,
             Some(c) if mode == FusionMode::On => return Err(CudaError::Unsupported { op: "fusion", reason: c.describe(plan) }),
-            Some(c) => fusable[c.reader.index()] = None,
+            Some(c) => {
+                why[c.reader.index()] = Some("it reads through the non-coherent path what an earlier body of its group writes".into());
+                fusable[c.reader.index()] = None;
+            }
         }
     };
     let mut picked: Vec<Group> = Vec::new();
@@ -107,12 +130,31 @@ pub fn fuse(
                     ),
                 });
             }
+            for v in gr.nodes() {
+                why[v.index()] = Some(format!("its group of {} would need {} bytes of shared memory, more than a block has", gr.len(), shared + dynamic));
+            }
             continue;
         }
         picked.push(gr);
     }
+    let mut grouped = vec![false; n];
+    for gr in &picked {
+        for v in gr.nodes() {
+            grouped[v.index()] = true;
+        }
+    }
+    let unfused: Vec<(ostinato::NodeId, String)> = (0..n)
+        .filter(|&v| !grouped[v])
+        .map(|v| {
+            let alone = || match mode {
+                FusionMode::Auto => "no neighbour to fuse with (auto fuses dependent runs on a lane, and runs waiting for and feeding the same nodes)",
+                _ => "no fusable neighbour on its lane",
+            };
+            (ostinato::NodeId(v as u32), why[v].clone().unwrap_or_else(|| alone().to_string()))
+        })
+        .collect();
     if picked.is_empty() {
-        return Ok(None);
+        return Ok(Fusion { fused: None, unfused });
     }
     let mut fused = Vec::with_capacity(picked.len());
     for (i, gr) in picked.iter().enumerate() {
@@ -134,5 +176,5 @@ pub fn fuse(
     }
     let fused_nodes = picked.iter().map(Group::len).sum();
     let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
-    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, units }))
+    Ok(Fusion { fused: Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, units }), unfused })
 }

@@ -142,6 +142,7 @@ pub fn demote_racing(
                         });
                     }
                     edges[ei].programmatic = false;
+                    edges[ei].full = Some(super::FullEdge::PrefetchRace);
                     demoted += 1;
                 }
                 None => mine.extend(may_run),

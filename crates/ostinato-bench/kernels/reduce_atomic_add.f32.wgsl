@@ -1,0 +1,11 @@
+// acc[0] += v: a compare-exchange loop on the bits (WGSL has no f32 atomics).
+fn acc_add(v: f32) {
+    var old = atomicLoad(&acc[0]);
+    loop {
+        let r = atomicCompareExchangeWeak(&acc[0], old, bitcast<u32>(bitcast<f32>(old) + v));
+        if (r.exchanged) {
+            break;
+        }
+        old = r.old_value;
+    }
+}

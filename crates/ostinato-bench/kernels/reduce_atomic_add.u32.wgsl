@@ -1,0 +1,3 @@
+fn acc_add(v: u32) {
+    atomicAdd(&acc[0], v);
+}

@@ -1,0 +1,124 @@
+//! The benchmark's kernel pack: the kernels of the kernel-family rows (geometry, reductions, memory
+//! latency, packed dots, quantized GEMV), bound through kernel references the way a user's kernels
+//! are — no backend names them. Each kernel has three implementations with one signature:
+//! - CUDA C in `kernels/*.cu` (a file per family, each kernel compiled by itself), written with `ostinato.cuh`'s
+//!   `OST_ENTRY`/`OST_EXIT` so that the CUDA backend builds its trigger variants and certifies PDL from
+//!   the PTX; a kernel the fused-body rules allow is declared `fusable`;
+//! - WGSL in `kernels/*.wgsl`, a template per kernel that the row fills in (its workgroup shape, its
+//!   element type, its count of loads), for the Vulkan backend and the raw Vulkan baseline alike;
+//! - a host twin (`crate::families`), the oracle, computing what the kernel computes in the order the
+//!   kernel computes it where floats make the order matter.
+
+use std::sync::Arc;
+
+use ostinato::{KernelRef, KernelSig, RefOption};
+use ostinato_host::kernel::HostKernel;
+
+/// One compile unit of the pack's CUDA C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CudaUnit {
+    Geometry,
+    Reduce,
+    Memory,
+    Dot,
+    Gemv,
+}
+
+impl CudaUnit {
+    pub const ALL: [CudaUnit; 5] = [CudaUnit::Geometry, CudaUnit::Reduce, CudaUnit::Memory, CudaUnit::Dot, CudaUnit::Gemv];
+    /// The name the unit goes by (messages, caches, manifests).
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaUnit::Geometry => "bench-geometry.cu",
+            CudaUnit::Reduce => "bench-reduce.cu",
+            CudaUnit::Memory => "bench-memory.cu",
+            CudaUnit::Dot => "bench-dot.cu",
+            CudaUnit::Gemv => "bench-gemv.cu",
+        }
+    }
+    /// The unit's CUDA C.
+    pub fn source(self) -> &'static str {
+        match self {
+            CudaUnit::Geometry => include_str!("../kernels/geometry.cu"),
+            CudaUnit::Reduce => include_str!("../kernels/reduce.cu"),
+            CudaUnit::Memory => include_str!("../kernels/memory.cu"),
+            CudaUnit::Dot => include_str!("../kernels/dot.cu"),
+            CudaUnit::Gemv => include_str!("../kernels/gemv.cu"),
+        }
+    }
+    /// The code of kernel `entry`: the unit with `#define OST_BENCH_<entry>` in front, so that it
+    /// compiles that kernel alone (and a fused kernel of its nodes one body, not the family's);
+    /// `OST_BENCH_ALL` compiles every kernel of the unit.
+    pub fn code_of(self, entry: &str) -> String {
+        format!("#define OST_BENCH_{entry}\n{}", self.source())
+    }
+}
+
+/// A kernel's WGSL, filled in for its row: as written, and (where the kernel has one) the version that
+/// uses `dot4I8Packed`, for devices that have the packed integer dot product.
+#[derive(Clone, Debug)]
+pub struct Wgsl {
+    pub plain: Arc<str>,
+    pub packed_dot: Option<Arc<str>>,
+}
+
+impl Wgsl {
+    /// WGSL with no device-dependent part.
+    pub fn one(source: String) -> Wgsl {
+        Wgsl { plain: source.into(), packed_dot: None }
+    }
+    /// WGSL whose `DOT4I8(` calls become `dot4I8Packed(` where the device has the packed integer dot
+    /// product, and the pack's `dot4_i8(` (four byte products, summed) where not.
+    pub fn with_packed_dot(template: &str) -> Wgsl {
+        let helper = include_str!("../kernels/dot4.wgsl");
+        Wgsl {
+            plain: format!("{helper}\n{}", template.replace("DOT4I8(", "dot4_i8(")).into(),
+            packed_dot: Some(template.replace("DOT4I8(", "dot4I8Packed(").into()),
+        }
+    }
+}
+
+/// A kernel of the pack: its signature and its three implementations.
+#[derive(Clone)]
+pub struct PackKernel {
+    pub sig: KernelSig,
+    /// CUDA: the kernel's code ([`CudaUnit::code_of`]) and entry.
+    pub cuda: KernelRef,
+    pub wgsl: Wgsl,
+    pub host: HostKernel,
+}
+
+impl std::fmt::Debug for PackKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackKernel({} in {})", self.sig.name, self.cuda.source)
+    }
+}
+
+impl PackKernel {
+    /// `sig`'s implementations: entry `sig.name` of `unit` (declared `fusable` where `fusable`), `wgsl`,
+    /// and the host twin `host`.
+    pub fn new(
+        sig: KernelSig,
+        unit: CudaUnit,
+        fusable: bool,
+        wgsl: Wgsl,
+        host: impl Fn(&ostinato_host::kernel::KernelCtx) -> Result<(), String> + Send + Sync + 'static,
+    ) -> PackKernel {
+        let mut cuda = KernelRef::code(&format!("bench-{}.cu", sig.name), unit.code_of(&sig.name)).with_entry(&sig.name);
+        if fusable {
+            cuda = cuda.with_option("fusable", RefOption::Bool(true));
+        }
+        PackKernel { host: HostKernel::new(sig.clone(), host), sig, cuda, wgsl }
+    }
+    /// The WGSL for a device that has (`packed_dot`) or lacks the packed integer dot product.
+    pub fn wgsl_for(&self, packed_dot: bool) -> &str {
+        match (&self.wgsl.packed_dot, packed_dot) {
+            (Some(p), true) => p,
+            _ => &self.wgsl.plain,
+        }
+    }
+    /// The Vulkan reference: the WGSL in memory, entry `main`.
+    pub fn vulkan_ref(&self, packed_dot: bool) -> KernelRef {
+        KernelRef::code(&format!("{}.wgsl", self.sig.name), self.wgsl_for(packed_dot)).with_entry("main")
+    }
+}
