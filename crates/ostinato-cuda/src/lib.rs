@@ -36,7 +36,7 @@ mod wheels;
 pub use captured::CapturedWork;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec};
+pub use exec::{CudaBackend, CudaExec, CUPTI_ORDER_SLACK_NS};
 pub use fusion::FusionMode;
 pub use handoff::HandoffMode;
 pub use limits::LaunchLimits;
