@@ -109,7 +109,9 @@ pub enum TraceError {
     UnknownUnit { replay: usize, unit: u32, place: u32 },
     #[error("replay {replay}: unit {unit} ends ({end} ns) before it starts ({start} ns)")]
     Inverted { replay: usize, unit: u32, start: u64, end: u64 },
-    #[error("replay {replay}: {kind} edge n{from} -> n{to}: n{to} starts at {start} ns, before n{from} ended at {end} ns (more than the clock's {slack} ns apart)")]
+    #[error(
+        "replay {replay}: {kind} edge n{from} -> n{to}: n{to} starts at {start} ns, before n{from} ended at {end} ns (more than the clock's {slack} ns apart)"
+    )]
     Order { replay: usize, from: u32, to: u32, kind: &'static str, start: u64, end: u64, slack: u64 },
     #[error("the trace has {got} edges, the plan {want}")]
     Edges { want: usize, got: usize },

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use ostinato::{EdgeKind, Exec, NodeId, Span, Trace};
 
-use super::CudaExec;
 use super::records::{attribute, Attributed, Records};
+use super::CudaExec;
 use crate::cupti::{ActivityWatch, Collected};
 use crate::error::{CudaError, Result};
 use crate::launch_thread::Command;
