@@ -13,7 +13,8 @@ use super::stats::{self, Verdict};
 use crate::config::{BenchConfig, BenchError};
 use crate::{ArmResult, BenchBackend, Regime, RowResult, Stat};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: inconclusive rows counted apart from ties (`docs/reproduce.md`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Comparison {

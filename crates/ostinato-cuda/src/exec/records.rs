@@ -89,11 +89,13 @@ pub(super) fn attribute(
         *bar = Some(match (*bar, how) {
             (None, _) => (a.start, a.end, a.stream),
             (Some((s, e, stream)), Records::Merged) => (s.min(a.start), e.max(a.end), stream),
-            (Some((s, e, stream)), _) => return Err(format!(
+            (Some((s, e, stream)), _) => {
+                return Err(format!(
                 "replay {r}: launch {i} has two kernel records ({s}..{e} ns on stream {stream}, and {}..{} ns on stream {}, correlation {}, graph node {}), \
                      where its launch makes one",
                 a.start, a.end, a.stream, a.correlation, a.graph_node
-            )),
+            ))
+            }
         });
     }
     Ok(out)
