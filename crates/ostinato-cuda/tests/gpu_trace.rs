@@ -56,7 +56,8 @@ fn traced_replays_order_every_full_edge_and_give_the_oracles_bytes() {
             assert!(t.edges.iter().all(|e| e.kind != EdgeKind::Programmatic), "PDL off: no programmatic edge");
             if let Some(gap) = t.tightest_order_gap_ns() {
                 if gap < tightest {
-                    eprintln!("seed {seed} {mode:?} {launch:?} {fusion:?}: tightest full edge so far, {gap} ns from producer end to consumer start");
+                    let note = t.notes.iter().find(|n| n.starts_with("tightest")).cloned().unwrap_or_default();
+                    eprintln!("seed {seed} {mode:?} {launch:?} {fusion:?}: {note}");
                     tightest = gap;
                 }
             }

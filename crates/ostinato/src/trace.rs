@@ -236,14 +236,15 @@ impl Trace {
         Ok(())
     }
 
-    /// The least time any consumer of an edge that orders completion started after its producer
-    /// ended, over every replay (negative where it started before; `None` without such an edge): how
-    /// close the trace came to an order error, and how far a clock's stamps disagreed.
-    pub fn tightest_order_gap_ns(&self) -> Option<i64> {
+    /// The edge that orders completion whose consumer started least long after its producer ended,
+    /// over every replay: the time between (negative where the consumer started first), the replay and
+    /// the edge; `None` without such an edge. How close the trace came to an order error, and how far
+    /// a clock's stamps at two places disagreed.
+    pub fn tightest_order_gap(&self) -> Option<(i64, usize, TraceEdge)> {
         let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
         let unit_of = self.unit_of(nodes);
-        let mut least: Option<i64> = None;
-        for spans in &self.replays {
+        let mut least: Option<(i64, usize, TraceEdge)> = None;
+        for (r, spans) in self.replays.iter().enumerate() {
             let mut bar_of: Vec<Option<Span>> = vec![None; self.units.len()];
             for s in spans {
                 if let Some(slot) = bar_of.get_mut(s.unit as usize) {
@@ -254,11 +255,18 @@ impl Trace {
             for e in self.edges.iter().filter(|e| e.kind.orders_completion()) {
                 if let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) {
                     let gap = b.start_ns as i64 - a.end_ns as i64;
-                    least = Some(least.map_or(gap, |l| l.min(gap)));
+                    if least.is_none_or(|(l, _, _)| gap < l) {
+                        least = Some((gap, r, *e));
+                    }
                 }
             }
         }
         least
+    }
+
+    /// The time of [`Trace::tightest_order_gap`] alone.
+    pub fn tightest_order_gap_ns(&self) -> Option<i64> {
+        self.tightest_order_gap().map(|(gap, _, _)| gap)
     }
 
     /// Replay `r`'s sums: its step time, the bars' durations added up, the time some bar ran and the

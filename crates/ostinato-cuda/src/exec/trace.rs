@@ -139,10 +139,20 @@ impl CudaExec {
             notes,
             order_slack_ns: CUPTI_ORDER_SLACK_NS,
         };
-        if let Some(gap) = trace.tightest_order_gap_ns() {
-            trace.notes.push(format!(
-                "tightest full edge: a consumer started {gap} ns after its producer ended (stamps on two streams may disagree by up to {CUPTI_ORDER_SLACK_NS} ns)"
-            ));
+        if let Some((gap, r, e)) = trace.tightest_order_gap() {
+            let place = |v: NodeId| {
+                let unit = self.units.iter().position(|m| m.contains(&v));
+                let bar = unit.and_then(|u| trace.replays[r].iter().find(|s| s.unit as usize == u));
+                bar.map_or("?".to_string(), |b| trace.places[b.place as usize].clone())
+            };
+            let note = format!(
+                "tightest full edge: n{} ({}) -> n{} ({}) in replay {r}, the consumer started {gap} ns after its producer ended (stamps may disagree by up to {CUPTI_ORDER_SLACK_NS} ns)",
+                e.from.0,
+                place(e.from),
+                e.to.0,
+                place(e.to)
+            );
+            trace.notes.push(note);
         }
         Ok(trace)
     }
