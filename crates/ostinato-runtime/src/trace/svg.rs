@@ -148,10 +148,14 @@ fn handoff_arrows<'a>(trace: &'a Trace, plan: &Plan, r: usize, at: &'a dyn Fn(us
     for e in trace.edges.iter().filter(|e| e.kind == EdgeKind::Handoff) {
         let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) else { continue };
         let ((xa, ya), (xb, yb)) = (at(a), at(b));
-        let style = HANDOFF.stroke_width(2);
-        out.push(PathElement::new(vec![(xa, ya), (xb, yb)], style));
-        // The arrowhead, pointing along the time axis into the consumer's start.
-        out.push(PathElement::new(vec![(xb - head_x, yb + head_y), (xb, yb), (xb - head_x, yb - head_y)], style));
+        // The shaft and the arrowhead (pointing along the time axis into the consumer's start), each
+        // over a white halo so that it shows on a bar of any colour.
+        let shaft = vec![(xa, ya), (xb, yb)];
+        let head = vec![(xb - head_x, yb + head_y), (xb, yb), (xb - head_x, yb - head_y)];
+        for path in [shaft, head] {
+            out.push(PathElement::new(path.clone(), WHITE.stroke_width(4)));
+            out.push(PathElement::new(path, HANDOFF.stroke_width(2)));
+        }
     }
     out
 }
