@@ -43,8 +43,8 @@ pub(super) struct Attributed {
 /// How a launch's records make its bar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Records {
-    /// A kernel node of the traced graph: its one kernel record (the driver's own memcpy or memset
-    /// records of a graph launch may name a node too, and never time it).
+    /// A kernel node of the traced graph: its one kernel record (the graph holds kernel nodes only,
+    /// so a memcpy or memset record of its launch is none of its nodes', whatever node id it carries).
     GraphKernel,
     /// An eager kernel launch: its one kernel record.
     Kernel,

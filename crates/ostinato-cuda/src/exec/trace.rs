@@ -126,7 +126,9 @@ impl CudaExec {
             notes.push(format!("CUPTI dropped {} records", c.dropped));
         }
         if unnamed > 0 {
-            notes.push(format!("{unnamed} records of these replays time no node (the driver's own copies or fills for a graph launch, calls no launch made)"));
+            notes.push(format!(
+                "{unnamed} records of these replays time no node (a graph launch's memcpy or memset records, records naming no node of the exec)"
+            ));
         }
         let mut trace = Trace {
             backend: "cuda".into(),
