@@ -1,6 +1,6 @@
 //! The three outputs: `results.json` (every sample, per-arm medians and intervals, oracle verdicts,
 //! provenance), `REPORT.md` (headline, per-family tables, wins/ties/losses with the tie band, failures)
-//! and `chart.svg` (time per dispatch by row and arm, log scale: [`crate::chart`]).
+//! and `chart.svg` (time per dispatch by row and arm, log scale: the `chart` module).
 
 use std::fmt::Write as _;
 use std::path::Path;
