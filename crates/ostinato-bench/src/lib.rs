@@ -6,6 +6,7 @@
 
 pub mod arms;
 pub mod baseline;
+mod chart;
 pub mod config;
 mod cuda_raw;
 pub mod families;

@@ -15,6 +15,8 @@ pub struct Provenance {
     pub build_dirty: &'static str,
     pub date_utc: String,
     pub command_line: Vec<String>,
+    /// The machine's name (`/proc/sys/kernel/hostname`; empty where unreadable).
+    pub host_name: String,
     pub host_cpu: String,
     pub host_threads: usize,
     pub device_name: Option<String>,
@@ -89,6 +91,7 @@ pub fn collect(
         build_dirty: env!("OSTINATO_BUILD_DIRTY"),
         date_utc: now_utc(),
         command_line: std::env::args().collect(),
+        host_name: std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default(),
         host_cpu: cpu_model(),
         host_threads: ostinato_host::HostBackend::default_threads(),
         device_name: dev.map(|d| d.name.clone()),

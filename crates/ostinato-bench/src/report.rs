@@ -1,11 +1,10 @@
 //! The three outputs: `results.json` (every sample, per-arm medians and intervals, oracle verdicts,
 //! provenance), `REPORT.md` (headline, per-family tables, wins/ties/losses with the tie band, failures)
-//! and `chart.svg` (time per dispatch by row and arm, log scale).
+//! and `chart.svg` (time per dispatch by row and arm, log scale: the `chart` module).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
 use serde::Serialize;
 
 use super::arms::ArmKind;
@@ -14,7 +13,8 @@ use super::stats::{self, Verdict};
 use crate::config::{BenchConfig, BenchError};
 use crate::{ArmResult, BenchBackend, Regime, RowResult, Stat};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: inconclusive rows counted apart from ties (`docs/reproduce.md`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Comparison {
@@ -23,10 +23,14 @@ struct Comparison {
     ours: &'static str,
     versus: &'static str,
     rows: usize,
-    median_speedup: f64,
+    /// The median of the decided rows' speedups (win, tie or loss); `None` where every row was
+    /// inconclusive.
+    median_speedup: Option<f64>,
     wins: usize,
     ties: usize,
     losses: usize,
+    /// Rows whose medians differ by more than the tie band while their intervals overlap.
+    inconclusive: usize,
 }
 
 #[derive(Serialize)]
@@ -47,7 +51,7 @@ pub fn ours(backend: BenchBackend) -> &'static str {
     }
 }
 
-fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
+pub(crate) fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
     let a = row.arms.iter().find(|a| a.arm == arm)?;
     a.metric().map(|s| (s.median, (s.ci_lo, s.ci_hi)))
 }
@@ -82,19 +86,41 @@ fn compare(rows: &[RowResult], us: &'static str, baselines: &[&'static str]) -> 
     for fam in families {
         for &b in baselines {
             let mut ratios = Vec::new();
-            let (mut wins, mut ties, mut losses) = (0, 0, 0);
+            let (mut rows_both, mut wins, mut ties, mut losses, mut inconclusive) = (0, 0, 0, 0, 0);
             for r in rows.iter().filter(|r| r.ok && (fam == "all" || r.family == fam)) {
                 if let (Some(o), Some(t)) = (metric(r, us), metric(r, b)) {
-                    ratios.push(t.0 / o.0);
+                    rows_both += 1;
                     match stats::verdict(o, t) {
                         Verdict::Win => wins += 1,
                         Verdict::Tie => ties += 1,
                         Verdict::Loss => losses += 1,
+                        Verdict::Inconclusive => {
+                            inconclusive += 1;
+                            continue;
+                        }
                     }
+                    ratios.push(t.0 / o.0);
                 }
             }
-            if let Some(m) = stats::median(&ratios) {
-                out.push(Comparison { family: fam.to_string(), ours: us, versus: b, rows: ratios.len(), median_speedup: m, wins, ties, losses });
+            if rows_both > 0 {
+                let median_speedup = stats::median(&ratios);
+                out.push(Comparison { family: fam.to_string(), ours: us, versus: b, rows: rows_both, median_speedup, wins, ties, losses, inconclusive });
+            }
+        }
+    }
+    out
+}
+
+/// A line per row (that ran ok) whose comparison of `us` with a baseline is inconclusive: the ratio
+/// of medians, shown with both intervals and never as a speedup.
+fn inconclusive(rows: &[RowResult], us: &str, baselines: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| r.ok) {
+        for a in baselines {
+            if let (Some(o), Some(t)) = (metric(r, us), metric(r, a)) {
+                if stats::verdict(o, t) == Verdict::Inconclusive {
+                    out.push(format!("- {}: {us} {} against {a} {}: medians {:.2}× apart, the intervals overlap", r.id, fmt(Some(o)), fmt(Some(t)), t.0 / o.0));
+                }
             }
         }
     }
@@ -117,9 +143,111 @@ fn losses(rows: &[RowResult], us: &str, baselines: &[&str]) -> Vec<String> {
 }
 
 fn comparison_table<'a>(s: &mut String, comparisons: impl Iterator<Item = &'a Comparison>) {
-    let _ = writeln!(s, "| family | arm | versus | rows | median speedup | wins | ties | losses |\n|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| family | arm | versus | rows | median speedup | wins | ties | losses | inconclusive |\n|---|---|---|---|---|---|---|---|---|");
     for c in comparisons {
-        let _ = writeln!(s, "| {} | {} | {} | {} | {:.2}× | {} | {} | {} |", c.family, c.ours, c.versus, c.rows, c.median_speedup, c.wins, c.ties, c.losses);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.family,
+            c.ours,
+            c.versus,
+            c.rows,
+            speedup_text(c),
+            c.wins,
+            c.ties,
+            c.losses,
+            c.inconclusive
+        );
+    }
+}
+
+/// A comparison's median speedup as the table prints it: over its decided rows, or `—` where none was.
+fn speedup_text(c: &Comparison) -> String {
+    match (c.median_speedup, c.inconclusive) {
+        (None, _) => "— (no row decided)".into(),
+        (Some(m), 0) => format!("{m:.2}×"),
+        (Some(m), n) => format!("{m:.2}× ({} of {} rows)", c.rows - n, c.rows),
+    }
+}
+
+/// What an arm is, for the report's list of arms (every arm a matrix runs has a line).
+fn arm_meaning(kind: ArmKind) -> &'static str {
+    match kind {
+        ArmKind::Eager => "CUDA: every kernel launched on its stream(s) each replay (fork/join with events over 4 streams for independent chains)",
+        ArmKind::Captured => "CUDA: the same launches stream-captured once into a CUDA graph, replayed with one cuGraphLaunch",
+        ArmKind::CapturedPdl => "CUDA: a graph built by hand with programmatic (PDL) edges, as an expert would",
+        ArmKind::Ostinato => "Ostinato on CUDA: the plan's edges only, its fence policy (auto) and chain fusion, one graph launch",
+        ArmKind::OstinatoUnfused => "Ostinato on CUDA without chain fusion",
+        ArmKind::OstinatoFusionOn => "Ostinato on CUDA with chain fusion on (independent neighbours on a lane fused too)",
+        ArmKind::OstinatoPdlOff => "Ostinato on CUDA, unfused, every edge a full dependency",
+        ArmKind::OstinatoPdlOn => "Ostinato on CUDA, unfused, every capable edge programmatic",
+        ArmKind::OstinatoEager => "Ostinato's plan launched eagerly over its lanes (unfused)",
+        ArmKind::OstinatoThread => "Ostinato's graph replayed through the exec's launch thread",
+        ArmKind::HostSerial => {
+            "the host backend replaying the same plan one node at a time in program order on the calling thread (the oracle's executor): the serial baseline"
+        }
+        ArmKind::OstinatoHost => {
+            "Ostinato on the host backend: the plan's edges as dependency counters on a thread pool (serial where the plan has no parallelism to use)"
+        }
+        ArmKind::Vulkan => "raw Vulkan: one command buffer, a barrier after each dependency level",
+        ArmKind::OstinatoVulkan => "Ostinato on Vulkan: one command buffer recorded once, barriers only where edges need them, chain fusion",
+        ArmKind::OstinatoVulkanLanes => "Ostinato on Vulkan with each plan lane on a queue of its own",
+        ArmKind::OstinatoVulkanBarrier => "Ostinato on Vulkan, each replay starting with a full pipeline barrier",
+        ArmKind::OstinatoVulkanTimeline => "Ostinato on Vulkan, each submission waiting on the previous one's timeline value",
+        ArmKind::OstinatoVulkanEvents => "Ostinato on Vulkan, each replay waiting on an event the previous one sets",
+        ArmKind::OstinatoVulkanUnfused => "Ostinato on Vulkan without chain fusion",
+    }
+}
+
+/// The arm of a name, among every arm a matrix runs.
+fn arm_kind(name: &str) -> Option<ArmKind> {
+    ArmKind::CUDA.iter().chain(ArmKind::HOST_SELECTABLE.iter()).copied().find(|k| k.name() == name)
+}
+
+/// The report's list of the arms its tables show, each with what it runs.
+fn arms_section(s: &mut String, arms: &[&str]) {
+    let _ = writeln!(s, "Arms:\n");
+    for a in arms {
+        let _ = writeln!(s, "- `{a}`: {}", arm_kind(a).map_or("(not described)", arm_meaning));
+    }
+    let _ = writeln!(s);
+}
+
+/// Where the run happened: the device and its drivers on CUDA; on the host backend the machine
+/// itself (there is no device, driver or clock to name).
+fn where_text(backend: BenchBackend, p: &Provenance) -> String {
+    let host = format!("{}{} ({} threads)", if p.host_name.is_empty() { String::new() } else { format!("{}: ", p.host_name) }, p.host_cpu, p.host_threads);
+    match backend {
+        BenchBackend::Cuda => format!(
+            "Device {} {} ({}), CUDA driver {}, NVIDIA driver {}, NVRTC {}; SM clock {} MHz before, {} MHz after (max {}). Host {host}.",
+            p.device_name.as_deref().unwrap_or("—"),
+            p.device_uuid.as_deref().unwrap_or(""),
+            p.compute_capability.as_deref().unwrap_or("—"),
+            p.cuda_driver_version.as_deref().unwrap_or("—"),
+            p.nvidia_driver.as_deref().unwrap_or("—"),
+            p.nvrtc_version.as_deref().unwrap_or("—"),
+            p.sm_clock_mhz_before.map_or("—".into(), |c| c.to_string()),
+            p.sm_clock_mhz_after.map_or("—".into(), |c| c.to_string()),
+            p.sm_clock_mhz_max.map_or("—".into(), |c| c.to_string()),
+        ),
+        BenchBackend::Host => format!("Host {host}; no GPU (the host backend)."),
+    }
+}
+
+/// The one-line tie rule, for the protocol line.
+fn tie_rule_text() -> String {
+    format!(
+        "a tie is a ratio of medians within ±{:.0}%; outside it, a win or a loss needs disjoint 95% intervals, and a row whose intervals overlap is inconclusive (counted apart, never as a win, tie or loss, and left out of the median speedup)",
+        stats::TIE_BAND * 100.0
+    )
+}
+
+/// The chart's value axis.
+fn unit_axis(backend: BenchBackend) -> &'static str {
+    if backend == BenchBackend::Cuda {
+        "GPU µs per dispatch (log scale)"
+    } else {
+        "wall µs per dispatch (log scale)"
     }
 }
 
@@ -153,11 +281,21 @@ pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     let failed = rows.iter().filter(|r| !r.ok).count();
     let _ = writeln!(s, "{} rows, {} failed (an arm's error or an oracle mismatch)", rows.len(), failed);
     for c in summarize(backend, rows).iter().filter(|c| c.family == "all") {
+        let median = c.median_speedup.map_or("none (no row decided)".into(), |m| format!("{m:.2}x"));
         let _ = writeln!(
             s,
-            "{} vs {}: median speedup {:.2}x over {} rows ({} wins, {} ties, {} losses)",
-            c.ours, c.versus, c.median_speedup, c.rows, c.wins, c.ties, c.losses
+            "{} vs {}: median speedup {median} over {} rows ({} wins, {} ties, {} losses, {} inconclusive)",
+            c.ours,
+            c.versus,
+            c.rows - c.inconclusive,
+            c.wins,
+            c.ties,
+            c.losses,
+            c.inconclusive
         );
+        if let Some(k) = arm_kind(c.versus).filter(|k| *k == ArmKind::HostSerial) {
+            let _ = writeln!(s, "  ({}: {})", c.versus, arm_meaning(k));
+        }
     }
     s
 }
@@ -179,27 +317,17 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let _ = writeln!(s, "# Ostinato dispatch benchmark — {}\n", label(backend, p));
     let _ = writeln!(
         s,
-        "Made by `{}` on {} from commit `{}` (dirty: {}). Device {} {} ({}), CUDA driver {}, NVIDIA driver {}, NVRTC {}; SM clock {} MHz before, {} MHz after (max {}). Host: {} ({} threads). Vulkan arm device: {}.\n",
+        "Made by `{}` on {} from commit `{}` (dirty: {}). {} Vulkan arm device: {}.\n",
         p.command_line.join(" "),
         p.date_utc,
         p.build_commit,
         p.build_dirty,
-        p.device_name.as_deref().unwrap_or("—"),
-        p.device_uuid.as_deref().unwrap_or(""),
-        p.compute_capability.as_deref().unwrap_or("—"),
-        p.cuda_driver_version.as_deref().unwrap_or("—"),
-        p.nvidia_driver.as_deref().unwrap_or("—"),
-        p.nvrtc_version.as_deref().unwrap_or("—"),
-        p.sm_clock_mhz_before.map_or("—".into(), |c| c.to_string()),
-        p.sm_clock_mhz_after.map_or("—".into(), |c| c.to_string()),
-        p.sm_clock_mhz_max.map_or("—".into(), |c| c.to_string()),
-        p.host_cpu,
-        p.host_threads,
+        where_text(backend, p),
         vulkan_device(p, rows)
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then at least {} timed samples and {} ms of them per arm (at most {}), each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; a tie is a ratio within ±{:.0}% or overlapping intervals. Metric: {unit}; host submission time is a separate column in `results.json`.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up, then at least {} timed samples and {} ms of them per arm (at most {}), each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
@@ -208,7 +336,8 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
         replays_text(args),
         arm_order_text(backend, args),
         regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
-        stats::TIE_BAND * 100.0
+        tie_rule_text(),
+        if has_device_time(rows) { "; host submission time is a separate column" } else { "" }
     );
     if let Some(r) = rows.iter().find_map(|r| r.protocol) {
         let _ = writeln!(
@@ -218,6 +347,8 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
             r.timed_ms.min(args.timed_ms)
         );
     }
+    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    arms_section(&mut s, &arms);
     let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
     comparison_table(&mut s, summary.iter().filter(|c| c.ours == us));
@@ -227,7 +358,6 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     }
     s.push_str(&family_section(backend, rows, &summary));
     s.push_str(&decisions_section(backend, rows));
-    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
     for fam in families {
@@ -243,16 +373,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let traced: Vec<(&str, &Result<super::timeline::StepTimeline, String>)> =
         rows.iter().filter_map(|r| r.timeline.as_ref().map(|t| (r.id.as_str(), t))).collect();
     s.push_str(&super::timeline::markdown(&traced));
-    let _ = writeln!(s, "\n## Host submission µs per dispatch (median)\n");
-    let _ = writeln!(s, "| row | {} |", arms.join(" | "));
-    let _ = writeln!(s, "|---|{}", "---|".repeat(arms.len()));
-    for r in rows {
-        let cells: Vec<String> = arms
-            .iter()
-            .map(|a| r.arms.iter().find(|x| x.arm == *a).and_then(|x| x.host_us_per_dispatch).map_or("—".into(), |h| format!("{:.3}", h.median)))
-            .collect();
-        let _ = writeln!(s, "| {} | {} |", r.id, cells.join(" | "));
-    }
+    host_submission_table(&mut s, rows, &arms);
     let burst = format!("Host µs per replay call of a retained graph (median of bursts of {} calls)", super::arms::CALL_BURST);
     replay_table(&mut s, &burst, rows, &arms, |a| a.replay_call_us);
     let single = format!("Host µs of one replay call on an idle GPU (median of {} calls per sample, median over samples)", super::arms::SINGLE_CALLS);
@@ -260,6 +381,10 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let _ = writeln!(s, "\n## Losses (outside the tie band)\n");
     let lost: Vec<String> = rankings(backend, rows).iter().flat_map(|(us, baselines)| losses(rows, us, baselines)).collect();
     let _ = writeln!(s, "{}", if lost.is_empty() { "none".to_string() } else { lost.join("\n") });
+    let unsure: Vec<String> = rankings(backend, rows).iter().flat_map(|(us, baselines)| inconclusive(rows, us, baselines)).collect();
+    if !unsure.is_empty() {
+        let _ = writeln!(s, "\n## Inconclusive (medians apart by more than the tie band, intervals overlapping: not ranked)\n\n{}", unsure.join("\n"));
+    }
     let skipped: Vec<String> =
         rows.iter().flat_map(|r| r.arms.iter().filter_map(move |a| a.skipped.as_ref().map(|w| format!("- {} / {}: {w}", r.id, a.arm)))).collect();
     if !skipped.is_empty() {
@@ -327,7 +452,11 @@ fn family_section(backend: BenchBackend, rows: &[RowResult], summary: &[Comparis
         let cells: Vec<String> = versus
             .iter()
             .map(|v| match summary.iter().find(|c| c.family == fam && c.ours == us && c.versus == *v) {
-                Some(c) => format!("{:.2}× ({}/{}/{})", c.median_speedup, c.wins, c.ties, c.losses),
+                Some(c) => {
+                    let undecided = if c.inconclusive > 0 { format!(", {} inconclusive", c.inconclusive) } else { String::new() };
+                    let ratio = c.median_speedup.map_or("—".to_string(), |m| format!("{m:.2}×"));
+                    format!("{ratio} ({}/{}/{}{undecided})", c.wins, c.ties, c.losses)
+                }
                 None => "—".into(),
             })
             .collect();
@@ -372,46 +501,28 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
     )
 }
 
-fn chart(path: &Path, backend: BenchBackend, p: &Provenance, rows: &[RowResult]) -> Result<(), String> {
-    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
-    let vals: Vec<f64> = rows.iter().flat_map(|r| arms.iter().filter_map(move |a| metric(r, a).map(|m| m.0))).filter(|v| *v > 0.0).collect();
-    let (lo, hi) = vals.iter().fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(*v), h.max(*v)));
-    let (lo, hi) = if vals.is_empty() { (0.01, 10.0) } else { (lo / 1.5, hi * 1.5) };
-    let width = 160 + 70 * rows.len() as u32;
-    let root = SVGBackend::new(path, (width.max(900), 620)).into_drawing_area();
-    let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
-    root.fill(&WHITE).map_err(e)?;
-    let unit = if backend == BenchBackend::Cuda { "GPU µs per dispatch (log)" } else { "wall µs per dispatch (log)" };
-    let mut c = ChartBuilder::on(&root)
-        .caption(format!("Ostinato dispatch matrix — {}", label(backend, p)), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(150)
-        .y_label_area_size(70)
-        .build_cartesian_2d(-0.5f64..(rows.len() as f64 - 0.5), (lo..hi).log_scale())
-        .map_err(e)?;
-    let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-    c.configure_mesh()
-        .x_labels(rows.len().max(1))
-        .x_label_formatter(&|x| ids.get(x.round() as usize).filter(|_| (x - x.round()).abs() < 1e-6).cloned().unwrap_or_default())
-        .x_label_style(("sans-serif", 11).into_font().transform(FontTransform::Rotate90))
-        .y_desc(unit)
-        .draw()
-        .map_err(e)?;
-    for (ai, a) in arms.iter().enumerate() {
-        let color = Palette99::pick(ai).to_rgba();
-        let pts: Vec<(f64, f64)> = rows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| metric(r, a).filter(|_| r.ok).map(|m| (i as f64 + (ai as f64 - arms.len() as f64 / 2.0) * 0.06, m.0)))
-            .collect();
-        c.draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled())))
-            .map_err(e)?
-            .label(a.to_string())
-            .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
+/// Whether any arm timed the device (CUDA events, Vulkan timestamps): only then is the host's
+/// submission time a measure of its own; on the host backend the metric is the host's wall time.
+fn has_device_time(rows: &[RowResult]) -> bool {
+    rows.iter().any(|r| r.arms.iter().any(|a| a.gpu_us_per_dispatch.is_some()))
+}
+
+/// The host's submission µs per dispatch, where the metric is device time (on the host backend it is
+/// the metric itself, shown in the family tables).
+fn host_submission_table(s: &mut String, rows: &[RowResult], arms: &[&str]) {
+    if !has_device_time(rows) {
+        return;
     }
-    c.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.9)).draw().map_err(e)?;
-    root.present().map_err(e)?;
-    Ok(())
+    let _ = writeln!(s, "\n## Host submission µs per dispatch (median)\n");
+    let _ = writeln!(s, "| row | {} |", arms.join(" | "));
+    let _ = writeln!(s, "|---|{}", "---|".repeat(arms.len()));
+    for r in rows {
+        let cells: Vec<String> = arms
+            .iter()
+            .map(|a| r.arms.iter().find(|x| x.arm == *a).and_then(|x| x.host_us_per_dispatch).map_or("—".into(), |h| format!("{:.3}", h.median)))
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", r.id, cells.join(" | "));
+    }
 }
 
 /// One table of a replay-call measure, for the arms that have it.
@@ -516,7 +627,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
     let w = |name: &str, data: &str| std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()));
     w("results.json", &json)?;
     w("REPORT.md", &markdown(backend, p, args, rows))?;
-    chart(&dir.join("chart.svg"), backend, p, rows)
+    super::chart::write(&dir.join("chart.svg"), &format!("Ostinato dispatch matrix — {}", label(backend, p)), unit_axis(backend), rows)
 }
 
 #[cfg(test)]
@@ -644,10 +755,10 @@ mod tests {
         let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
         let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
         assert!(md.contains("## Ostinato on Vulkan against raw Vulkan"), "{md}");
-        assert!(md.contains("| all | ostinato-vulkan | vulkan | 2 | 2.61× | 1 | 1 | 0 |"), "{md}");
+        assert!(md.contains("| all | ostinato-vulkan | vulkan | 2 | 2.61× | 1 | 1 | 0 | 0 |"), "{md}");
         assert!(md.contains("- grid/serial/n1/b1: vulkan is 1.15× faster than ostinato-vulkan-unfused (4.000 vs 4.600 µs)"), "{md}");
         let headline = headline(BenchBackend::Cuda, &rows);
-        assert!(headline.contains("ostinato-vulkan vs vulkan: median speedup 2.61x over 2 rows (1 wins, 1 ties, 0 losses)"), "{headline}");
+        assert!(headline.contains("ostinato-vulkan vs vulkan: median speedup 2.61x over 2 rows (1 wins, 1 ties, 0 losses, 0 inconclusive)"), "{headline}");
         // Without a raw Vulkan arm there is nothing to rank the Vulkan arms against.
         let no_raw = [timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (OstinatoVulkan, 3.9)])];
         assert!(summarize(BenchBackend::Cuda, &no_raw).iter().all(|c| c.ours == "ostinato"));
@@ -681,5 +792,39 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
+    }
+
+    /// The host matrix's report as a reader needs it: `host-serial` explained, the host named in place
+    /// of an empty device line, no host-submission table repeating the wall times, and a row whose
+    /// intervals overlap counted as inconclusive with its ratio never printed as a speedup.
+    #[test]
+    fn the_host_report_explains_its_arms_names_its_host_and_never_ranks_an_inconclusive_row() {
+        use ArmKind::{HostSerial, OstinatoHost};
+        let mut wide = timed("decode/h256-l2", &[(HostSerial, 227.7), (OstinatoHost, 90.0)]);
+        wide.family = "decode-shaped";
+        for a in &mut wide.arms {
+            a.host_us_per_dispatch = a.gpu_us_per_dispatch.take();
+        }
+        wide.arms[0].host_us_per_dispatch = Some(Stat { median: 227.7, ci_lo: 81.073, ci_hi: 1925.589 });
+        let mut tight = timed("grid/serial/n941/b1", &[(HostSerial, 7.8), (OstinatoHost, 3.96)]);
+        for a in &mut tight.arms {
+            a.host_us_per_dispatch = a.gpu_us_per_dispatch.take();
+        }
+        let rows = [tight, wide];
+        let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+        let mut p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+        p.host_name = "bench-box".into();
+        let md = markdown(BenchBackend::Host, &p, &args, &rows);
+        assert!(!md.contains("Device —") && !md.contains("CUDA driver —"), "no empty device line: {md}");
+        assert!(md.contains(&format!("Host bench-box: {} ({} threads); no GPU", p.host_cpu, p.host_threads)), "{md}");
+        assert!(md.contains("- `host-serial`: the host backend replaying the same plan one node at a time in program order"), "{md}");
+        assert!(!md.contains("Host submission"), "the host's wall time is the metric: no second table of it: {md}");
+        assert!(md.contains("| decode-shaped | ostinato-host | host-serial | 1 | — (no row decided) | 0 | 0 | 0 | 1 |"), "{md}");
+        assert!(md.contains("| all | ostinato-host | host-serial | 2 | 1.97× (1 of 2 rows) | 1 | 0 | 0 | 1 |"), "{md}");
+        assert!(md.contains("- decode/h256-l2: ostinato-host 90.000 [89.910, 90.090] against host-serial 227.700 [81.073, 1925.589]: medians 2.53× apart, the intervals overlap"), "{md}");
+        assert!(md.contains("a row whose intervals overlap is inconclusive"), "{md}");
+        let h = headline(BenchBackend::Host, &rows);
+        assert!(h.contains("ostinato-host vs host-serial: median speedup 1.97x over 1 rows (1 wins, 0 ties, 0 losses, 1 inconclusive)"), "{h}");
+        assert!(h.contains("(host-serial: the host backend replaying the same plan one node at a time"), "{h}");
     }
 }

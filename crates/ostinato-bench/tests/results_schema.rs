@@ -96,7 +96,7 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
 
 #[test]
 fn the_schema_rejects_a_broken_file() {
-    let broken = serde_json::json!({"schema_version": 2, "rows": [{"id": 3}]});
+    let broken = serde_json::json!({"schema_version": 1, "rows": [{"id": 3}]});
     let errors: Vec<String> = schema().iter_errors(&broken).map(|e| format!("{} {e}", e.instance_path())).collect();
     assert!(errors.iter().any(|e| e.contains("\"provenance\" is a required property")), "{errors:?}");
     assert!(errors.iter().any(|e| e.starts_with("/schema_version")), "{errors:?}");

@@ -7,6 +7,7 @@
 //!   declared PDL-capable, and which loads really precede the wait);
 //! - [`nvrtc`] (NVRTC loaded at run time) and [`compile`] (its on-disk cache, the build variants
 //!   [`PdlTrigger`] and Ostinato's kernel header [`KERNEL_HEADER`]);
+//! - [`cubin`]: an entry's params as its cubin's ELF declares them;
 //! - [`contract`]: a kernel's code read against its declared signature ([`contract::KernelReport`]);
 //! - [`manifest`]: the parts of a kernel's build manifest that come from its code.
 //!
@@ -19,6 +20,7 @@
 
 pub mod compile;
 pub mod contract;
+pub mod cubin;
 mod error;
 pub mod manifest;
 pub mod nvrtc;

@@ -36,7 +36,7 @@ mod wheels;
 pub use captured::CapturedWork;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
-pub use exec::{CudaBackend, CudaExec, Decisions};
+pub use exec::{CudaBackend, CudaExec, Decisions, CUPTI_ORDER_SLACK_NS};
 pub use fusion::FusionMode;
 pub use handoff::HandoffMode;
 pub use limits::LaunchLimits;

@@ -10,7 +10,7 @@ use ostinato::{KernelSig, ParamKind};
 use crate::builtins::FusionCheck;
 use crate::device::Device;
 use crate::error::{CudaError, Result};
-use crate::ffi::Module;
+use crate::ffi::{Module, ParamCount};
 use crate::module::{CudaKernel, ModuleSource};
 use ostinato_cuda_code::contract::{self, KernelReport};
 use ostinato_cuda_code::ptx::ModuleInfo;
@@ -131,7 +131,7 @@ impl LoadedModule {
     pub fn kernel(&self, entry: &str, sig: &KernelSig, declared_pdl: Option<bool>) -> Result<CudaKernel> {
         let func = self.module.function(entry).map_err(|e| e.at(format!("module `{}`", self.build.name)))?;
         let kerr = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason };
-        let sizes = check_layout(&func, entry, sig)?;
+        let sizes = check_layout(&func, &self.build, entry, sig)?;
         let mut report = self.report(entry, sig)?;
         contract::verify(sig, &mut report)?;
         let buffers = contract::is_buffer(sig);
@@ -232,8 +232,35 @@ fn load_image(device: &Device, build: &Build) -> Result<(Arc<Module>, &'static s
 }
 
 /// Checks the function's param layout against `sig` (where the driver reports it); returns each
-/// param's size in bytes.
-fn check_layout(func: &crate::ffi::Function, entry: &str, sig: &KernelSig) -> Result<Vec<u32>> {
+/// param's size in bytes. The param count comes from the kernel's own code ([`code_param_count`]), so
+/// the driver is asked about params `0..count` only.
+fn check_layout(func: &crate::ffi::Function, build: &Build, entry: &str, sig: &KernelSig) -> Result<Vec<u32>> {
+    let count = param_count(build, entry, || func.driver_param_count())?;
+    let layout = func.param_layout(count)?;
+    layout_matches(sig, entry, count, layout.as_deref())
+}
+
+/// How many params `entry` takes: from its code ([`code_param_count`]), else the driver's count query
+/// (`driver`: CUDA 13.2 and later), else unknown.
+fn param_count(build: &Build, entry: &str, driver: impl FnOnce() -> Result<Option<usize>>) -> Result<ParamCount> {
+    Ok(match code_param_count(build, entry) {
+        Some(n) => ParamCount::Known(n),
+        None => driver()?.map_or(ParamCount::Unknown, ParamCount::Known),
+    })
+}
+
+/// How many params `entry` takes, from the module's own code: its PTX `.entry` list, else its cubin's
+/// `.nv.info` param attributes; `None` where neither can be read (a fatbin without PTX).
+fn code_param_count(build: &Build, entry: &str) -> Option<usize> {
+    if let Some(n) = build.ptx.as_deref().and_then(|ptx| ostinato_cuda_code::ptx::parse::entry_params(ptx, entry).ok()) {
+        return Some(n.len());
+    }
+    build.cubin.as_deref().and_then(|c| ostinato_cuda_code::cubin::entry_params(c, entry).ok()).map(|p| p.len())
+}
+
+/// `sig` against the kernel's param count and (where the driver gave it) layout: the same number of
+/// params, each of the size its kind has; returns those sizes.
+fn layout_matches(sig: &KernelSig, entry: &str, count: ParamCount, layout: Option<&[(usize, usize)]>) -> Result<Vec<u32>> {
     let kerr = |reason: String| CudaError::Kernel { kernel: sig.name.clone(), reason };
     let want: Vec<usize> = sig
         .params
@@ -243,15 +270,21 @@ fn check_layout(func: &crate::ffi::Function, entry: &str, sig: &KernelSig) -> Re
             ParamKind::Scalar(t) => t.size(),
         })
         .collect();
-    if let Some(layout) = func.param_layout()? {
-        if layout.len() != sig.params.len() {
-            return Err(kerr(format!("`{entry}` takes {} params but the graph's signature has {}", layout.len(), sig.params.len())));
-        }
-        for ((p, (_, size)), w) in sig.params.iter().zip(&layout).zip(&want) {
-            if size != w {
-                return Err(kerr(format!("param `{}` is {w} bytes in the graph but {size} bytes in `{entry}`", p.name)));
-            }
+    let takes = match (count, layout) {
+        (ParamCount::Known(n), _) => Some(n),
+        (ParamCount::Unknown, Some(l)) => Some(l.len()),
+        (ParamCount::Unknown, None) => None,
+    };
+    if let Some(n) = takes.filter(|&n| n != sig.params.len()) {
+        return Err(kerr(format!("`{entry}` takes {n} params but the graph's signature has {}", sig.params.len())));
+    }
+    for ((p, (_, size)), w) in sig.params.iter().zip(layout.unwrap_or_default()).zip(&want) {
+        if size != w {
+            return Err(kerr(format!("param `{}` is {w} bytes in the graph but {size} bytes in `{entry}`", p.name)));
         }
     }
     Ok(want.into_iter().map(|w| w as u32).collect())
 }
+
+#[cfg(test)]
+mod tests;

@@ -162,6 +162,20 @@ fn sparse_chain(depth: usize) -> Plan {
     Plan::compile(&g).unwrap()
 }
 
+/// A trace of the chain draws each tile hand-off as an edge of its own kind: with PDL on, every edge
+/// into a consumer that waits tile by tile is a `handoff` (the consumer may start before its producer
+/// ends), and the trace passes its check; without PDL or without hand-offs there is none.
+fn trace_names_the_handoffs(exec: &mut ostinato_cuda::CudaExec, plan: &Plan, handoff: HandoffMode, pdl: PdlMode) {
+    let t = exec.trace(1).unwrap_or_else(|e| panic!("trace ({handoff:?}, pdl {pdl:?}): {e}"));
+    t.check(plan).unwrap_or_else(|e| panic!("trace ({handoff:?}, pdl {pdl:?}): {e}"));
+    let handed = t.edges.iter().filter(|e| e.kind == ostinato::EdgeKind::Handoff).count();
+    match (handoff, pdl) {
+        (HandoffMode::Off, _) | (_, PdlMode::Off) => assert_eq!(handed, 0, "{handoff:?} pdl {pdl:?}: no hand-off edge"),
+        (HandoffMode::On, PdlMode::On) => assert_eq!(handed, exec.handoffs(), "every consumer's one producer edge is a hand-off"),
+        _ => eprintln!("{handoff:?} pdl {pdl:?}: {handed} hand-off edges of {} consumers", exec.handoffs()),
+    }
+}
+
 #[test]
 fn a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host() {
     let Some(device) = common::device_or_skip("a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host") else { return };
@@ -180,6 +194,7 @@ fn a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host() {
     for (handoff, mode, pdl) in [
         (HandoffMode::Auto, ExecMode::Graph, PdlMode::Auto),
         (HandoffMode::On, ExecMode::Graph, PdlMode::Auto),
+        (HandoffMode::On, ExecMode::Graph, PdlMode::On),
         (HandoffMode::On, ExecMode::Graph, PdlMode::Off),
         (HandoffMode::On, ExecMode::Eager, PdlMode::Auto),
         (HandoffMode::Off, ExecMode::Graph, PdlMode::Auto),
@@ -208,6 +223,7 @@ fn a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host() {
         }
         exec.wait().unwrap();
         assert_eq!(read_roots(&mut exec).unwrap(), want, "hand-off {handoff:?} {mode:?} pdl {pdl:?} differs from the host oracle");
+        trace_names_the_handoffs(&mut exec, &plan, handoff, pdl);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,14 +2,15 @@
 //! PDL off (every edge full), in eager mode (streams and events), on the caller's thread and on a launch
 //! thread, fused and not: every node is named by exactly one bar per replay, every full edge's consumer
 //! starts after its producer ended, and the traced replays give the host oracle's bytes. With PDL on,
-//! the programmatic edges are labelled so. Skips with a message where no CUDA driver is found; fails
-//! with the error naming where CUPTI was looked for where the driver is there but CUPTI is not.
+//! the programmatic edges are labelled so. A submission that lost an edge (a deliberately wrong plan)
+//! fails the same check. Skips with a message where no CUDA driver is found; fails with the error
+//! naming where CUPTI was looked for where the driver is there but CUPTI is not.
 
 mod common;
 
-use ostinato::{read_roots, write_inits, Backend, EdgeKind, Exec, Plan, PlanOptions};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, FusionMode, LaunchOn, PdlMode, PdlPolicy};
-use ostinato_testkit::random_graphs::{random_mix_program, random_one_block_program, serial_result, RandomProgram};
+use ostinato::{read_roots, write_inits, Arg, Backend, EdgeKind, Exec, Graph, Launch, NodeId, Plan, PlanOptions, Scalar, TraceError};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, FusionMode, LaunchOn, PdlMode, PdlPolicy, CUPTI_ORDER_SLACK_NS};
+use ostinato_testkit::random_graphs::{mix_sig, random_mix_program, random_one_block_program, serial_result, RandomProgram};
 
 fn traced_run(
     device: &ostinato_cuda::Device,
@@ -40,7 +41,7 @@ fn traced_replays_order_every_full_edge_and_give_the_oracles_bytes() {
         (ExecMode::Eager, LaunchOn::Caller, FusionMode::Off),
         (ExecMode::Eager, thread, FusionMode::Off),
     ];
-    let mut checked = 0;
+    let (mut checked, mut tightest) = (0, i64::MAX);
     for seed in 0..40u64 {
         let prog =
             if seed % 2 == 0 { random_mix_program(seed, 8 + (seed as usize * 5) % 70) } else { random_one_block_program(seed, 8 + (seed as usize * 3) % 50) };
@@ -53,10 +54,20 @@ fn traced_replays_order_every_full_edge_and_give_the_oracles_bytes() {
             assert_eq!(t.replays.len(), 2);
             t.check(&plan).unwrap_or_else(|e| panic!("seed {seed} {mode:?} {launch:?} {fusion:?}: {e}\n{:?}", t.notes));
             assert!(t.edges.iter().all(|e| e.kind != EdgeKind::Programmatic), "PDL off: no programmatic edge");
+            if let Some(gap) = t.tightest_order_gap_ns() {
+                if gap < tightest {
+                    let note = t.notes.iter().find(|n| n.starts_with("tightest")).cloned().unwrap_or_default();
+                    eprintln!("seed {seed} {mode:?} {launch:?} {fusion:?}: {note}");
+                    tightest = gap;
+                }
+            }
             checked += 1;
         }
     }
-    eprintln!("checked {checked} traces (40 random programs x {} configurations)", configs.len());
+    eprintln!(
+        "checked {checked} traces (40 random programs x {} configurations); tightest full edge {tightest} ns (slack {CUPTI_ORDER_SLACK_NS} ns)",
+        configs.len()
+    );
 }
 
 /// With PDL on, the trace labels the programmatic edges (and still gives the oracle's bytes).
@@ -70,4 +81,42 @@ fn programmatic_edges_are_labelled_as_such() {
     assert_eq!(got, serial_result(&plan, &prog, 2).unwrap());
     assert!(t.edges.iter().any(|e| e.kind == EdgeKind::Programmatic));
     t.check(&plan).unwrap();
+}
+
+/// The check catches a lost ordering: a chain whose consumer reads what a long producer wrote, its one
+/// edge dropped from the submission (a deliberately wrong plan, graph mode: the two nodes run side by
+/// side), traced and checked against the true plan, fails with an order error on that edge in every
+/// replay, by far more than the clock's slack. The same chain with its edge passes.
+#[test]
+fn a_submission_that_lost_an_edge_fails_the_trace_check() {
+    let Some(device) = common::device_or_skip("a_submission_that_lost_an_edge_fails_the_trace_check") else { return };
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 1 << 20).unwrap();
+    let y = g.add_buffer("y", 4096).unwrap();
+    let mix = g.add_kernel(mix_sig()).unwrap();
+    let u32s = |v: u64| Arg::Scalar(Scalar::u32(v as u32));
+    // The producer: one warp over 256 Ki words (hundreds of µs); the consumer reads its first 4 KiB.
+    g.add_launch(mix, Launch::linear(1, 32), &[Arg::Whole(x), Arg::Whole(y), u32s(1 << 18), u32s(1024), u32s(7)], &[]).unwrap();
+    let head = ostinato::Slice { buffer: x, offset: 0, len: 4096 };
+    g.add_launch(mix, Launch::linear(1, 256), &[Arg::Whole(y), Arg::Buffer(head), u32s(1024), u32s(1024), u32s(9)], &[]).unwrap();
+    let plan = Plan::compile(&g).unwrap();
+    assert_eq!(plan.edges().len(), 1, "x: RAW from the producer into the consumer");
+    let wrong = plan.without_edge_for_testing(NodeId(0), NodeId(1));
+    let prog = RandomProgram { graph: g.clone(), inits: vec![None, None], salt_slot: ostinato::SlotId(0) };
+    let options = CudaOptions { mode: ExecMode::Graph, fusion: FusionMode::Off, pdl: PdlPolicy::new(PdlMode::Off), ..CudaOptions::default() };
+    let (right, _) = traced_run(&device, options, &prog, &plan, 3);
+    right.check(&plan).unwrap_or_else(|e| panic!("the chain as planned: {e}\n{:?}", right.notes));
+    let (mut t, _) = traced_run(&device, options, &prog, &wrong, 3);
+    assert!(t.edges.is_empty(), "the submission had no edge");
+    t.edges = ostinato::trace::edges_of(&plan, &[0, 1], |_| EdgeKind::Full);
+    for r in 0..t.replays.len() {
+        let one = ostinato::Trace { replays: vec![t.replays[r].clone()], ..t.clone() };
+        match one.check(&plan) {
+            Err(TraceError::Order { from: 0, to: 1, start, end, .. }) => {
+                eprintln!("replay {r}: the consumer started {} µs before its producer ended", (end - start) as f64 / 1e3);
+                assert!(end - start > 10 * CUPTI_ORDER_SLACK_NS, "replay {r}: the overlap {} ns is within 10x the slack", end - start);
+            }
+            other => panic!("replay {r}: a lost edge must fail the check, got {other:?}"),
+        }
+    }
 }

@@ -406,6 +406,8 @@ impl Exec for HostExec {
                 Some(why) => vec![format!("replays run on the calling thread ({why})")],
                 None => Vec::new(),
             },
+            // One monotonic clock, read the same way on every thread.
+            order_slack_ns: 0,
         })
     }
 }

@@ -68,7 +68,7 @@ fn validate(json: &Value, n: usize, replays: usize) -> Result<usize, String> {
                 if ph == "f" && e.get("bp").and_then(Value::as_str) != Some("e") {
                     return Err(format!("a flow end not bound to its enclosing slice: {e}"));
                 }
-                if !["full", "programmatic", "barrier"].contains(&name) {
+                if !["full", "programmatic", "barrier", "handoff"].contains(&name) {
                     return Err(format!("flow named {name}"));
                 }
                 flows.entry(int(e, "id")?).or_default().push((ph.to_string(), int(e, "tid")?, num(e, "ts")?));
@@ -146,6 +146,43 @@ fn a_bar_carries_its_nodes_args_with_the_slots_values() {
     assert!(bars.iter().all(|e| e["args"]["grid"].is_array() && e["args"]["param out"].as_str().is_some_and(|s| s.contains('['))));
     let slotted: Vec<&&Value> = bars.iter().filter(|e| e["args"]["param salt"].as_str().is_some_and(|s| s.starts_with("slot"))).collect();
     assert!(slotted.iter().all(|e| e["args"]["param salt"] == "slot salt = 4242"), "{slotted:?}");
+}
+
+/// A fused group is one bar naming its members (its name and its args), and a tile hand-off is a
+/// flow of its own kind in the JSON and a teal arrow in the SVG: a trace as the CUDA backend makes it
+/// for a chain a -> b -> c whose a and b run fused and whose c waits for b tile by tile.
+#[test]
+fn a_fused_group_is_one_bar_naming_its_members_and_a_handoff_is_its_own_flow() {
+    use ostinato::{Access, Arg, EdgeKind, Graph, KernelSig, Launch, NodeId, Span, Trace};
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 64).unwrap();
+    let k = g.add_kernel(KernelSig::new("step").buffer("o", Access::ReadWrite)).unwrap();
+    for _ in 0..3 {
+        g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(x)], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let unit_of = [0, 0, 1];
+    let t = Trace {
+        backend: "cuda".into(),
+        places: vec!["stream 13".into()],
+        units: vec![vec![NodeId(0), NodeId(1)], vec![NodeId(2)]],
+        edges: ostinato::trace::edges_of(&plan, &unit_of, |_| EdgeKind::Handoff),
+        replays: vec![vec![Span { unit: 0, place: 0, start_ns: 1_000, end_ns: 9_000 }, Span { unit: 1, place: 0, start_ns: 2_000, end_ns: 12_000 }]],
+        ..Trace::default()
+    };
+    t.check(&plan).unwrap();
+    let json = ostinato_runtime::trace::chrome_json(&t, &plan).unwrap();
+    validate(&json, 3, 1).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let fused: Vec<&Value> = events.iter().filter(|e| e["cat"] == "node" && e["args"]["members"].is_array()).collect();
+    assert_eq!(fused.len(), 1);
+    assert_eq!(fused[0]["name"], "fused: step + step");
+    assert_eq!(fused[0]["args"]["members"], serde_json::json!([0, 1]));
+    let flows: Vec<&str> = events.iter().filter(|e| e["ph"] == "s").map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(flows, ["handoff"], "the fused edge is no flow; the hand-off is one");
+    let svg = ostinato_runtime::trace::svg(&t, &plan).unwrap();
+    assert!(svg.contains("#009688"), "the hand-off arrow is drawn");
+    assert!(svg.contains("teal arrows: tile hand-offs"));
 }
 
 fn mix_example() -> PathBuf {

@@ -72,6 +72,8 @@ pub(crate) fn trace(exec: &mut VulkanExec, replays: usize) -> Result<Trace, VkEr
         replays: bars,
         slots: Vec::new(),
         notes,
+        // One queue's timestamps, on one clock.
+        order_slack_ns: 0,
     })
 }
 

@@ -24,6 +24,10 @@ pub enum EdgeKind {
     Barrier,
     /// Both ends run inside one fused kernel: ordered by the kernel's own code, one bar for both.
     Fused,
+    /// A tile hand-off: the consumer may start before the producer completed and each of its blocks
+    /// waits, in its code, for exactly the producer blocks whose bytes it needs (CUDA's per-tile
+    /// hand-offs): its bar may overlap the producer's.
+    Handoff,
 }
 
 impl EdgeKind {
@@ -33,6 +37,7 @@ impl EdgeKind {
             EdgeKind::Programmatic => "programmatic",
             EdgeKind::Barrier => "barrier",
             EdgeKind::Fused => "fused",
+            EdgeKind::Handoff => "handoff",
         }
     }
     /// Whether the consumer's bar must start at or after the producer's bar ended.
@@ -83,6 +88,12 @@ pub struct Trace {
     pub slots: Vec<Scalar>,
     /// What a reader should know about how the times were taken.
     pub notes: Vec<String>,
+    /// How far the clock's stamps taken at two places may disagree, in ns: [`Trace::check`] calls a
+    /// consumer out of order only where it starts more than this before its producer ended. 0 for a
+    /// clock read the same way everywhere (the host's monotonic clock, one Vulkan queue's timestamps);
+    /// CUDA's CUPTI stamps are read by code CUPTI adds to each kernel, on whichever SMs run it
+    /// (`docs/trace.md`).
+    pub order_slack_ns: u64,
 }
 
 /// A trace that disagrees with its plan (or with itself).
@@ -98,8 +109,10 @@ pub enum TraceError {
     UnknownUnit { replay: usize, unit: u32, place: u32 },
     #[error("replay {replay}: unit {unit} ends ({end} ns) before it starts ({start} ns)")]
     Inverted { replay: usize, unit: u32, start: u64, end: u64 },
-    #[error("replay {replay}: {kind} edge n{from} -> n{to}: n{to} starts at {start} ns, before n{from} ended at {end} ns")]
-    Order { replay: usize, from: u32, to: u32, kind: &'static str, start: u64, end: u64 },
+    #[error(
+        "replay {replay}: {kind} edge n{from} -> n{to}: n{to} starts at {start} ns, before n{from} ended at {end} ns (more than the clock's {slack} ns apart)"
+    )]
+    Order { replay: usize, from: u32, to: u32, kind: &'static str, start: u64, end: u64, slack: u64 },
     #[error("the trace has {got} edges, the plan {want}")]
     Edges { want: usize, got: usize },
 }
@@ -175,7 +188,8 @@ impl Trace {
     /// Checks the trace against `plan`: every unit names nodes of the plan and every bar a unit and a
     /// place of the trace; in every replay every node appears in exactly one bar, no bar ends before
     /// it starts, and for every edge whose kind orders completion (full, barrier) the consumer's bar
-    /// starts at or after the producer's ended. The trace lists every edge of the plan.
+    /// starts at or after the producer's ended, within the clock's [`Trace::order_slack_ns`]. The
+    /// trace lists every edge of the plan.
     pub fn check(&self, plan: &Plan) -> Result<(), TraceError> {
         let n = plan.node_count();
         for (u, members) in self.units.iter().enumerate() {
@@ -212,13 +226,47 @@ impl Trace {
             for e in self.edges.iter().filter(|e| e.kind.orders_completion()) {
                 let bar = |v: NodeId| unit_of.get(v.index()).and_then(|&u| bar_of.get(u).copied().flatten());
                 if let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) {
-                    if b.start_ns < a.end_ns {
-                        return Err(TraceError::Order { replay: r, from: e.from.0, to: e.to.0, kind: e.kind.as_str(), start: b.start_ns, end: a.end_ns });
+                    if b.start_ns.saturating_add(self.order_slack_ns) < a.end_ns {
+                        let (from, to, kind, slack) = (e.from.0, e.to.0, e.kind.as_str(), self.order_slack_ns);
+                        return Err(TraceError::Order { replay: r, from, to, kind, start: b.start_ns, end: a.end_ns, slack });
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The edge that orders completion whose consumer started least long after its producer ended,
+    /// over every replay: the time between (negative where the consumer started first), the replay and
+    /// the edge; `None` without such an edge. How close the trace came to an order error, and how far
+    /// a clock's stamps at two places disagreed.
+    pub fn tightest_order_gap(&self) -> Option<(i64, usize, TraceEdge)> {
+        let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
+        let unit_of = self.unit_of(nodes);
+        let mut least: Option<(i64, usize, TraceEdge)> = None;
+        for (r, spans) in self.replays.iter().enumerate() {
+            let mut bar_of: Vec<Option<Span>> = vec![None; self.units.len()];
+            for s in spans {
+                if let Some(slot) = bar_of.get_mut(s.unit as usize) {
+                    *slot = Some(*s);
+                }
+            }
+            let bar = |v: NodeId| unit_of.get(v.index()).and_then(|&u| bar_of.get(u).copied().flatten());
+            for e in self.edges.iter().filter(|e| e.kind.orders_completion()) {
+                if let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) {
+                    let gap = b.start_ns as i64 - a.end_ns as i64;
+                    if least.is_none_or(|(l, _, _)| gap < l) {
+                        least = Some((gap, r, *e));
+                    }
+                }
+            }
+        }
+        least
+    }
+
+    /// The time of [`Trace::tightest_order_gap`] alone.
+    pub fn tightest_order_gap_ns(&self) -> Option<i64> {
+        self.tightest_order_gap().map(|(gap, _, _)| gap)
     }
 
     /// Replay `r`'s sums: its step time, the bars' durations added up, the time some bar ran and the
@@ -318,11 +366,22 @@ mod tests {
         let p = plan();
         trace(&p, &[(0, 0, 10), (1, 10, 20), (2, 5, 30)]).check(&p).unwrap();
         let e = trace(&p, &[(0, 0, 10), (1, 9, 20), (2, 5, 30)]).check(&p).unwrap_err();
-        assert_eq!(e, TraceError::Order { replay: 0, from: 0, to: 1, kind: "full", start: 9, end: 10 });
-        // A programmatic edge may overlap.
+        assert_eq!(e, TraceError::Order { replay: 0, from: 0, to: 1, kind: "full", start: 9, end: 10, slack: 0 });
+        // A clock whose stamps at two places may disagree by 2 ns: 1 ns early passes, 3 ns does not.
         let mut t = trace(&p, &[(0, 0, 10), (1, 9, 20), (2, 5, 30)]);
-        t.edges[0].kind = EdgeKind::Programmatic;
+        t.order_slack_ns = 2;
         t.check(&p).unwrap();
+        assert_eq!(t.tightest_order_gap_ns(), Some(-1));
+        let mut t = trace(&p, &[(0, 0, 10), (1, 7, 20), (2, 5, 30)]);
+        t.order_slack_ns = 2;
+        assert!(matches!(t.check(&p), Err(TraceError::Order { start: 7, end: 10, slack: 2, .. })));
+        // A programmatic edge or a tile hand-off may overlap.
+        for kind in [EdgeKind::Programmatic, EdgeKind::Handoff] {
+            let mut t = trace(&p, &[(0, 0, 10), (1, 9, 20), (2, 5, 30)]);
+            t.edges[0].kind = kind;
+            t.check(&p).unwrap();
+            assert_eq!(t.tightest_order_gap_ns(), None, "no edge that orders completion");
+        }
     }
 
     #[test]

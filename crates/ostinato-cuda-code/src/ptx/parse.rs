@@ -188,6 +188,21 @@ pub fn scalar_bytes(t: &str) -> Option<u64> {
 
 /// The entry `entry` of `ptx`: its params and body, or why it cannot be read.
 pub fn entry(ptx: &str, entry: &str) -> Result<Entry, String> {
+    let (params, close) = param_list(ptx, entry)?;
+    let body_at = ptx[close..].find('{').map(|b| close + b).ok_or("entry has no body")?;
+    let first_line = ptx[..body_at].bytes().filter(|&b| b == b'\n').count() + 1;
+    let items = body(&ptx[body_at..], first_line)?;
+    Ok(Entry { name: entry.to_string(), params, items })
+}
+
+/// The param names of `.entry entry` in `ptx`, in order (without reading its body), or why they
+/// cannot be read.
+pub fn entry_params(ptx: &str, entry: &str) -> Result<Vec<String>, String> {
+    param_list(ptx, entry).map(|(params, _)| params)
+}
+
+/// The param names of `.entry entry` and the byte offset of the `)` that ends their list.
+fn param_list(ptx: &str, entry: &str) -> Result<(Vec<String>, usize), String> {
     let start = ptx
         .match_indices(".entry")
         .map(|(i, _)| i)
@@ -204,10 +219,7 @@ pub fn entry(ptx: &str, entry: &str) -> Result<Entry, String> {
         .map(|n| n.split('[').next().unwrap_or("").to_string())
         .filter(|n| !n.is_empty())
         .collect();
-    let body_at = ptx[close..].find('{').map(|b| close + b).ok_or("entry has no body")?;
-    let first_line = ptx[..body_at].bytes().filter(|&b| b == b'\n').count() + 1;
-    let items = body(&ptx[body_at..], first_line)?;
-    Ok(Entry { name: entry.to_string(), params, items })
+    Ok((params, close))
 }
 
 /// The items of a body that starts at `text` (its opening `{`), whose first line is PTX line `first_line`.

@@ -59,6 +59,7 @@ impl CudaBackend {
             None => (plan, kernels, &[][..]),
         };
         let handoffs = handed.as_ref().map_or(0, |h| h.consumers);
+        let handoff_pairs = handed.as_ref().map_or_else(Vec::new, |h| h.pairs.clone());
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let lowering = lower_with(plan, &kernel_pdl, copy_k.pdl_capable && fill_k.pdl_capable, self.options.pdl)?;
         let mut buffers = buffers;
@@ -128,6 +129,7 @@ impl CudaBackend {
             fused_nodes,
             handoffs,
             unfused,
+            handoff_pairs,
             lowering,
             ctx: self.ctx.clone(),
             allocs,

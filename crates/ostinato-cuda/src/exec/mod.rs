@@ -16,9 +16,11 @@ use crate::options::{DeviceMemory, ExternalStream};
 
 mod backend;
 mod instantiate;
+mod records;
 mod trace;
 
 pub use backend::CudaBackend;
+pub use trace::CUPTI_ORDER_SLACK_NS;
 
 /// What a replay submits, past the shared stream.
 enum Work {
@@ -116,7 +118,7 @@ impl Marks for CuptiMarks {
         if let Some(m) = &mut self.nvtx {
             m.before(launch)?;
         }
-        crate::cupti::push_external(trace::tag(self.replay, Some(launch)))
+        crate::cupti::push_external(records::tag(self.replay, Some(launch)))
     }
     fn after(&mut self, launch: usize) -> Result<()> {
         crate::cupti::pop_external()?;
@@ -160,6 +162,9 @@ pub struct CudaExec {
     handoffs: usize,
     /// The user's nodes that run by themselves, with why (fusion's decision).
     unfused: Vec<(NodeId, String)>,
+    /// Each (producer, consumer) pair of `run_plan` whose consumer waits tile by tile (a trace's
+    /// hand-off edges).
+    handoff_pairs: Vec<(NodeId, NodeId)>,
     /// Root buffers a child graph uses (a collective's NCCL call, captured work: the addresses live in
     /// the captured calls, so they are not rebindable), with the node that uses each.
     fixed_roots: Vec<(BufferId, String)>,
@@ -223,7 +228,7 @@ impl Replayer {
         if let Work::Graph { .. } = &self.work {
             let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
             let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to launch".into() })?;
-            crate::cupti::push_external(trace::tag(replay, None))?;
+            crate::cupti::push_external(records::tag(replay, None))?;
             let r = exec.launch(&self.main);
             crate::cupti::pop_external()?;
             return r;

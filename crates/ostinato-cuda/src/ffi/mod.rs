@@ -19,7 +19,9 @@ mod stream;
 
 pub(crate) use graph::{Graph, GraphExec, GraphNode};
 pub(crate) use memory::{copy_to_device, copy_to_host, synchronize, DeviceAlloc};
-pub(crate) use module::{Function, KernelArgs, Module};
+#[cfg(test)]
+pub(crate) use module::{layout_from, ParamInfoSource};
+pub(crate) use module::{Function, KernelArgs, Module, ParamCount};
 pub(crate) use stream::{Event, Stream};
 
 fn name_of(code: sys::CUresult) -> String {

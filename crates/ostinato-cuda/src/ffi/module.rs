@@ -88,26 +88,103 @@ impl Function {
         // SAFETY: valid function and attribute enum; the driver checks the value against the device.
         check("cuFuncSetAttribute", unsafe { sys::cuFuncSetAttribute(self.f, attr, bytes as i32) })
     }
-    /// (offset, size) of each param, from `cuFuncGetParamInfo` (driver 12.4+); `None` on older drivers.
-    pub(crate) fn param_layout(&self) -> Result<Option<Vec<(usize, usize)>>> {
+    /// (offset, size) of params `0..count`, from `cuFuncGetParamInfo` (driver 12.4+; `None` on older
+    /// drivers). `count` comes from the kernel's own code (or the driver's count query): the driver is
+    /// never asked about an index past the last param, which it answers with `CUDA_ERROR_INVALID_VALUE`
+    /// (an error compute-sanitizer reports). `ParamCount::Unknown` (no code to read, no count query)
+    /// probes to the first index refused, the one case that still asks past the end.
+    pub(crate) fn param_layout(&self, count: ParamCount) -> Result<Option<Vec<(usize, usize)>>> {
         if driver_version()? < 12040 {
             return Ok(None);
         }
-        let mut out = Vec::new();
-        for i in 0.. {
-            let (mut off, mut size) = (0usize, 0usize);
-            // SAFETY: valid function; writes two sizes; an index past the end returns an error code.
-            let r = unsafe { sys::cuFuncGetParamInfo(self.f, i, &mut off, &mut size) };
-            if r != sys::CUresult::CUDA_SUCCESS {
-                if r == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
-                    break;
-                }
-                check("cuFuncGetParamInfo", r)?;
-            }
-            out.push((off, size));
-        }
-        Ok(Some(out))
+        layout_from(&DriverParams(self.f), count).map(Some)
     }
+
+    /// The param count from the driver's own query, `cuFuncGetParamCount` (CUDA 13.2 and later;
+    /// looked up through `cuGetProcAddress` because the bindings target 13.0); `None` before 13.2.
+    pub(crate) fn driver_param_count(&self) -> Result<Option<usize>> {
+        if driver_version()? < 13020 {
+            return Ok(None);
+        }
+        type CountFn = unsafe extern "C" fn(sys::CUfunction, *mut usize) -> sys::CUresult;
+        let mut pfn: *mut c_void = std::ptr::null_mut();
+        let mut status = sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SUCCESS;
+        // SAFETY: a NUL-terminated symbol name; writes one function pointer and one status.
+        check("cuGetProcAddress_v2", unsafe {
+            sys::cuGetProcAddress_v2(
+                c"cuFuncGetParamCount".as_ptr(),
+                &mut pfn,
+                13020,
+                sys::CUdriverProcAddress_flags::CU_GET_PROC_ADDRESS_DEFAULT as u64,
+                &mut status,
+            )
+        })?;
+        if pfn.is_null() || status != sys::CUdriverProcAddressQueryResult::CU_GET_PROC_ADDRESS_SUCCESS {
+            return Ok(None);
+        }
+        // SAFETY: the driver returned its `cuFuncGetParamCount` (CUDA 13.2 signature) for that version.
+        let count_fn: CountFn = unsafe { std::mem::transmute::<*mut c_void, CountFn>(pfn) };
+        let mut n = 0usize;
+        // SAFETY: a valid function; writes one count.
+        check("cuFuncGetParamCount", unsafe { count_fn(self.f, &mut n) })?;
+        Ok(Some(n))
+    }
+}
+
+/// How many params a kernel takes, where something other than a failing probe says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ParamCount {
+    /// Known (from its PTX, its cubin or the driver's count query).
+    Known(usize),
+    /// Nothing says: the layout is probed to the first index the driver refuses.
+    Unknown,
+}
+
+/// Where a param's (offset, size) comes from: the driver, or a test's stand-in.
+pub(crate) trait ParamInfoSource {
+    /// `Ok(None)` where the source refuses the index as past the last param.
+    fn param_info(&self, index: usize) -> Result<Option<(usize, usize)>>;
+}
+
+/// `cuFuncGetParamInfo` of one function.
+struct DriverParams(sys::CUfunction);
+
+impl ParamInfoSource for DriverParams {
+    fn param_info(&self, index: usize) -> Result<Option<(usize, usize)>> {
+        let (mut off, mut size) = (0usize, 0usize);
+        // SAFETY: valid function; writes two sizes; an index past the end returns an error code.
+        match unsafe { sys::cuFuncGetParamInfo(self.0, index, &mut off, &mut size) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(Some((off, size))),
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => Ok(None),
+            r => check("cuFuncGetParamInfo", r).map(|()| None),
+        }
+    }
+}
+
+/// The layout of a kernel's params from `source`: exactly indices `0..n` for a known count `n` (an
+/// index refused below it is an error), else every index up to the first refused.
+pub(crate) fn layout_from(source: &impl ParamInfoSource, count: ParamCount) -> Result<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    match count {
+        ParamCount::Known(n) => {
+            for i in 0..n {
+                let info = source.param_info(i)?.ok_or_else(|| CudaError::Internal {
+                    op: "cuFuncGetParamInfo",
+                    reason: format!("the kernel's code declares {n} params but the driver knows no param {i}"),
+                })?;
+                out.push(info);
+            }
+        }
+        ParamCount::Unknown => {
+            for i in 0.. {
+                match source.param_info(i)? {
+                    Some(info) => out.push(info),
+                    None => break,
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Argument storage for one launch: each value in its own 8-byte-aligned cell, plus the pointer array

@@ -25,6 +25,9 @@ pub struct HandoffPlan {
     pub inits: Vec<(BufferId, Vec<u8>)>,
     pub consumers: usize,
     pub publishers: usize,
+    /// Every (producer, consumer) pair a consumer waits on tile by tile, by node id (the rewritten
+    /// plan keeps the user's node ids), for the trace's hand-off edges.
+    pub pairs: Vec<(NodeId, NodeId)>,
 }
 
 /// One body source and the wrappers of its kernels (with each wrapper's kernel id in the rewritten
@@ -203,5 +206,12 @@ pub fn handoff(device: &Device, trigger: PdlTrigger, plan: &Plan, kernels: &[Cud
     let plan = Plan::compile_with(&out, plan.options()).map_err(|e| internal(&format!("planning the hand-off plan: {e}")))?;
     let consumers = chosen.consumers();
     let publishers = chosen.roles.iter().filter(|r| **r != Role::None).count();
-    Ok(Some(HandoffPlan { plan, kernels: all, inits, consumers, publishers }))
+    let pairs = chosen
+        .roles
+        .iter()
+        .enumerate()
+        .filter_map(|(v, r)| if let Role::Consume(t) = r { Some(t.producers.iter().map(move |&u| (u, NodeId(v as u32)))) } else { None })
+        .flatten()
+        .collect();
+    Ok(Some(HandoffPlan { plan, kernels: all, inits, consumers, publishers, pairs }))
 }

@@ -1,11 +1,13 @@
 //! The trace as an SVG timeline drawn with `plotters`: a row per place (and per overlap within one),
-//! each bar coloured by its kernel and labelled where it is wide enough, the idle gaps on a row of
-//! their own at the bottom, and the critical path outlined in red, its hand-offs joined by red lines.
+//! each bar coloured by its kernel and labelled where it is wide enough (white on a dark bar, black
+//! on a light one), the idle gaps on a row of their own at the bottom, the critical path outlined in
+//! red with its steps joined by red lines, and each tile hand-off as a teal arrow from its producer's
+//! bar to its consumer's start.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
-use ostinato::{Plan, Trace};
+use ostinato::{EdgeKind, Plan, Trace};
 use plotters::prelude::*;
 
 use super::{check_shape, origin, rows, unit_name};
@@ -15,6 +17,8 @@ const WIDTH: u32 = 1400;
 const ROW_PX: u32 = 24;
 /// Plot width in pixels, roughly (the chart less its label area and margins).
 const PLOT_PX: f64 = 1200.0;
+/// The colour of a tile hand-off's arrow.
+const HANDOFF: RGBColor = RGBColor(0, 150, 136);
 
 /// The SVG timeline of `trace` (of `plan`).
 pub fn svg(trace: &Trace, plan: &Plan) -> Result<String, RuntimeError> {
@@ -65,19 +69,22 @@ pub fn svg(trace: &Trace, plan: &Plan) -> Result<String, RuntimeError> {
                 if critical.contains(&i) {
                     c.draw_series(std::iter::once(Rectangle::new(rect, RED.stroke_width(2)))).map_err(e)?;
                 }
+                let ink = label_colour(colour(&name));
                 let chars = ((x1 - x0) / end * PLOT_PX / 6.5) as usize;
                 if chars >= 4 {
                     let text: String =
                         if name.chars().count() <= chars { name } else { name.chars().take(chars.saturating_sub(1)).chain(std::iter::once('…')).collect() };
-                    c.draw_series(std::iter::once(Text::new(text, (x0 + min_w, y + 0.15), ("sans-serif", 10).into_font()))).map_err(e)?;
+                    let font = ("sans-serif", 10).into_font().color(&ink);
+                    c.draw_series(std::iter::once(Text::new(text, (x0 + min_w, y + 0.15), font))).map_err(e)?;
                 }
             }
-            // The hand-offs of the critical path: each bar's end to the next one's start.
-            let hand_offs = critical.windows(2).map(|w| {
+            c.draw_series(handoff_arrows(trace, plan, r, &|i| (us(spans[i].start_ns), y_of(row_of[r][i])), end)).map_err(e)?;
+            // The steps of the critical path: each bar's end to the next one's start.
+            let steps = critical.windows(2).map(|w| {
                 let (a, b) = (&spans[w[0]], &spans[w[1]]);
                 PathElement::new(vec![(us(a.end_ns), y_of(row_of[r][w[0]])), (us(b.start_ns), y_of(row_of[r][w[1]]))], RED.stroke_width(1))
             });
-            c.draw_series(hand_offs).map_err(e)?;
+            c.draw_series(steps).map_err(e)?;
             if let Some(sum) = trace.summary(r) {
                 let gaps =
                     sum.gaps.iter().map(|&(a, b)| Rectangle::new([(us(a), -0.3), (us(b).max(us(a) + min_w), 0.3)], RGBColor(214, 96, 77).mix(0.6).filled()));
@@ -94,12 +101,13 @@ fn caption(trace: &Trace, plan: &Plan) -> String {
     let head = format!("{}: {} nodes, {} edges, {} replays", trace.backend, plan.node_count(), plan.edges().len(), trace.replays.len());
     match trace.summary(0) {
         Some(s) if !trace.replays.is_empty() => format!(
-            "{head} — replay 0: {:.1} µs, nodes {:.1} µs, busy {:.1} µs, idle {:.1} µs in {} gaps (red: critical path)",
+            "{head} — replay 0: {:.1} µs, nodes {:.1} µs, busy {:.1} µs, idle {:.1} µs in {} gaps (red: critical path{})",
             s.step_ns as f64 / 1e3,
             s.sum_ns as f64 / 1e3,
             s.busy_ns as f64 / 1e3,
             s.idle_ns as f64 / 1e3,
-            s.gaps.len()
+            s.gaps.len(),
+            if trace.edges.iter().any(|e| e.kind == EdgeKind::Handoff) { "; teal arrows: tile hand-offs" } else { "" }
         ),
         _ => head,
     }
@@ -111,4 +119,65 @@ fn colour(name: &str) -> RGBAColor {
     let mut h = DefaultHasher::new();
     key.hash(&mut h);
     Palette99::pick(h.finish() as usize % 99).to_rgba().mix(0.85)
+}
+
+/// Black or white, whichever reads better on `bar` (drawn over white): white where the bar's
+/// relative luminance is below that of mid grey.
+fn label_colour(bar: RGBAColor) -> RGBColor {
+    let RGBAColor(r, g, b, a) = bar;
+    let over_white = |c: u8| a * f64::from(c) + (1.0 - a) * 255.0;
+    let luminance = 0.2126 * over_white(r) + 0.7152 * over_white(g) + 0.0722 * over_white(b);
+    if luminance < 140.0 {
+        WHITE
+    } else {
+        BLACK
+    }
+}
+
+/// Replay `r`'s tile hand-offs as arrows from the producer's bar (its start, where its first tiles
+/// come from) to the consumer's start; `at(i)` is bar `i`'s start point, `end` the time axis' length.
+fn handoff_arrows<'a>(trace: &'a Trace, plan: &Plan, r: usize, at: &'a dyn Fn(usize) -> (f64, f64), end: f64) -> Vec<PathElement<(f64, f64)>> {
+    let unit_of = trace.unit_of(plan.node_count());
+    let mut bar_of = vec![usize::MAX; trace.units.len()];
+    for (i, s) in trace.replays[r].iter().enumerate() {
+        bar_of[s.unit as usize] = i;
+    }
+    let bar = |v: ostinato::NodeId| unit_of.get(v.index()).and_then(|&u| bar_of.get(u)).copied().filter(|&i| i != usize::MAX);
+    let (head_x, head_y) = (end / 250.0, 0.18);
+    let mut out = Vec::new();
+    for e in trace.edges.iter().filter(|e| e.kind == EdgeKind::Handoff) {
+        let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) else { continue };
+        let ((xa, ya), (xb, yb)) = (at(a), at(b));
+        // The shaft and the arrowhead (pointing along the time axis into the consumer's start), each
+        // over a white halo so that it shows on a bar of any colour.
+        let shaft = vec![(xa, ya), (xb, yb)];
+        let head = vec![(xb - head_x, yb + head_y), (xb, yb), (xb - head_x, yb - head_y)];
+        for path in [shaft, head] {
+            out.push(PathElement::new(path.clone(), WHITE.stroke_width(4)));
+            out.push(PathElement::new(path, HANDOFF.stroke_width(2)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A label reads on its bar: white on a dark bar (the navy the `copy` kernel's name hashed to was
+    /// labelled black), black on a light one; every kernel name's bar gets the one that contrasts more.
+    #[test]
+    fn a_label_contrasts_with_its_bar() {
+        assert_eq!(label_colour(RGBColor(0, 0, 128).to_rgba()), WHITE);
+        assert_eq!(label_colour(RGBColor(255, 230, 120).to_rgba()), BLACK);
+        let lum = |c: RGBColor| 0.2126 * f64::from(c.0) + 0.7152 * f64::from(c.1) + 0.0722 * f64::from(c.2);
+        for name in ["copy", "fill", "mix", "mix_alt", "gemv", "rmsnorm", "attention", "fused ×12: a … b"] {
+            let bar = colour(name);
+            let RGBAColor(r, g, b, a) = bar;
+            let over = |c: u8| a * f64::from(c) + (1.0 - a) * 255.0;
+            let l = 0.2126 * over(r) + 0.7152 * over(g) + 0.0722 * over(b);
+            let ink = lum(label_colour(bar));
+            assert!((ink - l).abs() >= 100.0, "`{name}`: label luminance {ink} on a bar of {l}");
+        }
+    }
 }
