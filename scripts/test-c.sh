@@ -20,12 +20,13 @@ run() {  # name, then the command
 run "build record.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c $flags -o "$prefix/record"
 run "build errors.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/errors.c $flags -o "$prefix/errors"
 run "build handles.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/handles.c $flags -o "$prefix/handles"
+run "build ids.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/ids.c $flags -o "$prefix/ids"
 run "build statuses.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/statuses.c $flags -o "$prefix/statuses"
 run "build vulkan_free.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/vulkan_free.c $flags -o "$prefix/vulkan_free"
 run "build fuzz_calls.c" $cc -std=c11 -Wall -Wextra -Werror examples/c/fuzz_calls.c $flags -o "$prefix/fuzz_calls"
 run "build record.cpp" $cxx -std=c++17 -Wall -Wextra -Werror examples/c/record.cpp $flags -o "$prefix/record_cpp"
 run "build record.c, static" $cc -std=c11 -Wall -Wextra -Werror examples/c/record.c -I"$prefix/include" "$prefix/lib/libostinato.a" -lpthread -ldl -lm -o "$prefix/record_static"
-for t in record errors handles statuses record_cpp record_static vulkan_free; do
+for t in record errors handles ids statuses record_cpp record_static vulkan_free; do
   [[ -x "$prefix/$t" ]] && run "run $t" "$prefix/$t"
 done
 # Random call sequences, each in a child process: none may panic, abort or give Vulkan other bytes

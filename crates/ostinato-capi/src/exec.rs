@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use ostinato::BufferBinding;
 use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 
-use crate::graph::{ost_plan, ost_scalar, plan_of, scalar_type};
+use crate::graph::{ost_plan, ost_scalar, plan_of, scalar_type, CPlan};
 use crate::ost_status::{self, *};
 use crate::{guard, lookup, need, put, register, runtime_error, text, unregister, Fallible, Object};
 
@@ -109,6 +109,7 @@ pub unsafe extern "C" fn ost_exec_create_ex(
         let backend = unsafe { text(backend, "backend") }?;
         need(out, "out")?;
         let kind: BackendKind = backend.parse().map_err(runtime_error)?;
+        implemented(&p, kind)?;
         // SAFETY: NULL or a readable `ost_exec_options` with the strings and stream it promises, as the
         // caller vouches.
         let options = unsafe { exec_options(options.as_ref()) }?;
@@ -146,6 +147,40 @@ pub unsafe extern "C" fn ost_exec_create_ex(
         // SAFETY: checked non-NULL above.
         unsafe { put(out, key as *mut ost_exec, "out") }
     })
+}
+
+/// Refuses, before any device is opened, a kernel of `p` without an implementation for `kind`, saying
+/// which call declares one.
+fn implemented(p: &CPlan, kind: BackendKind) -> Fallible<()> {
+    let name = kind.as_str();
+    for (k, sig) in p.plan.graph().kernels().iter().enumerate() {
+        let host_fn = kind == BackendKind::Host && p.host_fns[k].is_some();
+        if host_fn || p.impls[k].contains_key(name) {
+            continue;
+        }
+        let builtin = p.impls[k].values().find(|r| r.builtin_name().is_some()).map(|r| format!("\"{}\"", r.source));
+        let (example, note) = match builtin {
+            Some(b) => (b, ""),
+            None => ("SOURCE".to_string(), " (SOURCE: a built-in, \"builtin:NAME\", or a kernel file)"),
+        };
+        let mut how = match &p.file {
+            Some(file) => format!(
+                "add `{name} = {example}` to kernel `{}` in {file}, or call ost_graph_set_kernel_impl(g, kernel, \"{name}\", {example}, NULL){note}",
+                sig.name
+            ),
+            None => format!("declare one with ost_graph_set_kernel_impl(g, kernel, \"{name}\", {example}, NULL){note}"),
+        };
+        if kind == BackendKind::Host {
+            how.push_str(" or ost_graph_set_host_kernel");
+        }
+        let mut has: Vec<&str> = p.impls[k].keys().map(String::as_str).collect();
+        if p.host_fns[k].is_some() {
+            has.push("host (a C function)");
+        }
+        let has = if has.is_empty() { "none".to_string() } else { has.join(", ") };
+        return Err((OST_ERR_BIND, format!("kernel `{}` has no implementation for the {name} backend (it has: {has}): {how}", sig.name)));
+    }
+    Ok(())
 }
 
 /// The runtime's exec options that `o` (NULL: the defaults) sets.

@@ -64,7 +64,8 @@ pub unsafe extern "C" fn ost_graph_set_host_kernel(g: *mut crate::graph::ost_gra
         let f = f.ok_or((OST_ERR_NULL, "the host function is NULL".to_string()))?;
         let c = CFunction { f, user };
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let sig = g.graph.kernels().get(kernel as usize).cloned().ok_or_else(|| (OST_ERR_ARGUMENT, format!("kernel id {kernel} is not declared")))?;
+        let kernel = g.kernel_id(kernel, &|| "kernel".into())?;
+        let sig = g.graph.kernels()[kernel.index()].clone();
         let name = sig.name.clone();
         let k = HostKernel::new(sig, move |cx| {
             let call = Call { cx, message: std::cell::RefCell::new(None) };
@@ -77,7 +78,7 @@ pub unsafe extern "C" fn ost_graph_set_host_kernel(g: *mut crate::graph::ost_gra
                 code => Err(call.message.borrow_mut().take().unwrap_or_else(|| format!("host kernel `{name}` returned {code}"))),
             }
         });
-        g.host_fns[kernel as usize] = Some(k);
+        g.host_fns[kernel.index()] = Some(k);
         Ok(())
     })
 }
