@@ -108,6 +108,13 @@ int main(void) {
     expect(ost_exec_read(e, "y", 0, buf, 8), OST_ERR_ARGUMENT, "unknown buffer `y`", "an unknown buffer");
     expect(ost_exec_read(e, "x", 60, buf, 8), OST_ERR_ARGUMENT, "outside buffer `x`", "a read past the buffer");
     expect(ost_exec_read(e, "x", 0, NULL, 8), OST_ERR_NULL, "dst is NULL", "a read into NULL");
+    /* Counts and pointers no C array can have are refused, never made into a slice. */
+    expect(ost_exec_read(e, "x", 0, buf, SIZE_MAX), OST_ERR_ARGUMENT, "dst: a count of", "a read of SIZE_MAX bytes");
+    expect(ost_exec_write(e, "x", 0, buf, (size_t)1 << 63), OST_ERR_ARGUMENT, "src: a count of", "a write of 2**63 bytes");
+    uint32_t words[2];
+    expect(ost_graph_add_buffer(g, "z", 64, (uint32_t *)((char *)words + 1)), OST_ERR_ARGUMENT, "is not aligned", "a misaligned id pointer");
+    expect(ost_graph_add_launch(g, k, grid, block, 0, args, SIZE_MAX, NULL, 0, &id), OST_ERR_ARGUMENT, "args: a count of", "SIZE_MAX args");
+    expect(ost_graph_add_launch(g, k, grid, block, 0, (const ost_arg *)((char *)args + 4), 2, NULL, 0, &id), OST_ERR_ARGUMENT, "args", "misaligned args");
     expect(ost_exec_replay(e, 3), OST_OK, NULL, "replays");
     expect(ost_exec_rebind(e, "x", 0x1000, 64), OST_ERR_ARGUMENT, "takes no device memory", "device memory on the host");
     expect(ost_exec_free(e), OST_OK, NULL, "free the exec");

@@ -1,9 +1,10 @@
 /* A fuzzer of the C ABI: random sequences of calls, each in a child process of its own, mixing valid
  * calls with hostile ones — NULL, garbage, freed and wrong-kind handles, ids of other graphs, of other
- * kinds and bare indices, unknown names and backends,
+ * kinds and bare indices, lengths past what memory holds, unknown names and backends,
  * zero and huge sizes, slices past their buffers, overlapping params, built-ins told to touch past
- * their extents, bad options. Data pointers are always valid for the lengths given (the header makes
- * the caller vouch for those); handles never need to be. A sequence that ends normally "ran"; a
+ * their extents, bad options. Data pointers are valid for the lengths given (the header makes the
+ * caller vouch for those), but for lengths no array can have, which must be refused before use;
+ * handles never need to be valid. A sequence that ends normally "ran"; a
  * child that dies by a signal "aborted"; a call that returns OST_ERR_PANIC "panicked"; every third
  * sequence also records a random order-sensitive program and compares the host's bytes with Vulkan's
  * (where a Vulkan device is found): a difference "mismatched".
@@ -175,8 +176,9 @@ static void exec_call(void) {
         case 2: count(ost_exec_replay(e, (uint32_t)below(3))); break;
         case 3: count(ost_exec_wait(e)); break;
         case 4: count(ost_exec_set_slot_u32(e, name(), (uint32_t)(below(2) ? below(4096) : next()))); break;
-        case 5: count(ost_exec_read(e, name(), below(4) ? 4 * below(64) : next(), buf, below(257))); break;
-        case 6: memset(buf, (int)below(256), sizeof buf); count(ost_exec_write(e, name(), below(4) ? 4 * below(64) : next(), buf, below(257))); break;
+        /* Lengths no array can have (SIZE_MAX, 2**63) now and then: refused before any slice is made. */
+        case 5: count(ost_exec_read(e, name(), below(4) ? 4 * below(64) : next(), buf, below(16) ? below(257) : SIZE_MAX >> below(2))); break;
+        case 6: memset(buf, (int)below(256), sizeof buf); count(ost_exec_write(e, name(), below(4) ? 4 * below(64) : next(), buf, below(16) ? below(257) : SIZE_MAX >> below(2))); break;
         case 7: count(ost_exec_rebind(e, name(), next(), size())); break;
         case 8: {
             size_t n;

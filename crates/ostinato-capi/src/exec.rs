@@ -8,7 +8,7 @@ use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memor
 
 use crate::graph::{ost_plan, ost_scalar, plan_of, scalar_type, CPlan};
 use crate::ost_status::{self, *};
-use crate::{guard, lookup, need, put, register, runtime_error, text, unregister, Fallible, Object};
+use crate::{guard, items, items_mut, lookup, need, put, register, runtime_error, text, unregister, Fallible, Object};
 
 /// An opaque exec: a plan instantiated on a backend, replayed and patched. One thread at a time may
 /// use it (calls from two threads are serialised); it may move between threads.
@@ -116,17 +116,12 @@ pub unsafe extern "C" fn ost_exec_create_ex(
         let session = Session::open(&options.spec(kind).map_err(runtime_error)?).map_err(runtime_error)?;
         let g = p.plan.graph();
         let mut buffers = ostinato::allocate_all::<Memory>(&p.plan);
-        if nbindings > 0 {
-            if bindings.is_null() {
-                return Err((OST_ERR_NULL, format!("bindings is NULL with a count of {nbindings}")));
-            }
-            // SAFETY: non-NULL, and the caller vouches for `nbindings` items.
-            for (i, b) in unsafe { std::slice::from_raw_parts(bindings, nbindings) }.iter().enumerate() {
-                // SAFETY: the caller vouches for each binding's NUL-terminated buffer name.
-                let name = unsafe { text(b.buffer, &format!("bindings[{i}].buffer")) }?;
-                let id = g.buffer_by_name(name).ok_or_else(|| (OST_ERR_ARGUMENT, format!("bindings[{i}]: no buffer `{name}`")))?;
-                buffers[id.index()] = BufferBinding::External(device_memory(kind, b.device_ptr, b.len)?);
-            }
+        // SAFETY: the caller vouches for `nbindings` items.
+        for (i, b) in unsafe { items(bindings, nbindings, "bindings") }?.iter().enumerate() {
+            // SAFETY: the caller vouches for each binding's NUL-terminated buffer name.
+            let name = unsafe { text(b.buffer, &format!("bindings[{i}].buffer")) }?;
+            let id = g.buffer_by_name(name).ok_or_else(|| (OST_ERR_ARGUMENT, format!("bindings[{i}]: no buffer `{name}`")))?;
+            buffers[id.index()] = BufferBinding::External(device_memory(kind, b.device_ptr, b.len)?);
         }
         let backend_name = kind.as_str();
         let source = |k: usize| -> Result<KernelSource, RuntimeError> {
@@ -272,11 +267,8 @@ pub unsafe extern "C" fn ost_exec_read(e: *mut ost_exec, buffer: *const c_char, 
     guard(|| {
         // SAFETY: the caller vouches for a NUL-terminated string.
         let name = unsafe { text(buffer, "buffer") }?;
-        if dst.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "dst is NULL".into()));
-        }
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` writable bytes.
-        let out = if len == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) } };
+        // SAFETY: the caller vouches for `len` writable bytes.
+        let out = unsafe { items_mut(dst as *mut u8, len, "dst") }?;
         with_exec(e, |x| {
             let id = <dyn ExecHandle>::buffer_id(x, name)?;
             x.read_buffer(id, offset as u64, out)
@@ -293,11 +285,8 @@ pub unsafe extern "C" fn ost_exec_write(e: *mut ost_exec, buffer: *const c_char,
     guard(|| {
         // SAFETY: the caller vouches for a NUL-terminated string.
         let name = unsafe { text(buffer, "buffer") }?;
-        if src.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "src is NULL".into()));
-        }
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` readable bytes.
-        let data = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(src as *const u8, len) } };
+        // SAFETY: the caller vouches for `len` readable bytes.
+        let data = unsafe { items(src as *const u8, len, "src") }?;
         with_exec(e, |x| {
             let id = <dyn ExecHandle>::buffer_id(x, name)?;
             x.write_buffer(id, offset as u64, data)

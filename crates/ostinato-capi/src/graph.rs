@@ -11,7 +11,7 @@ use ostinato_runtime::ostinato_host::HostKernel;
 
 use crate::ids::{IdKind, Tag};
 use crate::ost_status::{self, *};
-use crate::{guard, lookup, need, put, register_at, text, unregister, Fallible, Object};
+use crate::{guard, items, lookup, need, put, register_at, text, unregister, Fallible, Object};
 
 /// An opaque recorded graph (`ost_graph_new`, `ost_graph_load`). Not thread-safe to share; calls on one
 /// handle from two threads are serialised.
@@ -175,21 +175,6 @@ pub(crate) fn scalar_type(t: u32) -> Fallible<ScalarType> {
 
 fn scalar(s: ost_scalar) -> Fallible<Scalar> {
     Ok(Scalar { ty: scalar_type(s.type_)?, bits: s.bits })
-}
-
-/// A C array of `n` items (`n == 0` takes NULL).
-///
-/// # Safety
-/// `p` points to `n` readable items, or `n` is 0.
-unsafe fn items<'a, T>(p: *const T, n: usize, what: &str) -> Fallible<&'a [T]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err((OST_ERR_NULL, format!("{what} is NULL with a count of {n}")));
-    }
-    // SAFETY: non-NULL, and the caller vouches for `n` readable items.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 /// A `u32` scalar.

@@ -130,12 +130,9 @@ fn call_of<'a>(call: *const ost_host_call) -> Fallible<&'a Call<'a, 'a>> {
 pub unsafe extern "C" fn ost_host_call_read(call: *const ost_host_call, param: u32, offset: u64, dst: *mut c_void, len: usize) -> ost_status {
     guard(|| {
         let c = call_of(call)?;
-        if dst.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "dst is NULL".into()));
-        }
+        // SAFETY: the caller vouches for `len` writable bytes.
+        let out = unsafe { crate::items_mut(dst as *mut u8, len, "dst") }?;
         let view = c.cx.buffer(param as usize).map_err(|e| (OST_ERR_ARGUMENT, e))?;
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` writable bytes.
-        let out = if len == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) } };
         view.read_bytes(offset, out).map_err(|e| (OST_ERR_ARGUMENT, e))
     })
 }
@@ -149,12 +146,9 @@ pub unsafe extern "C" fn ost_host_call_read(call: *const ost_host_call, param: u
 pub unsafe extern "C" fn ost_host_call_write(call: *const ost_host_call, param: u32, offset: u64, src: *const c_void, len: usize) -> ost_status {
     guard(|| {
         let c = call_of(call)?;
-        if src.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "src is NULL".into()));
-        }
+        // SAFETY: the caller vouches for `len` readable bytes.
+        let data = unsafe { crate::items(src as *const u8, len, "src") }?;
         let view = c.cx.buffer(param as usize).map_err(|e| (OST_ERR_ARGUMENT, e))?;
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` readable bytes.
-        let data = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(src as *const u8, len) } };
         view.write_bytes(offset, data).map_err(|e| (OST_ERR_ARGUMENT, e))
     })
 }

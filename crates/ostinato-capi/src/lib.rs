@@ -208,14 +208,53 @@ pub(crate) unsafe fn text<'a>(p: *const c_char, what: &str) -> Fallible<&'a str>
     unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| (ost_status::OST_ERR_ARGUMENT, format!("{what} is not UTF-8")))
 }
 
-/// Writes `value` through an out pointer that must not be NULL.
+/// Refuses `n` items at `p` that no C array can be: NULL with a count, misaligned for `T`, or more
+/// bytes than memory holds (a slice over them would be undefined, not merely wrong).
+fn check_array<T>(p: *const T, n: usize, what: &str) -> Fallible<()> {
+    if p.is_null() {
+        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL with a count of {n}")));
+    }
+    if !p.is_aligned() {
+        return Err((ost_status::OST_ERR_ARGUMENT, format!("{what} ({p:p}) is not aligned for its items ({} bytes)", std::mem::align_of::<T>())));
+    }
+    if n.checked_mul(std::mem::size_of::<T>()).is_none_or(|bytes| bytes > isize::MAX as usize) {
+        return Err((ost_status::OST_ERR_ARGUMENT, format!("{what}: a count of {n} is more than memory holds")));
+    }
+    Ok(())
+}
+
+/// A C array of `n` items (`n == 0` takes NULL).
+///
+/// # Safety
+/// `p` points to `n` readable items, or `n` is 0.
+pub(crate) unsafe fn items<'a, T>(p: *const T, n: usize, what: &str) -> Fallible<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    check_array(p, n, what)?;
+    // SAFETY: non-NULL, aligned, at most isize::MAX bytes, and the caller vouches for `n` readable items.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// A writable C array of `n` items (`n == 0` takes NULL).
+///
+/// # Safety
+/// `p` points to `n` writable items, or `n` is 0.
+pub(crate) unsafe fn items_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Fallible<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    check_array(p, n, what)?;
+    // SAFETY: non-NULL, aligned, at most isize::MAX bytes, and the caller vouches for `n` writable items.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// Writes `value` through an out pointer that must not be NULL (nor misaligned).
 ///
 /// # Safety
 /// `out` is NULL or points to writable memory for one `T`.
 pub(crate) unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Fallible<()> {
-    if out.is_null() {
-        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")));
-    }
+    need(out, what)?;
     // SAFETY: non-NULL, and the caller vouches that it points to a writable `T`.
     unsafe { out.write(value) };
     Ok(())
@@ -224,10 +263,12 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Fallible<()> {
 /// Checks an out pointer before any work, so a call that would fail on it changes nothing.
 pub(crate) fn need<T>(out: *mut T, what: &str) -> Fallible<()> {
     if out.is_null() {
-        Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")))
-    } else {
-        Ok(())
+        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")));
     }
+    if !out.is_aligned() {
+        return Err((ost_status::OST_ERR_ARGUMENT, format!("{what} ({out:p}) is not aligned for what it points to ({} bytes)", std::mem::align_of::<T>())));
+    }
+    Ok(())
 }
 
 /// The ABI version of the library (`OST_ABI_VERSION` of the header it was built with).
