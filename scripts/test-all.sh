@@ -4,19 +4,22 @@
 #   1. Rust    `cargo test --workspace`: every crate's unit, integration and doc tests (the README's
 #              Rust example among them). Tests that need a GPU or a Vulkan device print SKIP and pass
 #              where no CUDA driver or Vulkan driver is found (lavapipe runs the Vulkan ones on a CPU).
-#   2. C       scripts/test-c.sh: the C ABI installed under a temporary prefix, the C and C++ examples
-#              built against it with pkg-config and run.
-#   3. Python  scripts/test-python.sh: the pyo3 extension built by maturin into a virtual environment,
-#              then its pytest suite.
+#              A first build compiles the workspace (about 8 minutes on 2 cores).
+#   2. C       scripts/test-c.sh: the C ABI installed under a temporary prefix (its dev build reuses
+#              the Rust tests' dependencies), the C and C++ examples built against it and run.
+#   3. Python  scripts/test-python.sh: the pyo3 extension built by maturin (dev profile, the same
+#              target folder) into a virtual environment, then its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 stage() {
-  local name=$1 start=$SECONDS
+  local name=$1 at=$SECONDS
   shift
-  echo "== test-all: $name: $* =="
+  echo "== test-all: $name: $* [$((at - start)) s so far] =="
   "$@"
-  echo "== test-all: $name took $((SECONDS - start)) s =="
+  echo "== test-all: $name took $((SECONDS - at)) s =="
 }
 stage "1/3 Rust" cargo test --workspace
 stage "2/3 C" bash scripts/test-c.sh
 stage "3/3 Python" bash scripts/test-python.sh
+echo "== test-all: every stage passed in $((SECONDS - start)) s =="

@@ -31,7 +31,8 @@ int main(void) {
     expect(ost_graph_new(&g), OST_OK, NULL, "new");
     expect(ost_graph_add_buffer(g, "../escaped", 64, &id), OST_ERR_GRAPH, "is not an identifier", "a path as a buffer name");
     expect(ost_graph_add_buffer(g, "x", 0, &id), OST_ERR_GRAPH, "size 0", "an empty buffer");
-    expect(ost_graph_add_buffer(g, "x", 64, &id), OST_OK, NULL, "a buffer");
+    uint32_t x = 0;
+    expect(ost_graph_add_buffer(g, "x", 64, &x), OST_OK, NULL, "a buffer");
     expect(ost_graph_add_buffer(g, "x", 64, &id), OST_ERR_GRAPH, "declared twice", "a duplicate buffer");
     const ost_param bad[] = {{"x", 99}};
     expect(ost_graph_add_kernel(g, "k", bad, 1, &id), OST_ERR_ARGUMENT, "param `x`", "a param of no kind");
@@ -39,10 +40,10 @@ int main(void) {
     uint32_t k = 0;
     expect(ost_graph_add_kernel(g, "add_one", ok, 2, &k), OST_OK, NULL, "a kernel");
     expect(ost_graph_set_kernel_impl(g, k, "metal", "builtin:add_one", NULL), OST_ERR_ARGUMENT, "no such backend", "an unknown backend");
-    expect(ost_graph_set_kernel_impl(g, 7, "host", "builtin:add_one", NULL), OST_ERR_ARGUMENT, "kernel id 7", "an undeclared kernel");
+    expect(ost_graph_set_kernel_impl(g, 7, "host", "builtin:add_one", NULL), OST_ERR_HANDLE, "kernel id 0x7 is not an id Ostinato gave", "a bare index as a kernel");
     const uint32_t grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
     ost_arg args[2] = {{0}};
-    args[0].kind = OST_ARG_BUFFER; args[0].slice.buffer = 0; args[0].slice.offset = 32; args[0].slice.len = 64;
+    args[0].kind = OST_ARG_BUFFER; args[0].slice.buffer = x; args[0].slice.offset = 32; args[0].slice.len = 64;
     args[1].kind = OST_ARG_SCALAR; args[1].scalar = ost_scalar_u32(16);
     expect(ost_graph_add_launch(g, k, grid, block, 0, args, 2, NULL, 0, &id), OST_ERR_GRAPH, "outside buffer `x`", "a slice past the buffer");
     args[0].slice.offset = 0;
@@ -80,7 +81,7 @@ int main(void) {
 
     expect(ost_plan_compile(g, &p), OST_OK, NULL, "compile");
     expect(ost_plan_edge_count((const ost_plan *)g, &n), OST_ERR_HANDLE, "not a plan", "a graph passed as a plan");
-    expect(ost_exec_create(p, "host", &e), OST_ERR_BIND, "no implementation for the host backend", "an exec without an implementation");
+    expect(ost_exec_create(p, "host", &e), OST_ERR_BIND, "no implementation for the host backend (it has: none): declare one with ost_graph_set_kernel_impl(g, kernel, \"host\"", "an exec without an implementation");
     if (e != NULL) { fprintf(stderr, "FAIL a failed create wrote its out pointer\n"); failures++; }
     expect(ost_graph_set_kernel_impl(g, k, "host", "builtin:add_one", NULL), OST_OK, NULL, "an implementation");
     expect(ost_plan_free(p), OST_OK, NULL, "free the plan");
@@ -107,6 +108,13 @@ int main(void) {
     expect(ost_exec_read(e, "y", 0, buf, 8), OST_ERR_ARGUMENT, "unknown buffer `y`", "an unknown buffer");
     expect(ost_exec_read(e, "x", 60, buf, 8), OST_ERR_ARGUMENT, "outside buffer `x`", "a read past the buffer");
     expect(ost_exec_read(e, "x", 0, NULL, 8), OST_ERR_NULL, "dst is NULL", "a read into NULL");
+    /* Counts and pointers no C array can have are refused, never made into a slice. */
+    expect(ost_exec_read(e, "x", 0, buf, SIZE_MAX), OST_ERR_ARGUMENT, "dst: a count of", "a read of SIZE_MAX bytes");
+    expect(ost_exec_write(e, "x", 0, buf, (size_t)1 << 63), OST_ERR_ARGUMENT, "src: a count of", "a write of 2**63 bytes");
+    uint32_t words[2];
+    expect(ost_graph_add_buffer(g, "z", 64, (uint32_t *)((char *)words + 1)), OST_ERR_ARGUMENT, "is not aligned", "a misaligned id pointer");
+    expect(ost_graph_add_launch(g, k, grid, block, 0, args, SIZE_MAX, NULL, 0, &id), OST_ERR_ARGUMENT, "args: a count of", "SIZE_MAX args");
+    expect(ost_graph_add_launch(g, k, grid, block, 0, (const ost_arg *)((char *)args + 4), 2, NULL, 0, &id), OST_ERR_ARGUMENT, "args", "misaligned args");
     expect(ost_exec_replay(e, 3), OST_OK, NULL, "replays");
     expect(ost_exec_rebind(e, "x", 0x1000, 64), OST_ERR_ARGUMENT, "takes no device memory", "device memory on the host");
     expect(ost_exec_free(e), OST_OK, NULL, "free the exec");

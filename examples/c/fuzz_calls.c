@@ -1,8 +1,10 @@
 /* A fuzzer of the C ABI: random sequences of calls, each in a child process of its own, mixing valid
- * calls with hostile ones — NULL, garbage, freed and wrong-kind handles, unknown names and backends,
+ * calls with hostile ones — NULL, garbage, freed and wrong-kind handles, ids of other graphs, of other
+ * kinds and bare indices, lengths past what memory holds, unknown names and backends,
  * zero and huge sizes, slices past their buffers, overlapping params, built-ins told to touch past
- * their extents, bad options. Data pointers are always valid for the lengths given (the header makes
- * the caller vouch for those); handles never need to be. A sequence that ends normally "ran"; a
+ * their extents, bad options. Data pointers are valid for the lengths given (the header makes the
+ * caller vouch for those), but for lengths no array can have, which must be refused before use;
+ * handles never need to be valid. A sequence that ends normally "ran"; a
  * child that dies by a signal "aborted"; a call that returns OST_ERR_PANIC "panicked"; every third
  * sequence also records a random order-sensitive program and compares the host's bytes with Vulkan's
  * (where a Vulkan device is found): a difference "mismatched".
@@ -53,6 +55,26 @@ static void *pick(void **pool) {
     }
 }
 
+/* The ids the add calls gave, per graph of the pool (any kind: buffers, kernels, slots, nodes). */
+#define IDS 32
+static uint32_t ids[POOL][IDS];
+static size_t nids[POOL];
+
+static void keep_id(int gi, ost_status s, uint32_t id) {
+    if (s == OST_OK && nids[gi] < IDS) ids[gi][nids[gi]++] = id;
+}
+
+/* An id for a call on graph `gi`: mostly one it gave (of any kind), else another graph's, a bare index
+ * or garbage. */
+static uint32_t id_for(int gi) {
+    uint64_t r = below(16);
+    int other = (int)below(POOL);
+    if (r < 11 && nids[gi]) return ids[gi][below(nids[gi])];
+    if (r < 13 && nids[other]) return ids[other][below(nids[other])];
+    if (r < 15) return (uint32_t)below(8);
+    return (uint32_t)next();
+}
+
 static const char *NAMES[] = {"a", "b", "x", "out", "inp", "n", "salt", "mix", "add_one", "../bad", "", "a b", "k0", "v"};
 static const char *name(void) { return NAMES[below(sizeof NAMES / sizeof *NAMES)]; }
 static const char *BACKENDS[] = {"host", "host", "host", "vulkan", "metal", "cuda", "hsa", ""};
@@ -61,29 +83,46 @@ static const uint64_t SIZES[] = {0, 4, 64, 1024, 4096, 1u << 20, UINT64_MAX, 1ul
 
 static uint64_t size(void) { return below(3) ? 4 * (1 + below(1024)) : SIZES[below(sizeof SIZES / sizeof *SIZES)]; }
 
-static ost_slice slice(void) {
-    ost_slice s = {(uint32_t)below(6), below(4) ? 4 * below(256) : next(), below(4) ? 4 * (1 + below(256)) : OST_WHOLE};
+static ost_slice slice(int gi) {
+    ost_slice s = {id_for(gi), below(4) ? 4 * below(256) : next(), below(4) ? 4 * (1 + below(256)) : OST_WHOLE};
     return s;
 }
 
-static ost_arg arg(void) {
+static ost_arg arg(int gi) {
     ost_arg a;
     memset(&a, 0, sizeof a);
     a.kind = (uint32_t)below(4);
-    a.slice = slice();
+    a.slice = slice(gi);
     a.scalar = below(2) ? ost_scalar_u32((uint32_t)(below(3) ? below(2048) : next())) : ost_scalar_f32(1.5f);
-    a.slot = (uint32_t)below(3);
+    a.slot = id_for(gi);
     return a;
 }
 
+/* A new or loaded graph into pool place `gi` (the graph there before is leaked on purpose). */
+static void fresh_graph(int gi, int load) {
+    ost_status s = count(load ? ost_graph_load(below(2) ? "examples/mix.toml" : "/nonexistent.toml", &graphs[gi]) : ost_graph_new(&graphs[gi]));
+    if (s != OST_OK) return;
+    nids[gi] = 0;
+    uint32_t id;
+    const char *known[] = {"a", "b", "mix", "salt"};
+    for (int i = 0; i < 4 && load; i++) {
+        keep_id(gi, count(i < 2 ? ost_graph_buffer_id(graphs[gi], known[i], &id) : i == 2 ? ost_graph_kernel_id(graphs[gi], known[i], &id)
+                                                                                           : ost_graph_slot_id(graphs[gi], known[i], &id)),
+                id);
+    }
+    for (uint32_t n = 0; n < 4 && load; n++) keep_id(gi, count(ost_graph_node_id(graphs[gi], n, &id)), id);
+}
+
 static void graph_call(void) {
-    ost_graph *g = (ost_graph *)pick((void **)graphs);
+    int gi = (int)below(POOL);
+    /* Mostly the pool's graph `gi` (whose ids id_for favours), else any handle, hostile ones included. */
+    ost_graph *g = below(4) ? graphs[gi] : (ost_graph *)pick((void **)graphs);
     uint32_t id = 0;
-    switch (below(12)) {
-        case 0: count(ost_graph_new(&graphs[below(POOL)])); break;
-        case 1: count(ost_graph_load(below(2) ? "examples/mix.toml" : "/nonexistent.toml", &graphs[below(POOL)])); break;
-        case 2: count(ost_graph_add_buffer(g, name(), size(), &id)); break;
-        case 3: count(ost_graph_add_view(g, name(), (uint32_t)below(6), 4 * below(512), size(), &id)); break;
+    switch (below(13)) {
+        case 0: fresh_graph(gi, 0); break;
+        case 1: fresh_graph(gi, 1); break;
+        case 2: keep_id(gi, count(ost_graph_add_buffer(g, name(), size(), &id)), id); break;
+        case 3: keep_id(gi, count(ost_graph_add_view(g, name(), id_for(gi), 4 * below(512), size(), &id)), id); break;
         case 4: {
             ost_param params[4];
             size_t n = below(5);
@@ -92,25 +131,26 @@ static void graph_call(void) {
                 uint32_t kinds[] = {OST_PARAM_READ, OST_PARAM_WRITE, OST_PARAM_READ_WRITE, OST_PARAM_INFER, OST_PARAM_READ | OST_PARAM_VOUCHED, OST_U32, OST_F32, 99};
                 params[i].kind = kinds[below(8)];
             }
-            count(ost_graph_add_kernel(g, name(), n ? params : NULL, n, &id));
+            keep_id(gi, count(ost_graph_add_kernel(g, name(), n ? params : NULL, n, &id)), id);
             break;
         }
-        case 5: count(ost_graph_set_kernel_impl(g, (uint32_t)below(4), BACKENDS[below(8)], SOURCES[below(7)], below(2) ? NULL : name())); break;
-        case 6: count(ost_graph_add_slot(g, name(), below(2) ? ost_scalar_u32(7) : ost_scalar_f64(2.0), &id)); break;
+        case 5: count(ost_graph_set_kernel_impl(g, id_for(gi), BACKENDS[below(8)], SOURCES[below(7)], below(2) ? NULL : name())); break;
+        case 6: keep_id(gi, count(ost_graph_add_slot(g, name(), below(2) ? ost_scalar_u32(7) : ost_scalar_f64(2.0), &id)), id); break;
         case 7: {
             uint32_t grid[3] = {(uint32_t)(1 + below(3)), (uint32_t)(below(8) ? 1 : below(3)), 1};
             uint32_t block[3] = {(uint32_t)(below(4) ? 256 : next()), 1, 1};
             ost_arg args[6];
             size_t n = below(7);
-            for (size_t i = 0; i < n; i++) args[i] = arg();
-            uint32_t after[2] = {(uint32_t)below(8), (uint32_t)below(8)};
-            count(ost_graph_add_launch(g, (uint32_t)below(4), grid, block, (uint32_t)(below(8) ? 0 : next()), n ? args : NULL, n, after, below(3), &id));
+            for (size_t i = 0; i < n; i++) args[i] = arg(gi);
+            uint32_t after[2] = {id_for(gi), id_for(gi)};
+            keep_id(gi, count(ost_graph_add_launch(g, id_for(gi), grid, block, (uint32_t)(below(8) ? 0 : next()), n ? args : NULL, n, after, below(3), &id)), id);
             break;
         }
-        case 8: count(ost_graph_add_copy(g, slice(), slice(), NULL, 0, &id)); break;
-        case 9: count(ost_graph_add_fill(g, slice(), (uint32_t)next(), NULL, 0, &id)); break;
-        case 10: count(ost_graph_add_edge(g, (uint32_t)below(8), (uint32_t)below(8))); break;
-        default: count(ost_graph_kernel_may_alias(g, (uint32_t)below(4), name(), name())); break;
+        case 8: keep_id(gi, count(ost_graph_add_copy(g, slice(gi), slice(gi), NULL, 0, &id)), id); break;
+        case 9: keep_id(gi, count(ost_graph_add_fill(g, slice(gi), (uint32_t)next(), NULL, 0, &id)), id); break;
+        case 10: count(ost_graph_add_edge(g, id_for(gi), id_for(gi))); break;
+        case 11: keep_id(gi, count(ost_graph_buffer_id(g, name(), &id)), id); break;
+        default: count(ost_graph_kernel_may_alias(g, id_for(gi), name(), name())); break;
     }
 }
 
@@ -136,8 +176,9 @@ static void exec_call(void) {
         case 2: count(ost_exec_replay(e, (uint32_t)below(3))); break;
         case 3: count(ost_exec_wait(e)); break;
         case 4: count(ost_exec_set_slot_u32(e, name(), (uint32_t)(below(2) ? below(4096) : next()))); break;
-        case 5: count(ost_exec_read(e, name(), below(4) ? 4 * below(64) : next(), buf, below(257))); break;
-        case 6: memset(buf, (int)below(256), sizeof buf); count(ost_exec_write(e, name(), below(4) ? 4 * below(64) : next(), buf, below(257))); break;
+        /* Lengths no array can have (SIZE_MAX, 2**63) now and then: refused before any slice is made. */
+        case 5: count(ost_exec_read(e, name(), below(4) ? 4 * below(64) : next(), buf, below(16) ? below(257) : SIZE_MAX >> below(2))); break;
+        case 6: memset(buf, (int)below(256), sizeof buf); count(ost_exec_write(e, name(), below(4) ? 4 * below(64) : next(), buf, below(16) ? below(257) : SIZE_MAX >> below(2))); break;
         case 7: count(ost_exec_rebind(e, name(), next(), size())); break;
         case 8: {
             size_t n;
@@ -226,6 +267,7 @@ static void sequence(uint64_t seed) {
         ost_exec_free(execs[i]);
         ost_plan_free(plans[i]);
         ost_graph_free(graphs[i]);
+        nids[i] = 0;
     }
 }
 

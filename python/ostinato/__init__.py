@@ -5,7 +5,7 @@ replay it as one retained submission with the orderings the data flow needs and 
     g = ostinato.Graph()
     a = g.buffer("a", 4096, init="iota")
     mix = g.kernel("mix", [("out", "read_write"), ("inp", "read"), ("n_out", "u32"), ("n_in", "u32"),
-                           ("salt", "u32")], host="builtin:mix", cuda="builtin:mix")
+                           ("salt", "u32")], host="builtin:mix", cuda="builtin:mix", vulkan="builtin:mix")
     salt = g.slot("salt", "u32", 7)
     g.launch(mix, grid=(1, 1, 1), block=(256, 1, 1), out=a[0:1024], inp=a[1024:2048], n_out=256, n_in=256, salt=salt)
     ex = g.plan().instantiate("host")
@@ -21,7 +21,8 @@ memory, each tensor a byte slice of it; docs/python-kernels.md):
     ex = g.plan().instantiate("cuda")
     ex.replay(); ex.wait()                                                     # h holds the result
 
-Errors raise a subclass of `ostinato.Error` by kind (`GraphError`, `FileError`, `PlanError`,
+A Buffer, slice, Kernel or Slot belongs to the graph that made it: another graph refuses it. Errors
+raise a subclass of `ostinato.Error` by kind (`GraphError`, `FileError`, `PlanError`,
 `ArgumentError`, `StateError`, `BindError`, `UnsupportedError`, `BackendMissingError`, `DeviceError`,
 `FaultError`, `MismatchError`, `IoError`), the message naming the file:line, node, param, buffer or
 slot.

@@ -58,6 +58,24 @@ impl Classified for String {
     }
 }
 
+/// A refusal of the shell's own, of a kind it names (a kernel bound nowhere: `Bind`).
+pub struct Refusal {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Classified for Refusal {
+    fn error_kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
 impl Classified for &str {
     fn error_kind(&self) -> ErrorKind {
         ErrorKind::Argument

@@ -34,20 +34,28 @@ fn cuda_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> PyResult<(u64, u
     let shape: Vec<u64> = cai.get_item("shape")?.extract()?;
     let typestr: String = cai.get_item("typestr")?.extract()?;
     let itemsize: u64 = typestr.get(2..).and_then(|s| s.parse().ok()).ok_or_else(|| err(format!("bind `{name}`: typestr `{typestr}`")))?;
+    // The array's bytes, counted without wrapping: a shape whose product overflows is refused, never
+    // taken for the small length it wraps to.
+    let bytes = shape
+        .iter()
+        .try_fold(itemsize, |n, d| n.checked_mul(*d))
+        .ok_or_else(|| err(format!("bind `{name}`: shape {shape:?} of {itemsize}-byte items is past 2**64 bytes")))?;
     let strides = cai.get_item("strides").ok().filter(|s| !s.is_none());
     if let Some(s) = strides {
         let s: Vec<i64> = s.extract()?;
-        let mut expect = itemsize as i64;
+        let mut expect = Some(itemsize as i128);
         for (dim, stride) in shape.iter().zip(&s).rev() {
-            if *dim > 1 && *stride != expect {
+            if *dim > 1 && Some(i128::from(*stride)) != expect {
                 return Err(err(format!("bind `{name}`: the array is not C-contiguous (strides {s:?})")));
             }
-            expect *= *dim as i64;
+            expect = expect.and_then(|e| e.checked_mul(i128::from(*dim)));
         }
     }
-    let bytes = shape.iter().product::<u64>() * itemsize;
     if bytes != want {
         return Err(err(format!("bind `{name}`: the array has {bytes} bytes, the buffer declares {want}")));
+    }
+    if ptr == 0 && bytes > 0 {
+        return Err(err(format!("bind `{name}`: the array's data pointer is NULL")));
     }
     Ok((ptr, bytes))
 }
@@ -116,8 +124,9 @@ pub(crate) fn framework_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> 
         let n = t.ndim.max(0) as usize;
         let dims: Vec<i64> = if n == 0 || t.shape.is_null() { Vec::new() } else { std::slice::from_raw_parts(t.shape, n).to_vec() };
         let strides: Option<Vec<i64>> = if t.strides.is_null() || n == 0 { None } else { Some(std::slice::from_raw_parts(t.strides, n).to_vec()) };
-        (t.data as u64 + t.byte_offset, t.device.device_type, dims, strides, t.dtype.bits as u64 * t.dtype.lanes as u64)
+        ((t.data as u64).checked_add(t.byte_offset), t.device.device_type, dims, strides, t.dtype.bits as u64 * t.dtype.lanes as u64)
     };
+    let ptr = ptr.ok_or_else(|| err(format!("bind `{name}`: the DLPack tensor's data pointer and byte offset are past 2**64")))?;
     if device != DL_CUDA && device != DL_CUDA_MANAGED {
         return Err(err(format!("bind `{name}`: the DLPack tensor lives on device type {device} (kDLCPU = 1), not on a CUDA GPU (kDLCUDA = 2)")));
     }
@@ -125,17 +134,26 @@ pub(crate) fn framework_array(obj: &Bound<'_, PyAny>, want: u64, name: &str) -> 
         return Err(err(format!("bind `{name}`: DLPack elements of {elem_bits} bits are not whole bytes")));
     }
     if let Some(s) = &strides {
-        let mut expect = 1i64;
+        let mut expect = Some(1i128);
         for (d, st) in dims.iter().zip(s).rev() {
-            if *d > 1 && *st != expect {
+            if *d > 1 && Some(i128::from(*st)) != expect {
                 return Err(err(format!("bind `{name}`: the DLPack tensor is not C-contiguous (strides {s:?} elements)")));
             }
-            expect *= *d;
+            expect = expect.and_then(|e| e.checked_mul(i128::from(*d)));
         }
     }
-    let bytes = dims.iter().map(|d| (*d).max(0) as u64).product::<u64>() * (elem_bits / 8);
+    if let Some(d) = dims.iter().find(|d| **d < 0) {
+        return Err(err(format!("bind `{name}`: the DLPack tensor has a negative dimension ({d}) in shape {dims:?}")));
+    }
+    let bytes = dims
+        .iter()
+        .try_fold(elem_bits / 8, |n, d| n.checked_mul(*d as u64))
+        .ok_or_else(|| err(format!("bind `{name}`: DLPack shape {dims:?} of {elem_bits}-bit elements is past 2**64 bytes")))?;
     if bytes != want {
         return Err(err(format!("bind `{name}`: the DLPack tensor has {bytes} bytes, the buffer declares {want}")));
+    }
+    if ptr == 0 && bytes > 0 {
+        return Err(err(format!("bind `{name}`: the DLPack tensor's data pointer is NULL")));
     }
     Ok((ptr, bytes, Some(capsule.into_any().unbind())))
 }

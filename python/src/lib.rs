@@ -10,96 +10,18 @@ use ostinato::file::BufferInit;
 use ostinato::{
     Access, Arg, BufferBinding, BufferId, Graph, KernelId, KernelRef, KernelSig, Launch, NodeId, ParamKind, Plan, Scalar, ScalarType, Slice, SlotId,
 };
-use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
+use ostinato_runtime::{BackendKind, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PySlice, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 mod errors;
+mod exec;
 mod framework;
+mod objects;
 use errors::err;
+use exec::PyExec;
 use framework::{framework_array, stream_handle, External};
-
-/// A byte range of a buffer (the declared extent of an access): `buffer[lo:hi]`.
-#[pyclass(module = "ostinato", frozen)]
-#[derive(Clone)]
-struct BufferSlice {
-    #[pyo3(get)]
-    buffer: String,
-    id: u32,
-    #[pyo3(get)]
-    offset: u64,
-    #[pyo3(get)]
-    len: u64,
-}
-
-#[pymethods]
-impl BufferSlice {
-    fn __repr__(&self) -> String {
-        format!("{}[{}:{}]", self.buffer, self.offset, self.offset + self.len)
-    }
-}
-
-/// A declared buffer; `b[lo:hi]` is a byte slice of it, `b` alone the whole buffer.
-#[pyclass(module = "ostinato", frozen)]
-#[derive(Clone)]
-struct Buffer {
-    #[pyo3(get)]
-    name: String,
-    id: u32,
-    #[pyo3(get)]
-    size: u64,
-}
-
-#[pymethods]
-impl Buffer {
-    fn __getitem__(&self, key: &Bound<'_, PySlice>) -> PyResult<BufferSlice> {
-        let size = i64::try_from(self.size).map_err(|_| err(format!("buffer `{}`: {} bytes is past what Python slices index", self.name, self.size)))?;
-        // Python clips a slice to the sequence; an extent past the buffer is an error instead.
-        for (attr, end) in [("start", "first byte"), ("stop", "end")] {
-            if let Ok(Some(v)) = key.getattr(attr).and_then(|v| v.extract::<Option<i64>>()) {
-                if v > size || v < -size {
-                    return Err(err(format!("buffer `{}`: slice {end} {v} lies outside its {} bytes", self.name, self.size)));
-                }
-            }
-        }
-        let ind = key.indices(size as isize)?;
-        if ind.step != 1 {
-            return Err(err(format!("buffer `{}`: a slice is a contiguous byte range (step 1)", self.name)));
-        }
-        let (lo, hi) = (ind.start as u64, ind.stop.max(ind.start) as u64);
-        if hi > self.size {
-            return Err(err(format!("buffer `{}`: [{lo}:{hi}] lies outside its {} bytes", self.name, self.size)));
-        }
-        Ok(BufferSlice { buffer: self.name.clone(), id: self.id, offset: lo, len: hi - lo })
-    }
-    fn __len__(&self) -> usize {
-        self.size as usize
-    }
-    fn __repr__(&self) -> String {
-        format!("Buffer({:?}, {} bytes)", self.name, self.size)
-    }
-}
-
-/// A declared kernel signature.
-#[pyclass(module = "ostinato", frozen)]
-#[derive(Clone)]
-struct Kernel {
-    #[pyo3(get)]
-    name: String,
-    id: u32,
-}
-
-/// A patchable scalar slot.
-#[pyclass(module = "ostinato", frozen)]
-#[derive(Clone)]
-struct Slot {
-    #[pyo3(get)]
-    name: String,
-    id: u32,
-    /// Its scalar type (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`).
-    #[pyo3(get)]
-    ty: &'static str,
-}
+use objects::{unsigned, Buffer, BufferSlice, Kernel, Owner, Slot};
 
 /// A recording: buffers, kernels with declared access, slots, and nodes in program order. Its
 /// `__dict__` holds what the Triton and PyTorch recorders keep per graph (`ostinato._tensors`).
@@ -112,6 +34,11 @@ struct PyGraph {
     /// Buffers bound to framework memory when recorded (a tensor's storage): bound on CUDA at every
     /// instantiation.
     externals: Vec<External>,
+    /// This graph's identity: every object it hands out carries it, and an object of another graph is
+    /// refused (its id would name another object here).
+    owner: Owner,
+    /// The graph file it was loaded from, if it was: where an error tells the user to add something.
+    file: Option<String>,
 }
 
 fn scalar_type(name: &str) -> PyResult<ScalarType> {
@@ -161,12 +88,17 @@ fn signature(name: &str, params: &[Vec<String>], alias: Option<&[(String, String
 }
 
 impl PyGraph {
+    /// A graph of its own identity over `graph`; `origin` says where it came from, for messages.
+    fn recorded(graph: Graph, impls: Vec<BTreeMap<String, KernelSource>>, inits: Vec<Option<BufferInit>>, base_dir: PathBuf, origin: Option<&str>) -> PyGraph {
+        PyGraph { graph, impls, inits, base_dir, externals: Vec::new(), owner: Owner::fresh(origin), file: None }
+    }
+
     /// Declares `sig` with its implementation for each backend.
     fn add_kernel(&mut self, sig: KernelSig, impls: BTreeMap<String, KernelSource>) -> PyResult<Kernel> {
         let name = sig.name.clone();
         let id = self.graph.add_kernel(sig).map_err(err)?;
         self.impls.push(impls);
-        Ok(Kernel { name, id: id.0 })
+        Ok(Kernel { name, id: id.0, owner: self.owner.clone() })
     }
 
     /// A launch of `kernel` with its params by name in `args`.
@@ -187,6 +119,7 @@ impl PyGraph {
             d[..v.len()].copy_from_slice(v);
             Ok(d)
         };
+        self.owner.check(&kernel.owner, || format!("kernel `{}`", kernel.name))?;
         let sig = self.graph.kernels().get(kernel.id as usize).cloned().ok_or_else(|| err("unknown kernel"))?;
         for k in args.iter().flat_map(|d| d.keys()) {
             let k: String = k.extract()?;
@@ -202,7 +135,11 @@ impl PyGraph {
             converted.push(match &p.kind {
                 ParamKind::Buffer(_) => Arg::Buffer(self.slice_arg(&v)?.ok_or_else(|| err(format!("{what}: give a Buffer or a slice of one")))?),
                 ParamKind::Scalar(ty) => match v.cast::<Slot>() {
-                    Ok(s) => Arg::Slot(SlotId(s.get().id)),
+                    Ok(s) => {
+                        let s = s.get();
+                        self.owner.check(&s.owner, || format!("{what}: slot `{}`", s.name))?;
+                        Arg::Slot(SlotId(s.id))
+                    }
                     Err(_) => Arg::Scalar(scalar(*ty, &v, &what)?),
                 },
             });
@@ -215,10 +152,13 @@ impl PyGraph {
     fn slice_arg(&self, v: &Bound<'_, PyAny>) -> PyResult<Option<Slice>> {
         if let Ok(s) = v.cast::<BufferSlice>() {
             let s = s.get();
+            self.owner.check(&s.owner, || format!("buffer `{}` (the slice [{}:{}])", s.buffer, s.offset, s.offset + s.len))?;
             return Ok(Some(Slice { buffer: BufferId(s.id), offset: s.offset, len: s.len }));
         }
         if let Ok(b) = v.cast::<Buffer>() {
-            return Ok(Some(self.graph.whole(BufferId(b.get().id))));
+            let b = b.get();
+            self.owner.check(&b.owner, || format!("buffer `{}`", b.name))?;
+            return Ok(Some(self.graph.whole(BufferId(b.id))));
         }
         Ok(None)
     }
@@ -228,14 +168,34 @@ impl PyGraph {
 impl PyGraph {
     #[new]
     fn new() -> Self {
-        PyGraph { graph: Graph::new(), impls: Vec::new(), inits: Vec::new(), base_dir: PathBuf::from("."), externals: Vec::new() }
+        PyGraph::recorded(Graph::new(), Vec::new(), Vec::new(), PathBuf::from("."), None)
+    }
+
+    fn __repr__(&self) -> String {
+        let g = &self.graph;
+        format!(
+            "Graph({}: {} buffers, {} kernels, {} slots, {} nodes)",
+            self.owner.label(),
+            g.buffers().len(),
+            g.kernels().len(),
+            g.slots().len(),
+            g.nodes().len()
+        )
     }
 
     /// Declares a buffer of `size` bytes; `init` is its initial contents (zero, iota, const:V,
     /// random:SEED, f32:V, randf:SEED:SCALE, randbf16:SEED:SCALE); `view_of=(buffer, offset)` makes it a
     /// view; `device=` places it on a device of the DAG (default 0; a view lies on its root's).
     #[pyo3(signature = (name, size, init=None, view_of=None, device=None))]
-    fn buffer(&mut self, name: &str, size: u64, init: Option<&str>, view_of: Option<(Buffer, u64)>, device: Option<u32>) -> PyResult<Buffer> {
+    fn buffer(
+        &mut self,
+        name: &str,
+        size: &Bound<'_, PyAny>,
+        init: Option<&str>,
+        view_of: Option<(Buffer, Bound<'_, PyAny>)>,
+        device: Option<u32>,
+    ) -> PyResult<Buffer> {
+        let size = unsigned(size, || format!("buffer `{name}`: size"))?;
         if view_of.is_some() && device.is_some() {
             return Err(err(format!("view `{name}` lies on its root's device: drop `device`")));
         }
@@ -247,11 +207,15 @@ impl PyGraph {
         };
         let id = match view_of {
             None => self.graph.add_buffer_on(name, size, device.unwrap_or(0)),
-            Some((parent, offset)) => self.graph.add_view(name, BufferId(parent.id), offset, size),
+            Some((parent, offset)) => {
+                self.owner.check(&parent.owner, || format!("view `{name}`: its parent, buffer `{}`,", parent.name))?;
+                let offset = unsigned(&offset, || format!("view `{name}`: offset"))?;
+                self.graph.add_view(name, BufferId(parent.id), offset, size)
+            }
         }
         .map_err(err)?;
         self.inits.push(init);
-        Ok(Buffer { name: name.to_string(), id: id.0, size })
+        Ok(Buffer { name: name.to_string(), id: id.0, size, owner: self.owner.clone() })
     }
 
     /// Declares a kernel: `params` is a list of `(name, kind)`, kind `read`, `write`, `read_write` for
@@ -371,6 +335,7 @@ impl PyGraph {
     /// `__cuda_array_interface__` covering exactly the buffer's bytes and keeps them alive (each exec
     /// holds it); `device` is the CUDA device it lies on.
     fn _bind_external(&mut self, buffer: &Buffer, memory: Py<PyAny>, device: i32) -> PyResult<()> {
+        self.owner.check(&buffer.owner, || format!("buffer `{}`", buffer.name))?;
         if self.externals.iter().any(|e| e.buffer == buffer.id) {
             return Err(err(format!("buffer `{}` is already bound to framework memory", buffer.name)));
         }
@@ -387,7 +352,7 @@ impl PyGraph {
             None => Scalar { ty: t, bits: 0 },
         };
         let id = self.graph.add_slot(name, v).map_err(err)?;
-        Ok(Slot { name: name.to_string(), id: id.0, ty: t.as_str() })
+        Ok(Slot { name: name.to_string(), id: id.0, ty: t.as_str(), owner: self.owner.clone() })
     }
 
     /// Records a launch: every param by name as a keyword (a `Buffer` or a slice of one for buffer
@@ -468,7 +433,7 @@ impl PyGraph {
         ostinato_runtime::contract::resolve_inferred(&mut graph, &refs).map_err(|(_, e)| err(e))?;
         let plan = Plan::compile_with(&graph, ostinato::PlanOptions { max_lanes }).map_err(err)?;
         let externals = self.externals.iter().map(|e| e.clone_ref(py)).collect();
-        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone(), externals })
+        Ok(PyPlan { plan, impls: self.impls.clone(), inits: self.inits.clone(), externals, file: self.file.clone() })
     }
 
     #[getter]
@@ -484,6 +449,40 @@ struct PyPlan {
     impls: Vec<BTreeMap<String, KernelSource>>,
     inits: Vec<Option<BufferInit>>,
     externals: Vec<External>,
+    /// The graph file of its graph, if loaded from one.
+    file: Option<String>,
+}
+
+impl PyPlan {
+    /// Refuses, before any device is opened, a kernel without an implementation for `backend`, saying
+    /// how to declare one.
+    fn check_implemented(&self, backend: BackendKind) -> PyResult<()> {
+        let name = backend.as_str();
+        for (k, sig) in self.plan.graph().kernels().iter().enumerate() {
+            let impls = &self.impls[k];
+            if impls.contains_key(name) {
+                continue;
+            }
+            let builtin = impls.values().find_map(|s| match s {
+                KernelSource::Ref(r) if r.builtin_name().is_some() => Some(format!("\"{}\"", r.source)),
+                _ => None,
+            });
+            let (example, note) = match builtin {
+                Some(b) => (b, ""),
+                None => ("SOURCE".to_string(), " (SOURCE: a built-in, \"builtin:NAME\", or a kernel file)"),
+            };
+            let how = match &self.file {
+                Some(file) => format!("add `{name} = {example}` to kernel `{}` in {file}{note}", sig.name),
+                None => format!("declare one with the `{name}=` keyword of Graph.kernel: {name}={example}{note}"),
+            };
+            let has = if impls.is_empty() { "none".to_string() } else { impls.keys().cloned().collect::<Vec<_>>().join(", ") };
+            return Err(err(errors::Refusal {
+                kind: ostinato::ErrorKind::Bind,
+                message: format!("kernel `{}` has no implementation for the {name} backend (it has: {has}): {how}", sig.name),
+            }));
+        }
+        Ok(())
+    }
 }
 
 #[pymethods]
@@ -526,6 +525,7 @@ impl PyPlan {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyExec> {
         let kind: BackendKind = backend.parse().map_err(err)?;
+        self.check_implemented(kind)?;
         let mut exec_options = ExecOptions::default();
         exec_options.device = device;
         exec_options.threads = threads;
@@ -600,114 +600,16 @@ impl PyPlan {
     }
 }
 
-/// A retained exec: replay, patch slots, read and write buffers.
-#[pyclass(module = "ostinato")]
-struct PyExec {
-    /// Behind a lock: Python threads may share an exec; their calls are serialised.
-    exec: std::sync::Mutex<Box<dyn ExecHandle>>,
-    /// The DLPack capsules of bound tensors: held for the exec's lifetime (their destructors release
-    /// the tensors afterwards).
-    keep: std::sync::Mutex<Vec<Py<PyAny>>>,
-}
-
-impl PyExec {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Box<dyn ExecHandle>> {
-        self.exec.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[pymethods]
-impl PyExec {
-    /// Submits `count` replays (asynchronous on CUDA).
-    #[pyo3(signature = (count=1))]
-    fn replay(&self, count: u32) -> PyResult<()> {
-        let mut exec = self.inner();
-        for _ in 0..count {
-            exec.replay().map_err(err)?;
-        }
-        Ok(())
-    }
-    /// Returns once every submitted replay finished.
-    fn wait(&self, py: Python<'_>) -> PyResult<()> {
-        // The GIL is released while the GPU finishes; the lock is taken on the waiting thread.
-        py.detach(|| self.inner().wait()).map_err(err)
-    }
-    /// Patches slot `name` for the following replays (the value is checked against its type).
-    fn set_slot(&self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut exec = self.inner();
-        let id = exec.slot_id(name).map_err(err)?;
-        let ty = exec.plan().graph().slots()[id.index()].ty;
-        let v = scalar(ty, value, &format!("slot `{name}`"))?;
-        exec.set_slot(id, v).map_err(err)
-    }
-    /// The bytes of buffer `name` (from `offset`, `length` bytes or to the end).
-    #[pyo3(signature = (name, offset=0, length=None))]
-    fn read<'py>(&self, py: Python<'py>, name: &str, offset: u64, length: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
-        let mut exec = self.inner();
-        let id = exec.buffer_id(name).map_err(err)?;
-        let size = exec.plan().graph().buffer(id).size;
-        let len = length.unwrap_or(size.saturating_sub(offset));
-        let out = exec.read_vec(id, offset, len).map_err(err)?;
-        Ok(PyBytes::new(py, &out))
-    }
-    /// Writes `data` (bytes) into buffer `name` at `offset`.
-    #[pyo3(signature = (name, data, offset=0))]
-    fn write(&self, name: &str, data: &[u8], offset: u64) -> PyResult<()> {
-        let mut exec = self.inner();
-        let id = exec.buffer_id(name).map_err(err)?;
-        exec.write_buffer(id, offset, data).map_err(err)
-    }
-    /// CUDA: rebinds buffer `name` to another framework array of the same length (between replays).
-    fn rebind(&self, name: &str, array: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut exec = self.inner();
-        let id = exec.buffer_id(name).map_err(err)?;
-        let size = exec.plan().graph().buffer(id).size;
-        let (ptr, len, owner) = framework_array(array, size, name)?;
-        // SAFETY: as for `bind=` at instantiation.
-        #[allow(unsafe_code)]
-        let m = unsafe { ostinato_runtime::ostinato_cuda::DeviceMemory::new(ptr, len) };
-        exec.rebind(id, Memory::Cuda(m)).map_err(err)?;
-        // The previous capsule of this buffer may still be read by a replay in flight: all stay held.
-        if let Ok(mut keep) = self.keep.lock() {
-            keep.extend(owner);
-        }
-        Ok(())
-    }
-    /// Runs `replays` replays with every node timed (CUPTI on CUDA, timestamp queries on Vulkan, the
-    /// worker threads' clock on the host); writes Chrome/Perfetto trace-event JSON to `json` and an
-    /// SVG timeline to `svg` where given; returns the trace-event object (a dict).
-    #[pyo3(signature = (replays=1, json=None, svg=None))]
-    fn trace<'py>(&self, py: Python<'py>, replays: usize, json: Option<PathBuf>, svg: Option<PathBuf>) -> PyResult<Bound<'py, PyAny>> {
-        let text = py
-            .detach(|| {
-                let mut exec = self.inner();
-                let t = exec.trace(replays)?;
-                ostinato_runtime::trace::write(&t, exec.plan(), json.as_deref(), svg.as_deref())?;
-                Ok::<_, RuntimeError>(ostinato_runtime::trace::chrome_json(&t, exec.plan())?.to_string())
-            })
-            .map_err(err)?;
-        py.import("json")?.call_method1("loads", (text,))
-    }
-    /// The backend's name.
-    #[getter]
-    fn backend(&self) -> &'static str {
-        self.inner().backend().as_str()
-    }
-    /// What the backend chose that a user may want to know (CUDA: how many programmatic edges, how
-    /// many nodes fused).
-    #[getter]
-    fn notes(&self) -> Vec<String> {
-        self.inner().notes().to_vec()
-    }
-}
-
 /// Loads a graph file (the format of `ostinato run`).
 #[pyfunction]
 fn load(path: PathBuf) -> PyResult<PyGraph> {
     let f = ostinato::file::load(&path, &BackendKind::names()).map_err(err)?;
     let base_dir = f.base_dir().to_path_buf();
     let impls = f.impls.into_iter().map(|m| m.into_iter().map(|(b, r)| (b, KernelSource::Ref(r))).collect()).collect();
-    Ok(PyGraph { graph: f.graph, impls, inits: f.inits, base_dir, externals: Vec::new() })
+    let file = path.display().to_string();
+    let mut g = PyGraph::recorded(f.graph, impls, f.inits, base_dir, Some(&format!("loaded from {file}")));
+    g.file = Some(file);
+    Ok(g)
 }
 
 /// The buffers and slots of a loaded graph, by name (for `launch` on a loaded graph).
@@ -751,7 +653,7 @@ fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64
         })
         .collect();
     let data = step.data.iter().map(|(b, bytes)| (step.graph.buffer(*b).name.clone(), PyBytes::new(py, bytes).unbind())).collect();
-    Ok((PyGraph { graph: step.graph, impls, inits: step.inits, base_dir: PathBuf::from("."), externals: Vec::new() }, data))
+    Ok((PyGraph::recorded(step.graph, impls, step.inits, PathBuf::from("."), Some("llama_step")), data))
 }
 
 /// The exec options `Plan.instantiate` takes by name: `{name: (values, default first)}`.

@@ -90,3 +90,89 @@ def test_a_launch_whose_written_param_overlaps_another_is_refused_unless_declare
     g.launch(aliased, grid=(1,), block=(256,), out=b0, inp=b0[160:3536], n_out=1024, n_in=844, salt=1)
     with pytest.raises(ostinato.GraphError, match="`nope` is not one of its params"):
         g.kernel("k", [("x", "write")], alias=[("x", "nope")])
+
+
+READ_UNDER_A_LIMIT = r'''
+import resource, sys
+import ostinato
+
+X = 256 << 20
+
+
+def vm_bytes():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+
+
+g = ostinato.Graph()
+big = g.buffer("big", X)
+g.fill(big[0:16], 7)
+ex = g.plan().instantiate("host", threads=0)
+ex.replay()
+ex.wait()
+hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+# Room for one more copy of the buffer and half of one: the result alone fits.
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + X + X // 2, hard))
+data = ex.read("big")
+assert len(data) == X and data[:16] == b"\x07\x00\x00\x00" * 4 and data[-4:] == b"\0" * 4
+del data
+# Room for half a copy: the result cannot be had.
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + X // 2, hard))
+try:
+    ex.read("big")
+    sys.exit("a read past the address-space limit succeeded")
+except ostinato.IoError as e:
+    assert "cannot allocate 268435456 bytes" in str(e), e
+    assert isinstance(e.__cause__, MemoryError), repr(e.__cause__)
+# The exec is still usable.
+assert ex.read("big", 0, 16) == b"\x07\x00\x00\x00" * 4
+print("ok")
+'''
+
+
+def test_a_read_whose_result_cannot_be_allocated_is_an_io_error_not_a_panic():
+    # In a child under an address-space limit: the result is allocated once, as the bytes object
+    # itself (a staging copy beside it would not fit), and memory that cannot be had is an IoError.
+    import subprocess
+    import sys
+    env = dict(os.environ, MALLOC_ARENA_MAX="1")
+    r = subprocess.run([sys.executable, "-c", READ_UNDER_A_LIMIT], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+class FakeCudaArray:
+    """An object with `__cuda_array_interface__` and nothing behind it: what `bind=` reads before any
+    device is opened."""
+
+    def __init__(self, shape, ptr=0x10000, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": strides}
+
+
+def test_a_bound_arrays_length_is_counted_without_wrapping_before_any_device_is_opened():
+    g = ostinato.Graph()
+    x = g.buffer("x", 64)
+    k = g.kernel("add_one", [("x", "read_write"), ("n", "u32")], host="builtin:add_one", cuda="builtin:add_one")
+    g.launch(k, grid=(1,), block=(16,), x=x, n=16)
+    plan = g.plan()
+    # Shapes whose byte count wraps to the buffer's 64 bytes in 64-bit arithmetic.
+    for shape in [(2**63 + 32, 2), (2**62 + 16, 4), (2**32, 2**32, 2**10, 1)]:
+        with pytest.raises(ostinato.ArgumentError, match=r"bind `x`: shape .* is past 2\*\*64 bytes"):
+            plan.instantiate("cuda", bind={"x": FakeCudaArray(shape)})
+    with pytest.raises(ostinato.ArgumentError, match="bind `x`: the array's data pointer is NULL"):
+        plan.instantiate("cuda", bind={"x": FakeCudaArray((64,), ptr=0)})
+    with pytest.raises(ostinato.ArgumentError, match="bind `x`: the array has 32 bytes, the buffer declares 64"):
+        plan.instantiate("cuda", bind={"x": FakeCudaArray((32,))})
+
+
+def test_a_kernel_without_an_implementation_is_refused_naming_what_declares_one():
+    g = ostinato.Graph()
+    x = g.buffer("x", 64)
+    k = g.kernel("add_one", [("x", "read_write"), ("n", "u32")], host="builtin:add_one")
+    g.launch(k, grid=(1,), block=(16,), x=x, n=16)
+    for backend in ("vulkan", "cuda", "hsa"):
+        with pytest.raises(ostinato.BindError, match=r'kernel `add_one` has no implementation for the %s backend \(it has: host\): '
+                           r'declare one with the `%s=` keyword of Graph.kernel: %s="builtin:add_one"$' % (backend, backend, backend)):
+            g.plan().instantiate(backend)
+    loaded = ostinato.load(os.path.join(REPO, "examples", "own_kernel.toml"))
+    with pytest.raises(ostinato.BindError, match=r'add `vulkan = "builtin:add_one"` to kernel `add_one` in .*own_kernel.toml'):
+        loaded.plan().instantiate("vulkan")

@@ -28,7 +28,7 @@
 
 
 // The ABI version: bumped on any incompatible change of the header.
-#define OST_ABI_VERSION 2
+#define OST_ABI_VERSION 3
 
 // A buffer param the kernel only reads.
 #define OST_PARAM_READ 1
@@ -76,7 +76,8 @@ typedef enum ost_status {
   OST_OK = 0,
   // A required pointer argument was NULL.
   OST_ERR_NULL = 1,
-  // A handle that is not a live handle of the expected kind (freed, of another kind, garbage).
+  // A handle that is not a live handle of the expected kind (freed, of another kind, garbage), or
+  // an id (buffer, kernel, slot, node) of another graph, of another kind, or not given by Ostinato.
   OST_ERR_HANDLE = 2,
   // An argument out of its domain: not UTF-8, an unknown name, a value out of range.
   OST_ERR_ARGUMENT = 3,
@@ -185,6 +186,7 @@ typedef struct ost_trace_summary {
 
 // A byte range of a buffer: the declared extent of an access.
 typedef struct ost_slice {
+  // The buffer's id (from `ost_graph_add_buffer`, `_add_view` or `ost_graph_buffer_id`).
   uint32_t buffer;
   uint64_t offset;
   // Bytes, or `OST_WHOLE` for the rest of the buffer.
@@ -372,7 +374,10 @@ struct ost_scalar ost_scalar_f32(float v);
 // An `f64` scalar.
 struct ost_scalar ost_scalar_f64(double v);
 
-// A new, empty graph. Free it with `ost_graph_free`.
+// A new, empty graph. Free it with `ost_graph_free`. At most 4,095 graphs are alive at once (their
+// ids are told apart by a tag of 12 bits): one more is refused with `OST_ERR_STATE` (a plan does not
+// need its graph: free graphs once compiled). A graph numbers at most 262,144 buffers, kernels, slots
+// and nodes each.
 //
 // # Safety
 // `out` points to writable memory for one pointer.
@@ -389,7 +394,8 @@ enum ost_status ost_graph_load(const char *path, struct ost_graph **out);
 // (freed already) is refused with `OST_ERR_HANDLE`.
 enum ost_status ost_graph_free(struct ost_graph *g);
 
-// Declares a buffer of `size` bytes; its id (0, 1, … in declaration order) goes to `id`.
+// Declares a buffer of `size` bytes; its id goes to `id`. An id is opaque (not an index): it names
+// this buffer of this graph only, and any other graph refuses it (`OST_ERR_HANDLE`).
 //
 // # Safety
 // `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
@@ -545,6 +551,31 @@ enum ost_status ost_plan_edge_count(const struct ost_plan *p, size_t *count);
 // # Safety
 // `count` points to a writable `size_t`.
 enum ost_status ost_plan_node_count(const struct ost_plan *p, size_t *count);
+
+// The id of the buffer named `name` (of a loaded graph, say).
+//
+// # Safety
+// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
+enum ost_status ost_graph_buffer_id(const struct ost_graph *g, const char *name, uint32_t *id);
+
+// The id of the kernel named `name` (of a loaded graph, say).
+//
+// # Safety
+// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
+enum ost_status ost_graph_kernel_id(const struct ost_graph *g, const char *name, uint32_t *id);
+
+// The id of the slot named `name` (of a loaded graph, say).
+//
+// # Safety
+// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
+enum ost_status ost_graph_slot_id(const struct ost_graph *g, const char *name, uint32_t *id);
+
+// The id of the node recorded `index`-th (from 0: a loaded graph's nodes in the file's order, each
+// `repeat` counted).
+//
+// # Safety
+// `id` points to a writable `uint32_t`.
+enum ost_status ost_graph_node_id(const struct ost_graph *g, uint32_t index, uint32_t *id);
 
 // Binds kernel `kernel` on the host backend to the C function `f` with `user` (kept until the graph
 // and every plan and exec made from it are freed; Ostinato never frees `user`).

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 use ostinato::BufferBinding;
 use ostinato_runtime::{BackendKind, ExecHandle, ExecOptions, KernelSource, Memory, RuntimeError, Session, WaitTimeout};
 
-use crate::graph::{ost_plan, ost_scalar, plan_of, scalar_type};
+use crate::graph::{ost_plan, ost_scalar, plan_of, scalar_type, CPlan};
 use crate::ost_status::{self, *};
-use crate::{guard, lookup, need, put, register, runtime_error, text, unregister, Fallible, Object};
+use crate::{guard, items, items_mut, lookup, need, put, register, runtime_error, text, unregister, Fallible, Object};
 
 /// An opaque exec: a plan instantiated on a backend, replayed and patched. One thread at a time may
 /// use it (calls from two threads are serialised); it may move between threads.
@@ -109,23 +109,19 @@ pub unsafe extern "C" fn ost_exec_create_ex(
         let backend = unsafe { text(backend, "backend") }?;
         need(out, "out")?;
         let kind: BackendKind = backend.parse().map_err(runtime_error)?;
+        implemented(&p, kind)?;
         // SAFETY: NULL or a readable `ost_exec_options` with the strings and stream it promises, as the
         // caller vouches.
         let options = unsafe { exec_options(options.as_ref()) }?;
         let session = Session::open(&options.spec(kind).map_err(runtime_error)?).map_err(runtime_error)?;
         let g = p.plan.graph();
         let mut buffers = ostinato::allocate_all::<Memory>(&p.plan);
-        if nbindings > 0 {
-            if bindings.is_null() {
-                return Err((OST_ERR_NULL, format!("bindings is NULL with a count of {nbindings}")));
-            }
-            // SAFETY: non-NULL, and the caller vouches for `nbindings` items.
-            for (i, b) in unsafe { std::slice::from_raw_parts(bindings, nbindings) }.iter().enumerate() {
-                // SAFETY: the caller vouches for each binding's NUL-terminated buffer name.
-                let name = unsafe { text(b.buffer, &format!("bindings[{i}].buffer")) }?;
-                let id = g.buffer_by_name(name).ok_or_else(|| (OST_ERR_ARGUMENT, format!("bindings[{i}]: no buffer `{name}`")))?;
-                buffers[id.index()] = BufferBinding::External(device_memory(kind, b.device_ptr, b.len)?);
-            }
+        // SAFETY: the caller vouches for `nbindings` items.
+        for (i, b) in unsafe { items(bindings, nbindings, "bindings") }?.iter().enumerate() {
+            // SAFETY: the caller vouches for each binding's NUL-terminated buffer name.
+            let name = unsafe { text(b.buffer, &format!("bindings[{i}].buffer")) }?;
+            let id = g.buffer_by_name(name).ok_or_else(|| (OST_ERR_ARGUMENT, format!("bindings[{i}]: no buffer `{name}`")))?;
+            buffers[id.index()] = BufferBinding::External(device_memory(kind, b.device_ptr, b.len)?);
         }
         let backend_name = kind.as_str();
         let source = |k: usize| -> Result<KernelSource, RuntimeError> {
@@ -146,6 +142,40 @@ pub unsafe extern "C" fn ost_exec_create_ex(
         // SAFETY: checked non-NULL above.
         unsafe { put(out, key as *mut ost_exec, "out") }
     })
+}
+
+/// Refuses, before any device is opened, a kernel of `p` without an implementation for `kind`, saying
+/// which call declares one.
+fn implemented(p: &CPlan, kind: BackendKind) -> Fallible<()> {
+    let name = kind.as_str();
+    for (k, sig) in p.plan.graph().kernels().iter().enumerate() {
+        let host_fn = kind == BackendKind::Host && p.host_fns[k].is_some();
+        if host_fn || p.impls[k].contains_key(name) {
+            continue;
+        }
+        let builtin = p.impls[k].values().find(|r| r.builtin_name().is_some()).map(|r| format!("\"{}\"", r.source));
+        let (example, note) = match builtin {
+            Some(b) => (b, ""),
+            None => ("SOURCE".to_string(), " (SOURCE: a built-in, \"builtin:NAME\", or a kernel file)"),
+        };
+        let mut how = match &p.file {
+            Some(file) => format!(
+                "add `{name} = {example}` to kernel `{}` in {file}, or call ost_graph_set_kernel_impl(g, kernel, \"{name}\", {example}, NULL){note}",
+                sig.name
+            ),
+            None => format!("declare one with ost_graph_set_kernel_impl(g, kernel, \"{name}\", {example}, NULL){note}"),
+        };
+        if kind == BackendKind::Host {
+            how.push_str(" or ost_graph_set_host_kernel");
+        }
+        let mut has: Vec<&str> = p.impls[k].keys().map(String::as_str).collect();
+        if p.host_fns[k].is_some() {
+            has.push("host (a C function)");
+        }
+        let has = if has.is_empty() { "none".to_string() } else { has.join(", ") };
+        return Err((OST_ERR_BIND, format!("kernel `{}` has no implementation for the {name} backend (it has: {has}): {how}", sig.name)));
+    }
+    Ok(())
 }
 
 /// The runtime's exec options that `o` (NULL: the defaults) sets.
@@ -237,11 +267,8 @@ pub unsafe extern "C" fn ost_exec_read(e: *mut ost_exec, buffer: *const c_char, 
     guard(|| {
         // SAFETY: the caller vouches for a NUL-terminated string.
         let name = unsafe { text(buffer, "buffer") }?;
-        if dst.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "dst is NULL".into()));
-        }
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` writable bytes.
-        let out = if len == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) } };
+        // SAFETY: the caller vouches for `len` writable bytes.
+        let out = unsafe { items_mut(dst as *mut u8, len, "dst") }?;
         with_exec(e, |x| {
             let id = <dyn ExecHandle>::buffer_id(x, name)?;
             x.read_buffer(id, offset as u64, out)
@@ -258,11 +285,8 @@ pub unsafe extern "C" fn ost_exec_write(e: *mut ost_exec, buffer: *const c_char,
     guard(|| {
         // SAFETY: the caller vouches for a NUL-terminated string.
         let name = unsafe { text(buffer, "buffer") }?;
-        if src.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "src is NULL".into()));
-        }
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` readable bytes.
-        let data = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(src as *const u8, len) } };
+        // SAFETY: the caller vouches for `len` readable bytes.
+        let data = unsafe { items(src as *const u8, len, "src") }?;
         with_exec(e, |x| {
             let id = <dyn ExecHandle>::buffer_id(x, name)?;
             x.write_buffer(id, offset as u64, data)

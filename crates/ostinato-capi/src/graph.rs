@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use ostinato::file::BufferInit;
-use ostinato::{Access, Arg, BufferId, Graph, KernelId, KernelRef, KernelSig, Launch, NodeId, Plan, Scalar, ScalarType, Slice, SlotId};
+use ostinato::{Access, Arg, Graph, KernelRef, KernelSig, Launch, NodeId, Plan, Scalar, ScalarType};
 use ostinato_runtime::ostinato_host::HostKernel;
 
+use crate::ids::{IdKind, Tag};
 use crate::ost_status::{self, *};
-use crate::{guard, lookup, need, put, register, text, unregister, Fallible, Object};
+use crate::{guard, items, lookup, need, put, register_at, text, unregister, Fallible, Object};
 
 /// An opaque recorded graph (`ost_graph_new`, `ost_graph_load`). Not thread-safe to share; calls on one
 /// handle from two threads are serialised.
@@ -72,6 +73,7 @@ pub struct ost_scalar {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ost_slice {
+    /// The buffer's id (from `ost_graph_add_buffer`, `_add_view` or `ost_graph_buffer_id`).
     pub buffer: u32,
     pub offset: u64,
     /// Bytes, or `OST_WHOLE` for the rest of the buffer.
@@ -98,13 +100,37 @@ pub(crate) struct CGraph {
     /// Per buffer: its initial contents (graph files), written at exec creation.
     pub inits: Vec<Option<BufferInit>>,
     pub base_dir: PathBuf,
+    /// The graph file it was loaded from, if it was (named where an error says what to add).
+    pub file: Option<String>,
+    /// The graph's tag, which every id it gives out carries.
+    pub tag: Tag,
 }
 
-impl CGraph {
-    fn new(graph: Graph) -> CGraph {
-        let (k, b) = (graph.kernels().len(), graph.buffers().len());
-        CGraph { graph, impls: vec![BTreeMap::new(); k], host_fns: vec![None; k], inits: vec![None; b], base_dir: PathBuf::from(".") }
+/// Registers a new graph over `graph` with its own tag; returns its handle.
+fn register_graph(
+    graph: Graph,
+    impls: Vec<BTreeMap<String, KernelRef>>,
+    inits: Vec<Option<BufferInit>>,
+    base_dir: PathBuf,
+    file: Option<String>,
+) -> Fallible<usize> {
+    let key = crate::next_key();
+    let tag = crate::ids::take_tag(key)?;
+    let k = graph.kernels().len();
+    for kind in [IdKind::Buffer, IdKind::Kernel, IdKind::Slot, IdKind::Node] {
+        let n = match kind {
+            IdKind::Buffer => graph.buffers().len(),
+            IdKind::Kernel => k,
+            IdKind::Slot => graph.slots().len(),
+            IdKind::Node => graph.nodes().len(),
+        };
+        if n > crate::ids::MAX_INDEX {
+            return Err((OST_ERR_GRAPH, format!("the graph holds {n} {}s, more than the {} the C ABI numbers", kind.noun(), crate::ids::MAX_INDEX)));
+        }
     }
+    let g = CGraph { graph, impls, host_fns: vec![None; k], inits, base_dir, file, tag };
+    register_at(key, Object::Graph(Arc::new(Mutex::new(g))));
+    Ok(key)
 }
 
 /// A compiled plan with what an exec needs beside it.
@@ -113,6 +139,8 @@ pub(crate) struct CPlan {
     pub impls: Vec<BTreeMap<String, KernelRef>>,
     pub host_fns: Vec<Option<HostKernel>>,
     pub inits: Vec<Option<BufferInit>>,
+    /// The graph file of its graph, if loaded from one.
+    pub file: Option<String>,
 }
 
 pub(crate) fn graph_of(g: *const ost_graph) -> Fallible<Arc<Mutex<CGraph>>> {
@@ -147,31 +175,6 @@ pub(crate) fn scalar_type(t: u32) -> Fallible<ScalarType> {
 
 fn scalar(s: ost_scalar) -> Fallible<Scalar> {
     Ok(Scalar { ty: scalar_type(s.type_)?, bits: s.bits })
-}
-
-fn slice(g: &Graph, s: ost_slice) -> Fallible<Slice> {
-    let b = g.buffers().get(s.buffer as usize).ok_or_else(|| (OST_ERR_ARGUMENT, format!("buffer id {} is not declared", s.buffer)))?;
-    let len = if s.len == OST_WHOLE { b.size.saturating_sub(s.offset) } else { s.len };
-    Ok(Slice { buffer: BufferId(s.buffer), offset: s.offset, len })
-}
-
-/// A C array of `n` items (`n == 0` takes NULL).
-///
-/// # Safety
-/// `p` points to `n` readable items, or `n` is 0.
-unsafe fn items<'a, T>(p: *const T, n: usize, what: &str) -> Fallible<&'a [T]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err((OST_ERR_NULL, format!("{what} is NULL with a count of {n}")));
-    }
-    // SAFETY: non-NULL, and the caller vouches for `n` readable items.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-fn edges_after(after: &[u32]) -> Vec<NodeId> {
-    after.iter().map(|&a| NodeId(a)).collect()
 }
 
 /// A `u32` scalar.
@@ -210,7 +213,10 @@ pub extern "C" fn ost_scalar_f64(v: f64) -> ost_scalar {
     ost_scalar { type_: OST_F64, bits: v.to_bits() }
 }
 
-/// A new, empty graph. Free it with `ost_graph_free`.
+/// A new, empty graph. Free it with `ost_graph_free`. At most 4,095 graphs are alive at once (their
+/// ids are told apart by a tag of 12 bits): one more is refused with `OST_ERR_STATE` (a plan does not
+/// need its graph: free graphs once compiled). A graph numbers at most 262,144 buffers, kernels, slots
+/// and nodes each.
 ///
 /// # Safety
 /// `out` points to writable memory for one pointer.
@@ -218,7 +224,7 @@ pub extern "C" fn ost_scalar_f64(v: f64) -> ost_scalar {
 pub unsafe extern "C" fn ost_graph_new(out: *mut *mut ost_graph) -> ost_status {
     guard(|| {
         need(out, "out")?;
-        let key = register(Object::Graph(Arc::new(Mutex::new(CGraph::new(Graph::new())))));
+        let key = register_graph(Graph::new(), Vec::new(), Vec::new(), PathBuf::from("."), None)?;
         // SAFETY: checked non-NULL above; the caller vouches it is writable.
         unsafe { put(out, key as *mut ost_graph, "out") }
     })
@@ -237,9 +243,7 @@ pub unsafe extern "C" fn ost_graph_load(path: *const c_char, out: *mut *mut ost_
         need(out, "out")?;
         let f = ostinato::file::load(std::path::Path::new(path), &ostinato_runtime::BackendKind::names()).map_err(|e| (OST_ERR_FILE, e.to_string()))?;
         let base_dir = f.base_dir().to_path_buf();
-        let k = f.graph.kernels().len();
-        let g = CGraph { graph: f.graph, impls: f.impls, host_fns: vec![None; k], inits: f.inits, base_dir };
-        let key = register(Object::Graph(Arc::new(Mutex::new(g))));
+        let key = register_graph(f.graph, f.impls, f.inits, base_dir, Some(path.to_string()))?;
         // SAFETY: checked non-NULL above.
         unsafe { put(out, key as *mut ost_graph, "out") }
     })
@@ -252,7 +256,8 @@ pub extern "C" fn ost_graph_free(g: *mut ost_graph) -> ost_status {
     guard(|| unregister(g as usize, "graph", |o| matches!(o, Object::Graph(_))))
 }
 
-/// Declares a buffer of `size` bytes; its id (0, 1, … in declaration order) goes to `id`.
+/// Declares a buffer of `size` bytes; its id goes to `id`. An id is opaque (not an index): it names
+/// this buffer of this graph only, and any other graph refuses it (`OST_ERR_HANDLE`).
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `id` points to a writable `uint32_t`.
@@ -275,10 +280,11 @@ pub unsafe extern "C" fn ost_graph_add_buffer_on(g: *mut ost_graph, name: *const
         let name = unsafe { text(name, "name") }?;
         need(id, "id")?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        g.tag.room(IdKind::Buffer, g.graph.buffers().len())?;
         let b = g.graph.add_buffer_on(name, size, device).map_err(graph_err)?;
         g.inits.push(None);
         // SAFETY: checked non-NULL above.
-        unsafe { put(id, b.0, "id") }
+        unsafe { put(id, g.id(IdKind::Buffer, b.0), "id") }
     })
 }
 
@@ -311,11 +317,13 @@ pub unsafe extern "C" fn ost_graph_add_collective(
         let ty = scalar_type(dtype)?;
         need(node, "node")?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let s = send.iter().map(|x| slice(&g.graph, *x)).collect::<Fallible<Vec<_>>>()?;
-        let r = recv.iter().map(|x| slice(&g.graph, *x)).collect::<Fallible<Vec<_>>>()?;
-        let n = g.graph.add_collective(op, ty, &s, &r, &edges_after(after)).map_err(graph_err)?;
+        let s = send.iter().enumerate().map(|(i, x)| g.slice(*x, &|| format!("send[{i}]"))).collect::<Fallible<Vec<_>>>()?;
+        let r = recv.iter().enumerate().map(|(i, x)| g.slice(*x, &|| format!("recv[{i}]"))).collect::<Fallible<Vec<_>>>()?;
+        let after = g.node_ids(after, "after")?;
+        g.tag.room(IdKind::Node, g.graph.nodes().len())?;
+        let n = g.graph.add_collective(op, ty, &s, &r, &after).map_err(graph_err)?;
         // SAFETY: checked non-NULL above.
-        unsafe { put(node, n.0, "node") }
+        unsafe { put(node, g.id(IdKind::Node, n.0), "node") }
     })
 }
 
@@ -332,10 +340,12 @@ pub unsafe extern "C" fn ost_graph_add_view(g: *mut ost_graph, name: *const c_ch
         let name = unsafe { text(name, "name") }?;
         need(id, "id")?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let b = g.graph.add_view(name, BufferId(parent), offset, len).map_err(graph_err)?;
+        let parent = g.buffer_id(parent, &|| format!("view `{name}`: parent"))?;
+        g.tag.room(IdKind::Buffer, g.graph.buffers().len())?;
+        let b = g.graph.add_view(name, parent, offset, len).map_err(graph_err)?;
         g.inits.push(None);
         // SAFETY: checked non-NULL above.
-        unsafe { put(id, b.0, "id") }
+        unsafe { put(id, g.id(IdKind::Buffer, b.0), "id") }
     })
 }
 
@@ -374,11 +384,12 @@ pub unsafe extern "C" fn ost_graph_add_kernel(g: *mut ost_graph, name: *const c_
             };
         }
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        g.tag.room(IdKind::Kernel, g.graph.kernels().len())?;
         let k = g.graph.add_kernel(sig).map_err(graph_err)?;
         g.impls.push(BTreeMap::new());
         g.host_fns.push(None);
         // SAFETY: checked non-NULL above.
-        unsafe { put(id, k.0, "id") }
+        unsafe { put(id, g.id(IdKind::Kernel, k.0), "id") }
     })
 }
 
@@ -395,7 +406,8 @@ pub unsafe extern "C" fn ost_graph_kernel_may_alias(g: *mut ost_graph, kernel: u
         // SAFETY: the caller vouches for two NUL-terminated strings.
         let (a, b) = unsafe { (text(a, "a")?, text(b, "b")?) };
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        g.graph.declare_aliasing(ostinato::KernelId(kernel), a, b).map_err(graph_err)
+        let kernel = g.kernel_id(kernel, &|| "kernel".into())?;
+        g.graph.declare_aliasing(kernel, a, b).map_err(graph_err)
     })
 }
 
@@ -421,8 +433,9 @@ pub unsafe extern "C" fn ost_graph_set_kernel_impl(
         let entry = if entry.is_null() { None } else { Some(unsafe { text(entry, "entry") }?) };
         let kind: ostinato_runtime::BackendKind = backend.parse().map_err(|e: ostinato_runtime::RuntimeError| (OST_ERR_ARGUMENT, e.to_string()))?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        let kernel = g.kernel_id(kernel, &|| "kernel".into())?;
         let base = g.base_dir.clone();
-        let slot = g.impls.get_mut(kernel as usize).ok_or_else(|| (OST_ERR_ARGUMENT, format!("kernel id {kernel} is not declared")))?;
+        let slot = &mut g.impls[kernel.index()];
         let mut r = KernelRef::file(source);
         r.base_dir = base;
         r.entry = entry.map(str::to_string);
@@ -443,9 +456,11 @@ pub unsafe extern "C" fn ost_graph_add_slot(g: *mut ost_graph, name: *const c_ch
         let name = unsafe { text(name, "name") }?;
         need(id, "id")?;
         let v = scalar(initial)?;
-        let s = g.lock().unwrap_or_else(|p| p.into_inner()).graph.add_slot(name, v).map_err(graph_err)?;
+        let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        g.tag.room(IdKind::Slot, g.graph.slots().len())?;
+        let s = g.graph.add_slot(name, v).map_err(graph_err)?;
         // SAFETY: checked non-NULL above.
-        unsafe { put(id, s.0, "id") }
+        unsafe { put(id, g.id(IdKind::Slot, s.0), "id") }
     })
 }
 
@@ -479,19 +494,23 @@ pub unsafe extern "C" fn ost_graph_add_launch(
         }
         need(node, "node")?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let mut converted = Vec::with_capacity(args.len());
+        let kernel = g.kernel_id(kernel, &|| "kernel".into())?;
+        let mut converted = Vec::new();
+        converted.try_reserve_exact(args.len()).map_err(|_| (OST_ERR_IO, format!("cannot allocate {nargs} args")))?;
         for (i, a) in args.iter().enumerate() {
             converted.push(match a.kind {
-                OST_ARG_BUFFER => Arg::Buffer(slice(&g.graph, a.slice)?),
+                OST_ARG_BUFFER => Arg::Buffer(g.slice(a.slice, &|| format!("args[{i}].slice"))?),
                 OST_ARG_SCALAR => Arg::Scalar(scalar(a.scalar)?),
-                OST_ARG_SLOT => Arg::Slot(SlotId(a.slot)),
+                OST_ARG_SLOT => Arg::Slot(g.slot_id(a.slot, &|| format!("args[{i}].slot"))?),
                 k => return Err((OST_ERR_ARGUMENT, format!("args[{i}].kind {k} is not OST_ARG_BUFFER, _SCALAR or _SLOT"))),
             });
         }
+        let after = g.node_ids(after, "after")?;
+        g.tag.room(IdKind::Node, g.graph.nodes().len())?;
         let launch = Launch::new([grid[0], grid[1], grid[2]], [block[0], block[1], block[2]]).shared(shared_bytes);
-        let n = g.graph.add_launch(KernelId(kernel), launch, &converted, &edges_after(after)).map_err(graph_err)?;
+        let n = g.graph.add_launch(kernel, launch, &converted, &after).map_err(graph_err)?;
         // SAFETY: checked non-NULL above.
-        unsafe { put(node, n.0, "node") }
+        unsafe { put(node, g.id(IdKind::Node, n.0), "node") }
     })
 }
 
@@ -507,10 +526,12 @@ pub unsafe extern "C" fn ost_graph_add_copy(g: *mut ost_graph, src: ost_slice, d
         let after = unsafe { items(after, nafter, "after") }?;
         need(node, "node")?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let (s, d) = (slice(&g.graph, src)?, slice(&g.graph, dst)?);
-        let n = g.graph.add_copy(s, d, &edges_after(after)).map_err(graph_err)?;
+        let (s, d) = (g.slice(src, &|| "src".into())?, g.slice(dst, &|| "dst".into())?);
+        let after = g.node_ids(after, "after")?;
+        g.tag.room(IdKind::Node, g.graph.nodes().len())?;
+        let n = g.graph.add_copy(s, d, &after).map_err(graph_err)?;
         // SAFETY: checked non-NULL above.
-        unsafe { put(node, n.0, "node") }
+        unsafe { put(node, g.id(IdKind::Node, n.0), "node") }
     })
 }
 
@@ -526,10 +547,12 @@ pub unsafe extern "C" fn ost_graph_add_fill(g: *mut ost_graph, dst: ost_slice, v
         let after = unsafe { items(after, nafter, "after") }?;
         need(node, "node")?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let d = slice(&g.graph, dst)?;
-        let n = g.graph.add_fill(d, value, &edges_after(after)).map_err(graph_err)?;
+        let d = g.slice(dst, &|| "dst".into())?;
+        let after = g.node_ids(after, "after")?;
+        g.tag.room(IdKind::Node, g.graph.nodes().len())?;
+        let n = g.graph.add_fill(d, value, &after).map_err(graph_err)?;
         // SAFETY: checked non-NULL above.
-        unsafe { put(node, n.0, "node") }
+        unsafe { put(node, g.id(IdKind::Node, n.0), "node") }
     })
 }
 
@@ -539,7 +562,9 @@ pub extern "C" fn ost_graph_add_edge(g: *mut ost_graph, before: u32, after: u32)
     guard(|| {
         let g = graph_of(g)?;
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        g.graph.add_edge(NodeId(before), NodeId(after)).map_err(graph_err)
+        let before = NodeId(g.index(before, IdKind::Node, &|| "before".into())?);
+        let after = NodeId(g.index(after, IdKind::Node, &|| "after".into())?);
+        g.graph.add_edge(before, after).map_err(graph_err)
     })
 }
 
@@ -558,8 +583,8 @@ pub unsafe extern "C" fn ost_plan_compile(g: *const ost_graph, out: *mut *mut os
         let mut graph = g.graph.clone();
         ostinato_runtime::contract::resolve_inferred(&mut graph, &g.impls).map_err(|(_, e)| (crate::status_of(e.kind()), e.to_string()))?;
         let plan = Plan::compile(&graph).map_err(|e| (crate::status_of(e.kind()), e.to_string()))?;
-        let p = CPlan { plan, impls: g.impls.clone(), host_fns: g.host_fns.clone(), inits: g.inits.clone() };
-        let key = register(Object::Plan(Arc::new(p)));
+        let p = CPlan { plan, impls: g.impls.clone(), host_fns: g.host_fns.clone(), inits: g.inits.clone(), file: g.file.clone() };
+        let key = crate::register(Object::Plan(Arc::new(p)));
         // SAFETY: checked non-NULL above.
         unsafe { put(out, key as *mut ost_plan, "out") }
     })

@@ -64,7 +64,8 @@ pub unsafe extern "C" fn ost_graph_set_host_kernel(g: *mut crate::graph::ost_gra
         let f = f.ok_or((OST_ERR_NULL, "the host function is NULL".to_string()))?;
         let c = CFunction { f, user };
         let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
-        let sig = g.graph.kernels().get(kernel as usize).cloned().ok_or_else(|| (OST_ERR_ARGUMENT, format!("kernel id {kernel} is not declared")))?;
+        let kernel = g.kernel_id(kernel, &|| "kernel".into())?;
+        let sig = g.graph.kernels()[kernel.index()].clone();
         let name = sig.name.clone();
         let k = HostKernel::new(sig, move |cx| {
             let call = Call { cx, message: std::cell::RefCell::new(None) };
@@ -77,7 +78,7 @@ pub unsafe extern "C" fn ost_graph_set_host_kernel(g: *mut crate::graph::ost_gra
                 code => Err(call.message.borrow_mut().take().unwrap_or_else(|| format!("host kernel `{name}` returned {code}"))),
             }
         });
-        g.host_fns[kernel as usize] = Some(k);
+        g.host_fns[kernel.index()] = Some(k);
         Ok(())
     })
 }
@@ -129,12 +130,9 @@ fn call_of<'a>(call: *const ost_host_call) -> Fallible<&'a Call<'a, 'a>> {
 pub unsafe extern "C" fn ost_host_call_read(call: *const ost_host_call, param: u32, offset: u64, dst: *mut c_void, len: usize) -> ost_status {
     guard(|| {
         let c = call_of(call)?;
-        if dst.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "dst is NULL".into()));
-        }
+        // SAFETY: the caller vouches for `len` writable bytes.
+        let out = unsafe { crate::items_mut(dst as *mut u8, len, "dst") }?;
         let view = c.cx.buffer(param as usize).map_err(|e| (OST_ERR_ARGUMENT, e))?;
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` writable bytes.
-        let out = if len == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) } };
         view.read_bytes(offset, out).map_err(|e| (OST_ERR_ARGUMENT, e))
     })
 }
@@ -148,12 +146,9 @@ pub unsafe extern "C" fn ost_host_call_read(call: *const ost_host_call, param: u
 pub unsafe extern "C" fn ost_host_call_write(call: *const ost_host_call, param: u32, offset: u64, src: *const c_void, len: usize) -> ost_status {
     guard(|| {
         let c = call_of(call)?;
-        if src.is_null() && len > 0 {
-            return Err((OST_ERR_NULL, "src is NULL".into()));
-        }
+        // SAFETY: the caller vouches for `len` readable bytes.
+        let data = unsafe { crate::items(src as *const u8, len, "src") }?;
         let view = c.cx.buffer(param as usize).map_err(|e| (OST_ERR_ARGUMENT, e))?;
-        // SAFETY: non-NULL (or empty), and the caller vouches for `len` readable bytes.
-        let data = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(src as *const u8, len) } };
         view.write_bytes(offset, data).map_err(|e| (OST_ERR_ARGUMENT, e))
     })
 }

@@ -4,7 +4,9 @@
 //! `ost_status` (`OST_OK` is 0) and leaves the calling thread's message in `ost_last_error()`. A
 //! handle is a key into a registry of live objects: a pointer that is not a live handle of the right
 //! kind (NULL, freed, of another kind, or garbage) is refused with `OST_ERR_HANDLE` and never
-//! dereferenced; freeing twice is refused the same way. Each object is behind a lock, so two threads
+//! dereferenced; freeing twice is refused the same way. The ids of a graph's buffers, kernels, slots
+//! and nodes (`uint32_t`) carry their graph and kind: another graph's id, or one of another kind, is
+//! refused the same way, never taken for this graph's object of the same index (`ids`). Each object is behind a lock, so two threads
 //! that share a handle are serialised, never racing. Every entry catches panics: none crosses into C.
 //! A call that fails leaves nothing half-built: an `out` pointer is written only on success.
 //!
@@ -17,7 +19,9 @@
 
 mod exec;
 mod graph;
+mod graph_ids;
 mod host_fn;
+mod ids;
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -28,10 +32,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use exec::*;
 pub use graph::*;
+pub use graph_ids::*;
 pub use host_fn::*;
 
 /// The ABI version: bumped on any incompatible change of the header.
-pub const OST_ABI_VERSION: u32 = 2;
+pub const OST_ABI_VERSION: u32 = 3;
 
 /// What every entry point returns. Each failure class has its own code; the message of
 /// `ost_last_error()` names the culprit (file:line, node, param, buffer, slot, driver code).
@@ -41,7 +46,8 @@ pub enum ost_status {
     OST_OK = 0,
     /// A required pointer argument was NULL.
     OST_ERR_NULL = 1,
-    /// A handle that is not a live handle of the expected kind (freed, of another kind, garbage).
+    /// A handle that is not a live handle of the expected kind (freed, of another kind, garbage), or
+    /// an id (buffer, kernel, slot, node) of another graph, of another kind, or not given by Ostinato.
     OST_ERR_HANDLE = 2,
     /// An argument out of its domain: not UTF-8, an unknown name, a value out of range.
     OST_ERR_ARGUMENT = 3,
@@ -152,8 +158,13 @@ pub(crate) fn next_key() -> usize {
 /// Registers `object` and returns its handle.
 pub(crate) fn register(object: Object) -> usize {
     let key = next_key();
-    registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, object);
+    register_at(key, object);
     key
+}
+
+/// Registers `object` under `key`, a fresh key of [`next_key`] (the handle it was made for).
+pub(crate) fn register_at(key: usize, object: Object) {
+    registry().lock().unwrap_or_else(|p| p.into_inner()).insert(key, object);
 }
 
 /// The live object at `handle`, or why not.
@@ -197,14 +208,53 @@ pub(crate) unsafe fn text<'a>(p: *const c_char, what: &str) -> Fallible<&'a str>
     unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| (ost_status::OST_ERR_ARGUMENT, format!("{what} is not UTF-8")))
 }
 
-/// Writes `value` through an out pointer that must not be NULL.
+/// Refuses `n` items at `p` that no C array can be: NULL with a count, misaligned for `T`, or more
+/// bytes than memory holds (a slice over them would be undefined, not merely wrong).
+fn check_array<T>(p: *const T, n: usize, what: &str) -> Fallible<()> {
+    if p.is_null() {
+        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL with a count of {n}")));
+    }
+    if !p.is_aligned() {
+        return Err((ost_status::OST_ERR_ARGUMENT, format!("{what} ({p:p}) is not aligned for its items ({} bytes)", std::mem::align_of::<T>())));
+    }
+    if n.checked_mul(std::mem::size_of::<T>()).is_none_or(|bytes| bytes > isize::MAX as usize) {
+        return Err((ost_status::OST_ERR_ARGUMENT, format!("{what}: a count of {n} is more than memory holds")));
+    }
+    Ok(())
+}
+
+/// A C array of `n` items (`n == 0` takes NULL).
+///
+/// # Safety
+/// `p` points to `n` readable items, or `n` is 0.
+pub(crate) unsafe fn items<'a, T>(p: *const T, n: usize, what: &str) -> Fallible<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    check_array(p, n, what)?;
+    // SAFETY: non-NULL, aligned, at most isize::MAX bytes, and the caller vouches for `n` readable items.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// A writable C array of `n` items (`n == 0` takes NULL).
+///
+/// # Safety
+/// `p` points to `n` writable items, or `n` is 0.
+pub(crate) unsafe fn items_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Fallible<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    check_array(p, n, what)?;
+    // SAFETY: non-NULL, aligned, at most isize::MAX bytes, and the caller vouches for `n` writable items.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// Writes `value` through an out pointer that must not be NULL (nor misaligned).
 ///
 /// # Safety
 /// `out` is NULL or points to writable memory for one `T`.
 pub(crate) unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Fallible<()> {
-    if out.is_null() {
-        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")));
-    }
+    need(out, what)?;
     // SAFETY: non-NULL, and the caller vouches that it points to a writable `T`.
     unsafe { out.write(value) };
     Ok(())
@@ -213,10 +263,12 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Fallible<()> {
 /// Checks an out pointer before any work, so a call that would fail on it changes nothing.
 pub(crate) fn need<T>(out: *mut T, what: &str) -> Fallible<()> {
     if out.is_null() {
-        Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")))
-    } else {
-        Ok(())
+        return Err((ost_status::OST_ERR_NULL, format!("{what} is NULL")));
     }
+    if !out.is_aligned() {
+        return Err((ost_status::OST_ERR_ARGUMENT, format!("{what} ({out:p}) is not aligned for what it points to ({} bytes)", std::mem::align_of::<T>())));
+    }
+    Ok(())
 }
 
 /// The ABI version of the library (`OST_ABI_VERSION` of the header it was built with).

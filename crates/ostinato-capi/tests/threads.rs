@@ -18,15 +18,15 @@ fn plan() -> usize {
         CString::new("builtin:add_one").unwrap(),
     );
     let params = [ost_param { name: name.as_ptr(), kind: OST_PARAM_READ_WRITE }, ost_param { name: pn.as_ptr(), kind: OST_U32 }];
-    let args = [
-        ost_arg { kind: OST_ARG_BUFFER, slice: ost_slice { buffer: 0, offset: 0, len: OST_WHOLE }, scalar: ost_scalar_u32(0), slot: 0 },
-        ost_arg { kind: OST_ARG_SCALAR, slice: ost_slice { buffer: 0, offset: 0, len: 0 }, scalar: ost_scalar_u32(64), slot: 0 },
-    ];
     let dims = [1u32, 1, 1];
     // SAFETY: every pointer is to a live local or a NUL-terminated CString, with the counts given.
     unsafe {
         assert_eq!(ost_graph_new(&mut g), ost_status::OST_OK);
         assert_eq!(ost_graph_add_buffer(g, name.as_ptr(), 256, &mut x), ost_status::OST_OK);
+        let args = [
+            ost_arg { kind: OST_ARG_BUFFER, slice: ost_slice { buffer: x, offset: 0, len: OST_WHOLE }, scalar: ost_scalar_u32(0), slot: 0 },
+            ost_arg { kind: OST_ARG_SCALAR, slice: ost_slice { buffer: x, offset: 0, len: 0 }, scalar: ost_scalar_u32(64), slot: 0 },
+        ];
         assert_eq!(ost_graph_add_kernel(g, pk.as_ptr(), params.as_ptr(), 2, &mut k), ost_status::OST_OK);
         assert_eq!(ost_graph_set_kernel_impl(g, k, host.as_ptr(), src.as_ptr(), std::ptr::null()), ost_status::OST_OK);
         assert_eq!(ost_graph_add_launch(g, k, dims.as_ptr(), dims.as_ptr(), 0, args.as_ptr(), 2, std::ptr::null(), 0, &mut node), ost_status::OST_OK);
