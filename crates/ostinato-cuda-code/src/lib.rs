@@ -24,6 +24,7 @@ pub mod manifest;
 pub mod nvrtc;
 pub mod ptx;
 pub mod sass;
+pub mod tilemaps;
 
 pub use compile::{PdlTrigger, KERNEL_HEADER};
 pub use error::{CodeError, Result};

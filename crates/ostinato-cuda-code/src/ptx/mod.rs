@@ -6,12 +6,18 @@
 //! memory ([`memory`]) and one address-provenance analysis ([`taint`]).
 
 pub mod access;
+pub mod affine;
+pub mod expr;
 pub mod fused;
 pub mod memory;
 pub mod parse;
+pub mod poly;
 pub mod prewait;
+pub mod spec;
 pub mod taint;
 mod thread0;
+pub mod tiles;
+pub mod witness;
 
 pub use access::{entry_access, EntryAccess};
 pub use fused::{fused_body, FusedBody};
@@ -20,3 +26,7 @@ pub use prewait::{pre_wait, PreWait};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tiles_props;
+#[cfg(test)]
+mod tiles_tests;

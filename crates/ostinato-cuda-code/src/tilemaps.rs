@@ -1,0 +1,282 @@
+//! The tile maps of a plan's launches checked against their kernels' PTX (docs/contract.md, "Tile
+//! maps"): each launch with maps, with its geometry and its scalars (a slot at its present value), is
+//! checked when the plan is instantiated and again when a slot it reads is patched. A map the code
+//! contradicts is refused naming node, kernel, param and instruction; one the analysis cannot verify
+//! is accepted only on a param declared `vouched`.
+//!
+//! The built-ins are not checked here: their per-block footprint is stated with their semantics and
+//! checked by the core (`ostinato::builtins::check_launch`). Their PTX is verified by this analysis in
+//! its tests.
+
+use std::collections::HashMap;
+
+use ostinato::contract::Evidence;
+use ostinato::{AccessDecl, Arg, Graph, NodeId, NodeOp, Plan, Scalar, SlotId, TileMap};
+
+use crate::ptx::access::evidence;
+use crate::ptx::affine::Why;
+use crate::ptx::spec::{Node, WhyNot};
+use crate::ptx::tiles::{analyse, Case, EntryTiles, Unverified, Verdict};
+use crate::ptx::{Item, ModuleInfo};
+
+/// A tile map refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TileError {
+    #[error(
+        "{node}, param `{param}`: kernel `{kernel}`'s code ({code}) contradicts the tile map: {} in block {:?}, thread {:?} \
+         touches bytes [{}, {}) of the param's slice, outside the block's tile",
+        .witness.evidence, .witness.block, .witness.thread, .witness.bytes.0, .witness.bytes.1
+    )]
+    Contradicted { node: String, kernel: String, param: String, code: String, witness: Box<Witness> },
+    #[error(
+        "{node}, param `{param}`: the tile map cannot be verified from kernel `{kernel}`'s code ({code}): {reason}; \
+         declare the param `vouched` if you know each block stays within its tile"
+    )]
+    Unverified { node: String, kernel: String, param: String, code: String, reason: String },
+}
+
+/// A thread seen to leave its block's tile: the instruction, the block, the thread, the bytes of the
+/// param's slice it touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Witness {
+    pub evidence: Evidence,
+    pub block: [u32; 3],
+    pub thread: [u32; 3],
+    pub bytes: (i64, i64),
+}
+
+impl TileError {
+    pub fn kind(&self) -> ostinato::ErrorKind {
+        ostinato::ErrorKind::Bind
+    }
+}
+
+/// One kernel's code as the check reads it.
+pub enum KernelCode<'a> {
+    /// PTX: the module's declarations, its text, the entry, the module's name in messages.
+    Ptx { module: &'a ModuleInfo, ptx: &'a str, entry: &'a str, name: &'a str },
+    /// Code the analysis does not read (machine code, captured work): why.
+    Unread(String),
+    /// A built-in: its stated footprint is checked by the core.
+    Stated,
+}
+
+/// How a param's map was accepted, for `plan --explain` and the exec's report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accepted {
+    pub node: NodeId,
+    pub param: String,
+    /// `None`: verified from the code; else vouched by the declaration, with why it is not verified.
+    pub vouched: Option<String>,
+}
+
+/// A kernel the check reads.
+enum Checker {
+    Ptx { tiles: Box<EntryTiles>, module: Box<ModuleInfo>, name: String },
+    Unread(String),
+}
+
+/// The verdicts of one node's check, by what they depend on.
+type Key = (usize, [u32; 3], [u32; 3], Vec<Option<u64>>, Vec<Option<TileMap>>, Vec<u64>);
+
+/// The tile-map checks of one exec: what each kernel's code gives, and the slots its checked launches
+/// read (so that a patch is checked before it is applied).
+pub struct TileChecks {
+    kernels: Vec<Option<Checker>>,
+    /// Per slot: the checked launches that read it.
+    readers: Vec<Vec<NodeId>>,
+    values: Vec<Scalar>,
+    cache: HashMap<Key, Vec<(usize, Verdict)>>,
+    /// Every map accepted, node by node.
+    pub accepted: Vec<Accepted>,
+}
+
+impl TileChecks {
+    /// Checks every launch of `plan` that declares tile maps against its kernel's code (`code[k]` for
+    /// kernel `k`), with the slots at their initial values.
+    pub fn check_plan(plan: &Plan, code: &[KernelCode]) -> Result<TileChecks, TileError> {
+        let g = plan.graph();
+        let tiled: Vec<NodeId> = (0..g.nodes().len()).map(|i| NodeId(i as u32)).filter(|&v| !g.node(v).tiles.is_empty()).collect();
+        let mut kernels: Vec<Option<Checker>> = (0..g.kernels().len()).map(|_| None).collect();
+        let mut readers = vec![Vec::new(); g.slots().len()];
+        let mut checks = TileChecks {
+            kernels: Vec::new(),
+            readers: Vec::new(),
+            values: g.slots().iter().map(|s| s.initial).collect(),
+            cache: HashMap::new(),
+            accepted: Vec::new(),
+        };
+        for &v in &tiled {
+            let NodeOp::Kernel { kernel, args, .. } = &g.node(v).op else { continue };
+            let k = kernel.index();
+            if kernels[k].is_none() {
+                kernels[k] = match code.get(k) {
+                    Some(KernelCode::Stated) => continue,
+                    Some(KernelCode::Ptx { module, ptx, entry, name }) => Some(match crate::ptx::parse::entry(ptx, entry) {
+                        Ok(parsed) => {
+                            let sig = g.kernel(*kernel);
+                            let tiles = analyse(module, &parsed, &crate::contract::is_buffer(sig));
+                            Checker::Ptx { tiles: Box::new(tiles), module: Box::new((*module).clone()), name: crate::contract::display(name) }
+                        }
+                        Err(why) => Checker::Unread(why),
+                    }),
+                    Some(KernelCode::Unread(why)) => Some(Checker::Unread(why.clone())),
+                    None => Some(Checker::Unread("no code was given for it".into())),
+                };
+            }
+            for a in args {
+                if let Arg::Slot(s) = a {
+                    if !readers[s.index()].contains(&v) {
+                        readers[s.index()].push(v);
+                    }
+                }
+            }
+        }
+        checks.kernels = kernels;
+        checks.readers = readers;
+        let values = checks.values.clone();
+        for v in tiled {
+            let accepted = checks.check_node(g, v, &|s| checks_value(&values, s))?;
+            checks.accepted.extend(accepted);
+        }
+        Ok(checks)
+    }
+
+    /// Checks the launches that read `slot` with it at `value` (the others at theirs); on success the
+    /// value is recorded.
+    pub fn check_patch(&mut self, plan: &Plan, slot: SlotId, value: Scalar) -> Result<(), TileError> {
+        let Some(readers) = self.readers.get(slot.index()).cloned() else { return Ok(()) };
+        let values = self.values.clone();
+        let value_of = |s: SlotId| if s == slot { value } else { checks_value(&values, s) };
+        for v in readers {
+            self.check_node(plan.graph(), v, &value_of)?;
+        }
+        if let Some(x) = self.values.get_mut(slot.index()) {
+            *x = value;
+        }
+        Ok(())
+    }
+
+    /// One launch: its maps accepted, or the first refused.
+    fn check_node(&mut self, g: &Graph, v: NodeId, slot_value: &dyn Fn(SlotId) -> Scalar) -> Result<Vec<Accepted>, TileError> {
+        let NodeOp::Kernel { kernel, launch, args } = &g.node(v).op else { return Ok(Vec::new()) };
+        let Some(Some(checker)) = self.kernels.get(kernel.index()) else { return Ok(Vec::new()) };
+        let sig = g.kernel(*kernel);
+        let scalars: Vec<Option<u64>> = args
+            .iter()
+            .map(|a| match a {
+                Arg::Scalar(s) => Some(s.bits),
+                Arg::Slot(s) => Some(slot_value(*s).bits),
+                Arg::Buffer(_) | Arg::Whole(_) => None,
+            })
+            .collect();
+        let align: Vec<u64> = args.iter().map(|a| if let Arg::Buffer(s) = a { g.root_extent(*s).1 % 256 } else { 0 }).collect();
+        let maps: Vec<Option<&TileMap>> = (0..sig.params.len()).map(|p| g.tile_map(v, p)).collect();
+        let key: Key = (kernel.index(), launch.grid, launch.block, scalars.clone(), maps.iter().map(|m| m.cloned()).collect(), align.clone());
+        let verdicts = match (self.cache.get(&key), checker) {
+            (Some(v), _) => v.clone(),
+            (None, Checker::Ptx { tiles, .. }) => {
+                let node = Node { grid: launch.grid, block: launch.block, scalars: &scalars };
+                let verdicts = tiles.check(&Case { node, maps: &maps, align: &align });
+                self.cache.insert(key, verdicts.clone());
+                verdicts
+            }
+            (None, Checker::Unread(why)) => maps
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.is_some())
+                .map(|(p, _)| (p, Verdict::Unknown { item: None, why: Unverified::Entry(why.clone()) }))
+                .collect(),
+        };
+        let (code, at) = match checker {
+            Checker::Ptx { tiles, module, name } => (format!("{name} (PTX)"), Some((tiles.as_ref(), module.as_ref(), name.as_str()))),
+            Checker::Unread(_) => ("not read".to_string(), None),
+        };
+        let mut out = Vec::new();
+        for (p, verdict) in verdicts {
+            let param = g.param_name(v, p);
+            let refuse =
+                |reason: String| TileError::Unverified { node: g.describe_node(v), kernel: sig.name.clone(), param: param.clone(), code: code.clone(), reason };
+            match verdict {
+                Verdict::Verified => out.push(Accepted { node: v, param, vouched: None }),
+                Verdict::Contradicted { item, block, thread, bytes } => {
+                    let evidence = at.map_or_else(
+                        || Evidence { instruction: "?".into(), at: code.clone() },
+                        |(t, m, name)| instr_at(t, item).map_or_else(|| Evidence { instruction: "?".into(), at: code.clone() }, |ins| evidence(m, name, ins)),
+                    );
+                    return Err(TileError::Contradicted {
+                        node: g.describe_node(v),
+                        kernel: sig.name.clone(),
+                        param,
+                        code,
+                        witness: Box::new(Witness { evidence, block, thread, bytes }),
+                    });
+                }
+                Verdict::Unknown { item, why } => {
+                    let reason = match at {
+                        Some((t, m, name)) => describe(t, m, name, item, &why),
+                        None => match why {
+                            Unverified::Entry(w) => w,
+                            other => format!("{other:?}"),
+                        },
+                    };
+                    if sig.params.get(p).is_some_and(|q| q.decl == AccessDecl::Vouched) {
+                        out.push(Accepted { node: v, param, vouched: Some(reason) });
+                    } else {
+                        return Err(refuse(reason));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn checks_value(values: &[Scalar], s: SlotId) -> Scalar {
+    values.get(s.index()).copied().unwrap_or(Scalar { ty: ostinato::ScalarType::U32, bits: 0 })
+}
+
+fn instr_at(t: &EntryTiles, item: usize) -> Option<&crate::ptx::Instr> {
+    match t.entry().items.get(item) {
+        Some(Item::Instr(i)) => Some(i),
+        _ => None,
+    }
+}
+
+/// Why a map is not verified, in words, naming the instructions involved.
+fn describe(t: &EntryTiles, m: &ModuleInfo, name: &str, item: Option<usize>, why: &Unverified) -> String {
+    let ev = |i: usize| instr_at(t, i).map_or_else(|| format!("item {i}"), |ins| evidence(m, name, ins).to_string());
+    let label = |i: usize| match t.entry().items.get(i) {
+        Some(Item::Label(l)) => format!("`{l}`"),
+        _ => ev(i),
+    };
+    let addr = item.map_or_else(|| "the code".to_string(), |i| format!("the address of {}", ev(i)));
+    match why {
+        Unverified::Not(w) => match w {
+            WhyNot::Opaque(Why::Loaded, i) => format!("{addr} depends on a value loaded from memory by {}", ev(*i)),
+            WhyNot::Opaque(_, i) => format!("{addr} depends on {}, which the analysis does not follow", ev(*i)),
+            WhyNot::Carried(r) => format!("{addr} depends on `{r}`, which its loop carries from one iteration to the next other than as `i0 + k·step`"),
+            WhyNot::Path(r) => format!("{addr} depends on which path reaches it (`{r}`)"),
+            WhyNot::Unbounded(i) => format!("{addr} depends on the counter of the loop at {}, which no condition bounds", label(*i)),
+            WhyNot::Wraps(Some(i)) => format!("{addr} depends on {}, whose value may wrap in its register (with this launch's sizes)", ev(*i)),
+            WhyNot::Wraps(None) => format!("{addr} depends on a value that may wrap in its register (with this launch's sizes)"),
+            WhyNot::Form(Some(i)) => format!("{addr} is not a polynomial the analysis follows (at {})", ev(*i)),
+            WhyNot::Form(None) => format!("{addr} is not a polynomial the analysis follows"),
+        },
+        Unverified::Anywhere => {
+            format!("{} may touch any buffer (its address is not derived from a buffer param alone)", item.map_or_else(|| "the code".into(), ev))
+        }
+        Unverified::NotOffset => format!("{addr} is not this param's pointer plus an offset"),
+        Unverified::Width => format!("the size of {} is not a constant", item.map_or_else(|| "an access".into(), ev)),
+        Unverified::Uncovered { block, bytes } => {
+            format!(
+                "block {block:?} may touch bytes [{}, {}) of the slice outside its tile at {} (no thread run was seen to)",
+                bytes.0,
+                bytes.1,
+                item.map_or_else(|| "?".into(), ev)
+            )
+        }
+        Unverified::TooLarge => format!("{addr} does not move with the block index as the map does, and the launch is too large to check block by block"),
+        Unverified::Entry(w) => format!("the code is not followed: {w}"),
+    }
+}
