@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use ostinato::contract::Evidence;
-use ostinato::{AccessDecl, Arg, Graph, NodeId, NodeOp, Plan, Scalar, SlotId, TileMap};
+use ostinato::{AccessDecl, Arg, Graph, NodeId, NodeOp, Scalar, SlotId, TileMap};
 
 use crate::ptx::access::evidence;
 use crate::ptx::affine::Why;
@@ -92,10 +92,9 @@ pub struct TileChecks {
 }
 
 impl TileChecks {
-    /// Checks every launch of `plan` that declares tile maps against its kernel's code (`code[k]` for
-    /// kernel `k`), with the slots at their initial values.
-    pub fn check_plan(plan: &Plan, code: &[KernelCode]) -> Result<TileChecks, TileError> {
-        let g = plan.graph();
+    /// Checks every launch of graph `g` (a plan's) that declares tile maps against its kernel's code
+    /// (`code[k]` for kernel `k`), with the slots at their initial values.
+    pub fn check_graph(g: &Graph, code: &[KernelCode]) -> Result<TileChecks, TileError> {
         let tiled: Vec<NodeId> = (0..g.nodes().len()).map(|i| NodeId(i as u32)).filter(|&v| !g.node(v).tiles.is_empty()).collect();
         let mut kernels: Vec<Option<Checker>> = (0..g.kernels().len()).map(|_| None).collect();
         let mut readers = vec![Vec::new(); g.slots().len()];
@@ -142,19 +141,23 @@ impl TileChecks {
         Ok(checks)
     }
 
-    /// Checks the launches that read `slot` with it at `value` (the others at theirs); on success the
-    /// value is recorded.
-    pub fn check_patch(&mut self, plan: &Plan, slot: SlotId, value: Scalar) -> Result<(), TileError> {
+    /// Checks the launches that read `slot` with it at `value` (the others at theirs). The caller
+    /// records the value with [`TileChecks::patched`] once the patch is applied.
+    pub fn check_patch(&mut self, g: &Graph, slot: SlotId, value: Scalar) -> Result<(), TileError> {
         let Some(readers) = self.readers.get(slot.index()).cloned() else { return Ok(()) };
         let values = self.values.clone();
         let value_of = |s: SlotId| if s == slot { value } else { checks_value(&values, s) };
         for v in readers {
-            self.check_node(plan.graph(), v, &value_of)?;
+            self.check_node(g, v, &value_of)?;
         }
+        Ok(())
+    }
+
+    /// Records that `slot` now holds `value` (checked by [`TileChecks::check_patch`]).
+    pub fn patched(&mut self, slot: SlotId, value: Scalar) {
         if let Some(x) = self.values.get_mut(slot.index()) {
             *x = value;
         }
-        Ok(())
     }
 
     /// One launch: its maps accepted, or the first refused.
@@ -216,7 +219,7 @@ impl TileChecks {
                     let reason = match at {
                         Some((t, m, name)) => describe(t, m, name, item, &why),
                         None => match why {
-                            Unverified::Entry(w) => w,
+                            Unverified::Entry(w) => format!("the analysis does not read this code ({w})"),
                             other => format!("{other:?}"),
                         },
                     };
@@ -278,5 +281,104 @@ fn describe(t: &EntryTiles, m: &ModuleInfo, name: &str, item: Option<usize>, why
         }
         Unverified::TooLarge => format!("{addr} does not move with the block index as the map does, and the launch is too large to check block by block"),
         Unverified::Entry(w) => format!("the code is not followed: {w}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ostinato::{Access, KernelSig, Launch, Plan, ScalarType, TileRange};
+
+    const TILES: &str = include_str!("../tests/fixtures/tiles.ptx");
+
+    /// One launch of a kernel of signature `sig` (each buffer param a buffer of `bytes`, then the
+    /// scalars), with `maps`.
+    fn graph(sig: KernelSig, grid: u32, block: u32, bytes: u64, scalars: &[Arg], maps: &[(&str, TileMap)]) -> Plan {
+        let mut g = Graph::new();
+        let bufs: Vec<Arg> =
+            sig.params.iter().filter(|p| matches!(p.kind, ostinato::ParamKind::Buffer(_))).map(|p| Arg::Whole(g.add_buffer(&p.name, bytes).unwrap())).collect();
+        let k = g.add_kernel(sig).unwrap();
+        let args: Vec<Arg> = bufs.into_iter().chain(scalars.iter().cloned()).collect();
+        g.add_launch_tiled(k, Launch::linear(grid, block), &args, maps, &[]).unwrap();
+        Plan::compile(&g).unwrap()
+    }
+
+    fn check(plan: &Plan, entry: &str) -> Result<TileChecks, TileError> {
+        let module = crate::contract::module_info(TILES, &[]);
+        TileChecks::check_graph(plan.graph(), &[KernelCode::Ptx { module: &module, ptx: TILES, entry, name: "tiles.cu" }])
+    }
+
+    fn row_sig(name: &str) -> KernelSig {
+        KernelSig::new(name).buffer("x", Access::ReadWrite).scalar("cols", ScalarType::U32)
+    }
+
+    #[test]
+    fn a_true_map_is_accepted_as_verified_and_a_contradicted_one_refused_naming_node_param_and_instruction() {
+        let row = TileMap::linear(400, 400).unwrap();
+        let plan = graph(row_sig("row"), 8, 128, 3200, &[Arg::Scalar(Scalar::u32(100))], &[("x", row.clone())]);
+        let c = check(&plan, "row").unwrap();
+        assert_eq!(c.accepted, vec![Accepted { node: NodeId(0), param: "x".into(), vouched: None }]);
+        let plan = graph(row_sig("row_next"), 8, 128, 3600, &[Arg::Scalar(Scalar::u32(100))], &[("x", row)]);
+        let e = check(&plan, "row_next").err().unwrap();
+        let msg = e.to_string();
+        assert!(matches!(e, TileError::Contradicted { .. }), "{msg}");
+        assert!(msg.starts_with("node 0 (row_next), param `x`: kernel `row_next`'s code (tiles.cu (PTX)) contradicts the tile map: `st.global."), "{msg}");
+        assert!(msg.contains("(tiles.cu:14, line "), "names the source line: {msg}");
+        assert!(msg.contains("in block [0, 0, 0], thread [0, 0, 0] touches bytes [400, 404) of the param's slice"), "{msg}");
+        assert_eq!(e.kind(), ostinato::ErrorKind::Bind);
+    }
+
+    #[test]
+    fn an_unverifiable_map_is_refused_unless_vouched() {
+        let sig = |vouched: bool| {
+            let s = KernelSig::new("chase").buffer("out", Access::Write);
+            let s = if vouched { s.buffer_vouched("x", Access::Read) } else { s.buffer("x", Access::Read) };
+            s.buffer("idx", Access::Read)
+        };
+        let maps = [("out", TileMap::linear(256, 256).unwrap()), ("x", TileMap::linear(256, 256).unwrap())];
+        let e = check(&graph(sig(false), 4, 64, 1024, &[], &maps), "chase").err().unwrap().to_string();
+        assert!(
+            e.starts_with(
+                "node 0 (chase), param `x`: the tile map cannot be verified from kernel `chase`'s code (tiles.cu (PTX)): the address of `ld.global.f32"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("depends on a value loaded from memory by `ld.global.u32"), "{e}");
+        assert!(e.ends_with("declare the param `vouched` if you know each block stays within its tile"), "{e}");
+        let c = check(&graph(sig(true), 4, 64, 1024, &[], &maps), "chase").unwrap();
+        assert_eq!(c.accepted[0], Accepted { node: NodeId(0), param: "out".into(), vouched: None });
+        assert_eq!(c.accepted[1].param, "x");
+        assert!(c.accepted[1].vouched.as_deref().is_some_and(|w| w.contains("loaded from memory")), "{:?}", c.accepted[1]);
+    }
+
+    #[test]
+    fn a_patched_slot_is_checked_before_it_is_kept() {
+        let mut g = Graph::new();
+        let out = g.add_buffer("out", 32).unwrap();
+        let x = g.add_buffer("x", 8 * 64).unwrap();
+        let stride = g.add_slot("stride", Scalar::u32(16)).unwrap();
+        let k = g.add_kernel(KernelSig::new("strided").buffer("out", Access::Write).buffer("x", Access::Read).scalar("stride", ScalarType::U32)).unwrap();
+        let map = TileMap::new(vec![TileRange::span(0, [64, 0, 0], 4)]).unwrap();
+        g.add_launch_tiled(k, Launch::linear(8, 32), &[Arg::Whole(out), Arg::Whole(x), Arg::Slot(stride)], &[("x", map)], &[]).unwrap();
+        let plan = Plan::compile(&g).unwrap();
+        let mut c = check(&plan, "strided").unwrap();
+        let e = c.check_patch(plan.graph(), stride, Scalar::u32(15)).unwrap_err();
+        assert!(matches!(e, TileError::Contradicted { .. }), "{e}");
+        assert_eq!(c.values[stride.index()], Scalar::u32(16), "a refused value is not kept");
+        c.check_patch(plan.graph(), stride, Scalar::u32(16)).unwrap();
+        c.patched(stride, Scalar::u32(16));
+    }
+
+    #[test]
+    fn code_not_read_needs_a_vouched_param_and_built_ins_are_left_to_their_stated_footprint() {
+        let row = TileMap::linear(400, 400).unwrap();
+        let plan = graph(row_sig("row"), 8, 128, 3200, &[Arg::Scalar(Scalar::u32(100))], &[("x", row.clone())]);
+        let e = TileChecks::check_graph(plan.graph(), &[KernelCode::Unread("machine code: the analysis reads PTX".into())]).err().unwrap().to_string();
+        assert!(e.contains("the analysis does not read this code (machine code: the analysis reads PTX)"), "{e}");
+        let c = TileChecks::check_graph(plan.graph(), &[KernelCode::Stated]).unwrap();
+        assert!(c.accepted.is_empty());
+        let vouched = KernelSig::new("row").buffer_vouched("x", Access::ReadWrite).scalar("cols", ScalarType::U32);
+        let plan = graph(vouched, 8, 128, 3200, &[Arg::Scalar(Scalar::u32(100))], &[("x", row)]);
+        assert!(TileChecks::check_graph(plan.graph(), &[KernelCode::Unread("machine code".into())]).unwrap().accepted[0].vouched.is_some());
     }
 }
