@@ -314,7 +314,7 @@ impl EntryTiles {
             None => None,
         };
         let Some(width) = width else { return Outcome::Unknown(Unverified::Width) };
-        Cover { s: &s, map, width, grid: case.node.grid, block: case.node.block, budget: BUDGET }.run(&off, &cons)
+        Cover { s: &s, map, width, grid: case.node.grid, budget: BUDGET }.run(&off, &cons)
     }
 }
 
@@ -332,7 +332,6 @@ struct Cover<'a> {
     map: &'a TileMap,
     width: i128,
     grid: [u32; 3],
-    block: [u32; 3],
     budget: u64,
 }
 
@@ -364,53 +363,45 @@ impl Cover<'_> {
         linear && self.map.ranges().iter().all(|r| (0..3).all(|d| self.grid[d] == 1 || i128::from(r.stride[d]) == off.coeff(&[Var::Ctaid(d as u8)])))
     }
 
-    /// Block `b`'s offsets against its tile; `None` past the budget.
+    /// Block `b`'s offsets against its tile; `None` past the budget. The block index and the
+    /// enumerated symbols are assigned (`vars`/`at`), nothing is rebuilt per block.
     fn block_check(&mut self, b: [u32; 3], off: &Poly, cons: &[Constraint]) -> Option<Outcome> {
         self.budget = self.budget.checked_sub(1)?;
-        let fixed = |v: Var| -> Option<Poly> {
-            match v {
-                Var::Ctaid(d) => Some(Poly::constant(i128::from(b[d as usize]))),
-                Var::Tid(d) if self.block[d as usize] == 1 => Some(Poly::constant(0)),
-                Var::Iter(_) if self.s.bound(v) == Some((0, 0)) => Some(Poly::constant(0)),
-                _ => None,
-            }
-        };
-        let q = off.substitute(&fixed)?;
-        let cons: Vec<(Poly, bool)> = cons.iter().filter_map(|c| c.poly.substitute(&fixed).map(|p| (p, c.eq))).collect();
-        // The symbols to enumerate, and the one kept as an interval.
-        let mut enumerated: Vec<Var> = Vec::new();
-        for (m, _) in q.terms() {
+        // The symbols to enumerate, and the one kept as an interval (it appears alone, in one term).
+        let mut vars: Vec<Var> = vec![Var::Ctaid(0), Var::Ctaid(1), Var::Ctaid(2)];
+        for (m, _) in off.terms() {
             for &v in m {
-                if matches!(v, Var::Tid(_) | Var::Iter(_)) && !enumerated.contains(&v) {
-                    enumerated.push(v);
+                if matches!(v, Var::Tid(_) | Var::Iter(_)) && !vars.contains(&v) {
+                    vars.push(v);
                 }
             }
         }
         let hi = |v: Var| self.s.bound(v).map_or(0, |r| r.1);
-        let run = enumerated
+        let run = vars[3..]
             .iter()
             .copied()
             .filter(|&v| {
-                let a = q.coeff(&[v]);
-                a != 0 && a.abs() <= self.width && q.terms().all(|(m, _)| !m.contains(&v) || m.len() == 1)
+                let a = off.coeff(&[v]);
+                a != 0 && a.abs() <= self.width && off.terms().all(|(m, _)| !m.contains(&v) || m.len() == 1)
             })
             .max_by_key(|&v| hi(v));
-        enumerated.retain(|&v| Some(v) != run);
-        let points: u64 = enumerated.iter().try_fold(1u64, |n, &v| n.checked_mul(u64::try_from(hi(v) + 1).ok()?))?;
+        vars.retain(|&v| Some(v) != run);
+        let points: u64 = vars[3..].iter().try_fold(1u64, |n, &v| n.checked_mul(u64::try_from(hi(v) + 1).ok()?))?;
         self.budget = self.budget.checked_sub(points)?;
-        let mut at = vec![0i128; enumerated.len()];
+        let mut at: Vec<i128> = b.iter().map(|&x| i128::from(x)).collect();
+        at.resize(vars.len(), 0);
         loop {
-            if let Some(o) = self.point(b, &q, &cons, &enumerated, &at, run) {
+            if let Some(o) = self.point(b, off, cons, &vars, &at, run) {
                 return Some(o);
             }
             // The next point, odometer-wise.
-            let mut k = 0;
+            let mut k = 3;
             loop {
                 if k == at.len() {
                     return Some(Outcome::Covered);
                 }
                 at[k] += 1;
-                if at[k] <= hi(enumerated[k]) {
+                if at[k] <= hi(vars[k]) {
                     break;
                 }
                 at[k] = 0;
@@ -420,10 +411,11 @@ impl Cover<'_> {
     }
 
     /// One point of the enumeration: `None` where its bytes are in the tile (or it does not run).
-    fn point(&self, b: [u32; 3], q: &Poly, cons: &[(Poly, bool)], vars: &[Var], at: &[i128], run: Option<Var>) -> Option<Outcome> {
+    fn point(&self, b: [u32; 3], q: &Poly, cons: &[Constraint], vars: &[Var], at: &[i128], run: Option<Var>) -> Option<Outcome> {
         let Some((c, a, bounded)) = self.split(q, vars, at, run) else { return Some(Outcome::Unknown(Unverified::TooLarge)) };
         let (mut lo, mut hi) = (0i128, run.and_then(|v| self.s.bound(v)).map_or(0, |r| r.1));
-        for (poly, eq) in cons {
+        for c in cons {
+            let (poly, eq) = (&c.poly, &c.eq);
             let Some((cf, df, None)) = self.split(poly, vars, at, run) else { continue };
             match (df, eq) {
                 (0, false) if cf < 0 => return None,
