@@ -8,6 +8,7 @@
 //! - [`nvrtc`] (NVRTC loaded at run time) and [`compile`] (its on-disk cache, the build variants
 //!   [`PdlTrigger`] and Ostinato's kernel header [`KERNEL_HEADER`]);
 //! - [`contract`]: a kernel's code read against its declared signature ([`contract::KernelReport`]);
+//! - [`tilemaps`]: each launch's per-block tile maps checked against its kernel's PTX;
 //! - [`manifest`]: the parts of a kernel's build manifest that come from its code.
 //!
 //! The CUDA backend (`ostinato-cuda`) reads the code it loads through this crate; so can a tool that

@@ -10,7 +10,8 @@
 //! check recognises `i = i0 + k·step` from them. Conditions are facts `(predicate, holds)`: a fact on
 //! an edge into a block survives the join only where every edge has it, the values that become phis
 //! renamed to them; a fact about a loop head's phi that reaches it round the loop (it speaks of the
-//! previous iteration's value) is dropped there. Conservative by construction: an instruction not
+//! previous iteration's value) is dropped there. The facts every back edge of a loop holds are kept
+//! for the bound on its counter ([`Forms::back`]). Conservative by construction: an instruction not
 //! understood makes its result opaque.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

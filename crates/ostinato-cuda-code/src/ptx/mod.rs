@@ -4,6 +4,10 @@
 //!
 //! The analyses share one reading of the text ([`parse`]), one table of what each instruction does to
 //! memory ([`memory`]) and one address-provenance analysis ([`taint`]).
+//!
+//! The tile-map check ([`tiles`]) adds the address of each access as a form over the launch's
+//! registers ([`affine`], [`expr`]), evaluated per node into polynomials ([`spec`], [`poly`]), with a
+//! one-thread run that shows a violation ([`witness`]).
 
 pub mod access;
 pub mod affine;

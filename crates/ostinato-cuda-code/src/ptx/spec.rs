@@ -9,9 +9,9 @@
 //!   fits the register) is followed where its result is one of them (`i % n` with `i < n`, `(4·t)/4`)
 //!   and bounded otherwise (`i % 5` in `[0, 4]`).
 //! - A phi at a loop head is an induction `i0 + k·step` where every way into the loop gives the same
-//!   `i0` and every way round adds the same constant; the loop's counter `k` is bounded from the
-//!   conditions that keep the loop going ([`Spec::iteration_bound`]). Other phis are followed where
-//!   every path that can run gives the same value.
+//!   `i0` and every way round adds the same constant; the loop's counter `k` is bounded by the first
+//!   iteration at which a condition its back edges hold fails ([`Spec::first_failure`]). Other phis
+//!   are followed where every path that can run gives the same value, or bounded over their ranges.
 
 use std::collections::{HashMap, HashSet};
 

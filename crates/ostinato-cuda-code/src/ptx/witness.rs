@@ -1,5 +1,5 @@
 //! One thread of one block run through an entry's integer code, to show that a tile map is broken: a
-//! concrete evaluation (the thread-0 evaluator's, [`super::thread0`]) from the entry with the node's
+//! concrete evaluation (the thread-0 evaluator's, `ptx::thread0`) from the entry with the node's
 //! geometry and scalars, each buffer param at an address of its own, following every branch it can
 //! decide. Every global access whose address it knows is checked against the block's declared tile;
 //! the first one outside is the witness. A value loaded from memory is unknown: a branch that depends
