@@ -55,6 +55,9 @@ impl Val {
     }
 }
 
+/// The most phis one evaluation follows into one another.
+const MAX_PHI_DEPTH: usize = 32;
+
 /// A node's launch and scalars, as the check sees them.
 pub struct Node<'a> {
     pub grid: [u32; 3],
@@ -99,6 +102,8 @@ pub struct Spec<'a> {
     pub context: Vec<Constraint>,
     /// How many times an evaluation met an expression it was evaluating (a cycle through a phi).
     cycles: u64,
+    /// The phis being evaluated, across the recognition of inductions (which starts afresh).
+    phi_stack: Vec<(u32, u32)>,
 }
 
 /// The register value of the exact integer `v` in `bits` bits, read signed or not.
@@ -126,6 +131,7 @@ impl<'a> Spec<'a> {
             inductions: HashMap::new(),
             context: Vec::new(),
             cycles: 0,
+            phi_stack: Vec::new(),
         }
     }
 
@@ -404,6 +410,18 @@ impl<'a> Spec<'a> {
                 return if pr == r { Ok(Val::of(Poly::var(Var::Prev))) } else { Err(WhyNot::Carried(self.reg_name(r))) };
             }
         }
+        // Phis whose values depend on each other round loops, or nested too deep: not followed.
+        if self.phi_stack.contains(&(h, r)) || self.phi_stack.len() >= MAX_PHI_DEPTH {
+            self.cycles += 1;
+            return Err(WhyNot::Carried(self.reg_name(r)));
+        }
+        self.phi_stack.push((h, r));
+        let v = self.phi_value(h, r);
+        self.phi_stack.pop();
+        v
+    }
+
+    fn phi_value(&mut self, h: u32, r: u32) -> Result<Val, WhyNot> {
         let incoming = self.forms.phis.get(&(h, r)).cloned().unwrap_or_default();
         let live: Vec<_> = incoming.into_iter().filter(|i| self.feasible(&i.facts)).collect();
         let (into, round): (Vec<_>, Vec<_>) = live.into_iter().partition(|i| !i.back);

@@ -145,3 +145,37 @@ fn a_mutation_that_trusts_block_zero_for_every_block_is_caught() {
     IGNORE_STRIDES.with(|c| c.set(false));
     assert_eq!(mutated, Verdict::Verified, "the mutation is what the stride check prevents");
 }
+
+/// Loops whose carried values feed each other (the inner step is an outer register that the inner
+/// loop's exit value updates): not inductions, followed no further, never looping for ever.
+#[test]
+fn loops_whose_carried_values_feed_each_other_are_unknown() {
+    let ptx = r#"
+.visible .entry nest(
+	.param .u64 nest_param_0,
+	.param .u32 nest_param_1
+)
+{
+	ld.param.u64 	%rd1, [nest_param_0];
+	ld.param.u32 	%r1, [nest_param_1];
+	mov.u32 	%r2, 0;
+	mov.u32 	%r3, 1;
+$L_outer:
+	mov.u32 	%r4, %r2;
+$L_inner:
+	mul.wide.u32 	%rd2, %r4, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r4;
+	add.s32 	%r4, %r4, %r3;
+	setp.lt.u32 	%p1, %r4, %r1;
+	@%p1 bra 	$L_inner;
+	add.s32 	%r3, %r3, %r4;
+	mov.u32 	%r2, %r4;
+	setp.lt.u32 	%p2, %r2, %r1;
+	@%p2 bra 	$L_outer;
+	ret;
+}
+"#;
+    let v = one(ptx, "nest", g1(2), g1(32), &[None, Some(100)], &[lin(0, 400), None]);
+    assert!(matches!(v, Verdict::Unknown { why: Unverified::Not(super::spec::WhyNot::Carried(_)), .. }), "{v:?}");
+}
