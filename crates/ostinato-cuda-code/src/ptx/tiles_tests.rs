@@ -179,3 +179,20 @@ $L_inner:
     let v = one(ptx, "nest", g1(2), g1(32), &[None, Some(100)], &[lin(0, 400), None]);
     assert!(matches!(v, Verdict::Unknown { why: Unverified::Not(super::spec::WhyNot::Carried(_)), .. }), "{v:?}");
 }
+
+#[test]
+fn an_access_guarded_by_data_is_unknown_never_contradicted() {
+    let v = verdicts(TILES, "maybe_next", g1(4), g1(256), &[None, None], &[lin(1024, 1024), None]);
+    assert!(matches!(v[0].1, Verdict::Unknown { why: Unverified::Uncovered { block: [0, 0, 0], .. }, .. }), "{v:?}");
+    let shifted = Some(TileMap::new(vec![TileRange::span(1024, [1024, 0, 0], 1024)]).unwrap());
+    assert_eq!(verdicts(TILES, "maybe_next", g1(4), g1(256), &[None, None], &[shifted, None])[0].1, Verdict::Verified);
+}
+
+#[test]
+fn a_32_bit_index_that_may_wrap_is_not_verified() {
+    let map = || Some(TileMap::new(vec![TileRange::span(0, [1 << 30, 0, 0], 4 * 64)]).unwrap());
+    assert_eq!(one(TILES, "wrapping", g1(4), g1(64), &[None], &[map()]), Verdict::Verified);
+    // Block 16's index is 2^32: it wraps to 0 in its register, and block 16 writes block 0's bytes.
+    let v = one(TILES, "wrapping", g1(17), g1(64), &[None], &[map()]);
+    assert_eq!(v, Verdict::Contradicted { item: 9, block: [16, 0, 0], thread: [0, 0, 0], bytes: (0, 4) });
+}
