@@ -72,7 +72,13 @@ pub struct Accepted {
 
 /// A kernel the check reads.
 enum Checker {
-    Ptx { tiles: Box<EntryTiles>, module: Box<ModuleInfo>, name: String },
+    /// `fed`: the scalar params a verdict can depend on.
+    Ptx {
+        tiles: Box<EntryTiles>,
+        fed: std::collections::BTreeSet<usize>,
+        module: Box<ModuleInfo>,
+        name: String,
+    },
     Unread(String),
 }
 
@@ -97,45 +103,47 @@ impl TileChecks {
     pub fn check_graph(g: &Graph, code: &[KernelCode]) -> Result<TileChecks, TileError> {
         let tiled: Vec<NodeId> = (0..g.nodes().len()).map(|i| NodeId(i as u32)).filter(|&v| !g.node(v).tiles.is_empty()).collect();
         let mut kernels: Vec<Option<Checker>> = (0..g.kernels().len()).map(|_| None).collect();
-        let mut readers = vec![Vec::new(); g.slots().len()];
-        let mut checks = TileChecks {
-            kernels: Vec::new(),
-            readers: Vec::new(),
-            values: g.slots().iter().map(|s| s.initial).collect(),
-            cache: HashMap::new(),
-            accepted: Vec::new(),
-        };
         for &v in &tiled {
-            let NodeOp::Kernel { kernel, args, .. } = &g.node(v).op else { continue };
+            let NodeOp::Kernel { kernel, .. } = &g.node(v).op else { continue };
             let k = kernel.index();
-            if kernels[k].is_none() {
-                kernels[k] = match code.get(k) {
-                    Some(KernelCode::Stated) => continue,
-                    Some(KernelCode::Ptx { module, ptx, entry, name }) => Some(match crate::ptx::parse::entry(ptx, entry) {
-                        Ok(parsed) => {
-                            let sig = g.kernel(*kernel);
-                            let tiles = analyse(module, &parsed, &crate::contract::is_buffer(sig));
-                            Checker::Ptx { tiles: Box::new(tiles), module: Box::new((*module).clone()), name: crate::contract::display(name) }
-                        }
-                        Err(why) => Checker::Unread(why),
-                    }),
-                    Some(KernelCode::Unread(why)) => Some(Checker::Unread(why.clone())),
-                    None => Some(Checker::Unread("no code was given for it".into())),
-                };
+            if kernels[k].is_some() {
+                continue;
             }
-            for a in args {
-                if let Arg::Slot(s) = a {
-                    if !readers[s.index()].contains(&v) {
-                        readers[s.index()].push(v);
+            kernels[k] = match code.get(k) {
+                Some(KernelCode::Stated) => None,
+                Some(KernelCode::Ptx { module, ptx, entry, name }) => Some(match crate::ptx::parse::entry(ptx, entry) {
+                    Ok(parsed) => {
+                        let tiles = analyse(module, &parsed, &crate::contract::is_buffer(g.kernel(*kernel)));
+                        let fed = tiles.scalars_read();
+                        Checker::Ptx { tiles: Box::new(tiles), fed, module: Box::new((*module).clone()), name: crate::contract::display(name) }
+                    }
+                    Err(why) => Checker::Unread(why),
+                }),
+                Some(KernelCode::Unread(why)) => Some(Checker::Unread(why.clone())),
+                None => Some(Checker::Unread("no code was given for it".into())),
+            };
+        }
+        let values: Vec<Scalar> = g.slots().iter().map(|s| s.initial).collect();
+        let mut checks =
+            TileChecks { kernels, readers: vec![Vec::new(); g.slots().len()], values: values.clone(), cache: HashMap::new(), accepted: Vec::new() };
+        for v in tiled {
+            let accepted = checks.check_node(g, v, &|s| checks_value(&values, s), true)?;
+            // A slot feeds the check where its param can change a verdict; every slot of a launch
+            // with a vouched map or unread code (a patch may bring a witness to light).
+            let NodeOp::Kernel { kernel, args, .. } = &g.node(v).op else { continue };
+            let fed = match &checks.kernels[kernel.index()] {
+                Some(Checker::Ptx { fed, .. }) if accepted.iter().all(|a| a.vouched.is_none()) => Some(fed),
+                Some(_) => None,
+                None => continue,
+            };
+            let fed: Vec<usize> = (0..args.len()).filter(|i| fed.is_none_or(|f| f.contains(i))).collect();
+            for i in fed {
+                if let Arg::Slot(s) = args[i] {
+                    if !checks.readers[s.index()].contains(&v) {
+                        checks.readers[s.index()].push(v);
                     }
                 }
             }
-        }
-        checks.kernels = kernels;
-        checks.readers = readers;
-        let values = checks.values.clone();
-        for v in tiled {
-            let accepted = checks.check_node(g, v, &|s| checks_value(&values, s))?;
             checks.accepted.extend(accepted);
         }
         Ok(checks)
@@ -148,7 +156,7 @@ impl TileChecks {
         let values = self.values.clone();
         let value_of = |s: SlotId| if s == slot { value } else { checks_value(&values, s) };
         for v in readers {
-            self.check_node(g, v, &value_of)?;
+            self.check_node(g, v, &value_of, false)?;
         }
         Ok(())
     }
@@ -160,8 +168,9 @@ impl TileChecks {
         }
     }
 
-    /// One launch: its maps accepted, or the first refused.
-    fn check_node(&mut self, g: &Graph, v: NodeId, slot_value: &dyn Fn(SlotId) -> Scalar) -> Result<Vec<Accepted>, TileError> {
+    /// One launch: its maps accepted, or the first refused. `keep`: the verdicts are kept for launches
+    /// alike (at instantiate; a patch's are not, so that patching keeps no more memory).
+    fn check_node(&mut self, g: &Graph, v: NodeId, slot_value: &dyn Fn(SlotId) -> Scalar, keep: bool) -> Result<Vec<Accepted>, TileError> {
         let NodeOp::Kernel { kernel, launch, args } = &g.node(v).op else { return Ok(Vec::new()) };
         let Some(Some(checker)) = self.kernels.get(kernel.index()) else { return Ok(Vec::new()) };
         let sig = g.kernel(*kernel);
@@ -181,7 +190,9 @@ impl TileChecks {
             (None, Checker::Ptx { tiles, .. }) => {
                 let node = Node { grid: launch.grid, block: launch.block, scalars: &scalars };
                 let verdicts = tiles.check(&Case { node, maps: &maps, align: &align });
-                self.cache.insert(key, verdicts.clone());
+                if keep {
+                    self.cache.insert(key, verdicts.clone());
+                }
                 verdicts
             }
             (None, Checker::Unread(why)) => maps
@@ -192,7 +203,7 @@ impl TileChecks {
                 .collect(),
         };
         let (code, at) = match checker {
-            Checker::Ptx { tiles, module, name } => (format!("{name} (PTX)"), Some((tiles.as_ref(), module.as_ref(), name.as_str()))),
+            Checker::Ptx { tiles, module, name, .. } => (format!("{name} (PTX)"), Some((tiles.as_ref(), module.as_ref(), name.as_str()))),
             Checker::Unread(_) => ("not read".to_string(), None),
         };
         let mut out = Vec::new();
@@ -380,5 +391,26 @@ mod tests {
         let vouched = KernelSig::new("row").buffer_vouched("x", Access::ReadWrite).scalar("cols", ScalarType::U32);
         let plan = graph(vouched, 8, 128, 3200, &[Arg::Scalar(Scalar::u32(100))], &[("x", row)]);
         assert!(TileChecks::check_graph(plan.graph(), &[KernelCode::Unread("machine code".into())]).unwrap().accepted[0].vouched.is_some());
+    }
+
+    #[test]
+    fn only_slots_that_feed_a_verdict_are_checked_when_patched() {
+        // The built-in mix read as a user's kernel: `n_out` bounds its loop, `salt` is only data.
+        let ptx = include_str!("../tests/fixtures/tiles_builtins.ptx");
+        let mut g = Graph::new();
+        let (out, inp) = (g.add_buffer("out", 4 * 512).unwrap(), g.add_buffer("inp", 4 * 512).unwrap());
+        let (n, salt) = (g.add_slot("n", Scalar::u32(512)).unwrap(), g.add_slot("salt", Scalar::u32(3)).unwrap());
+        let sig = KernelSig::new("mix").buffer("out", Access::ReadWrite).buffer("inp", Access::Read);
+        let k = g.add_kernel(sig.scalar("n_out", ScalarType::U32).scalar("n_in", ScalarType::U32).scalar("salt", ScalarType::U32)).unwrap();
+        let row = TileMap::linear(256, 256).unwrap();
+        let args = [Arg::Whole(out), Arg::Whole(inp), Arg::Slot(n), Arg::Scalar(Scalar::u32(512)), Arg::Slot(salt)];
+        g.add_launch_tiled(k, Launch::linear(8, 64), &args, &[("out", row.clone()), ("inp", row)], &[]).unwrap();
+        let module = crate::contract::module_info(ptx, &[]);
+        let mut c = TileChecks::check_graph(&g, &[KernelCode::Ptx { module: &module, ptx, entry: "mix", name: "ostinato.cu" }]).unwrap();
+        assert_eq!(c.accepted.iter().filter(|a| a.vouched.is_none()).count(), 2);
+        assert_eq!((c.readers[n.index()].len(), c.readers[salt.index()].len()), (1, 0));
+        // n past the grid's threads: each block's rows no longer hold.
+        assert!(c.check_patch(&g, n, Scalar::u32(1024)).is_err());
+        assert!(c.check_patch(&g, salt, Scalar::u32(u32::MAX)).is_ok());
     }
 }

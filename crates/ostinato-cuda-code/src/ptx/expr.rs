@@ -100,6 +100,18 @@ pub enum Expr {
     Opaque(Why, usize),
 }
 
+impl Expr {
+    /// The expressions it is made of (a phi's incoming values are in [`Forms::phis`]).
+    pub fn operands(&self) -> Vec<ExprId> {
+        match self {
+            Expr::Ring(_, a, b, _) | Expr::Exact(_, a, b, _, _) | Expr::Cmp(_, a, b, _, _) | Expr::And(a, b) | Expr::Or(a, b) => vec![*a, *b],
+            Expr::Ext { of, .. } | Expr::Not(of) => vec![*of],
+            Expr::Select(c, a, b) => vec![*c, *a, *b],
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Why a value is opaque.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Why {
@@ -180,12 +192,7 @@ impl Forms {
         if let Some(&id) = self.index.get(&e) {
             return id;
         }
-        let kids: Vec<ExprId> = match &e {
-            Expr::Ring(_, a, b, _) | Expr::Exact(_, a, b, _, _) | Expr::Cmp(_, a, b, _, _) | Expr::And(a, b) | Expr::Or(a, b) => vec![*a, *b],
-            Expr::Ext { of, .. } | Expr::Not(of) => vec![*of],
-            Expr::Select(c, a, b) => vec![*c, *a, *b],
-            _ => Vec::new(),
-        };
+        let kids = e.operands();
         let mut m: BTreeSet<u32> = kids.iter().flat_map(|&k| self.mentions[k as usize].iter().copied()).collect();
         if let Expr::Phi(b, _) = e {
             m.insert(b);

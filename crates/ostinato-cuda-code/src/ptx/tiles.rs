@@ -154,6 +154,40 @@ impl EntryTiles {
     pub fn entry(&self) -> &Entry {
         &self.entry
     }
+    /// The scalar params a verdict can depend on: those the accesses' addresses, sizes and conditions,
+    /// the paths into them and the loops' bounds are computed from. A patch of any other scalar
+    /// changes no verdict.
+    pub fn scalars_read(&self) -> std::collections::BTreeSet<usize> {
+        let f = &self.forms;
+        let mut todo: Vec<affine::ExprId> = Vec::new();
+        for a in &f.accesses {
+            todo.extend(a.addr);
+            if let Some(Width::Expr(e)) = a.width {
+                todo.push(e);
+            }
+            todo.extend(a.facts.iter().map(|&(p, _)| p));
+        }
+        todo.extend(f.back.values().flatten().map(|&(p, _)| p));
+        let mut seen = std::collections::HashSet::new();
+        let mut out = std::collections::BTreeSet::new();
+        while let Some(e) = todo.pop() {
+            if !seen.insert(e) {
+                continue;
+            }
+            match f.expr(e) {
+                affine::Expr::Scalar(p) => _ = out.insert(*p),
+                affine::Expr::Phi(h, r) => {
+                    for i in f.phis.get(&(*h, *r)).into_iter().flatten() {
+                        todo.extend(i.value);
+                        todo.extend(i.facts.iter().map(|&(p, _)| p));
+                    }
+                }
+                other => todo.extend(other.operands()),
+            }
+        }
+        out
+    }
+
     /// Why the entry as a whole is not followed, if it is not.
     pub fn forms_failed(&self) -> Option<&str> {
         self.forms.failed.as_deref()
