@@ -473,7 +473,8 @@ impl Cover<'_> {
         if start >= 0 && end <= i128::from(u64::MAX) && self.map.covers(b, start as u64, end as u64) {
             return None;
         }
-        // Threads to run for a witness: this point's, at both ends of the interval's dimension.
+        // Threads to run for a witness: this point's; along the interval's dimension, the one at the
+        // first byte outside the tile, and both ends.
         let mut tid = [0u32; 3];
         for (v, &x) in vars.iter().zip(at) {
             if let Var::Tid(d) = v {
@@ -482,10 +483,19 @@ impl Cover<'_> {
         }
         let mut threads = vec![tid];
         if let Some(Var::Tid(d)) = run {
-            for x in [lo, hi, (lo + hi) / 2] {
+            let mut xs = vec![lo, hi];
+            // The thread whose bytes hold the first one outside the tile: `c + a·x + blo ≈ byte`.
+            let outside = (start.max(0)..end.min(start.max(0) + (1 << 16))).find(|&x| !self.map.touches(b, x as u64));
+            if let (Some(byte), true) = (outside, a != 0) {
+                let x = (byte - c - blo).div_euclid(a);
+                xs.extend([x - 1, x, x + 1].map(|x| x.clamp(lo, hi)));
+            }
+            for x in xs {
                 let mut t = tid;
                 t[d as usize] = x as u32;
-                threads.push(t);
+                if !threads.contains(&t) {
+                    threads.push(t);
+                }
             }
         }
         Some(Outcome::Uncovered(b, threads, (start, end)))

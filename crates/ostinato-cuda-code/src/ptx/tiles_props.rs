@@ -131,20 +131,25 @@ fn candidate_maps(k: &Kernel, grid: [u32; 3], block: [u32; 3], n: u64, lim: u64)
     maps.into_iter().filter_map(|r| TileMap::new(vec![r]).ok()).collect()
 }
 
-/// A map drawn at random near the footprint: strides, base, length and rows each off or not.
+/// A map drawn at random near the footprint: one or two ranges, strides, base, length and rows each
+/// off or not.
 fn random_map(r: &mut Rng, near: &TileMap) -> Option<TileMap> {
     let t = near.ranges()[0];
-    let mut jitter = |v: u64, scale: u64| match r.below(4) {
-        0 => v,
-        1 => v + 4 * r.below(scale),
-        2 => v.saturating_sub(4 * r.below(scale)),
-        _ => 4 * r.below(scale * 8),
-    };
-    let stride = [jitter(t.stride[0], 4), jitter(t.stride[1], 4), 0];
-    let (base, len) = (jitter(t.base, 8), jitter(t.len, 16).max(1));
-    let rows = 1 + r.below(3);
-    let pitch = len + 4 * r.below(64);
-    TileMap::new(vec![TileRange::span(base, stride, len).with_rows(rows, pitch)]).ok()
+    let mut ranges = Vec::new();
+    for _ in 0..1 + r.below(2) {
+        let mut jitter = |v: u64, scale: u64| match r.below(4) {
+            0 => v,
+            1 => v + 4 * r.below(scale),
+            2 => v.saturating_sub(4 * r.below(scale)),
+            _ => 4 * r.below(scale * 8),
+        };
+        let stride = [jitter(t.stride[0], 4), jitter(t.stride[1], 4), 0];
+        let (base, len) = (jitter(t.base, 8), jitter(t.len, 16).max(1));
+        let rows = 1 + r.below(3);
+        let pitch = len + 4 * r.below(64);
+        ranges.push(TileRange::span(base, stride, len).with_rows(rows, pitch));
+    }
+    TileMap::new(ranges).ok()
 }
 
 /// (verified, true maps, contradicted, checked, unsound) over the generated cases.
@@ -191,8 +196,9 @@ fn run_cases() -> Option<(usize, usize, usize, usize, usize)> {
                         contradicted += 1;
                     }
                     Verdict::Unknown { .. } => {
-                        if truth && std::env::var_os("TILE_PROPS_DEBUG").is_some() {
-                            eprintln!("NOT VERIFIED: {k:?} grid {grid:?} block {block:?} n {n} lim {lim} map {map:?}: {verdict:?}");
+                        if std::env::var_os("TILE_PROPS_DEBUG").is_some() {
+                            eprintln!("UNKNOWN (a {} map): ", if truth { "true" } else { "false" });
+                            eprintln!("  {k:?} grid {grid:?} block {block:?} n {n} lim {lim} map {map:?}: {verdict:?}");
                         }
                     }
                 }
