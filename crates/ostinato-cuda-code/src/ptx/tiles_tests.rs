@@ -194,5 +194,5 @@ fn a_32_bit_index_that_may_wrap_is_not_verified() {
     assert_eq!(one(TILES, "wrapping", g1(4), g1(64), &[None], &[map()]), Verdict::Verified);
     // Block 16's index is 2^32: it wraps to 0 in its register, and block 16 writes block 0's bytes.
     let v = one(TILES, "wrapping", g1(17), g1(64), &[None], &[map()]);
-    assert_eq!(v, Verdict::Contradicted { item: 9, block: [16, 0, 0], thread: [0, 0, 0], bytes: (0, 4) });
+    assert!(matches!(v, Verdict::Contradicted { block: [16, 0, 0], thread: [0, 0, 0], bytes: (0, 4), .. }), "{v:?}");
 }
