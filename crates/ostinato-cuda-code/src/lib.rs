@@ -9,6 +9,7 @@
 //!   [`PdlTrigger`] and Ostinato's kernel header [`KERNEL_HEADER`]);
 //! - [`cubin`]: an entry's params as its cubin's ELF declares them;
 //! - [`contract`]: a kernel's code read against its declared signature ([`contract::KernelReport`]);
+//! - [`tilemaps`]: each launch's per-block tile maps checked against its kernel's PTX;
 //! - [`manifest`]: the parts of a kernel's build manifest that come from its code.
 //!
 //! The CUDA backend (`ostinato-cuda`) reads the code it loads through this crate; so can a tool that
@@ -26,6 +27,7 @@ pub mod manifest;
 pub mod nvrtc;
 pub mod ptx;
 pub mod sass;
+pub mod tilemaps;
 
 pub use compile::{PdlTrigger, KERNEL_HEADER};
 pub use error::{CodeError, Result};

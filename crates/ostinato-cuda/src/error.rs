@@ -46,6 +46,10 @@ pub enum CudaError {
     /// A declaration the kernel's code contradicts, or cannot be checked against (the kernel contract).
     #[error(transparent)]
     Contract(Box<ostinato::contract::ContractError>),
+    /// A launch's tile map its kernel's code contradicts, or that it cannot verify on a param not
+    /// declared `vouched` (docs/contract.md, "Tile maps").
+    #[error(transparent)]
+    TileMap(Box<ostinato_cuda_code::tilemaps::TileError>),
     /// An argument out of its domain (an option, a name, a stream of another context).
     #[error("{op}: {reason}")]
     Usage { op: &'static str, reason: String },
@@ -104,6 +108,7 @@ impl CudaError {
             CudaError::Driver { .. } | CudaError::Nccl { .. } | CudaError::Nvrtc { .. } | CudaError::Internal { .. } => ErrorKind::Runtime,
             CudaError::Compile { .. } | CudaError::Kernel { .. } | CudaError::Prefetch(_) => ErrorKind::Bind,
             CudaError::Contract(e) => e.kind(),
+            CudaError::TileMap(e) => e.kind(),
             CudaError::Bind(e) => e.kind(),
             CudaError::Slot(e) => e.kind(),
             CudaError::Usage { .. } => ErrorKind::Argument,
@@ -153,6 +158,12 @@ impl From<ostinato_cuda_code::CodeError> for CudaError {
             CodeError::Usage { op, reason } => CudaError::Usage { op, reason },
             CodeError::Contract(e) => CudaError::Contract(e),
         }
+    }
+}
+
+impl From<ostinato_cuda_code::tilemaps::TileError> for CudaError {
+    fn from(e: ostinato_cuda_code::tilemaps::TileError) -> Self {
+        CudaError::TileMap(Box::new(e))
     }
 }
 

@@ -227,3 +227,114 @@ fn a_tile_sparse_chain_hands_off_tile_by_tile_and_matches_the_host() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The tile-map check of `plan` on the PTX NVRTC makes of `source` for sm_90, as instantiate runs it;
+/// `None` (with a message) without NVRTC.
+fn check_offline(test: &str, plan: &Plan, source: &str) -> Option<Result<ostinato_cuda_code::tilemaps::TileChecks, ostinato_cuda_code::tilemaps::TileError>> {
+    let compiled = match ostinato_cuda_code::compile::compile("kernels.cu", source, "sm_90", PdlTrigger::AfterWait) {
+        Ok(c) => c,
+        Err(e) => {
+            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
+            return None;
+        }
+    };
+    let module = ostinato_cuda_code::contract::module_info(&compiled.ptx, &[]);
+    let code: Vec<_> = plan
+        .graph()
+        .kernels()
+        .iter()
+        .map(|k| ostinato_cuda_code::tilemaps::KernelCode::Ptx { module: &module, ptx: &compiled.ptx, entry: &k.name, name: "kernels.cu" })
+        .collect();
+    Some(ostinato_cuda_code::tilemaps::TileChecks::check_graph(plan.graph(), &code))
+}
+
+/// Without a device (NVRTC only): the sparse chain's maps are what its kernels' PTX does — the check
+/// at instantiate verifies every one of them from the code — and the refusals the device test below
+/// expects are what the check gives.
+#[test]
+fn the_sparse_chains_tile_maps_are_verified_from_its_ptx() {
+    let test = "the_sparse_chains_tile_maps_are_verified_from_its_ptx";
+    let Some(checked) = check_offline(test, &sparse_chain(3), SPARSE) else { return };
+    let checks = checked.unwrap();
+    assert_eq!(checks.accepted.len(), 2 * 2 * 3);
+    assert!(checks.accepted.iter().all(|a| a.vouched.is_none()), "{:?}", checks.accepted);
+    let e = check_offline(test, &half_gather(), SPARSE).unwrap().err().unwrap().to_string();
+    assert!(e.starts_with("node 1 (gather), param `x`: kernel `gather`'s code") && e.contains("contradicts the tile map: `ld.global.u32"), "{e}");
+    let (plan, s) = shift_plan();
+    let mut checks = check_offline(test, &plan, SHIFT).unwrap().unwrap();
+    assert!(checks.check_patch(plan.graph(), s, Scalar::u32(1)).unwrap_err().to_string().contains("param `x`"));
+    checks.check_patch(plan.graph(), s, Scalar::u32(0)).unwrap();
+}
+
+/// spread, then a gather that declares half of its 16 tiles of `x` (its code reads all 16).
+fn half_gather() -> Plan {
+    let (s, gsig) = sparse_sigs();
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 1024 * 1024).unwrap();
+    let y = g.add_buffer("y", 64 * 1024).unwrap();
+    let (ks, kg) = (g.add_kernel(s).unwrap(), g.add_kernel(gsig).unwrap());
+    let spread_tiles = [
+        ("x", TileMap::new(vec![TileRange::span(0, [1024, 16384, 0], 1024)]).unwrap()),
+        ("y", TileMap::new(vec![TileRange::span(0, [0, 1024, 0], 1024)]).unwrap()),
+    ];
+    g.add_launch_tiled(ks, Launch::new([16, 64, 1], [256, 1, 1]), &[Arg::Whole(x), Arg::Whole(y), Arg::Scalar(Scalar::u32(1))], &spread_tiles, &[]).unwrap();
+    let half = [("y", TileMap::linear(1024, 1024).unwrap()), ("x", TileMap::linear(16384, 8192).unwrap())];
+    g.add_launch_tiled(kg, Launch::linear(64, 256), &[Arg::Whole(y), Arg::Whole(x)], &half, &[]).unwrap();
+    Plan::compile(&g).unwrap()
+}
+
+/// One `shift` launch of 8 blocks over 9 rows, each block's map its own row, `s` a slot at 0.
+fn shift_plan() -> (Plan, ostinato::SlotId) {
+    let sig = KernelSig::new("shift").buffer("x", Access::ReadWrite).scalar("s", ScalarType::U32);
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 9 * 1024).unwrap();
+    let k = g.add_kernel(sig).unwrap();
+    let s = g.add_slot("s", Scalar::u32(0)).unwrap();
+    g.add_launch_tiled(k, Launch::linear(8, 256), &[Arg::Whole(x), Arg::Slot(s)], &[("x", TileMap::linear(1024, 1024).unwrap())], &[]).unwrap();
+    (Plan::compile(&g).unwrap(), s)
+}
+
+/// `shift`: block b adds 1 to row b + s of `x` (256 words a row): with `s` a slot.
+const SHIFT: &str = r#"
+extern "C" __global__ void shift(unsigned* x, unsigned s) {
+  x[256u * (blockIdx.x + s) + threadIdx.x] += 1u;
+}
+"#;
+
+#[test]
+fn a_tile_map_the_code_contradicts_is_refused_at_instantiate_and_so_is_a_patch_that_would_break_one() {
+    let Some(device) = common::device_or_skip("a_tile_map_the_code_contradicts_is_refused_at_instantiate_and_so_is_a_patch_that_would_break_one") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("ostinato-tilecheck-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sparse, shift) = (dir.join("sparse.cu"), dir.join("shift.cu"));
+    std::fs::write(&sparse, SPARSE).unwrap();
+    std::fs::write(&shift, SHIFT).unwrap();
+    let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
+    // gather declares half of its 16 tiles of `x`: its code reads all 16.
+    let plan = half_gather();
+    let kernels = plan.graph().kernels().iter().map(|k| backend.bind_kernel(k, &ostinato::KernelRef::file(&sparse).with_entry(&k.name)).unwrap()).collect();
+    let err = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).err().unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, ostinato_cuda::CudaError::TileMap(_)), "{msg}");
+    assert!(msg.starts_with("node 1 (gather), param `x`: kernel `gather`'s code") && msg.contains("contradicts the tile map: `ld.global.u32"), "{msg}");
+    assert_eq!(err.kind(), ostinato::ErrorKind::Bind);
+    // shift with s = 0 keeps to its rows; patched to 1 it would not, and is refused; the exec keeps
+    // running with s = 0.
+    let (plan, s) = shift_plan();
+    let x = ostinato::BufferId(0);
+    let kernels = plan.graph().kernels().iter().map(|k| backend.bind_kernel(k, &ostinato::KernelRef::file(&shift).with_entry("shift")).unwrap()).collect();
+    let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+    assert!(exec.tile_maps().iter().all(|a| a.vouched.is_none()) && exec.tile_maps().len() == 1);
+    let err = exec.set_slot(s, Scalar::u32(1)).unwrap_err();
+    assert!(matches!(err, ostinato_cuda::CudaError::TileMap(_)) && err.to_string().contains("param `x`"), "{err}");
+    exec.write_buffer(x, 0, &[0u8; 9 * 1024]).unwrap();
+    exec.replay().unwrap();
+    exec.wait().unwrap();
+    let mut out = vec![0u8; 9 * 1024];
+    exec.read_buffer(x, 0, &mut out).unwrap();
+    let words: Vec<u32> = out.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert!(words[..8 * 256].iter().all(|&w| w == 1) && words[8 * 256..].iter().all(|&w| w == 0), "rows 0..8 once, row 8 untouched");
+    let _ = std::fs::remove_dir_all(&dir);
+}

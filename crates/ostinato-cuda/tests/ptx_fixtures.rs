@@ -22,6 +22,9 @@ const FIXTURES: &[(&str, &str, &str, bool, &str)] = &[
     ("access.cu", include_str!("../../ostinato-cuda-code/tests/fixtures/access.cu"), "access.ptx", false, "compute_90"),
     ("bulk.cu", include_str!("../../ostinato-cuda-code/tests/fixtures/bulk.cu"), "bulk.ptx", false, "compute_90"),
     ("fusion_ldg.cu", include_str!("../../ostinato-cuda-code/tests/fixtures/fusion_ldg.cu"), "fusion_ldg.ptx", true, "compute_90"),
+    ("tiles.cu", include_str!("../../ostinato-cuda-code/tests/fixtures/tiles.cu"), "tiles.ptx", false, "compute_90"),
+    // The built-ins, for the tile-map check's test that it verifies their stated footprints.
+    ("ostinato.cu", include_str!("../../../kernels/ostinato.cu"), "tiles_builtins.ptx", false, "compute_90"),
 ];
 
 /// The machine-code fixture's source.

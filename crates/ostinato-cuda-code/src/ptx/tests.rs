@@ -237,6 +237,18 @@ fn thread_zero_decides_whether_an_early_exit_is_allowed() {
     // Thread 0 waits in every case of a loaded value it does not know: refused where it may not.
     assert!(pre_wait(&k("setp.ne.s32 %p1, %r1, 0;"), "k", |_| true).is_ok(), "only threads other than 0 leave");
     assert!(pre_wait(&k("setp.ge.u32 %p1, %r1, 0;"), "k", |_| true).is_err(), "every thread leaves");
+    // Thread 0 leaves where the evaluation computes the high half, the saturated sum and the negated
+    // predicate as the ISA does (3·5 has a high half of 0; 0x7fffffff + 1 saturates; not true is false).
+    for leaves in [
+        "mov.u32 %r4, 3;\n\tmul.hi.u32 %r5, %r4, 5;\n\tsetp.eq.u32 %p1, %r5, 0;",
+        "mov.u32 %r4, 3;\n\tmad.hi.u32 %r5, %r4, 5, 0;\n\tsetp.eq.u32 %p1, %r5, 0;",
+        "mov.u32 %r4, 0x7fffffff;\n\tadd.sat.s32 %r5, %r4, 1;\n\tsetp.gt.s32 %p1, %r5, 0;",
+        "setp.ne.u32 %p2, %r1, 0;\n\tnot.pred %p1, %p2;",
+    ] {
+        assert!(pre_wait(&k(leaves), "k", |_| true).is_err(), "{leaves}");
+    }
+    // Not of a predicate true for thread 0 is false: it stays and waits.
+    assert!(pre_wait(&k("setp.eq.u32 %p2, %r1, 0;\n\tnot.pred %p1, %p2;"), "k", |_| true).is_ok(), "not true: thread 0 waits");
 }
 
 const FUSION_LDG: &str = include_str!("../../tests/fixtures/fusion_ldg.ptx");

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::parse::{Entry, Guard, Instr, Item};
 
-type State = HashMap<String, u64>;
+pub(super) type State = HashMap<String, u64>;
 
 /// `Err(instruction)` where thread 0 may end the block (or reach the end of the body) before an
 /// unpredicated `griddepcontrol.wait`.
@@ -74,7 +74,7 @@ fn guard_value(g: &Guard, state: &State) -> Option<bool> {
 
 /// Updates `state` with what `ins` writes (known constants only; anything else forgets its
 /// destinations). `taken`: whether its guard holds.
-fn step(ins: &Instr, taken: Option<bool>, state: &mut State) {
+pub(super) fn step(ins: &Instr, taken: Option<bool>, state: &mut State) {
     if taken == Some(false) {
         return;
     }
@@ -93,14 +93,18 @@ fn step(ins: &Instr, taken: Option<bool>, state: &mut State) {
     }
 }
 
-/// The value of an operand: an immediate, `%tid.*`/`%laneid` (0 for thread 0), or a known register.
+/// The value of an operand: a known register (or a launch register the caller put in `state`), an
+/// immediate, or `%tid.*`/`%laneid` (0 for thread 0, where `state` does not say otherwise).
 fn operand(o: &str, state: &State) -> Option<u64> {
     let o = o.trim();
+    if let Some(&v) = state.get(o) {
+        return Some(v);
+    }
     if matches!(o, "%tid.x" | "%tid.y" | "%tid.z" | "%laneid") {
         return Some(0);
     }
     if o.starts_with('%') {
-        return state.get(o).copied();
+        return None;
     }
     if let Some(h) = o.strip_prefix("0x").or_else(|| o.strip_prefix("0X")) {
         return u64::from_str_radix(h.trim_end_matches('U'), 16).ok();
@@ -111,10 +115,11 @@ fn operand(o: &str, state: &State) -> Option<u64> {
     o.trim_end_matches('U').parse::<u64>().ok()
 }
 
-/// The result of the integer and predicate instructions thread-0 code computes with.
-fn eval(ins: &Instr, state: &State) -> Option<u64> {
+/// The result of the integer and predicate instructions thread-0 code computes with (`None` for any
+/// other: a float, a saturating or high-half operation, a load).
+pub(super) fn eval(ins: &Instr, state: &State) -> Option<u64> {
     let parts: Vec<&str> = ins.op.split('.').collect();
-    if parts.iter().skip(1).any(|p| matches!(*p, "f16" | "f16x2" | "bf16" | "bf16x2" | "f32" | "f64" | "rn" | "rz" | "rm" | "rp")) {
+    if parts.iter().skip(1).any(|p| matches!(*p, "f16" | "f16x2" | "bf16" | "bf16x2" | "f32" | "f64" | "rn" | "rz" | "rm" | "rp" | "sat" | "hi")) {
         return None;
     }
     if parts[0] == "cvt" {
@@ -142,9 +147,15 @@ fn eval(ins: &Instr, state: &State) -> Option<u64> {
         "mul" => mask(a?.wrapping_mul(b?)),
         "mad" if parts.contains(&"wide") => sext(a?).wrapping_mul(sext(b?)).wrapping_add(arg(3)?),
         "mad" => mask(a?.wrapping_mul(b?).wrapping_add(arg(3)?)),
+        "rem" | "div" if mask(b?) == 0 => return None,
+        "rem" if signed => mask((sext(mask(a?)) as i64).wrapping_rem(sext(mask(b?)) as i64) as u64),
+        "rem" => mask(a?) % mask(b?),
+        "div" if signed => mask((sext(mask(a?)) as i64).wrapping_div(sext(mask(b?)) as i64) as u64),
+        "div" => mask(a?) / mask(b?),
         "and" => mask(a? & b?),
         "or" => mask(a? | b?),
         "xor" => mask(a? ^ b?),
+        "not" if parts.contains(&"pred") => u64::from(a? == 0),
         "not" => mask(!a?),
         "shl" => mask(a?.checked_shl(b? as u32).unwrap_or(0)),
         "shr" if signed => mask((sext(a?) as i64).checked_shr(b? as u32).unwrap_or(if (sext(a?) as i64) < 0 { -1 } else { 0 }) as u64),

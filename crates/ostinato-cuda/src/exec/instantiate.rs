@@ -6,6 +6,7 @@ use std::sync::Arc;
 use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, ParamKind, Plan};
 
 use crate::captured::CapturedGraph;
+use ostinato_cuda_code::tilemaps::{KernelCode, TileChecks};
 
 use super::{CudaBackend, CudaExec, Placement, Replayer, Work};
 use crate::error::{CudaError, Result};
@@ -41,6 +42,7 @@ impl CudaBackend {
         self.ctx.bind()?;
         let _range = crate::nvtx::Range::new(|| format!("ostinato instantiate plan {:016x} ({} nodes)", plan.fingerprint(), plan.node_count()));
         self.check_instantiate(plan, &kernels, &buffers)?;
+        let tile_checks = check_tile_maps(plan, &kernels)?;
         let (copy_k, fill_k) = self.helpers.clone();
         // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
         // fused groups as single nodes (same buffers and slots).
@@ -122,6 +124,7 @@ impl CudaBackend {
             }
         };
         Ok(CudaExec {
+            tile_checks,
             fixed_roots: fixed_roots(&run_plan, &lowering),
             captured: captured.into_iter().flatten().collect(),
             plan,
@@ -279,6 +282,21 @@ impl CudaBackend {
         let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
         Ok(Work::Eager { side, done, start: Event::new(false)?, lane_end })
     }
+}
+
+/// Each launch's tile maps checked against its kernel's PTX (`ostinato_cuda_code::tilemaps`): the
+/// built-ins are left to their stated footprints (`ostinato::builtins`), code without PTX (machine code,
+/// captured work) is not read.
+fn check_tile_maps(plan: &Plan, kernels: &[CudaKernel]) -> Result<TileChecks> {
+    let code: Vec<KernelCode> = kernels
+        .iter()
+        .map(|k| match (k.build.builtin, k.build.info(), k.build.ptx.as_deref()) {
+            (true, _, _) => KernelCode::Stated,
+            (false, Some(module), Some(ptx)) => KernelCode::Ptx { module, ptx, entry: &k.entry, name: &k.build.name },
+            (false, _, _) => KernelCode::Unread(format!("module `{}` was loaded as {}, not PTX", k.build.name, k.build.loaded)),
+        })
+        .collect();
+    Ok(TileChecks::check_graph(plan.graph(), &code)?)
 }
 
 /// The NVTX names of a replay and of each launch of `run_plan` (its node's, or its fused members'),

@@ -154,6 +154,9 @@ pub struct Decisions {
 pub struct CudaExec {
     /// The user's plan.
     plan: Arc<Plan>,
+    /// Its launches' tile maps as checked against their code (checked again when a slot they read is
+    /// patched).
+    tile_checks: ostinato_cuda_code::tilemaps::TileChecks,
     /// The plan that runs: `plan`, or `plan` with its fused groups as single nodes.
     run_plan: Arc<Plan>,
     /// How many of the user's nodes run inside fused kernels.
@@ -410,6 +413,12 @@ impl CudaExec {
         self.handoffs
     }
 
+    /// Every tile map of the plan's launches, as it was accepted: verified from the PTX, or vouched
+    /// (with why it could not be verified). Built-ins are checked by their stated footprints instead.
+    pub fn tile_maps(&self) -> &[ostinato_cuda_code::tilemaps::Accepted] {
+        &self.tile_checks.accepted
+    }
+
     pub fn lowering(&self) -> &Lowering {
         &self.lowering
     }
@@ -566,7 +575,10 @@ impl Exec for CudaExec {
     /// here, on the caller's thread, also when a launch thread applies it.
     fn set_slot(&mut self, slot: SlotId, value: Scalar) -> Result<()> {
         check_slot(&self.plan, slot, value)?;
-        self.on_stream("set_slot", Command::SetSlot(slot, value.bits), false)
+        self.tile_checks.check_patch(self.plan.graph(), slot, value)?;
+        self.on_stream("set_slot", Command::SetSlot(slot, value.bits), false)?;
+        self.tile_checks.patched(slot, value);
+        Ok(())
     }
 
     fn write_buffer(&mut self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<()> {
