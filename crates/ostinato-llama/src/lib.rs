@@ -13,6 +13,7 @@
 
 mod checkpoint;
 mod config;
+pub mod geometry;
 pub mod host;
 pub mod pack;
 mod reference;

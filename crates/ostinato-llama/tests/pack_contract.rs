@@ -15,10 +15,15 @@ use ostinato_cuda_code::ptx::ModuleInfo;
 use ostinato_cuda_code::PdlTrigger;
 use ostinato_llama::{pack, record, LlamaConfig, StepOptions};
 
-/// The pack's signatures, as the step declares them.
+/// The pack's signatures, as the step declares them: the same for every shape (one source serves
+/// head dims 64 and 128, any group and hidden size the config accepts).
 fn declared() -> BTreeMap<String, KernelSig> {
-    let step = record(&LlamaConfig::shrunk(64), StepOptions::default()).expect("the Llama step records");
-    step.graph.kernels().iter().map(|s| (s.name.clone(), s.clone())).collect()
+    let sigs = |c: &LlamaConfig| -> Vec<KernelSig> { record(c, StepOptions::default()).expect("the Llama step records").graph.kernels().to_vec() };
+    let base = sigs(&LlamaConfig::shrunk(64));
+    for c in [LlamaConfig::shrunk_wide(64), LlamaConfig::llama_3_2_1b(64), LlamaConfig::llama_3_2_3b(64)] {
+        assert_eq!(sigs(&c), base, "{c:?} declares the pack's kernels otherwise");
+    }
+    base.into_iter().map(|s| (s.name.clone(), s)).collect()
 }
 
 #[test]
