@@ -8,7 +8,8 @@
 # compute-sanitizer memcheck on a one-layer model. Everything goes to $OUT/run.log; a summary is printed
 # last. Expected time on an H200: builds ~1.5 minutes (five nvcc runs in parallel), runs under 2
 # (memcheck ~1 more).
-#   OUT=/some/dir [MEMCHECK=1] bash lab/probes/llama-step.sh
+#   OUT=/some/dir [MEMCHECK=1] [PREBUILT=dir] bash lab/probes/llama-step.sh   (PREBUILT: the five binaries,
+#   built elsewhere with the flags below, instead of building here)
 # Variants (nvcc flags; the base build triggers dependents after the wait, as the pack's main build):
 #   _e     -DOST_TRIGGER=1: every kernel lets its dependents launch at entry (before its wait)
 #   _2b3   -DLB_BUDGET=98304 -DLB_MIN_BLOCKS=2: streaming blocks of 3 x 32 KiB stages, two per SM
@@ -30,8 +31,13 @@ build() {
   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -Icrates/ostinato-llama/kernels $2 -o "$BIN/llama_kernels$1" lab/probes/llama_kernels.cu >"$OUT/build$1.log" 2>&1 \
     || echo "BUILD FAILED$1" | tee -a "$LOG"
 }
-build "" "-DOST_TRIGGER=3" & build _e "-DOST_TRIGGER=1" & build _2b3 "-DOST_TRIGGER=3 -DLB_BUDGET=98304 -DLB_MIN_BLOCKS=2" &
-build _2b3e "-DOST_TRIGGER=1 -DLB_BUDGET=98304 -DLB_MIN_BLOCKS=2" & build _s1 "-DOST_TRIGGER=3 -DLB_STATIC_ROUNDS=1" & wait
+if [[ -n ${PREBUILT:-} ]]; then
+  # Binaries built elsewhere with the same flags (nvcc 13.0 for sm_90, e.g. CUDA's pip wheels).
+  cp "$PREBUILT"/llama_kernels* "$BIN"/ && echo "prebuilt: $PREBUILT" | tee -a "$LOG"
+else
+  build "" "-DOST_TRIGGER=3" & build _e "-DOST_TRIGGER=1" & build _2b3 "-DOST_TRIGGER=3 -DLB_BUDGET=98304 -DLB_MIN_BLOCKS=2" &
+  build _2b3e "-DOST_TRIGGER=1 -DLB_BUDGET=98304 -DLB_MIN_BLOCKS=2" & build _s1 "-DOST_TRIGGER=3 -DLB_STATIC_ROUNDS=1" & wait
+fi
 echo "build took $(( $(date +%s) - start )) s" | tee -a "$LOG"
 P=$BIN/llama_kernels
 if [[ ! -x $P ]]; then tail -30 "$OUT/build.log" | tee -a "$LOG"; exit 1; fi
