@@ -521,11 +521,12 @@ impl Builder<'_> {
                     p
                 }
             }
-            ("rem" | "div" | "and" | "shr" | "min" | "max", Some((bits, signed))) => {
+            ("rem" | "div" | "and" | "or" | "shr" | "min" | "max", Some((bits, signed))) => {
                 let op = match head {
                     "rem" => ExactOp::Rem,
                     "div" => ExactOp::Div,
                     "and" => ExactOp::And,
+                    "or" => ExactOp::Or,
                     "shr" => ExactOp::Shr,
                     "min" => ExactOp::Min,
                     _ => ExactOp::Max,

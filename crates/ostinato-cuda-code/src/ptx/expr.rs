@@ -32,6 +32,9 @@ pub enum ExactOp {
     Rem,
     Div,
     And,
+    /// `or` with a constant: followed where no bit of the constant can meet a bit of the value (then
+    /// it is an add: the compiler's form of an add it proved carry-free).
+    Or,
     Shr,
     Min,
     Max,

@@ -163,16 +163,20 @@ impl<'a> Spec<'a> {
         Ok(())
     }
 
-    /// The range of `p` where the context holds: `p` stays above `lo` where `p - c ≥ lo` for a
-    /// condition `c ≥ 0`, below `hi` where `p + c ≤ hi`.
+    /// The range of `p` where the context holds: `p` stays above `lo` where `p - k·c ≥ lo` for a
+    /// condition `c ≥ 0` and any `k ≥ 0`, below `hi` where `p + k·c ≤ hi`. The `k` tried are 1 and
+    /// each that cancels a symbol `p` and `c` share (a guard `8·lane < 128` bounds `16·lane`).
     pub fn narrowed(&self, p: &Poly) -> Range {
         let (mut a, mut b) = self.range(p).unwrap_or((i128::MIN, i128::MAX));
         for c in self.context.iter().filter(|c| !c.eq) {
-            if let Some((x, _)) = p.sub(&c.poly).and_then(|d| self.range(&d)) {
-                a = a.max(x);
-            }
-            if let Some((_, y)) = p.add(&c.poly).and_then(|d| self.range(&d)) {
-                b = b.min(y);
+            for k in cancelling_multiples(p, &c.poly) {
+                let Some(kc) = c.poly.scale(k) else { continue };
+                if let Some((x, _)) = p.sub(&kc).and_then(|d| self.range(&d)) {
+                    a = a.max(x);
+                }
+                if let Some((_, y)) = p.add(&kc).and_then(|d| self.range(&d)) {
+                    b = b.min(y);
+                }
             }
         }
         (a > i128::MIN && b < i128::MAX).then_some((a, b))
@@ -304,12 +308,16 @@ impl<'a> Spec<'a> {
                 ExactOp::Rem => x % y,
                 ExactOp::Div => x / y,
                 ExactOp::And => in_register(in_register(x, bits, false) & in_register(y, bits, false), bits, signed),
+                ExactOp::Or => in_register(in_register(x, bits, false) | in_register(y, bits, false), bits, signed),
                 ExactOp::Shr if !(0..i128::from(bits)).contains(&y) => return Err(not_followed),
                 ExactOp::Shr => x >> y,
                 ExactOp::Min => x.min(y),
                 ExactOp::Max => x.max(y),
             };
             return Ok(Val::of(Poly::constant(v)));
+        }
+        if op == ExactOp::Or {
+            return self.or_as_add(&va, &vb, ra, rb).ok_or(not_followed);
         }
         let y = vb.poly.as_const();
         let p = match (op, y) {
@@ -329,7 +337,15 @@ impl<'a> Spec<'a> {
                 if m & (m + 1) == 0 && ra.1 <= m {
                     return Ok(keep(&va));
                 }
-                self.new_bounded(0, m.min(ra.1))
+                // A mask with its low `t` bits clear leaves a multiple of `2^t` (an index rounded
+                // down to a warp's or a row's start): kept as one, so that an `or` into those bits is
+                // known to be an add.
+                let t = m.trailing_zeros().min(64);
+                let q = self.new_bounded(0, m.min(ra.1) >> t);
+                match q.scale(1i128 << t) {
+                    Some(p) => p,
+                    None => return Err(not_followed),
+                }
             }
             (ExactOp::Min | ExactOp::Max, _) => {
                 let min = op == ExactOp::Min;
@@ -348,6 +364,44 @@ impl<'a> Spec<'a> {
             _ => return Err(not_followed),
         };
         Ok(Val::with(p, &va, &vb))
+    }
+
+    /// `a | b` where no bit of one can meet a bit of the other: then it is `a + b`. Known where both
+    /// are non-negative and one is a multiple of `2^t` (its polynomial's every coefficient is) while
+    /// the other lies below `2^t` (a constant's bits above an index's, an aligned base and an offset
+    /// into it). Else `None`.
+    fn or_as_add(&self, va: &Val, vb: &Val, ra: (i128, i128), rb: (i128, i128)) -> Option<Val> {
+        if ra.0 < 0 || rb.0 < 0 {
+            return None;
+        }
+        let below = |v: &Val, r: (i128, i128)| pow2_divisor(&v.poly).is_some_and(|t| t >= 127 || r.1 < (1i128 << t));
+        let sum = || Some(Val::with(va.poly.add(&vb.poly)?, va, vb));
+        if below(va, rb) || below(vb, ra) {
+            return sum();
+        }
+        // A constant `c` into a value `x = H + L` whose terms are multiples of `2^hb` (above `c`'s
+        // highest bit) but for a part `0 <= L < 2^lb` (below `c`'s lowest bit): `x`'s bits miss `c`'s.
+        let (x, c) = match (va.poly.as_const(), vb.poly.as_const()) {
+            (None, Some(c)) => (&va.poly, c),
+            (Some(c), None) => (&vb.poly, c),
+            _ => return None,
+        };
+        if c <= 0 {
+            return None;
+        }
+        let (hb, lb) = (128 - c.leading_zeros(), c.trailing_zeros());
+        let mut low = Poly::constant(0);
+        for (m, k) in x.terms() {
+            if k.trailing_zeros() < hb {
+                let mut term = Poly::constant(k);
+                for &v in m {
+                    term = term.mul(&Poly::var(v))?;
+                }
+                low = low.add(&term)?;
+            }
+        }
+        let (lo, hi) = self.narrowed(&low)?;
+        (lo >= 0 && hi < (1i128 << lb)).then(sum).flatten()
     }
 
     /// The value of `e`, a constant read as the `bits`-bit register holds it.
@@ -579,4 +633,27 @@ impl<'a> Spec<'a> {
             _ => {}
         }
     }
+}
+
+/// The multipliers [`Spec::narrowed`] tries for a condition `c ≥ 0` on `p`: 1, and each `|p's
+/// coefficient / c's coefficient|` of a symbol term both have where it divides evenly (at most 8).
+fn cancelling_multiples(p: &Poly, c: &Poly) -> Vec<i128> {
+    let mut ks = vec![1];
+    for (m, cc) in c.terms() {
+        let pc = p.coeff(m);
+        if m.is_empty() || pc == 0 || pc % cc != 0 {
+            continue;
+        }
+        let k = (pc / cc).abs();
+        if k > 1 && !ks.contains(&k) && ks.len() < 8 {
+            ks.push(k);
+        }
+    }
+    ks
+}
+
+/// The largest `t` with every coefficient of `p` (its constant too) a multiple of `2^t`: 127 for the
+/// zero polynomial; `None` never (kept an `Option` for the caller's `is_some_and`).
+fn pow2_divisor(p: &Poly) -> Option<u32> {
+    Some(p.terms().map(|(_, c)| c.trailing_zeros()).min().unwrap_or(127).min(127))
 }

@@ -321,10 +321,42 @@ impl EntryTiles {
         if a.facts.iter().any(|&(f, holds)| probe.decide(f) == Some(!holds)) {
             return Outcome::Covered;
         }
-        // The conditions where it runs (exact ones), then the address under them.
-        let all = Spec::new(&self.forms, &case.node, iters.clone()).constraints(&a.facts);
-        let mut s = Spec::new(&self.forms, &case.node, iters);
-        s.context = all.iter().filter(|c| !c.poly.mentions(|v| matches!(v, Var::Bounded(_) | Var::Prev))).cloned().collect();
+        let first = self.access_under(a, addr, map, p, iters.clone(), case, false);
+        if matches!(first, Outcome::Covered) {
+            return first;
+        }
+        // Not shown covered under the conditions over the block's own symbols: again with the
+        // conditions on the values the analysis bounds without following them (a guard
+        // `8·(tid & 31) < k` on a masked lane), taken in the analysis that evaluates the address, so
+        // that their symbols are the address's. Where that does not show it either, the first
+        // outcome stands (its witness search and its message).
+        match self.access_under(a, addr, map, p, iters, case, true) {
+            Outcome::Covered => Outcome::Covered,
+            _ => first,
+        }
+    }
+
+    /// [`Self::access`] under the conditions where the access runs: those free of bounded symbols,
+    /// from an analysis of their own (`with_bounded` false), or every one, from the address's.
+    #[allow(clippy::too_many_arguments)]
+    fn access_under(
+        &self,
+        a: &affine::Access,
+        addr: affine::ExprId,
+        map: &TileMap,
+        p: usize,
+        iters: HashMap<u32, i128>,
+        case: &Case,
+        with_bounded: bool,
+    ) -> Outcome {
+        let mut s = Spec::new(&self.forms, &case.node, iters.clone());
+        if with_bounded {
+            let all = s.constraints(&a.facts);
+            s.context = all.into_iter().filter(|c| !c.poly.mentions(|v| matches!(v, Var::Prev))).collect();
+        } else {
+            let all = Spec::new(&self.forms, &case.node, iters).constraints(&a.facts);
+            s.context = all.iter().filter(|c| !c.poly.mentions(|v| matches!(v, Var::Bounded(_) | Var::Prev))).cloned().collect();
+        }
         let val = match s.eval(addr) {
             Ok(v) => v,
             Err(w) => return Outcome::Unknown(Unverified::Not(w)),
@@ -359,6 +391,9 @@ fn unbounded(p: &Poly, s: &Spec) -> Option<u32> {
         _ => None,
     })
 }
+
+/// The widest range of a bounded symbol that the coverage check enumerates value by value.
+const MAX_ENUMERATED_BOUNDED: i128 = 1024;
 
 /// The coverage check of one access's offsets.
 struct Cover<'a> {
@@ -402,15 +437,19 @@ impl Cover<'_> {
     fn block_check(&mut self, b: [u32; 3], off: &Poly, cons: &[Constraint]) -> Option<Outcome> {
         self.budget = self.budget.checked_sub(1)?;
         // The symbols to enumerate, and the one kept as an interval (it appears alone, in one term).
+        // A bounded symbol (a masked lane, a quotient: its range, not its value, is known) of a small
+        // range is enumerated too, or taken as the interval, so that a 2-D tile's rows stay apart and
+        // a condition on it narrows it; a wide one adds its whole range.
+        let bound = |v: Var| self.s.bound(v).unwrap_or((0, 0));
         let mut vars: Vec<Var> = vec![Var::Ctaid(0), Var::Ctaid(1), Var::Ctaid(2)];
         for (m, _) in off.terms() {
             for &v in m {
-                if matches!(v, Var::Tid(_) | Var::Iter(_)) && !vars.contains(&v) {
+                let small = || matches!(v, Var::Bounded(_)) && self.s.bound(v).is_some_and(|(lo, hi)| hi - lo < MAX_ENUMERATED_BOUNDED);
+                if (matches!(v, Var::Tid(_) | Var::Iter(_)) || small()) && !vars.contains(&v) {
                     vars.push(v);
                 }
             }
         }
-        let hi = |v: Var| self.s.bound(v).map_or(0, |r| r.1);
         let run = vars[3..]
             .iter()
             .copied()
@@ -418,12 +457,12 @@ impl Cover<'_> {
                 let a = off.coeff(&[v]);
                 a != 0 && a.abs() <= self.width && off.terms().all(|(m, _)| !m.contains(&v) || m.len() == 1)
             })
-            .max_by_key(|&v| hi(v));
+            .max_by_key(|&v| bound(v).1 - bound(v).0);
         vars.retain(|&v| Some(v) != run);
-        let points: u64 = vars[3..].iter().try_fold(1u64, |n, &v| n.checked_mul(u64::try_from(hi(v) + 1).ok()?))?;
+        let points: u64 = vars[3..].iter().try_fold(1u64, |n, &v| n.checked_mul(u64::try_from(bound(v).1 - bound(v).0 + 1).ok()?))?;
         self.budget = self.budget.checked_sub(points)?;
         let mut at: Vec<i128> = b.iter().map(|&x| i128::from(x)).collect();
-        at.resize(vars.len(), 0);
+        at.extend(vars[3..].iter().map(|&v| bound(v).0));
         loop {
             if let Some(o) = self.point(b, off, cons, &vars, &at, run) {
                 return Some(o);
@@ -435,10 +474,10 @@ impl Cover<'_> {
                     return Some(Outcome::Covered);
                 }
                 at[k] += 1;
-                if at[k] <= hi(vars[k]) {
+                if at[k] <= bound(vars[k]).1 {
                     break;
                 }
-                at[k] = 0;
+                at[k] = bound(vars[k]).0;
                 k += 1;
             }
         }
@@ -447,7 +486,7 @@ impl Cover<'_> {
     /// One point of the enumeration: `None` where its bytes are in the tile (or it does not run).
     fn point(&self, b: [u32; 3], q: &Poly, cons: &[Constraint], vars: &[Var], at: &[i128], run: Option<Var>) -> Option<Outcome> {
         let Some((c, a, bounded)) = self.split(q, vars, at, run) else { return Some(Outcome::Unknown(Unverified::TooLarge)) };
-        let (mut lo, mut hi) = (0i128, run.and_then(|v| self.s.bound(v)).map_or(0, |r| r.1));
+        let (mut lo, mut hi) = run.and_then(|v| self.s.bound(v)).unwrap_or((0, 0));
         for c in cons {
             let (poly, eq) = (&c.poly, &c.eq);
             let Some((cf, df, None)) = self.split(poly, vars, at, run) else { continue };
