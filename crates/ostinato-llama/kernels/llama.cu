@@ -413,8 +413,9 @@ __device__ __forceinline__ void ll_attn(float* part, ll_bf16* kcache, ll_bf16* v
   __syncthreads();
   // The block's partial per head, merged over warps: [m, l, 0, 0, sums...] at ((h * splits + s) * G + g).
   float* mine = part + ((unsigned long long)h * splits + s) * G * REC;
-  for (unsigned i = threadIdx.x; i < G * 32; i += LL_THREADS) {
-    unsigned g = i / 32, ls = i % 32;
+  static_assert(G * 32 <= LL_THREADS, "a thread per (query head, lane) of the group");
+  if (threadIdx.x < G * 32) {
+    unsigned g = threadIdx.x / 32, ls = threadIdx.x % 32;
     float mx = NEG;
     for (int w = 0; w < LL_WARPS; w++) mx = fmaxf(mx, wm[w * G + g]);
     float lsum = 0.0f, o[D];
@@ -448,7 +449,8 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_at
     case 2: if (wide) LL_ATTN(2, 128); else LL_ATTN(2, 64); break;
     case 3: if (wide) LL_ATTN(3, 128); else LL_ATTN(3, 64); break;
     case 4: if (wide) LL_ATTN(4, 128); else LL_ATTN(4, 64); break;
-    default: LL_ATTN(8, 64); break;
+    case 8: LL_ATTN(8, 64); break;
+    default: OST_ENTRY(); break;  // no other group (LlamaConfig::validate refuses it): the wait, nothing else
   }
 #undef LL_ATTN
   OST_EXIT();
@@ -525,7 +527,8 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_o(
     case 2: if (wide) LL_O(2, 128); else LL_O(2, 64); break;
     case 3: if (wide) LL_O(3, 128); else LL_O(3, 64); break;
     case 4: if (wide) LL_O(4, 128); else LL_O(4, 64); break;
-    default: LL_O(8, 64); break;
+    case 8: LL_O(8, 64); break;
+    default: OST_ENTRY(); break;  // no other group (LlamaConfig::validate refuses it): the wait, nothing else
   }
 #undef LL_O
   OST_EXIT();

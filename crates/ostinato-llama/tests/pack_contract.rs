@@ -12,6 +12,7 @@ use ostinato::{Backend, KernelSig};
 use ostinato_cuda_code::compile;
 use ostinato_cuda_code::contract::{read_ptx, verify};
 use ostinato_cuda_code::ptx::ModuleInfo;
+use ostinato_cuda_code::tilemaps::{KernelCode, TileChecks};
 use ostinato_cuda_code::PdlTrigger;
 use ostinato_llama::{pack, record, LlamaConfig, StepOptions};
 
@@ -84,5 +85,31 @@ fn manifests_of_the_pack_on_this_device() {
         let m = ostinato_cuda::manifest::of_kernel(&k, true, true);
         assert!(m.resources.contains_key("registers"), "{}", sig.name);
         eprintln!("{}", m.describe());
+    }
+}
+
+/// The tile maps the step declares on QKV, attention and O are what their PTX does: the check the
+/// CUDA backend runs at instantiate verifies every one of them from the code (none vouched), for every
+/// shape the tests and the bench run. Needs NVRTC, not a GPU.
+#[test]
+fn every_tile_map_of_the_step_is_verified_from_the_ptx() {
+    if let Err(e) = ostinato_cuda_code::nvrtc::version() {
+        eprintln!("SKIP every_tile_map_of_the_step_is_verified_from_the_ptx: {e}");
+        return;
+    }
+    let c = compile::compile(pack::CUDA_SOURCE_NAME, pack::CUDA_SOURCE, "sm_90", PdlTrigger::AfterWait).expect("the pack's source compiles");
+    let module = ModuleInfo::read(&c.ptx);
+    for config in [LlamaConfig::shrunk(64), LlamaConfig::shrunk_wide(64), LlamaConfig::llama_3_2_1b(1024), LlamaConfig::llama_3_2_3b(1024)] {
+        let step = record(&config, StepOptions::default()).expect("the Llama step records");
+        let code: Vec<KernelCode> = step
+            .graph
+            .kernels()
+            .iter()
+            .map(|k| KernelCode::Ptx { module: &module, ptx: &c.ptx, entry: &k.name, name: pack::CUDA_SOURCE_NAME })
+            .collect();
+        let checks = TileChecks::check_graph(&step.graph, &code).unwrap_or_else(|e| panic!("{config:?}: {e}"));
+        assert!(!checks.accepted.is_empty(), "{config:?}: the step declares tile maps");
+        let vouched: Vec<_> = checks.accepted.iter().filter(|a| a.vouched.is_some()).collect();
+        assert!(vouched.is_empty(), "{config:?}: maps accepted only as vouched: {vouched:?}");
     }
 }
