@@ -1,13 +1,16 @@
 //! The benchmark's kernel pack: the kernels of the kernel-family rows (geometry, reductions, memory
-//! latency, packed dots, quantized GEMV), bound through kernel references the way a user's kernels
+//! latency, packed dots, quantized GEMV) and of the tile rows (row kernels and tile kernels whose blocks
+//! each touch a declared tile), bound through kernel references the way a user's kernels
 //! are — no backend names them. Each kernel has three implementations with one signature:
-//! - CUDA C in `kernels/*.cu` (a file per family, each kernel compiled by itself), written with `ostinato.cuh`'s
-//!   `OST_ENTRY`/`OST_EXIT` so that the CUDA backend builds its trigger variants and certifies PDL from
-//!   the PTX; a kernel the fused-body rules allow is declared `fusable`;
+//! - CUDA C in `kernels/*.cu` (a file per family, each kernel compiled by itself, or with the kernels it
+//!   is meant to fuse with: kernels bound from one code can run as bodies of one fused kernel), written
+//!   with `ostinato.cuh`'s `OST_ENTRY`/`OST_EXIT` so that the CUDA backend builds its trigger variants
+//!   and certifies PDL from the PTX; a kernel the fused-body rules allow is declared `fusable`;
 //! - WGSL in `kernels/*.wgsl`, a template per kernel that the row fills in (its workgroup shape, its
 //!   element type, its count of loads), for the Vulkan backend and the raw Vulkan baseline alike;
 //! - a host twin (`crate::families`), the oracle, computing what the kernel computes in the order the
-//!   kernel computes it where floats make the order matter.
+//!   kernel computes it where floats make the order matter; run block by block where the rows declare
+//!   tile maps, so that the host checks every access against its block's tile.
 
 use std::sync::Arc;
 
@@ -22,10 +25,11 @@ pub enum CudaUnit {
     Memory,
     Dot,
     Gemv,
+    Tiles,
 }
 
 impl CudaUnit {
-    pub const ALL: [CudaUnit; 5] = [CudaUnit::Geometry, CudaUnit::Reduce, CudaUnit::Memory, CudaUnit::Dot, CudaUnit::Gemv];
+    pub const ALL: [CudaUnit; 6] = [CudaUnit::Geometry, CudaUnit::Reduce, CudaUnit::Memory, CudaUnit::Dot, CudaUnit::Gemv, CudaUnit::Tiles];
     /// The name the unit goes by (messages, caches, manifests).
     pub fn name(self) -> &'static str {
         match self {
@@ -34,6 +38,7 @@ impl CudaUnit {
             CudaUnit::Memory => "bench-memory.cu",
             CudaUnit::Dot => "bench-dot.cu",
             CudaUnit::Gemv => "bench-gemv.cu",
+            CudaUnit::Tiles => "bench-tiles.cu",
         }
     }
     /// The unit's CUDA C.
@@ -44,11 +49,13 @@ impl CudaUnit {
             CudaUnit::Memory => include_str!("../kernels/memory.cu"),
             CudaUnit::Dot => include_str!("../kernels/dot.cu"),
             CudaUnit::Gemv => include_str!("../kernels/gemv.cu"),
+            CudaUnit::Tiles => include_str!("../kernels/tiles.cu"),
         }
     }
     /// The code of kernel `entry`: the unit with `#define OST_BENCH_<entry>` in front, so that it
     /// compiles that kernel alone (and a fused kernel of its nodes one body, not the family's);
-    /// `OST_BENCH_ALL` compiles every kernel of the unit.
+    /// `OST_BENCH_ALL` compiles every kernel of the unit. `entry` may also name a group of the unit's
+    /// kernels that one guard defines together (`tiles_rms`: the three kernels of a residual layer).
     pub fn code_of(self, entry: &str) -> String {
         format!("#define OST_BENCH_{entry}\n{}", self.source())
     }
@@ -96,7 +103,7 @@ impl std::fmt::Debug for PackKernel {
 
 impl PackKernel {
     /// `sig`'s implementations: entry `sig.name` of `unit` (declared `fusable` where `fusable`), `wgsl`,
-    /// and the host twin `host`.
+    /// and the host twin `host`, which runs the whole launch in one call.
     pub fn new(
         sig: KernelSig,
         unit: CudaUnit,
@@ -104,11 +111,20 @@ impl PackKernel {
         wgsl: Wgsl,
         host: impl Fn(&ostinato_host::kernel::KernelCtx) -> Result<(), String> + Send + Sync + 'static,
     ) -> PackKernel {
-        let mut cuda = KernelRef::code(&format!("bench-{}.cu", sig.name), unit.code_of(&sig.name)).with_entry(&sig.name);
+        let name = sig.name.clone();
+        PackKernel::in_code(sig.clone(), unit, &name, fusable, wgsl, HostKernel::new(sig, host))
+    }
+
+    /// `sig`'s implementations where its CUDA code is `code` of `unit` ([`CudaUnit::code_of`]: the
+    /// kernel alone, or a group of kernels defined together, which then share one module and may fuse
+    /// with each other), entry `sig.name`; `host` is its host twin as made ([`HostKernel::new`], or
+    /// [`HostKernel::per_block`] for a kernel whose nodes declare tile maps).
+    pub fn in_code(sig: KernelSig, unit: CudaUnit, code: &str, fusable: bool, wgsl: Wgsl, host: HostKernel) -> PackKernel {
+        let mut cuda = KernelRef::code(&format!("bench-{code}.cu"), unit.code_of(code)).with_entry(&sig.name);
         if fusable {
             cuda = cuda.with_option("fusable", RefOption::Bool(true));
         }
-        PackKernel { host: HostKernel::new(sig.clone(), host), sig, cuda, wgsl }
+        PackKernel { host, sig, cuda, wgsl }
     }
     /// The WGSL for a device that has (`packed_dot`) or lacks the packed integer dot product.
     pub fn wgsl_for(&self, packed_dot: bool) -> &str {

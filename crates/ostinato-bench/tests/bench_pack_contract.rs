@@ -1,6 +1,6 @@
 //! The bench pack's kernels pass the kernel contract against the signatures the rows declare, without
 //! a GPU: every `.entry` of every CUDA file (`kernels/*.cu`) has a declared signature, and each
-//! kernel's code as it is bound (its file, that kernel alone) is compiled with NVRTC in the main and
+//! kernel's code as it is bound (its file, that kernel alone or the group bound from one code) is compiled with NVRTC in the main and
 //! early-trigger builds, its access per param checked against its PTX, its pre-wait certificate
 //! issued (every pack kernel is PDL-capable); each kernel declared `fusable` is certified as a fused
 //! body (and each of the others is refused as one, so the declaration is not missing where it could
@@ -47,17 +47,22 @@ fn every_cuda_kernel_of_the_pack_passes_its_declared_signature_and_is_pdl_capabl
             failures.push(format!("{}: kernel `{entry}` has no signature among the pack's rows", unit.name()));
         }
     }
-    // Each kernel's own code, as bound, in the main and early-trigger builds.
+    // Each kernel's own code, as bound, in the main and early-trigger builds: the kernel alone, or the
+    // kernels bound from that same code (a group meant to fuse) and no other.
+    let all = codes();
     let mut checked = 0;
-    for (name, entry, code) in codes() {
-        let (sig, _) = &sigs[&entry];
+    for (name, entry, code) in &all {
+        let (sig, _) = &sigs[entry];
+        let mut expected: Vec<String> = all.iter().filter(|(_, _, c)| c == code).map(|(_, e, _)| e.clone()).collect();
+        expected.sort();
         for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry] {
-            let c = compile::compile(&name, &code, "sm_90", trigger).unwrap_or_else(|e| panic!("{name} compiles: {e}"));
-            let entries = ModuleInfo::read(&c.ptx).entries;
-            if entries != [entry.clone()] {
-                failures.push(format!("{name}: defines {entries:?}, not `{entry}` alone"));
+            let c = compile::compile(name, code, "sm_90", trigger).unwrap_or_else(|e| panic!("{name} compiles: {e}"));
+            let mut entries = ModuleInfo::read(&c.ptx).entries;
+            entries.sort();
+            if entries != expected {
+                failures.push(format!("{name}: defines {entries:?}, not {expected:?}: the kernels bound from its code"));
             }
-            let mut report = match read_ptx(&c.ptx, &name, &[], &entry, sig) {
+            let mut report = match read_ptx(&c.ptx, name, &[], entry, sig) {
                 Ok(r) => r,
                 Err(e) => {
                     failures.push(format!("{entry}: {e}"));

@@ -2,13 +2,14 @@
 //! workload — add_one chains, independent chains, fan-out/fan-in, the decode stack with its position
 //! slot, the chain-fusion rows, and every kernel family of the bench pack (geometry in 1-, 2- and 3-D
 //! shapes, the four reductions and the two-stage one in f32 and u32, memory latency, the packed dots,
-//! the quantized GEMVs), serial and independent — passes the same oracle check the benchmark applies to
+//! the quantized GEMVs), serial and independent, and the tiles family's chains (block-local, sparse and
+//! dense tile relations) — passes the same oracle check the benchmark applies to
 //! every sample, on the raw baseline and on every Ostinato Vulkan arm (the replay orderings, lanes,
 //! fusion off; where the workload applies to it). Skips without Vulkan.
 
 use ostinato_bench::arms::{self, Arm, ArmKind};
 use ostinato_bench::families::decode::{decode, DecodeShape};
-use ostinato_bench::families::{dot, fan, fusion, gemv, geometry, grid, memory, quant, reduction, two_stage};
+use ostinato_bench::families::{dot, fan, fusion, gemv, geometry, grid, memory, quant, reduction, tiles, two_stage};
 use ostinato_bench::matrix::{compare, init_bytes};
 use ostinato_bench::pack::PackKernel;
 use ostinato_bench::vulkan::{OstinatoVulkan, VulkanArm, VulkanRowMemory};
@@ -31,6 +32,11 @@ fn every_family_matches_the_oracle_on_vulkan() {
         decode(DecodeShape { layers: 2, ..DecodeShape::HOST_SMALL }, 3),
         fusion::fusion(64, 256, 256, false, 2),
         fusion::fusion(16, 256, 256, true, 2),
+        // Tiled rows: rows whose length is no multiple of the 32 lanes, and a short sparse and dense chain.
+        tiles::rms_chain(64, 96, 2, 2),
+        tiles::softmax_chain(32, 100, 3, 2),
+        tiles::sparse_chain(4, 8, 64, 3, 2),
+        tiles::dense_chain(64, 4, 2),
     ];
     rows.extend(kernel_family_rows());
     eprintln!("vulkan device {}: packed integer dot product {}", ctx.name, ctx.integer_dot_product());
@@ -119,4 +125,32 @@ fn kernel_family_rows() -> Vec<Workload> {
         rows.push(w);
     }
     rows
+}
+
+/// On Vulkan the dispatch-grid rows' maps are `add_one`'s own footprint, so a multi-block chain runs as
+/// one dispatch of its grid (four, one per chain, for the independent rows); the tiles family's WGSL
+/// reduces a row in workgroup memory behind barriers and its maps are not vouched, so its nodes run
+/// one dispatch each. Skips without Vulkan.
+#[test]
+fn the_tiled_grid_rows_fuse_on_vulkan_and_the_tiles_rows_run_node_by_node() {
+    use ostinato::{Backend, Plan};
+    let ctx = match ostinato_vulkan::Context::open() {
+        Ok(c) => c,
+        Err(e) => {
+            ostinato_testkit::skip(&format!("SKIP the_tiled_grid_rows_fuse_on_vulkan_and_the_tiles_rows_run_node_by_node: {e}"));
+            return;
+        }
+    };
+    for (w, fused, dispatches) in [
+        (grid::dispatch_grid(50, 4, false, 1), 50, 1),
+        (grid::dispatch_grid(20, 4, true, 1), 80, 4),
+        (tiles::rms_chain(64, 96, 2, 1), 0, 6),
+        (tiles::sparse_chain(4, 8, 64, 3, 1), 0, 6),
+    ] {
+        let plan = Plan::compile(&w.graph).unwrap();
+        let backend = ostinato_vulkan::VulkanBackend::with_context(ctx.clone());
+        let kernels = ostinato_bench::vulkan::bind_vulkan(&backend, &w, &plan).unwrap();
+        let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (fused, dispatches), "{}", w.id);
+    }
 }

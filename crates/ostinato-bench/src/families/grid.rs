@@ -1,8 +1,12 @@
 //! dispatch-grid: chains of `add_one` (the backends' built-in) of one to 941 dispatches over one to
-//! 8,192 blocks, serial or as four independent chains.
+//! 8,192 blocks, serial or as four independent chains. A launch of more than one block declares
+//! add_one's per-block tile map on `x` (its stated footprint, `ostinato::builtins::block_footprint`:
+//! block `b` of `G` blocks of 256 threads over `G·256` floats touches floats `b·256 .. b·256 + 256`), as
+//! a user who knows the kernel records it: each block of a node then needs only its own block of the
+//! node before, so a chain can run block by block (on CUDA and Vulkan: one kernel of its grid).
 
 use ostinato::file::BufferInit;
-use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, Scalar, ScalarType};
+use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, Scalar, ScalarType, TileMap};
 
 use crate::workload::{Check, Kernels, UserLaunch, Workload};
 
@@ -11,17 +15,20 @@ pub fn add_one_sig() -> KernelSig {
 }
 
 /// dispatch-grid: `count` add_one dispatches of `blocks`×256 threads; serial (one buffer) or
-/// independent (4 chains on 4 buffers, recorded interleaved in ONE program order).
+/// independent (4 chains on 4 buffers, recorded interleaved in ONE program order). With more than one
+/// block the recording declares add_one's per-block tile map on `x` (the module doc says which).
 pub fn dispatch_grid(count: usize, blocks: u32, independent: bool, replays: usize) -> Workload {
     let lanes = if independent { 4 } else { 1 };
     let n = blocks * 256;
     let mut g = Graph::new();
     let bufs: Vec<BufferId> = (0..lanes).map(|l| g.add_buffer(format!("x{l}"), 4 * n as u64).expect("fresh")).collect();
     let k = g.add_kernel(add_one_sig()).expect("fresh");
+    // Block b's 256 floats of x: add_one's footprint on a grid of exactly n / 256 blocks.
+    let tiles: Vec<(&str, TileMap)> = if blocks > 1 { vec![("x", TileMap::linear(1024, 1024).expect("a non-empty row"))] } else { Vec::new() };
     let mut user = Vec::new();
     for _ in 0..count {
         for (l, &b) in bufs.iter().enumerate() {
-            g.add_launch(k, Launch::linear(blocks, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(n))], &[]).expect("valid");
+            g.add_launch_tiled(k, Launch::linear(blocks, 256), &[Arg::Whole(b), Arg::Scalar(Scalar::u32(n))], &tiles, &[]).expect("valid");
             user.push(UserLaunch { stream: l, waits: vec![] });
         }
     }

@@ -4,7 +4,9 @@
 //! The dispatch families (grid, chain fusion, fan-out/fan-in, decode-shaped, Llama) run the backends'
 //! built-ins or the Llama pack; the kernel families (geometry, reduction, two-stage reduction, memory
 //! latency, packed dot, quantized GEMV) run the benchmark's own pack (`crate::pack`) in rows of ten ops,
-//! serial (each op a read-modify-write of one output) and independent (each op its own slice).
+//! serial (each op a read-modify-write of one output) and independent (each op its own slice). The
+//! tiles family runs the pack's row and tile kernels in chains whose launches declare per-block tile
+//! maps (block-local, sparse and whole-node relations).
 
 pub mod decode;
 pub mod dot;
@@ -18,6 +20,8 @@ pub mod llama_b2b;
 pub mod memory;
 pub mod quant;
 pub mod reduction;
+pub mod tiles;
+pub mod tiles_twins;
 pub mod two_stage;
 
 use crate::workload::Workload;
@@ -63,6 +67,7 @@ pub const FAMILIES: &[Family] = &[
     Family { name: "memory latency", rows: memory::rows },
     Family { name: "packed dot", rows: dot::rows },
     Family { name: "quantized gemv", rows: gemv::rows },
+    Family { name: "tiles", rows: tiles::rows },
 ];
 
 /// The matrix: every family's rows for `scope`, in [`FAMILIES`] order.
@@ -86,6 +91,8 @@ pub fn pack_kernels() -> Vec<crate::pack::PackKernel> {
     out.extend(memory::LOADS.iter().map(|&l| memory::kernel(l)));
     out.extend(dot::Packed::ALL.iter().map(|&t| dot::kernel(t)));
     out.extend(quant::Format::ALL.iter().map(|&f| gemv::kernel(f)));
+    out.extend(tiles_twins::rms_kernels());
+    out.extend([tiles_twins::softmax_kernel(), tiles_twins::gemv_kernel(), tiles_twins::spread_kernel(256), tiles_twins::gather_kernel(256)]);
     out
 }
 
