@@ -3,7 +3,8 @@
 # machine): every GPU test, CLI checks on the example graphs (CUDA and the GPU's Vulkan driver), the C
 # and Python checks, the Llama comparisons with transformers, and the benchmark. Logs go to $OUT
 # (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|bench|quick-bench|full]...
-# (several stages may be named; `full` is all of them but quick-bench).
+# (several stages may be named; `full` is all of them but quick-bench). TESTS="gpu_tiles gpu_llama" runs only
+# those test binaries in the tests stage.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -26,7 +27,8 @@ if [[ -f $BIN/tests.tar.xz ]]; then rm -rf $BIN/tests && tar -xJf $BIN/tests.tar
 
 if want tests; then
   step "tests" | tee "$OUT/tests.log"
-  for t in $BIN/tests/*; do  # the CUDA, Vulkan and Llama-pack test binaries
+  for t in $BIN/tests/*; do  # the CUDA, Vulkan and Llama-pack test binaries (TESTS="a b": only those)
+    if [[ -n ${TESTS:-} && " $TESTS " != *" $(basename "$t" | sed 's/__.*//') "* ]]; then continue; fi
     echo "--- $(basename "$t")" >>"$OUT/tests.log"
     start=$(date +%s)
     if ! timeout 240 "$t" --test-threads=1 --nocapture >>"$OUT/tests.log" 2>&1; then fail "$t"; fi
