@@ -99,7 +99,7 @@ fn every_tile_map_of_the_step_is_verified_from_the_ptx() {
     }
     let c = compile::compile(pack::CUDA_SOURCE_NAME, pack::CUDA_SOURCE, "sm_90", PdlTrigger::AfterWait).expect("the pack's source compiles");
     let module = ModuleInfo::read(&c.ptx);
-    for config in [LlamaConfig::shrunk(64), LlamaConfig::shrunk_wide(64), LlamaConfig::llama_3_2_1b(1024), LlamaConfig::llama_3_2_3b(1024)] {
+    for config in [LlamaConfig::shrunk(96), LlamaConfig::shrunk_wide(96), LlamaConfig::llama_3_2_1b(1024), LlamaConfig::llama_3_2_3b(1024)] {
         let step = record(&config, StepOptions::default()).expect("the Llama step records");
         let code: Vec<KernelCode> = step
             .graph
@@ -107,9 +107,15 @@ fn every_tile_map_of_the_step_is_verified_from_the_ptx() {
             .iter()
             .map(|k| KernelCode::Ptx { module: &module, ptx: &c.ptx, entry: &k.name, name: pack::CUDA_SOURCE_NAME })
             .collect();
-        let checks = TileChecks::check_graph(&step.graph, &code).unwrap_or_else(|e| panic!("{config:?}: {e}"));
+        let mut checks = TileChecks::check_graph(&step.graph, &code).unwrap_or_else(|e| panic!("{config:?}: {e}"));
         assert!(!checks.accepted.is_empty(), "{config:?}: the step declares tile maps");
         let vouched: Vec<_> = checks.accepted.iter().filter(|a| a.vouched.is_some()).collect();
         assert!(vouched.is_empty(), "{config:?}: maps accepted only as vouched: {vouched:?}");
+        // The position is a slot: every patch the decode makes is checked again (attention's rows
+        // and its append depend on it).
+        let m = config.max_seq;
+        for pos in [1, 7, 8, 9, 40, 63, m / 2, m - 9, m - 8, m - 2, m - 1] {
+            checks.check_patch(&step.graph, step.pos, ostinato::Scalar::u32(pos)).unwrap_or_else(|e| panic!("{config:?} at position {pos}: {e}"));
+        }
     }
 }
