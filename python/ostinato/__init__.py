@@ -54,9 +54,7 @@ def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=Non
     Returns `(graph, data)`: `data` maps buffer names to bytes to `write` after instantiating (the
     RoPE frequency table). Buffers: `embed`, `norm`, `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd}` (bf16:
     wqkv is q, k, v rows stacked; wgu gate then up), `layers.{l}.{kcache,vcache}` (bf16,
-    [kv_head][max_seq][head_dim]), `token` (u32: what the step gathers, the greedy token it writes),
-    `logits` (f32), `trace` (per position the LM head ran at: u32 token, f32 top-1 logit, second-best
-    logit, largest |logit|; 0xFFFFFFFF words elsewhere); slot `pos`. `attn_splits` 0 picks
+    [kv_head][max_seq][head_dim]), `token` (u32), `logits` (f32); slot `pos`. `attn_splits` 0 picks
     the attention's blocks per KV head from max_seq; `gemv_blocks` caps each projection's grid (None:
     the step's default, one block per SM of an H200)."""
     import json as _json

@@ -137,16 +137,13 @@ def test_llama_step_runs_on_the_host_and_writes_the_greedy_token():
         logits = np.frombuffer(ex.read("logits"), dtype=np.float32)
         assert logits.shape == (512,) and np.isfinite(logits).all()
         assert struct.unpack("<I", ex.read("token"))[0] == int(np.argmax(logits))
-        # The trace row of the position: the token, its logit, the second-best and the largest |logit|.
-        tok, top1, top2, scale = struct.unpack("<Ifff", ex.read("trace", 16 * pos, 16))
-        assert tok == int(np.argmax(logits)) and top1 == logits.max() and top2 == np.sort(logits)[-2] and scale == np.abs(logits).max()
         outs.append(logits.copy())
     assert not np.array_equal(outs[0], outs[1]), "the step depends on token and position"
 
 
 def test_llama_step_refuses_a_config_the_kernels_do_not_support_naming_the_field():
     with pytest.raises(ostinato.Error, match="head_dim"):
-        ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=96))
+        ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=128))
     with pytest.raises(ostinato.Error, match="num_key_value_heads"):
         ostinato.llama_step(dict(SHRUNK_LLAMA, num_key_value_heads=3))
 

@@ -6,15 +6,10 @@
 //!
 //! bf16 tensors are stored two per 32-bit word, little-endian: element `2i` is the low half of word `i`.
 //!
-//! What crosses kernels is the CUDA kernels': the QKV projection leaves every row (q, and the new K and
-//! V rows) in `qkv` and the attention appends K and V to the cache; the attention leaves per-split
-//! softmax partials that the output projection merges (here one split holds the whole range, the others
-//! are empty); the streaming projections leave their work counter at zero; the LM head writes the
-//! greedy token and its trace row.
-//!
-//! The QKV, attention and output-projection twins run one block at a time (`HostKernel::per_block`),
-//! as the GPU's blocks share the work out, so that every access is checked against the block's tile
-//! map (`crate::geometry`).
+//! What crosses kernels is the CUDA kernels': the QKV projection leaves the new K and V rows in
+//! `kv_new` and the attention appends them; the attention leaves per-split softmax partials that the
+//! output projection merges (here one split holds the whole range, the others are empty); the streaming
+//! projections leave their work counter at zero.
 
 use ostinato::{Access, KernelSig, ScalarType};
 
@@ -35,34 +30,18 @@ fn f32s(w: &Words<'_>, n: usize) -> Vec<f32> {
     (0..n).map(|i| w.f32(i)).collect()
 }
 
-/// `w[first .. first + x.len()] · x` over bf16 elements of `w`: a word (two elements) at a time into
-/// eight independent sums, added pairwise at the end — the twins' own order (the GPU's differs; each
-/// is f32 accumulation), four times as fast as one running sum, whose every add waits for the last.
-fn dot_bf16(w: &Words<'_>, first: usize, x: &[f32]) -> f32 {
-    if first % 2 != 0 {
-        return x.iter().enumerate().map(|(j, xv)| bf16_at(w, first + j) * xv).sum();
-    }
-    let (w0, pairs) = (first / 2, x.chunks_exact(2));
-    let rest = pairs.remainder();
-    let mut acc = [0.0f32; 8];
-    for (i, p) in pairs.enumerate() {
-        let word = w.u32(w0 + i);
-        let a = &mut acc[2 * (i % 4)..2 * (i % 4) + 2];
-        a[0] += f32::from_bits(word << 16) * p[0];
-        a[1] += f32::from_bits(word & 0xffff_0000) * p[1];
-    }
-    let mut sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (j, xv) in rest.iter().enumerate() {
-        sum += bf16_at(w, first + x.len() - rest.len() + j) * xv;
-    }
-    sum
-}
-
 /// `out[r] = W[rows(r)] · x` for `r < n`, W bf16 row-major with `x.len()` columns, rows spread over the
 /// available cores.
 fn project(w: &Words<'_>, x: &[f32], n: usize, rows: impl Fn(usize) -> usize + Sync) -> Vec<f32> {
     let k = x.len();
-    let dot = |r: usize| dot_bf16(w, rows(r) * k, x);
+    let dot = |r: usize| {
+        let base = rows(r) * k;
+        let mut acc = 0.0f32;
+        for (j, xv) in x.iter().enumerate() {
+            acc += bf16_at(w, base + j) * xv;
+        }
+        acc
+    };
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n.div_ceil(64)).max(1);
     if threads == 1 {
         return (0..n).map(dot).collect();
@@ -105,15 +84,15 @@ pub fn embed_sig() -> KernelSig {
     sig("llama_embed", &[("x", Some(W), U), ("emb", Some(R), U), ("token", Some(R), U), ("hidden", None, U)])
 }
 
-/// `llama_qkv(qkv, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, eps)`: the normed
-/// q/k/v projection with RoPE, every row to `qkv` (f32, `[heads + 2 kv_heads][head_dim]`: query heads,
-/// then K heads, then V heads), from which the attention reads q and appends the new K and V rows to
-/// the cache. Block `(x, y)` computes head `y`'s RoPE pairs `x·W .. x·W + W` (W warps a block).
+/// `llama_qkv(q, kv_new, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, eps)`: the
+/// normed q/k/v projection with RoPE; q to `q` (f32), the new K and V rows to `kv_new` (bf16,
+/// `[2][kv_heads][head_dim]`), which the attention appends to the cache.
 pub fn qkv_sig() -> KernelSig {
     sig(
         "llama_qkv",
         &[
-            ("qkv", Some(W), U),
+            ("q", Some(W), U),
+            ("kv_new", Some(W), U),
             ("x", Some(R), U),
             ("ln", Some(R), U),
             ("wqkv", Some(R), U),
@@ -128,10 +107,9 @@ pub fn qkv_sig() -> KernelSig {
     )
 }
 
-/// `llama_attn(part, kcache, vcache, qkv, pos, heads, kv_heads, max_seq, splits, head_dim)`: appends
-/// the new K and V rows of `qkv` to the caches at `pos` (in bf16) and writes each split's softmax
-/// partial per query head to `part` ([`partial_floats`] floats per (KV head, split, group member)),
-/// which `llama_o` merges. Block `(s, h)` is split `s` of KV head `h`.
+/// `llama_attn(part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits)`: appends
+/// `kv_new` to the caches at `pos` and writes each split's softmax partial per query head to `part`
+/// ([`PARTIAL_FLOATS`] floats per (KV head, split, group member)), which `llama_o` merges.
 pub fn attn_sig() -> KernelSig {
     sig(
         "llama_attn",
@@ -139,38 +117,26 @@ pub fn attn_sig() -> KernelSig {
             ("part", Some(W), U),
             ("kcache", Some(RW), U),
             ("vcache", Some(RW), U),
-            ("qkv", Some(R), U),
+            ("q", Some(R), U),
+            ("kv_new", Some(R), U),
             ("pos", None, U),
             ("heads", None, U),
             ("kv_heads", None, U),
             ("max_seq", None, U),
             ("splits", None, U),
-            ("head_dim", None, U),
         ],
     )
 }
 
-/// Floats of one attention partial: the running max, the sum, two pads, the `head_dim` weighted sums.
-pub const fn partial_floats(head_dim: u32) -> usize {
-    4 + head_dim as usize
-}
+/// Floats of one attention partial: the running max, the sum, two pads, the 64 weighted sums.
+pub const PARTIAL_FLOATS: usize = 68;
 
-/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*head_dim], m, heads, kv_heads,
-/// splits, head_dim)`: merges the attention partials and adds `W attn` to x. Block `(b, h)` takes rows
-/// `64 b .. 64 b + 64` of KV head `h`'s columns.
+/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*64], m, heads, kv_heads, splits)`:
+/// merges the attention partials and adds `W attn` to x.
 pub fn o_sig() -> KernelSig {
     sig(
         "llama_o",
-        &[
-            ("x", Some(RW), U),
-            ("part", Some(R), U),
-            ("w", Some(R), U),
-            ("m", None, U),
-            ("heads", None, U),
-            ("kv_heads", None, U),
-            ("splits", None, U),
-            ("head_dim", None, U),
-        ],
+        &[("x", Some(RW), U), ("part", Some(R), U), ("w", Some(R), U), ("m", None, U), ("heads", None, U), ("kv_heads", None, U), ("splits", None, U)],
     )
 }
 
@@ -197,10 +163,7 @@ pub fn ffn_in_sig() -> KernelSig {
     )
 }
 
-/// `llama_lm_head(logits, part, counter, ticket, token, trace, x, ln, emb, pos, max_seq, vocab, hidden,
-/// eps)`: the final norm, the logits, the greedy token to `token[0]` (what the next step gathers) and,
-/// where `pos < max_seq`, row `pos` of `trace` ([`TRACE_WORDS`] words: the token, then as f32 the top-1
-/// logit, the second-best logit and the largest |logit|).
+/// `llama_lm_head(logits, part, counter, ticket, token, x, ln, emb, vocab, hidden, eps)`.
 pub fn lm_head_sig() -> KernelSig {
     sig(
         "llama_lm_head",
@@ -210,28 +173,14 @@ pub fn lm_head_sig() -> KernelSig {
             ("counter", Some(RW), U),
             ("ticket", Some(RW), U),
             ("token", Some(W), U),
-            ("trace", Some(W), U),
             ("x", Some(R), U),
             ("ln", Some(R), U),
             ("emb", Some(R), U),
-            ("pos", None, U),
-            ("max_seq", None, U),
             ("vocab", None, U),
             ("hidden", None, U),
             ("eps", None, F),
         ],
     )
-}
-
-/// Words of one position's row of the greedy trace.
-pub const TRACE_WORDS: usize = 4;
-
-/// The words a trace row holds before the LM head wrote it (no token; NaN values).
-pub const TRACE_UNWRITTEN: u32 = 0xffff_ffff;
-
-/// 1 / sqrt(`head_dim`) as f32, as both twins scale attention scores: exact for 64.
-pub fn attn_scale(head_dim: usize) -> f32 {
-    (1.0 / (head_dim as f64).sqrt()) as f32
 }
 
 /// The words of a bf16 extent holding `count` elements.
@@ -257,37 +206,39 @@ pub fn embed() -> HostKernel {
     })
 }
 
-/// `W[row] · x` for a bf16 row of `x.len()` columns starting at row `row` of `view` (its words checked
-/// against the block's tile).
-fn row_dot(view: &BufView<'_>, row: usize, x: &[f32]) -> Result<f32, String> {
-    let k = x.len();
-    Ok(dot_bf16(&view.words_range(row * k / 2, k.div_ceil(2), false)?, 0, x))
-}
-
 pub fn qkv() -> HostKernel {
-    HostKernel::per_block(qkv_sig(), |cx| {
-        let pos = cx.u32(5)? as usize;
-        let (hidden, heads, kvh, hd) = (cx.u32(6)? as usize, cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
-        let eps = cx.f32(10)?;
-        let [bx, head, _] = cx.block().map(|b| b as usize);
-        let warps = (cx.launch.block[0] / 32).max(1) as usize;
+    HostKernel::new(qkv_sig(), |cx| {
+        let pos = cx.u32(6)? as usize;
+        let (hidden, heads, kvh, hd) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize, cx.u32(10)? as usize);
+        let eps = cx.f32(11)?;
+        let views: Vec<_> = (0..6).map(|i| cx.buffer(i)).collect::<Result<_, _>>()?;
         let half = hd / 2;
-        if head >= heads + 2 * kvh || hidden % 2 != 0 {
-            return Err(format!("llama_qkv: block row {head} is past the {} heads, or hidden {hidden} is odd", heads + 2 * kvh));
-        }
-        let views: Vec<_> = (0..5).map(|i| cx.buffer(i)).collect::<Result<_, _>>()?;
-        let x = f32s(&views[1].words(hidden, false)?, hidden);
-        let ln = halves(&views[2], hidden, false)?;
+        let rows = (heads + 2 * kvh) * hd;
+        let q = views[0].words(heads * hd, true)?;
+        let kv_new = halves(&views[1], 2 * kvh * hd, true)?;
+        let x = f32s(&views[2].words(hidden, false)?, hidden);
+        let ln = halves(&views[3], hidden, false)?;
+        let w = halves(&views[4], rows * hidden, false)?;
+        let freq = f32s(&views[5].words(half, false)?, half);
         let xn = rmsnorm(&x, &ln, eps);
-        for j in bx * warps..(bx * warps + warps).min(half) {
-            let (mut a, mut b) = (row_dot(&views[3], head * hd + j, &xn)?, row_dot(&views[3], head * hd + j + half, &xn)?);
-            if head < heads + kvh {
-                let freq = views[4].words_range(j, 1, false)?.f32(0);
-                let (s, c) = (pos as f32 * freq).sin_cos();
-                (a, b) = (a * c - b * s, b * c + a * s);
+        let y = project(&w, &xn, rows, |r| r);
+        for head in 0..heads + 2 * kvh {
+            for j in 0..half {
+                let (mut a, mut b) = (y[head * hd + j], y[head * hd + j + half]);
+                if head < heads + kvh {
+                    let (s, c) = (pos as f32 * freq[j]).sin_cos();
+                    (a, b) = (a * c - b * s, b * c + a * s);
+                }
+                if head < heads {
+                    q.set_f32(head * hd + j, a);
+                    q.set_f32(head * hd + j + half, b);
+                } else {
+                    // K heads, then V heads.
+                    let at = (head - heads) * hd + j;
+                    bf16_store(&kv_new, at, a);
+                    bf16_store(&kv_new, at + half, b);
+                }
             }
-            views[0].words_range(head * hd + j, 1, true)?.set_f32(0, a);
-            views[0].words_range(head * hd + j + half, 1, true)?.set_f32(0, b);
         }
         Ok(())
     })
@@ -297,90 +248,86 @@ pub fn qkv() -> HostKernel {
 struct Partial {
     m: f32,
     l: f32,
-    acc: Vec<f32>,
-}
-
-impl Partial {
-    fn store(&self, part: &Words<'_>, rec: usize) {
-        for (i, v) in [self.m, self.l, 0.0, 0.0].iter().chain(self.acc.iter()).enumerate() {
-            part.set_f32(rec + i, *v);
-        }
-    }
+    acc: [f32; 64],
 }
 
 pub fn attn() -> HostKernel {
-    HostKernel::per_block(attn_sig(), |cx| {
-        let pos = cx.u32(4)? as usize;
-        let (heads, kvh, max_seq, splits, hd) = (cx.u32(5)? as usize, cx.u32(6)? as usize, cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
-        if kvh == 0 || heads % kvh != 0 || splits == 0 || hd % 2 != 0 {
-            return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads in {splits} splits of head dim {hd}"));
+    HostKernel::new(attn_sig(), |cx| {
+        let pos = cx.u32(5)? as usize;
+        let (heads, kvh, max_seq, splits) = (cx.u32(6)? as usize, cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
+        const HD: usize = 64;
+        if kvh == 0 || heads % kvh != 0 || splits == 0 {
+            return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads in {splits} splits"));
         }
         if pos >= max_seq {
             return Err(format!("llama_attn: pos {pos} is past the cache's {max_seq} rows"));
         }
-        let (group, rec) = (heads / kvh, partial_floats(hd as u32));
-        let [s, h, _] = cx.block().map(|b| b as usize);
-        let (pv, kv, vv, qv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?);
-        // This block's records: one per query head of KV head h.
-        let part = pv.words_range((h * splits + s) * group * rec, group * rec, true)?;
-        if s != 0 {
-            // The whole range is split 0's partial; the other splits are empty.
-            let empty = Partial { m: f32::MIN, l: 0.0, acc: vec![0.0; hd] };
-            for g in 0..group {
-                empty.store(&part, g * rec);
+        let group = heads / kvh;
+        let (pv, kv, vv, qv, nv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?, cx.buffer(4)?);
+        let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, true)?;
+        let kc = halves(&kv, kvh * max_seq * HD, true)?;
+        let vc = halves(&vv, kvh * max_seq * HD, true)?;
+        let q = f32s(&qv.words(heads * HD, false)?, heads * HD);
+        let fresh = halves(&nv, 2 * kvh * HD, false)?;
+        // The append, then attention over rows 0..=pos; the whole range is split 0's partial.
+        for h in 0..kvh {
+            for d in 0..HD {
+                bf16_store(&kc, (h * max_seq + pos) * HD + d, bf16_at(&fresh, h * HD + d));
+                bf16_store(&vc, (h * max_seq + pos) * HD + d, bf16_at(&fresh, (kvh + h) * HD + d));
             }
-            return Ok(());
         }
-        // KV head h's cache rows; the append, then attention over rows 0..=pos.
-        let kc = kv.words_range(h * max_seq * hd / 2, max_seq * hd / 2, true)?;
-        let vc = vv.words_range(h * max_seq * hd / 2, max_seq * hd / 2, true)?;
-        let fresh_k = f32s(&qv.words_range((heads + h) * hd, hd, false)?, hd);
-        let fresh_v = f32s(&qv.words_range((heads + kvh + h) * hd, hd, false)?, hd);
-        for d in 0..hd {
-            bf16_store(&kc, pos * hd + d, fresh_k[d]);
-            bf16_store(&vc, pos * hd + d, fresh_v[d]);
-        }
-        let q = f32s(&qv.words_range(h * group * hd, group * hd, false)?, group * hd);
-        let scale = attn_scale(hd);
-        for g in 0..group {
-            let scores: Vec<f32> = (0..=pos).map(|t| (0..hd).map(|d| q[g * hd + d] * bf16_at(&kc, t * hd + d)).sum::<f32>() * scale).collect();
+        for hq in 0..heads {
+            let (h, g) = (hq / group, hq % group);
+            let base = h * max_seq * HD;
+            let scores: Vec<f32> = (0..=pos).map(|t| (0..HD).map(|d| q[hq * HD + d] * bf16_at(&kc, base + t * HD + d)).sum::<f32>() * 0.125).collect();
             let m = scores.iter().copied().fold(f32::MIN, f32::max);
             let e: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
-            let acc = (0..hd).map(|d| (0..=pos).map(|t| e[t] * bf16_at(&vc, t * hd + d)).sum()).collect();
-            Partial { m, l: e.iter().sum(), acc }.store(&part, g * rec);
+            let mut p = Partial { m, l: e.iter().sum(), acc: [0.0; HD] };
+            for (d, a) in p.acc.iter_mut().enumerate() {
+                *a = (0..=pos).map(|t| e[t] * bf16_at(&vc, base + t * HD + d)).sum();
+            }
+            let empty = Partial { m: f32::MIN, l: 0.0, acc: [0.0; HD] };
+            for s in 0..splits {
+                let rec = ((h * splits + s) * group + g) * PARTIAL_FLOATS;
+                let r = if s == 0 { &p } else { &empty };
+                for (i, v) in [r.m, r.l, 0.0, 0.0].iter().chain(r.acc.iter()).enumerate() {
+                    part.set_f32(rec + i, *v);
+                }
+            }
         }
         Ok(())
     })
 }
 
 pub fn o() -> HostKernel {
-    HostKernel::per_block(o_sig(), |cx| {
-        let (m, heads, kvh, splits, hd) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize, cx.u32(7)? as usize);
-        if kvh == 0 || heads % kvh != 0 || hd % 2 != 0 {
-            return Err(format!("llama_o: {heads} query heads do not group over {kvh} KV heads of head dim {hd}"));
+    HostKernel::new(o_sig(), |cx| {
+        let (m, heads, kvh, splits) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize);
+        const HD: usize = 64;
+        if kvh == 0 || heads % kvh != 0 {
+            return Err(format!("llama_o: {heads} query heads do not group over {kvh} KV heads"));
         }
-        let (group, rec, k) = (heads / kvh, partial_floats(hd as u32), heads * hd);
-        let [b, h, _] = cx.block().map(|b| b as usize);
+        let group = heads / kvh;
         let (xv, pv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
-        // KV head h's query heads' partials merged (the splits with rows only), as the CUDA kernel does.
-        let part = pv.words_range(h * splits * group * rec, splits * group * rec, false)?;
-        let mut attn = vec![0.0f32; group * hd];
-        for g in 0..group {
-            let at = |sp: usize| (sp * group + g) * rec;
-            let live: Vec<usize> = (0..splits).filter(|&sp| part.f32(at(sp) + 1) > 0.0).collect();
-            let mx = live.iter().map(|&sp| part.f32(at(sp))).fold(f32::MIN, f32::max);
-            let scale: Vec<f32> = live.iter().map(|&sp| (part.f32(at(sp)) - mx).exp()).collect();
-            let l: f32 = live.iter().zip(&scale).map(|(&sp, c)| part.f32(at(sp) + 1) * c).sum();
-            for d in 0..hd {
-                let o: f32 = live.iter().zip(&scale).map(|(&sp, c)| part.f32(at(sp) + 4 + d) * c).sum();
-                attn[g * hd + d] = o / l;
+        let x = xv.words(m, true)?;
+        let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, false)?;
+        let w = halves(&wv, m * heads * HD, false)?;
+        // Each query head's partials merged (the splits with rows only), as the CUDA kernel does.
+        let mut attn = vec![0.0f32; heads * HD];
+        for hq in 0..heads {
+            let (h, g) = (hq / group, hq % group);
+            let rec = |s: usize| ((h * splits + s) * group + g) * PARTIAL_FLOATS;
+            let live: Vec<usize> = (0..splits).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
+            let mx = live.iter().map(|&s| part.f32(rec(s))).fold(f32::MIN, f32::max);
+            let scale: Vec<f32> = live.iter().map(|&s| (part.f32(rec(s)) - mx).exp()).collect();
+            let l: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 1) * c).sum();
+            for d in 0..HD {
+                let o: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 4 + d) * c).sum();
+                attn[hq * HD + d] = o / l;
             }
         }
-        let rows = (b * crate::geometry::O_ROWS as usize)..((b + 1) * crate::geometry::O_ROWS as usize).min(m);
-        let x = xv.words_range(rows.start, rows.len(), true)?;
-        for (i, r) in rows.enumerate() {
-            let y = dot_bf16(&wv.words_range((r * k + h * group * hd) / 2, group * hd / 2, false)?, 0, &attn);
-            x.set_f32(i, x.f32(i) + y);
+        let y = project(&w, &attn, m, |r| r);
+        for (i, yv) in y.iter().enumerate() {
+            x.set_f32(i, x.f32(i) + yv);
         }
         Ok(())
     })
@@ -427,8 +374,8 @@ pub fn ffn_in() -> HostKernel {
 
 pub fn lm_head() -> HostKernel {
     HostKernel::new(lm_head_sig(), |cx| {
-        let (pos, max_seq, vocab, hidden, eps) = (cx.u32(9)? as usize, cx.u32(10)? as usize, cx.u32(11)? as usize, cx.u32(12)? as usize, cx.f32(13)?);
-        let (lv, tkv, tv, trv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?, cx.buffer(7)?, cx.buffer(8)?);
+        let (vocab, hidden, eps) = (cx.u32(8)? as usize, cx.u32(9)? as usize, cx.f32(10)?);
+        let (lv, tkv, tv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?, cx.buffer(7)?);
         let logits = lv.words(vocab, true)?;
         let token = tv.words(1, true)?;
         let x = f32s(&xv.words(hidden, false)?, hidden);
@@ -444,16 +391,6 @@ pub fn lm_head() -> HostKernel {
             }
         }
         token.set_u32(0, best as u32);
-        if pos < max_seq {
-            // The trace row, as the CUDA kernel reduces it: the second-best value (a tie's equal value),
-            // and the largest |logit| as max(top-1, -least).
-            let second = y.iter().enumerate().filter(|&(i, _)| i != best).map(|(_, v)| *v).fold(f32::MIN, f32::max);
-            let least = y.iter().copied().fold(f32::MAX, f32::min);
-            let row = trv.words_range(TRACE_WORDS * pos, TRACE_WORDS, true)?;
-            for (i, w) in [best as u32, y[best].to_bits(), second.to_bits(), y[best].max(-least).to_bits()].into_iter().enumerate() {
-                row.set_u32(i, w);
-            }
-        }
         reset_ticket(&tkv)
     })
 }

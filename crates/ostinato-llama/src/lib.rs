@@ -13,7 +13,6 @@
 
 mod checkpoint;
 mod config;
-pub mod geometry;
 pub mod host;
 pub mod pack;
 mod reference;

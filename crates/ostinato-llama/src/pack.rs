@@ -8,9 +8,8 @@ use std::sync::{Arc, OnceLock};
 use ostinato::KernelRef;
 use ostinato_host::kernel::HostKernel;
 
-/// The CUDA C of the pack's kernels: the common helpers, embedding, QKV, attention and output
-/// projection, then the streaming projections, compiled as one source.
-pub const CUDA_SOURCE: &str = concat!(include_str!("../kernels/llama.cu"), include_str!("../kernels/llama_stream.cu"));
+/// The CUDA C of the pack's kernels.
+pub const CUDA_SOURCE: &str = include_str!("../kernels/llama.cu");
 
 /// The name the CUDA source goes by (in messages, caches and manifests).
 pub const CUDA_SOURCE_NAME: &str = "llama.cu";

@@ -1,8 +1,8 @@
 //! One decode step recorded as one graph: embedding gather, per layer the fused norm + QKV + RoPE,
 //! split attention with the KV append, the merge of its partials + output projection + residual, fused
 //! norm + gate/up + SiLU·mul, down projection + residual; then the fused final norm + LM head + greedy
-//! argmax, whose token the next step's gather reads (and whose trace row records it). Five kernels per
-//! layer, 82 for Llama-3.2-1B; the position is a slot patched per token.
+//! argmax, whose token the next step's gather reads. Five kernels per layer, 82 for Llama-3.2-1B; the
+//! position is a slot patched per token.
 //!
 //! Fusion choices (docs/llama.md): every RMS norm runs inside the projection that consumes it (each
 //! block recomputes the 8 KB sum of squares of its input — cheaper than a kernel boundary), its scale
@@ -11,13 +11,11 @@
 //! attention may read the cache before its wait: no node still running writes it); the output
 //! projection merges the attention's partials (no last-block merge); the residual adds run in the O and
 //! down projections' epilogues, and the LM head's blocks reduce their argmax, so nothing needs a second
-//! kernel. QKV, attention and the output projection declare per-block tile maps
-//! ([`crate::geometry`]): which rows of `qkv`, which cache head and which partials each block touches.
+//! kernel.
 
-use crate::geometry as geo;
 use crate::host as sigs;
 use ostinato::file::BufferInit;
-use ostinato::{Arg, BufferId, Graph, KernelId, Launch, Scalar, SlotId, TileMap};
+use ostinato::{Arg, BufferId, Graph, KernelId, Launch, Scalar, SlotId};
 
 use crate::{LlamaConfig, LlamaError};
 
@@ -47,19 +45,33 @@ impl Default for StepOptions {
     }
 }
 
-/// Attention splits per KV head when the options leave it to the step: as many as make 128 attention
-/// blocks over the KV heads for caches up to 2,048 positions, 256 beyond (Llama-3.2-1B's 16 and 32 per
-/// KV head, measured: docs/llama.md), at most 32 and capped by what `llama_o` merges (128 partials per
-/// KV head).
+/// Attention splits per KV head when the options leave it to the step: 16 for caches up to 2,048
+/// positions, else 32 (docs/llama.md has the measurement), capped by what `llama_o` merges (128
+/// partials per KV head).
 pub fn default_splits(c: &LlamaConfig) -> u32 {
-    let blocks = if c.max_seq <= 2048 { 128 } else { 256 };
-    (blocks / c.kv_heads.max(1)).clamp(1, MAX_SPLITS).min(MAX_PARTIALS / (c.heads / c.kv_heads.max(1)).max(1)).max(1)
+    let by_cache = if c.max_seq <= 2048 { 16 } else { 32 };
+    by_cache.min(MAX_PARTIALS / (c.heads / c.kv_heads).max(1))
 }
 
 /// Most attention splits (kernels/llama.cu: LL_MAX_SPLITS).
 const MAX_SPLITS: u32 = 32;
 /// Most partials per KV head the output projection merges (LL_MAX_RECS): splits × group.
 const MAX_PARTIALS: u32 = 128;
+/// Warps (one RoPE pair each) per block of `llama_qkv` (LL_QKV_WARPS).
+const QKV_WARPS: u32 = 4;
+/// Threads of a streaming projection's block: 8 consumer warps and a producer warp (LB_THREADS).
+const STREAM_THREADS: u32 = 288;
+/// A streaming projection's shared-memory stages (LB_STAGES x LB_STAGE_BYTES), its dynamic shared
+/// memory: past the 48 KiB a block gets by default, so the backend sets the opt-in.
+const STREAM_STAGE_BYTES: u32 = 32 * 1024;
+const STREAM_SHARED: u32 = 6 * STREAM_STAGE_BYTES;
+
+/// Tiles of a streaming projection over `rows` units of `unit_bytes` each, as the kernels cut them: as
+/// many whole units as fill a stage, at most `most` (LB_MAX_UNITS over the dot products per unit).
+fn stream_tiles(rows: u32, unit_bytes: u32, most: u32) -> u32 {
+    rows.div_ceil((STREAM_STAGE_BYTES / unit_bytes).clamp(1, most))
+}
+
 /// The weights of one layer, by buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerBuffers {
@@ -71,8 +83,6 @@ pub struct LayerBuffers {
     pub wd: BufferId,
     pub kcache: BufferId,
     pub vcache: BufferId,
-    /// The layer's attention partials (written by its attention, merged by its output projection).
-    pub attn_part: BufferId,
 }
 
 /// The recorded step.
@@ -87,9 +97,6 @@ pub struct LlamaStep {
     pub pos: SlotId,
     pub token: BufferId,
     pub logits: BufferId,
-    /// The greedy trace: per position, the token the LM head chose there, its logit, the second-best
-    /// logit and the largest |logit| ([`sigs::TRACE_WORDS`] words; [`sigs::TRACE_UNWRITTEN`] until written).
-    pub trace: BufferId,
     /// The residual stream (f32, hidden).
     pub x: BufferId,
     pub embed: BufferId,
@@ -144,24 +151,34 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let norm = buf(&mut g, "norm".into(), 2 * h, BufferInit::Const(BF16_ONES))?;
     let rope = buf(&mut g, "rope_freq".into(), 4 * (c.head_dim as u64 / 2), BufferInit::Zero)?;
     let x = buf(&mut g, "x".into(), 4 * h, BufferInit::Zero)?;
-    // Every row of the fused q/k/v projection, f32: the query heads, then the new K and V rows.
-    let qkv = buf(&mut g, "qkv".into(), 4 * (q + 2 * kv), BufferInit::Zero)?;
+    let qb = buf(&mut g, "q".into(), 4 * q, BufferInit::Zero)?;
+    let kv_new = buf(&mut g, "kv_new".into(), 2 * 2 * kv, BufferInit::Zero)?;
     let act = buf(&mut g, "act".into(), 4 * f, BufferInit::Zero)?;
     let logits = buf(&mut g, "logits".into(), 4 * v, BufferInit::Zero)?;
     let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
-    let trace = buf(&mut g, "trace".into(), 4 * sigs::TRACE_WORDS as u64 * c.max_seq as u64, BufferInit::Const(sigs::TRACE_UNWRITTEN))?;
+    let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::PARTIAL_FLOATS as u64, BufferInit::Zero)?;
     // The streaming projections' work counters (zero between launches: each launch resets its own).
     let ffn_ticket = buf(&mut g, "ffn_ticket".into(), 4, BufferInit::Zero)?;
     let down_ticket = buf(&mut g, "down_ticket".into(), 4, BufferInit::Zero)?;
     let head_ticket = buf(&mut g, "head_ticket".into(), 4, BufferInit::Zero)?;
-    // Streaming projections (kernels/llama_stream.cu): persistent grids of at most `gemv_blocks`
-    // blocks, at most one per tile. The LM head's blocks leave 4 words each in `head_part`.
-    let stream = |tiles: u32, normed: bool| Launch::linear(tiles.min(o.gemv_blocks), geo::STREAM_THREADS).shared(geo::stream_smem(c, normed));
-    let [ffn_tiles, down_tiles, head_tiles] = geo::stream_tiles(c);
+    // Streaming projections (kernels/llama.cu): persistent grids of at most `gemv_blocks` blocks, at
+    // most one per tile. The LM head's blocks leave one (value, index) each in `head_part`.
+    let stream = |tiles: u32| Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(STREAM_SHARED);
+    // Units: a (gate, up) pair of rows; a row of the down projection (one dot product per 2,048-column
+    // quarter, 1, 2 or 4 of them); an LM-head row.
+    let quarters = if c.ffn <= 2048 {
+        1
+    } else if c.ffn <= 4096 {
+        2
+    } else {
+        4
+    };
+    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, 32);
+    let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, 64 / quarters);
+    let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, 64);
     let head_blocks = head_tiles.min(o.gemv_blocks);
-    let head_part = buf(&mut g, "head_part".into(), 16 * head_blocks as u64, BufferInit::Zero)?;
+    let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
     let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
-    let part_bytes = 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::partial_floats(c.head_dim) as u64;
     let mut layers = Vec::with_capacity(c.layers as usize);
     for l in 0..c.layers {
         let mut w = |name: &str, bytes: u64, init: BufferInit| buf(&mut g, format!("layers.{l}.{name}"), bytes, init);
@@ -175,8 +192,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         let cache = (kv * c.max_seq as u64) * 2;
         let kcache = w("kcache", cache, BufferInit::RandomBf16 { seed: base + 500 + 2 * l as u64, scale: 1.0 })?;
         let vcache = w("vcache", cache, BufferInit::RandomBf16 { seed: base + 501 + 2 * l as u64, scale: 1.0 })?;
-        let attn_part = w("attn_part", part_bytes, BufferInit::Zero)?;
-        layers.push(LayerBuffers { ln1, wqkv, wo, ln2, wgu, wd, kcache, vcache, attn_part });
+        layers.push(LayerBuffers { ln1, wqkv, wo, ln2, wgu, wd, kcache, vcache });
     }
     let k = |g: &mut Graph, sig| -> Result<KernelId, LlamaError> { Ok(g.add_kernel(sig)?) };
     let [k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head] =
@@ -187,61 +203,40 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
     let b = Arg::Whole;
     let mut dispatches = 0;
-    let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg], maps: &geo::Maps| -> Result<(), LlamaError> {
-        let tiles: Vec<(&str, TileMap)> = maps.iter().map(|(n, m)| (*n, m.clone())).collect();
-        g.add_launch_tiled(kernel, l, args, &tiles, &[])?;
+    let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg]| -> Result<(), LlamaError> {
+        g.add_launch(kernel, l, args, &[])?;
         dispatches += 1;
         Ok(())
     };
-    let none = geo::Maps::new();
-    launch(&mut g, k_embed, Launch::linear(c.hidden.div_ceil(256), 256), &[b(x), b(embed), b(token), u(c.hidden)], &none)?;
-    let (qkv_maps, attn_maps, o_maps) = (geo::qkv_maps(c), geo::attn_maps(c, o.attn_splits), geo::o_maps(c, o.attn_splits));
-    let qkv_launch = Launch::new(geo::qkv_grid(c), [32 * geo::qkv_warps(c), 1, 1]).shared(geo::qkv_smem(c));
-    let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [geo::LL_THREADS, 1, 1]).shared(geo::attn_smem(c));
-    let o_launch = Launch::new(geo::o_grid(c), [geo::LL_THREADS, 1, 1]).shared(geo::o_smem(c, o.attn_splits));
+    launch(&mut g, k_embed, Launch::linear(c.hidden.div_ceil(256), 256), &[b(x), b(embed), b(token), u(c.hidden)])?;
+    let pairs = (c.heads + 2 * c.kv_heads) * c.head_dim / 2;
     for lb in &layers {
         launch(
             &mut g,
             k_qkv,
-            qkv_launch,
-            &[b(qkv), b(x), b(lb.ln1), b(lb.wqkv), b(rope), Arg::Slot(pos), u(c.hidden), u(c.heads), u(c.kv_heads), u(c.head_dim), eps],
-            &qkv_maps,
+            Launch::linear(pairs.div_ceil(QKV_WARPS), QKV_WARPS * 32),
+            &[b(qb), b(kv_new), b(x), b(lb.ln1), b(lb.wqkv), b(rope), Arg::Slot(pos), u(c.hidden), u(c.heads), u(c.kv_heads), u(c.head_dim), eps],
         )?;
+        let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]);
         launch(
             &mut g,
             k_attn,
             attn_launch,
-            &[b(lb.attn_part), b(lb.kcache), b(lb.vcache), b(qkv), Arg::Slot(pos), u(c.heads), u(c.kv_heads), u(c.max_seq), u(o.attn_splits), u(c.head_dim)],
-            &attn_maps,
+            &[b(attn_part), b(lb.kcache), b(lb.vcache), b(qb), b(kv_new), Arg::Slot(pos), u(c.heads), u(c.kv_heads), u(c.max_seq), u(o.attn_splits)],
         )?;
-        launch(&mut g, k_o, o_launch, &[b(x), b(lb.attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), u(c.head_dim)], &o_maps)?;
-        launch(&mut g, k_ffn, stream(ffn_tiles, true), &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps], &none)?;
-        launch(&mut g, k_down, stream(down_tiles, false), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)], &none)?;
+        let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
+        launch(&mut g, k_o, o_launch, &[b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits)])?;
+        launch(&mut g, k_ffn, stream(ffn_tiles), &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+        launch(&mut g, k_down, stream(down_tiles), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
     }
     launch(
         &mut g,
         k_head,
-        stream(head_tiles, true),
-        &[
-            b(logits),
-            b(head_part),
-            b(head_count),
-            b(head_ticket),
-            b(token),
-            b(trace),
-            b(x),
-            b(norm),
-            b(embed),
-            Arg::Slot(pos),
-            u(c.max_seq),
-            u(c.vocab),
-            u(c.hidden),
-            eps,
-        ],
-        &none,
+        stream(head_tiles),
+        &[b(logits), b(head_part), b(head_count), b(head_ticket), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps],
     )?;
     let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
-    Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, logits, trace, x, embed, norm, layers, dispatches })
+    Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, logits, x, embed, norm, layers, dispatches })
 }
 
 impl LlamaStep {

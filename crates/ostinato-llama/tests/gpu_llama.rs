@@ -1,8 +1,7 @@
 //! On the GPU: the Llama step on the CUDA backend against the independent f32 reference, with teacher
-//! forcing (both fed the same tokens): the shrunk models (head dims 64 and 128) for 24 steps after a
-//! random context, Llama-3.2-1B itself for 64 steps from position 0 and Llama-3.2-3B's widths (two of
-//! its layers, its full vocabulary) for 32, each with PDL on auto (weights and cache rows requested
-//! before `griddepcontrol.wait` on programmatic edges) and off. With `OSTINATO_HF_DIR` set,
+//! forcing (both fed the same tokens): the shrunk model for 24 steps after a random context, and
+//! Llama-3.2-1B itself for 64 steps from position 0, each with PDL on auto (weights and cache rows
+//! requested before `griddepcontrol.wait` on programmatic edges) and off. With `OSTINATO_HF_DIR` set,
 //! also a checkpoint that `transformers` wrote, loaded through `load_checkpoint`, against the logits
 //! `transformers` computed in f32 (`examples/python/llama_hf_reference.py` writes both).
 
@@ -67,13 +66,6 @@ fn step_logits(exec: &mut impl Exec, step: &LlamaStep, token: u32, pos: u32) -> 
     exec.read_buffer(step.token, 0, &mut t).unwrap();
     let argmax = (0..got.len()).fold(0, |b, j| if got[j] > got[b] { j } else { b });
     assert_eq!(u32::from_le_bytes(t) as usize, argmax, "pos {pos}: the token written is the logits' argmax");
-    // Its trace row: the token, its logit, the second-best and the largest |logit|, as the logits say.
-    let mut row = [0u8; 16];
-    exec.read_buffer(step.trace, 16 * pos as u64, &mut row).unwrap();
-    let w: Vec<u32> = row.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    let second = got.iter().enumerate().filter(|(j, _)| *j != argmax).map(|(_, v)| *v).fold(f32::MIN, f32::max);
-    let scale = got.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    assert_eq!((w[0] as usize, f32::from_bits(w[1]), f32::from_bits(w[2]), f32::from_bits(w[3])), (argmax, got[argmax], second, scale), "pos {pos}: trace row");
     got
 }
 
@@ -98,24 +90,10 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
 #[test]
 fn shrunk_step_on_cuda_agrees_with_the_reference() {
     let Some(device) = device_or_skip("shrunk_step_on_cuda_agrees_with_the_reference") else { return };
-    for config in [LlamaConfig::shrunk(96), LlamaConfig::shrunk_wide(96)] {
-        let step = record(&config, StepOptions::default()).unwrap();
-        let init = step.initial_bytes();
-        for mode in [PdlMode::Auto, PdlMode::Off] {
-            run(&device, &step, &init, mode, 40, 24);
-        }
-    }
-}
-
-#[test]
-fn llama_3_2_3b_widths_on_cuda_agree_with_the_reference_for_32_steps() {
-    let Some(device) = device_or_skip("llama_3_2_3b_widths_on_cuda_agree_with_the_reference_for_32_steps") else { return };
-    // Every kernel at the 3B's shape (hidden 3072 in two chunks, head dim 128, 3 query heads per KV
-    // head), two layers so that the f32 reference stays quick.
-    let step = record(&LlamaConfig { layers: 2, ..LlamaConfig::llama_3_2_3b(128) }, StepOptions::default()).unwrap();
+    let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
     let init = step.initial_bytes();
     for mode in [PdlMode::Auto, PdlMode::Off] {
-        run(&device, &step, &init, mode, 0, 32);
+        run(&device, &step, &init, mode, 40, 24);
     }
 }
 

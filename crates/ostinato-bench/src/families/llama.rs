@@ -1,5 +1,4 @@
-//! llama decode: the real Llama-3.2-1B bf16 decode step of the Llama pack at positions 128, 1,024 and
-//! 4,096, with the rows of [`super::llama_b2b`] (back to back from position 32, the 3B's step).
+//! llama decode: the real Llama-3.2-1B bf16 decode step of the Llama pack.
 
 use ostinato::Scalar;
 
@@ -15,8 +14,9 @@ pub const LLAMA_LOGIT_TOL: f32 = 1e-2;
 pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> Workload {
     let step = ostinato_llama::record(&config, ostinato_llama::StepOptions { pos, ..Default::default() }).expect("the built-in configs are valid");
     let user = (0..step.graph.nodes().len()).map(|_| UserLaunch { stream: 0, waits: vec![] }).collect();
+    let name = if config.hidden == 2048 { "1b".to_string() } else { format!("h{}-l{}", config.hidden, config.layers) };
     Workload {
-        id: format!("llama/{}/pos{pos}", model_name(&config)),
+        id: format!("llama/{name}/pos{pos}"),
         family: "llama decode",
         checked: vec![step.logits, step.token],
         inits: step.inits.clone(),
@@ -36,15 +36,6 @@ pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> W
     }
 }
 
-/// The name a row gives a model: `1b`, `3b`, else its hidden size and layers.
-pub fn model_name(c: &ostinato_llama::LlamaConfig) -> String {
-    match (c.hidden, c.layers) {
-        (2048, 16) => "1b".into(),
-        (3072, 28) => "3b".into(),
-        (h, l) => format!("h{h}-l{l}"),
-    }
-}
-
 /// KV-cache capacity of the GPU's Llama rows (positions up to 4096, and room past them).
 pub const LLAMA_MAX_SEQ: u32 = 4352;
 
@@ -57,8 +48,5 @@ pub fn rows(s: &super::Scope) -> Vec<Workload> {
         (BenchBackend::Host, false) => (ostinato_llama::LlamaConfig::shrunk(128), &[8, 100]),
         (BenchBackend::Host, true) => (ostinato_llama::LlamaConfig::shrunk(128), &[100]),
     };
-    let mut rows: Vec<Workload> = positions.iter().map(|&pos| llama(config, pos, s.replays(1))).collect();
-    // Back to back from position 32 (the public study's protocol) and the 3B's step.
-    rows.extend(super::llama_b2b::rows(s.backend, s.quick, |d| s.replays(d)));
-    rows
+    positions.iter().map(|&pos| llama(config, pos, s.replays(1))).collect()
 }

@@ -16,7 +16,6 @@ pub mod gemv;
 pub mod geometry;
 pub mod grid;
 pub mod llama;
-pub mod llama_b2b;
 pub mod memory;
 pub mod quant;
 pub mod reduction;
