@@ -29,8 +29,11 @@ use ostinato::{NodeId, NodeOp, Plan};
 /// An exec's hand-off policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum HandoffMode {
-    /// Hand off where every relation into a consumer is tile by tile, its grid at most
-    /// [`AUTO_MAX_CONSUMER_BLOCKS`] blocks (`docs/fences.md`).
+    /// The measured policy: nowhere today. On an H200 a consumer launched early spins on its flags in
+    /// SMs its producer needs; of the rows measured, a 941-node chain of 128 blocks ran 2.4× slower,
+    /// the spread/gather chain 4.2× and the per-row softmax chain 1.7× slower than waiting for the
+    /// whole producer with PDL, the RMS-norm chain 1.14× faster (a chain fusion runs 1.63× faster
+    /// still), and the Llama step's per-head relations lost (`docs/fences.md`, decision 13).
     #[default]
     Auto,
     /// Hand off wherever every relation into a consumer is tile by tile.
@@ -55,11 +58,6 @@ impl ostinato::Named for HandoffMode {
         self.as_str()
     }
 }
-
-/// `auto` hands off only into consumers of at most this many blocks: a consumer launched early spins
-/// on its flags in the SMs it holds, which pays where the grid is small enough to be resident beside
-/// its producer.
-pub const AUTO_MAX_CONSUMER_BLOCKS: u64 = 512;
 
 /// The most distinct producers one consumer waits on (the wrapper takes their flags as params).
 pub const MAX_PRODUCERS: usize = 8;
@@ -129,12 +127,12 @@ fn blocks(plan: &Plan, v: NodeId) -> Option<u64> {
 /// (a certified hand-off body of CUDA C source); `consumable[v]`: and it may wait for its producers'
 /// tiles (it reads nothing they write through the non-coherent path). A consumer needs: no explicit
 /// ordering into it (an ordering of whole nodes), a consumable kernel, and every frontier predecessor
-/// a wrappable kernel launch relating to it tile by tile, at most [`MAX_PRODUCERS`] of them; under
-/// `auto`, a grid of at most [`AUTO_MAX_CONSUMER_BLOCKS`] blocks.
+/// a wrappable kernel launch relating to it tile by tile, at most [`MAX_PRODUCERS`] of them. `auto`
+/// hands off nowhere (see [`HandoffMode::Auto`]); `on` wherever those hold.
 pub fn choose(plan: &Plan, wrappable: &[bool], consumable: &[bool], mode: HandoffMode) -> Handoffs {
     let n = plan.node_count();
     let mut roles = vec![Role::None; n];
-    if mode == HandoffMode::Off {
+    if mode != HandoffMode::On {
         return Handoffs { roles };
     }
     let g = plan.graph();
@@ -144,9 +142,6 @@ pub fn choose(plan: &Plan, wrappable: &[bool], consumable: &[bool], mode: Handof
         let Some(vb) = blocks(plan, v) else { continue };
         let consumer = consumable.get(v.index()).copied().unwrap_or(false);
         if !ok(v) || !consumer || preds.is_empty() || preds.len() > MAX_PRODUCERS || !g.node(v).after.is_empty() {
-            continue;
-        }
-        if mode == HandoffMode::Auto && vb > AUTO_MAX_CONSUMER_BLOCKS {
             continue;
         }
         if !preds.iter().all(|&u| ok(NodeId(u))) {
