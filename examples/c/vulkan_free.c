@@ -1,8 +1,11 @@
 /* Freeing a Vulkan exec with replays in flight: `ost_exec_free` waits for them before it frees
  * anything the device may still use (it used to free the buffers under the running replays and corrupt
- * the heap). Records 50 dependent `mix` nodes over two 1 MiB buffers, replays three times and frees
- * the exec without waiting, ten times over, each time checking that a new exec on the freed memory
- * computes the right words. Prints SKIP and exits 0 where no Vulkan device is found. */
+ * the heap; with `ordering=timeline` lavapipe's queue thread crashed). Records 50 dependent `mix` nodes
+ * over two 1 MiB buffers, then for every replay ordering, on one queue and on the plan's lanes, fused
+ * and not, replays three times and frees the exec without waiting, five times over; then checks that a
+ * new exec on the freed memory computes the right words. Run it under the Khronos validation layer too
+ * (`VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation`). Prints SKIP and exits 0 where no Vulkan device is
+ * found. */
 #include <ostinato.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,12 +58,21 @@ int main(void) {
     CHECK(ost_exec_free(e));
     uint32_t *words = calloc(WORDS, 4);
     if (!words) return 1;
-    for (int round = 0; round < 10; round++) {
-        CHECK(ost_exec_create(plan, "vulkan", &e));
-        CHECK(ost_exec_write(e, "a", 0, words, 4 * WORDS));
-        CHECK(ost_exec_write(e, "b", 0, words, 4 * WORDS));
-        CHECK(ost_exec_replay(e, 3));
-        CHECK(ost_exec_free(e)); /* no wait: the free waits for the three replays */
+    const char *settings[] = {"ordering=skip", "ordering=timeline", "ordering=barrier", "ordering=events", "queues=lanes"};
+    const char *fusions[] = {"auto", "off"};
+    for (size_t si = 0; si < sizeof settings / sizeof settings[0]; si++) {
+        for (size_t fi = 0; fi < 2; fi++) {
+            ost_exec_options o = {0};
+            o.settings = settings[si];
+            o.fusion = fusions[fi];
+            for (int round = 0; round < 5; round++) {
+                CHECK(ost_exec_create_ex(plan, "vulkan", &o, NULL, 0, &e));
+                CHECK(ost_exec_write(e, "a", 0, words, 4 * WORDS));
+                CHECK(ost_exec_write(e, "b", 0, words, 4 * WORDS));
+                CHECK(ost_exec_replay(e, 3));
+                CHECK(ost_exec_free(e)); /* no wait: the free waits for the three replays */
+            }
+        }
     }
     /* One replay from zeros, waited and read: node i adds i to every word of the buffer it writes. */
     CHECK(ost_exec_create(plan, "vulkan", &e));
@@ -79,6 +91,6 @@ int main(void) {
     CHECK(ost_exec_free(e));
     CHECK(ost_plan_free(plan));
     free(words);
-    printf("vulkan_free: 10 execs freed with replays in flight\n");
+    printf("vulkan_free: 50 execs freed with replays in flight (5 orderings and lanes, fused and not)\n");
     return 0;
 }
