@@ -108,7 +108,9 @@ fn random_kernel(r: &mut Rng, i: usize) -> Kernel {
     // lane's bits (the or is an add) or not, constants below, between or among them.
     let mask = (!grid_stride && r.below(4) == 0).then(|| [7, 15, 31, 0x18, 0x38][r.below(5) as usize]);
     let coef = match mask {
-        Some(_) => [[64, 128, 256, 512, 96, 100][r.below(6) as usize], 0, [1, 2, 4, 3][r.below(4) as usize], 0, [0, 1, 2, 64, 128, 5, 1024][r.below(7) as usize], 0],
+        Some(_) => {
+            [[64, 128, 256, 512, 96, 100][r.below(6) as usize], 0, [1, 2, 4, 3][r.below(4) as usize], 0, [0, 1, 2, 64, 128, 5, 1024][r.below(7) as usize], 0]
+        }
         None => coef,
     };
     Kernel { name: format!("prop{i}"), wide: r.below(3) == 0, signed: r.below(2) == 0, looped: r.below(3) == 0, grid_stride, mask, coef }
