@@ -120,8 +120,8 @@ struct RunArgs {
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: tile hand-offs — a consumer block waits for exactly the producer blocks its tile maps
-    /// need instead of the whole producer: where it measured to pay (auto), wherever the maps allow
-    /// (on), or never (off).
+    /// need instead of the whole producer: where measured to pay (auto: nowhere yet, docs/fences.md
+    /// decision 13), wherever the maps allow (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("handoff"))]
     handoff: String,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the

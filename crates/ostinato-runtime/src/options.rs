@@ -53,7 +53,7 @@ pub const CHOICES: &[Choice] = &[
     },
     Choice {
         key: "handoff",
-        help: "CUDA: tile hand-offs: a consumer block waits for exactly the producer blocks its tile maps need, where it measured to pay (auto), wherever the maps allow (on), or never (off)",
+        help: "CUDA: tile hand-offs: a consumer block waits for exactly the producer blocks its tile maps need, where measured to pay (auto: nowhere yet, docs/fences.md decision 13), wherever the maps allow (on), or never (off)",
         backends: CUDA,
         values: names::<ostinato_cuda::HandoffMode>,
         study: false,

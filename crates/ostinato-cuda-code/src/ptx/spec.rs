@@ -374,7 +374,10 @@ impl<'a> Spec<'a> {
         if ra.0 < 0 || rb.0 < 0 {
             return None;
         }
-        let below = |v: &Val, r: (i128, i128)| pow2_divisor(&v.poly).is_some_and(|t| t >= 127 || r.1 < (1i128 << t));
+        let below = |v: &Val, r: (i128, i128)| {
+            let t = pow2_divisor(&v.poly);
+            t >= 127 || r.1 < (1i128 << t)
+        };
         let sum = || Some(Val::with(va.poly.add(&vb.poly)?, va, vb));
         if below(va, rb) || below(vb, ra) {
             return sum();
@@ -653,7 +656,7 @@ fn cancelling_multiples(p: &Poly, c: &Poly) -> Vec<i128> {
 }
 
 /// The largest `t` with every coefficient of `p` (its constant too) a multiple of `2^t`: 127 for the
-/// zero polynomial; `None` never (kept an `Option` for the caller's `is_some_and`).
-fn pow2_divisor(p: &Poly) -> Option<u32> {
-    Some(p.terms().map(|(_, c)| c.trailing_zeros()).min().unwrap_or(127).min(127))
+/// zero polynomial.
+fn pow2_divisor(p: &Poly) -> u32 {
+    p.terms().map(|(_, c)| c.trailing_zeros()).min().unwrap_or(127).min(127)
 }
