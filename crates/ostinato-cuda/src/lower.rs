@@ -404,7 +404,7 @@ fn graph_shape(plan: &Plan, policy: PdlPolicy) -> GraphShape {
         ShapeMode::Plan => GraphShape::Plan,
         ShapeMode::Lanes => GraphShape::Lanes,
         ShapeMode::Auto => {
-            let widest_fan = (0..plan.node_count()).map(|i| plan.succs(NodeId(i as u32)).len().max(plan.preds(NodeId(i as u32)).len())).max().unwrap_or(0);
+            let widest_fan = widest_fan(plan);
             let pdl_allowed = policy.mode != PdlMode::Off;
             let fan_in_band = widest_fan > policy.auto_max_fanout && widest_fan <= policy.auto_lanes_max_fanout;
             if pdl_allowed && fan_in_band && plan.lanes().count() > 1 {
@@ -414,6 +414,17 @@ fn graph_shape(plan: &Plan, policy: PdlPolicy) -> GraphShape {
             }
         }
     }
+}
+
+/// The widest fan of `plan`: the most successors or predecessors of one node, where the submission's
+/// start fans out to the roots and its end fans in from the sinks. Ten independent nodes are a fan of
+/// ten: as ten graph branches each root pays the driver's per-branch launch cost (docs/fences.md
+/// decision 6), as lanes at most four chains do.
+fn widest_fan(plan: &Plan) -> usize {
+    let nodes = (0..plan.node_count()).map(|i| NodeId(i as u32));
+    let roots = nodes.clone().filter(|&n| plan.preds(n).is_empty()).count();
+    let sinks = nodes.clone().filter(|&n| plan.succs(n).is_empty()).count();
+    nodes.map(|n| plan.succs(n).len().max(plan.preds(n).len())).chain([roots, sinks]).max().unwrap_or(0)
 }
 
 /// The submitted edges `pairs`, each programmatic where `policy` says it pays (its fan counted within
@@ -719,6 +730,37 @@ mod tests {
         assert_eq!(shape(64, PdlMode::Auto), GraphShape::Plan, "a 64-wide fan: no shape measured better on every H200");
         assert_eq!(shape(16, PdlMode::Off), GraphShape::Plan, "without PDL the lanes only cost concurrency");
         assert_eq!(shape(16, PdlMode::On), GraphShape::Lanes);
+    }
+
+    /// `k` independent nodes of `blocks` blocks (each writes its own slice): no edge at all.
+    fn independent(k: u64, blocks: u32) -> Plan {
+        let mut g = Graph::new();
+        let c = g.add_buffer("c", 1024 * k).unwrap();
+        let fill = g.add_kernel(KernelSig::new("fill").buffer("out", Access::Write)).unwrap();
+        for i in 0..k {
+            let out = Slice { buffer: c, offset: 1024 * i, len: 1024 };
+            g.add_launch(fill, Launch::linear(blocks, 256), &[Arg::Buffer(out)], &[]).unwrap();
+        }
+        Plan::compile(&g).unwrap()
+    }
+
+    #[test]
+    fn golden_auto_submits_ten_independent_nodes_as_four_chains_not_ten_branches() {
+        let plan = independent(10, 64);
+        assert!(plan.edges().is_empty());
+        let low = lower(&plan, &[true], true, PdlPolicy::default());
+        assert_eq!(low.shape, GraphShape::Lanes, "ten roots are a fan of ten");
+        let edges: Vec<String> = low.edges.iter().map(|e| format!("{}->{}{}", e.from.0, e.to.0, if e.programmatic { "p" } else { "" })).collect();
+        assert_eq!(edges.join(" "), "0->4p 4->8p 1->5p 5->9p 2->6p 3->7p");
+        // Outside the band, or without PDL, each node stays its own branch.
+        let shape = |k, blocks, mode| lower(&independent(k, blocks), &[true], true, PdlPolicy::new(mode)).shape;
+        assert_eq!(shape(4, 64, PdlMode::Auto), GraphShape::Plan, "four roots are four branches either way");
+        assert_eq!(shape(64, 64, PdlMode::Auto), GraphShape::Plan);
+        assert_eq!(shape(10, 64, PdlMode::Off), GraphShape::Plan);
+        // Lane links between large grids are full edges: four chains, as a four-stream capture.
+        let big = lower(&independent(10, 8192), &[true], true, PdlPolicy::default());
+        assert_eq!(big.shape, GraphShape::Lanes);
+        assert!(big.edges.iter().all(|e| !e.programmatic), "8,192-block grids: no PDL under auto");
     }
 
     /// Reachability in a graph given as edges over `n` nodes listed in topological order.
