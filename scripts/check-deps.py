@@ -22,6 +22,9 @@ on these roles only (dev-dependencies are free but for the test kit rule):
   arms and the raw baselines beside them), never a shell;
 - shell (`ostinato-cli`, `ostinato-capi`, `ostinato-py`): the core, the runtime, packs and the bench;
   backends only through the runtime;
+- interposer (`ostinato-preload`: the LD_PRELOAD shell over an application's own CUDA graphs): the
+  core, the runtime and the code analysis (it reads the code the application loads, with no driver
+  session of Ostinato's own); backends only through the runtime, never a pack or the bench;
 - test kit (`ostinato-testkit`): only ever a dev-dependency.
 
 A crate of no known role is an error too: a new crate must be given one here.
@@ -47,6 +50,7 @@ ROLES = {
     "ostinato-cli": "shell",
     "ostinato-capi": "shell",
     "ostinato-py": "shell",
+    "ostinato-preload": "interposer",
     "ostinato-testkit": "testkit",
 }
 
@@ -60,6 +64,7 @@ ALLOWED = {
     "runtime": {"core", "code analysis", "backend", "simulator"},
     "bench": {"core", "runtime", "pack", "code analysis", "backend"},
     "shell": {"core", "runtime", "pack", "bench"},
+    "interposer": {"core", "runtime", "code analysis"},
     "testkit": {"core", "backend", "simulator", "runtime", "pack"},
 }
 
@@ -72,6 +77,7 @@ WHY = {
     "runtime": "the runtime never depends on a pack, a shell or the bench",
     "bench": "the bench never depends on a shell",
     "shell": "shells reach backends through the runtime",
+    "interposer": "the interposer depends on the core, the runtime and the code analysis only (backends through the runtime)",
     "testkit": "the test kit is a test tool",
 }
 

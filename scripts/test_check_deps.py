@@ -76,6 +76,17 @@ class CheckDeps(unittest.TestCase):
     def test_bench_to_shell(self):
         self.assert_caught("ostinato-bench", "ostinato-cli", words=["bench"])
 
+    def test_interposer_reads_code_and_reaches_backends_through_the_runtime(self):
+        for dep in ("ostinato-runtime", "ostinato-cuda-code", "ostinato"):
+            self.assertEqual(check_deps.broken_rules(plant(self.packages, "ostinato-preload", dep)), [], dep)
+        self.assert_caught("ostinato-preload", "ostinato-cuda", words=["interposer", "through the runtime"])
+        self.assert_caught("ostinato-preload", "ostinato-llama", words=["interposer"])
+        self.assert_caught("ostinato-preload", "ostinato-bench", words=["interposer"])
+        self.assert_caught("ostinato-preload", "ostinato-cli", words=["interposer"])
+        # Nothing builds on the interposer: a shell or the runtime naming it is caught.
+        self.assert_caught("ostinato-cli", "ostinato-preload", words=["shell"])
+        self.assert_caught("ostinato-runtime", "ostinato-preload", words=["runtime"])
+
     def test_test_kit_only_as_a_dev_dependency(self):
         self.assert_caught("ostinato-cuda", "ostinato-testkit", kind=None, words=["dev-dependency only"])
         self.assert_caught("ostinato-runtime", "ostinato-testkit", kind="build")

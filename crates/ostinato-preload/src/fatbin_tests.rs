@@ -1,0 +1,101 @@
+use super::testing::container;
+use super::*;
+use proptest::prelude::*;
+
+const PLAIN: &[u8] = include_bytes!("../tests/fixtures/scale_plain.fatbin");
+const ZSTD: &[u8] = include_bytes!("../tests/fixtures/scale_zstd.fatbin");
+
+#[test]
+fn nvccs_plain_container_gives_its_cubin_and_its_ptx() {
+    assert_eq!(container_len(PLAIN).unwrap(), PLAIN.len());
+    let entries = parse(PLAIN).unwrap();
+    let kinds: Vec<(Kind, u32)> = entries.iter().map(|e| (e.kind, e.arch)).collect();
+    assert_eq!(kinds, vec![(Kind::Elf, 90), (Kind::Ptx, 90)]);
+    assert!(entries[0].elf().unwrap().starts_with(b"\x7fELF"));
+    let ptx = entries[1].ptx().unwrap();
+    assert!(ptx.contains(".entry scale(") && ptx.contains(".target sm_90"), "{ptx}");
+    assert!(entries.iter().all(|e| e.compression().is_none()));
+}
+
+#[test]
+fn nvccs_default_container_compresses_its_ptx_and_says_so() {
+    let entries = parse(ZSTD).unwrap();
+    let ptx = entries.iter().find(|e| e.kind == Kind::Ptx).unwrap();
+    assert_eq!(ptx.compression(), Some("zstd"));
+    assert!(ptx.ptx().is_none(), "a compressed text is not read as text");
+    assert!(ptx.payload.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), "zstd's frame magic");
+    assert!(ptx.uncompressed_len > ptx.payload.len() as u64 / 2);
+}
+
+#[test]
+fn a_hand_built_container_reads_back_entry_for_entry() {
+    let c = container(&[(1, 80, 0x11, b".version 8.0\n\0"), (2, 90, 0x11, b"\x7fELF...."), (7, 100, 0x2011, b"zz")]);
+    let e = parse(&c).unwrap();
+    assert_eq!(e.len(), 3);
+    assert_eq!((e[0].kind, e[0].arch, e[0].ptx()), (Kind::Ptx, 80, Some(".version 8.0\n")));
+    assert_eq!(e[1].elf().map(|b| &b[..4]), Some(&b"\x7fELF"[..]));
+    assert_eq!((e[2].kind, e[2].compression()), (Kind::Other(7), Some("lz4")));
+    assert!(e[2].elf().is_none() && e[2].ptx().is_none());
+}
+
+#[test]
+fn trailing_bytes_past_the_declared_size_are_not_read() {
+    let mut c = container(&[(1, 90, 0, b"x")]);
+    c.extend_from_slice(&[0xff; 40]);
+    assert_eq!(parse(&c).unwrap().len(), 1);
+}
+
+#[test]
+fn malformed_containers_are_errors_naming_the_fault() {
+    assert!(matches!(parse(b"\x50\xed\x55"), Err(FatbinError::Truncated { .. })));
+    assert_eq!(parse(&[0u8; 16]), Err(FatbinError::Magic { found: 0 }));
+    let good = container(&[(1, 90, 0, b"abcdefgh")]);
+    // Cut anywhere: the header, an entry header, a payload.
+    for cut in [8, 20, 70, good.len() - 1] {
+        assert!(matches!(parse(&good[..cut]), Err(FatbinError::Truncated { .. })), "cut at {cut}");
+    }
+    let mut small = good.clone();
+    small[16 + 4..16 + 8].copy_from_slice(&8u32.to_le_bytes());
+    assert!(matches!(parse(&small), Err(FatbinError::EntryHeader { index: 0, at: 16, size: 8 })));
+    let mut huge = good.clone();
+    huge[16 + 8..16 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(parse(&huge), Err(FatbinError::Truncated { .. })));
+    let mut body = good.clone();
+    body[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(parse(&body).is_err());
+}
+
+#[test]
+fn the_entry_count_is_bounded() {
+    let many: Vec<(u16, u32, u64, &[u8])> = (0..MAX_ENTRIES + 1).map(|_| (1u16, 90u32, 0u64, &b""[..])).collect();
+    assert_eq!(parse(&container(&many)), Err(FatbinError::TooManyEntries));
+}
+
+proptest! {
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = container_len(&bytes);
+        let _ = parse(&bytes);
+    }
+
+    #[test]
+    fn random_bytes_behind_a_real_magic_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 16..1024)) {
+        bytes[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        if let Ok(entries) = parse(&bytes) {
+            for e in entries {
+                let _ = (e.ptx(), e.elf(), e.compression());
+            }
+        }
+    }
+
+    #[test]
+    fn a_real_container_with_any_byte_changed_never_panics(at in 0usize..4792, value in any::<u8>()) {
+        let mut c = PLAIN.to_vec();
+        c[at % PLAIN.len()] = value;
+        if let Ok(entries) = parse(&c) {
+            for e in entries {
+                let _ = (e.ptx(), e.elf());
+            }
+        }
+    }
+}

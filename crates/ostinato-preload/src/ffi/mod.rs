@@ -1,0 +1,107 @@
+//! The C side: the exported entry points (`dlsym`, `__cudaRegisterFatBinary`), the wrapped
+//! `cuGetProcAddress` and driver entry points, the real driver calls of the read-back, and the reads
+//! of code images through raw pointers. All of this crate's unsafe code is here.
+//!
+//! Every entry point the application can reach catches panics (none crosses the C boundary) and, on
+//! any failure of the interposer's own work, simply calls the real entry: the application sees the
+//! real driver's results, always.
+//!
+//! The unit tests' binary exports none of the entry points (a test binary must not define `dlsym`),
+//! so there most of this module is unused.
+
+#![cfg_attr(test, allow(dead_code))]
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod dlsym;
+mod driver;
+mod hooks;
+mod memory;
+mod procaddr;
+pub mod types;
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Runs `f`, catching a panic: `None` on one.
+fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    catch_unwind(AssertUnwindSafe(f)).ok()
+}
+
+thread_local! {
+    /// Whether this thread is inside the interposer's own work.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs the interposer's own work `f` (guarded), unless this thread is already inside it.
+fn own_work<T>(f: impl FnOnce() -> T) -> Option<T> {
+    if BUSY.get() {
+        return None;
+    }
+    BUSY.set(true);
+    let out = guarded(f);
+    BUSY.set(false);
+    out
+}
+
+/// The state when observing (a panic while reading the settings counts as not observing).
+fn observing() -> Option<&'static crate::state::State> {
+    guarded(crate::state::observing).flatten()
+}
+
+/// A real entry point, taken once: a wrapper forwards to the one pointer its slot holds.
+pub(crate) struct Slot(AtomicUsize);
+
+impl Slot {
+    pub const fn new() -> Slot {
+        Slot(AtomicUsize::new(0))
+    }
+
+    /// Takes `real` as this slot's entry point; false when the slot already holds another (then the
+    /// caller hands `real` out unwrapped).
+    pub fn claim(&self, real: usize) -> bool {
+        real != 0
+            && match self.0.compare_exchange(0, real, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => true,
+                Err(held) => held == real,
+            }
+    }
+
+    pub fn raw(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// The entry point as a function pointer of type `F`.
+    ///
+    /// # Safety
+    /// `F` must be the C signature of the entry point claimed into this slot.
+    pub unsafe fn get<F: Copy>(&self) -> Option<F> {
+        const { assert!(size_of::<F>() == size_of::<usize>()) };
+        let raw = self.raw();
+        // SAFETY: `raw` is a non-null function address of signature `F` (the caller's promise) and
+        // `F` is a function pointer of the same size as `usize`.
+        (raw != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&raw) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_takes_one_real_entry_point() {
+        let s = Slot::new();
+        assert!(!s.claim(0), "a null entry point is never taken");
+        assert!(s.claim(0x1000));
+        assert!(s.claim(0x1000), "the same one again");
+        assert!(!s.claim(0x2000), "another one is handed out unwrapped");
+        assert_eq!(s.raw(), 0x1000);
+    }
+
+    #[test]
+    fn own_work_does_not_nest_and_survives_a_panic() {
+        assert_eq!(own_work(|| own_work(|| 1)), Some(None));
+        assert_eq!(own_work(|| -> u8 { panic!("inside") }), None);
+        assert_eq!(own_work(|| 2), Some(2), "the thread is free again after a panic");
+    }
+}

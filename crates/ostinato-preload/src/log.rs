@@ -1,0 +1,163 @@
+//! The interposer's settings (environment variables) and its log: one JSON line per instantiated
+//! graph (`"event": "instantiate"`: the graph read back, the decision) and one per destroyed
+//! executable graph (`"event": "exec_destroy"`: how often it was launched).
+//!
+//! - `OSTINATO_PRELOAD_LOG=path` appends the lines to `path`; `-` writes them to stderr. Without it
+//!   the interposer only forwards calls: it keeps no image, reads no graph, writes nothing.
+//! - `OSTINATO_PRELOAD_IMAGE_BUDGET=bytes`: the most bytes of code images kept (default 1 GiB).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::decide::Decision;
+use crate::model::{Edge, GraphModel, Hex, Node, NodeBody};
+
+/// The default image budget.
+pub const DEFAULT_BUDGET: usize = 1 << 30;
+
+/// Where the log goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Stderr,
+    File(PathBuf),
+}
+
+/// The settings, read once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// `None`: the interposer only forwards.
+    pub log: Option<Target>,
+    pub budget: usize,
+}
+
+impl Config {
+    /// The settings from variables (`get(name)`).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Config {
+        let log = get("OSTINATO_PRELOAD_LOG").filter(|v| !v.is_empty()).map(|v| if v == "-" { Target::Stderr } else { Target::File(v.into()) });
+        let budget = get("OSTINATO_PRELOAD_IMAGE_BUDGET").and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_BUDGET);
+        Config { log, budget }
+    }
+}
+
+/// The open log.
+pub struct Sink(Mutex<Box<dyn Write + Send>>);
+
+impl Sink {
+    /// Opens `target` (a file is appended to).
+    pub fn open(target: &Target) -> std::io::Result<Sink> {
+        let w: Box<dyn Write + Send> = match target {
+            Target::Stderr => Box::new(std::io::stderr()),
+            Target::File(p) => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
+        };
+        Ok(Sink(Mutex::new(w)))
+    }
+
+    /// Writes one line, whole (a failed write is dropped: the log never fails the application).
+    pub fn line(&self, line: &str) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        let _ = w.write_all(&bytes).and_then(|()| w.flush());
+    }
+}
+
+/// Node and edge counts of a graph.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub nodes: usize,
+    pub edges: usize,
+    pub kernels: usize,
+    pub programmatic_edges: usize,
+}
+
+impl Counts {
+    pub fn of(g: &GraphModel) -> Counts {
+        Counts {
+            nodes: g.nodes.len(),
+            edges: g.edges.len(),
+            kernels: g.nodes.iter().filter(|n| matches!(n.body, NodeBody::Kernel(_))).count(),
+            programmatic_edges: g.edges.iter().filter(|e| e.programmatic).count(),
+        }
+    }
+}
+
+/// How one instantiate call went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The entry point the application called.
+    pub api: &'static str,
+    pub graph: u64,
+    /// The executable graph it made (0 on failure).
+    pub exec: u64,
+    /// The real call's `CUresult`.
+    pub result: i32,
+    /// Microseconds spent reading the graph back and deciding.
+    pub read_us: u64,
+}
+
+#[derive(Serialize)]
+struct InstantiateLine<'a> {
+    event: &'static str,
+    seq: u64,
+    pid: u32,
+    api: &'static str,
+    graph: Hex,
+    exec: Hex,
+    result: i32,
+    flags: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arch: Option<u32>,
+    counts: Counts,
+    decision: &'a Decision,
+    nodes: &'a [Node],
+    edges: &'a [Edge],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    read_us: u64,
+}
+
+/// The line of one instantiated graph (`seq`: its number in this process).
+pub fn instantiate_line(seq: u64, call: &Call, graph: &GraphModel, decision: &Decision) -> String {
+    let line = InstantiateLine {
+        event: "instantiate",
+        seq,
+        pid: std::process::id(),
+        api: call.api,
+        graph: Hex(call.graph),
+        exec: Hex(call.exec),
+        result: call.result,
+        flags: graph.flags,
+        arch: graph.arch,
+        counts: Counts::of(graph),
+        decision,
+        nodes: &graph.nodes,
+        edges: &graph.edges,
+        error: graph.error.as_deref(),
+        read_us: call.read_us,
+    };
+    serde_json::to_string(&line).unwrap_or_else(|e| format!("{{\"event\":\"instantiate\",\"seq\":{seq},\"error\":\"{e}\"}}"))
+}
+
+#[derive(Serialize)]
+struct DestroyLine {
+    event: &'static str,
+    seq: u64,
+    pid: u32,
+    exec: Hex,
+    launches: u64,
+    adoptable: bool,
+}
+
+/// The line of one destroyed executable graph (`seq`: the instantiate it came from).
+pub fn destroy_line(seq: u64, exec: u64, launches: u64, adoptable: bool) -> String {
+    let line = DestroyLine { event: "exec_destroy", seq, pid: std::process::id(), exec: Hex(exec), launches, adoptable };
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;

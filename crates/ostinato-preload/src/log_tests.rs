@@ -1,0 +1,68 @@
+use super::*;
+use crate::decide::decide;
+use crate::model::{Edge, GraphModel, Node, NodeBody};
+
+#[test]
+fn settings_come_from_the_environment() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+    assert_eq!(Config::from_vars(vars(&[])), Config { log: None, budget: DEFAULT_BUDGET });
+    assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "")])).log, None);
+    assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "-")])).log, Some(Target::Stderr));
+    let c = Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "/tmp/x.jsonl"), ("OSTINATO_PRELOAD_IMAGE_BUDGET", "4096")]));
+    assert_eq!(c, Config { log: Some(Target::File("/tmp/x.jsonl".into())), budget: 4096 });
+    assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_IMAGE_BUDGET", "lots")])).budget, DEFAULT_BUDGET);
+}
+
+fn graph() -> GraphModel {
+    GraphModel {
+        flags: 0,
+        arch: Some(90),
+        nodes: vec![Node { index: 0, body: NodeBody::Other { code: 5, name: "empty" } }, Node { index: 1, body: NodeBody::Other { code: 5, name: "empty" } }],
+        edges: vec![Edge::new(0, 1, 1, 0, 1)],
+        error: None,
+    }
+}
+
+#[test]
+fn an_instantiate_line_is_one_json_object_with_the_graph_and_the_decision() {
+    let g = graph();
+    let call = Call { api: "cuGraphInstantiateWithFlags", graph: 0xabc, exec: 0xdef, result: 0, read_us: 12 };
+    let line = instantiate_line(3, &call, &g, &decide(&g));
+    assert!(!line.contains('\n'));
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["event"], "instantiate");
+    assert_eq!(v["seq"], 3);
+    assert_eq!(v["graph"], "0xabc");
+    assert_eq!(v["exec"], "0xdef");
+    assert_eq!(v["counts"]["nodes"], 2);
+    assert_eq!(v["counts"]["programmatic_edges"], 1);
+    assert_eq!(v["edges"][0]["programmatic"], true);
+    assert_eq!(v["edges"][0]["from_port"], 1);
+    assert_eq!(v["edges"][0]["type"], 1);
+    assert_eq!(v["nodes"][1]["type"], "other");
+    assert_eq!(v["nodes"][1]["name"], "empty");
+    assert_eq!(v["decision"]["verdict"], "fall_through");
+    assert_eq!(v["decision"]["reasons"][0]["reason"], "node_type");
+    assert_eq!(v["decision"]["reasons"][0]["node"], 0);
+    assert!(v["decision"]["reason"].as_str().unwrap().contains("empty node"));
+}
+
+#[test]
+fn a_destroy_line_counts_launches() {
+    let v: serde_json::Value = serde_json::from_str(&destroy_line(4, 0x10, 7, true)).unwrap();
+    assert_eq!(
+        (v["event"].as_str(), v["seq"].as_u64(), v["launches"].as_u64(), v["adoptable"].as_bool()),
+        (Some("exec_destroy"), Some(4), Some(7), Some(true))
+    );
+}
+
+#[test]
+fn a_file_sink_appends_whole_lines() {
+    let path = std::env::temp_dir().join(format!("ostinato-preload-log-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    for _ in 0..2 {
+        Sink::open(&Target::File(path.clone())).unwrap().line("{\"a\":1}");
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":1}\n");
+    let _ = std::fs::remove_file(&path);
+}
