@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 rm -rf .devbin && mkdir -p .devbin/tests
 cargo build --release -p ostinato-cli
 cp target/release/ostinato .devbin/
+# The graph-API interposer (LD_PRELOAD), for crates/ostinato-preload/tests/gpu/run.sh.
+cargo build --release -p ostinato-preload
+cp target/release/libostinato_preload.so .devbin/
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil, os
@@ -20,7 +23,7 @@ for line in sys.stdin:
 # tests of the NVIDIA code analysis (ostinato-cuda-code); the rest run in CI.
 find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' ! -name 'ostinato_cuda_code__lib' \
   ! -name 'contract_kernels__test' ! -name 'pack_contract__test' ! -name 'ptx_fixtures__test' -delete
-strip .devbin/ostinato .devbin/tests/*
+strip .devbin/ostinato .devbin/tests/* .devbin/libostinato_preload.so
 cp -r examples kernels .devbin/
 # The C ABI (library, header), for the C examples the GPU machine compiles against it.
 bash scripts/install-c.sh .devbin/c >/dev/null

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The interposer end to end without a GPU: a table driver (fake_cuda.c) reached as cudart reaches
+# libcuda (dlopen, dlsym, cuGetProcAddress), an application run plain and under LD_PRELOAD, the log
+# checked. Usage: run.sh [path/to/libostinato_preload.so] (default: the workspace's debug build).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+lib="$(realpath "${1:-$here/../../../../target/debug/libostinato_preload.so}")"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cc=${CC:-cc}
+$cc -shared -fPIC -O1 -o "$work/libfake.so" "$here/fake_cuda.c"
+$cc -shared -fPIC -DFIRST -o "$work/libfirst.so" "$here/next.c"
+$cc -shared -fPIC -o "$work/libsecond.so" "$here/next.c"
+$cc -o "$work/app" "$here/app.c" -L"$work" -Wl,--no-as-needed -lfirst -lsecond -ldl -Wl,-rpath,"$work"
+fatbin="$here/../fixtures/scale_plain.fatbin"
+plain=$("$work/app" "$work/libfake.so" "$fatbin")
+silent=$(LD_PRELOAD="$lib" "$work/app" "$work/libfake.so" "$fatbin" 2>&1)
+logged=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/log.jsonl" "$work/app" "$work/libfake.so" "$fatbin")
+echo "plain: $plain; preloaded, silent: $silent; preloaded, logging: $logged"
+[ "$plain" = PASS ] && [ "$silent" = PASS ] && [ "$logged" = PASS ] || { echo "FAIL: an application run failed"; exit 1; }
+python3 - "$work/log.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+inst = [l for l in lines if l["event"] == "instantiate"]
+dest = [l for l in lines if l["event"] == "exec_destroy"]
+assert len(inst) == 1 and len(dest) == 1, lines
+g = inst[0]
+assert g["api"] == "cuGraphInstantiateWithFlags" and g["result"] == 0 and g["exec"] == "0x9001", g
+assert g["counts"] == {"nodes": 2, "edges": 1, "kernels": 1, "programmatic_edges": 1}, g["counts"]
+k = g["nodes"][1]
+assert k["type"] == "kernel" and k["name"] == "scale" and k["grid"] == [2, 1, 1], k
+assert [p.get("access") for p in k["params"]] == ["write", "read", None, None], k["params"]
+assert k["params"][1]["pointers"][0] == {"at": 0, "value": "0x7f0000100040", "base": "0x7f0000100000", "size": 4096}, k["params"][1]
+assert g["decision"]["verdict"] == "adoptable", g["decision"]
+assert dest[0]["launches"] == 3 and dest[0]["adoptable"] is True, dest
+print("PASS: the log has the graph (2 nodes, 1 programmatic edge), the kernel's pointers and access, the decision, 3 launches")
+PY
+[ -z "$(LD_PRELOAD="$lib" "$work/app" "$work/libfake.so" "$fatbin" 2>&1 >/dev/null)" ] || { echo "FAIL: not silent without OSTINATO_PRELOAD_LOG"; exit 1; }
