@@ -9,7 +9,9 @@ use crate::cuda_raw::Stream;
 use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{PdlPolicy, Variant};
 use ostinato_cuda::DeviceBuffer as Buffer;
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority};
+use ostinato_cuda::{
+    BuiltinModules, CudaBackend, CudaExec, CudaKernel, CudaOptions, Device, DeviceMemory, ExecMode, LaunchOn, PdlMode, StreamPriority, TileStaging,
+};
 use ostinato_host::{HostBackend, HostExec};
 
 use super::workload::{Kernels, Workload};
@@ -30,6 +32,9 @@ pub enum ArmKind {
     OstinatoUnfused,
     /// Ablation: chain fusion on (independent neighbours on a lane fused too).
     OstinatoFusionOn,
+    /// Ablation: auto, but block-local fused chains read and write device memory rather than staging
+    /// their tiles in shared memory (`TileStaging::Off`).
+    OstinatoUnstaged,
     /// Ablation: Ostinato's unfused graph with PDL off.
     OstinatoPdlOff,
     /// Ablation: Ostinato's unfused graph with PDL on every capable edge.
@@ -79,6 +84,7 @@ impl ArmKind {
             ArmKind::Ostinato => "ostinato",
             ArmKind::OstinatoUnfused => "ostinato-unfused",
             ArmKind::OstinatoFusionOn => "ostinato-fusion-on",
+            ArmKind::OstinatoUnstaged => "ostinato-unstaged",
             ArmKind::OstinatoPdlOff => "ostinato-pdl-off",
             ArmKind::OstinatoPdlOn => "ostinato-pdl-on",
             ArmKind::OstinatoEager => "ostinato-eager",
@@ -104,7 +110,7 @@ impl ArmKind {
         ArmKind::OstinatoVulkanEvents,
         ArmKind::OstinatoVulkanUnfused,
     ];
-    pub const CUDA: [ArmKind; 17] = [
+    pub const CUDA: [ArmKind; 18] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
@@ -118,6 +124,7 @@ impl ArmKind {
         ArmKind::Ostinato,
         ArmKind::OstinatoUnfused,
         ArmKind::OstinatoFusionOn,
+        ArmKind::OstinatoUnstaged,
         ArmKind::OstinatoPdlOff,
         ArmKind::OstinatoPdlOn,
         ArmKind::OstinatoThread,
@@ -355,6 +362,9 @@ impl OstinatoCuda {
             ArmKind::Ostinato => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller, Auto),
             ArmKind::OstinatoUnfused => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller, Off),
             ArmKind::OstinatoFusionOn => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Caller, On),
+            ArmKind::OstinatoUnstaged => {
+                return Some(CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy { mode: PdlMode::Auto, ..base.pdl }, tile_staging: TileStaging::Off, ..base })
+            }
             ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off, LaunchOn::Caller, Off),
             ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On, LaunchOn::Caller, Off),
             ArmKind::OstinatoThread => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }, Auto),

@@ -14,6 +14,7 @@ pub fn arm_manifest(kind: ArmKind, w: &Workload, modules: &BuiltinModules, backe
         ArmKind::Ostinato
         | ArmKind::OstinatoUnfused
         | ArmKind::OstinatoFusionOn
+        | ArmKind::OstinatoUnstaged
         | ArmKind::OstinatoPdlOff
         | ArmKind::OstinatoPdlOn
         | ArmKind::OstinatoEager

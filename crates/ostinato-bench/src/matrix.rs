@@ -706,6 +706,7 @@ mod tests {
                 ArmKind::Ostinato,
                 ArmKind::OstinatoUnfused,
                 ArmKind::OstinatoFusionOn,
+                ArmKind::OstinatoUnstaged,
                 ArmKind::OstinatoPdlOff,
                 ArmKind::OstinatoPdlOn,
                 ArmKind::OstinatoThread

@@ -179,6 +179,7 @@ fn arm_meaning(kind: ArmKind) -> &'static str {
         ArmKind::Ostinato => "Ostinato on CUDA: the plan's edges only, its fence policy (auto) and chain fusion, one graph launch",
         ArmKind::OstinatoUnfused => "Ostinato on CUDA without chain fusion",
         ArmKind::OstinatoFusionOn => "Ostinato on CUDA with chain fusion on (independent neighbours on a lane fused too)",
+        ArmKind::OstinatoUnstaged => "Ostinato on CUDA, block-local fused chains without tile staging (every member reads and writes device memory)",
         ArmKind::OstinatoPdlOff => "Ostinato on CUDA, unfused, every edge a full dependency",
         ArmKind::OstinatoPdlOn => "Ostinato on CUDA, unfused, every capable edge programmatic",
         ArmKind::OstinatoEager => "Ostinato's plan launched eagerly over its lanes (unfused)",

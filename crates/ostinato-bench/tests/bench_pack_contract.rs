@@ -169,7 +169,7 @@ fn every_fused_chain_of_the_gpu_matrix_compiles_and_passes_the_contract() {
             for (gi, gr) in groups(&plan, &fusable, mode).iter().enumerate() {
                 let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(&plan, l, |_| body.uses_shared)).collect();
                 let fused =
-                    ostinato_cuda::fusion::source::generate(&plan, gr, &format!("ostinato_fused_{gi}"), code, &bars, &|k| w.graph.kernel(k).name.clone());
+                    ostinato_cuda::fusion::source::generate(&plan, gr, &format!("ostinato_fused_{gi}"), code, &bars, &|k| w.graph.kernel(k).name.clone(), None);
                 for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled] {
                     let start = std::time::Instant::now();
                     let c = match compile::compile(&fused.sig.name, &fused.source, "sm_90", trigger) {

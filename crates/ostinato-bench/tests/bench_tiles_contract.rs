@@ -166,9 +166,21 @@ fn the_tiled_rows_fuse_hand_off_or_stay_whole_nodes_as_their_relations_say() {
             let first = gr.lanes[0][0].index();
             let Some((k, code, _)) = code_of(first) else { continue };
             let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(&plan, l, |v| fusable[v.index()].is_some_and(|f| f.uses_shared))).collect();
-            let f = ostinato_cuda::fusion::source::generate(&plan, gr, &format!("ostinato_fused_{gi}"), &code, &bars, &|id| g.kernel(id).name.clone());
+            // Unstaged, and staged as if every map were verified and every access plain (the rows'
+            // maps are verified on the GPU: `gpu_tiles`).
+            let staging = ostinato_cuda::fusion::source::Staging {
+                bodies: ostinato_cuda::fusion::stage::Bodies { plain: &|_, _| true, attributed: &|_| true },
+                budget: ostinato_cuda::fusion::stage::STAGE_BUDGET_BYTES,
+            };
+            let generate =
+                |st| ostinato_cuda::fusion::source::generate(&plan, gr, &format!("ostinato_fused_{gi}"), &code, &bars, &|id| g.kernel(id).name.clone(), st);
+            let (f, staged) = (generate(None), generate(Some(&staging)));
+            // The softmax row's 32 KiB of rows a block fit the staging budget; the RMS row's 64 KiB
+            // of x (and of h) a block do not.
+            let want: &[(usize, u64)] = if kind == "softmax" { &[(0, 32 * 1024)] } else { &[] };
+            assert_eq!(staged.staged.iter().map(|t| (t.param, t.len)).collect::<Vec<_>>(), want, "{}", w.id);
             assert_eq!(f.launch.grid, gr.key.grid, "{}: the fused kernel has its nodes' grid", w.id);
-            for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled] {
+            for (f, trigger) in [&f, &staged].into_iter().flat_map(|f| [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled].map(|t| (f, t))) {
                 let c = match compile::compile(&f.sig.name, &f.source, "sm_90", trigger) {
                     Ok(c) => c,
                     Err(e) => {

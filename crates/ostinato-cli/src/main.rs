@@ -124,6 +124,10 @@ struct RunArgs {
     /// decision 13), wherever the maps allow (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("handoff"))]
     handoff: String,
+    /// CUDA: block-local fused chains keep their verified tiles in shared memory for the whole chain
+    /// (auto), or read and write device memory (off). Kept out of the default help.
+    #[arg(long, default_value = "auto", value_parser = exec_choice("tile-staging"), hide = true)]
+    tile_staging: String,
     /// CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the
     /// exec owns (replay returns once the command is queued; the thread spins 5 ms after each). Kept
     /// out of the default help.
@@ -177,6 +181,7 @@ impl RunArgs {
             ("pdl", &self.pdl),
             ("fusion", &self.fusion),
             ("handoff", &self.handoff),
+            ("tile-staging", &self.tile_staging),
             ("launch", &self.launch),
             ("shape", &self.shape),
             ("trigger", &self.trigger),

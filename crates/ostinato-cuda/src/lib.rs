@@ -43,7 +43,7 @@ pub use limits::LaunchLimits;
 pub use lower::{Dims, FullEdge, PdlMode, PdlPolicy, Variant};
 pub use module::{BuiltinModules, CudaKernel, LoadedModule, ModuleSource};
 // The build variants: the type of `CudaOptions::trigger`.
-pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority, DEFAULT_WAIT_TIMEOUT};
+pub use options::{CudaOptions, DeviceMemory, ExecMode, ExternalStream, GraphBuild, LaunchOn, StreamPriority, TileStaging, DEFAULT_WAIT_TIMEOUT};
 pub use ostinato::Named;
 pub use ostinato_cuda_code::PdlTrigger;
 pub use user::{DeviceBuffer, UserStream};

@@ -106,6 +106,9 @@ pub struct CudaOptions {
     pub fusion: FusionMode,
     /// Tile hand-offs: consumers that wait for exactly the producer blocks they need (`crate::handoff`).
     pub handoff: crate::handoff::HandoffMode,
+    /// Tile staging: block-local fused chains keep their verified tiles in shared memory
+    /// (`crate::fusion::stage`).
+    pub tile_staging: TileStaging,
     /// How long `wait` (and every call that waits: reads, writes, timers) waits for submitted
     /// replays before it gives up with [`crate::CudaError::Timeout`]; `None` waits for ever.
     pub wait_timeout: Option<std::time::Duration>,
@@ -114,6 +117,26 @@ pub struct CudaOptions {
 /// The default [`CudaOptions::wait_timeout`]: far longer than any replay of a retained graph takes,
 /// short enough that a kernel that never ends becomes an error.
 pub const DEFAULT_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether block-local fused chains stage their tiles in shared memory (`crate::fusion::stage`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TileStaging {
+    /// Wherever the rules of `crate::fusion::stage` allow (verified maps, plain accesses, a budget).
+    #[default]
+    Auto,
+    /// Never: every member reads and writes device memory.
+    Off,
+}
+
+impl ostinato::Named for TileStaging {
+    const ALL: &'static [Self] = &[TileStaging::Auto, TileStaging::Off];
+    fn name(self) -> &'static str {
+        match self {
+            TileStaging::Auto => "auto",
+            TileStaging::Off => "off",
+        }
+    }
+}
 
 impl Default for CudaOptions {
     fn default() -> Self {
@@ -126,6 +149,7 @@ impl Default for CudaOptions {
             launch: LaunchOn::Caller,
             fusion: FusionMode::default(),
             handoff: crate::handoff::HandoffMode::default(),
+            tile_staging: TileStaging::default(),
             wait_timeout: Some(DEFAULT_WAIT_TIMEOUT),
         }
     }

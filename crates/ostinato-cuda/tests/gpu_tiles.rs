@@ -6,7 +6,7 @@ mod common;
 
 use ostinato::{read_roots, write_inits, Access, Arg, Backend, Exec, Graph, KernelSig, Launch, Plan, PlanOptions, Scalar, ScalarType, TileMap, TileRange};
 use ostinato_cuda::lower::PdlPolicy;
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, FusionMode, HandoffMode, PdlMode, PdlTrigger};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, ExecMode, FusionMode, HandoffMode, PdlMode, PdlTrigger, TileStaging};
 use ostinato_testkit::random_graphs::host_kernels;
 use ostinato_testkit::tiled_graphs::random_tiled_program;
 
@@ -21,8 +21,11 @@ fn random_tiled_programs_match_the_host_oracle() {
         (FusionMode::Auto, HandoffMode::On, ExecMode::Graph, PdlMode::Off),
         (FusionMode::Off, HandoffMode::On, ExecMode::Eager, PdlMode::Auto),
     ];
+    // Every configuration stages what it may (the default), and once more fused on without staging.
+    let configs =
+        configs.map(|c| (c, TileStaging::Auto)).into_iter().chain([((FusionMode::On, HandoffMode::Off, ExecMode::Graph, PdlMode::Auto), TileStaging::Off)]);
     let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).unwrap();
-    let (mut compared, mut fused, mut nodes, mut handoffs) = (0, 0, 0, 0);
+    let (mut compared, mut fused, mut nodes, mut handoffs, mut staged) = (0, 0, 0, 0, 0);
     for seed in 0..60u64 {
         let prog = random_tiled_program(seed, 6 + (seed as usize * 11) % 40);
         let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
@@ -34,8 +37,8 @@ fn random_tiled_programs_match_the_host_oracle() {
             host.replay().unwrap();
         }
         let want = read_roots(&mut host).unwrap();
-        for (fusion, handoff, mode, pdl) in configs {
-            let options = CudaOptions { fusion, handoff, mode, pdl: PdlPolicy::new(pdl), ..CudaOptions::default() };
+        for ((fusion, handoff, mode, pdl), tile_staging) in configs.clone() {
+            let options = CudaOptions { fusion, handoff, mode, pdl: PdlPolicy::new(pdl), tile_staging, ..CudaOptions::default() };
             let backend = CudaBackend::with_builtins(&device, &modules, options).unwrap();
             let kernels = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name, k).unwrap()).collect();
             let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
@@ -48,8 +51,9 @@ fn random_tiled_programs_match_the_host_oracle() {
             assert_eq!(
                 read_roots(&mut exec).unwrap(),
                 want,
-                "seed {seed}: fusion {fusion:?} hand-off {handoff:?} {mode:?} pdl {pdl:?} differs from the host oracle"
+                "seed {seed}: fusion {fusion:?} hand-off {handoff:?} {mode:?} pdl {pdl:?} staging {tile_staging:?} differs from the host oracle"
             );
+            staged += exec.staged_tiles().0;
             fused += exec.fused_nodes();
             handoffs += exec.handoffs();
             nodes += plan.node_count();
@@ -62,7 +66,7 @@ fn random_tiled_programs_match_the_host_oracle() {
     assert!(fused > nodes / 20, "only {fused} of {nodes} nodes ran fused");
     assert!(handoffs > nodes / 20, "only {handoffs} of {nodes} nodes waited for their producers' tiles");
     eprintln!(
-        "compared {compared} tiled CUDA runs bitwise with the host oracle ({fused} of {nodes} nodes fused block by block, {handoffs} handed off tile by tile)"
+        "compared {compared} tiled CUDA runs bitwise with the host oracle ({fused} of {nodes} nodes fused block by block, {handoffs} handed off tile by tile, {staged} tiles staged in shared memory)"
     );
 }
 
@@ -78,18 +82,27 @@ fn a_block_local_chain_of_8192_blocks_runs_as_one_kernel_of_its_grid() {
             g.add_launch_tiled(k, Launch::linear(blocks, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(blocks * 256))], &[("x", row.clone())], &[]).unwrap();
         }
         let plan = Plan::compile(&g).unwrap();
-        let backend = CudaBackend::new(&device, CudaOptions::default()).unwrap();
-        let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AfterWait);
-        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
-        assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (941, 1), "{blocks} blocks: one fused launch");
-        assert_eq!(exec.lowering().launches[0].dims.grid, [blocks, 1, 1]);
-        for _ in 0..2 {
-            exec.replay().unwrap();
+        // Staged (each block's 1 KiB in shared memory for the whole chain) and not: the same bits.
+        for (staging, staged) in [(TileStaging::Auto, (1, 1024)), (TileStaging::Off, (0, 0))] {
+            let backend = CudaBackend::new(&device, CudaOptions { tile_staging: staging, ..CudaOptions::default() }).unwrap();
+            let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AfterWait);
+            let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+            assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (941, 1), "{blocks} blocks: one fused launch");
+            assert_eq!(exec.lowering().launches[0].dims.grid, [blocks, 1, 1]);
+            assert_eq!(exec.staged_tiles(), staged, "{blocks} blocks, staging {staging:?}");
+            // Each element starts at its own index: a block that staged another block's tile, or wrote
+            // back to the wrong place, moves some element off its value.
+            let init: Vec<u8> = (0..blocks * 256).flat_map(|i| (i as f32).to_le_bytes()).collect();
+            exec.write_buffer(x, 0, &init).unwrap();
+            for _ in 0..2 {
+                exec.replay().unwrap();
+            }
+            exec.wait().unwrap();
+            let mut out = vec![0u8; blocks as usize * 1024];
+            exec.read_buffer(x, 0, &mut out).unwrap();
+            let wrong = out.chunks(4).enumerate().filter(|(i, c)| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) != *i as f32 + 2.0 * 941.0).count();
+            assert_eq!(wrong, 0, "{blocks} blocks, staging {staging:?}: every element 941 more per replay");
         }
-        exec.wait().unwrap();
-        let mut out = vec![0u8; blocks as usize * 1024];
-        exec.read_buffer(x, 0, &mut out).unwrap();
-        assert!(out.chunks(4).all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == 2.0 * 941.0), "{blocks} blocks: every element 941 times per replay");
     }
 }
 

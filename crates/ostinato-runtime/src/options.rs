@@ -59,6 +59,13 @@ pub const CHOICES: &[Choice] = &[
         study: false,
     },
     Choice {
+        key: "tile-staging",
+        help: "CUDA: block-local fused chains keep their verified tiles in shared memory for the whole chain (auto), or read and write device memory (off)",
+        backends: CUDA,
+        values: names::<ostinato_cuda::TileStaging>,
+        study: true,
+    },
+    Choice {
         key: "launch",
         help: "CUDA: which thread calls the driver on replay and patch: the caller's, or a launch thread the exec owns",
         backends: CUDA,
@@ -202,6 +209,7 @@ impl ExecOptions {
             launch: self.parsed::<LaunchOn>("launch")?,
             fusion: self.parsed::<FusionMode>("fusion")?,
             handoff: self.parsed::<ostinato_cuda::HandoffMode>("handoff")?,
+            tile_staging: self.parsed::<ostinato_cuda::TileStaging>("tile-staging")?,
             wait_timeout: match self.wait_timeout {
                 WaitTimeout::Default => defaults.wait_timeout,
                 WaitTimeout::Never => None,

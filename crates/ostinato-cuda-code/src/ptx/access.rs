@@ -44,6 +44,26 @@ pub struct EntryAccess {
     /// instruction; `unknown_noncoherent` holds such a read whose address the analysis cannot attribute.
     pub noncoherent: Vec<(usize, Evidence)>,
     pub unknown_noncoherent: Option<Evidence>,
+    /// Params reached by an access other than a plain weak load or store (an atomic, a reduction, a
+    /// cache or eviction qualifier, a memory-model qualifier, a bulk copy), with the first instruction.
+    pub unplain: Vec<(usize, Evidence)>,
+    /// The first access of device memory (or call) whose address the analysis cannot attribute to a
+    /// param: it may touch any buffer.
+    pub unattributed: Option<Evidence>,
+}
+
+/// The qualifiers a plain weak `ld` / `st` may carry: its state space (global or none), `weak`, a
+/// vector width and a type. Anything else (`.nc`, `.volatile`, `.relaxed`, `.acquire`, `.release`,
+/// `.ca`, `.cg`, `.cs`, `.lu`, `.cv`, `.wb`, `.wt`, `.L1::…`, `.L2::…`, `.mmio`, `.async`) makes it not plain.
+const PLAIN_QUALIFIERS: &[&str] = &[
+    "global", "weak", "v2", "v4", "v8", "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16",
+    "bf16x2", "f32", "f64",
+];
+
+/// Whether `ins` is a plain weak load or store of global or generic memory: what C++ compiles a
+/// dereference to, and what reads and writes the same bytes whatever memory a generic address names.
+pub fn is_plain_access(ins: &Instr) -> bool {
+    matches!(ins.head(), "ld" | "st") && ins.op.split('.').skip(1).all(|q| PLAIN_QUALIFIERS.contains(&q))
 }
 
 impl EntryAccess {
@@ -70,6 +90,7 @@ pub fn entry_access(module: &ModuleInfo, entry: &Entry, source: &str, is_buffer:
             None if ins.head() == "call" && ins.operands.iter().any(|o| HARMLESS_CALLS.contains(&o.as_str())) => continue,
             // A call or an indirect branch: anything may happen.
             None => {
+                out.unattributed.get_or_insert_with(ev);
                 for &b in &buffers {
                     out.params[b].read.add(Seen::Unknown(ev()));
                     out.params[b].write.add(Seen::Unknown(ev()));
@@ -97,7 +118,11 @@ pub fn entry_access(module: &ModuleInfo, entry: &Entry, source: &str, is_buffer:
                 Target::ModuleVars(_) if m.role.writes() => out.module_writes.push(ev()),
                 Target::ModuleVars(_) => {}
                 Target::Params(ps) => {
+                    let plain = is_plain_access(ins);
                     for p in ps {
+                        if !plain && !out.unplain.iter().any(|(q, _)| *q == p) {
+                            out.unplain.push((p, ev()));
+                        }
                         if m.role.reads() {
                             out.params[p].read.add(Seen::Yes(ev()));
                         }
@@ -110,6 +135,7 @@ pub fn entry_access(module: &ModuleInfo, entry: &Entry, source: &str, is_buffer:
                     }
                 }
                 Target::Unknown => {
+                    out.unattributed.get_or_insert_with(ev);
                     for &b in &buffers {
                         if m.role.reads() {
                             out.params[b].read.add(Seen::Unknown(ev()));

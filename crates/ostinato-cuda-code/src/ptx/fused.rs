@@ -22,6 +22,13 @@ pub struct FusedBody {
     /// A non-coherent read whose address the analysis cannot attribute to a param (it may read any
     /// buffer): the body may not follow any body that writes.
     pub noncoherent_unknown: Option<String>,
+    /// Params the body reaches other than by plain weak loads and stores (`access::is_plain_access`),
+    /// each with the first such instruction: their tiles may not be staged in shared memory (an
+    /// atomic, a cache qualifier or a `.global` asm names global memory, not the generic address).
+    pub unplain: Vec<(usize, String)>,
+    /// An access (or call) whose address the analysis cannot attribute to a param: it may touch any
+    /// tile, so none of its group's tiles may be staged.
+    pub unattributed: Option<String>,
 }
 
 /// Special registers that name the grid or the cluster: a body reading one behaves differently in a
@@ -76,6 +83,8 @@ pub fn fused_body(ptx: &str, entry: &str) -> Result<FusedBody, String> {
     let access = entry_access(&module, &entry, "fused body", &|_| true);
     body.noncoherent = access.noncoherent.into_iter().map(|(p, e)| (p, e.instruction)).collect();
     body.noncoherent_unknown = access.unknown_noncoherent.map(|e| e.instruction);
+    body.unplain = access.unplain.into_iter().map(|(p, e)| (p, e.instruction)).collect();
+    body.unattributed = access.unattributed.map(|e| e.instruction);
     Ok(body)
 }
 

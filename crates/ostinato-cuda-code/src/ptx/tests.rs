@@ -263,3 +263,39 @@ fn fused_bodies_report_their_noncoherent_reads() {
     let tex = FUSION_LDG.replacen("ld.global.nc.f32", "ldu.global.f32", 1);
     assert_eq!(fused_body(&tex, "ldg_scale").unwrap().noncoherent.len(), 1, "ldu is non-coherent too");
 }
+
+/// The fixture with `from` replaced by `to` in `plain_scale` (once).
+fn in_plain_scale(from: &str, to: &str) -> String {
+    let at = FUSION_LDG.find(".entry plain_scale(").unwrap();
+    let (head, tail) = FUSION_LDG.split_at(at);
+    assert!(tail.contains(from), "{from}");
+    format!("{head}{}", tail.replacen(from, to, 1))
+}
+
+#[test]
+fn fused_bodies_report_what_is_not_a_plain_load_or_store_and_what_they_cannot_attribute() {
+    let plain = fused_body(FUSION_LDG, "plain_scale").unwrap();
+    assert_eq!((plain.unplain.as_slice(), plain.unattributed.as_deref()), (&[][..], None), "plain loads and stores");
+    let ldg = fused_body(FUSION_LDG, "ldg_scale").unwrap();
+    assert_eq!(ldg.unplain.iter().map(|(p, _)| *p).collect::<Vec<_>>(), [1], "__ldg of `in` is not plain");
+    // Every qualifier beyond space, vector and type makes an access not plain; an atomic is not one.
+    for (from, to) in [
+        ("st.global.f32", "st.global.wt.f32"),
+        ("st.global.f32", "st.relaxed.gpu.global.f32"),
+        ("st.global.f32", "st.volatile.global.f32"),
+        ("ld.global.f32", "ld.global.cg.f32"),
+        ("ld.global.f32", "ld.global.L1::evict_last.f32"),
+        ("st.global.f32 \t[%rd7], %f2", "red.global.add.f32 \t[%rd7], %f2"),
+    ] {
+        let ptx = in_plain_scale(&format!("\t{from}"), &format!("\t{to}"));
+        let body = fused_body(&ptx, "plain_scale").unwrap();
+        assert!(!body.unplain.is_empty(), "{to}");
+        assert!(body.unplain.iter().all(|(_, i)| i.starts_with(to.split(' ').next().unwrap())), "{to}: {:?}", body.unplain);
+    }
+    // A vector access stays plain; an address loaded from memory cannot be attributed.
+    let v = in_plain_scale("\tld.global.f32 \t%f1, [%rd6];", "\tld.global.v2.f32 \t{%f1, %f3}, [%rd6];");
+    assert_eq!(fused_body(&v, "plain_scale").unwrap().unplain, []);
+    let loaded = in_plain_scale("\tld.global.f32 \t%f1, [%rd6];", "\tld.global.u64 \t%rd9, [%rd6];\n\tld.global.f32 \t%f1, [%rd9];");
+    let body = fused_body(&loaded, "plain_scale").unwrap();
+    assert_eq!(body.unattributed.as_deref(), Some("ld.global.f32 %f1, [%rd9]"));
+}

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, ParamKind, Plan};
+use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, NodeOp, ParamKind, Plan};
 
 use crate::captured::CapturedGraph;
 use ostinato_cuda_code::tilemaps::{KernelCode, TileChecks};
@@ -47,12 +47,15 @@ impl CudaBackend {
         // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
         // fused groups as single nodes (same buffers and slots).
         let user_plan = plan;
-        let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion)?;
+        let verified = |v: NodeId, p: usize| tile_map_verified(plan, &kernels, &tile_checks, v, p);
+        let staging = (self.options.tile_staging == crate::options::TileStaging::Auto).then_some(&verified as &dyn Fn(NodeId, usize) -> bool);
+        let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion, staging)?;
         let (fused, unfused) = (fusion.fused, fusion.unfused);
         let (plan, kernels, fused_nodes, units) = match &fused {
             Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes, f.units.clone()),
             None => (plan, kernels, 0, ostinato::trace::unit_per_node(plan.node_count())),
         };
+        let staged_tiles = fused.as_ref().map_or((0, 0), |f| f.staged.iter().flatten().fold((0, 0), |(n, b), (_, len)| (n + 1, b + len)));
         // Tile hand-offs: the nodes that wait for exactly the producer blocks they need launch
         // wrappers of their bodies, with flags and wait tables as buffers of the exec's own.
         let handed = crate::handoff::build::handoff(&self.device, self.options.trigger, plan, &kernels, self.options.handoff)?;
@@ -130,6 +133,7 @@ impl CudaBackend {
             plan,
             run_plan,
             fused_nodes,
+            staged_tiles,
             handoffs,
             unfused,
             handoff_pairs,
@@ -297,6 +301,25 @@ fn check_tile_maps(plan: &Plan, kernels: &[CudaKernel]) -> Result<TileChecks> {
         })
         .collect();
     Ok(TileChecks::check_graph(plan.graph(), &code)?)
+}
+
+/// Whether node `v`'s tile map on its kernel param `p` holds by the code: verified from the kernel's
+/// PTX (not vouched), or, for a built-in, covered by its stated footprint in every block
+/// (`ostinato::builtins::check_launch`, with the slots at their initial values; a patch that would
+/// break it is refused by the same check in the runtime).
+fn tile_map_verified(plan: &Plan, kernels: &[CudaKernel], checks: &TileChecks, v: NodeId, p: usize) -> bool {
+    let g = plan.graph();
+    let NodeOp::Kernel { kernel, .. } = &g.node(v).op else { return false };
+    if g.tile_map(v, p).is_none() {
+        return false;
+    }
+    let k = &kernels[kernel.index()];
+    if k.build.builtin {
+        let initial = |s: ostinato::SlotId| g.slots()[s.index()].initial;
+        return ostinato::builtins::check_launch(g, v, &k.entry, &initial).is_ok();
+    }
+    let name = g.param_name(v, p);
+    checks.accepted.iter().any(|a| a.node == v && a.param == name && a.vouched.is_none())
 }
 
 /// The NVTX names of a replay and of each launch of `run_plan` (its node's, or its fused members'),

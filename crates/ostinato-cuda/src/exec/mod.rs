@@ -161,6 +161,8 @@ pub struct CudaExec {
     run_plan: Arc<Plan>,
     /// How many of the user's nodes run inside fused kernels.
     fused_nodes: usize,
+    /// The tiles staged in shared memory by the fused kernels: (params, bytes a block) in all.
+    staged_tiles: (usize, u64),
     /// How many nodes wait for their producers tile by tile (`crate::handoff`).
     handoffs: usize,
     /// The user's nodes that run by themselves, with why (fusion's decision).
@@ -405,6 +407,12 @@ impl CudaExec {
     /// How many of the user's nodes run inside fused kernels (0: fusion off or nothing fused).
     pub fn fused_nodes(&self) -> usize {
         self.fused_nodes
+    }
+
+    /// The tiles the fused kernels stage in shared memory (`crate::fusion::stage`): how many params,
+    /// and how many bytes a block in all ((0, 0): none).
+    pub fn staged_tiles(&self) -> (usize, u64) {
+        self.staged_tiles
     }
 
     /// How many nodes wait for exactly the producer blocks they need instead of whole producers

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ostinato::{NodeOp, Plan};
 
-use super::source::{generate, FUSED_ENTRY};
+use super::source::{generate, Staging, FUSED_ENTRY};
+use super::stage::{Bodies, STAGE_BUDGET_BYTES};
 use super::{barriers, groups, Fusable, FuseKey, FusionMode, Group};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
@@ -22,6 +23,8 @@ pub struct FusedPlan {
     /// How many groups, and how many of the user's nodes they run.
     pub groups: usize,
     pub fused_nodes: usize,
+    /// The tiles staged in shared memory, per group: (fused param, bytes a block).
+    pub staged: Vec<Vec<(usize, u64)>>,
     /// The user's nodes each node of `plan` runs (a trace's units).
     pub units: Vec<Vec<ostinato::NodeId>>,
 }
@@ -66,7 +69,9 @@ pub struct Fusion {
 }
 
 /// Fuses `plan` under `mode` (see [`Fusion`]). A group whose shared memory would pass the block's
-/// limit is left unfused under `auto` and refused under `on`.
+/// limit is left unfused under `auto` and refused under `on`. With `verified` (whether node `v`'s tile
+/// map on its kernel param `p` is verified, not vouched), block-local groups stage the tiles
+/// [`super::stage`] allows in shared memory; `None` stages nothing.
 pub fn fuse(
     device: &Device,
     trigger: PdlTrigger,
@@ -74,6 +79,7 @@ pub fn fuse(
     kernels: &[CudaKernel],
     helpers: (&CudaKernel, &CudaKernel),
     mode: FusionMode,
+    verified: Option<&dyn Fn(ostinato::NodeId, usize) -> bool>,
 ) -> Result<Fusion> {
     let n = plan.node_count();
     if mode == FusionMode::Off {
@@ -101,7 +107,7 @@ pub fn fuse(
             }
         }
     };
-    let mut picked: Vec<Group> = Vec::new();
+    let mut picked: Vec<(Group, u64)> = Vec::new();
     for gr in candidates {
         // Static shared memory: once per distinct body; dynamic: the largest member's.
         let mut entries: Vec<&str> = Vec::new();
@@ -135,10 +141,10 @@ pub fn fuse(
             }
             continue;
         }
-        picked.push(gr);
+        picked.push((gr, (static_limit - shared).min(limit - shared - dynamic)));
     }
     let mut grouped = vec![false; n];
-    for gr in &picked {
+    for (gr, _) in &picked {
         for v in gr.nodes() {
             grouped[v.index()] = true;
         }
@@ -156,13 +162,22 @@ pub fn fuse(
     if picked.is_empty() {
         return Ok(Fusion { fused: None, unfused });
     }
+    // What the bodies allow staging: plain access to a param with a verified map, every access
+    // attributed.
+    let body = |v: ostinato::NodeId| bodies[v.index()].map(|(b, _)| &b.body);
+    let plain =
+        |v: ostinato::NodeId, p: usize| verified.is_some_and(|verified| verified(v, p)) && body(v).is_some_and(|b| !b.unplain.iter().any(|(q, _)| *q == p));
+    let attributed = |v: ostinato::NodeId| body(v).is_some_and(|b| b.unattributed.is_none());
     let mut fused = Vec::with_capacity(picked.len());
-    for (i, gr) in picked.iter().enumerate() {
+    for (i, (gr, budget)) in picked.iter().enumerate() {
         let (body, _) = bodies[gr.lanes[0][0].index()].expect("groups hold fusable nodes");
         let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |v| fusable[v.index()].is_some_and(|f| f.uses_shared))).collect();
         let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
-        fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry));
+        let staging = Staging { bodies: Bodies { plain: &plain, attributed: &attributed }, budget: (*budget).min(STAGE_BUDGET_BYTES) };
+        let staging = verified.is_some().then_some(&staging);
+        fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry, staging));
     }
+    let picked: Vec<Group> = picked.into_iter().map(|(gr, _)| gr).collect();
     let rewritten = super::rewrite::rewrite(plan, &picked, &fused).map_err(|reason| CudaError::Internal { op: "fusion", reason })?;
     let fused_plan = Plan::compile_with(&rewritten.graph, plan.options())
         .map_err(|e| CudaError::Internal { op: "fusion", reason: format!("planning the fused plan: {e}") })?;
@@ -175,6 +190,7 @@ pub fn fuse(
         all.push(main.with_variants(Some(&early), Some(&plain)));
     }
     let fused_nodes = picked.iter().map(Group::len).sum();
+    let staged = fused.iter().map(|f| f.staged.iter().map(|t| (t.param, t.len)).collect()).collect();
     let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
-    Ok(Fusion { fused: Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, units }), unfused })
+    Ok(Fusion { fused: Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, staged, units }), unfused })
 }

@@ -18,6 +18,7 @@ pub mod build;
 pub mod coherence;
 pub mod rewrite;
 pub mod source;
+pub mod stage;
 
 pub use ostinato::fusion::{barriers, groups, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS};
 

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use ostinato::{Access, Arg, BufferId, KernelSig, Launch, NodeOp, ParamKind, Plan, Scalar, ScalarType, Slice, SlotId};
 
+use super::stage::{self, Bodies, ParamUse, PointerParam, Staged};
 use super::Group;
 
 /// Prepended to a body source in every compile: PDL is the fused kernel's (the bodies' own
@@ -45,6 +46,12 @@ const FUSED_EPILOGUE: &str = r#"#undef blockIdx
 #define OSTINATO_FUSED_WAIT() do {} while (0)
 #define OSTINATO_FUSED_TRIGGER() do {} while (0)
 #endif
+/* A staged tile's copy, 16 bytes a thread (tiles are 16-byte aligned in address and length). */
+__device__ __forceinline__ void ostinato_stage_copy(void* dst, const void* src, unsigned long long bytes) {
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned n = blockDim.x * blockDim.y * blockDim.z;
+  for (unsigned long long k = t; k < bytes / 16; k += n) static_cast<uint4*>(dst)[k] = static_cast<const uint4*>(src)[k];
+}
 /* A pointer param handed to a body whatever pointer type it takes. */
 struct ostinato_fused_ptr {
   void* p;
@@ -68,6 +75,8 @@ pub struct FusedKernel {
     pub sig: KernelSig,
     pub args: Vec<Arg>,
     pub launch: Launch,
+    /// The tiles staged in shared memory ([`super::stage`]).
+    pub staged: Vec<Staged>,
 }
 
 /// The entry every generated module defines.
@@ -125,10 +134,12 @@ fn join(a: Access, b: Access) -> Access {
 struct Calls<'a> {
     plan: &'a Plan,
     params: Vec<Param>,
+    /// Which member passes which fused pointer param, as which of its kernel params.
+    uses: Vec<ParamUse>,
 }
 
 impl Calls<'_> {
-    fn pointer(&mut self, s: Slice, access: Access) -> String {
+    fn pointer(&mut self, v: ostinato::NodeId, kernel_param: Option<usize>, s: Slice, access: Access) -> String {
         let (root, start, end) = self.plan.graph().root_extent(s);
         let i = match self.params.iter().position(|p| matches!(p, Param::Pointer { root: r, start: st, .. } if *r == root && *st == start)) {
             Some(i) => {
@@ -143,6 +154,7 @@ impl Calls<'_> {
                 self.params.len() - 1
             }
         };
+        self.uses.push(ParamUse { node: v, kernel_param, fused_param: i });
         format!("ostinato_fused_ptr{{p{i}}}")
     }
     fn slot(&mut self, slot: SlotId, ty: ScalarType) -> String {
@@ -162,9 +174,9 @@ impl Calls<'_> {
             NodeOp::Kernel { kernel, args, .. } => {
                 let sig = g.kernel(*kernel);
                 let mut out = Vec::with_capacity(args.len());
-                for (p, a) in sig.params.iter().zip(args) {
+                for (k, (p, a)) in sig.params.iter().zip(args).enumerate() {
                     out.push(match (&p.kind, a) {
-                        (ParamKind::Buffer(m), Arg::Buffer(s)) => self.pointer(*s, *m),
+                        (ParamKind::Buffer(m), Arg::Buffer(s)) => self.pointer(v, Some(k), *s, *m),
                         (_, Arg::Scalar(x)) => literal(*x),
                         (ParamKind::Scalar(t), Arg::Slot(s)) => self.slot(*s, *t),
                         _ => unreachable!("a recorded node's args match its signature"),
@@ -173,11 +185,11 @@ impl Calls<'_> {
                 format!("{entry}({})", out.join(", "))
             }
             NodeOp::Copy { src, dst } => {
-                let (d, s) = (self.pointer(*dst, Access::Write), self.pointer(*src, Access::Read));
+                let (d, s) = (self.pointer(v, None, *dst, Access::Write), self.pointer(v, None, *src, Access::Read));
                 format!("ostinato_copy({d}, {s}, {}ull)", src.len)
             }
             NodeOp::Fill { dst, value } => {
-                let d = self.pointer(*dst, Access::Write);
+                let d = self.pointer(v, None, *dst, Access::Write);
                 format!("ostinato_fill({d}, {value}u, {}ull)", dst.len / 4)
             }
             NodeOp::Collective { .. } => unreachable!("a collective is never fusable (`build::body_of`)"),
@@ -185,9 +197,17 @@ impl Calls<'_> {
     }
 }
 
+/// What a group may stage in shared memory ([`super::stage`]): what its bodies allow, and the bytes
+/// left for it.
+pub struct Staging<'a> {
+    pub bodies: Bodies<'a>,
+    pub budget: u64,
+}
+
 /// The fused kernel `name` of `group`: `body_source` holds every member's code, `barriers[b][i]` says
 /// whether lane `b`'s `i`-th member needs a barrier before it ([`super::barriers`]), and `entry(k)` is
-/// kernel `k`'s name in the source (copies and fills call the internal kernels).
+/// kernel `k`'s name in the source (copies and fills call the internal kernels). With `staging`, the
+/// tiles [`super::stage::choose`] picks live in the block's shared memory for the whole kernel.
 pub fn generate(
     plan: &Plan,
     group: &Group,
@@ -195,9 +215,10 @@ pub fn generate(
     body_source: &str,
     barriers: &[Vec<bool>],
     entry: &dyn Fn(ostinato::KernelId) -> String,
+    staging: Option<&Staging>,
 ) -> FusedKernel {
     let g = plan.graph();
-    let mut calls = Calls { plan, params: Vec::new() };
+    let mut calls = Calls { plan, params: Vec::new(), uses: Vec::new() };
     let mut body = String::new();
     let lanes = group.lanes.len();
     for (b, (lane, bar)) in group.lanes.iter().zip(barriers).enumerate() {
@@ -246,6 +267,21 @@ pub fn generate(
         .collect();
     let threads: u32 = group.key.block.iter().product();
     let multi_block = group.key.grid != [1, 1, 1];
+    let staged = match staging {
+        Some(st) if multi_block => {
+            let pointers: Vec<PointerParam> = calls
+                .params
+                .iter()
+                .enumerate()
+                .filter_map(|(index, p)| match *p {
+                    Param::Pointer { root, start, access, .. } => Some(PointerParam { index, root, start, access }),
+                    Param::Slot { .. } => None,
+                })
+                .collect();
+            stage::choose(plan, group.key.grid, &pointers, &calls.uses, &st.bodies, st.budget)
+        }
+        _ => Vec::new(),
+    };
     let mut src = String::new();
     if multi_block {
         let _ = writeln!(
@@ -270,8 +306,10 @@ pub fn generate(
         src.push_str("  switch (blockIdx.x) {\n");
         src.push_str(&body);
         src.push_str("  }\n");
-    } else {
+    } else if staged.is_empty() {
         src.push_str(&body);
+    } else {
+        src.push_str(&staged_body(&staged, &body));
     }
     src.push_str("  if (OST_TRIGGER == 2) OSTINATO_FUSED_TRIGGER();\n}\n");
     let mut sig = KernelSig::new(name);
@@ -293,5 +331,34 @@ pub fn generate(
     let shared = group.nodes().map(|v| if let NodeOp::Kernel { launch, .. } = &g.node(v).op { launch.shared_bytes } else { 0 }).max().unwrap_or(0);
     let grid = if multi_block { group.key.grid } else { [lanes as u32, 1, 1] };
     let launch = Launch::new(grid, group.key.block).shared(shared);
-    FusedKernel { entry: FUSED_ENTRY, source: src, sig, args, launch }
+    FusedKernel { entry: FUSED_ENTRY, source: src, sig, args, launch, staged }
+}
+
+/// The members' calls `body` with the `staged` tiles copied into shared memory before them and back
+/// after: inside the block that runs the calls, each staged param's name is a generic pointer placed
+/// so that the member's own offsets land in the block's copy of its tile.
+fn staged_body(staged: &[Staged], body: &str) -> String {
+    let mut s = String::new();
+    for t in staged {
+        let i = t.param;
+        let _ = writeln!(s, "  __shared__ __align__(16) unsigned char ost_tile{i}[{}];", t.len);
+        let _ = writeln!(
+            s,
+            "  const unsigned long long ost_at{i} = {}ull + {}ull * blockIdx.x + {}ull * blockIdx.y + {}ull * blockIdx.z;",
+            t.base, t.stride[0], t.stride[1], t.stride[2]
+        );
+        let _ = writeln!(s, "  ostinato_stage_copy(ost_tile{i}, (const unsigned char*)p{i} + ost_at{i}, {}ull);", t.len);
+    }
+    s.push_str("  __syncthreads();\n  {\n");
+    for t in staged {
+        let i = t.param;
+        let _ = writeln!(s, "  void* const p{i} = (void*)((unsigned long long)ost_tile{i} - ost_at{i});");
+    }
+    s.push_str(body);
+    s.push_str("  }\n  __syncthreads();\n");
+    for t in staged.iter().filter(|t| t.write_back) {
+        let i = t.param;
+        let _ = writeln!(s, "  ostinato_stage_copy((unsigned char*)p{i} + ost_at{i}, ost_tile{i}, {}ull);", t.len);
+    }
+    s
 }

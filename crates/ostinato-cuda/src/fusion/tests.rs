@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use ostinato::{Access, Arg, Graph, KernelSig, Launch, NodeId, NodeOp, Plan, PlanOptions, Scalar, ScalarType};
+use ostinato::{Access, Arg, Graph, KernelSig, Launch, NodeId, NodeOp, Plan, PlanOptions, Scalar, ScalarType, Slice};
 use ostinato_testkit::random_graphs::{random_one_block_program, serial_result, RandomProgram};
 
 use super::source::{generate, FusedKernel};
@@ -44,7 +44,7 @@ fn fused_for(plan: &Plan, groups: &[Group]) -> Vec<FusedKernel> {
         .enumerate()
         .map(|(i, gr)| {
             let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |_| false)).collect();
-            generate(plan, gr, &format!("ostinato_fused_{i}"), "", &bars, &|k| plan.graph().kernel(k).name.clone())
+            generate(plan, gr, &format!("ostinato_fused_{i}"), "", &bars, &|k| plan.graph().kernel(k).name.clone(), None)
         })
         .collect()
 }
@@ -334,7 +334,7 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
     let plan = chains(4, 941, 1);
     let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
     let bars: Vec<Vec<bool>> = gs[0].lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
-    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone());
+    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone(), None);
     assert!(f.source.contains("for (unsigned r = 0; r < 940u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p3}, 256u); }"), "{}", f.source);
     for define in ["-DOST_TRIGGER=3", "-DOST_TRIGGER=1", "-DOST_NO_PDL=1"] {
         let Some(ptx) = nvrtc_ptx("generated_kernels_compile_and_wait_before_touching_memory", &f.source, &[define]) else { return };
@@ -379,10 +379,99 @@ fn a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid() {
     assert_eq!(f.launch.grid, [8192, 1, 1], "the fused kernel has the nodes' grid");
     assert!(!f.source.contains("#define blockIdx"), "bodies see the real grid: {}", f.source);
     assert!(!f.source.contains("switch (blockIdx.x)"));
-    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &[barriers(&plan, &gs[0].lanes[0], |_| false)], &|k| {
-        plan.graph().kernel(k).name.clone()
-    });
+    let f = generate(
+        &plan,
+        &gs[0],
+        "ostinato_fused_0",
+        crate::module::BUILTIN_SOURCE,
+        &[barriers(&plan, &gs[0].lanes[0], |_| false)],
+        &|k| plan.graph().kernel(k).name.clone(),
+        None,
+    );
+    assert!(f.staged.is_empty() && !f.source.contains("ost_tile"), "no staging asked");
     let Some(ptx) = nvrtc_ptx("a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid", &f.source, &["-DOST_TRIGGER=3"]) else { return };
     assert!(ptx.contains("%ctaid.x") && ptx.contains("%nctaid.x"), "the bodies' grid-stride loop reads the real grid");
     assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]));
+}
+
+/// Staging with every body plain and attributed, and every map verified where `verified` says so.
+fn staged_for(plan: &Plan, gr: &Group, verified: &dyn Fn(NodeId, usize) -> bool, budget: u64) -> source::FusedKernel {
+    let bodies = super::stage::Bodies { plain: verified, attributed: &|_| true };
+    let staging = source::Staging { bodies, budget };
+    generate(
+        plan,
+        gr,
+        "ostinato_fused_0",
+        crate::module::BUILTIN_SOURCE,
+        &[barriers(plan, &gr.lanes[0], |_| false)],
+        &|k| plan.graph().kernel(k).name.clone(),
+        Some(&staging),
+    )
+}
+
+#[test]
+fn a_block_local_chain_stages_its_tiles_in_shared_memory_where_every_rule_holds() {
+    let plan = tiled_chain(941, 8192);
+    let multi: Vec<Option<Fusable>> = plan
+        .graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => None,
+        })
+        .collect();
+    let gs = groups(&plan, &multi, FusionMode::Auto);
+    let f = staged_for(&plan, &gs[0], &|_, _| true, 32 * 1024);
+    assert_eq!(f.staged, [super::stage::Staged { param: 0, base: 0, stride: [1024, 0, 0], len: 1024, write_back: true }]);
+    for line in [
+        "__shared__ __align__(16) unsigned char ost_tile0[1024];",
+        "const unsigned long long ost_at0 = 0ull + 1024ull * blockIdx.x + 0ull * blockIdx.y + 0ull * blockIdx.z;",
+        "ostinato_stage_copy(ost_tile0, (const unsigned char*)p0 + ost_at0, 1024ull);",
+        "void* const p0 = (void*)((unsigned long long)ost_tile0 - ost_at0);",
+        "ostinato_stage_copy((unsigned char*)p0 + ost_at0, ost_tile0, 1024ull);",
+    ] {
+        assert!(f.source.contains(line), "{line}\n{}", f.source);
+    }
+    // Each rule turns it off: a map not verified (or a body not plain), too small a budget.
+    assert!(staged_for(&plan, &gs[0], &|v, _| v.0 != 500, 32 * 1024).staged.is_empty(), "one member's map vouched");
+    assert!(staged_for(&plan, &gs[0], &|_, _| true, 1023).staged.is_empty(), "over the budget");
+    let Some(ptx) = nvrtc_ptx("a_block_local_chain_stages_its_tiles_in_shared_memory_where_every_rule_holds", &f.source, &["-DOST_TRIGGER=3"]) else { return };
+    // The copies are the only device-memory accesses; the members read and write through the generic
+    // address of the block's copy (no `.global` load or store in the chain's loop).
+    let global = ptx.lines().filter(|l| l.contains("ld.global") || l.contains("st.global")).count();
+    assert!((1..=4).contains(&global), "{global} global accesses: the two copies\n{ptx}");
+    assert!(ptx.lines().any(|l| l.trim_start().starts_with("ld.f32") || l.contains("ld.shared.f32")), "the members' loads: generic or shared\n{ptx}");
+    assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "the copy in runs after the wait");
+}
+
+#[test]
+fn misaligned_tiles_are_not_staged() {
+    let staged = |stride: u64, len: u64, blocks: u32, offset: u64| {
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", u64::from(blocks) * 1024 + 4096).unwrap();
+        let k = add_one(&mut g);
+        let map = ostinato::TileMap::linear(stride, len).unwrap();
+        for _ in 0..3 {
+            let s = Slice { buffer: x, offset, len: u64::from(blocks) * 1024 };
+            let args = [Arg::Buffer(s), Arg::Scalar(Scalar::u32(blocks * 256))];
+            g.add_launch_tiled(k, Launch::linear(blocks, 256), &args, &[("x", map.clone())], &[]).unwrap();
+        }
+        let plan = Plan::compile(&g).unwrap();
+        let fusable: Vec<Option<Fusable>> = plan
+            .graph()
+            .nodes()
+            .iter()
+            .map(|n| match &n.op {
+                NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+                _ => None,
+            })
+            .collect();
+        let gs = groups(&plan, &fusable, FusionMode::On);
+        gs.first().map(|gr| staged_for(&plan, gr, &|_, _| true, 32 * 1024).staged.len())
+    };
+    assert_eq!(staged(1024, 1024, 8, 0), Some(1), "the rule's own case");
+    assert_eq!(staged(1024, 1024, 8, 4), Some(0), "a tile 4 bytes off 16");
+    assert_eq!(staged(1024, 1008, 8, 0), Some(1), "a shorter tile, still 16-byte multiples");
+    assert_eq!(staged(1024, 1000, 8, 0), Some(0), "a length not a multiple of 16");
 }
