@@ -5,7 +5,8 @@
 //! architecture (same major, the highest minor not above the device's) when there is one, and then
 //! only the PTX of that same architecture stands for it (a PTX of another architecture may differ by
 //! `__CUDA_ARCH__`); without a cubin, the PTX the driver would compile (the highest architecture not
-//! above the device's). A compressed PTX is not read, and machine code alone is not analysed.
+//! above the device's). A zstd-compressed PTX is decompressed and read, an LZ4 one is not, and
+//! machine code alone is not analysed.
 
 use serde::Serialize;
 
@@ -45,18 +46,13 @@ impl CodeStatus {
 enum Found<'a> {
     Ptx {
         arch: u32,
-        text: &'a str,
+        /// Borrowed from the image, or decompressed.
+        text: std::borrow::Cow<'a, str>,
     },
     /// Its PTX is compressed with this codec.
-    Compressed {
-        arch: u32,
-        codec: &'static str,
-    },
+    Compressed { arch: u32, codec: &'static str },
     /// Machine code, with no PTX of its architecture.
-    MachineOnly {
-        arch: u32,
-        cubin: Option<&'a [u8]>,
-    },
+    MachineOnly { arch: u32, cubin: Option<&'a [u8]> },
 }
 
 /// Whether code for `arch` runs on a device of `device` (both `90` for sm_90): machine code of the
@@ -75,7 +71,7 @@ fn find(image: &[u8], device: u32) -> Result<Found<'_>, String> {
         Format::Ptx => {
             let end = image.iter().position(|&b| b == 0).unwrap_or(image.len());
             let text = std::str::from_utf8(&image[..end]).map_err(|e| format!("the PTX text is not UTF-8: {e}"))?;
-            Ok(Found::Ptx { arch: 0, text })
+            Ok(Found::Ptx { arch: 0, text: std::borrow::Cow::Borrowed(text) })
         }
         Format::Elf => Ok(Found::MachineOnly { arch: device, cubin: Some(image) }),
         Format::Wrapper => Err("a fat binary wrapper, not its fat binary".into()),
@@ -94,7 +90,7 @@ fn find_in_fatbin(image: &[u8], device: u32) -> Result<Found<'_>, String> {
         },
         None => ptx(&|a| a <= device).ok_or_else(|| format!("no code in the fat binary runs on sm_{device}"))?,
     };
-    match (chosen.ptx(), chosen.compression()) {
+    match (chosen.ptx_text().map_err(|e| e.to_string())?, chosen.compression()) {
         (Some(text), _) => Ok(Found::Ptx { arch: chosen.arch, text }),
         (None, Some(codec)) => Ok(Found::Compressed { arch: chosen.arch, codec }),
         (None, None) => Err(format!("the PTX of sm_{} is not UTF-8", chosen.arch)),
@@ -105,7 +101,7 @@ fn find_in_fatbin(image: &[u8], device: u32) -> Result<Found<'_>, String> {
 /// `.nv.info.<entry>`), where the image shows it.
 pub fn param_count(image: &Image, entry: &str, device: u32) -> Option<usize> {
     if let Ok(Found::Ptx { text, .. }) = find(&image.bytes, device) {
-        if let Ok(params) = ptx::parse::entry_params(text, entry) {
+        if let Ok(params) = ptx::parse::entry_params(&text, entry) {
             return Some(params.len());
         }
     }
@@ -136,14 +132,14 @@ pub fn analyse(image: &Image, entry: &str, device: u32, pointer: &[bool]) -> Cod
         Ok(Found::Ptx { arch, text }) => (arch, text),
     };
     let source = if arch == 0 { format!("image {}, PTX", image.id) } else { format!("image {}, PTX sm_{arch}", image.id) };
-    let parsed = match ptx::parse::entry(text, entry) {
+    let parsed = match ptx::parse::entry(&text, entry) {
         Ok(p) => p,
         Err(why) => return CodeStatus::not(format!("{source}: {why}")),
     };
     if parsed.params.len() != pointer.len() {
         return CodeStatus::not(format!("{source}: `.entry` takes {} params, the function {}", parsed.params.len(), pointer.len()));
     }
-    let module = ptx::ModuleInfo::read(text);
+    let module = ptx::ModuleInfo::read(&text);
     if !pointer.iter().any(|&p| p) && touches_memory(&module, &parsed, &source) {
         return CodeStatus::not(format!("{source}: the kernel accesses memory but no param holds a device allocation"));
     }

@@ -41,11 +41,14 @@ fn a_newer_device_compiles_the_ptx_and_an_older_one_runs_nothing() {
 }
 
 #[test]
-fn a_compressed_ptx_is_named_not_read() {
-    let CodeStatus::NotAnalysed { why } = analyse(&image(ZSTD), "scale", 90, &[true, true, false, false]) else { panic!() };
-    assert!(why.contains("compressed (zstd), not analysed"), "{why}");
-    // The cubin still gives the param count.
+fn nvccs_default_zstd_compressed_ptx_is_decompressed_and_read_and_lz4_is_named_not_read() {
+    let s = analyse(&image(ZSTD), "scale", 90, &[true, true, false, false]);
+    assert_eq!(access(&s), &[Some(Observed::Write), Some(Observed::Read), None, None]);
     assert_eq!(param_count(&image(ZSTD), "scale", 90), Some(4));
+    // The same text stored as LZ4 (flag 0x2000): named, not read.
+    let lz4 = container(&[(1, 90, 0x2011, scale_ptx().as_bytes())]);
+    let CodeStatus::NotAnalysed { why } = analyse(&image(&lz4), "scale", 90, &[true, true, false, false]) else { panic!() };
+    assert!(why.contains("compressed (lz4), not analysed"), "{why}");
 }
 
 #[test]

@@ -11,8 +11,11 @@
 //! - flags: bit 0x1 64-bit, 0x2 debug, 0x10 Linux, 0x2000 payload compressed with LZ4 (nvcc
 //!   `--compress-mode=speed`), 0x8000 compressed with zstd (nvcc 13.0's default for PTX).
 //!
-//! A compressed payload is reported as such and not decompressed here. Every offset is checked: a
-//! malformed container is a [`FatbinError`], never a panic.
+//! A zstd-compressed PTX payload (a standard zstd frame of the header's compressed size) is
+//! decompressed by [`Entry::ptx_text`] (the `ruzstd` crate, pure Rust: no C library in a preloaded
+//! process), bounded by the header's uncompressed size and [`MAX_DECOMPRESSED`]; an LZ4 payload is
+//! reported as such and not read. Every offset is checked: a malformed container is a
+//! [`FatbinError`], never a panic.
 
 use serde::Serialize;
 
@@ -24,6 +27,9 @@ pub const HEADER_LEN: usize = 16;
 const ENTRY_HEADER_MIN: usize = 64;
 /// The most entries one container may hold (a bound on work, far above what nvcc writes).
 pub const MAX_ENTRIES: usize = 4096;
+
+/// The most bytes one compressed entry may decompress to.
+pub const MAX_DECOMPRESSED: u64 = 256 << 20;
 
 const FLAG_LZ4: u64 = 0x2000;
 const FLAG_ZSTD: u64 = 0x8000;
@@ -39,6 +45,8 @@ pub enum FatbinError {
     EntryHeader { index: usize, at: usize, size: usize },
     #[error("fat binary holds more than {MAX_ENTRIES} entries")]
     TooManyEntries,
+    #[error("fat binary entry (sm_{arch}): its {codec} payload does not decompress: {reason}")]
+    Decompress { arch: u32, codec: &'static str, reason: String },
 }
 
 /// What an entry holds.
@@ -72,6 +80,8 @@ pub struct Entry<'a> {
     pub payload: &'a [u8],
     /// The payload's size once decompressed (0 where it is not compressed).
     pub uncompressed_len: u64,
+    /// The compressed bytes at the start of `payload` (0 where it is not compressed).
+    pub compressed_len: u32,
 }
 
 impl<'a> Entry<'a> {
@@ -93,6 +103,38 @@ impl<'a> Entry<'a> {
         }
         let end = self.payload.iter().position(|&b| b == 0).unwrap_or(self.payload.len());
         std::str::from_utf8(&self.payload[..end]).ok()
+    }
+
+    /// The PTX text of a PTX entry, plain or zstd-compressed (`Ok(None)` for any other entry, an
+    /// LZ4 payload, or a text that is not UTF-8). The decompressed text must have exactly the size the
+    /// header gives, at most [`MAX_DECOMPRESSED`] bytes.
+    pub fn ptx_text(&self) -> Result<Option<std::borrow::Cow<'a, str>>, FatbinError> {
+        if let Some(text) = self.ptx() {
+            return Ok(Some(std::borrow::Cow::Borrowed(text)));
+        }
+        if self.kind != Kind::Ptx || self.compression() != Some("zstd") {
+            return Ok(None);
+        }
+        let fail = |reason: String| FatbinError::Decompress { arch: self.arch, codec: "zstd", reason };
+        let want = self.uncompressed_len;
+        if want == 0 || want > MAX_DECOMPRESSED {
+            return Err(fail(format!("its header gives {want} bytes decompressed (1 to {MAX_DECOMPRESSED})")));
+        }
+        let frame = self
+            .payload
+            .get(..self.compressed_len as usize)
+            .ok_or_else(|| fail(format!("its header gives {} compressed bytes, the payload has {}", self.compressed_len, self.payload.len())))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(want as usize).map_err(|e| fail(e.to_string()))?;
+        let decoder = ruzstd::decoding::StreamingDecoder::new(frame).map_err(|e| fail(e.to_string()))?;
+        // One byte more than promised: a frame that holds more is refused, not cut.
+        std::io::Read::read_to_end(&mut std::io::Read::take(decoder, want + 1), &mut out).map_err(|e| fail(e.to_string()))?;
+        if out.len() as u64 != want {
+            return Err(fail(format!("{} bytes decompressed, the header gives {want}", out.len())));
+        }
+        let end = out.iter().position(|&b| b == 0).unwrap_or(out.len());
+        out.truncate(end);
+        Ok(String::from_utf8(out).ok().map(std::borrow::Cow::Owned))
     }
 
     /// The cubin of a plain ELF entry, `None` for any other entry.
@@ -160,8 +202,14 @@ fn entry_at(image: &[u8], at: usize, index: usize) -> Result<(Entry<'_>, usize),
     span(image, "an entry header", at, header_len)?;
     let payload_len = usize::try_from(u64_at(fixed, 8)).unwrap_or(usize::MAX);
     let payload = span(image, "an entry payload", at + header_len, payload_len)?;
-    let entry =
-        Entry { kind: Kind::from_code(u16_at(fixed, 0)), arch: u32_at(fixed, 28), flags: u64_at(fixed, 40), payload, uncompressed_len: u64_at(fixed, 56) };
+    let entry = Entry {
+        kind: Kind::from_code(u16_at(fixed, 0)),
+        arch: u32_at(fixed, 28),
+        flags: u64_at(fixed, 40),
+        payload,
+        uncompressed_len: u64_at(fixed, 56),
+        compressed_len: u32_at(fixed, 16),
+    };
     Ok((entry, at + header_len + payload_len))
 }
 

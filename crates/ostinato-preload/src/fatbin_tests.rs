@@ -25,6 +25,41 @@ fn nvccs_default_container_compresses_its_ptx_and_says_so() {
     assert!(ptx.ptx().is_none(), "a compressed text is not read as text");
     assert!(ptx.payload.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), "zstd's frame magic");
     assert!(ptx.uncompressed_len > ptx.payload.len() as u64 / 2);
+    // Decompressed, it is the plain container's PTX text, byte for byte.
+    let plain = parse(PLAIN).unwrap().iter().find_map(|e| e.ptx()).unwrap().to_string();
+    assert_eq!(ptx.ptx_text().unwrap().as_deref(), Some(plain.as_str()));
+}
+
+/// The zstd fixture's PTX entry with `edit` applied to a copy of the container.
+fn zstd_entry_edited(edit: impl Fn(&mut Vec<u8>, usize)) -> Result<Option<String>, FatbinError> {
+    let mut c = ZSTD.to_vec();
+    let at = {
+        let entries = parse(ZSTD).unwrap();
+        let e = entries.iter().find(|e| e.kind == Kind::Ptx).unwrap();
+        e.payload.as_ptr() as usize - ZSTD.as_ptr() as usize
+    };
+    edit(&mut c, at);
+    let entries = parse(&c)?;
+    let e = entries.iter().find(|e| e.kind == Kind::Ptx).unwrap();
+    e.ptx_text().map(|t| t.map(|t| t.into_owned()))
+}
+
+#[test]
+fn a_zstd_payload_that_lies_about_its_sizes_or_is_corrupt_is_an_error_naming_why() {
+    // The PTX entry's header is the 80 bytes before its payload (kind 1, header size 80): compressed
+    // size at 16, uncompressed at 56.
+    let header = |at: usize| at - 80;
+    let _ = zstd_entry_edited(|c, at| {
+        assert_eq!((u16_at(c, header(at)), u32_at(c, header(at) + 4)), (1, 80), "the fixture's layout");
+    });
+    let e = zstd_entry_edited(|c, at| c[header(at) + 56..header(at) + 64].copy_from_slice(&700u64.to_le_bytes())).unwrap_err();
+    assert!(e.to_string().contains("the header gives 700"), "{e}");
+    let e = zstd_entry_edited(|c, at| c[header(at) + 56..header(at) + 64].copy_from_slice(&(1u64 << 40).to_le_bytes())).unwrap_err();
+    assert!(e.to_string().contains("decompressed (1 to"), "{e}");
+    let e = zstd_entry_edited(|c, at| c[header(at) + 16..header(at) + 20].copy_from_slice(&100_000u32.to_le_bytes())).unwrap_err();
+    assert!(e.to_string().contains("compressed bytes"), "{e}");
+    let e = zstd_entry_edited(|c, at| c[at] ^= 0xff).unwrap_err();
+    assert!(e.to_string().starts_with("fat binary entry (sm_90): its zstd payload does not decompress"), "{e}");
 }
 
 #[test]
@@ -83,7 +118,7 @@ proptest! {
         bytes[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         if let Ok(entries) = parse(&bytes) {
             for e in entries {
-                let _ = (e.ptx(), e.elf(), e.compression());
+                let _ = (e.ptx(), e.elf(), e.compression(), e.ptx_text());
             }
         }
     }
@@ -95,6 +130,20 @@ proptest! {
         if let Ok(entries) = parse(&c) {
             for e in entries {
                 let _ = (e.ptx(), e.elf());
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_zstd_container_with_any_byte_changed_never_panics(at in 0usize..4096, value in any::<u8>()) {
+        let mut c = ZSTD.to_vec();
+        let n = c.len();
+        c[at % n] = value;
+        if let Ok(entries) = parse(&c) {
+            for e in entries {
+                let _ = e.ptx_text();
             }
         }
     }
