@@ -59,8 +59,11 @@ fn pdl_on_submits_programmatic_edges() {
     let Some(device) = common::device_or_skip("pdl_on_submits_programmatic_edges") else { return };
     let prog = random_mix_program(5, 40);
     let plan = Plan::compile(&prog.graph).unwrap();
-    // Fusion off: every node its own launch, every edge a graph edge.
-    let options = CudaOptions { pdl: PdlPolicy::new(PdlMode::On), fusion: ostinato_cuda::FusionMode::Off, ..CudaOptions::default() };
+    // Fusion off and the plan's shape: every node its own launch, every plan edge a graph edge. (The
+    // default shape sends a submission of five or more roots or sinks as lane chains, whose in-lane
+    // order is the stream's, not an edge.)
+    let pdl = PdlPolicy { shape: ShapeMode::Plan, ..PdlPolicy::new(PdlMode::On) };
+    let options = CudaOptions { pdl, fusion: ostinato_cuda::FusionMode::Off, ..CudaOptions::default() };
     let backend = ostinato_cuda::CudaBackend::new(&device, options).unwrap();
     let kernels = common::builtin_kernels(&device, &plan, PdlTrigger::AtEntry);
     assert!(kernels.iter().all(|k| k.pdl_capable && k.pdl_evidence == "ptx"), "built-ins certify from PTX: {kernels:?}");
