@@ -30,9 +30,39 @@ pub enum CodeStatus {
         /// Writes to module-scope variables (state every launch shares), as `instruction (where)`.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         module_writes: Vec<String>,
+        /// Whether the kernel may start on a programmatic (PDL) edge: its wait certified from the PTX.
+        pdl: PdlCode,
     },
     /// The code is not known or not analysed, and why.
     NotAnalysed { why: String },
+}
+
+/// What the PTX says of a kernel's `griddepcontrol.wait` (`ostinato_cuda_code::ptx::prewait`, the
+/// certificate behind every programmatic edge the CUDA backend submits).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "pdl", rename_all = "snake_case")]
+pub enum PdlCode {
+    /// Every path waits before it writes memory, and reads before the wait only through `reads`
+    /// (param indices); `atomics`: params updated atomically before the wait.
+    Certified {
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        reads: Vec<usize>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        atomics: Vec<usize>,
+        early_trigger: bool,
+    },
+    /// Not certified, and why (no wait, a store before it, ...).
+    NotCertified { why: String },
+}
+
+impl PdlCode {
+    /// The certificate of `entry`, where `pointer[i]` says param `i` is a buffer.
+    fn of(module: &ptx::ModuleInfo, entry: &ptx::Entry, pointer: &[bool]) -> PdlCode {
+        match ptx::prewait::certify(module, entry, &|i| pointer.get(i).copied().unwrap_or(false)) {
+            Ok(p) => PdlCode::Certified { reads: p.reads, atomics: p.atomics, early_trigger: p.early_trigger },
+            Err(why) => PdlCode::NotCertified { why },
+        }
+    }
 }
 
 impl CodeStatus {
@@ -148,6 +178,7 @@ pub fn analyse(image: &Image, entry: &str, device: u32, pointer: &[bool]) -> Cod
         source,
         access: access.params.iter().zip(pointer).map(|(u, &p)| p.then(|| u.observed())).collect(),
         module_writes: access.module_writes.iter().map(|e| e.to_string()).collect(),
+        pdl: PdlCode::of(&module, &parsed, pointer),
     }
 }
 

@@ -10,7 +10,12 @@ fn kernel(name: &str, access: &[Option<Observed>]) -> NodeBody {
         grid: [1, 1, 1],
         block: [32, 1, 1],
         shared_bytes: 0,
-        code: CodeStatus::Analysed { source: "image 0, PTX sm_90".into(), access: access.to_vec(), module_writes: Vec::new() },
+        code: CodeStatus::Analysed {
+            source: "image 0, PTX sm_90".into(),
+            access: access.to_vec(),
+            module_writes: Vec::new(),
+            pdl: crate::code::PdlCode::NotCertified { why: "no wait".into() },
+        },
         params,
         params_error: None,
     })
@@ -32,6 +37,7 @@ fn good() -> GraphModel {
         arch: Some(90),
         nodes: bodies.into_iter().enumerate().map(|(index, body)| Node { index, body }).collect(),
         edges: vec![Edge::new(0, 1, 0, 0, 0), Edge::new(1, 2, 1, 0, 1), Edge::new(2, 3, 0, 0, 0)],
+        handles: Vec::new(),
         error: None,
     }
 }

@@ -13,6 +13,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod adopt;
 pub mod code;
 pub mod decide;
 pub mod error;

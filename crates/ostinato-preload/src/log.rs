@@ -2,8 +2,10 @@
 //! graph (`"event": "instantiate"`: the graph read back, the decision) and one per destroyed
 //! executable graph (`"event": "exec_destroy"`: how often it was launched).
 //!
-//! - `OSTINATO_PRELOAD_LOG=path` appends the lines to `path`; `-` writes them to stderr. Without it
-//!   the interposer only forwards calls: it keeps no image, reads no graph, writes nothing.
+//! - `OSTINATO_PRELOAD_ADOPT=0` (or `off`, `false`): observe only, never adopt (adoption is on by
+//!   default; `ostinato_preload_set_adopt` switches it for graphs instantiated later).
+//! - `OSTINATO_PRELOAD_LOG=path` appends the lines to `path`; `-` writes them to stderr. With neither
+//!   adoption nor a log the interposer only forwards calls: it keeps no image, reads no graph.
 //! - `OSTINATO_PRELOAD_IMAGE_BUDGET=bytes`: the most bytes of code images kept (default 1 GiB).
 
 use std::io::Write;
@@ -12,6 +14,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::adopt::{AdoptedEdge, DroppedEdge};
 use crate::decide::Decision;
 use crate::model::{Edge, GraphModel, Hex, Node, NodeBody};
 
@@ -28,9 +31,11 @@ pub enum Target {
 /// The settings, read once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// `None`: the interposer only forwards.
+    /// Where the log goes (`None`: no log).
     pub log: Option<Target>,
     pub budget: usize,
+    /// Whether adoptable graphs are adopted (at start).
+    pub adopt: bool,
 }
 
 impl Config {
@@ -38,7 +43,8 @@ impl Config {
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Config {
         let log = get("OSTINATO_PRELOAD_LOG").filter(|v| !v.is_empty()).map(|v| if v == "-" { Target::Stderr } else { Target::File(v.into()) });
         let budget = get("OSTINATO_PRELOAD_IMAGE_BUDGET").and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_BUDGET);
-        Config { log, budget }
+        let adopt = !get("OSTINATO_PRELOAD_ADOPT").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "off" | "false" | "no"));
+        Config { log, budget, adopt }
     }
 }
 
@@ -113,6 +119,7 @@ struct InstantiateLine<'a> {
     arch: Option<u32>,
     counts: Counts,
     decision: &'a Decision,
+    adoption: &'a AdoptionLog,
     nodes: &'a [Node],
     edges: &'a [Edge],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,8 +127,32 @@ struct InstantiateLine<'a> {
     read_us: u64,
 }
 
+/// What became of an instantiated graph: adopted (replayed as the adopted graph), or not, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AdoptionLog {
+    /// `adopted`, `not_adopted` or `off`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The adopted graph's edges, the captured ones it does not submit, and counts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<AdoptedEdge>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<DroppedEdge>,
+    pub programmatic: usize,
+    pub new_programmatic: usize,
+    /// Microseconds spent deriving the edges and building the adopted executable graph.
+    pub adopt_us: u64,
+}
+
+impl AdoptionLog {
+    pub fn not(status: &'static str, why: impl Into<String>) -> AdoptionLog {
+        AdoptionLog { status, why: Some(why.into()), ..AdoptionLog::default() }
+    }
+}
+
 /// The line of one instantiated graph (`seq`: its number in this process).
-pub fn instantiate_line(seq: u64, call: &Call, graph: &GraphModel, decision: &Decision) -> String {
+pub fn instantiate_line(seq: u64, call: &Call, graph: &GraphModel, decision: &Decision, adoption: &AdoptionLog) -> String {
     let line = InstantiateLine {
         event: "instantiate",
         seq,
@@ -134,6 +165,7 @@ pub fn instantiate_line(seq: u64, call: &Call, graph: &GraphModel, decision: &De
         arch: graph.arch,
         counts: Counts::of(graph),
         decision,
+        adoption,
         nodes: &graph.nodes,
         edges: &graph.edges,
         error: graph.error.as_deref(),
@@ -150,12 +182,29 @@ struct DestroyLine {
     exec: Hex,
     launches: u64,
     adoptable: bool,
+    /// Launches that ran the adopted graph.
+    adopted_launches: u64,
 }
 
 /// The line of one destroyed executable graph (`seq`: the instantiate it came from).
-pub fn destroy_line(seq: u64, exec: u64, launches: u64, adoptable: bool) -> String {
-    let line = DestroyLine { event: "exec_destroy", seq, pid: std::process::id(), exec: Hex(exec), launches, adoptable };
+pub fn destroy_line(seq: u64, exec: u64, launches: u64, adoptable: bool, adopted_launches: u64) -> String {
+    let line = DestroyLine { event: "exec_destroy", seq, pid: std::process::id(), exec: Hex(exec), launches, adoptable, adopted_launches };
     serde_json::to_string(&line).unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct RevokeLine {
+    event: &'static str,
+    seq: u64,
+    pid: u32,
+    exec: Hex,
+    api: &'static str,
+}
+
+/// The line of an adoption given up (`api` changed the application's executable graph in place: from
+/// then on its launches run the application's own graph, changed).
+pub fn revoke_line(seq: u64, exec: u64, api: &'static str) -> String {
+    serde_json::to_string(&RevokeLine { event: "adoption_revoked", seq, pid: std::process::id(), exec: Hex(exec), api }).unwrap_or_default()
 }
 
 #[cfg(test)]

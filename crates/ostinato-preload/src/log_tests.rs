@@ -5,12 +5,15 @@ use crate::model::{Edge, GraphModel, Node, NodeBody};
 #[test]
 fn settings_come_from_the_environment() {
     let vars = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
-    assert_eq!(Config::from_vars(vars(&[])), Config { log: None, budget: DEFAULT_BUDGET });
+    assert_eq!(Config::from_vars(vars(&[])), Config { log: None, budget: DEFAULT_BUDGET, adopt: true });
     assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "")])).log, None);
     assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "-")])).log, Some(Target::Stderr));
     let c = Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "/tmp/x.jsonl"), ("OSTINATO_PRELOAD_IMAGE_BUDGET", "4096")]));
-    assert_eq!(c, Config { log: Some(Target::File("/tmp/x.jsonl".into())), budget: 4096 });
+    assert_eq!(c, Config { log: Some(Target::File("/tmp/x.jsonl".into())), budget: 4096, adopt: true });
     assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_IMAGE_BUDGET", "lots")])).budget, DEFAULT_BUDGET);
+    assert!(!Config::from_vars(vars(&[("OSTINATO_PRELOAD_ADOPT", "0")])).adopt);
+    assert!(!Config::from_vars(vars(&[("OSTINATO_PRELOAD_ADOPT", "Off")])).adopt);
+    assert!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_ADOPT", "1")])).adopt);
 }
 
 fn graph() -> GraphModel {
@@ -19,6 +22,7 @@ fn graph() -> GraphModel {
         arch: Some(90),
         nodes: vec![Node { index: 0, body: NodeBody::Other { code: 5, name: "empty" } }, Node { index: 1, body: NodeBody::Other { code: 5, name: "empty" } }],
         edges: vec![Edge::new(0, 1, 1, 0, 1)],
+        handles: Vec::new(),
         error: None,
     }
 }
@@ -27,7 +31,7 @@ fn graph() -> GraphModel {
 fn an_instantiate_line_is_one_json_object_with_the_graph_and_the_decision() {
     let g = graph();
     let call = Call { api: "cuGraphInstantiateWithFlags", graph: 0xabc, exec: 0xdef, result: 0, read_us: 12 };
-    let line = instantiate_line(3, &call, &g, &decide(&g));
+    let line = instantiate_line(3, &call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"));
     assert!(!line.contains('\n'));
     let v: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["event"], "instantiate");
@@ -49,7 +53,7 @@ fn an_instantiate_line_is_one_json_object_with_the_graph_and_the_decision() {
 
 #[test]
 fn a_destroy_line_counts_launches() {
-    let v: serde_json::Value = serde_json::from_str(&destroy_line(4, 0x10, 7, true)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&destroy_line(4, 0x10, 7, true, 5)).unwrap();
     assert_eq!(
         (v["event"].as_str(), v["seq"].as_u64(), v["launches"].as_u64(), v["adoptable"].as_bool()),
         (Some("exec_destroy"), Some(4), Some(7), Some(true))

@@ -33,6 +33,9 @@ pub struct GraphModel {
     pub arch: Option<u32>,
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
+    /// The driver's node handles, by node index (what an adoption clones and rewires).
+    #[serde(skip)]
+    pub handles: Vec<u64>,
     /// Why the graph's nodes or edges could not be read (then the model is partial).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

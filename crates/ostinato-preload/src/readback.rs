@@ -96,6 +96,7 @@ fn read_structure(driver: &dyn Driver, code: &Code<'_>, graph: u64, model: &mut 
     let mut lookup = |a: u64| driver.address_range(a);
     let mut reader = Reader { driver, code, arch: model.arch, scanner: Scanner::new(&mut lookup) };
     model.nodes = handles.iter().enumerate().map(|(i, &h)| Node { index: i, body: reader.node(h) }).collect();
+    model.handles = handles;
     let raw = driver.edges(graph)?;
     if raw.len() > MAX_EDGES {
         return Err(ReadError::Bound { what: "graph edges", count: raw.len(), limit: MAX_EDGES });

@@ -1,15 +1,15 @@
 //! The interposer's process-wide state: the settings, the log, the kept images, cached code analyses
-//! and the executable graphs seen instantiated. It exists only while observing
-//! (`OSTINATO_PRELOAD_LOG` set); without it every hook forwards and does nothing else.
+//! and the executable graphs seen instantiated, with the adopted graph beside each one adopted. It
+//! exists only while adopting or logging; without it every hook forwards and does nothing else.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use crate::code::{self, CodeStatus};
 use crate::decide::{decide, Decision};
-use crate::log::{self, Call, Config, Sink};
+use crate::log::{self, AdoptionLog, Call, Config, Sink};
 use crate::model::GraphModel;
 use crate::readback::{self, Code, Driver};
 use crate::store::{Handle, Held, Image, ImageId, Origin, Store};
@@ -26,11 +26,46 @@ struct Exec {
     seq: u64,
     adoptable: bool,
     launches: u64,
+    adopted: Option<Adopted>,
 }
 
-/// The state while observing.
+/// A stream a launch went to: its handle, and whether the per-thread-stream entry point was used
+/// (then handle 0 is the per-thread default stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    pub handle: u64,
+    pub per_thread: bool,
+}
+
+/// The adopted graph beside an application's executable graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adopted {
+    /// The adopted graph (a clone of the application's, rewired) and its executable graph.
+    pub graph: u64,
+    pub exec: u64,
+    /// Launches run the adopted graph (false once revoked).
+    pub active: bool,
+    pub launches: u64,
+    /// The stream of the adopted graph's last launch, until the application's own graph is launched
+    /// after a revocation.
+    pub last_stream: Option<Stream>,
+}
+
+/// What a launch of an application's executable graph runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchAs {
+    /// The application's own executable graph.
+    Own,
+    /// The adopted graph's executable graph.
+    Adopted(u64),
+    /// The application's own, after what was queued on this stream (the adopted graph's last launch).
+    OwnAfter(Stream),
+}
+
+/// The state while observing or adopting.
 pub struct State {
-    sink: Sink,
+    sink: Option<Sink>,
+    adopt: AtomicBool,
     store: Mutex<Store>,
     analyses: Mutex<HashMap<AnalysisKey, CodeStatus>>,
     execs: Mutex<HashMap<u64, Exec>>,
@@ -43,28 +78,45 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 static STATE: OnceLock<Option<State>> = OnceLock::new();
 
-/// The state, when observing (built on first use from the environment).
+/// The state, when observing or adopting (built on first use from the environment).
 pub fn observing() -> Option<&'static State> {
     STATE.get_or_init(|| State::from_config(&Config::from_vars(|k| std::env::var(k).ok()))).as_ref()
 }
 
 impl State {
-    /// The state for `config`, or `None` when it asks for no log (or the log cannot be opened: then
-    /// one line on stderr says so).
+    /// The state for `config`, or `None` when it asks for neither adoption nor a log (a log that
+    /// cannot be opened is one line on stderr, and no log).
     pub fn from_config(config: &Config) -> Option<State> {
-        let target = config.log.as_ref()?;
-        match Sink::open(target) {
-            Ok(sink) => Some(State {
-                sink,
-                store: Mutex::new(Store::new(config.budget)),
-                analyses: Mutex::new(HashMap::new()),
-                execs: Mutex::new(HashMap::new()),
-                seq: AtomicU64::new(0),
-            }),
+        let sink = config.log.as_ref().and_then(|target| match Sink::open(target) {
+            Ok(sink) => Some(sink),
             Err(e) => {
-                eprintln!("ostinato-preload: cannot open the log {target:?}: {e}; observing nothing");
+                eprintln!("ostinato-preload: cannot open the log {target:?}: {e}; no log");
                 None
             }
+        });
+        (sink.is_some() || config.adopt).then(|| State {
+            sink,
+            adopt: AtomicBool::new(config.adopt),
+            store: Mutex::new(Store::new(config.budget)),
+            analyses: Mutex::new(HashMap::new()),
+            execs: Mutex::new(HashMap::new()),
+            seq: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether graphs instantiated now are adopted.
+    pub fn adopting(&self) -> bool {
+        self.adopt.load(Ordering::Relaxed)
+    }
+
+    /// Switches adoption for graphs instantiated later; returns the previous setting.
+    pub fn set_adopting(&self, on: bool) -> bool {
+        self.adopt.swap(on, Ordering::Relaxed)
+    }
+
+    fn log(&self, line: impl FnOnce() -> String) {
+        if let Some(sink) = &self.sink {
+            sink.line(&line());
         }
     }
 
@@ -105,30 +157,70 @@ impl State {
         status
     }
 
-    /// Logs one instantiate call and tracks the executable graph it made.
-    pub fn record(&self, call: &Call, model: &GraphModel, decision: &Decision) {
+    /// Logs one instantiate call and tracks the executable graph it made, with its adopted graph.
+    pub fn record(&self, call: &Call, model: &GraphModel, decision: &Decision, adoption: &AdoptionLog, adopted: Option<(u64, u64)>) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        self.sink.line(&log::instantiate_line(seq, call, model, decision));
+        self.log(|| log::instantiate_line(seq, call, model, decision, adoption));
         if call.result == 0 && call.exec != 0 {
             let mut execs = lock(&self.execs);
-            if execs.len() < MAX_EXECS {
-                execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0 });
+            if execs.len() < MAX_EXECS || adopted.is_some() {
+                let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None });
+                execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, adopted });
             }
         }
     }
 
-    /// Counts a launch of `exec`.
-    pub fn launched(&self, exec: u64) {
-        if let Some(e) = lock(&self.execs).get_mut(&exec) {
-            e.launches += 1;
+    /// What a launch of `exec` on `stream` runs (counted). `revoke`: give the adoption up first (an
+    /// entry point that changes executable graphs in place was handed out unwrapped).
+    pub fn launch(&self, exec: u64, stream: Stream, revoke: Option<&'static str>) -> LaunchAs {
+        let mut execs = lock(&self.execs);
+        let Some(e) = execs.get_mut(&exec) else { return LaunchAs::Own };
+        e.launches += 1;
+        let seq = e.seq;
+        let Some(a) = e.adopted.as_mut() else { return LaunchAs::Own };
+        if a.active {
+            match revoke {
+                None => {
+                    a.launches += 1;
+                    a.last_stream = Some(stream);
+                    return LaunchAs::Adopted(a.exec);
+                }
+                Some(api) => {
+                    a.active = false;
+                    self.log(|| log::revoke_line(seq, exec, api));
+                }
+            }
+        }
+        match a.last_stream.take() {
+            Some(last) if last != stream => LaunchAs::OwnAfter(last),
+            _ => LaunchAs::Own,
         }
     }
 
-    /// Logs and forgets a destroyed executable graph.
-    pub fn destroyed(&self, exec: u64) {
-        let gone = lock(&self.execs).remove(&exec);
-        if let Some(e) = gone {
-            self.sink.line(&log::destroy_line(e.seq, exec, e.launches, e.adoptable));
+    /// The executable graph an upload of `exec` uploads (the adopted one while active).
+    pub fn upload_target(&self, exec: u64) -> u64 {
+        match lock(&self.execs).get(&exec).and_then(|e| e.adopted) {
+            Some(a) if a.active => a.exec,
+            _ => exec,
         }
+    }
+
+    /// Gives up the adoption of `exec` (`api` changed the application's executable graph in place):
+    /// its next launch runs the application's own graph, after the adopted graph's last launch.
+    pub fn revoke(&self, exec: u64, api: &'static str) {
+        let mut execs = lock(&self.execs);
+        let Some(e) = execs.get_mut(&exec) else { return };
+        let seq = e.seq;
+        if let Some(a) = e.adopted.as_mut().filter(|a| a.active) {
+            a.active = false;
+            self.log(|| log::revoke_line(seq, exec, api));
+        }
+    }
+
+    /// Logs and forgets a destroyed executable graph; returns its adopted graph, to destroy.
+    pub fn destroyed(&self, exec: u64) -> Option<Adopted> {
+        let e = lock(&self.execs).remove(&exec)?;
+        self.log(|| log::destroy_line(e.seq, exec, e.launches, e.adoptable, e.adopted.map_or(0, |a| a.launches)));
+        e.adopted
     }
 }

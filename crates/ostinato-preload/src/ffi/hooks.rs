@@ -7,8 +7,9 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use super::procaddr;
 use super::types::{CuResult, Handle, InstantiateParams, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, PROC_PER_THREAD};
-use super::{driver, guarded, memory, observing, own_work, Slot};
-use crate::log::Call;
+use super::{adopted, driver, guarded, memory, mutate, observing, own_work, Slot};
+use crate::log::{AdoptionLog, Call};
+use crate::state::{LaunchAs, Stream};
 use crate::store::{self, Held, Origin};
 
 type InstantiateFlags = unsafe extern "C" fn(*mut Handle, Handle, u64) -> CuResult;
@@ -61,14 +62,15 @@ pub(super) fn wrapper_for(name: &[u8], version: c_int, flags: u64, real: usize) 
         b"cuLibraryLoadData" => (&LIBRARY_LOAD_DATA, library_load_data as LibraryLoadData as usize),
         b"cuModuleUnload" => (&MODULE_UNLOAD, module_unload as Unload as usize),
         b"cuLibraryUnload" => (&LIBRARY_UNLOAD, library_unload as Unload as usize),
-        _ => return None,
+        _ => return mutate::wrapper_for(name, version, flags, real),
     };
     (real != wrapper && slot.claim(real)).then_some(wrapper)
 }
 
-/// Reads `graph` back (before the real call, which `call` makes), then logs the decision with the
-/// call's result.
-fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, exec: *mut Handle, call: impl FnOnce() -> CuResult) -> CuResult {
+/// Reads `graph` back (before the real call, which `call` makes), adopts it where it can (the adopted
+/// graph instantiated beside the application's executable graph), then logs the decision with the
+/// call's result. `upload`: the stream an instantiate with params uploads on.
+fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, upload: Option<Handle>, exec: *mut Handle, call: impl FnOnce() -> CuResult) -> CuResult {
     let Some(state) = observing() else {
         return call();
     };
@@ -77,7 +79,13 @@ fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, exec: *mut 
     if let Some((model, decision, read_us)) = read {
         // SAFETY: on success the driver wrote the executable graph to the caller's `exec`.
         let exec = if rc == CUDA_SUCCESS && !exec.is_null() { unsafe { *exec as u64 } } else { 0 };
-        guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, &model, &decision));
+        let (adoption, adopted) = if exec == 0 {
+            (AdoptionLog::not("not_adopted", "the instantiate failed"), None)
+        } else {
+            own_work(|| adopted::adopt_graph(state, graph as u64, &model, &decision, flags, upload))
+                .unwrap_or_else(|| (AdoptionLog::not("not_adopted", "the interposer's adoption failed"), None))
+        };
+        guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, &model, &decision, &adoption, adopted));
     }
     rc
 }
@@ -87,7 +95,7 @@ unsafe extern "C" fn instantiate_with_flags(exec: *mut Handle, graph: Handle, fl
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { INST_FLAGS.get::<InstantiateFlags>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    observe_instantiate("cuGraphInstantiateWithFlags", graph, flags, exec, || unsafe { real(exec, graph, flags) })
+    observe_instantiate("cuGraphInstantiateWithFlags", graph, flags, None, exec, || unsafe { real(exec, graph, flags) })
 }
 
 /// `cuGraphInstantiate` asked at 12000 or later (the signature of `cuGraphInstantiateWithFlags`).
@@ -95,7 +103,7 @@ unsafe extern "C" fn instantiate_v12(exec: *mut Handle, graph: Handle, flags: u6
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { INST_V12.get::<InstantiateFlags>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    observe_instantiate("cuGraphInstantiate", graph, flags, exec, || unsafe { real(exec, graph, flags) })
+    observe_instantiate("cuGraphInstantiate", graph, flags, None, exec, || unsafe { real(exec, graph, flags) })
 }
 
 /// `cuGraphInstantiate` asked below 12000 (error node and log buffer; no flags).
@@ -103,16 +111,16 @@ unsafe extern "C" fn instantiate_legacy(exec: *mut Handle, graph: Handle, err_no
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { INST_LEGACY.get::<InstantiateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    observe_instantiate("cuGraphInstantiate", graph, 0, exec, || unsafe { real(exec, graph, err_node, log, log_len) })
+    observe_instantiate("cuGraphInstantiate", graph, 0, None, exec, || unsafe { real(exec, graph, err_node, log, log_len) })
 }
 
 fn with_params(slot: &Slot, api: &'static str, exec: *mut Handle, graph: Handle, params: *mut InstantiateParams) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<InstantiateWithParams>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: `params`, where not null, is the caller's instantiate params (the driver reads it too).
-    let flags = if params.is_null() { 0 } else { unsafe { (*params).flags } };
+    let (flags, upload) = if params.is_null() { (0, None) } else { unsafe { ((*params).flags, Some((*params).upload_stream)) } };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    observe_instantiate(api, graph, flags, exec, || unsafe { real(exec, graph, params) })
+    observe_instantiate(api, graph, flags, upload, exec, || unsafe { real(exec, graph, params) })
 }
 
 /// `cuGraphInstantiateWithParams`.
@@ -125,30 +133,35 @@ unsafe extern "C" fn instantiate_with_params_ptsz(exec: *mut Handle, graph: Hand
     with_params(&INST_PARAMS_PTSZ, "cuGraphInstantiateWithParams_ptsz", exec, graph, params)
 }
 
-fn launch_with(slot: &Slot, exec: Handle, stream: Handle) -> CuResult {
+fn launch_with(slot: &Slot, exec: Handle, stream: Handle, per_thread: bool) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<Launch>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    let rc = unsafe { real(exec, stream) };
-    if rc == CUDA_SUCCESS {
-        if let Some(state) = observing() {
-            guarded(|| state.launched(exec as u64));
+    let at = Stream { handle: stream as u64, per_thread };
+    let runs = observing().and_then(|s| guarded(|| s.launch(exec as u64, at, mutate::unwrapped()))).unwrap_or(LaunchAs::Own);
+    match runs {
+        // SAFETY: the adopted graph's executable graph, on the caller's stream.
+        LaunchAs::Adopted(adopted) => unsafe { real(adopted as usize as Handle, stream) },
+        LaunchAs::OwnAfter(last) => {
+            guarded(|| adopted::follow(last, at));
+            // SAFETY: the caller's arguments, forwarded unchanged.
+            unsafe { real(exec, stream) }
         }
+        // SAFETY: the caller's arguments, forwarded unchanged.
+        LaunchAs::Own => unsafe { real(exec, stream) },
     }
-    rc
 }
 
 /// `cuGraphLaunch`.
 unsafe extern "C" fn launch(exec: Handle, stream: Handle) -> CuResult {
-    launch_with(&LAUNCH, exec, stream)
+    launch_with(&LAUNCH, exec, stream, false)
 }
 
 /// `cuGraphLaunch_ptsz`.
 unsafe extern "C" fn launch_ptsz(exec: Handle, stream: Handle) -> CuResult {
-    launch_with(&LAUNCH_PTSZ, exec, stream)
+    launch_with(&LAUNCH_PTSZ, exec, stream, true)
 }
 
-/// `cuGraphExecDestroy`.
+/// `cuGraphExecDestroy`: the application's executable graph, and its adopted graph with it.
 unsafe extern "C" fn exec_destroy(exec: Handle) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { EXEC_DESTROY.get::<ExecDestroy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
@@ -156,7 +169,9 @@ unsafe extern "C" fn exec_destroy(exec: Handle) -> CuResult {
     let rc = unsafe { real(exec) };
     if rc == CUDA_SUCCESS {
         if let Some(state) = observing() {
-            guarded(|| state.destroyed(exec as u64));
+            if let Some(Some(a)) = guarded(|| state.destroyed(exec as u64)) {
+                guarded(|| adopted::destroy(&a));
+            }
         }
     }
     rc

@@ -11,11 +11,13 @@
 
 #![cfg_attr(test, allow(dead_code))]
 
+mod adopted;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod dlsym;
 mod driver;
 mod hooks;
 mod memory;
+mod mutate;
 mod procaddr;
 pub mod types;
 
@@ -47,6 +49,14 @@ fn own_work<T>(f: impl FnOnce() -> T) -> Option<T> {
 /// The state when observing (a panic while reading the settings counts as not observing).
 fn observing() -> Option<&'static crate::state::State> {
     guarded(crate::state::observing).flatten()
+}
+
+/// Switches adoption for graphs instantiated after the call (`on` non-zero: adopt). Returns the
+/// previous setting (1 or 0), or -1 where the interposer is inactive (started with neither adoption
+/// nor a log). For programs that measure a graph adopted and not in one process.
+#[unsafe(no_mangle)]
+pub extern "C" fn ostinato_preload_set_adopt(on: std::ffi::c_int) -> std::ffi::c_int {
+    guarded(|| observing().map_or(-1, |s| std::ffi::c_int::from(s.set_adopting(on != 0)))).unwrap_or(-1)
 }
 
 /// A real entry point, taken once: a wrapper forwards to the one pointer its slot holds.

@@ -33,6 +33,11 @@ assert [p.get("access") for p in k["params"]] == ["write", "read", None, None], 
 assert k["params"][1]["pointers"][0] == {"at": 0, "value": "0x7f0000100040", "base": "0x7f0000100000", "size": 4096}, k["params"][1]
 assert g["decision"]["verdict"] == "adoptable", g["decision"]
 assert dest[0]["launches"] == 3 and dest[0]["adoptable"] is True, dest
-print("PASS: the log has the graph (2 nodes, 1 programmatic edge), the kernel's pointers and access, the decision, 3 launches")
+# The one edge is needed and already programmatic: the adopted graph would be the captured one.
+a = g["adoption"]
+assert a["status"] == "not_adopted" and "nothing to gain" in a["why"], a
+assert [(e["from"], e["to"], e["programmatic"], e["captured"]) for e in a["edges"]] == [(0, 1, True, True)], a
+assert dest[0]["adopted_launches"] == 0, dest
+print("PASS: the log has the graph (2 nodes, 1 programmatic edge), the kernel's pointers and access, the decision, the adoption (nothing to gain), 3 launches")
 PY
 [ -z "$(LD_PRELOAD="$lib" "$work/app" "$work/libfake.so" "$fatbin" 2>&1 >/dev/null)" ] || { echo "FAIL: not silent without OSTINATO_PRELOAD_LOG"; exit 1; }

@@ -5,8 +5,16 @@
 // The graph: a memset of `c`; a fork over two streams (fill `a` on one, fill `b` on the other); a
 // join; `c = a + b`; then `d = 3 * c`, launched with programmatic stream serialization so that its
 // edge from the add is a programmatic (PDL) one. 5 nodes, 5 edges, 1 programmatic.
+//
+// `graph_app time`: then, where the interposer is preloaded (`ostinato_preload_set_adopt` found), the
+// same graph instantiated twice — adoption off (the application's own graph) and on (the adopted
+// one) — each checked again, and both timed side by side: µs per launch of back-to-back launches
+// between two events, rounds alternating, the median printed.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <vector>
+#include <dlfcn.h>
 #include <cuda_runtime.h>
 
 #define CHECK(call)                                                                      \
@@ -39,7 +47,66 @@ __global__ void scale(float* out, const float* in, float s, int n) {
   if (i < n) out[i] = s * in[i];
 }
 
-int main() {
+// Runs `exec` once on `s` and checks d == 9 everywhere.
+static int check_once(cudaGraphExec_t exec, cudaStream_t s, float* d, int n) {
+  std::vector<float> host(n);
+  CHECK(cudaMemsetAsync(d, 0, n * sizeof(float), s));
+  CHECK(cudaGraphLaunch(exec, s));
+  CHECK(cudaMemcpyAsync(host.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  CHECK(cudaStreamSynchronize(s));
+  for (int i = 0; i < n; i++) {
+    if (host[i] != 9.0f) {
+      std::printf("FAIL: d[%d] = %g, expected 9\n", i, host[i]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The graph adopted and not, side by side (see the header).
+static int timed(cudaGraph_t graph, cudaStream_t s, float* d, int n) {
+  typedef int (*SetAdopt)(int);
+  SetAdopt set_adopt = (SetAdopt)dlsym(RTLD_DEFAULT, "ostinato_preload_set_adopt");
+  if (set_adopt == nullptr) {
+    std::printf("TIME skipped: the interposer is not preloaded\n");
+    return 0;
+  }
+  cudaGraphExec_t execs[2];
+  for (int a = 0; a < 2; a++) {
+    set_adopt(a);
+    CHECK(cudaGraphInstantiateWithFlags(&execs[a], graph, 0));
+    if (check_once(execs[a], s, d, n) != 0) return 1;
+  }
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  const int count = 1000, rounds = 15;
+  std::vector<float> us[2];
+  for (int r = 0; r < rounds; r++) {
+    for (int k = 0; k < 2; k++) {
+      int a = (r + k) % 2;
+      for (int w = 0; w < 20; w++) CHECK(cudaGraphLaunch(execs[a], s));
+      CHECK(cudaEventRecord(start, s));
+      for (int l = 0; l < count; l++) CHECK(cudaGraphLaunch(execs[a], s));
+      CHECK(cudaEventRecord(stop, s));
+      CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, start, stop));
+      us[a].push_back(ms * 1000.0f / count);
+    }
+  }
+  for (int a = 0; a < 2; a++) {
+    std::sort(us[a].begin(), us[a].end());
+    if (check_once(execs[a], s, d, n) != 0) return 1;
+    CHECK(cudaGraphExecDestroy(execs[a]));
+  }
+  float own = us[0][rounds / 2], adopted = us[1][rounds / 2];
+  std::printf("TIME own %.3f us, adopted %.3f us per launch (median of %d rounds of %d; min %.3f / %.3f): %.3fx\n", own, adopted, rounds, count,
+              us[0][0], us[1][0], own / adopted);
+  return 0;
+}
+
+int main(int argc, char** argv) {
   const int n = 1 << 16, threads = 256, blocks = (n + threads - 1) / threads;
   const size_t bytes = n * sizeof(float);
   float *a, *b, *c, *d;
@@ -95,6 +162,9 @@ int main() {
     }
   }
   CHECK(cudaGraphExecDestroy(exec));
+  if (argc > 1 && std::strcmp(argv[1], "time") == 0) {
+    if (timed(graph, s0, d, n) != 0) return 1;
+  }
   CHECK(cudaGraphDestroy(graph));
   std::printf("PASS (%zu nodes, %d launches)\n", nodes, launches);
   return 0;

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The interposer on the GPU: builds graph_app.cu twice (shared cudart with its PTX stored plain;
 # static cudart with nvcc's default zstd-compressed PTX), runs each plain and under
-# LD_PRELOAD=libostinato_preload.so (silent, then logging), checks every run prints PASS, and checks
-# the log: the graph's 5 nodes and 5 edges, the programmatic edge from `add` to `scale`, each kernel's
-# pointers and access, the decision (adoptable for both: the zstd-compressed PTX is decompressed and
-# read) and the 5 launches.
+# LD_PRELOAD=libostinato_preload.so (adopting silently, observing only with a log, adopting with a
+# log), checks every run prints PASS (its results checked on the host), and checks the logs: the
+# graph's 5 nodes and 5 edges, the programmatic edge from `add` to `scale`, each kernel's pointers and
+# access, the decision (adoptable for both: the zstd-compressed PTX is decompressed and read), the
+# adoption (the memset no longer ordered before the fills, which touch other buffers, but before the
+# add; the fills' edges into the add kept; add -> scale programmatic as captured) and the 5 launches,
+# all of the adopted graph. Then `graph_app time` prints the graph adopted and not, timed side by side.
 # Usage (from the repository root, after scripts/build-devbin.sh): crates/ostinato-preload/tests/gpu/run.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../../.." && pwd)"
@@ -22,17 +25,18 @@ for app in plain zstd; do
   bin="$work/graph_app_$app"
   plain=$("$bin")
   silent=$(LD_PRELOAD="$lib" "$bin" 2>"$work/$app.stderr")
+  observed=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_ADOPT=0 OSTINATO_PRELOAD_LOG="$work/$app.observed.jsonl" "$bin")
   logged=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/$app.jsonl" "$bin")
-  echo "$app: plain: $plain | preloaded: $silent | preloaded, logging: $logged"
-  for out in "$plain" "$silent" "$logged"; do
+  echo "$app: plain: $plain | adopting: $silent | observing, logging: $observed | adopting, logging: $logged"
+  for out in "$plain" "$silent" "$observed" "$logged"; do
     case "$out" in PASS*) ;; *) echo "FAIL: graph_app_$app: $out"; exit 1 ;; esac
   done
   [ ! -s "$work/$app.stderr" ] || { echo "FAIL: the interposer wrote to stderr without OSTINATO_PRELOAD_LOG:"; cat "$work/$app.stderr"; exit 1; }
 done
-python3 - "$work/plain.jsonl" "$work/zstd.jsonl" <<'PY'
+python3 - "$work/plain.jsonl" "$work/zstd.jsonl" "$work/plain.observed.jsonl" <<'PY'
 import json, sys
 
-def check(path, adoptable):
+def check(path, adoptable, adopted=True):
     lines = [json.loads(l) for l in open(path)]
     inst = [l for l in lines if l["event"] == "instantiate"]
     dest = [l for l in lines if l["event"] == "exec_destroy"]
@@ -58,8 +62,27 @@ def check(path, adoptable):
     verdict = g["decision"]["verdict"]
     assert verdict == "adoptable", json.dumps(g["decision"], indent=1)
     assert len(dest) == 1 and dest[0]["launches"] == 5, dest
+    a = g["adoption"]
+    print(f"  adoption: {a['status']} {a.get('why', '')}: edges {[(e['from'], e['to'], e['programmatic']) for e in a.get('edges', [])]}, dropped {a.get('dropped', [])}, {a['adopt_us']} us")
+    if not adopted:
+        assert a["status"] == "off" and dest[0]["adopted_launches"] == 0, (a, dest)
+        return
+    assert a["status"] == "adopted", a
+    memset = next(i for i, n in enumerate(nodes) if n["type"] == "memset")
+    kind = lambda i: "memset" if i == memset else next(k for k in ("fill", "add", "scale") if k in name(i))
+    got = sorted((kind(e["from"]), kind(e["to"]), e["programmatic"]) for e in a["edges"])
+    want = sorted([("memset", "add", False), ("fill", "add", False), ("fill", "add", False), ("add", "scale", True)])
+    assert got == want, (got, want)
+    assert sorted((kind(d["from"]), kind(d["to"])) for d in a["dropped"]) == [("memset", "fill")] * 2, a["dropped"]
+    assert dest[0]["adopted_launches"] == 5, dest
 
 check(sys.argv[1], adoptable=True)
 check(sys.argv[2], adoptable=True)
-print("PASS: both graphs read back (5 nodes, 5 edges, PDL add -> scale), decided, 5 launches each")
+check(sys.argv[3], adoptable=True, adopted=False)
+print("PASS: both graphs read back (5 nodes, 5 edges, PDL add -> scale), decided, adopted, 5 launches each of the adopted graph")
 PY
+for app in plain zstd; do
+  out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/$app.time.jsonl" "$work/graph_app_$app" time)
+  echo "$app, time: $out"
+  case "$out" in *PASS*) ;; *) echo "FAIL: graph_app_$app time: $out"; exit 1 ;; esac
+done

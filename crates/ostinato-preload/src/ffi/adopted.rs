@@ -1,0 +1,256 @@
+//! The adopted graph on the real driver: the application's graph cloned (`cuGraphClone`), its edges
+//! changed to the adoption's (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`: a
+//! programmatic edge is port 1, type 1, as a PDL capture records it), instantiated with the
+//! application's flags beside the application's own executable graph; and what a revocation and a
+//! destroy do to it. Entry points are resolved through the real `cuGetProcAddress` at the version of
+//! the signature declared here, never through the wrappers.
+
+use std::collections::HashSet;
+use std::ffi::c_uint;
+use std::ptr::null_mut;
+use std::sync::OnceLock;
+
+use super::procaddr;
+use super::types::{CuResult, EdgeData, Handle, CUDA_SUCCESS};
+use crate::adopt::{self, Adoption};
+use crate::decide::Decision;
+use crate::log::AdoptionLog;
+use crate::model::{GraphModel, EDGE_PROGRAMMATIC};
+use crate::state::{Adopted, State, Stream};
+
+/// `CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD`: only `cuGraphInstantiateWithParams` takes it (with a stream).
+const FLAG_UPLOAD: u64 = 2;
+/// `CU_EVENT_DISABLE_TIMING`.
+const EVENT_DISABLE_TIMING: c_uint = 2;
+/// `CU_STREAM_PER_THREAD`: the per-thread default stream's handle.
+const STREAM_PER_THREAD: usize = 2;
+
+type Deps = unsafe extern "C" fn(Handle, *const Handle, *const Handle, *const EdgeData, usize) -> CuResult;
+
+/// The real entry points (each `None` where the driver does not offer it).
+struct Table {
+    clone: Option<unsafe extern "C" fn(*mut Handle, Handle) -> CuResult>,
+    find_in_clone: Option<unsafe extern "C" fn(*mut Handle, Handle, Handle) -> CuResult>,
+    remove: Option<Deps>,
+    add: Option<Deps>,
+    instantiate: Option<unsafe extern "C" fn(*mut Handle, Handle, u64) -> CuResult>,
+    upload: Option<unsafe extern "C" fn(Handle, Handle) -> CuResult>,
+    exec_destroy: Option<unsafe extern "C" fn(Handle) -> CuResult>,
+    graph_destroy: Option<unsafe extern "C" fn(Handle) -> CuResult>,
+    event_create: Option<unsafe extern "C" fn(*mut Handle, c_uint) -> CuResult>,
+    event_record: Option<unsafe extern "C" fn(Handle, Handle) -> CuResult>,
+    event_destroy: Option<unsafe extern "C" fn(Handle) -> CuResult>,
+    stream_wait_event: Option<unsafe extern "C" fn(Handle, Handle, c_uint) -> CuResult>,
+}
+
+macro_rules! entry {
+    ($name:literal, $version:literal) => {{
+        let raw = procaddr::real_entry($name, $version);
+        // SAFETY: the driver's entry point `name` at `version` has the C signature of the field it
+        // fills (cuda.h, cudaTypedefs.h of CUDA 13.0); a function pointer is pointer-sized.
+        (raw != 0).then(|| unsafe { std::mem::transmute::<usize, _>(raw) })
+    }};
+}
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+fn table() -> &'static Table {
+    TABLE.get_or_init(|| Table {
+        clone: entry!(c"cuGraphClone", 10000),
+        find_in_clone: entry!(c"cuGraphNodeFindInClone", 10000),
+        remove: entry!(c"cuGraphRemoveDependencies", 12030),
+        add: entry!(c"cuGraphAddDependencies", 12030),
+        instantiate: entry!(c"cuGraphInstantiateWithFlags", 11040),
+        upload: entry!(c"cuGraphUpload", 11010),
+        exec_destroy: entry!(c"cuGraphExecDestroy", 10000),
+        graph_destroy: entry!(c"cuGraphDestroy", 10000),
+        event_create: entry!(c"cuEventCreate", 2000),
+        event_record: entry!(c"cuEventRecord", 2000),
+        event_destroy: entry!(c"cuEventDestroy", 4000),
+        stream_wait_event: entry!(c"cuStreamWaitEvent", 3020),
+    })
+}
+
+fn h(v: u64) -> Handle {
+    v as usize as Handle
+}
+
+fn call(op: &str, rc: CuResult) -> Result<(), String> {
+    if rc == CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{op} returned CUresult {rc}"))
+    }
+}
+
+fn need<F>(f: Option<F>, op: &str) -> Result<F, String> {
+    f.ok_or_else(|| format!("the driver offers no {op}"))
+}
+
+/// A captured graph cloned, destroyed on drop unless kept.
+struct Clone(Handle);
+
+impl Drop for Clone {
+    fn drop(&mut self) {
+        if let (false, Some(f)) = (self.0.is_null(), table().graph_destroy) {
+            // SAFETY: a graph this module cloned and no one else holds.
+            let _ = unsafe { f(self.0) };
+        }
+    }
+}
+
+/// Adopts `graph` (read back as `model`, decided `decision`) where adoption is on and it pays: the
+/// log entry, and the adopted graph with its executable graph.
+pub(super) fn adopt_graph(
+    state: &State,
+    graph: u64,
+    model: &GraphModel,
+    decision: &Decision,
+    flags: u64,
+    upload: Option<Handle>,
+) -> (AdoptionLog, Option<(u64, u64)>) {
+    if !state.adopting() {
+        return (AdoptionLog::not("off", "adoption is off"), None);
+    }
+    if let Some(api) = super::mutate::unwrapped() {
+        return (AdoptionLog::not("not_adopted", format!("{api} was handed out unwrapped: an adopted graph could miss a change")), None);
+    }
+    if !decision.adoptable() {
+        return (AdoptionLog::not("not_adopted", decision.reason.clone().unwrap_or_default()), None);
+    }
+    let start = std::time::Instant::now();
+    let adoption = match adopt::adopt(model, &adopt::default_policy()) {
+        Ok(a) => a,
+        Err(why) => return (AdoptionLog::not("not_adopted", why), None),
+    };
+    let mut log = AdoptionLog {
+        status: "adopted",
+        why: None,
+        programmatic: adoption.programmatic(),
+        new_programmatic: adoption.new_programmatic(model),
+        edges: adoption.edges.clone(),
+        dropped: adoption.dropped.clone(),
+        adopt_us: 0,
+    };
+    let built = if adoption.same_as_captured(model) {
+        Err("the adopted graph's edges are the captured ones: nothing to gain".to_string())
+    } else {
+        super::driver::with_driver(|_| build(graph, model, &adoption, flags, upload)).unwrap_or_else(|| Err("the driver is not reachable".into()))
+    };
+    log.adopt_us = start.elapsed().as_micros() as u64;
+    match built {
+        Ok(pair) => (log, Some(pair)),
+        Err(why) => {
+            log.status = "not_adopted";
+            log.why = Some(why);
+            (log, None)
+        }
+    }
+}
+
+/// Builds and instantiates the adopted graph of `graph` (read back as `model`, adopted as
+/// `adoption`) with the application's instantiate `flags`; `upload`: the stream the application
+/// asked the instantiate to upload on. Returns (adopted graph, its executable graph); on any failure
+/// nothing is left behind.
+pub(super) fn build(graph: u64, model: &GraphModel, adoption: &Adoption, flags: u64, upload: Option<Handle>) -> Result<(u64, u64), String> {
+    let t = table();
+    if model.handles.len() != model.nodes.len() {
+        return Err("the node handles were not read".into());
+    }
+    let mut cloned: Handle = null_mut();
+    // SAFETY: an out-pointer to a local; `graph` is the application's graph, being instantiated.
+    call("cuGraphClone", unsafe { need(t.clone, "cuGraphClone")?(&mut cloned, h(graph)) })?;
+    let clone = Clone(cloned);
+    let find = need(t.find_in_clone, "cuGraphNodeFindInClone")?;
+    let mut nodes = Vec::with_capacity(model.handles.len());
+    for &original in &model.handles {
+        let mut n: Handle = null_mut();
+        // SAFETY: an out-pointer to a local; `original` a node of the graph `clone` was cloned from.
+        call("cuGraphNodeFindInClone", unsafe { find(&mut n, h(original), clone.0) })?;
+        nodes.push(n);
+    }
+    let data =
+        |programmatic: bool| if programmatic { EdgeData { from_port: 1, to_port: 0, kind: EDGE_PROGRAMMATIC, reserved: [0; 5] } } else { EdgeData::default() };
+    let captured: HashSet<(usize, usize, bool)> = model.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect();
+    let adopted: HashSet<(usize, usize, bool)> = adoption.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect();
+    let removed: Vec<(Handle, Handle, EdgeData)> = model
+        .edges
+        .iter()
+        .filter(|e| !adopted.contains(&(e.from, e.to, e.programmatic)))
+        .map(|e| (nodes[e.from], nodes[e.to], EdgeData { from_port: e.from_port, to_port: e.to_port, kind: e.kind, reserved: [0; 5] }))
+        .collect();
+    let added: Vec<(Handle, Handle, EdgeData)> = adoption
+        .edges
+        .iter()
+        .filter(|e| !captured.contains(&(e.from, e.to, e.programmatic)))
+        .map(|e| (nodes[e.from], nodes[e.to], data(e.programmatic)))
+        .collect();
+    rewire(need(t.remove, "cuGraphRemoveDependencies_v2")?, "cuGraphRemoveDependencies_v2", clone.0, &removed)?;
+    rewire(need(t.add, "cuGraphAddDependencies_v2")?, "cuGraphAddDependencies_v2", clone.0, &added)?;
+    let mut exec: Handle = null_mut();
+    // SAFETY: an out-pointer to a local; `clone` is this module's graph.
+    call("cuGraphInstantiateWithFlags", unsafe { need(t.instantiate, "cuGraphInstantiateWithFlags")?(&mut exec, clone.0, flags & !FLAG_UPLOAD) })?;
+    if let (Some(stream), true) = (upload, flags & FLAG_UPLOAD != 0) {
+        // SAFETY: the executable graph just made, on the application's upload stream.
+        if let Err(e) = call("cuGraphUpload", unsafe { need(t.upload, "cuGraphUpload")?(exec, stream) }) {
+            destroy_exec(exec as u64);
+            return Err(e);
+        }
+    }
+    let graph = clone.0;
+    std::mem::forget(clone);
+    Ok((graph as u64, exec as u64))
+}
+
+fn rewire(f: Deps, op: &str, graph: Handle, edges: &[(Handle, Handle, EdgeData)]) -> Result<(), String> {
+    if edges.is_empty() {
+        return Ok(());
+    }
+    let from: Vec<Handle> = edges.iter().map(|e| e.0).collect();
+    let to: Vec<Handle> = edges.iter().map(|e| e.1).collect();
+    let data: Vec<EdgeData> = edges.iter().map(|e| e.2).collect();
+    // SAFETY: three arrays of `edges.len()` entries; nodes of `graph`.
+    call(op, unsafe { f(graph, from.as_ptr(), to.as_ptr(), data.as_ptr(), edges.len()) })
+}
+
+fn destroy_exec(exec: u64) {
+    if let Some(f) = table().exec_destroy {
+        // SAFETY: an executable graph this module made; the driver frees it after any replay in flight.
+        let _ = unsafe { f(h(exec)) };
+    }
+}
+
+/// Destroys an adopted graph and its executable graph (the application destroyed its own).
+pub(super) fn destroy(a: &Adopted) {
+    destroy_exec(a.exec);
+    drop(Clone(h(a.graph)));
+}
+
+fn stream_handle(s: Stream) -> Handle {
+    if s.handle == 0 && s.per_thread {
+        STREAM_PER_THREAD as Handle
+    } else {
+        h(s.handle)
+    }
+}
+
+/// Makes `next` wait for everything queued on `last` so far (the adopted graph's last launch: launches
+/// of one executable graph are ordered, so the application's own graph, launched after a revocation,
+/// must follow the adopted one). Best effort: an event recorded on `last`, waited for on `next`.
+pub(super) fn follow(last: Stream, next: Stream) {
+    let t = table();
+    let (Some(create), Some(record), Some(wait), Some(destroy)) = (t.event_create, t.event_record, t.stream_wait_event, t.event_destroy) else { return };
+    let mut event: Handle = null_mut();
+    // SAFETY: an out-pointer to a local.
+    if unsafe { create(&mut event, EVENT_DISABLE_TIMING) } != CUDA_SUCCESS {
+        return;
+    }
+    // SAFETY: the event just created; the application's streams, as it launched on them.
+    unsafe {
+        if record(event, stream_handle(last)) == CUDA_SUCCESS {
+            let _ = wait(stream_handle(next), event, 0);
+        }
+        // The driver keeps the event until the wait is done.
+        let _ = destroy(event);
+    }
+}

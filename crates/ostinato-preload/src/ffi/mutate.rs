@@ -1,0 +1,173 @@
+//! The entry points that change an executable graph in place — the node param setters, enabling a
+//! node, a whole-graph update — and its upload. An adopted graph is a second executable graph beside
+//! the application's: a change goes to the application's own (its node handles are that graph's), and
+//! from then on its launches run the application's graph, changed (the adoption is revoked; the next
+//! launch follows the adopted graph's last one). An upload of an adopted graph uploads the adopted
+//! executable graph.
+//!
+//! Missing one of these would let an adopted graph run without a change the application made, so
+//! where one of them cannot be wrapped (its slot already holds another real pointer) adoption stops:
+//! no graph is adopted after that, and every adopted graph is revoked at its next launch.
+
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::types::{CuResult, Handle, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, PROC_PER_THREAD};
+use super::{guarded, observing, Slot};
+
+type SetParams = unsafe extern "C" fn(Handle, Handle, *const c_void) -> CuResult;
+type SetParamsCtx = unsafe extern "C" fn(Handle, Handle, *const c_void, Handle) -> CuResult;
+type SetEnabled = unsafe extern "C" fn(Handle, Handle, c_uint) -> CuResult;
+type Update = unsafe extern "C" fn(Handle, Handle, *mut c_void) -> CuResult;
+type UpdateLegacy = unsafe extern "C" fn(Handle, Handle, *mut Handle, *mut c_int) -> CuResult;
+type Upload = unsafe extern "C" fn(Handle, Handle) -> CuResult;
+
+static KERNEL_V1: Slot = Slot::new();
+static KERNEL_V2: Slot = Slot::new();
+static NODE: Slot = Slot::new();
+static MEMSET: Slot = Slot::new();
+static MEMCPY: Slot = Slot::new();
+static ENABLED: Slot = Slot::new();
+static UPDATE: Slot = Slot::new();
+static UPDATE_LEGACY: Slot = Slot::new();
+static UPLOAD: Slot = Slot::new();
+static UPLOAD_PTSZ: Slot = Slot::new();
+
+/// The first mutating entry point handed out unwrapped (an index into [`NAMES`] plus one; 0: none).
+static UNWRAPPED: AtomicUsize = AtomicUsize::new(0);
+
+const NAMES: [&str; 6] = [
+    "cuGraphExecKernelNodeSetParams",
+    "cuGraphExecNodeSetParams",
+    "cuGraphExecMemsetNodeSetParams",
+    "cuGraphExecMemcpyNodeSetParams",
+    "cuGraphNodeSetEnabled",
+    "cuGraphExecUpdate",
+];
+
+/// The mutating entry point that was handed out unwrapped, if any.
+pub(super) fn unwrapped() -> Option<&'static str> {
+    NAMES.get(UNWRAPPED.load(Ordering::Relaxed).checked_sub(1)?).copied()
+}
+
+/// The wrapper for `name` at `version` with `flags` (real entry point `real`), for the entry points
+/// of this module; `None` for any other.
+pub(super) fn wrapper_for(name: &[u8], version: c_int, flags: u64, real: usize) -> Option<usize> {
+    let per_thread = flags & PROC_PER_THREAD != 0;
+    let (slot, wrapper, mutating): (&Slot, usize, Option<usize>) = match name {
+        // Below 12000 the v1 params struct, from 12000 v2: the same C signature, two slots.
+        b"cuGraphExecKernelNodeSetParams" if version < 12000 => (&KERNEL_V1, kernel_v1 as SetParams as usize, Some(0)),
+        b"cuGraphExecKernelNodeSetParams" => (&KERNEL_V2, kernel_v2 as SetParams as usize, Some(0)),
+        b"cuGraphExecNodeSetParams" => (&NODE, node as SetParams as usize, Some(1)),
+        b"cuGraphExecMemsetNodeSetParams" => (&MEMSET, memset as SetParamsCtx as usize, Some(2)),
+        b"cuGraphExecMemcpyNodeSetParams" => (&MEMCPY, memcpy as SetParamsCtx as usize, Some(3)),
+        b"cuGraphNodeSetEnabled" => (&ENABLED, enabled as SetEnabled as usize, Some(4)),
+        b"cuGraphExecUpdate" if version < 12000 => (&UPDATE_LEGACY, update_legacy as UpdateLegacy as usize, Some(5)),
+        b"cuGraphExecUpdate" => (&UPDATE, update as Update as usize, Some(5)),
+        b"cuGraphUpload" if per_thread => (&UPLOAD_PTSZ, upload_ptsz as Upload as usize, None),
+        b"cuGraphUpload" => (&UPLOAD, upload as Upload as usize, None),
+        _ => return None,
+    };
+    if real == wrapper {
+        return None;
+    }
+    if slot.claim(real) {
+        return Some(wrapper);
+    }
+    if let Some(i) = mutating {
+        let _ = UNWRAPPED.compare_exchange(0, i + 1, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    None
+}
+
+/// After `rc` of `api` on `exec`: a change made gives the adoption up.
+fn changed(rc: CuResult, exec: Handle, api: &'static str) -> CuResult {
+    if rc == CUDA_SUCCESS {
+        if let Some(state) = observing() {
+            guarded(|| state.revoke(exec as u64, api));
+        }
+    }
+    rc
+}
+
+fn set_params(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { slot.get::<SetParams>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    changed(unsafe { real(exec, node, params) }, exec, api)
+}
+
+/// `cuGraphExecKernelNodeSetParams` (v1 params).
+unsafe extern "C" fn kernel_v1(exec: Handle, node: Handle, params: *const c_void) -> CuResult {
+    set_params(&KERNEL_V1, "cuGraphExecKernelNodeSetParams", exec, node, params)
+}
+
+/// `cuGraphExecKernelNodeSetParams_v2`.
+unsafe extern "C" fn kernel_v2(exec: Handle, node: Handle, params: *const c_void) -> CuResult {
+    set_params(&KERNEL_V2, "cuGraphExecKernelNodeSetParams_v2", exec, node, params)
+}
+
+/// `cuGraphExecNodeSetParams`.
+unsafe extern "C" fn node(exec: Handle, node: Handle, params: *const c_void) -> CuResult {
+    set_params(&NODE, "cuGraphExecNodeSetParams", exec, node, params)
+}
+
+fn set_params_ctx(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { slot.get::<SetParamsCtx>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    changed(unsafe { real(exec, node, params, ctx) }, exec, api)
+}
+
+/// `cuGraphExecMemsetNodeSetParams`.
+unsafe extern "C" fn memset(exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
+    set_params_ctx(&MEMSET, "cuGraphExecMemsetNodeSetParams", exec, node, params, ctx)
+}
+
+/// `cuGraphExecMemcpyNodeSetParams`.
+unsafe extern "C" fn memcpy(exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
+    set_params_ctx(&MEMCPY, "cuGraphExecMemcpyNodeSetParams", exec, node, params, ctx)
+}
+
+/// `cuGraphNodeSetEnabled`.
+unsafe extern "C" fn enabled(exec: Handle, node: Handle, on: c_uint) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { ENABLED.get::<SetEnabled>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    changed(unsafe { real(exec, node, on) }, exec, "cuGraphNodeSetEnabled")
+}
+
+/// `cuGraphExecUpdate_v2`.
+unsafe extern "C" fn update(exec: Handle, graph: Handle, info: *mut c_void) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { UPDATE.get::<Update>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    changed(unsafe { real(exec, graph, info) }, exec, "cuGraphExecUpdate_v2")
+}
+
+/// `cuGraphExecUpdate` (below 12000: error node and result out-pointers).
+unsafe extern "C" fn update_legacy(exec: Handle, graph: Handle, error_node: *mut Handle, result: *mut c_int) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { UPDATE_LEGACY.get::<UpdateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    changed(unsafe { real(exec, graph, error_node, result) }, exec, "cuGraphExecUpdate")
+}
+
+fn upload_with(slot: &Slot, exec: Handle, stream: Handle) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { slot.get::<Upload>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let target = observing().and_then(|s| guarded(|| s.upload_target(exec as u64))).unwrap_or(exec as u64);
+    // SAFETY: the caller's executable graph or its adopted one (made by this interposer), on the
+    // caller's stream.
+    unsafe { real(target as usize as Handle, stream) }
+}
+
+/// `cuGraphUpload`.
+unsafe extern "C" fn upload(exec: Handle, stream: Handle) -> CuResult {
+    upload_with(&UPLOAD, exec, stream)
+}
+
+/// `cuGraphUpload_ptsz`.
+unsafe extern "C" fn upload_ptsz(exec: Handle, stream: Handle) -> CuResult {
+    upload_with(&UPLOAD_PTSZ, exec, stream)
+}
