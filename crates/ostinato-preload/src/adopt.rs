@@ -1,7 +1,8 @@
 //! Adopting an adoptable graph ([`crate::decide`]): which of its captured orderings the code needs,
 //! and which of those may be programmatic (PDL) edges. A pure function of the read-back model.
 //!
-//! **Orderings.** Each node's footprint is what its code touches: for a kernel, every allocation
+//! **Orderings.** By default ([`Orderings::Captured`]) the adopted graph keeps every captured edge
+//! and changes only fences. With [`Orderings::Needed`]: each node's footprint is what its code touches: for a kernel, every allocation
 //! segment a pointer word of a param holds (`cuMemGetAddressRange`), with the access the PTX shows for
 //! that param; for a memset, the bytes it sets; a memcpy, or a kernel whose accessed param holds no
 //! pointer the driver could place, touches anything. An ordering `a` before `b` is needed where `a`
@@ -32,6 +33,18 @@ use crate::model::{GraphModel, KernelNode, MemsetNode, NodeBody};
 
 /// The most nodes adopted (the needed orderings are found over every pair the graph orders).
 pub const MAX_ADOPTED_NODES: usize = 4096;
+
+/// Which orderings an adopted graph submits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Orderings {
+    /// The captured edges, each with its fence (the default): the graph's shape is the
+    /// application's, so only fences change. Measured on the H200: dropping the orderings the code
+    /// does not need turned `graph_app`'s one root into three, and the driver's launch cost per
+    /// parallel branch (`docs/fences.md`, decision 6) made it 0.69x its own graph.
+    Captured,
+    /// The transitive reduction of the orderings the code needs (`OSTINATO_PRELOAD_EDGES=needed`).
+    Needed,
+}
 
 /// One edge of the adopted graph.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -191,7 +204,7 @@ fn topological(n: usize, succs: &[Vec<usize>]) -> Result<Vec<usize>, String> {
 
 /// Adopts `model` (adoptable by [`crate::decide::decide`]) under `policy` (the CUDA backend's `auto`
 /// by default, [`default_policy`]).
-pub fn adopt(model: &GraphModel, policy: &PdlPolicy) -> Result<Adoption, String> {
+pub fn adopt(model: &GraphModel, policy: &PdlPolicy, orderings: Orderings) -> Result<Adoption, String> {
     let n = model.nodes.len();
     if n > MAX_ADOPTED_NODES {
         return Err(format!("{n} nodes, more than the {MAX_ADOPTED_NODES} adopted"));
@@ -214,6 +227,14 @@ pub fn adopt(model: &GraphModel, policy: &PdlPolicy) -> Result<Adoption, String>
         }
     }
     let prints: Vec<Footprint> = model.nodes.iter().map(|node| footprint(&node.body)).collect();
+    if orderings == Orderings::Captured {
+        let mut kept = captured_succs;
+        kept.iter_mut().for_each(|vs| {
+            vs.sort_unstable();
+            vs.dedup();
+        });
+        return Ok(fences(model, policy, &prints, &kept, &reach, &order));
+    }
     // The needed orderings (u before v), each u's in topological order of v.
     let needed: Vec<Vec<usize>> = (0..n).map(|u| order.iter().copied().filter(|&v| reach[u].get(v) && prints[u].conflicts(&prints[v])).collect()).collect();
     // Their transitive reduction: u -> v is kept unless a kept successor of u already reaches v.

@@ -67,7 +67,7 @@ use Observed::{Read as R, ReadWrite as RW, Write as W};
 #[test]
 fn a_chain_through_one_buffer_keeps_every_edge_and_makes_them_programmatic() {
     let g = graph(vec![kernel(&[(0, W)]), kernel(&[(0, R), (1, W)]), kernel(&[(1, R), (2, W)])], &[(0, 1), (1, 2)]);
-    let a = adopt(&g, &default_policy()).unwrap();
+    let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
     assert_eq!(pairs(&a), [(0, 1), (1, 2)]);
     assert!(a.edges.iter().all(|e| e.programmatic && e.captured), "{a:?}");
     assert_eq!(a.new_programmatic(&g), 2);
@@ -77,7 +77,7 @@ fn a_chain_through_one_buffer_keeps_every_edge_and_makes_them_programmatic() {
 #[test]
 fn independent_kernels_serialised_by_one_stream_lose_their_edges() {
     let g = graph(vec![kernel(&[(0, W)]), kernel(&[(1, W)]), kernel(&[(2, RW)])], &[(0, 1), (1, 2)]);
-    let a = adopt(&g, &default_policy()).unwrap();
+    let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
     assert!(a.edges.is_empty(), "{a:?}");
     assert_eq!(a.dropped.len(), 2);
     assert!(a.dropped.iter().all(|d| d.why.contains("no conflicting access")));
@@ -87,7 +87,7 @@ fn independent_kernels_serialised_by_one_stream_lose_their_edges() {
 fn an_ordering_through_an_unrelated_node_becomes_a_direct_edge() {
     // 0 writes A, 1 touches B only, 2 reads A: 0 -> 2 is needed, through 1 in the capture.
     let g = graph(vec![kernel(&[(0, W)]), kernel(&[(1, RW)]), kernel(&[(0, R)])], &[(0, 1), (1, 2)]);
-    let a = adopt(&g, &default_policy()).unwrap();
+    let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
     assert_eq!(pairs(&a), [(0, 2)]);
     assert!(!a.edges[0].captured);
 }
@@ -95,7 +95,7 @@ fn an_ordering_through_an_unrelated_node_becomes_a_direct_edge() {
 #[test]
 fn an_implied_captured_edge_is_dropped_as_implied() {
     let g = graph(vec![kernel(&[(0, RW)]), kernel(&[(0, RW)]), kernel(&[(0, RW)])], &[(0, 1), (1, 2), (0, 2)]);
-    let a = adopt(&g, &default_policy()).unwrap();
+    let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
     assert_eq!(pairs(&a), [(0, 1), (1, 2)]);
     assert_eq!(a.dropped, [DroppedEdge { from: 0, to: 2, why: "implied by the edges kept" }]);
 }
@@ -103,14 +103,14 @@ fn an_implied_captured_edge_is_dropped_as_implied() {
 #[test]
 fn nodes_the_application_left_unordered_stay_unordered_even_in_one_segment() {
     let g = graph(vec![kernel(&[(0, W)]), kernel(&[(0, W)])], &[]);
-    assert!(adopt(&g, &default_policy()).unwrap().edges.is_empty());
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).unwrap().edges.is_empty());
 }
 
 #[test]
 fn a_memcpy_or_an_unplaced_pointer_keeps_every_ordering() {
     let copy = NodeBody::Memcpy(MemcpyNode { src_type: 2, dst_type: 2, src: Hex(seg(5)), dst: Hex(seg(6)), width: 64, height: 1, depth: 1 });
     let g = graph(vec![kernel(&[(0, W)]), copy, kernel(&[(1, W)])], &[(0, 1), (1, 2)]);
-    let a = adopt(&g, &default_policy()).unwrap();
+    let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
     assert_eq!(pairs(&a), [(0, 1), (1, 2)]);
     assert!(a.edges.iter().all(|e| !e.programmatic && e.full.as_deref() == Some("an end is not a kernel")));
     // A param the code reads whose pointer the driver could not place touches anything.
@@ -119,7 +119,7 @@ fn a_memcpy_or_an_unplaced_pointer_keeps_every_ordering() {
         k.params[0].pointers.clear();
     }
     let g = graph(vec![kernel(&[(3, W)]), unplaced], &[(0, 1)]);
-    assert_eq!(pairs(&adopt(&g, &default_policy()).unwrap()), [(0, 1)]);
+    assert_eq!(pairs(&adopt(&g, &default_policy(), Orderings::Needed).unwrap()), [(0, 1)]);
 }
 
 #[test]
@@ -133,45 +133,57 @@ fn a_pointer_hidden_in_an_aggregate_param_keeps_its_ordering() {
         k.params[0].pointers.push(PointerWord { at: 8, value: Hex(seg(0) + 64), base: Hex(seg(0)), size: SEG });
     }
     let g = graph(vec![kernel(&[(0, W)]), reader.clone()], &[(0, 1)]);
-    assert_eq!(pairs(&adopt(&g, &default_policy()).unwrap()), [(0, 1)]);
+    assert_eq!(pairs(&adopt(&g, &default_policy(), Orderings::Needed).unwrap()), [(0, 1)]);
     // The mutation: the hidden word dropped from the model, the edge would go (so the test can fail).
     if let NodeBody::Kernel(k) = &mut reader {
         k.params[0].pointers.truncate(1);
     }
     let g = graph(vec![kernel(&[(0, W)]), reader], &[(0, 1)]);
-    assert!(adopt(&g, &default_policy()).unwrap().edges.is_empty());
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).unwrap().edges.is_empty());
 }
 
 #[test]
 fn fences_follow_the_consumers_certificate_and_the_policy() {
     let not = PdlCode::NotCertified { why: "no `griddepcontrol.wait` found".into() };
     let g = graph(vec![kernel(&[(0, W)]), kernel_in(&[(0, R), (1, W)], not, 4)], &[(0, 1)]);
-    let a = adopt(&g, &default_policy()).unwrap();
+    let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
     assert!(!a.edges[0].programmatic);
     assert!(a.edges[0].full.as_deref().unwrap().contains("not certified to wait"), "{a:?}");
     // A captured programmatic edge stays programmatic (the application certified it).
     let mut g2 = g.clone();
     g2.edges = vec![Edge::new(0, 1, 1, 0, 1)];
-    assert!(adopt(&g2, &default_policy()).unwrap().edges[0].programmatic);
+    assert!(adopt(&g2, &default_policy(), Orderings::Needed).unwrap().edges[0].programmatic);
     // Reading before the wait a segment some node writes.
     let early = PdlCode::Certified { reads: vec![0], atomics: Vec::new(), early_trigger: false };
     let g = graph(vec![kernel(&[(0, W)]), kernel_in(&[(0, R), (1, W)], early, 4)], &[(0, 1)]);
-    assert!(adopt(&g, &default_policy()).unwrap().edges[0].full.as_deref().unwrap().contains("before its wait"));
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).unwrap().edges[0].full.as_deref().unwrap().contains("before its wait"));
     // ... and one nobody writes (a weight): programmatic.
     let early = PdlCode::Certified { reads: vec![0], atomics: Vec::new(), early_trigger: false };
     let g = graph(vec![kernel(&[(1, W)]), kernel_in(&[(4, R), (1, RW)], early, 4)], &[(0, 1)]);
-    assert!(adopt(&g, &default_policy()).unwrap().edges[0].programmatic);
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).unwrap().edges[0].programmatic);
     // `auto` keeps grids of more than 512 blocks on full edges.
     let g = graph(vec![kernel_in(&[(0, W)], certified(), 8192), kernel_in(&[(0, R)], certified(), 8192)], &[(0, 1)]);
-    assert!(adopt(&g, &default_policy()).unwrap().edges[0].full.as_deref().unwrap().contains("blocks"));
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).unwrap().edges[0].full.as_deref().unwrap().contains("blocks"));
+}
+
+#[test]
+fn by_default_every_captured_edge_stays_and_only_fences_change() {
+    let g = graph(vec![kernel(&[(0, W)]), kernel(&[(1, W)]), kernel(&[(1, R), (2, W)])], &[(0, 1), (1, 2), (0, 2)]);
+    let a = adopt(&g, &default_policy(), Orderings::Captured).unwrap();
+    assert_eq!(pairs(&a), [(0, 1), (0, 2), (1, 2)]);
+    assert!(a.dropped.is_empty() && a.edges.iter().all(|e| e.captured && e.programmatic), "{a:?}");
+    assert!(!a.same_as_captured(&g));
+    let not = PdlCode::NotCertified { why: "no `griddepcontrol.wait` found".into() };
+    let g = graph(vec![kernel(&[(0, W)]), kernel_in(&[(1, W)], not, 4)], &[(0, 1)]);
+    assert!(adopt(&g, &default_policy(), Orderings::Captured).unwrap().same_as_captured(&g));
 }
 
 #[test]
 fn a_cycle_or_a_huge_graph_is_refused() {
     let g = graph(vec![kernel(&[(0, W)]), kernel(&[(0, W)])], &[(0, 1), (1, 0)]);
-    assert!(adopt(&g, &default_policy()).unwrap_err().contains("cycle"));
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).unwrap_err().contains("cycle"));
     let g = graph((0..=MAX_ADOPTED_NODES).map(|_| kernel(&[(0, R)])).collect(), &[]);
-    assert!(adopt(&g, &default_policy()).is_err());
+    assert!(adopt(&g, &default_policy(), Orderings::Needed).is_err());
 }
 
 /// Reachability over `edges` (brute force).
@@ -209,7 +221,7 @@ proptest! {
     #[test]
     fn adopted_orderings_are_exactly_the_needed_ones_reduced(g in random_graph()) {
         let n = g.nodes.len();
-        let a = adopt(&g, &default_policy()).unwrap();
+        let a = adopt(&g, &default_policy(), Orderings::Needed).unwrap();
         let captured: Vec<(usize, usize)> = g.edges.iter().map(|e| (e.from, e.to)).collect();
         let (cr, ar) = (reach(n, &captured), reach(n, &pairs(&a)));
         let prints: Vec<Footprint> = g.nodes.iter().map(|node| footprint(&node.body)).collect();

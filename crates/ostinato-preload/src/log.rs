@@ -4,6 +4,8 @@
 //!
 //! - `OSTINATO_PRELOAD_ADOPT=0` (or `off`, `false`): observe only, never adopt (adoption is on by
 //!   default; `ostinato_preload_set_adopt` switches it for graphs instantiated later).
+//! - `OSTINATO_PRELOAD_EDGES=needed`: an adopted graph submits only the orderings the code needs
+//!   (a study option; by default it keeps the captured edges and changes only their fences).
 //! - `OSTINATO_PRELOAD_LOG=path` appends the lines to `path`; `-` writes them to stderr. With neither
 //!   adoption nor a log the interposer only forwards calls: it keeps no image, reads no graph.
 //! - `OSTINATO_PRELOAD_IMAGE_BUDGET=bytes`: the most bytes of code images kept (default 1 GiB).
@@ -14,7 +16,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::adopt::{AdoptedEdge, DroppedEdge};
+use crate::adopt::{AdoptedEdge, DroppedEdge, Orderings};
 use crate::decide::Decision;
 use crate::model::{Edge, GraphModel, Hex, Node, NodeBody};
 
@@ -36,6 +38,8 @@ pub struct Config {
     pub budget: usize,
     /// Whether adoptable graphs are adopted (at start).
     pub adopt: bool,
+    /// Which orderings an adopted graph submits.
+    pub orderings: Orderings,
 }
 
 impl Config {
@@ -44,7 +48,8 @@ impl Config {
         let log = get("OSTINATO_PRELOAD_LOG").filter(|v| !v.is_empty()).map(|v| if v == "-" { Target::Stderr } else { Target::File(v.into()) });
         let budget = get("OSTINATO_PRELOAD_IMAGE_BUDGET").and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_BUDGET);
         let adopt = !get("OSTINATO_PRELOAD_ADOPT").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "off" | "false" | "no"));
-        Config { log, budget, adopt }
+        let orderings = if get("OSTINATO_PRELOAD_EDGES").is_some_and(|v| v.trim() == "needed") { Orderings::Needed } else { Orderings::Captured };
+        Config { log, budget, adopt, orderings }
     }
 }
 

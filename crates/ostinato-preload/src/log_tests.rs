@@ -1,19 +1,21 @@
 use super::*;
+use crate::adopt::Orderings;
 use crate::decide::decide;
 use crate::model::{Edge, GraphModel, Node, NodeBody};
 
 #[test]
 fn settings_come_from_the_environment() {
     let vars = |pairs: &'static [(&'static str, &'static str)]| move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
-    assert_eq!(Config::from_vars(vars(&[])), Config { log: None, budget: DEFAULT_BUDGET, adopt: true });
+    assert_eq!(Config::from_vars(vars(&[])), Config { log: None, budget: DEFAULT_BUDGET, adopt: true, orderings: Orderings::Captured });
     assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "")])).log, None);
     assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "-")])).log, Some(Target::Stderr));
     let c = Config::from_vars(vars(&[("OSTINATO_PRELOAD_LOG", "/tmp/x.jsonl"), ("OSTINATO_PRELOAD_IMAGE_BUDGET", "4096")]));
-    assert_eq!(c, Config { log: Some(Target::File("/tmp/x.jsonl".into())), budget: 4096, adopt: true });
+    assert_eq!(c, Config { log: Some(Target::File("/tmp/x.jsonl".into())), budget: 4096, adopt: true, orderings: Orderings::Captured });
     assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_IMAGE_BUDGET", "lots")])).budget, DEFAULT_BUDGET);
     assert!(!Config::from_vars(vars(&[("OSTINATO_PRELOAD_ADOPT", "0")])).adopt);
     assert!(!Config::from_vars(vars(&[("OSTINATO_PRELOAD_ADOPT", "Off")])).adopt);
     assert!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_ADOPT", "1")])).adopt);
+    assert_eq!(Config::from_vars(vars(&[("OSTINATO_PRELOAD_EDGES", "needed")])).orderings, Orderings::Needed);
 }
 
 fn graph() -> GraphModel {

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
+use crate::adopt::Orderings;
 use crate::code::{self, CodeStatus};
 use crate::decide::{decide, Decision};
 use crate::log::{self, AdoptionLog, Call, Config, Sink};
@@ -66,6 +67,7 @@ pub enum LaunchAs {
 pub struct State {
     sink: Option<Sink>,
     adopt: AtomicBool,
+    orderings: Orderings,
     store: Mutex<Store>,
     analyses: Mutex<HashMap<AnalysisKey, CodeStatus>>,
     execs: Mutex<HashMap<u64, Exec>>,
@@ -97,6 +99,7 @@ impl State {
         (sink.is_some() || config.adopt).then(|| State {
             sink,
             adopt: AtomicBool::new(config.adopt),
+            orderings: config.orderings,
             store: Mutex::new(Store::new(config.budget)),
             analyses: Mutex::new(HashMap::new()),
             execs: Mutex::new(HashMap::new()),
@@ -107,6 +110,11 @@ impl State {
     /// Whether graphs instantiated now are adopted.
     pub fn adopting(&self) -> bool {
         self.adopt.load(Ordering::Relaxed)
+    }
+
+    /// Which orderings adopted graphs submit.
+    pub fn orderings(&self) -> Orderings {
+        self.orderings
     }
 
     /// Switches adoption for graphs instantiated later; returns the previous setting.

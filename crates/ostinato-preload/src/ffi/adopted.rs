@@ -119,7 +119,7 @@ pub(super) fn adopt_graph(
         return (AdoptionLog::not("not_adopted", decision.reason.clone().unwrap_or_default()), None);
     }
     let start = std::time::Instant::now();
-    let adoption = match adopt::adopt(model, &adopt::default_policy()) {
+    let adoption = match adopt::adopt(model, &adopt::default_policy(), state.orderings()) {
         Ok(a) => a,
         Err(why) => return (AdoptionLog::not("not_adopted", why), None),
     };

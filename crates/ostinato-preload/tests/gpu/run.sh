@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The interposer on the GPU: builds graph_app.cu twice (shared cudart with its PTX stored plain;
 # static cudart with nvcc's default zstd-compressed PTX), runs each plain and under
-# LD_PRELOAD=libostinato_preload.so (adopting silently, observing only with a log, adopting with a
-# log), checks every run prints PASS (its results checked on the host), and checks the logs: the
-# graph's 5 nodes and 5 edges, the programmatic edge from `add` to `scale`, each kernel's pointers and
-# access, the decision (adoptable for both: the zstd-compressed PTX is decompressed and read), the
-# adoption (the memset no longer ordered before the fills, which touch other buffers, but before the
-# add; the fills' edges into the add kept; add -> scale programmatic as captured) and the 5 launches,
-# all of the adopted graph. Then `graph_app time` prints the graph adopted and not, timed side by side.
+# LD_PRELOAD=libostinato_preload.so (adopting silently; observing only, with a log; adopting, with a
+# log; adopting only the needed edges, with a log), checks every run prints PASS (its results checked
+# on the host), and checks the logs: the graph's 5 nodes and 5 edges, the programmatic edge from `add`
+# to `scale`, each kernel's pointers and access, the decision (adoptable for both: the
+# zstd-compressed PTX is decompressed and read), the adoption (by default nothing to gain: the
+# captured edges kept, no fence to change; with the needed edges, the memset no longer ordered before
+# the fills, which touch other buffers, but before the add; the fills' edges into the add kept;
+# add -> scale programmatic as captured) and the 5 launches, all of the adopted graph. Then
+# `graph_app time` prints the graph adopted (the needed edges) and not, timed side by side.
 # Usage (from the repository root, after scripts/build-devbin.sh): crates/ostinato-preload/tests/gpu/run.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../../.." && pwd)"
@@ -26,17 +28,18 @@ for app in plain zstd; do
   plain=$("$bin")
   silent=$(LD_PRELOAD="$lib" "$bin" 2>"$work/$app.stderr")
   observed=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_ADOPT=0 OSTINATO_PRELOAD_LOG="$work/$app.observed.jsonl" "$bin")
-  logged=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/$app.jsonl" "$bin")
-  echo "$app: plain: $plain | adopting: $silent | observing, logging: $observed | adopting, logging: $logged"
-  for out in "$plain" "$silent" "$observed" "$logged"; do
+  default=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/$app.default.jsonl" "$bin")
+  logged=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_EDGES=needed OSTINATO_PRELOAD_LOG="$work/$app.jsonl" "$bin")
+  echo "$app: plain: $plain | adopting: $silent | observing, logging: $observed | adopting, logging: $default | adopting the needed edges, logging: $logged"
+  for out in "$plain" "$silent" "$observed" "$default" "$logged"; do
     case "$out" in PASS*) ;; *) echo "FAIL: graph_app_$app: $out"; exit 1 ;; esac
   done
   [ ! -s "$work/$app.stderr" ] || { echo "FAIL: the interposer wrote to stderr without OSTINATO_PRELOAD_LOG:"; cat "$work/$app.stderr"; exit 1; }
 done
-python3 - "$work/plain.jsonl" "$work/zstd.jsonl" "$work/plain.observed.jsonl" <<'PY'
+python3 - "$work/plain.jsonl" "$work/zstd.jsonl" "$work/plain.observed.jsonl" "$work/plain.default.jsonl" <<'PY'
 import json, sys
 
-def check(path, adoptable, adopted=True):
+def check(path, adoptable, adopted=True, default=False):
     lines = [json.loads(l) for l in open(path)]
     inst = [l for l in lines if l["event"] == "instantiate"]
     dest = [l for l in lines if l["event"] == "exec_destroy"]
@@ -67,6 +70,11 @@ def check(path, adoptable, adopted=True):
     if not adopted:
         assert a["status"] == "off" and dest[0]["adopted_launches"] == 0, (a, dest)
         return
+    if default:
+        # The captured edges kept: no fence to change here (the add waits for nothing, the scale's
+        # edge is programmatic already), so the application's own graph runs.
+        assert a["status"] == "not_adopted" and "nothing to gain" in a["why"] and dest[0]["adopted_launches"] == 0, (a, dest)
+        return
     assert a["status"] == "adopted", a
     memset = next(i for i, n in enumerate(nodes) if n["type"] == "memset")
     kind = lambda i: "memset" if i == memset else next(k for k in ("fill", "add", "scale") if k in name(i))
@@ -79,10 +87,11 @@ def check(path, adoptable, adopted=True):
 check(sys.argv[1], adoptable=True)
 check(sys.argv[2], adoptable=True)
 check(sys.argv[3], adoptable=True, adopted=False)
+check(sys.argv[4], adoptable=True, default=True)
 print("PASS: both graphs read back (5 nodes, 5 edges, PDL add -> scale), decided, adopted, 5 launches each of the adopted graph")
 PY
 for app in plain zstd; do
-  out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/$app.time.jsonl" "$work/graph_app_$app" time)
-  echo "$app, time: $out"
+  out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_EDGES=needed OSTINATO_PRELOAD_LOG="$work/$app.time.jsonl" "$work/graph_app_$app" time)
+  echo "$app, time (the needed edges): $out"
   case "$out" in *PASS*) ;; *) echo "FAIL: graph_app_$app time: $out"; exit 1 ;; esac
 done
