@@ -149,19 +149,27 @@ fn running_cubin(image: &[u8], device: u32) -> Option<&[u8]> {
 }
 
 /// Reads what `entry` of `image` does to each param on `device`; `pointer[i]`: param `i` holds a
-/// device pointer (it is a buffer).
+/// device pointer (it is a buffer). Machine code alone is read through the PTX Triton compiled it
+/// from, where Triton's cache holds it ([`crate::triton_cache`]).
 pub fn analyse(image: &Image, entry: &str, device: u32, pointer: &[bool]) -> CodeStatus {
-    let (arch, text) = match find(&image.bytes, device) {
+    let triton = |cubin: &[u8]| crate::triton_cache::default_root(|k| std::env::var(k).ok()).and_then(|root| crate::triton_cache::ptx_for(&root, cubin));
+    analyse_with(image, entry, device, pointer, &triton)
+}
+
+/// [`analyse`], with `beside(cubin)` giving the PTX a machine-code-only image was compiled from.
+pub fn analyse_with(image: &Image, entry: &str, device: u32, pointer: &[bool], beside: &dyn Fn(&[u8]) -> Option<String>) -> CodeStatus {
+    let (source, text) = match find(&image.bytes, device) {
         Err(why) => return CodeStatus::not(format!("image {}: {why}", image.id)),
         Ok(Found::Compressed { arch, codec }) => {
             return CodeStatus::not(format!("image {}: the PTX of sm_{arch} is compressed ({codec}), not analysed", image.id))
         }
-        Ok(Found::MachineOnly { arch, .. }) => {
-            return CodeStatus::not(format!("image {}: machine code only (sm_{arch}), no PTX of its architecture to analyse", image.id))
-        }
-        Ok(Found::Ptx { arch, text }) => (arch, text),
+        Ok(Found::MachineOnly { arch, cubin }) => match cubin.and_then(beside) {
+            Some(ptx) => (format!("image {}, PTX beside its cubin in Triton's cache", image.id), std::borrow::Cow::Owned(ptx)),
+            None => return CodeStatus::not(format!("image {}: machine code only (sm_{arch}), no PTX of its architecture to analyse", image.id)),
+        },
+        Ok(Found::Ptx { arch: 0, text }) => (format!("image {}, PTX", image.id), text),
+        Ok(Found::Ptx { arch, text }) => (format!("image {}, PTX sm_{arch}", image.id), text),
     };
-    let source = if arch == 0 { format!("image {}, PTX", image.id) } else { format!("image {}, PTX sm_{arch}", image.id) };
     let parsed = match ptx::parse::entry(&text, entry) {
         Ok(p) => p,
         Err(why) => return CodeStatus::not(format!("{source}: {why}")),

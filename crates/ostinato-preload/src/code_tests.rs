@@ -64,6 +64,20 @@ fn machine_code_alone_or_beside_another_architectures_ptx_is_not_analysed() {
 }
 
 #[test]
+fn machine_code_is_read_through_the_ptx_beside_it_where_one_is_given() {
+    let cubin = fatbin::parse(PLAIN).unwrap()[0].elf().unwrap().to_vec();
+    let want = cubin.clone();
+    let beside = move |c: &[u8]| (c == want.as_slice()).then(scale_ptx);
+    let s = analyse_with(&image(&cubin), "scale", 90, &[true, true, false, false], &beside);
+    assert_eq!(access(&s), &[Some(Observed::Write), Some(Observed::Read), None, None]);
+    let CodeStatus::Analysed { source, .. } = &s else { unreachable!() };
+    assert!(source.contains("Triton's cache"), "{source}");
+    // Another cubin: not found beside, not analysed.
+    let CodeStatus::NotAnalysed { why } = analyse_with(&image(&cubin[..cubin.len() - 1]), "scale", 90, &[true; 4], &beside) else { panic!() };
+    assert!(!why.is_empty());
+}
+
+#[test]
 fn a_raw_ptx_image_is_the_code() {
     let mut text = scale_ptx().into_bytes();
     text.push(0);

@@ -27,3 +27,4 @@ pub mod readback;
 pub mod scan;
 pub mod state;
 pub mod store;
+pub mod triton_cache;
