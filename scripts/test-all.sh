@@ -6,7 +6,8 @@
 #              where no CUDA driver or Vulkan driver is found (lavapipe runs the Vulkan ones on a CPU).
 #              A first build compiles the workspace (about 8 minutes on 2 cores).
 #   2. C       scripts/test-c.sh: the C ABI installed under a temporary prefix (its dev build reuses
-#              the Rust tests' dependencies), the C and C++ examples built against it and run.
+#              the Rust tests' dependencies), the C and C++ examples built against it and run, and the
+#              graph-API interposer's C tests against a table driver.
 #   3. Python  scripts/test-python.sh: the pyo3 extension built by maturin (dev profile, the same
 #              target folder) into a virtual environment, then its pytest suite.
 set -euo pipefail

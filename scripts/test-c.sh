@@ -4,7 +4,8 @@
 # release build would compile every dependency again; scripts/fuzz-campaign.sh runs the release
 # library), builds the C and C++ examples against it with pkg-config and -Wall -Wextra -Werror
 # (and record.c against the static library), and runs them from the repository root: on the host
-# backend, and vulkan_free.c and record.c on whatever Vulkan device is found (they skip without one).
+# backend, and vulkan_free.c and record.c on whatever Vulkan device is found (they skip without one);
+# then the graph-API interposer's C tests against a table driver.
 # Each step prints a line as it starts; each test its time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,14 @@ elif grep -q "OST_ERR_BACKEND" <<<"$vk"; then
   echo "SKIP record.c on vulkan: $vk"
 else
   echo "$vk"; echo "FAILED: run record vulkan"; failed=$((failed + 1))
+fi
+# The graph-API interposer (LD_PRELOAD) end to end against a table driver, from C programs that reach
+# the driver as cudart does (dlopen, cuGetProcAddress) and as code linked to libcuda does (by name).
+say "building the interposer (cargo build -p ostinato-preload) and running its C tests against a table driver"
+if cargo build -q -p ostinato-preload; then
+  run "interposer: tests/fake_driver/run.sh" bash crates/ostinato-preload/tests/fake_driver/run.sh target/debug/libostinato_preload.so
+else
+  echo "FAILED: build the interposer"; failed=$((failed + 1))
 fi
 say "c abi: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

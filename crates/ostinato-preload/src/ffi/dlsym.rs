@@ -75,7 +75,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 }
 
 /// The real `dlsym`'s answer, with the driver's `cuGetProcAddress` entry points swapped for the
-/// wrapped ones.
+/// wrapped ones, and the driver entry points this library exports for its exports
+/// ([`super::exports::swap`]).
 extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     let Some(real) = real_dlsym() else {
         return std::ptr::null_mut();
@@ -87,7 +88,8 @@ extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> *mut c_v
     }
     // SAFETY: `symbol` is the NUL-terminated name the caller passed (the real `dlsym` just read it).
     let name = unsafe { CStr::from_ptr(symbol) };
-    guarded(|| procaddr::wrap_dlsym(name.to_bytes(), found as usize)).flatten().map_or(found, |w| w as *mut c_void)
+    let name = name.to_bytes();
+    guarded(|| procaddr::wrap_dlsym(name, found as usize).or_else(|| super::exports::swap(name, found as usize))).flatten().map_or(found, |w| w as *mut c_void)
 }
 
 /// `dlsym` as the rest of the interposer calls it (resolving the next definition of one of its own

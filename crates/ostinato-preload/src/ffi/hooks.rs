@@ -90,31 +90,38 @@ fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, upload: Opt
     rc
 }
 
+/// An instantiate of the flags signature through the real entry point `slot` holds.
+pub(super) fn instantiate_flags_in(slot: &Slot, api: &'static str, exec: *mut Handle, graph: Handle, flags: u64) -> CuResult {
+    // SAFETY: the slot holds the real entry point of this signature.
+    let Some(real) = (unsafe { slot.get::<InstantiateFlags>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    // SAFETY: the caller's arguments, forwarded unchanged.
+    observe_instantiate(api, graph, flags, None, exec, || unsafe { real(exec, graph, flags) })
+}
+
 /// `cuGraphInstantiateWithFlags`.
 unsafe extern "C" fn instantiate_with_flags(exec: *mut Handle, graph: Handle, flags: u64) -> CuResult {
-    // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { INST_FLAGS.get::<InstantiateFlags>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    observe_instantiate("cuGraphInstantiateWithFlags", graph, flags, None, exec, || unsafe { real(exec, graph, flags) })
+    instantiate_flags_in(&INST_FLAGS, "cuGraphInstantiateWithFlags", exec, graph, flags)
 }
 
 /// `cuGraphInstantiate` asked at 12000 or later (the signature of `cuGraphInstantiateWithFlags`).
 unsafe extern "C" fn instantiate_v12(exec: *mut Handle, graph: Handle, flags: u64) -> CuResult {
-    // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { INST_V12.get::<InstantiateFlags>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    observe_instantiate("cuGraphInstantiate", graph, flags, None, exec, || unsafe { real(exec, graph, flags) })
+    instantiate_flags_in(&INST_V12, "cuGraphInstantiate", exec, graph, flags)
 }
 
-/// `cuGraphInstantiate` asked below 12000 (error node and log buffer; no flags).
-unsafe extern "C" fn instantiate_legacy(exec: *mut Handle, graph: Handle, err_node: *mut Handle, log: *mut c_char, log_len: usize) -> CuResult {
+/// An instantiate of the legacy signature (error node and log buffer; no flags) through `slot`.
+pub(super) fn instantiate_legacy_in(slot: &Slot, exec: *mut Handle, graph: Handle, err_node: *mut Handle, log: *mut c_char, log_len: usize) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { INST_LEGACY.get::<InstantiateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<InstantiateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
     observe_instantiate("cuGraphInstantiate", graph, 0, None, exec, || unsafe { real(exec, graph, err_node, log, log_len) })
 }
 
-fn with_params(slot: &Slot, api: &'static str, exec: *mut Handle, graph: Handle, params: *mut InstantiateParams) -> CuResult {
+/// `cuGraphInstantiate` asked below 12000.
+unsafe extern "C" fn instantiate_legacy(exec: *mut Handle, graph: Handle, err_node: *mut Handle, log: *mut c_char, log_len: usize) -> CuResult {
+    instantiate_legacy_in(&INST_LEGACY, exec, graph, err_node, log, log_len)
+}
+
+pub(super) fn with_params(slot: &Slot, api: &'static str, exec: *mut Handle, graph: Handle, params: *mut InstantiateParams) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<InstantiateWithParams>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: `params`, where not null, is the caller's instantiate params (the driver reads it too).
@@ -133,7 +140,7 @@ unsafe extern "C" fn instantiate_with_params_ptsz(exec: *mut Handle, graph: Hand
     with_params(&INST_PARAMS_PTSZ, "cuGraphInstantiateWithParams_ptsz", exec, graph, params)
 }
 
-fn launch_with(slot: &Slot, exec: Handle, stream: Handle, per_thread: bool) -> CuResult {
+pub(super) fn launch_with(slot: &Slot, exec: Handle, stream: Handle, per_thread: bool) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<Launch>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     let at = Stream { handle: stream as u64, per_thread };
@@ -161,10 +168,11 @@ unsafe extern "C" fn launch_ptsz(exec: Handle, stream: Handle) -> CuResult {
     launch_with(&LAUNCH_PTSZ, exec, stream, true)
 }
 
-/// `cuGraphExecDestroy`: the application's executable graph, and its adopted graph with it.
-unsafe extern "C" fn exec_destroy(exec: Handle) -> CuResult {
+/// `cuGraphExecDestroy` through `slot`: the application's executable graph, and its adopted graph
+/// with it.
+pub(super) fn exec_destroy_in(slot: &Slot, exec: Handle) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { EXEC_DESTROY.get::<ExecDestroy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<ExecDestroy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's argument, forwarded unchanged.
     let rc = unsafe { real(exec) };
     if rc == CUDA_SUCCESS {
@@ -175,6 +183,11 @@ unsafe extern "C" fn exec_destroy(exec: Handle) -> CuResult {
         }
     }
     rc
+}
+
+/// `cuGraphExecDestroy`.
+unsafe extern "C" fn exec_destroy(exec: Handle) -> CuResult {
+    exec_destroy_in(&EXEC_DESTROY, exec)
 }
 
 /// Keeps the image a successful load was given and maps the handle the driver wrote to `out`.
@@ -195,33 +208,60 @@ fn keep_loaded(rc: CuResult, out: *mut Handle, image: *const c_void, origin: Ori
     });
 }
 
-/// `cuModuleLoadData`.
-unsafe extern "C" fn module_load_data(module: *mut Handle, image: *const c_void) -> CuResult {
+/// `cuModuleLoadData` (and `cuModuleLoadFatBinary`, of the same signature, as `origin` says)
+/// through `slot`.
+pub(super) fn module_load_in(slot: &Slot, origin: Origin, module: *mut Handle, image: *const c_void) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { MODULE_LOAD_DATA.get::<ModuleLoadData>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<ModuleLoadData>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
     let rc = unsafe { real(module, image) };
-    keep_loaded(rc, module, image, Origin::ModuleLoadData, false);
+    keep_loaded(rc, module, image, origin, false);
     rc
 }
 
-/// `cuModuleLoadDataEx`.
-unsafe extern "C" fn module_load_data_ex(module: *mut Handle, image: *const c_void, n: c_uint, options: *mut c_int, values: *mut *mut c_void) -> CuResult {
+/// `cuModuleLoadData`.
+unsafe extern "C" fn module_load_data(module: *mut Handle, image: *const c_void) -> CuResult {
+    module_load_in(&MODULE_LOAD_DATA, Origin::ModuleLoadData, module, image)
+}
+
+/// `cuModuleLoadDataEx` through `slot`.
+pub(super) fn module_load_ex_in(slot: &Slot, module: *mut Handle, image: *const c_void, n: c_uint, options: *mut c_int, values: *mut *mut c_void) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { MODULE_LOAD_DATA_EX.get::<ModuleLoadDataEx>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<ModuleLoadDataEx>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
     let rc = unsafe { real(module, image, n, options, values) };
     keep_loaded(rc, module, image, Origin::ModuleLoadDataEx, false);
     rc
 }
 
+/// `cuModuleLoadDataEx`.
+unsafe extern "C" fn module_load_data_ex(module: *mut Handle, image: *const c_void, n: c_uint, options: *mut c_int, values: *mut *mut c_void) -> CuResult {
+    module_load_ex_in(&MODULE_LOAD_DATA_EX, module, image, n, options, values)
+}
+
 /// `cuModuleLoadFatBinary`.
 unsafe extern "C" fn module_load_fat_binary(module: *mut Handle, fat: *const c_void) -> CuResult {
+    module_load_in(&MODULE_LOAD_FAT_BINARY, Origin::ModuleLoadFatBinary, module, fat)
+}
+
+/// `cuLibraryLoadData` through `slot`.
+#[allow(clippy::too_many_arguments)] // the driver's signature
+pub(super) fn library_load_in(
+    slot: &Slot,
+    library: *mut Handle,
+    code: *const c_void,
+    jit_options: *mut c_int,
+    jit_values: *mut *mut c_void,
+    jit_count: c_uint,
+    library_options: *mut c_int,
+    library_values: *mut *mut c_void,
+    library_count: c_uint,
+) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { MODULE_LOAD_FAT_BINARY.get::<ModuleLoadData>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<LibraryLoadData>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    let rc = unsafe { real(module, fat) };
-    keep_loaded(rc, module, fat, Origin::ModuleLoadFatBinary, false);
+    let rc = unsafe { real(library, code, jit_options, jit_values, jit_count, library_options, library_values, library_count) };
+    keep_loaded(rc, library, code, Origin::LibraryLoadData, true);
     rc
 }
 
@@ -237,15 +277,10 @@ unsafe extern "C" fn library_load_data(
     library_values: *mut *mut c_void,
     library_count: c_uint,
 ) -> CuResult {
-    // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { LIBRARY_LOAD_DATA.get::<LibraryLoadData>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    let rc = unsafe { real(library, code, jit_options, jit_values, jit_count, library_options, library_values, library_count) };
-    keep_loaded(rc, library, code, Origin::LibraryLoadData, true);
-    rc
+    library_load_in(&LIBRARY_LOAD_DATA, library, code, jit_options, jit_values, jit_count, library_options, library_values, library_count)
 }
 
-fn unload_with(slot: &Slot, handle: Handle, library: bool) -> CuResult {
+pub(super) fn unload_with(slot: &Slot, handle: Handle, library: bool) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<Unload>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's argument, forwarded unchanged.

@@ -1,4 +1,5 @@
-//! The C side: the exported entry points (`dlsym`, `__cudaRegisterFatBinary`), the wrapped
+//! The C side: the exported entry points (`dlsym`, `__cudaRegisterFatBinary`, the wrapped driver
+//! entry points under their own names for code linked to libcuda), the wrapped
 //! `cuGetProcAddress` and driver entry points, the real driver calls of the read-back, and the reads
 //! of code images through raw pointers. All of this crate's unsafe code is here.
 //!
@@ -15,6 +16,8 @@ mod adopted;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod dlsym;
 mod driver;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod exports;
 mod hooks;
 mod memory;
 mod mutate;

@@ -90,7 +90,7 @@ fn changed(rc: CuResult, exec: Handle, api: &'static str) -> CuResult {
     rc
 }
 
-fn set_params(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void) -> CuResult {
+pub(super) fn set_params(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<SetParams>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
@@ -112,7 +112,7 @@ unsafe extern "C" fn node(exec: Handle, node: Handle, params: *const c_void) -> 
     set_params(&NODE, "cuGraphExecNodeSetParams", exec, node, params)
 }
 
-fn set_params_ctx(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
+pub(super) fn set_params_ctx(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<SetParamsCtx>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
@@ -129,31 +129,46 @@ unsafe extern "C" fn memcpy(exec: Handle, node: Handle, params: *const c_void, c
     set_params_ctx(&MEMCPY, "cuGraphExecMemcpyNodeSetParams", exec, node, params, ctx)
 }
 
-/// `cuGraphNodeSetEnabled`.
-unsafe extern "C" fn enabled(exec: Handle, node: Handle, on: c_uint) -> CuResult {
+/// `cuGraphNodeSetEnabled` through `slot`.
+pub(super) fn enabled_in(slot: &Slot, exec: Handle, node: Handle, on: c_uint) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { ENABLED.get::<SetEnabled>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<SetEnabled>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
     changed(unsafe { real(exec, node, on) }, exec, "cuGraphNodeSetEnabled")
 }
 
-/// `cuGraphExecUpdate_v2`.
-unsafe extern "C" fn update(exec: Handle, graph: Handle, info: *mut c_void) -> CuResult {
+/// `cuGraphNodeSetEnabled`.
+unsafe extern "C" fn enabled(exec: Handle, node: Handle, on: c_uint) -> CuResult {
+    enabled_in(&ENABLED, exec, node, on)
+}
+
+/// `cuGraphExecUpdate_v2` through `slot`.
+pub(super) fn update_in(slot: &Slot, exec: Handle, graph: Handle, info: *mut c_void) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { UPDATE.get::<Update>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<Update>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
     changed(unsafe { real(exec, graph, info) }, exec, "cuGraphExecUpdate_v2")
 }
 
-/// `cuGraphExecUpdate` (below 12000: error node and result out-pointers).
-unsafe extern "C" fn update_legacy(exec: Handle, graph: Handle, error_node: *mut Handle, result: *mut c_int) -> CuResult {
+/// `cuGraphExecUpdate_v2`.
+unsafe extern "C" fn update(exec: Handle, graph: Handle, info: *mut c_void) -> CuResult {
+    update_in(&UPDATE, exec, graph, info)
+}
+
+/// `cuGraphExecUpdate` of the legacy signature (error node and result out-pointers) through `slot`.
+pub(super) fn update_legacy_in(slot: &Slot, exec: Handle, graph: Handle, error_node: *mut Handle, result: *mut c_int) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
-    let Some(real) = (unsafe { UPDATE_LEGACY.get::<UpdateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
+    let Some(real) = (unsafe { slot.get::<UpdateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
     changed(unsafe { real(exec, graph, error_node, result) }, exec, "cuGraphExecUpdate")
 }
 
-fn upload_with(slot: &Slot, exec: Handle, stream: Handle) -> CuResult {
+/// `cuGraphExecUpdate` asked below 12000.
+unsafe extern "C" fn update_legacy(exec: Handle, graph: Handle, error_node: *mut Handle, result: *mut c_int) -> CuResult {
+    update_legacy_in(&UPDATE_LEGACY, exec, graph, error_node, result)
+}
+
+pub(super) fn upload_with(slot: &Slot, exec: Handle, stream: Handle) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<Upload>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     let target = observing().and_then(|s| guarded(|| s.upload_target(exec as u64))).unwrap_or(exec as u64);

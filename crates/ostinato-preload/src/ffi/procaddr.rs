@@ -104,7 +104,13 @@ pub(super) fn real_entry(name: &CStr, version: c_int) -> usize {
     }
 }
 
-/// Whether a real `cuGetProcAddress` is known (the read-back can resolve its entry points).
+/// Whether a real `cuGetProcAddress` is known (the read-back can resolve its entry points). A
+/// program linked to libcuda that never asks for one gets the next definition of
+/// `cuGetProcAddress_v2` after this library.
 pub(super) fn ready() -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    if GPA_V1.raw() == 0 && GPA_V2.raw() == 0 {
+        GPA_V2.claim(super::dlsym::next(c"cuGetProcAddress_v2"));
+    }
     GPA_V1.raw() != 0 || GPA_V2.raw() != 0
 }

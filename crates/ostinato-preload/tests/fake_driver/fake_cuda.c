@@ -88,3 +88,9 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t 
   if (status) *status = 1;
   return 500;
 }
+
+/* The same entry points under their own names, for a program linked to the driver (app_linked.c). */
+CUresult cuModuleLoadData(H *module, const void *image) { return f_load(module, image); }
+CUresult cuGraphInstantiateWithFlags(H *exec, H graph, unsigned long long flags) { return f_instantiate(exec, graph, flags); }
+CUresult cuGraphLaunch(H exec, H stream) { return f_launch(exec, stream); }
+CUresult cuGraphExecDestroy(H exec) { return f_destroy(exec); }

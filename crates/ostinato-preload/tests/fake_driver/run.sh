@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The interposer end to end without a GPU: a table driver (fake_cuda.c) reached as cudart reaches
 # libcuda (dlopen, dlsym, cuGetProcAddress), an application run plain and under LD_PRELOAD, the log
-# checked. Usage: run.sh [path/to/libostinato_preload.so] (default: the workspace's debug build).
+# checked; then a program linked to the table driver, calling it by name as one built with -lcuda
+# does (and once through dlsym on its handle), checked the same way. Usage: run.sh [path/to/libostinato_preload.so] (default: the workspace's debug build).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 lib="$(realpath "${1:-$here/../../../../target/debug/libostinato_preload.so}")"
@@ -12,6 +13,7 @@ $cc -shared -fPIC -O1 -o "$work/libfake.so" "$here/fake_cuda.c"
 $cc -shared -fPIC -DFIRST -o "$work/libfirst.so" "$here/next.c"
 $cc -shared -fPIC -o "$work/libsecond.so" "$here/next.c"
 $cc -o "$work/app" "$here/app.c" -L"$work" -Wl,--no-as-needed -lfirst -lsecond -ldl -Wl,-rpath,"$work"
+$cc -o "$work/app_linked" "$here/app_linked.c" -L"$work" -lfake -ldl -Wl,-rpath,"$work"
 fatbin="$here/../fixtures/scale_plain.fatbin"
 plain=$("$work/app" "$work/libfake.so" "$fatbin")
 silent=$(LD_PRELOAD="$lib" "$work/app" "$work/libfake.so" "$fatbin" 2>&1)
@@ -41,3 +43,21 @@ assert dest[0]["adopted_launches"] == 0, dest
 print("PASS: the log has the graph (2 nodes, 1 programmatic edge), the kernel's pointers and access, the decision, the adoption (nothing to gain), 3 launches")
 PY
 [ -z "$(LD_PRELOAD="$lib" "$work/app" "$work/libfake.so" "$fatbin" 2>&1 >/dev/null)" ] || { echo "FAIL: not silent without OSTINATO_PRELOAD_LOG"; exit 1; }
+linked_plain=$("$work/app_linked" "$work/libfake.so" "$fatbin")
+linked=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/linked.jsonl" "$work/app_linked" "$work/libfake.so" "$fatbin")
+echo "linked to the driver: plain: $linked_plain; preloaded, logging: $linked"
+[ "$linked_plain" = PASS ] && [ "$linked" = PASS ] || { echo "FAIL: the linked program failed"; exit 1; }
+python3 - "$work/linked.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+inst = [l for l in lines if l["event"] == "instantiate"]
+dest = [l for l in lines if l["event"] == "exec_destroy"]
+assert len(inst) == 1 and len(dest) == 1, lines
+g = inst[0]
+assert g["api"] == "cuGraphInstantiateWithFlags" and g["exec"] == "0x9001", g
+k = g["nodes"][1]
+assert [p.get("access") for p in k["params"]] == ["write", "read", None, None], k
+assert g["decision"]["verdict"] == "adoptable", g["decision"]
+assert dest[0]["launches"] == 3, dest
+print("PASS: linked by name: the module load kept the image, the instantiate read the graph back, 3 launches seen (one through dlsym on the driver's handle)")
+PY
