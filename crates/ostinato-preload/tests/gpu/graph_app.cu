@@ -10,6 +10,8 @@
 // same graph instantiated twice — adoption off (the application's own graph) and on (the adopted
 // one) — each checked again, and both timed side by side: µs per launch of back-to-back launches
 // between two events, rounds alternating, the median printed.
+//
+// `graph_app memnode`: a graph with memory nodes instead (see `memnode`), which falls through.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -106,6 +108,33 @@ static int timed(cudaGraph_t graph, cudaStream_t s, float* d, int n) {
   return 0;
 }
 
+// `graph_app memnode`: a graph the interposer must pass through untouched — a memory node
+// (`cudaMallocAsync` captured: an alloc node), a fill of the new allocation, `d = t + t`, and its
+// free node — launched 5 times, d checked each time. Prints PASS or FAIL.
+static int memnode(float* d, int n, cudaStream_t s) {
+  const int threads = 256, blocks = (n + threads - 1) / threads;
+  cudaGraph_t graph;
+  float* t = nullptr;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CHECK(cudaMallocAsync(&t, n * sizeof(float), s));
+  fill<<<blocks, threads, 0, s>>>(t, 4.5f, n);
+  add<<<blocks, threads, 0, s>>>(d, t, t, n);
+  CHECK(cudaFreeAsync(t, s));
+  CHECK(cudaStreamEndCapture(s, &graph));
+  size_t nodes = 0;
+  CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+  const int launches = 5;
+  for (int l = 0; l < launches; l++) {
+    if (check_once(exec, s, d, n) != 0) return 1;
+  }
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  std::printf("PASS (memory nodes: %zu nodes, %d launches)\n", nodes, launches);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const int n = 1 << 16, threads = 256, blocks = (n + threads - 1) / threads;
   const size_t bytes = n * sizeof(float);
@@ -120,6 +149,8 @@ int main(int argc, char** argv) {
   cudaEvent_t fork, join;
   CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+
+  if (argc > 1 && std::strcmp(argv[1], "memnode") == 0) return memnode(d, n, s0);
 
   cudaGraph_t graph;
   CHECK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal));

@@ -9,7 +9,8 @@
 # captured edges kept, no fence to change; with the needed edges, the memset no longer ordered before
 # the fills, which touch other buffers, but before the add; the fills' edges into the add kept;
 # add -> scale programmatic as captured) and the 5 launches, all of the adopted graph. Then
-# `graph_app time` prints the graph adopted (the needed edges) and not, timed side by side.
+# `graph_app time` prints the graph adopted (the needed edges) and not, timed side by side; and
+# `graph_app memnode` (a graph with memory nodes) runs unchanged, logged as falling through.
 # Usage (from the repository root, after scripts/build-devbin.sh): crates/ostinato-preload/tests/gpu/run.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../../.." && pwd)"
@@ -94,4 +95,23 @@ for app in plain zstd; do
   out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_EDGES=needed OSTINATO_PRELOAD_LOG="$work/$app.time.jsonl" "$work/graph_app_$app" time)
   echo "$app, time (the needed edges): $out"
   case "$out" in *PASS*) ;; *) echo "FAIL: graph_app_$app time: $out"; exit 1 ;; esac
+done
+# Fall-through: a graph with memory nodes (alloc and free) runs unchanged under the interposer, and the
+# log says why it was not adopted.
+for app in plain zstd; do
+  out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/$app.memnode.jsonl" "$work/graph_app_$app" memnode)
+  echo "$app, memnode: $out"
+  case "$out" in PASS*) ;; *) echo "FAIL: graph_app_$app memnode: $out"; exit 1 ;; esac
+  python3 - "$work/$app.memnode.jsonl" <<'PY'
+import json, sys
+inst = [l for l in map(json.loads, open(sys.argv[1])) if l["event"] == "instantiate"]
+assert len(inst) == 1, inst
+g = inst[0]
+types = sorted(n["name"] if n["type"] == "other" else n["type"] for n in g["nodes"])
+assert types == ["kernel", "kernel", "mem_alloc", "mem_free"], g["nodes"]
+d, a = g["decision"], g["adoption"]
+assert d["verdict"] == "fall_through" and "mem_alloc" in json.dumps(d["reasons"]), d
+assert a["status"] == "not_adopted", a
+print(f"  memnode: {types}, {d['verdict']}: {d['reason']}; adoption {a['status']}")
+PY
 done
