@@ -4,9 +4,9 @@ under the graph-API interposer (LD_PRELOAD=libostinato_preload.so).
 The model has Llama-3.2-1B's shape (hidden 2048, 16 layers, 32 heads, 8 KV heads, intermediate 8192,
 vocabulary 128,256, bf16, SDPA attention) with seeded random weights (no download), a prompt is
 prefilled into a `StaticCache`, and one decode step (static input id, cache position and position id;
-transformers' static layers advance their own fill count on the GPU) is captured three times in one
-process: adoption off (the native replay), on, and off again (the spread between two instantiations of
-the same step). The replays' logits are compared bit for bit at one position, and the replays timed
+transformers' static layers advance their own fill count on the GPU) is captured several times in one
+process (`--captures`; by default adoption off — the native replay —, on, and off again: the spread
+between two instantiations of the same step). The replays' logits are compared bit for bit at one position, and the replays timed
 side by side (µs per replay of back-to-back replays, median of bursts, arm order rotated). The step's
 kernels are PyTorch's and cuBLAS's; where the interposer cannot read one (they ship machine code
 only) the graph passes through, and the log says why: then every arm runs the application's own
@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 
 import torch
 import transformers
@@ -44,11 +45,16 @@ def main():
     ap.add_argument("--replays", type=int, default=20, help="replays per timed burst")
     ap.add_argument("--bursts", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--captures", default="native,adopted,native",
+                    help="the captures, in order, each native (adoption off) or adopted (on); two of a kind show the spread")
     ap.add_argument("--json", default="hf_llama_adopt.json")
     args = ap.parse_args()
     # transformers' StaticLayer keeps its own fill count on the GPU: every step, replays included, appends
     # a position, so the cache must hold the prompt, the warm-ups and every replay.
-    steps = 3 + 3 + 3 * args.rounds * (args.bursts * args.replays + 10)
+    steps = 3 + len(kinds) + len(kinds) * args.rounds * (args.bursts * args.replays + 10)
+    kinds = args.captures.split(",")
+    if not kinds or any(k not in ("native", "adopted") for k in kinds) or kinds[0] != "native":
+        raise SystemExit("--captures: a comma-separated list of native and adopted, the first native")
     if args.prompt < 1 or args.prompt + steps > args.max_len:
         raise SystemExit(f"--max-len {args.max_len}: the prompt ({args.prompt}) and {steps} steps do not fit")
     set_adopt = adoption_switch()
@@ -79,9 +85,9 @@ def main():
         log = os.environ.get("OSTINATO_PRELOAD_LOG")
         seen = len(instantiate_lines(log))
         graphs, outs = {}, {}
-        # A second native capture: the spread between two instantiations of the same step.
-        for name, adopt in [("torch.cuda.CUDAGraph, native", 0), ("torch.cuda.CUDAGraph, adopted", 1), ("native, captured again", 0)]:
-            set_adopt(adopt)
+        for i, kind in enumerate(kinds):
+            name = f"{i + 1}. torch.cuda.CUDAGraph, {kind}"
+            set_adopt(int(kind == "adopted"))
             graphs[name] = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graphs[name]):
                 outs[name] = step()
@@ -90,7 +96,7 @@ def main():
 
         logits = {}
         for name, g in graphs.items():
-            at_prompt(cache, args.prompt + 3)  # both replays decode the same position over the same cache
+            at_prompt(cache, args.prompt + 3)  # every replay decodes the same position over the same cache
             g.replay()
             torch.cuda.synchronize()
             logits[name] = outs[name].clone()
@@ -101,8 +107,9 @@ def main():
     summaries = [summary(line) for line in lines]
     print("transformers Llama decode step (Llama-3.2-1B shape, %d layers, bf16, SDPA), static cache of %d, position %d"
           % (args.layers, args.max_len, args.prompt))
-    print_graphs(summaries, ("native", "adopted", "native again"))
-    print_rows(rows, {names[0]: "", **{name: "logits bitwise equal to native" if equal else "logits DIFFER" for name in names[1:]}})
+    print_graphs(summaries, names)
+    print_rows(rows, {names[0]: "", **{name: "logits bitwise equal to the first" if equal else "logits DIFFER" for name in names[1:]}})
+    median = lambda kind: statistics.median(r["us_per_replay"] for r, k in zip(rows, kinds) if k == kind)
     report = {
         "workload": {"model": "LlamaForCausalLM, Llama-3.2-1B shape, random weights", "layers": args.layers, "dtype": "bfloat16",
                      "attention": "sdpa", "static_cache": args.max_len, "position": args.prompt},
@@ -113,15 +120,15 @@ def main():
                        "transformers": transformers.__version__, "python": platform.python_version()},
         "rows": rows,
         "logits_bitwise_equal": equal,
-        "adopted_vs_native": rows[0]["us_per_replay"] / rows[1]["us_per_replay"],
+        "adopted_vs_native": median("native") / median("adopted") if "adopted" in kinds else None,
     }
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1)
     print("wrote", args.json)
     if not equal:
         raise SystemExit("the adopted capture's logits differ from the native one's")
-    if log and (len(summaries) != 3 or summaries[0]["adoption"] != "off" or summaries[2]["adoption"] != "off"):
-        raise SystemExit(f"the log's instantiate lines are not the three captures': {summaries}")
+    if log and (len(summaries) != len(kinds) or any((g["adoption"] == "off") != (k == "native") for g, k in zip(summaries, kinds))):
+        raise SystemExit(f"the log's instantiate lines are not the captures': {summaries}")
 
 
 if __name__ == "__main__":
