@@ -49,12 +49,12 @@ def main():
                     help="the captures, in order, each native (adoption off) or adopted (on); two of a kind show the spread")
     ap.add_argument("--json", default="hf_llama_adopt.json")
     args = ap.parse_args()
-    # transformers' StaticLayer keeps its own fill count on the GPU: every step, replays included, appends
-    # a position, so the cache must hold the prompt, the warm-ups and every replay.
-    steps = 3 + len(kinds) + len(kinds) * args.rounds * (args.bursts * args.replays + 10)
     kinds = args.captures.split(",")
     if not kinds or any(k not in ("native", "adopted") for k in kinds) or kinds[0] != "native":
         raise SystemExit("--captures: a comma-separated list of native and adopted, the first native")
+    # transformers' StaticLayer keeps its own fill count on the GPU: every step, replays included, appends
+    # a position, so the cache must hold the prompt, the warm-ups and every replay.
+    steps = 3 + len(kinds) + len(kinds) * args.rounds * (args.bursts * args.replays + 10)
     if args.prompt < 1 or args.prompt + steps > args.max_len:
         raise SystemExit(f"--max-len {args.max_len}: the prompt ({args.prompt}) and {steps} steps do not fit")
     set_adopt = adoption_switch()
