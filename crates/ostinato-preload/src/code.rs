@@ -15,7 +15,10 @@ use ostinato_cuda_code::ptx;
 
 use crate::fatbin::{self, Kind};
 use crate::image::{self, Format};
-use crate::store::Image;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::store::{Image, ImageId};
 
 /// What was read of one kernel's code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -149,21 +152,35 @@ fn running_cubin(image: &[u8], device: u32) -> Option<&[u8]> {
 }
 
 /// Reads what `entry` of `image` does to each param on `device`; `pointer[i]`: param `i` holds a
-/// device pointer (it is a buffer). Machine code alone is read through the PTX Triton compiled it
-/// from, where Triton's cache holds it ([`crate::triton_cache`]).
+/// device pointer (it is a buffer). A bare cubin (how Triton loads a kernel) is read through the PTX
+/// Triton compiled it from, where Triton's cache holds it ([`crate::triton_cache`]); the cache is
+/// searched once per image (a kernel is compiled into the cache before it is loaded, so a miss stays
+/// one).
 pub fn analyse(image: &Image, entry: &str, device: u32, pointer: &[bool]) -> CodeStatus {
-    let triton = |cubin: &[u8]| crate::triton_cache::default_root(|k| std::env::var(k).ok()).and_then(|root| crate::triton_cache::ptx_for(&root, cubin));
+    static FOUND: OnceLock<Mutex<HashMap<ImageId, Option<Arc<String>>>>> = OnceLock::new();
+    let found = FOUND.get_or_init(Default::default);
+    let triton = |cubin: &[u8]| {
+        if let Some(hit) = found.lock().ok().and_then(|f| f.get(&image.id).cloned()) {
+            return hit.map(|p| p.as_ref().clone());
+        }
+        let ptx = crate::triton_cache::default_root(|k| std::env::var(k).ok()).and_then(|root| crate::triton_cache::ptx_for(&root, cubin));
+        if let Ok(mut f) = found.lock() {
+            f.insert(image.id, ptx.clone().map(Arc::new));
+        }
+        ptx
+    };
     analyse_with(image, entry, device, pointer, &triton)
 }
 
-/// [`analyse`], with `beside(cubin)` giving the PTX a machine-code-only image was compiled from.
+/// [`analyse`], with `beside(cubin)` giving the PTX a bare cubin was compiled from (machine code inside
+/// a fat binary is never looked up: Triton loads bare cubins).
 pub fn analyse_with(image: &Image, entry: &str, device: u32, pointer: &[bool], beside: &dyn Fn(&[u8]) -> Option<String>) -> CodeStatus {
     let (source, text) = match find(&image.bytes, device) {
         Err(why) => return CodeStatus::not(format!("image {}: {why}", image.id)),
         Ok(Found::Compressed { arch, codec }) => {
             return CodeStatus::not(format!("image {}: the PTX of sm_{arch} is compressed ({codec}), not analysed", image.id))
         }
-        Ok(Found::MachineOnly { arch, cubin }) => match cubin.and_then(beside) {
+        Ok(Found::MachineOnly { arch, cubin }) => match cubin.filter(|c| c.len() == image.bytes.len()).and_then(beside) {
             Some(ptx) => (format!("image {}, PTX beside its cubin in Triton's cache", image.id), std::borrow::Cow::Owned(ptx)),
             None => return CodeStatus::not(format!("image {}: machine code only (sm_{arch}), no PTX of its architecture to analyse", image.id)),
         },

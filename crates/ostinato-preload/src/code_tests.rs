@@ -72,6 +72,11 @@ fn machine_code_is_read_through_the_ptx_beside_it_where_one_is_given() {
     assert_eq!(access(&s), &[Some(Observed::Write), Some(Observed::Read), None, None]);
     let CodeStatus::Analysed { source, .. } = &s else { unreachable!() };
     assert!(source.contains("Triton's cache"), "{source}");
+    // The same cubin inside a fat binary (machine code only): never looked up.
+    let fat = container(&[(2, 90, 0x11, &cubin)]);
+    let never = |_: &[u8]| -> Option<String> { panic!("machine code inside a fat binary is not looked up in Triton's cache") };
+    let CodeStatus::NotAnalysed { why } = analyse_with(&image(&fat), "scale", 90, &[true; 4], &never) else { panic!() };
+    assert!(why.contains("machine code only"), "{why}");
     // Another cubin: not found beside, not analysed.
     let CodeStatus::NotAnalysed { why } = analyse_with(&image(&cubin[..cubin.len() - 1]), "scale", 90, &[true; 4], &beside) else { panic!() };
     assert!(!why.is_empty());

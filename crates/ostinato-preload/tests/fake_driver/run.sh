@@ -61,3 +61,17 @@ assert g["decision"]["verdict"] == "adoptable", g["decision"]
 assert dest[0]["launches"] == 3, dest
 print("PASS: linked by name: the module load kept the image, the instantiate read the graph back, 3 launches seen (one through dlsym on the driver's handle)")
 PY
+# A process that loads no driver runs unchanged under the interposer (the GPU-less machine's case):
+# its output, and what dlsym and ctypes find, are those of the plain run.
+probe='import ctypes, ctypes.util
+print(ctypes.util.find_library("cuda"))
+try:
+    ctypes.CDLL("libcuda.so.1"); print("libcuda loaded")
+except OSError as e:
+    print("no libcuda")
+libc = ctypes.CDLL(None)
+print([bool(libc.dlsym(ctypes.c_void_p(0), n)) for n in (b"cuGraphLaunch", b"cuModuleLoadData", b"strlen")])'
+want=$(python3 -c "$probe" 2>&1)
+got=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/none.jsonl" python3 -c "$probe" 2>&1)
+echo "no driver: plain: $(echo $want) | preloaded: $(echo $got)"
+[ "$want" = "$got" ] || { echo "FAIL: a process without a driver ran differently under the interposer"; exit 1; }
