@@ -26,6 +26,9 @@ trap 'rm -rf "$wheels"' EXIT
 say "building the extension (maturin build --profile dev in $target: about 2 min on 2 cores after the C tests, 4 from scratch)"
 CARGO_TARGET_DIR=$target "$venv/bin/maturin" build --profile dev -m python/Cargo.toml -o "$wheels"
 "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheels"/ostinato-*.whl
+say "building the graph-API interposer (cargo build -p ostinato-preload) for ostinato.adopt's test"
+cargo build -q -p ostinato-preload
+export OSTINATO_PRELOAD_SO="$target/debug/libostinato_preload.so"
 say "running pytest"
 # From outside python/, so that the installed package is the one imported.
 cd target && "../$py" -m pytest -q ../python/tests

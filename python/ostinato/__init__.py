@@ -21,6 +21,12 @@ memory, each tensor a byte slice of it; docs/python-kernels.md):
     ex = g.plan().instantiate("cuda")
     ex.replay(); ex.wait()                                                     # h holds the result
 
+An application's own `torch.cuda.CUDAGraph` replays through Ostinato's graph-API interposer (the
+process started under LD_PRELOAD=libostinato_preload.so; docs/adoption.md), unchanged:
+
+    a = ostinato.adopt(torch_graph)     # a.adopted, a.explain(): each captured edge kept or dropped, and why
+    a.replay()                          # or torch_graph.replay(): the adopted graph runs
+
 A Buffer, slice, Kernel or Slot belongs to the graph that made it: another graph refuses it. Errors
 raise a subclass of `ostinato.Error` by kind (`GraphError`, `FileError`, `PlanError`,
 `ArgumentError`, `StateError`, `BindError`, `UnsupportedError`, `BackendMissingError`, `DeviceError`,
@@ -40,11 +46,12 @@ from ._ostinato import (  # noqa: F401
 from ._ostinato import PyGraph as Graph, PyPlan as Plan, PyExec as Exec  # noqa: F401
 from ._ostinato import load as _load
 from ._ostinato import llama_step as _llama_step
+from ._adopt import adopt, Adoption  # noqa: F401
 
 __all__ = ["Error", "GraphError", "FileError", "PlanError", "ArgumentError", "StateError", "BindError", "UnsupportedError",
            "BackendMissingError", "DeviceError", "FaultError", "MismatchError", "IoError",
            "Graph", "Plan", "Exec", "Buffer", "BufferSlice", "Kernel", "Slot", "load", "devices", "options", "source_file", "as_bytes",
-           "llama_step"]
+           "llama_step", "adopt", "Adoption"]
 
 
 def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None):

@@ -179,6 +179,53 @@ pub fn instantiate_line(seq: u64, call: &Call, graph: &GraphModel, decision: &De
     serde_json::to_string(&line).unwrap_or_else(|e| format!("{{\"event\":\"instantiate\",\"seq\":{seq},\"error\":\"{e}\"}}"))
 }
 
+/// The longest node label an explanation keeps (kernel names are mangled C++ and can run to kilobytes).
+const LABEL_CHARS: usize = 160;
+
+#[derive(Serialize)]
+struct Explanation<'a> {
+    seq: u64,
+    api: &'static str,
+    graph: Hex,
+    exec: Hex,
+    counts: Counts,
+    /// Each node: its type, and a kernel's name (cut to [`LABEL_CHARS`] characters).
+    nodes: Vec<String>,
+    /// The captured edges (`from`, `to`, programmatic).
+    captured: Vec<(usize, usize, bool)>,
+    decision: &'a Decision,
+    adoption: &'a AdoptionLog,
+}
+
+/// What `ostinato_preload_explain` returns for one executable graph: its instantiate line without the
+/// params (the nodes as labels, the captured edges, the decision and the adoption with every edge kept
+/// or dropped and why), small enough to keep for every live executable graph.
+pub fn explanation(seq: u64, call: &Call, graph: &GraphModel, decision: &Decision, adoption: &AdoptionLog) -> String {
+    let label = |n: &Node| match &n.body {
+        NodeBody::Kernel(k) => {
+            let name = k.name.as_deref().unwrap_or("?");
+            let cut: String = name.chars().take(LABEL_CHARS).collect();
+            format!("kernel {cut}{}", if cut.len() < name.len() { "…" } else { "" })
+        }
+        NodeBody::Memset(_) => "memset".into(),
+        NodeBody::Memcpy(_) => "memcpy".into(),
+        NodeBody::Other { name, .. } => (*name).into(),
+        NodeBody::Unreadable { .. } => "unreadable".into(),
+    };
+    let e = Explanation {
+        seq,
+        api: call.api,
+        graph: Hex(call.graph),
+        exec: Hex(call.exec),
+        counts: Counts::of(graph),
+        nodes: graph.nodes.iter().map(label).collect(),
+        captured: graph.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect(),
+        decision,
+        adoption,
+    };
+    serde_json::to_string(&e).unwrap_or_else(|e| format!("{{\"seq\":{seq},\"error\":\"{e}\"}}"))
+}
+
 #[derive(Serialize)]
 struct DestroyLine {
     event: &'static str,

@@ -72,3 +72,29 @@ fn a_file_sink_appends_whole_lines() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":1}\n");
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn an_explanation_labels_the_nodes_cuts_long_names_and_keeps_the_decision_and_the_adoption() {
+    let mut g = graph();
+    let long = "_Z".to_string() + &"x".repeat(500);
+    g.nodes[1].body = NodeBody::Kernel(crate::model::KernelNode {
+        name: Some(long),
+        grid: [1; 3],
+        block: [32, 1, 1],
+        shared_bytes: 0,
+        code: crate::code::CodeStatus::NotAnalysed { why: "machine code only".into() },
+        params: Vec::new(),
+        params_error: None,
+    });
+    let call = Call { api: "cuGraphInstantiateWithFlags", graph: 0xabc, exec: 0xdef, result: 0, read_us: 12 };
+    let text = explanation(5, &call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["nodes"][0], "empty");
+    let label = v["nodes"][1].as_str().unwrap();
+    assert!(label.starts_with("kernel _Zxx") && label.ends_with('…') && label.chars().count() == "kernel ".len() + LABEL_CHARS + 1, "{label}");
+    assert_eq!(v["captured"], serde_json::json!([[0, 1, true]]));
+    assert_eq!(v["decision"]["verdict"], "fall_through");
+    assert_eq!(v["adoption"]["status"], "not_adopted");
+    assert_eq!(v["exec"], "0xdef");
+    assert!(!text.contains("\"params\""), "an explanation holds no params: {text}");
+}

@@ -22,12 +22,14 @@ const MAX_EXECS: usize = 1 << 20;
 type AnalysisKey = (ImageId, String, u32, Vec<bool>);
 
 /// An executable graph seen instantiated.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Exec {
     seq: u64,
     adoptable: bool,
     launches: u64,
     adopted: Option<Adopted>,
+    /// What [`State::explain`] returns ([`log::explanation`]).
+    explanation: Arc<str>,
 }
 
 /// A stream a launch went to: its handle, and whether the per-thread-stream entry point was used
@@ -173,7 +175,8 @@ impl State {
             let mut execs = lock(&self.execs);
             if execs.len() < MAX_EXECS || adopted.is_some() {
                 let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None });
-                execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, adopted });
+                let explanation = log::explanation(seq, call, model, decision, adoption).into();
+                execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, adopted, explanation });
             }
         }
     }
@@ -203,6 +206,17 @@ impl State {
             Some(last) if last != stream => LaunchAs::OwnAfter(last),
             _ => LaunchAs::Own,
         }
+    }
+
+    /// What became of executable graph `exec` ([`log::explanation`]; whether it runs adopted now is
+    /// `"active"`), or `None` where it was not seen instantiated (or is destroyed).
+    pub fn explain(&self, exec: u64) -> Option<String> {
+        let execs = lock(&self.execs);
+        let e = execs.get(&exec)?;
+        let active = e.adopted.is_some_and(|a| a.active);
+        // The stored object, with one more member: `{…}` becomes `{…,"active":true}`.
+        let body = e.explanation.strip_suffix('}')?;
+        Some(format!("{body},\"active\":{active}}}"))
     }
 
     /// The executable graph an upload of `exec` uploads (the adopted one while active).

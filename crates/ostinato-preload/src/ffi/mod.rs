@@ -62,6 +62,29 @@ pub extern "C" fn ostinato_preload_set_adopt(on: std::ffi::c_int) -> std::ffi::c
     guarded(|| observing().map_or(-1, |s| std::ffi::c_int::from(s.set_adopting(on != 0)))).unwrap_or(-1)
 }
 
+/// Writes what became of executable graph `exec` — a JSON object: its nodes, captured edges, the
+/// decision, the adoption with every edge kept or dropped and why, and whether it runs adopted now —
+/// to `out` (at most `capacity` bytes, NUL-terminated, cut short where it does not fit). Returns the
+/// object's length in bytes (without the NUL: call again with a larger buffer where it is not below
+/// `capacity`), or -1 where the interposer is inactive or never saw `exec` instantiated.
+///
+/// # Safety
+/// `out` must be null (with `capacity` 0) or point to `capacity` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ostinato_preload_explain(exec: u64, out: *mut std::ffi::c_char, capacity: usize) -> isize {
+    let Some(Some(text)) = guarded(|| observing().and_then(|s| s.explain(exec))) else { return -1 };
+    if !out.is_null() && capacity > 0 {
+        let n = text.len().min(capacity - 1);
+        // SAFETY: `out` has `capacity` writable bytes (the caller's promise) and `n + 1 <= capacity`;
+        // the source is this function's own string, not overlapping it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), out.cast::<u8>(), n);
+            *out.add(n) = 0;
+        }
+    }
+    isize::try_from(text.len()).unwrap_or(isize::MAX)
+}
+
 /// A real entry point, taken once: a wrapper forwards to the one pointer its slot holds.
 pub(crate) struct Slot(AtomicUsize);
 
