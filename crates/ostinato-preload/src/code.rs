@@ -5,7 +5,7 @@
 //! architecture (same major, the highest minor not above the device's) when there is one, and then
 //! only the PTX of that same architecture stands for it (a PTX of another architecture may differ by
 //! `__CUDA_ARCH__`); without a cubin, the PTX the driver would compile (the highest architecture not
-//! above the device's). A zstd-compressed PTX is decompressed and read, an LZ4 one is not, and
+//! above the device's). A compressed PTX (zstd, nvcc's default, or LZ4) is decompressed and read, and
 //! machine code alone is not analysed.
 
 use serde::Serialize;

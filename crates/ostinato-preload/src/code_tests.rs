@@ -4,6 +4,9 @@ use crate::store::{ImageId, Origin};
 
 const PLAIN: &[u8] = include_bytes!("../tests/fixtures/scale_plain.fatbin");
 const ZSTD: &[u8] = include_bytes!("../tests/fixtures/scale_zstd.fatbin");
+const LZ4: &[u8] = include_bytes!("../tests/fixtures/scale_lz4.fatbin");
+/// `--compress-mode=size`: the cubin compressed too (zstd), beside the PTX.
+const SIZE: &[u8] = include_bytes!("../tests/fixtures/scale_size.fatbin");
 
 fn image(bytes: &[u8]) -> Image {
     Image { id: ImageId::of(bytes), bytes: bytes.to_vec(), origin: Origin::ModuleLoadData }
@@ -41,14 +44,16 @@ fn a_newer_device_compiles_the_ptx_and_an_older_one_runs_nothing() {
 }
 
 #[test]
-fn nvccs_default_zstd_compressed_ptx_is_decompressed_and_read_and_lz4_is_named_not_read() {
-    let s = analyse(&image(ZSTD), "scale", 90, &[true, true, false, false]);
-    assert_eq!(access(&s), &[Some(Observed::Write), Some(Observed::Read), None, None]);
-    assert_eq!(param_count(&image(ZSTD), "scale", 90), Some(4));
-    // The same text stored as LZ4 (flag 0x2000): named, not read.
+fn compressed_ptx_zstd_by_default_and_lz4_for_speed_is_decompressed_and_read() {
+    for fixture in [ZSTD, LZ4, SIZE] {
+        let s = analyse(&image(fixture), "scale", 90, &[true, true, false, false]);
+        assert_eq!(access(&s), &[Some(Observed::Write), Some(Observed::Read), None, None]);
+        assert_eq!(param_count(&image(fixture), "scale", 90), Some(4));
+    }
+    // Plain text flagged LZ4 is no LZ4 block of the promised size: a reason, not a guess.
     let lz4 = container(&[(1, 90, 0x2011, scale_ptx().as_bytes())]);
     let CodeStatus::NotAnalysed { why } = analyse(&image(&lz4), "scale", 90, &[true, true, false, false]) else { panic!() };
-    assert!(why.contains("compressed (lz4), not analysed"), "{why}");
+    assert!(why.contains("lz4 payload does not decompress"), "{why}");
 }
 
 #[test]

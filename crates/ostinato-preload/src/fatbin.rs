@@ -11,10 +11,10 @@
 //! - flags: bit 0x1 64-bit, 0x2 debug, 0x10 Linux, 0x2000 payload compressed with LZ4 (nvcc
 //!   `--compress-mode=speed`), 0x8000 compressed with zstd (nvcc 13.0's default for PTX).
 //!
-//! A zstd-compressed PTX payload (a standard zstd frame of the header's compressed size) is
-//! decompressed by [`Entry::ptx_text`] (the `ruzstd` crate, pure Rust: no C library in a preloaded
-//! process), bounded by the header's uncompressed size and [`MAX_DECOMPRESSED`]; an LZ4 payload is
-//! reported as such and not read. Every offset is checked: a malformed container is a
+//! A compressed PTX payload — a standard zstd frame, or an LZ4 block (no frame), of the header's
+//! compressed size — is decompressed by [`Entry::ptx_text`] (the `ruzstd` and `lz4_flex` crates,
+//! pure Rust: no C library in a preloaded process), to exactly the header's uncompressed size and at
+//! most [`MAX_DECOMPRESSED`] bytes. Every offset is checked: a malformed container is a
 //! [`FatbinError`], never a panic.
 
 use serde::Serialize;
@@ -105,17 +105,18 @@ impl<'a> Entry<'a> {
         std::str::from_utf8(&self.payload[..end]).ok()
     }
 
-    /// The PTX text of a PTX entry, plain or zstd-compressed (`Ok(None)` for any other entry, an
-    /// LZ4 payload, or a text that is not UTF-8). The decompressed text must have exactly the size the
-    /// header gives, at most [`MAX_DECOMPRESSED`] bytes.
+    /// The PTX text of a PTX entry, plain or compressed (zstd or LZ4; `Ok(None)` for any other entry
+    /// or a text that is not UTF-8). The decompressed text must have exactly the size the header
+    /// gives, at most [`MAX_DECOMPRESSED`] bytes.
     pub fn ptx_text(&self) -> Result<Option<std::borrow::Cow<'a, str>>, FatbinError> {
         if let Some(text) = self.ptx() {
             return Ok(Some(std::borrow::Cow::Borrowed(text)));
         }
-        if self.kind != Kind::Ptx || self.compression() != Some("zstd") {
-            return Ok(None);
-        }
-        let fail = |reason: String| FatbinError::Decompress { arch: self.arch, codec: "zstd", reason };
+        let codec = match (self.kind, self.compression()) {
+            (Kind::Ptx, Some(c @ ("zstd" | "lz4"))) => c,
+            _ => return Ok(None),
+        };
+        let fail = |reason: String| FatbinError::Decompress { arch: self.arch, codec, reason };
         let want = self.uncompressed_len;
         if want == 0 || want > MAX_DECOMPRESSED {
             return Err(fail(format!("its header gives {want} bytes decompressed (1 to {MAX_DECOMPRESSED})")));
@@ -126,9 +127,17 @@ impl<'a> Entry<'a> {
             .ok_or_else(|| fail(format!("its header gives {} compressed bytes, the payload has {}", self.compressed_len, self.payload.len())))?;
         let mut out = Vec::new();
         out.try_reserve_exact(want as usize).map_err(|e| fail(e.to_string()))?;
-        let decoder = ruzstd::decoding::StreamingDecoder::new(frame).map_err(|e| fail(e.to_string()))?;
-        // One byte more than promised: a frame that holds more is refused, not cut.
-        std::io::Read::read_to_end(&mut std::io::Read::take(decoder, want + 1), &mut out).map_err(|e| fail(e.to_string()))?;
+        if codec == "zstd" {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(frame).map_err(|e| fail(e.to_string()))?;
+            // One byte more than promised: a frame that holds more is refused, not cut.
+            std::io::Read::read_to_end(&mut std::io::Read::take(decoder, want + 1), &mut out).map_err(|e| fail(e.to_string()))?;
+        } else {
+            // An LZ4 block (no frame) of exactly the promised size: a block that holds more fails to
+            // fit and is refused.
+            out.resize(want as usize, 0);
+            let n = lz4_flex::block::decompress_into(frame, &mut out).map_err(|e| fail(e.to_string()))?;
+            out.truncate(n);
+        }
         if out.len() as u64 != want {
             return Err(fail(format!("{} bytes decompressed, the header gives {want}", out.len())));
         }

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 const PLAIN: &[u8] = include_bytes!("../tests/fixtures/scale_plain.fatbin");
 const ZSTD: &[u8] = include_bytes!("../tests/fixtures/scale_zstd.fatbin");
+const LZ4: &[u8] = include_bytes!("../tests/fixtures/scale_lz4.fatbin");
 
 #[test]
 fn nvccs_plain_container_gives_its_cubin_and_its_ptx() {
@@ -28,6 +29,24 @@ fn nvccs_default_container_compresses_its_ptx_and_says_so() {
     // Decompressed, it is the plain container's PTX text, byte for byte.
     let plain = parse(PLAIN).unwrap().iter().find_map(|e| e.ptx()).unwrap().to_string();
     assert_eq!(ptx.ptx_text().unwrap().as_deref(), Some(plain.as_str()));
+}
+
+#[test]
+fn the_speed_container_compresses_its_ptx_as_an_lz4_block_that_decompresses_to_the_plain_text() {
+    let entries = parse(LZ4).unwrap();
+    let ptx = entries.iter().find(|e| e.kind == Kind::Ptx).unwrap();
+    assert_eq!(ptx.compression(), Some("lz4"));
+    assert!(ptx.ptx().is_none());
+    let text = ptx.ptx_text().unwrap().unwrap();
+    assert!(text.contains(".entry scale(") && text.contains(".target sm_90"), "{text}");
+    let plain = parse(PLAIN).unwrap().iter().find_map(|e| e.ptx()).unwrap().to_string();
+    assert_eq!(text, plain, "the same PTX as the plain build, byte for byte");
+    // A size that lies, or a corrupt block: an error naming the codec.
+    let mut c = LZ4.to_vec();
+    let at = ptx.payload.as_ptr() as usize - LZ4.as_ptr() as usize - 80;
+    c[at + 56..at + 64].copy_from_slice(&100u64.to_le_bytes());
+    let e = parse(&c).unwrap().iter().find(|e| e.kind == Kind::Ptx).unwrap().ptx_text().unwrap_err();
+    assert!(e.to_string().starts_with("fat binary entry (sm_90): its lz4 payload does not decompress"), "{e}");
 }
 
 /// The zstd fixture's PTX entry with `edit` applied to a copy of the container.
@@ -137,8 +156,8 @@ proptest! {
 
 proptest! {
     #[test]
-    fn the_zstd_container_with_any_byte_changed_never_panics(at in 0usize..4096, value in any::<u8>()) {
-        let mut c = ZSTD.to_vec();
+    fn the_compressed_containers_with_any_byte_changed_never_panic(at in 0usize..4096, value in any::<u8>(), lz4 in any::<bool>()) {
+        let mut c = if lz4 { LZ4.to_vec() } else { ZSTD.to_vec() };
         let n = c.len();
         c[at % n] = value;
         if let Ok(entries) = parse(&c) {
