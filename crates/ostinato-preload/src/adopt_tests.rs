@@ -242,3 +242,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_empty_node_keeps_the_orderings_through_it_and_its_edges_full() {
+    // k0 writes segment 0, an empty node joins, k2 reads it: whatever the orderings, k2 stays after k0,
+    // and no edge touching the empty node is programmatic (it neither waits nor triggers).
+    let empty = NodeBody::Other { code: 5, name: "empty" };
+    let g = graph(vec![kernel(&[(0, W)]), empty, kernel(&[(0, R), (1, W)])], &[(0, 1), (1, 2)]);
+    for orderings in [Orderings::Captured, Orderings::Needed] {
+        let a = adopt(&g, &default_policy(), orderings).unwrap();
+        let p = pairs(&a);
+        assert!(p == [(0, 1), (1, 2)] || p.contains(&(0, 2)), "{orderings:?}: {p:?}");
+        assert!(a.edges.iter().filter(|e| e.from == 1 || e.to == 1).all(|e| !e.programmatic), "{a:?}");
+    }
+}

@@ -1,5 +1,5 @@
 //! Whether Ostinato could replay a graph, decided from its read-back model alone. A graph is
-//! adoptable only if every node is a kernel, memset or memcpy (device to device) node, every kernel's
+//! adoptable only if every node is a kernel, memset, memcpy (device to device) or empty node, every kernel's
 //! code is known and analysed with no access the analysis cannot attribute and no write to
 //! module-scope state, every edge is a full dependency or a programmatic (PDL) one, and it is not
 //! instantiated for device launch. Anything else falls through to the real runtime, with every reason
@@ -13,6 +13,9 @@ use ostinato::contract::Observed;
 
 use crate::code::CodeStatus;
 use crate::model::{Edge, GraphModel, KernelNode, Node, NodeBody, FLAG_DEVICE_LAUNCH};
+
+/// `CU_GRAPH_NODE_TYPE_EMPTY`.
+const NODE_EMPTY: u32 = 5;
 
 /// The most reasons kept per graph (the first ones, in node order).
 pub const MAX_REASONS: usize = 32;
@@ -113,6 +116,8 @@ fn node_reasons(node: &Node, out: &mut Vec<Reason>) {
         NodeBody::Memset(_) => {}
         NodeBody::Memcpy(m) if m.device_to_device() => {}
         NodeBody::Memcpy(m) => out.push(Reason::MemcpyNotDevice { node: i, src_type: m.src_type, dst_type: m.dst_type }),
+        // An empty node orders and does nothing: adopted as it is, its edges full (no kernel end).
+        NodeBody::Other { code: NODE_EMPTY, .. } => {}
         NodeBody::Other { name, .. } => out.push(Reason::NodeType { node: i, node_type: name }),
         NodeBody::Unreadable { error } => out.push(Reason::Unreadable { node: i, error: error.clone() }),
     }

@@ -74,15 +74,20 @@ fn a_graph_not_read_or_empty_falls_through() {
 
 #[test]
 fn every_other_node_type_falls_through_naming_node_and_type() {
-    for (code, name) in
-        [(3, "host"), (4, "graph"), (5, "empty"), (6, "wait_event"), (7, "event_record"), (10, "mem_alloc"), (11, "mem_free"), (13, "conditional")]
-    {
+    for (code, name) in [(3, "host"), (4, "graph"), (6, "wait_event"), (7, "event_record"), (10, "mem_alloc"), (11, "mem_free"), (13, "conditional")] {
         let mut g = good();
         g.nodes[1].body = NodeBody::Other { code, name };
         let r = only_reason(&g);
         assert_eq!(r, Reason::NodeType { node: 1, node_type: name });
         assert!(r.to_string().contains(&format!("node 1 is a {name} node")));
     }
+}
+
+#[test]
+fn an_empty_node_only_orders_and_is_adopted() {
+    let mut g = good();
+    g.nodes[1].body = NodeBody::Other { code: 5, name: "empty" };
+    assert!(decide(&g).adoptable(), "{:?}", decide(&g));
 }
 
 #[test]

@@ -22,7 +22,7 @@ fn graph() -> GraphModel {
     GraphModel {
         flags: 0,
         arch: Some(90),
-        nodes: vec![Node { index: 0, body: NodeBody::Other { code: 5, name: "empty" } }, Node { index: 1, body: NodeBody::Other { code: 5, name: "empty" } }],
+        nodes: vec![Node { index: 0, body: NodeBody::Other { code: 3, name: "host" } }, Node { index: 1, body: NodeBody::Other { code: 3, name: "host" } }],
         edges: vec![Edge::new(0, 1, 1, 0, 1)],
         handles: Vec::new(),
         error: None,
@@ -46,11 +46,11 @@ fn an_instantiate_line_is_one_json_object_with_the_graph_and_the_decision() {
     assert_eq!(v["edges"][0]["from_port"], 1);
     assert_eq!(v["edges"][0]["type"], 1);
     assert_eq!(v["nodes"][1]["type"], "other");
-    assert_eq!(v["nodes"][1]["name"], "empty");
+    assert_eq!(v["nodes"][1]["name"], "host");
     assert_eq!(v["decision"]["verdict"], "fall_through");
     assert_eq!(v["decision"]["reasons"][0]["reason"], "node_type");
     assert_eq!(v["decision"]["reasons"][0]["node"], 0);
-    assert!(v["decision"]["reason"].as_str().unwrap().contains("empty node"));
+    assert!(v["decision"]["reason"].as_str().unwrap().contains("host node"));
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn an_explanation_labels_the_nodes_cuts_long_names_and_keeps_the_decision_and_th
     let call = Call { api: "cuGraphInstantiateWithFlags", graph: 0xabc, exec: 0xdef, result: 0, read_us: 12 };
     let text = explanation(5, &call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["nodes"][0], "empty");
+    assert_eq!(v["nodes"][0], "host");
     let label = v["nodes"][1].as_str().unwrap();
     assert!(label.starts_with("kernel _Zxx") && label.ends_with('…') && label.chars().count() == "kernel ".len() + LABEL_CHARS + 1, "{label}");
     assert_eq!(v["captured"], serde_json::json!([[0, 1, true]]));
