@@ -8,7 +8,7 @@
 //! address untouched) instead of calling it. The real one is `dlvsym(RTLD_NEXT, "dlsym",
 //! "GLIBC_2.34")` (glibc 2.34 moved it into libc), else version `GLIBC_2.2.5`.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{guarded, procaddr};
@@ -92,9 +92,64 @@ extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> *mut c_v
     guarded(|| procaddr::wrap_dlsym(name, found as usize).or_else(|| super::exports::swap(name, found as usize))).flatten().map_or(found, |w| w as *mut c_void)
 }
 
-/// `dlsym` as the rest of the interposer calls it (resolving the next definition of one of its own
-/// exports, from this library).
+/// The next definition of `symbol` after this library (what one of its exports forwards to):
+/// `dlsym(RTLD_NEXT)`, else the first loaded object, in load order, other than this library, that
+/// defines it. The second search is for definers out of `RTLD_NEXT`'s sight: a library opened with
+/// `RTLD_LOCAL` (a Python extension module, say) brings libcuda or cudart in as a dependency of its own
+/// local scope, while its calls by name bind to this library's global exports.
 pub(super) fn next(symbol: &CStr) -> usize {
+    let Some(real) = real_dlsym() else { return 0 };
     // SAFETY: `RTLD_NEXT` from this library: the first definition after it; the name is NUL-terminated.
-    real_dlsym().map_or(0, |real| unsafe { real(libc::RTLD_NEXT, symbol.as_ptr()) } as usize)
+    let found = unsafe { real(libc::RTLD_NEXT, symbol.as_ptr()) } as usize;
+    if found != 0 {
+        return found;
+    }
+    in_loaded_objects(real, symbol)
+}
+
+/// The base address of the object that holds `addr` (0 where none does).
+fn object_base(addr: usize) -> usize {
+    // SAFETY: `Dl_info` is plain pointers and integers, for which all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `dladdr` only reads the address and writes `info`.
+    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 {
+        return 0;
+    }
+    info.dli_fbase as usize
+}
+
+/// `symbol` in each loaded object but this library, in load order.
+fn in_loaded_objects(real: DlsymFn, symbol: &CStr) -> usize {
+    unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: `data` is the `Vec` passed below, `info` the loader's record for this call; a name,
+        // where present, is NUL-terminated. Nothing here calls back into the loader.
+        unsafe {
+            let names = &mut *data.cast::<Vec<CString>>();
+            let name = (*info).dlpi_name;
+            if !name.is_null() && *name != 0 {
+                names.push(CStr::from_ptr(name).to_owned());
+            }
+        }
+        0
+    }
+    let mut names: Vec<CString> = Vec::new();
+    // SAFETY: `collect` matches the callback type and only appends to `names` (no loader call inside
+    // the iteration: objects are opened below, after it).
+    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut names as *mut Vec<CString>).cast()) };
+    let own = object_base(next as *const () as usize);
+    for name in names {
+        // SAFETY: `RTLD_NOLOAD` opens nothing new: a handle of an object already loaded, or null.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+        if handle.is_null() {
+            continue;
+        }
+        // SAFETY: a live handle and a NUL-terminated name.
+        let found = unsafe { real(handle, symbol.as_ptr()) } as usize;
+        // SAFETY: the handle from the `dlopen` above (it raised the object's count: this lowers it).
+        unsafe { libc::dlclose(handle) };
+        if found != 0 && object_base(found) != own {
+            return found;
+        }
+    }
+    0
 }

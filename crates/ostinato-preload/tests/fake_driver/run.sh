@@ -14,6 +14,8 @@ $cc -shared -fPIC -DFIRST -o "$work/libfirst.so" "$here/next.c"
 $cc -shared -fPIC -o "$work/libsecond.so" "$here/next.c"
 $cc -o "$work/app" "$here/app.c" -L"$work" -Wl,--no-as-needed -lfirst -lsecond -ldl -Wl,-rpath,"$work"
 $cc -o "$work/app_linked" "$here/app_linked.c" -L"$work" -lfake -ldl -Wl,-rpath,"$work"
+$cc -shared -fPIC -o "$work/libuser.so" "$here/user_local.c" -L"$work" -lfake -Wl,-rpath,"$work"
+$cc -o "$work/app_local" "$here/app_local.c" -ldl
 fatbin="$here/../fixtures/scale_plain.fatbin"
 plain=$("$work/app" "$work/libfake.so" "$fatbin")
 silent=$(LD_PRELOAD="$lib" "$work/app" "$work/libfake.so" "$fatbin" 2>&1)
@@ -60,6 +62,21 @@ assert [p.get("access") for p in k["params"]] == ["write", "read", None, None], 
 assert g["decision"]["verdict"] == "adoptable", g["decision"]
 assert dest[0]["launches"] == 3, dest
 print("PASS: linked by name: the module load kept the image, the instantiate read the graph back, 3 launches seen (one through dlsym on the driver's handle)")
+PY
+# A library opened RTLD_LOCAL that links the driver: its calls reach the driver through the exports
+# (the driver is out of RTLD_NEXT's sight), and are observed.
+local_plain=$("$work/app_local" "$work/libuser.so" "$fatbin")
+local=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_LOG="$work/local.jsonl" "$work/app_local" "$work/libuser.so" "$fatbin" || true)
+echo "opened RTLD_LOCAL: plain: $local_plain; preloaded, logging: $local"
+[ "$local_plain" = PASS ] && [ "$local" = PASS ] || { echo "FAIL: the RTLD_LOCAL library failed under the interposer"; exit 1; }
+python3 - "$work/local.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+inst = [l for l in lines if l["event"] == "instantiate"]
+dest = [l for l in lines if l["event"] == "exec_destroy"]
+assert len(inst) == 1 and inst[0]["decision"]["verdict"] == "adoptable", lines
+assert len(dest) == 1 and dest[0]["launches"] == 2, dest
+print("PASS: a library opened RTLD_LOCAL: its driver calls forwarded and observed (adoptable, 2 launches)")
 PY
 # A process that loads no driver runs unchanged under the interposer (the GPU-less machine's case):
 # its output, and what dlsym and ctypes find, are those of the plain run.
