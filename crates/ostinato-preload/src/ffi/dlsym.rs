@@ -98,13 +98,16 @@ extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> *mut c_v
 /// `RTLD_LOCAL` (a Python extension module, say) brings libcuda or cudart in as a dependency of its own
 /// local scope, while its calls by name bind to this library's global exports.
 pub(super) fn next(symbol: &CStr) -> usize {
-    let Some(real) = real_dlsym() else { return 0 };
-    // SAFETY: `RTLD_NEXT` from this library: the first definition after it; the name is NUL-terminated.
-    let found = unsafe { real(libc::RTLD_NEXT, symbol.as_ptr()) } as usize;
-    if found != 0 {
-        return found;
+    match next_global(symbol) {
+        0 => real_dlsym().map_or(0, |real| in_loaded_objects(real, symbol)),
+        found => found,
     }
-    in_loaded_objects(real, symbol)
+}
+
+/// `dlsym(RTLD_NEXT, symbol)` from this library: the next definition in the global scope (0: none).
+pub(super) fn next_global(symbol: &CStr) -> usize {
+    // SAFETY: `RTLD_NEXT` from this library: the first definition after it; the name is NUL-terminated.
+    real_dlsym().map_or(0, |real| unsafe { real(libc::RTLD_NEXT, symbol.as_ptr()) } as usize)
 }
 
 /// The base address of the object that holds `addr` (0 where none does).

@@ -13,8 +13,8 @@
 //! symbols libcuda exports, each with that symbol's signature: the unsuffixed `cuGraphInstantiate`,
 //! `cuGraphExecKernelNodeSetParams` and `cuGraphExecUpdate` are the oldest ABI (CUDA 13's header maps
 //! those names to `cuGraphInstantiateWithFlags`, `…_v2` and `cuGraphExecUpdate_v2`, also exported).
-//! In a process where no libcuda is loaded, `dlsym` of these names answers null, as it would without
-//! the interposer.
+//! Where no libcuda is in the global scope, `dlsym` of these names there answers null, as it would
+//! without the interposer.
 
 #![allow(non_snake_case)]
 // In the unit tests' binary nothing is exported, and the bodies' imports go unused.
@@ -119,15 +119,21 @@ exports! {
 
 /// What `dlsym` answers for `name` where the real `dlsym` found `found`: `Some(export)` where this
 /// library exports `name` and forwards it to `found`, `Some(0)` (null) where `found` is the export
-/// itself but no real definition follows it, `None` (answer `found`) otherwise.
+/// itself but no definition follows it in the global scope, `None` (answer `found`) otherwise.
 #[cfg(not(test))]
 pub(super) fn swap(name: &[u8], found: usize) -> Option<usize> {
     let (name, slot, export) = table().iter().find(|(n, _, _)| n.as_bytes() == name)?;
     if found == *export {
+        // Asked of the global scope (`RTLD_DEFAULT`, say): answered as without the interposer — null
+        // unless a definition follows there.
         let mut c = name.as_bytes().to_vec();
         c.push(0);
-        let real = CStr::from_bytes_with_nul(&c).map_or(0, |c| resolved(slot, c).raw());
-        return Some(if real == 0 { 0 } else { *export });
+        let global = CStr::from_bytes_with_nul(&c).map_or(0, dlsym::next_global);
+        if global == 0 {
+            return Some(0);
+        }
+        slot.claim(global);
+        return Some(*export);
     }
     // Another definition (asked of libcuda's handle): the export forwards to it if its slot holds it.
     slot.claim(found);
