@@ -195,12 +195,16 @@ struct Explanation<'a> {
     captured: Vec<(usize, usize, bool)>,
     decision: &'a Decision,
     adoption: &'a AdoptionLog,
+    /// Without `nodes` and `captured` (the budget for explanations was spent).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    brief: bool,
 }
 
 /// What `ostinato_preload_explain` returns for one executable graph: its instantiate line without the
 /// params (the nodes as labels, the captured edges, the decision and the adoption with every edge kept
-/// or dropped and why), small enough to keep for every live executable graph.
-pub fn explanation(seq: u64, call: &Call, graph: &GraphModel, decision: &Decision, adoption: &AdoptionLog) -> String {
+/// or dropped and why); `brief`: without the nodes and captured edges (`"brief": true`), for graphs
+/// past the state's explanation budget.
+pub fn explanation(seq: u64, call: &Call, graph: &GraphModel, decision: &Decision, adoption: &AdoptionLog, brief: bool) -> String {
     let label = |n: &Node| match &n.body {
         NodeBody::Kernel(k) => {
             let name = k.name.as_deref().unwrap_or("?");
@@ -218,10 +222,11 @@ pub fn explanation(seq: u64, call: &Call, graph: &GraphModel, decision: &Decisio
         graph: Hex(call.graph),
         exec: Hex(call.exec),
         counts: Counts::of(graph),
-        nodes: graph.nodes.iter().map(label).collect(),
-        captured: graph.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect(),
+        nodes: if brief { Vec::new() } else { graph.nodes.iter().map(label).collect() },
+        captured: if brief { Vec::new() } else { graph.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect() },
         decision,
         adoption,
+        brief,
     };
     serde_json::to_string(&e).unwrap_or_else(|e| format!("{{\"seq\":{seq},\"error\":\"{e}\"}}"))
 }

@@ -87,7 +87,7 @@ fn an_explanation_labels_the_nodes_cuts_long_names_and_keeps_the_decision_and_th
         params_error: None,
     });
     let call = Call { api: "cuGraphInstantiateWithFlags", graph: 0xabc, exec: 0xdef, result: 0, read_us: 12 };
-    let text = explanation(5, &call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"));
+    let text = explanation(5, &call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"), false);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["nodes"][0], "host");
     let label = v["nodes"][1].as_str().unwrap();
@@ -97,4 +97,10 @@ fn an_explanation_labels_the_nodes_cuts_long_names_and_keeps_the_decision_and_th
     assert_eq!(v["adoption"]["status"], "not_adopted");
     assert_eq!(v["exec"], "0xdef");
     assert!(!text.contains("\"params\""), "an explanation holds no params: {text}");
+    assert!(v.get("brief").is_none());
+    // Past the budget: the decision and the adoption, no labels or edges.
+    let brief: serde_json::Value =
+        serde_json::from_str(&explanation(5, &call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"), true)).unwrap();
+    assert_eq!((brief["brief"].as_bool(), brief["nodes"].as_array().map(Vec::len)), (Some(true), Some(0)));
+    assert_eq!(brief["decision"]["verdict"], "fall_through");
 }

@@ -3,7 +3,7 @@
 //! exists only while adopting or logging; without it every hook forwards and does nothing else.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -18,6 +18,9 @@ use crate::store::{Handle, Held, Image, ImageId, Origin, Store};
 /// The most code analyses cached (the cache is emptied when full) and executable graphs tracked.
 const MAX_ANALYSES: usize = 4096;
 const MAX_EXECS: usize = 1 << 20;
+/// The most bytes of explanations kept for live executable graphs; past it, an explanation keeps the
+/// decision and the adoption only ([`log::explanation`]'s `brief`).
+pub const EXPLANATION_BUDGET: usize = 64 << 20;
 
 type AnalysisKey = (ImageId, String, u32, Vec<bool>);
 
@@ -73,6 +76,9 @@ pub struct State {
     store: Mutex<Store>,
     analyses: Mutex<HashMap<AnalysisKey, CodeStatus>>,
     execs: Mutex<HashMap<u64, Exec>>,
+    /// Bytes of the explanations in `execs`, and the most kept in full ([`EXPLANATION_BUDGET`]).
+    explained: AtomicUsize,
+    explanation_budget: usize,
     seq: AtomicU64,
 }
 
@@ -105,6 +111,8 @@ impl State {
             store: Mutex::new(Store::new(config.budget)),
             analyses: Mutex::new(HashMap::new()),
             execs: Mutex::new(HashMap::new()),
+            explained: AtomicUsize::new(0),
+            explanation_budget: EXPLANATION_BUDGET,
             seq: AtomicU64::new(0),
         })
     }
@@ -175,8 +183,16 @@ impl State {
             let mut execs = lock(&self.execs);
             if execs.len() < MAX_EXECS || adopted.is_some() {
                 let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None });
-                let explanation = log::explanation(seq, call, model, decision, adoption).into();
-                execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, adopted, explanation });
+                let full = log::explanation(seq, call, model, decision, adoption, false);
+                let explanation: Arc<str> = if self.explained.load(Ordering::Relaxed) + full.len() <= self.explanation_budget {
+                    full.into()
+                } else {
+                    log::explanation(seq, call, model, decision, adoption, true).into()
+                };
+                self.explained.fetch_add(explanation.len(), Ordering::Relaxed);
+                if let Some(old) = execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, adopted, explanation }) {
+                    self.explained.fetch_sub(old.explanation.len(), Ordering::Relaxed);
+                }
             }
         }
     }
@@ -242,7 +258,45 @@ impl State {
     /// Logs and forgets a destroyed executable graph; returns its adopted graph, to destroy.
     pub fn destroyed(&self, exec: u64) -> Option<Adopted> {
         let e = lock(&self.execs).remove(&exec)?;
+        self.explained.fetch_sub(e.explanation.len(), Ordering::Relaxed);
         self.log(|| log::destroy_line(e.seq, exec, e.launches, e.adoptable, e.adopted.map_or(0, |a| a.launches)));
         e.adopted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Node, NodeBody};
+
+    fn state(budget: usize) -> State {
+        let config = Config { log: None, budget: 1 << 20, adopt: true, orderings: Orderings::Captured };
+        let mut s = State::from_config(&config).unwrap();
+        s.explanation_budget = budget;
+        s
+    }
+
+    fn record(s: &State, exec: u64) {
+        let g = GraphModel { nodes: vec![Node { index: 0, body: NodeBody::Other { code: 3, name: "host" } }], ..GraphModel::default() };
+        let call = Call { api: "cuGraphInstantiateWithFlags", graph: 1, exec, result: 0, read_us: 0 };
+        s.record(&call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"), None);
+    }
+
+    #[test]
+    fn explanations_past_the_budget_are_brief_and_destroying_gives_their_bytes_back() {
+        let s = state(600);
+        record(&s, 10);
+        let full = s.explain(10).unwrap();
+        assert!(full.contains("\"nodes\":[\"host\"]") && full.ends_with(",\"active\":false}"), "{full}");
+        record(&s, 11);
+        let brief = s.explain(11).unwrap();
+        assert!(brief.contains("\"brief\":true") && brief.contains("\"nodes\":[]"), "{brief}");
+        assert_eq!(s.explained.load(Ordering::Relaxed), full.len() - ",\"active\":false".len() + brief.len() - ",\"active\":false".len());
+        s.destroyed(10);
+        s.destroyed(11);
+        assert_eq!(s.explained.load(Ordering::Relaxed), 0);
+        assert_eq!(s.explain(10), None);
+        record(&s, 12);
+        assert!(!s.explain(12).unwrap().contains("brief"), "the budget is free again");
     }
 }
