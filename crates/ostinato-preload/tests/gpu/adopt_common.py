@@ -24,6 +24,17 @@ def adoption_switch():
     return set_adopt
 
 
+def warm_up(step, times=3):
+    """Runs `step` `times` times on a side stream, as torch's CUDA-graph recipe does before a capture
+    (allocations and lazy initialisation out of the capture), then joins it back."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(times):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+
+
 def per_replay_us(replay, count, bursts):
     """µs per replay of `count` back-to-back replays, one sample per burst."""
     out = []

@@ -26,7 +26,7 @@ import torch
 import transformers
 from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
 
-from adopt_common import adoption_switch, instantiate_lines, print_graphs, print_rows, side_by_side, summary
+from adopt_common import adoption_switch, instantiate_lines, print_graphs, print_rows, side_by_side, summary, warm_up
 
 
 def at_prompt(cache, length):
@@ -75,12 +75,7 @@ def main():
 
     with torch.inference_mode():
         model(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(args.prompt, device="cuda"), use_cache=True)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
+        warm_up(step)
 
         log = os.environ.get("OSTINATO_PRELOAD_LOG")
         seen = len(instantiate_lines(log))

@@ -14,7 +14,7 @@ with the Triton MLP of triton_mlp_adopt.py (kernels that wait, then trigger thei
 import torch
 
 import ostinato
-from adopt_common import adoption_switch
+from adopt_common import adoption_switch, warm_up
 from triton_mlp_adopt import model, result_of, step
 
 
@@ -22,12 +22,7 @@ def main():
     set_adopt = adoption_switch()  # adoption off in the process from here
     m = model(4, 1024, 2816, 8, 16, 128, 4, False, True)
     want = result_of(m, lambda: step(m))
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step(m)
-    torch.cuda.current_stream().wait_stream(side)
+    warm_up(lambda: step(m))
 
     kept = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(kept):

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from adopt_common import adoption_switch, instantiate_lines, print_graphs, print_rows, side_by_side, summary
+from adopt_common import adoption_switch, instantiate_lines, print_graphs, print_rows, side_by_side, summary, warm_up
 
 
 @triton.jit
@@ -191,12 +191,7 @@ def main():
 
     m = model(args.tokens, args.hidden, args.inter, args.layers, args.block_n, args.block_k, args.splits, args.prefetch, args.trigger)
     want = result_of(m, lambda: step(m))  # eager; compiles every kernel
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step(m)
-    torch.cuda.current_stream().wait_stream(side)
+    warm_up(lambda: step(m))
 
     log = os.environ.get("OSTINATO_PRELOAD_LOG")
     seen = len(instantiate_lines(log))
