@@ -8,8 +8,9 @@
 //! gets the export too (the exported `dlsym` swaps it in, [`swap`]).
 //!
 //! Each export forwards to the real entry point of the same name — the next definition after this
-//! library (`dlsym(RTLD_NEXT, …)`), or the one a `dlsym` on libcuda's handle returned — held in a slot
-//! of its own, through the same observing code as the `cuGetProcAddress` wrappers. The names are the
+//! library ([`dlsym::next`]: `dlsym(RTLD_NEXT, …)`, else the first other loaded object that defines
+//! it, for definers in a library's local scope), or the one a `dlsym` on libcuda's handle returned —
+//! held in a slot of its own, through the same observing code as the `cuGetProcAddress` wrappers. The names are the
 //! symbols libcuda exports, each with that symbol's signature: the unsuffixed `cuGraphInstantiate`,
 //! `cuGraphExecKernelNodeSetParams` and `cuGraphExecUpdate` are the oldest ABI (CUDA 13's header maps
 //! those names to `cuGraphInstantiateWithFlags`, `…_v2` and `cuGraphExecUpdate_v2`, also exported).
