@@ -18,8 +18,8 @@
 //! without the interposer.
 
 #![allow(non_snake_case)]
-// In the unit tests' binary nothing is exported, and the bodies' imports go unused.
-#![cfg_attr(test, allow(unused_imports))]
+// In the unit tests' binary nothing is exported, and the bodies' imports and the name macro go unused.
+#![cfg_attr(test, allow(unused_imports, unused_macros))]
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
@@ -33,6 +33,13 @@ fn resolved<'a>(slot: &'a Slot, name: &CStr) -> &'a Slot {
         slot.claim(dlsym::next(name));
     }
     slot
+}
+
+/// An export's name as a `CStr`, at compile time.
+macro_rules! name {
+    ($name:ident) => {
+        const { cstr(concat!(stringify!($name), "\0")) }
+    };
 }
 
 macro_rules! exports {
@@ -52,17 +59,17 @@ macro_rules! exports {
             #[cfg(not(test))]
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> CuResult {
-                let $slot = resolved(&real::$name, const { cstr(concat!(stringify!($name), "\0")) });
+                let $slot = resolved(&real::$name, name!($name));
                 $body
             }
         )*
 
         /// Each export: its name, the slot of its real entry point and its address.
         #[cfg(not(test))]
-        fn table() -> &'static [(&'static str, &'static Slot, usize)] {
-            type Entry = (&'static str, &'static Slot, usize);
+        fn table() -> &'static [(&'static CStr, &'static Slot, usize)] {
+            type Entry = (&'static CStr, &'static Slot, usize);
             static TABLE: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
-            TABLE.get_or_init(|| vec![$((stringify!($name), &real::$name, $name as unsafe extern "C" fn($($ty),*) -> CuResult as usize),)*])
+            TABLE.get_or_init(|| vec![$((name!($name), &real::$name, $name as unsafe extern "C" fn($($ty),*) -> CuResult as usize),)*])
         }
     };
 }
@@ -123,13 +130,11 @@ exports! {
 /// itself but no definition follows it in the global scope, `None` (answer `found`) otherwise.
 #[cfg(not(test))]
 pub(super) fn swap(name: &[u8], found: usize) -> Option<usize> {
-    let (name, slot, export) = table().iter().find(|(n, _, _)| n.as_bytes() == name)?;
+    let (name, slot, export) = table().iter().find(|(n, _, _)| n.to_bytes() == name)?;
     if found == *export {
         // Asked of the global scope (`RTLD_DEFAULT`, say): answered as without the interposer — null
         // unless a definition follows there.
-        let mut c = name.as_bytes().to_vec();
-        c.push(0);
-        let global = CStr::from_bytes_with_nul(&c).map_or(0, dlsym::next_global);
+        let global = dlsym::next_global(name);
         if global == 0 {
             return Some(0);
         }
