@@ -8,6 +8,10 @@
 //! above the device's). A compressed PTX (zstd, nvcc's default, or LZ4) is decompressed and read, and
 //! machine code alone is not analysed.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
 use serde::Serialize;
 
 use ostinato::contract::Observed;
@@ -15,10 +19,8 @@ use ostinato_cuda_code::ptx;
 
 use crate::fatbin::{self, Kind};
 use crate::image::{self, Format};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
 use crate::store::{Image, ImageId};
+use crate::triton_cache;
 
 /// What was read of one kernel's code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -155,22 +157,30 @@ fn running_cubin(image: &[u8], device: u32) -> Option<&[u8]> {
 /// device pointer (it is a buffer). A bare cubin (how Triton loads a kernel) is read through the PTX
 /// Triton compiled it from, where Triton's cache holds it ([`crate::triton_cache`]); the cache is
 /// searched once per image (a kernel is compiled into the cache before it is loaded, so a miss stays
-/// one).
+/// one), and what was found — the PTX file's path, not its text — is remembered for at most
+/// [`MAX_TRITON_LOOKUPS`] images.
 pub fn analyse(image: &Image, entry: &str, device: u32, pointer: &[bool]) -> CodeStatus {
-    static FOUND: OnceLock<Mutex<HashMap<ImageId, Option<Arc<String>>>>> = OnceLock::new();
+    static FOUND: OnceLock<Mutex<HashMap<ImageId, Option<PathBuf>>>> = OnceLock::new();
     let found = FOUND.get_or_init(Default::default);
     let triton = |cubin: &[u8]| {
-        if let Some(hit) = found.lock().ok().and_then(|f| f.get(&image.id).cloned()) {
-            return hit.map(|p| p.as_ref().clone());
-        }
-        let ptx = crate::triton_cache::default_root(|k| std::env::var(k).ok()).and_then(|root| crate::triton_cache::ptx_for(&root, cubin));
-        if let Ok(mut f) = found.lock() {
-            f.insert(image.id, ptx.clone().map(Arc::new));
-        }
-        ptx
+        let known = found.lock().ok().and_then(|f| f.get(&image.id).cloned());
+        let path = known.unwrap_or_else(|| {
+            let path = triton_cache::default_root(|k| std::env::var(k).ok()).and_then(|root| triton_cache::find(&root, cubin));
+            if let Ok(mut f) = found.lock() {
+                if f.len() >= MAX_TRITON_LOOKUPS {
+                    f.clear();
+                }
+                f.insert(image.id, path.clone());
+            }
+            path
+        });
+        path.and_then(|p| triton_cache::read_ptx(&p))
     };
     analyse_with(image, entry, device, pointer, &triton)
 }
+
+/// The most images whose Triton-cache lookup is remembered (past it, the memory starts over).
+pub const MAX_TRITON_LOOKUPS: usize = 1 << 16;
 
 /// [`analyse`], with `beside(cubin)` giving the PTX a bare cubin was compiled from (machine code inside
 /// a fat binary is never looked up: Triton loads bare cubins).
@@ -180,7 +190,9 @@ pub fn analyse_with(image: &Image, entry: &str, device: u32, pointer: &[bool], b
         Ok(Found::Compressed { arch, codec }) => {
             return CodeStatus::not(format!("image {}: the PTX of sm_{arch} is compressed ({codec}), not analysed", image.id))
         }
-        Ok(Found::MachineOnly { arch, cubin }) => match cubin.filter(|c| c.len() == image.bytes.len()).and_then(beside) {
+        // Only where the image is the cubin itself (a bare cubin): machine code inside a fat binary is
+        // not Triton's.
+        Ok(Found::MachineOnly { arch, cubin }) => match cubin.filter(|c| std::ptr::eq(*c, image.bytes.as_slice())).and_then(beside) {
             Some(ptx) => (format!("image {}, PTX beside its cubin in Triton's cache", image.id), std::borrow::Cow::Owned(ptx)),
             None => return CodeStatus::not(format!("image {}: machine code only (sm_{arch}), no PTX of its architecture to analyse", image.id)),
         },

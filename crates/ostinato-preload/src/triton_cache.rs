@@ -76,17 +76,22 @@ fn cubins_of_len(root: &Path, len: u64) -> Vec<PathBuf> {
 
 /// The PTX Triton compiled `cubin` from, where a cubin of the cache at `root` equals it.
 pub fn ptx_for(root: &Path, cubin: &[u8]) -> Option<String> {
-    for path in cubins_of_len(root, cubin.len() as u64) {
-        if read_bounded(&path, MAX_FILE).as_deref() != Some(cubin) {
-            continue;
-        }
-        let Some(bytes) = read_bounded(&path.with_extension("ptx"), MAX_FILE) else { continue };
-        let Ok(text) = String::from_utf8(bytes) else { continue };
-        if looks_like_ptx(&text) {
-            return Some(text);
-        }
-    }
-    None
+    find(root, cubin).and_then(|path| read_ptx(&path))
+}
+
+/// The path of the PTX beside a cubin of the cache at `root` equal to `cubin` (what [`ptx_for`] reads).
+pub fn find(root: &Path, cubin: &[u8]) -> Option<PathBuf> {
+    cubins_of_len(root, cubin.len() as u64)
+        .into_iter()
+        .filter(|path| read_bounded(path, MAX_FILE).as_deref() == Some(cubin))
+        .map(|path| path.with_extension("ptx"))
+        .find(|ptx| read_ptx(ptx).is_some())
+}
+
+/// The PTX text at `path`: a regular file of at most [`MAX_FILE`] bytes, UTF-8, that reads as PTX.
+pub fn read_ptx(path: &Path) -> Option<String> {
+    let text = String::from_utf8(read_bounded(path, MAX_FILE)?).ok()?;
+    looks_like_ptx(&text).then_some(text)
 }
 
 #[cfg(test)]
