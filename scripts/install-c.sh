@@ -11,7 +11,7 @@ profile=${OSTINATO_CARGO_PROFILE:-release}
 cargo build --profile "$profile" -p ostinato-capi
 # Where cargo put the artifacts (CARGO_TARGET_DIR, a config's target-dir, or ./target; the dev profile's
 # folder is debug).
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(bash scripts/target-dir.sh)
 [[ $profile == dev ]] && out=$target/debug || out=$target/$profile
 mkdir -p "$PREFIX/lib/pkgconfig" "$PREFIX/include"
 PREFIX=$(cd "$PREFIX" && pwd)

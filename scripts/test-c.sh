@@ -49,7 +49,7 @@ fi
 # the driver as cudart does (dlopen, cuGetProcAddress) and as code linked to libcuda does (by name).
 say "building the interposer (cargo build -p ostinato-preload) and running its C tests against a table driver"
 if cargo build -q -p ostinato-preload; then
-  run "interposer: tests/fake_driver/run.sh" bash crates/ostinato-preload/tests/fake_driver/run.sh target/debug/libostinato_preload.so
+  run "interposer: tests/fake_driver/run.sh" bash crates/ostinato-preload/tests/fake_driver/run.sh "$(bash scripts/target-dir.sh)/debug/libostinato_preload.so"
 else
   echo "FAILED: build the interposer"; failed=$((failed + 1))
 fi

@@ -20,7 +20,7 @@ if [[ ! -x $py ]] || ! "$py" -c 'import numpy, pytest, maturin' 2>/dev/null; the
   "$py" -m pip install -q --disable-pip-version-check numpy pytest 'maturin>=1.5,<2'
 fi
 # Where cargo puts the workspace's artifacts (CARGO_TARGET_DIR, a config's target-dir, or ./target).
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(bash scripts/target-dir.sh)
 wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
 say "building the extension (maturin build --profile dev in $target: about 2 min on 2 cores after the C tests, 4 from scratch)"
