@@ -153,6 +153,20 @@ pub fn block_footprint(name: &str, scalars: &[Option<Scalar>], launch: &crate::L
     Some(())
 }
 
+/// The bytes each thread of a launch of built-in `name` touches through buffer param `param`, where
+/// they follow the grid-stride loop: `Some(e)` says thread `L` (the launch's linear thread index, blocks
+/// and threads in x, y, z, x fastest, of `N` threads in all) touches only the `e`-byte elements
+/// `L + k·N` of the param's slice, whatever the launch's scalars (an element count only stops the loop
+/// earlier). `add_one`'s `x` and `mix`'s `out`; `mix`'s `inp` is read at `i % n_in` (another thread's
+/// element where `n_in` is less than the count), so it has none. Fused bodies ordered only through such
+/// params need no barrier between them (`crate::fusion::barriers_with`).
+pub fn thread_footprint(name: &str, param: usize) -> Option<u64> {
+    match (name, param) {
+        ("add_one", 0) | ("mix", 0) => Some(4),
+        _ => None,
+    }
+}
+
 /// Checks node `node` of `graph`, a launch of built-in `builtin`, with each slot at `slot_value(slot)`:
 /// every param's touched bytes within its declared extent. Nodes of other kinds, and names that are
 /// no generic built-in, pass.

@@ -258,10 +258,26 @@ fn related(plan: &Plan, member: &[usize], groups: &[Group], gi: usize, run: &[No
 /// its predecessors, or it or one of those nodes touches shared memory (bodies may reuse the same
 /// bytes). `run` is the lane's nodes; returns one flag per node (the first is always `false`).
 pub fn barriers(plan: &Plan, run: &[NodeId], uses_shared: impl Fn(NodeId) -> bool) -> Vec<bool> {
+    barriers_with(plan, run, uses_shared, |_, _| false)
+}
+
+/// [`barriers`], where `thread_local(u, v)` may say that every byte earlier node `u` and node `v`
+/// both touch, one of them writing it, is touched by the same thread in both (the same thread of the
+/// same block: the members of a fused run share their grid and block). Such an ordering needs no
+/// barrier: the thread runs `u`'s body before `v`'s. A barrier is still placed before `v` where a node
+/// since the last one orders it by an explicit edge, or has a hazard with it (a plan edge, or an
+/// access-frontier predecessor: [`Plan::hazard_preds`]) that `thread_local` does not vouch for. Every
+/// hazard of `v` with a node since the last barrier is a frontier one or implied through frontier
+/// ones byte by byte, each of them then touched by one thread throughout, so checking the frontier
+/// suffices.
+pub fn barriers_with(plan: &Plan, run: &[NodeId], uses_shared: impl Fn(NodeId) -> bool, thread_local: impl Fn(NodeId, NodeId) -> bool) -> Vec<bool> {
+    let g = plan.graph();
     let mut out = Vec::with_capacity(run.len());
     let mut since: Vec<NodeId> = Vec::new();
     for &v in run {
-        let edge = since.iter().any(|u| plan.preds(v).contains(&u.0));
+        let ordered = |u: NodeId| plan.preds(v).contains(&u.0) || plan.hazard_preds(v).contains(&u.0);
+        let explicit = |u: NodeId| g.node(v).after.contains(&u);
+        let edge = since.iter().any(|&u| ordered(u) && (explicit(u) || !thread_local(u, v)));
         let shared = !since.is_empty() && (uses_shared(v) || since.iter().any(|&u| uses_shared(u)));
         let b = edge || shared;
         if b {
@@ -271,6 +287,24 @@ pub fn barriers(plan: &Plan, run: &[NodeId], uses_shared: impl Fn(NodeId) -> boo
         since.push(v);
     }
     out
+}
+
+/// Whether two nodes of one fused run touch their common bytes thread by thread (see
+/// [`barriers_with`]), from a per-thread footprint of each node's params: `footprint(v, p)` is
+/// `Some(e)` where thread `L` (the launch's linear thread index, of `N` threads in all) touches
+/// through param `p` only the `e`-byte elements `L + k·N` of the param's slice (the built-ins'
+/// grid-stride loop: [`crate::builtins::thread_footprint`]). Every pair of the two nodes' accesses
+/// on one root that overlap with one of them writing must both have such a footprint, with the same
+/// element size and the same first byte (so each overlapping element is thread `L`'s in both).
+pub fn thread_local_pair(plan: &Plan, u: NodeId, v: NodeId, footprint: impl Fn(NodeId, usize) -> Option<u64>) -> bool {
+    let g = plan.graph();
+    let (a, b) = (g.accesses(u), g.accesses(v));
+    a.iter().all(|x| {
+        b.iter().all(|y| {
+            let conflict = x.root == y.root && x.start < y.end && y.start < x.end && (x.access.writes() || y.access.writes());
+            !conflict || matches!((footprint(u, x.param), footprint(v, y.param)), (Some(e), Some(f)) if e == f && e > 0 && x.start == y.start)
+        })
+    })
 }
 
 /// The rewritten graph, and where each original node went.

@@ -8,7 +8,7 @@ use ostinato::{NodeOp, Plan};
 
 use super::source::{generate, Staging, FUSED_ENTRY};
 use super::stage::{Bodies, STAGE_BUDGET_BYTES};
-use super::{barriers, groups, Fusable, FuseKey, FusionMode, Group};
+use super::{barriers_with, groups, Fusable, FuseKey, FusionMode, Group};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::lower::{helper_dims, Dims};
@@ -59,6 +59,20 @@ fn body_of<'a>(
     let (block, dynamic) = (dims.block, dims.shared);
     let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
     Ok((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
+}
+
+/// Node `v`'s per-thread footprint through its kernel param `p` (`ostinato::builtins::thread_footprint`):
+/// stated for the built-ins, whose CUDA C runs the kernel header's grid-stride loop over the linear
+/// thread index; `None` for every other kernel (a user's body keeps its barriers) and for copies and
+/// fills.
+fn builtin_thread_footprint(plan: &Plan, kernels: &[CudaKernel], v: ostinato::NodeId, p: usize) -> Option<u64> {
+    let NodeOp::Kernel { kernel, .. } = &plan.graph().node(v).op else { return None };
+    let k = &kernels[kernel.index()];
+    if k.build.builtin {
+        ostinato::builtins::thread_footprint(&k.entry, p)
+    } else {
+        None
+    }
 }
 
 /// What fusion made of a plan: the fused plan (`None`: nothing fused), and why each of the user's
@@ -171,7 +185,16 @@ pub fn fuse(
     let mut fused = Vec::with_capacity(picked.len());
     for (i, (gr, budget)) in picked.iter().enumerate() {
         let (body, _) = bodies[gr.lanes[0][0].index()].expect("groups hold fusable nodes");
-        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |v| fusable[v.index()].is_some_and(|f| f.uses_shared))).collect();
+        let uses_shared = |v: ostinato::NodeId| fusable[v.index()].is_some_and(|f| f.uses_shared);
+        // Barriers between thread-local bodies are dropped only where the fused kernel has at most
+        // one block per SM: there a barrier's latency is exposed (an H200 ran 941-deep `add_one`
+        // chains of 1 and 128 blocks 10% faster without them), while with more resident blocks other
+        // blocks' warps hide it and the barrier-free loop ran 6% (1,024 blocks) and 9% (8,192) slower
+        // (docs/tiles.md, "Barriers between bodies").
+        let blocks = u64::from(gr.key.grid[0]) * u64::from(gr.key.grid[1]) * u64::from(gr.key.grid[2]) * gr.lanes.len() as u64;
+        let exposed = blocks <= u64::try_from(device.info().sm_count).unwrap_or(0);
+        let thread_local = |u, v| exposed && ostinato::fusion::thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
+        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
         let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
         let staging = Staging { bodies: Bodies { plain: &plain, attributed: &attributed }, budget: (*budget).min(STAGE_BUDGET_BYTES) };
         let staging = verified.is_some().then_some(&staging);

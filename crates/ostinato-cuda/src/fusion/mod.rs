@@ -1,6 +1,8 @@
 //! Chain fusion: runs of dependent 1-block nodes along the plan's lanes become one kernel whose block
-//! `b` runs lane `b`'s run in plan order, with a `__syncthreads()` only where the plan has an edge
-//! (or shared memory could be reused) between consecutive bodies. The fused segment is one node of
+//! `b` runs lane `b`'s run in plan order, with a `__syncthreads()` only where the plan orders two
+//! bodies through bytes that different threads touch (or shared memory could be reused): an ordering
+//! whose bytes each thread touches alone in both bodies (the built-ins' grid-stride loop,
+//! `ostinato::builtins::thread_footprint`) is kept by the thread's own program order. The fused segment is one node of
 //! the submitted graph: it pays one launch floor instead of one per node.
 //!
 //! Three parts, all pure: [`groups`] picks what fuses (the policy, [`FusionMode`]), [`source`]
@@ -20,7 +22,7 @@ pub mod rewrite;
 pub mod source;
 pub mod stage;
 
-pub use ostinato::fusion::{barriers, groups, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS};
+pub use ostinato::fusion::{barriers, barriers_with, groups, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS};
 
 #[cfg(test)]
 mod tests;

@@ -394,6 +394,38 @@ fn a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid() {
     assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]));
 }
 
+#[test]
+fn a_chain_of_add_one_needs_no_barrier_between_its_bodies_and_a_shifted_view_keeps_one() {
+    // add_one's thread L takes elements L + k·N of its slice (`ostinato::builtins::thread_footprint`):
+    // each body touches only what the same thread touched before.
+    let footprint = |plan: &Plan, v: NodeId, p: usize| match &plan.graph().node(v).op {
+        NodeOp::Kernel { kernel, .. } => ostinato::builtins::thread_footprint(&plan.graph().kernel(*kernel).name, p),
+        _ => None,
+    };
+    let plan = tiled_chain(941, 8192);
+    let run: Vec<NodeId> = plan.order().to_vec();
+    let bars = barriers_with(&plan, &run, |_| false, |u, v| ostinato::fusion::thread_local_pair(&plan, u, v, |w, p| footprint(&plan, w, p)));
+    assert!(bars.iter().all(|b| !b), "no barrier in a chain of add_one on one slice");
+    let gs = vec![Group { key: FuseKey { block: [256, 1, 1], grid: [8192, 1, 1], source: 0 }, lanes: vec![run] }];
+    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &[bars], &|k| plan.graph().kernel(k).name.clone(), None);
+    let entry = &f.source[f.source.find("void __launch_bounds__(256) ostinato_fused(").expect("the fused entry")..];
+    assert!(!entry.contains("__syncthreads"), "{entry}");
+    assert!(entry.contains("for (unsigned r = 0; r < 941u; ++r) { add_one("), "{entry}");
+    // The same chain with every other body on a view one element further: thread L's element of one
+    // body is thread L+1's of the next, so each ordering keeps its barrier.
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 4 * 1025).unwrap();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    for i in 0..8u64 {
+        let s = Slice { buffer: x, offset: 4 * (i % 2), len: 4 * 1024 };
+        g.add_launch(k, Launch::new([4, 1, 1], [256, 1, 1]), &[Arg::Buffer(s), Arg::Scalar(Scalar::u32(1024))], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let run: Vec<NodeId> = plan.order().to_vec();
+    let bars = barriers_with(&plan, &run, |_| false, |u, v| ostinato::fusion::thread_local_pair(&plan, u, v, |w, p| footprint(&plan, w, p)));
+    assert_eq!(bars, [false, true, true, true, true, true, true, true]);
+}
+
 /// Staging with every body plain and attributed, and every map verified where `verified` says so.
 fn staged_for(plan: &Plan, gr: &Group, verified: &dyn Fn(NodeId, usize) -> bool, budget: u64) -> source::FusedKernel {
     let bodies = super::stage::Bodies { plain: verified, attributed: &|_| true };
