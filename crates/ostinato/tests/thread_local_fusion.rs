@@ -30,15 +30,16 @@ fn program(seed: u64, nodes: usize, threads: u32) -> Graph {
     let mut g = Graph::new();
     let roots = [g.add_buffer("a", ROOT_BYTES).unwrap(), g.add_buffer("b", ROOT_BYTES).unwrap()];
     let add_one = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
-    let mix = g.add_kernel(
-        KernelSig::new("mix")
-            .buffer("out", Access::ReadWrite)
-            .buffer("inp", Access::Read)
-            .scalar("n_out", ScalarType::U32)
-            .scalar("n_in", ScalarType::U32)
-            .scalar("salt", ScalarType::U32),
-    )
-    .unwrap();
+    let mix = g
+        .add_kernel(
+            KernelSig::new("mix")
+                .buffer("out", Access::ReadWrite)
+                .buffer("inp", Access::Read)
+                .scalar("n_out", ScalarType::U32)
+                .scalar("n_in", ScalarType::U32)
+                .scalar("salt", ScalarType::U32),
+        )
+        .unwrap();
     // A few element offsets, so that bodies often share their first byte (thread-local) and sometimes not.
     let offsets = [0u64, 0, 0, 4, 64];
     let slice = |r: &mut Rng, root: BufferId| {

@@ -406,8 +406,8 @@ fn a_chain_of_add_one_needs_no_barrier_between_its_bodies_and_a_shifted_view_kee
     let run: Vec<NodeId> = plan.order().to_vec();
     let bars = barriers_with(&plan, &run, |_| false, |u, v| ostinato::fusion::thread_local_pair(&plan, u, v, |w, p| footprint(&plan, w, p)));
     assert!(bars.iter().all(|b| !b), "no barrier in a chain of add_one on one slice");
-    let gs = vec![Group { key: FuseKey { block: [256, 1, 1], grid: [8192, 1, 1], source: 0 }, lanes: vec![run] }];
-    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &[bars], &|k| plan.graph().kernel(k).name.clone(), None);
+    let group = Group { key: FuseKey { block: [256, 1, 1], grid: [8192, 1, 1], source: 0 }, lanes: vec![run] };
+    let f = generate(&plan, &group, "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &[bars], &|k| plan.graph().kernel(k).name.clone(), None);
     let entry = &f.source[f.source.find("void __launch_bounds__(256) ostinato_fused(").expect("the fused entry")..];
     assert!(!entry.contains("__syncthreads"), "{entry}");
     assert!(entry.contains("for (unsigned r = 0; r < 941u; ++r) { add_one("), "{entry}");
