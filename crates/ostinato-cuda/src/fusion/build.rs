@@ -191,7 +191,7 @@ pub fn fuse(
         // chains of 1 and 128 blocks 10% faster without them), while with more resident blocks other
         // blocks' warps hide it and the barrier-free loop ran 6% (1,024 blocks) and 9% (8,192) slower
         // (docs/tiles.md, "Barriers between bodies").
-        let blocks = u64::from(gr.key.grid[0]) * u64::from(gr.key.grid[1]) * u64::from(gr.key.grid[2]) * gr.lanes.len() as u64;
+        let blocks = ostinato::tiles::block_count(gr.key.grid) * gr.lanes.len() as u64;
         let exposed = blocks <= u64::try_from(device.info().sm_count).unwrap_or(0);
         let thread_local = |u, v| exposed && ostinato::fusion::thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
         let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
