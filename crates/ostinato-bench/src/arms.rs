@@ -198,6 +198,11 @@ pub trait Arm {
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String>;
     /// Whether the next samples take the replay-call probes (where the arm has them; on by default).
     fn probe_calls(&mut self, _on: bool) {}
+    /// Whether the arm's replays have reached their steady state: false while an Ostinato exec still
+    /// measures its candidate submissions (warm-up goes on until it has chosen).
+    fn settled(&self) -> bool {
+        true
+    }
     /// What the arm's exec decided against, where it knows (Ostinato's CUDA arms).
     fn decisions(&self) -> Option<Decisions> {
         None
@@ -222,6 +227,11 @@ pub struct Decisions {
     pub fused_nodes: usize,
     /// Why the other nodes run by themselves.
     pub unfused: Vec<(String, usize)>,
+    /// Graph mode: how many submissions the exec measured over its first replays (1: none to
+    /// measure), and what it chose, each candidate with its median GPU µs per replay (the chosen
+    /// first), once it had measured them all.
+    pub candidates: usize,
+    pub measured: Option<Vec<(String, f64)>>,
 }
 
 impl Decisions {
@@ -245,6 +255,12 @@ impl Decisions {
             nodes: exec.plan().node_count(),
             fused_nodes: d.fused_nodes,
             unfused: count(d.unfused.into_iter().map(|(_, why)| why).collect()),
+            candidates: d.candidates,
+            measured: d.tuned.map(|t| {
+                let mut c = t.candidates;
+                c.swap(0, t.chosen);
+                c
+            }),
         }
     }
 }
@@ -430,6 +446,9 @@ impl Arm for OstinatoCuda {
     }
     fn probe_calls(&mut self, on: bool) {
         self.probes = on;
+    }
+    fn settled(&self) -> bool {
+        !self.exec.measuring()
     }
     fn decisions(&self) -> Option<Decisions> {
         Some(Decisions::of(&self.exec))

@@ -400,10 +400,10 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
             return out;
         }
     }
-    out.decisions = arm.decisions();
     let per = (w.dispatches * w.replays) as f64;
     // Warm-up: at least `warmups` samples and at least `warmup` of wall time (a few tiny samples do not
-    // bring a GPU that idled through set-up back to its steady state), at most MAX_WARMUP_SAMPLES.
+    // bring a GPU that idled through set-up back to its steady state) and until an Ostinato exec has
+    // chosen among the submissions it measures over its first replays, at most MAX_WARMUP_SAMPLES.
     // Timed: at least `samples` and at least `timed` of wall time, at most MAX_TIMED_SAMPLES (or
     // `samples`, if larger). A row with a protocol of its own (the kernel families) takes the smaller
     // of each minimum time.
@@ -415,7 +415,7 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
     let mut timed_since: Option<std::time::Instant> = None;
     let mut i = 0;
     loop {
-        let warmup = i < warmups || (started.elapsed() < warmup_time && out.warmup_samples < MAX_WARMUP_SAMPLES);
+        let warmup = i < warmups || ((started.elapsed() < warmup_time || !arm.settled()) && out.warmup_samples < MAX_WARMUP_SAMPLES);
         if !warmup {
             let since = *timed_since.get_or_insert_with(std::time::Instant::now);
             let taken = i - out.warmup_samples;
@@ -450,6 +450,8 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
             oracle_detail: verdict.err(),
         });
     }
+    // After the samples: an exec that measures its submissions has chosen by now.
+    out.decisions = arm.decisions();
     let timed: Vec<&SampleResult> = out.samples.iter().filter(|s| !s.warmup).collect();
     out.ok = out.samples.iter().all(|s| s.oracle_ok);
     out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());

@@ -328,7 +328,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up, then at least {} timed samples and {} ms of them per arm (at most {}), each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
+        "Protocol: at least {} warm-up samples and {} ms of warm-up (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once it has chosen), then at least {} timed samples and {} ms of them per arm (at most {}), each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
@@ -479,11 +479,20 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
     let mut lines = Vec::new();
     for r in rows {
         let Some(d) = row_decisions(backend, r) else { continue };
-        if d.full_edges.is_empty() && d.unfused.is_empty() {
+        let switched = d.measured.as_ref().filter(|m| m.first().is_some_and(|(label, _)| label != "auto"));
+        if d.full_edges.is_empty() && d.unfused.is_empty() && switched.is_none() {
             continue;
         }
         let why = |v: &[(String, usize)]| v.iter().map(|(w, n)| format!("{n}: {w}")).collect::<Vec<_>>().join("; ");
         let mut parts = Vec::new();
+        match (switched, &d.measured) {
+            (Some(m), _) => {
+                let auto = m.iter().find(|(label, _)| label == "auto").map_or(f64::NAN, |(_, t)| *t);
+                parts.push(format!("measured {} submissions, chose `{}` ({:.3} µs per replay; auto's own {auto:.3})", m.len(), m[0].0, m[0].1));
+            }
+            (None, Some(m)) if m.len() > 1 => parts.push(format!("measured {} submissions, kept auto's own", m.len())),
+            _ => {}
+        }
         if !d.full_edges.is_empty() {
             parts.push(format!("PDL on {} of {} edges ({})", d.programmatic_edges, d.edges, why(&d.full_edges)));
         }
@@ -778,21 +787,49 @@ mod tests {
             nodes: 10,
             fused_nodes: 0,
             unfused: vec![("kernel `reduce_tree_f32` is not declared fusable".into(), 10)],
+            candidates: 2,
+            measured: Some(vec![("auto".into(), 10.0), ("pdl on".into(), 10.1)]),
         });
         let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
         b.family = "geometry serial";
-        b.arms[0].decisions = Some(crate::arms::Decisions { edges: 0, programmatic_edges: 0, full_edges: vec![], nodes: 10, fused_nodes: 10, unfused: vec![] });
+        b.arms[0].decisions = Some(crate::arms::Decisions {
+            edges: 0,
+            programmatic_edges: 0,
+            full_edges: vec![],
+            nodes: 10,
+            fused_nodes: 10,
+            unfused: vec![],
+            candidates: 1,
+            measured: None,
+        });
+        // A row whose exec measured PDL off faster than auto's programmatic edges: named, with both times.
+        let mut c = timed("reduce/atomic-u32/serial/n8M", &[(Ostinato, 23.0), (Captured, 23.1), (CapturedPdl, 34.5), (Vulkan, 40.0)]);
+        c.family = "reduction independent";
+        c.arms[0].decisions = Some(crate::arms::Decisions {
+            edges: 9,
+            programmatic_edges: 0,
+            full_edges: vec![("PDL off".into(), 9)],
+            nodes: 10,
+            fused_nodes: 10,
+            unfused: vec![],
+            candidates: 2,
+            measured: Some(vec![("pdl off".into(), 230.0), ("auto".into(), 344.5)]),
+        });
         let args = cfg(|c| c.backend = Some(BenchBackend::Host));
         let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
-        let md = markdown(BenchBackend::Cuda, &p, &args, &[a, b]);
+        let md = markdown(BenchBackend::Cuda, &p, &args, &[a, b, c]);
         assert!(md.contains("## Per family: ostinato against captured, captured-pdl, vulkan"), "{md}");
         assert!(md.contains("| reduction serial | 1 | 0 | 1.50× (1/0/0) | 1.20× (1/0/0) | 3.00× (1/0/0) | 1 | 1 |"), "{md}");
         assert!(md.contains("| geometry serial | 1 | 0 | 3.00× (1/0/0) | 2.00× (1/0/0) | 5.00× (1/0/0) | 0 | 0 |"), "{md}");
         assert!(
-            md.contains("- reduce/tree-f32/serial/n1M: PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
+            md.contains("- reduce/tree-f32/serial/n1M: measured 2 submissions, kept auto's own; PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
             "{md}"
         );
         assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
+        assert!(
+            md.contains("- reduce/atomic-u32/serial/n8M: measured 2 submissions, chose `pdl off` (230.000 µs per replay; auto's own 344.500); PDL on 0 of 9 edges (9: PDL off)"),
+            "{md}"
+        );
     }
 
     /// The host matrix's report as a reader needs it: `host-serial` explained, the host named in place

@@ -36,7 +36,7 @@ pub struct ost_exec_options {
     /// CUDA, Vulkan: chain fusion, `"auto"`, `"on"` or `"off"`; NULL: `"auto"`.
     pub fusion: *const c_char,
     /// Any other backend setting, as comma-separated `key=value` pairs: the settings of the CLI's
-    /// flags and Python's keywords (`pdl`, `mode`, `trigger`, `graph-build`, `priority`, `shape`,
+    /// flags and Python's keywords (`pdl`, `tune`, `mode`, `trigger`, `graph-build`, `priority`, `shape`,
     /// `queues`, `ordering`, ...), e.g. `"pdl=off,ordering=barrier"`; NULL or `""`: none. An unknown
     /// key or value is `OST_ERR_ARGUMENT` naming it, on every backend.
     pub settings: *const c_char,

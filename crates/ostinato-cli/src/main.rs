@@ -114,6 +114,11 @@ struct RunArgs {
     /// CUDA: programmatic (PDL) edges where the measured policy says they pay, always, or never.
     #[arg(long, default_value = "auto", value_parser = exec_choice("pdl"))]
     pdl: String,
+    /// CUDA graph mode under --pdl auto: measure the other submissions auto could have made (PDL on,
+    /// off, lane or plan shape) over the first replays and keep the fastest (auto), or trust auto's
+    /// thresholds alone (off). Kept out of the default help.
+    #[arg(long, default_value = "auto", value_parser = exec_choice("tune"), hide = true)]
+    tune: String,
     /// CUDA and Vulkan: chain fusion — runs of dependent 1-block nodes replayed as one resident block
     /// (one workgroup), and chains whose tile maps relate block b only to block b as one kernel of their
     /// grid: where it cannot lose (auto), wherever the nodes may fuse (on), or never (off).
@@ -179,6 +184,7 @@ impl RunArgs {
         for (key, value) in [
             ("mode", &self.mode),
             ("pdl", &self.pdl),
+            ("tune", &self.tune),
             ("fusion", &self.fusion),
             ("handoff", &self.handoff),
             ("tile-staging", &self.tile_staging),

@@ -109,6 +109,10 @@ pub struct CudaOptions {
     /// Tile staging: block-local fused chains keep their verified tiles in shared memory
     /// (`crate::fusion::stage`).
     pub tile_staging: TileStaging,
+    /// Graph mode under the `auto` PDL policy and shape: whether the exec measures the other
+    /// submissions `auto` could have made over its first replays and keeps the fastest
+    /// ([`crate::Tune`]).
+    pub tune: crate::Tune,
     /// How long `wait` (and every call that waits: reads, writes, timers) waits for submitted
     /// replays before it gives up with [`crate::CudaError::Timeout`]; `None` waits for ever.
     pub wait_timeout: Option<std::time::Duration>,
@@ -150,6 +154,7 @@ impl Default for CudaOptions {
             fusion: FusionMode::default(),
             handoff: crate::handoff::HandoffMode::default(),
             tile_staging: TileStaging::default(),
+            tune: crate::Tune::default(),
             wait_timeout: Some(DEFAULT_WAIT_TIMEOUT),
         }
     }

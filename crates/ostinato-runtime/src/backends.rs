@@ -87,6 +87,13 @@ impl RuntimeBackend for CudaOnStream {
     }
     fn notes(&self, exec: &ostinato_cuda::CudaExec, plan: &Plan) -> Vec<String> {
         let mut notes = vec![format!("{} programmatic edges", exec.programmatic_edges())];
+        let candidates = exec.decisions().candidates;
+        if candidates > 1 {
+            notes.push(format!(
+                "{candidates} submissions measured over the first {} replays, the fastest kept (--tune off: auto's alone)",
+                candidates * (ostinato_cuda::TUNE_SAMPLES + 1)
+            ));
+        }
         if exec.fused_nodes() > 0 {
             let launches = exec.run_plan().node_count();
             notes.push(format!("{} of {} nodes fused: {launches} launches per replay", exec.fused_nodes(), plan.node_count()));

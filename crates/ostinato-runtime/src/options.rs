@@ -45,6 +45,13 @@ pub const CHOICES: &[Choice] = &[
         study: false,
     },
     Choice {
+        key: "tune",
+        help: "CUDA graph mode under pdl=auto: measure the other submissions auto could have made (PDL on, off, lane or plan shape) over the first replays and keep the fastest (auto), or trust auto's thresholds alone (off)",
+        backends: CUDA,
+        values: names::<ostinato_cuda::Tune>,
+        study: true,
+    },
+    Choice {
         key: "fusion",
         help: "chain fusion: runs of dependent 1-block nodes replayed as one resident block, where it cannot lose (auto), wherever they may fuse (on), or never (off)",
         backends: &[BackendKind::Cuda, BackendKind::Vulkan],
@@ -210,6 +217,7 @@ impl ExecOptions {
             fusion: self.parsed::<FusionMode>("fusion")?,
             handoff: self.parsed::<ostinato_cuda::HandoffMode>("handoff")?,
             tile_staging: self.parsed::<ostinato_cuda::TileStaging>("tile-staging")?,
+            tune: self.parsed::<ostinato_cuda::Tune>("tune")?,
             wait_timeout: match self.wait_timeout {
                 WaitTimeout::Default => defaults.wait_timeout,
                 WaitTimeout::Never => None,

@@ -13,7 +13,7 @@ use crate::error::{CudaError, Result};
 use crate::ffi::{DeviceAlloc, Event, Function, KernelArgs, Stream};
 use crate::graph_build::{build_graph, CollectiveCall, Collectives};
 use crate::launch_thread::LaunchThread;
-use crate::lower::{lower_with, ArgValue, Callee, KernelPdl, Lowering};
+use crate::lower::{lower_with, ArgValue, Callee, KernelPdl, Lowering, MixedBuilds, PdlMode, ShapeMode};
 use crate::module::CudaKernel;
 use crate::nccl::Communicator;
 use crate::options::{DeviceMemory, ExecMode, ExternalStream, LaunchOn, StreamPriority};
@@ -66,7 +66,8 @@ impl CudaBackend {
         let handoffs = handed.as_ref().map_or(0, |h| h.consumers);
         let handoff_pairs = handed.as_ref().map_or_else(Vec::new, |h| h.pairs.clone());
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
-        let lowering = lower_with(plan, &kernel_pdl, copy_k.pdl_capable && fill_k.pdl_capable, self.options.pdl)?;
+        let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
+        let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl)?;
         let mut buffers = buffers;
         buffers.resize_with(plan.graph().buffers().len(), || BufferBinding::Allocate);
         let (allocs, base) = self.place_roots(plan, &buffers)?;
@@ -81,28 +82,44 @@ impl CudaBackend {
         // on its lane in eager mode.
         let captured: Vec<Option<Arc<CapturedGraph>>> =
             lowering.launches.iter().map(|l| if let Callee::Kernel(k) = l.callee { kernels[k.index()].captured.clone() } else { None }).collect();
-        let (funcs, mut args) = self.launch_args(plan, &lowering, &kernels, (&copy_k, &fill_k), &base);
-        self.opt_in_shared(plan, &lowering, &funcs)?;
+        let mut args = launch_arg_values(plan, &lowering, &base);
         let main = Arc::new(match external {
             Some(e) => Stream::external(&self.ctx, e.handle())?,
             None => self.new_stream()?,
         });
-        let (work, graph, children) = match self.options.mode {
+        let helpers = (&copy_k, &fill_k);
+        let (work, graphs, lowerings, children) = match self.options.mode {
             ExecMode::Graph => {
                 let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx, captured: &captured };
-                let (graph, exec, nodes) = build_graph(plan, &lowering, &funcs, &mut args, &main, self.options.build, &collectives)?;
-                (Work::Graph { exec, nodes: nodes.clone() }, Some((graph, nodes)), Vec::new())
+                let candidates = self.graph_candidates(plan, &kernel_pdl, helpers_pdl, lowering);
+                let (mut subs, mut graphs) = (Vec::with_capacity(candidates.len()), Vec::with_capacity(candidates.len()));
+                for (_, low) in &candidates {
+                    let funcs = self.launch_funcs(low, &kernels, helpers);
+                    self.opt_in_shared(plan, low, &funcs)?;
+                    let (graph, exec, nodes) = build_graph(plan, low, &funcs, &mut args, &main, self.options.build, &collectives)?;
+                    subs.push(Some(super::Submission { exec, nodes: nodes.clone(), funcs }));
+                    graphs.push((graph, nodes));
+                }
+                let tuning = match candidates.len() {
+                    1 => None,
+                    _ => Some(Box::new(super::tune::Tuning::new(candidates.iter().map(|(label, _)| label.clone()).collect())?)),
+                };
+                let lowerings = candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
+                (Work::Graph { subs, active: 0, tuning }, graphs, lowerings, Vec::new())
             }
             ExecMode::Eager => {
+                let funcs = self.launch_funcs(&lowering, &kernels, helpers);
+                self.opt_in_shared(plan, &lowering, &funcs)?;
                 let children = captured.iter().map(|c| c.as_ref().map(|c| c.instance(&main)).transpose()).collect::<Result<Vec<_>>>()?;
-                (self.eager_work(plan)?, None, children)
+                (self.eager_work(plan, funcs)?, Vec::new(), vec![Arc::new(lowering)], children)
             }
         };
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
         let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
         let names = nvtx_names(user_plan, plan, &units);
         let traced = Arc::new(std::sync::Mutex::new(None));
-        let (run_plan, lowering) = (Arc::new(plan.clone()), Arc::new(lowering));
+        let tuned: super::tune::Chosen = Arc::default();
+        let run_plan = Arc::new(plan.clone());
         let plan = Arc::new(user_plan.clone());
         let replayer = Replayer {
             calls,
@@ -110,10 +127,10 @@ impl CudaBackend {
             comm,
             ctx: self.ctx.clone(),
             plan: run_plan.clone(),
-            lowering: lowering.clone(),
-            funcs,
+            lowering: lowerings[0].clone(),
             args,
             work,
+            tuned: tuned.clone(),
             main: main.clone(),
             timer: timer.clone(),
             wait_timeout: self.options.wait_timeout,
@@ -128,7 +145,7 @@ impl CudaBackend {
         };
         Ok(CudaExec {
             tile_checks,
-            fixed_roots: fixed_roots(&run_plan, &lowering),
+            fixed_roots: fixed_roots(&run_plan, &lowerings[0]),
             captured: captured.into_iter().flatten().collect(),
             plan,
             run_plan,
@@ -137,11 +154,12 @@ impl CudaBackend {
             handoffs,
             unfused,
             handoff_pairs,
-            lowering,
+            lowerings,
+            graphs,
+            tuned,
             ctx: self.ctx.clone(),
             allocs,
             base,
-            graph,
             main,
             timer,
             replayer,
@@ -202,21 +220,24 @@ impl CudaBackend {
         Ok((allocs, base))
     }
 
-    /// Each launch's function (the build its edges call for) and argument values.
-    fn launch_args(
-        &self,
-        plan: &Plan,
-        lowering: &Lowering,
-        kernels: &[CudaKernel],
-        (copy_k, fill_k): (&CudaKernel, &CudaKernel),
-        base: &[u64],
-    ) -> (Vec<Function>, Vec<KernelArgs>) {
-        let g = plan.graph();
-        let value = |a: &ArgValue| match a {
-            ArgValue::Pointer { root, offset } => base[root.index()] + offset,
-            ArgValue::Bits(b) => *b,
-            ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
-        };
+    /// Graph mode's submissions: `auto`'s lowering and, where the exec measures them (`exec/tune.rs`:
+    /// the `auto` policy and shape, tuning on, no child graphs), each other lowering that submits
+    /// another graph, each with its label.
+    fn graph_candidates(&self, plan: &Plan, kernel_pdl: &[KernelPdl], helpers_pdl: bool, lowering: Lowering) -> Vec<(String, Lowering)> {
+        let p = self.options.pdl;
+        let measured = self.options.tune == super::Tune::Auto
+            && p.mode == PdlMode::Auto
+            && p.shape == ShapeMode::Auto
+            && p.mixed_builds == MixedBuilds::Off
+            && !lowering.launches.iter().any(|l| l.child_graph);
+        match measured {
+            true => super::tune::candidates(plan, kernel_pdl, helpers_pdl, p, lowering),
+            false => vec![("auto".to_string(), lowering)],
+        }
+    }
+
+    /// Each launch's function: the build its edges call for.
+    fn launch_funcs(&self, lowering: &Lowering, kernels: &[CudaKernel], (copy_k, fill_k): (&CudaKernel, &CudaKernel)) -> Vec<Function> {
         let eager = self.options.mode == ExecMode::Eager;
         lowering
             .launches
@@ -228,9 +249,9 @@ impl CudaBackend {
                     // A collective launches no kernel of ours (its NCCL call is in `calls`): a placeholder.
                     Callee::Fill | Callee::Collective => fill_k,
                 };
-                (k.build(if eager { l.eager_variant } else { l.variant }).clone(), KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>()))
+                k.build(if eager { l.eager_variant } else { l.variant }).clone()
             })
-            .unzip()
+            .collect()
     }
 
     /// Shared memory past the default a block gets: each function launched with more (static and
@@ -273,7 +294,7 @@ impl CudaBackend {
 
     /// Eager mode's submission: a stream per lane past the first, an event per node another lane waits
     /// for, and the events that fork the lanes from the main stream and join them back.
-    fn eager_work(&self, plan: &Plan) -> Result<Work> {
+    fn eager_work(&self, plan: &Plan, funcs: Vec<Function>) -> Result<Work> {
         let side = (1..plan.lanes().count()).map(|_| self.new_stream()).collect::<Result<Vec<_>>>()?;
         let mut done: Vec<Option<Event>> = (0..plan.node_count()).map(|_| None).collect();
         for v in 0..plan.node_count() {
@@ -284,8 +305,19 @@ impl CudaBackend {
             }
         }
         let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
-        Ok(Work::Eager { side, done, start: Event::new(false)?, lane_end })
+        Ok(Work::Eager { funcs, side, done, start: Event::new(false)?, lane_end })
     }
+}
+
+/// Each launch's argument values (the same in every submission: only builds and edges differ).
+fn launch_arg_values(plan: &Plan, lowering: &Lowering, base: &[u64]) -> Vec<KernelArgs> {
+    let g = plan.graph();
+    let value = |a: &ArgValue| match a {
+        ArgValue::Pointer { root, offset } => base[root.index()] + offset,
+        ArgValue::Bits(b) => *b,
+        ArgValue::Slot(s) => g.slots()[s.index()].initial.bits,
+    };
+    lowering.launches.iter().map(|l| KernelArgs::new(&l.args.iter().map(value).collect::<Vec<u64>>())).collect()
 }
 
 /// Each launch's tile maps checked against its kernel's PTX (`ostinato_cuda_code::tilemaps`): the

@@ -18,20 +18,41 @@ mod backend;
 mod instantiate;
 mod records;
 mod trace;
+mod tune;
 
 pub use backend::CudaBackend;
 pub use trace::CUPTI_ORDER_SLACK_NS;
+pub use tune::{Tune, Tuned, TUNE_MARGIN, TUNE_SAMPLES};
+
+/// One way graph mode submits the run plan: a graph exec, the graph node of each launch (for
+/// patching) and the function each launch runs (its build).
+struct Submission {
+    exec: GraphExec,
+    nodes: Vec<GraphNode>,
+    funcs: Vec<Function>,
+}
 
 /// What a replay submits, past the shared stream.
 enum Work {
-    Graph {
-        exec: GraphExec,
-        /// Graph node of each launch (for patching).
-        nodes: Vec<GraphNode>,
-    },
+    /// `subs[active]` is what a replay launches; the others (`auto`'s alternatives, `exec/tune.rs`)
+    /// are launched in turn while `tuning` measures them, and dropped (`None`) once it has chosen.
+    Graph { subs: Vec<Option<Submission>>, active: usize, tuning: Option<Box<tune::Tuning>> },
     /// Lane 0 runs on the exec's main stream; `side[i]` runs lane `i + 1`, and `lane_end[i]` joins it
-    /// back into the main stream at the end of a replay.
-    Eager { side: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
+    /// back into the main stream at the end of a replay. `funcs`: each launch's function.
+    Eager { funcs: Vec<Function>, side: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
+}
+
+impl Work {
+    /// Gives launch `i`'s node in every graph exec the arguments `args` (eager mode: nothing to do, the
+    /// next launch reads them).
+    fn patch(&self, i: usize, dims: crate::lower::Dims, args: &mut KernelArgs) -> Result<()> {
+        if let Work::Graph { subs, .. } = self {
+            for s in subs.iter().flatten() {
+                s.exec.set_kernel_params(s.nodes[i], &s.funcs[i], dims, args)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Everything `replay` and `set_slot` touch: the caller's thread owns it, or the exec's launch thread
@@ -44,10 +65,12 @@ struct Replayer {
     comm: Option<Communicator>,
     ctx: Arc<Context>,
     plan: Arc<Plan>,
+    /// `auto`'s lowering: each launch's geometry and arguments (the same in every submission).
     lowering: Arc<Lowering>,
-    funcs: Vec<Function>,
     args: Vec<KernelArgs>,
     work: Work,
+    /// What the measurement of graph mode's submissions chose, once it has.
+    tuned: tune::Chosen,
     main: Arc<Stream>,
     /// Timing events (start, stop), recorded on `main` by whichever thread owns the replayer.
     timer: [Arc<Event>; 2],
@@ -138,7 +161,7 @@ enum Placement {
 }
 
 /// What an exec's PDL and fusion policies decided against ([`CudaExec::decisions`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Decisions {
     /// Full edges of the graph-mode submission with why (node ids of the run plan).
     pub full_edges: Vec<(NodeId, NodeId, crate::lower::FullEdge)>,
@@ -148,6 +171,11 @@ pub struct Decisions {
     pub fused_nodes: usize,
     /// The user's nodes that run by themselves, with why.
     pub unfused: Vec<(NodeId, String)>,
+    /// How many submissions the exec measures over its first replays (`exec/tune.rs`; 1: graph mode
+    /// with nothing to measure, 0: eager mode), and once it has, what it measured and chose (the
+    /// edges above are the chosen submission's).
+    pub candidates: usize,
+    pub tuned: Option<Tuned>,
 }
 
 /// A retained CUDA instantiation of a plan.
@@ -175,16 +203,19 @@ pub struct CudaExec {
     fixed_roots: Vec<(BufferId, String)>,
     /// The captured work the exec runs: what keeps its memory alive, held until the exec's work is done.
     captured: Vec<Arc<crate::captured::CapturedGraph>>,
-    /// The lowering of `run_plan`.
-    lowering: Arc<Lowering>,
+    /// The lowerings of `run_plan` graph mode may submit (`auto`'s first; eager mode: `auto`'s only),
+    /// and each one's graph as built (read back by the tests and `ostinato run --dot`) with the node
+    /// of each launch (graph mode only).
+    lowerings: Vec<Arc<Lowering>>,
+    graphs: Vec<(Graph, Vec<GraphNode>)>,
+    /// What the measurement of the submissions chose, once it has (set by the replayer).
+    tuned: tune::Chosen,
     ctx: Arc<Context>,
     /// The allocation the exec made for each root buffer (by buffer id; `None` for views and
     /// external memory).
     allocs: Vec<Option<DeviceAlloc>>,
     /// Device address of each root allocation (by buffer id; views hold 0).
     base: Vec<u64>,
-    /// Graph mode: the graph as built (read back by the tests and `ostinato run --dot`) and the node of each launch.
-    graph: Option<(Graph, Vec<GraphNode>)>,
     main: Arc<Stream>,
     timer: [Arc<Event>; 2],
     replayer: Placement,
@@ -210,10 +241,10 @@ struct Fault {
 impl Replayer {
     fn enqueue(&mut self) -> Result<()> {
         match (&self.work, &self.observe.names) {
-            (Work::Graph { exec, .. }, None) => exec.launch(&self.main),
-            (Work::Graph { exec, .. }, Some(names)) => {
+            (Work::Graph { .. }, None) => self.launch_graph(),
+            (Work::Graph { .. }, Some(names)) => {
                 crate::nvtx::push(&names.replay);
-                let r = exec.launch(&self.main);
+                let r = self.launch_graph();
                 crate::nvtx::pop();
                 r
             }
@@ -226,6 +257,33 @@ impl Replayer {
                 r
             }
         }
+    }
+
+    /// A graph-mode replay: the active submission, or while the submissions are measured the one the
+    /// measurement runs next, between its events; then the measurement's finished events are read,
+    /// and once all are, the fastest submission becomes the active one and the others are destroyed
+    /// (every launch of theirs has completed: its stop event has).
+    fn launch_graph(&mut self) -> Result<()> {
+        let Work::Graph { subs, active, tuning } = &mut self.work else {
+            return Err(CudaError::Internal { op: "replay", reason: "a graph replay of an eager exec".into() });
+        };
+        let Some(t) = tuning else { return launched(subs, *active)?.exec.launch(&self.main) };
+        match t.next() {
+            Some(c) => t.launch(&launched(subs, c)?.exec, &self.main)?,
+            None => launched(subs, *active)?.exec.launch(&self.main)?,
+        }
+        if let Some(chosen) = t.poll()? {
+            *active = chosen.chosen;
+            for (k, s) in subs.iter_mut().enumerate() {
+                if k != *active {
+                    *s = None;
+                }
+            }
+            *tuning = None;
+            // Set once: this is the only place that sets it, and `tuning` is gone now.
+            let _ = self.tuned.set(chosen);
+        }
+        Ok(())
     }
 
     /// One traced replay: graph mode launches the traced graph, eager mode tags every launch.
@@ -245,12 +303,13 @@ impl Replayer {
     /// Gives the traced graph every kernel node's present params (slots patched and buffers rebound
     /// since the graph was built live in the exec's own graph exec only).
     fn trace_params(&mut self) -> Result<()> {
-        let Work::Graph { nodes, .. } = &self.work else { return Ok(()) };
+        let Work::Graph { subs, active, .. } = &self.work else { return Ok(()) };
+        let sub = launched(subs, *active)?;
         let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
         let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to patch".into() })?;
         for (i, l) in self.lowering.launches.iter().enumerate() {
             if self.calls[i].is_none() {
-                exec.set_kernel_params(nodes[i], &self.funcs[i], l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
+                exec.set_kernel_params(sub.nodes[i], &sub.funcs[i], l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
             }
         }
         Ok(())
@@ -260,7 +319,7 @@ impl Replayer {
     fn enqueue_eager(&mut self, marks: &mut impl Marks) -> Result<()> {
         match &self.work {
             Work::Graph { .. } => Err(CudaError::Internal { op: "replay", reason: "an eager replay of a graph exec".into() }),
-            Work::Eager { side, done, start, lane_end } => {
+            Work::Eager { funcs, side, done, start, lane_end } => {
                 let lanes = self.plan.lanes();
                 if !side.is_empty() {
                     start.record(&self.main)?;
@@ -282,7 +341,7 @@ impl Replayer {
                     match (&self.calls[i], &self.comm, self.children.get(i).and_then(Option::as_ref)) {
                         (Some(call), Some(comm), _) => call.enqueue(comm, s)?,
                         (_, _, Some(child)) => child.launch(s)?,
-                        _ => s.launch(&self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?,
+                        _ => s.launch(&funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?,
                     }
                     marks.after(i)?;
                     if let Some(e) = &done[i] {
@@ -307,10 +366,7 @@ impl Replayer {
                 continue;
             }
             self.args[i].set(arg, bits);
-            if let Work::Graph { exec, nodes } = &self.work {
-                exec.set_kernel_params(nodes[i], &self.funcs[i], self.lowering.launches[i].dims, &mut self.args[i])
-                    .map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
-            }
+            self.work.patch(i, self.lowering.launches[i].dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
         }
         Ok(())
     }
@@ -328,8 +384,8 @@ impl Replayer {
                     }
                 }
             }
-            if let (true, Work::Graph { exec, nodes }) = (changed, &self.work) {
-                exec.set_kernel_params(nodes[i], &self.funcs[i], l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
+            if changed {
+                self.work.patch(i, l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
             }
         }
         Ok(())
@@ -384,6 +440,11 @@ impl Submitter for Replayer {
     }
 }
 
+/// Submission `k` of a graph exec, which must not have been destroyed.
+fn launched(subs: &[Option<Submission>], k: usize) -> Result<&Submission> {
+    subs.get(k).and_then(Option::as_ref).ok_or(CudaError::Internal { op: "replay", reason: format!("graph submission {k} was destroyed") })
+}
+
 /// A launch thread's fault as the caller's error for `op`.
 fn from_thread(op: &'static str) -> impl Fn(LaunchFault<CudaError>) -> CudaError {
     move |fault| match fault {
@@ -427,24 +488,43 @@ impl CudaExec {
         &self.tile_checks.accepted
     }
 
+    /// The lowering a replay submits: `auto`'s, or in graph mode, once the exec has measured its
+    /// submissions ([`Decisions::tuned`]), the chosen one.
     pub fn lowering(&self) -> &Lowering {
-        &self.lowering
+        &self.lowerings[self.active()]
+    }
+    /// Which of `lowerings` (and `graphs`) a replay submits.
+    fn active(&self) -> usize {
+        self.tuned.get().map_or(0, |t| t.chosen)
+    }
+    /// Graph mode: the submitted graph and the node of each launch.
+    fn graph(&self) -> Option<&(Graph, Vec<GraphNode>)> {
+        self.graphs.get(self.active())
     }
     /// What the exec's policies turned down, and why: each full edge of the graph-mode submission (its
-    /// nodes the [`run_plan`](Self::run_plan)'s), and each of the user's nodes that runs unfused.
+    /// nodes the [`run_plan`](Self::run_plan)'s), each of the user's nodes that runs unfused, and what
+    /// measuring the candidate submissions chose.
     pub fn decisions(&self) -> Decisions {
+        let lowering = self.lowering();
         Decisions {
-            full_edges: self.lowering.edges.iter().filter_map(|e| e.full.map(|why| (e.from, e.to, why))).collect(),
-            programmatic_edges: self.lowering.edges.iter().filter(|e| e.programmatic).count(),
+            full_edges: lowering.edges.iter().filter_map(|e| e.full.map(|why| (e.from, e.to, why))).collect(),
+            programmatic_edges: lowering.edges.iter().filter(|e| e.programmatic).count(),
             fused_nodes: self.fused_nodes,
             unfused: self.unfused.clone(),
+            candidates: self.graphs.len(),
+            tuned: self.tuned.get().cloned(),
         }
+    }
+    /// Whether replays still measure the candidate submissions (graph mode, `exec/tune.rs`): true
+    /// until the exec has chosen; false where there was nothing to measure.
+    pub fn measuring(&self) -> bool {
+        self.graphs.len() > 1 && self.tuned.get().is_none()
     }
     /// Number of programmatic (PDL) edges in the submission.
     pub fn programmatic_edges(&self) -> usize {
-        match &self.graph {
-            Some(_) => self.lowering.edges.iter().filter(|e| e.programmatic).count(),
-            None => self.lowering.eager_pdl.iter().filter(|p| **p).count(),
+        match self.graph() {
+            Some(_) => self.lowering().edges.iter().filter(|e| e.programmatic).count(),
+            None => self.lowering().eager_pdl.iter().filter(|p| **p).count(),
         }
     }
     /// The stream the exec replays on (its own, or the one it was instantiated on).
@@ -466,7 +546,7 @@ impl CudaExec {
     /// their launch params, edges with their type and ports) to `path`.
     pub fn write_dot(&self, path: &std::path::Path) -> Result<()> {
         self.drain("write_dot")?;
-        match &self.graph {
+        match self.graph() {
             Some((graph, _)) => graph.write_dot(path),
             None => Err(CudaError::Unsupported { op: "write_dot", reason: "eager mode submits no graph".into() }),
         }
@@ -475,7 +555,7 @@ impl CudaExec {
     /// by node index, sorted (what the tests compare with the lowering, whichever way the graph was built).
     pub fn submitted_edges(&self) -> Result<Vec<(usize, usize, bool)>> {
         self.drain("submitted_edges")?;
-        let Some((graph, nodes)) = &self.graph else {
+        let Some((graph, nodes)) = self.graph() else {
             return Err(CudaError::Unsupported { op: "submitted_edges", reason: "eager mode submits no graph".into() });
         };
         let by_node: std::collections::HashMap<GraphNode, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
@@ -662,7 +742,7 @@ impl Drop for CudaExec {
                 Placement::Thread(t) => std::mem::forget(t.stop().0),
                 other => std::mem::forget(other),
             }
-            std::mem::forget(self.graph.take());
+            std::mem::forget(std::mem::take(&mut self.graphs));
             std::mem::forget(std::mem::take(&mut self.captured));
             return;
         }

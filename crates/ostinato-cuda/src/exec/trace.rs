@@ -29,7 +29,7 @@ impl CudaExec {
     /// Runs `replays` traced replays (see the module docs) and builds their trace.
     pub(super) fn trace_replays(&mut self, replays: usize) -> Result<Trace> {
         self.refuse_if_faulted("trace")?;
-        if self.graph.is_some() && self.lowering.launches.iter().any(|l| l.child_graph) {
+        if self.graph().is_some() && self.lowering().launches.iter().any(|l| l.child_graph) {
             return Err(CudaError::Unsupported {
                 op: "trace",
                 reason: "a graph with collectives or captured work: their kernels run in child graphs whose nodes a trace cannot name; trace in eager mode"
@@ -41,7 +41,7 @@ impl CudaExec {
         let watch = ActivityWatch::begin()?;
         self.ctx.bind()?;
         let mut clone_to_launch: HashMap<u64, usize> = HashMap::new();
-        if let Some((graph, _)) = &self.graph {
+        if let Some((graph, _)) = self.graph() {
             let exec = watch.watch_clones(|| graph.instantiate())?;
             // Uploaded before the first traced launch, as the exec's own graph was: no replay of the
             // trace includes the upload.
@@ -57,7 +57,7 @@ impl CudaExec {
         let collected = watch.finish();
         ran?;
         let collected = collected?;
-        if let Some((_, nodes)) = &self.graph {
+        if let Some((_, nodes)) = self.graph() {
             let launch_of: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (n.handle(), i)).collect();
             clone_to_launch = collected.clones.iter().filter_map(|&(original, id)| launch_of.get(&original).map(|&i| (id, i))).collect();
         }
@@ -66,7 +66,7 @@ impl CudaExec {
 
     /// The traced replays on the thread that owns the replayer, then a wait for them.
     fn run_traced(&mut self, replays: u32) -> Result<()> {
-        if self.graph.is_some() {
+        if self.graph().is_some() {
             self.on_stream("trace", Command::TraceParams, false)?;
         }
         for r in 0..replays {
@@ -77,10 +77,10 @@ impl CudaExec {
 
     /// One bar per launch and replay from the records, or an error saying what is missing.
     fn build_trace(&self, c: &Collected, replays: usize, clone_to_launch: &HashMap<u64, usize>) -> Result<Trace> {
-        let launches = self.lowering.launches.len();
-        let graph = self.graph.is_some();
+        let launches = self.lowering().launches.len();
+        let graph = self.graph().is_some();
         let each: Vec<Records> = self
-            .lowering
+            .lowering()
             .launches
             .iter()
             .map(|l| match (graph, l.child_graph) {
@@ -119,7 +119,7 @@ impl CudaExec {
         }
         let counted: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
         let mut notes = vec![format!("CUPTI: {}; records of these replays: {}", crate::cupti::library().unwrap_or_default(), counted.join(", "))];
-        if self.graph.is_some() {
+        if self.graph().is_some() {
             notes.push("a traced replay launches the exec's graph instantiated again while CUPTI watched (so its records name their nodes), with the params of the exec's next replay; the exec's own graph exec is untouched".into());
         }
         if c.dropped > 0 {
@@ -178,7 +178,7 @@ impl CudaExec {
         };
         let mut programmatic: HashMap<(usize, usize), bool> = HashMap::new();
         let mut full_succs: Vec<Vec<usize>> = vec![Vec::new(); run.node_count()];
-        for e in &self.lowering.edges {
+        for e in &self.lowering().edges {
             programmatic.insert((e.from.index(), e.to.index()), e.programmatic);
             if !e.programmatic {
                 full_succs[e.from.index()].push(e.to.index());
@@ -202,11 +202,11 @@ impl CudaExec {
         let handoff = |a: usize, b: usize| self.handoff_pairs.contains(&(NodeId(a as u32), NodeId(b as u32)));
         ostinato::trace::edges_of(&self.plan, &unit_of, |e| {
             let (a, b) = (unit_of[e.from.index()], unit_of[e.to.index()]);
-            let is_programmatic = match &self.graph {
+            let is_programmatic = match self.graph() {
                 Some(_) => programmatic.get(&(a, b)).copied().unwrap_or_else(|| !full_path(a, b)),
                 None => {
                     let v = NodeId(b as u32);
-                    self.lowering.eager_pdl[b] && lanes.waits(v).is_empty() && lanes.lane_of(NodeId(a as u32)) == lanes.lane_of(v)
+                    self.lowering().eager_pdl[b] && lanes.waits(v).is_empty() && lanes.lane_of(NodeId(a as u32)) == lanes.lane_of(v)
                 }
             };
             match (is_programmatic, handoff(a, b)) {

@@ -184,6 +184,14 @@ impl Event {
         // SAFETY: valid event and stream.
         check("cuEventRecord", unsafe { sys::cuEventRecord(self.e, s.s) })
     }
+    /// Whether the work before the event's last record has completed; never waits.
+    pub(crate) fn is_done(&self) -> Result<bool> {
+        // SAFETY: valid event; the query only reads its state.
+        match unsafe { sys::cuEventQuery(self.e) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => check("cuEventQuery", code).map(|()| true),
+        }
+    }
     /// Milliseconds from `start` to `self` (both recorded with timing on and completed).
     pub(crate) fn elapsed_ms_since(&self, start: &Event) -> Result<f32> {
         let mut ms = 0f32;

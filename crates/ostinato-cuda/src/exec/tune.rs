@@ -1,0 +1,261 @@
+//! Graph mode's fences chosen by measurement. `auto`'s PDL policy and graph shape come from thresholds
+//! measured on rows like the kernel families (docs/fences.md), and on rows unlike them a threshold can
+//! be on the wrong side: a serial chain of 1,024-block reductions that PDL would speed up, an atomic
+//! chain it slows down. So where `auto` could have submitted the plan otherwise — PDL on every
+//! capable edge, PDL nowhere, the plan's lanes as chains or every edge its own — the exec builds each
+//! distinct submission as a graph exec of its own, launches them in turn over its first replays (the
+//! user's own replays: every candidate is a correct submission of the same plan, so each replay gives
+//! the plan's results, and nothing runs that the user did not ask for), times each with a pair of
+//! events, and from then on launches the fastest, keeping `auto`'s own choice unless another is
+//! faster by more than [`TUNE_MARGIN`]. The events are read without waiting, at later replays; the
+//! losing graph execs are destroyed once every launch of theirs has completed.
+
+use std::sync::OnceLock;
+
+use ostinato::Plan;
+
+use crate::error::Result;
+use crate::ffi::{Event, GraphExec, Stream};
+use crate::lower::{lower_with, KernelPdl, Lowering, PdlMode, PdlPolicy, ShapeMode};
+
+/// Timed replays per candidate that count; each candidate's first launch is one more, dropped (its
+/// first run pays what the later ones do not: the graph's first upload of parameters, cold caches).
+pub const TUNE_SAMPLES: usize = 8;
+
+/// Another candidate replaces `auto`'s own submission only when its median replay is faster by more
+/// than this fraction: inside the run-to-run spread of a replay (a few percent), `auto`'s choice stays.
+pub const TUNE_MARGIN: f64 = 0.02;
+
+/// Whether the exec measures its candidate submissions (graph mode with the `auto` PDL policy and
+/// shape only: a policy the user fixed is kept as given).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tune {
+    /// Over the first replays, wherever `auto` could have submitted the plan otherwise.
+    #[default]
+    Auto,
+    /// Never: `auto`'s thresholds decide alone.
+    Off,
+}
+
+impl ostinato::Named for Tune {
+    const ALL: &'static [Self] = &[Tune::Auto, Tune::Off];
+    fn name(self) -> &'static str {
+        match self {
+            Tune::Auto => "auto",
+            Tune::Off => "off",
+        }
+    }
+}
+
+/// What the measurement chose ([`crate::Decisions::tuned`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuned {
+    /// Each candidate submission (the first is `auto`'s own) with its median GPU µs per replay.
+    pub candidates: Vec<(String, f64)>,
+    /// The one the exec launches from now on.
+    pub chosen: usize,
+}
+
+/// The policies a submission may be measured under besides `base` (`auto`): PDL on and off, each in
+/// the auto shape and, where the plan has several lanes, in both explicit shapes.
+fn policies(base: PdlPolicy, lanes: usize) -> Vec<(String, PdlPolicy)> {
+    let shapes: &[ShapeMode] = if lanes > 1 { &[ShapeMode::Auto, ShapeMode::Lanes, ShapeMode::Plan] } else { &[ShapeMode::Auto] };
+    let mut out = vec![("auto".to_string(), base)];
+    for mode in [PdlMode::On, PdlMode::Off] {
+        for &shape in shapes {
+            let label = match shape {
+                ShapeMode::Auto => format!("pdl {}", mode.as_str()),
+                _ => format!("pdl {}, {} shape", mode.as_str(), shape.as_str()),
+            };
+            out.push((label, PdlPolicy { mode, shape, ..base }));
+        }
+    }
+    for shape in shapes.iter().filter(|s| **s != ShapeMode::Auto) {
+        out.push((format!("auto, {} shape", shape.as_str()), PdlPolicy { shape: *shape, ..base }));
+    }
+    out
+}
+
+/// Whether two lowerings submit the same graph: the same edges of the same types and the same build
+/// of every node (the reasons an edge is full may differ).
+fn same_submission(a: &Lowering, b: &Lowering) -> bool {
+    let edges = |l: &Lowering| l.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect::<Vec<_>>();
+    edges(a) == edges(b) && a.launches.iter().map(|l| l.variant).eq(b.launches.iter().map(|l| l.variant))
+}
+
+/// The distinct submissions of `plan` worth measuring: `auto`'s own (`base`, lowered already as
+/// `auto_lowering`) first, then each other policy's lowering that submits another graph. A policy whose
+/// lowering is refused (a declared pre-wait read that PDL on would race) is no candidate.
+pub(crate) fn candidates(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, base: PdlPolicy, auto_lowering: Lowering) -> Vec<(String, Lowering)> {
+    let mut out: Vec<(String, Lowering)> = vec![("auto".to_string(), auto_lowering)];
+    for (label, policy) in policies(base, plan.lanes().count()).into_iter().skip(1) {
+        let Ok(lowering) = lower_with(plan, kernels, helpers_pdl, policy) else { continue };
+        if !out.iter().any(|(_, l)| same_submission(l, &lowering)) {
+            out.push((label, lowering));
+        }
+    }
+    out
+}
+
+/// Which candidate each tuning replay launches: `rounds` rounds in which every candidate runs once,
+/// each round starting one candidate later than the one before (so no candidate always follows the
+/// same other).
+pub(crate) fn schedule(candidates: usize, rounds: usize) -> Vec<usize> {
+    (0..rounds).flat_map(|r| (0..candidates).map(move |j| (r + j) % candidates)).collect()
+}
+
+/// The median of each candidate's times (µs) past its first, by `schedule`, and the candidate kept:
+/// the fastest, where it beats candidate 0 by more than `margin`; else candidate 0.
+pub(crate) fn choose(candidates: usize, schedule: &[usize], times: &[f64], margin: f64) -> (usize, Vec<f64>) {
+    let medians: Vec<f64> = (0..candidates)
+        .map(|c| {
+            let mut t: Vec<f64> = schedule.iter().zip(times).filter(|(s, _)| **s == c).skip(1).map(|(_, t)| *t).collect();
+            t.sort_by(f64::total_cmp);
+            match t.len() {
+                0 => f64::INFINITY,
+                n if n % 2 == 1 => t[n / 2],
+                n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
+            }
+        })
+        .collect();
+    let fastest = (0..candidates).min_by(|&a, &b| medians[a].total_cmp(&medians[b])).unwrap_or(0);
+    let chosen = if medians[fastest] < medians[0] * (1.0 - margin) { fastest } else { 0 };
+    (chosen, medians)
+}
+
+/// The measurement in progress: which candidate each tuning replay launches, the events around each,
+/// and the times read so far.
+pub(super) struct Tuning {
+    labels: Vec<String>,
+    schedule: Vec<usize>,
+    events: Vec<(Event, Event)>,
+    /// µs of each tuning replay whose events have been read, in launch order.
+    times: Vec<f64>,
+    /// Tuning replays launched.
+    launched: usize,
+}
+
+impl Tuning {
+    /// A measurement of the candidates called `labels` (`auto`'s first), over [`TUNE_SAMPLES`] + 1
+    /// rounds.
+    pub(super) fn new(labels: Vec<String>) -> Result<Tuning> {
+        let schedule = schedule(labels.len(), TUNE_SAMPLES + 1);
+        let events = (0..schedule.len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
+        Ok(Tuning { labels, times: Vec::with_capacity(schedule.len()), schedule, events, launched: 0 })
+    }
+
+    /// The candidate the next replay measures (`None`: every tuning replay is launched).
+    pub(super) fn next(&self) -> Option<usize> {
+        self.schedule.get(self.launched).copied()
+    }
+
+    /// Launches `exec` (the candidate [`Tuning::next`] named) on `stream` between its pair of events.
+    pub(super) fn launch(&mut self, exec: &GraphExec, stream: &Stream) -> Result<()> {
+        let (start, stop) = &self.events[self.launched];
+        start.record(stream)?;
+        exec.launch(stream)?;
+        stop.record(stream)?;
+        self.launched += 1;
+        Ok(())
+    }
+
+    /// Reads the times of the tuning replays that have completed, without waiting; once every one
+    /// has, what was chosen.
+    pub(super) fn poll(&mut self) -> Result<Option<Tuned>> {
+        while self.times.len() < self.launched {
+            let (start, stop) = &self.events[self.times.len()];
+            if !stop.is_done()? {
+                return Ok(None);
+            }
+            self.times.push(f64::from(stop.elapsed_ms_since(start)?) * 1e3);
+        }
+        if self.times.len() < self.schedule.len() {
+            return Ok(None);
+        }
+        let (chosen, medians) = choose(self.labels.len(), &self.schedule, &self.times, TUNE_MARGIN);
+        Ok(Some(Tuned { candidates: self.labels.iter().cloned().zip(medians).collect(), chosen }))
+    }
+}
+
+/// Where the exec and its replayer share what the measurement chose (set once, by the replayer).
+pub(super) type Chosen = std::sync::Arc<OnceLock<Tuned>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_round_runs_every_candidate_once_starting_one_later() {
+        assert_eq!(schedule(3, 3), vec![0, 1, 2, 1, 2, 0, 2, 0, 1]);
+        assert_eq!(schedule(1, 2), vec![0, 0]);
+        let s = schedule(4, TUNE_SAMPLES + 1);
+        for c in 0..4 {
+            assert_eq!(s.iter().filter(|&&x| x == c).count(), TUNE_SAMPLES + 1);
+        }
+    }
+
+    #[test]
+    fn the_fastest_median_wins_only_past_the_margin_and_first_samples_do_not_count() {
+        let s = schedule(2, 5);
+        // Candidate 1 is 10% faster; its first sample (a slow warm-up) is dropped.
+        let times: Vec<f64> = s.iter().enumerate().map(|(i, &c)| if c == 0 { 10.0 } else if i == 1 { 100.0 } else { 9.0 }).collect();
+        assert_eq!(choose(2, &s, &times, TUNE_MARGIN), (1, vec![10.0, 9.0]));
+        // 1% faster: inside the margin, auto's own stays.
+        let close: Vec<f64> = s.iter().map(|&c| if c == 0 { 10.0 } else { 9.9 }).collect();
+        assert_eq!(choose(2, &s, &close, TUNE_MARGIN).0, 0);
+        // Slower: auto's own stays.
+        let slower: Vec<f64> = s.iter().map(|&c| if c == 0 { 10.0 } else { 12.0 }).collect();
+        assert_eq!(choose(2, &s, &slower, TUNE_MARGIN).0, 0);
+        // One outlier does not move a median.
+        let noisy: Vec<f64> = s.iter().enumerate().map(|(i, &c)| if c == 0 { if i == 6 { 1.0 } else { 10.0 } } else { 9.0 }).collect();
+        assert_eq!(choose(2, &s, &noisy, TUNE_MARGIN), (1, vec![10.0, 9.0]));
+    }
+
+    /// `n` nodes of `blocks` blocks, each on its own 1 KiB slice (`independent`) or all on one
+    /// (a serial chain).
+    fn nodes(n: u64, blocks: u32, independent: bool) -> Plan {
+        use ostinato::{Access, Arg, Graph, KernelSig, Launch, Slice};
+        let mut g = Graph::new();
+        let c = g.add_buffer("c", 1024 * n).unwrap();
+        let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite)).unwrap();
+        for i in 0..n {
+            let x = Slice { buffer: c, offset: if independent { 1024 * i } else { 0 }, len: 1024 };
+            g.add_launch(k, Launch::linear(blocks, 256), &[Arg::Buffer(x)], &[]).unwrap();
+        }
+        Plan::compile(&g).unwrap()
+    }
+
+    fn labels(plan: &Plan) -> Vec<String> {
+        let kernels = [KernelPdl::plain(true)];
+        let auto = lower_with(plan, &kernels, true, PdlPolicy::default()).unwrap();
+        let found = candidates(plan, &kernels, true, PdlPolicy::default(), auto);
+        for (i, (_, a)) in found.iter().enumerate() {
+            for (_, b) in &found[..i] {
+                assert!(!same_submission(a, b), "two candidates submit the same graph");
+            }
+        }
+        found.into_iter().map(|(label, _)| label).collect()
+    }
+
+    #[test]
+    fn the_candidates_are_the_distinct_submissions_auto_could_have_made() {
+        // A chain of 1,024-block nodes: auto makes every edge full, as PDL off would; PDL on differs.
+        assert_eq!(labels(&nodes(10, 1024, false)), ["auto", "pdl on"]);
+        // A chain of 64-block nodes: auto makes every edge programmatic, as PDL on would.
+        assert_eq!(labels(&nodes(10, 64, false)), ["auto", "pdl off"]);
+        // One node: nothing to choose.
+        assert_eq!(labels(&nodes(1, 64, false)), ["auto"]);
+        // Ten independent 256-block nodes on four lanes: the lane shape with full links (auto), and
+        // with programmatic ones, and ten branches.
+        let indep = labels(&nodes(10, 256, true));
+        assert_eq!(indep[0], "auto");
+        assert!(indep.len() >= 3 && indep.iter().any(|l| l.contains("plan shape") || l == "pdl off"), "{indep:?}");
+    }
+
+    #[test]
+    fn a_single_lane_plan_is_measured_under_pdl_on_and_off_only() {
+        let labels: Vec<String> = policies(PdlPolicy::default(), 1).into_iter().map(|(l, _)| l).collect();
+        assert_eq!(labels, ["auto", "pdl on", "pdl off"]);
+        assert_eq!(policies(PdlPolicy::default(), 4).len(), 9);
+    }
+}

@@ -1,0 +1,133 @@
+//! On the GPU: an exec that measures its candidate submissions over its first replays
+//! (`CudaOptions::tune`, on by default in graph mode under the `auto` PDL policy) gives the host
+//! oracle's bytes at every point while it launches them in turn — a slot patched before every replay,
+//! a root buffer rebound mid-measurement, on the caller's thread and through a launch thread — and
+//! once it has chosen, submits the chosen graph (the driver's edges, read back, are the chosen
+//! lowering's) and nothing else.
+
+mod common;
+
+use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan, PlanOptions, Scalar};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, DeviceBuffer, FusionMode, LaunchOn, PdlTrigger, Tune, TUNE_SAMPLES};
+use ostinato_testkit::random_graphs::{host_kernels, random_mix_program, RandomProgram};
+
+/// The root buffer the test rebinds: the program's largest root.
+fn largest_root(plan: &Plan) -> BufferId {
+    let g = plan.graph();
+    let roots = (0..g.buffers().len()).filter(|&i| g.buffers()[i].root.index() == i);
+    BufferId(roots.max_by_key(|&i| g.buffers()[i].size).expect("a program has buffers") as u32)
+}
+
+fn salt(seed: u64, r: usize) -> Scalar {
+    Scalar::u32((r as u32).wrapping_mul(0x9E37_79B9) ^ seed as u32)
+}
+
+/// Replays `prog` on CUDA and on the host in lockstep (the slot patched before every replay), past the
+/// end of the measurement, comparing every root at several points, with `rebind_at`'s replay preceded
+/// by a rebind of the largest root to memory of the test's own holding its present bytes. Returns the
+/// exec's candidate count and whether it chose another submission than `auto`'s.
+fn run(device: &ostinato_cuda::Device, modules: &BuiltinModules, prog: &RandomProgram, plan: &Plan, seed: u64, launch: LaunchOn) -> (usize, bool) {
+    // Fusion off: every node its own launch, so the candidates differ in many edges.
+    let options = CudaOptions { fusion: FusionMode::Off, launch, ..CudaOptions::default() };
+    let backend = CudaBackend::with_builtins(device, modules, options).expect("backend");
+    let kernels = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name.replace("mix_alt", "mix"), k).expect("binds")).collect();
+    let mut exec = backend.instantiate(plan, kernels, ostinato::allocate_all(plan)).expect("instantiate");
+    let mut host = ostinato_host::HostBackend::serial().instantiate(plan, host_kernels(plan).expect("host kernels"), ostinato::allocate_all(plan)).unwrap();
+    write_inits(&mut exec, &prog.inits).unwrap();
+    write_inits(&mut host, &prog.inits).unwrap();
+    let candidates = exec.decisions().candidates;
+    let tuning_replays = candidates * (TUNE_SAMPLES + 1);
+    let total = tuning_replays + 6;
+    let rebind_at = tuning_replays / 2;
+    let root = largest_root(plan);
+    let mut mine: Option<DeviceBuffer> = None;
+    for r in 0..total {
+        if r == rebind_at {
+            // Mid-measurement: every candidate's nodes must follow the buffer to its new memory.
+            exec.wait().unwrap();
+            let mut bytes = vec![0u8; plan.graph().buffers()[root.index()].size as usize];
+            exec.read_buffer(root, 0, &mut bytes).unwrap();
+            let buf = DeviceBuffer::new(device, bytes.len()).unwrap();
+            buf.write(0, &bytes).unwrap();
+            exec.rebind(root, buf.memory()).unwrap();
+            mine = Some(buf);
+        }
+        if r == tuning_replays {
+            // Every measured replay has completed: this replay's launch reads their events and chooses.
+            exec.wait().unwrap();
+        }
+        exec.set_slot(prog.salt_slot, salt(seed, r)).unwrap();
+        host.set_slot(prog.salt_slot, salt(seed, r)).unwrap();
+        exec.replay().unwrap();
+        host.replay().unwrap();
+        // Compare now and then (a read waits, so most replays run back to back).
+        if r == 0 || r % 7 == 3 || r + 1 == total {
+            assert_eq!(read_roots(&mut exec).unwrap(), read_roots(&mut host).unwrap(), "seed {seed} {launch:?}: replay {r} of {total} ({candidates} candidates)");
+        }
+    }
+    exec.wait().unwrap();
+    let d = exec.decisions();
+    let chose_other = match &d.tuned {
+        Some(t) => {
+            assert!(t.chosen < candidates && t.candidates.len() == candidates, "seed {seed}: {t:?}");
+            assert!(t.candidates.iter().all(|(_, us)| us.is_finite() && *us > 0.0), "seed {seed}: every candidate timed: {t:?}");
+            t.chosen != 0
+        }
+        None => {
+            assert_eq!(candidates, 1, "seed {seed}: {total} replays and the measurement of {candidates} candidates never finished");
+            false
+        }
+    };
+    assert!(!exec.measuring());
+    // What the driver holds is the chosen lowering's graph.
+    let mut want: Vec<(usize, usize, bool)> = exec.lowering().edges.iter().map(|e| (e.from.index(), e.to.index(), e.programmatic)).collect();
+    want.sort_unstable();
+    assert_eq!(exec.submitted_edges().unwrap(), want, "seed {seed}: the submitted graph is not the chosen lowering's");
+    drop(exec);
+    drop(mine);
+    (candidates, chose_other)
+}
+
+#[test]
+fn replays_while_measuring_and_after_choosing_equal_the_host_oracle() {
+    let Some(device) = common::device_or_skip("replays_while_measuring_and_after_choosing_equal_the_host_oracle") else { return };
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).expect("built-in modules compile");
+    let thread = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
+    let (mut runs, mut measured, mut switched, mut most) = (0, 0, 0, 0);
+    for seed in 0..24u64 {
+        let prog = random_mix_program(7000 + seed, 8 + (seed as usize * 11) % 60);
+        let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 1 + (seed as usize % 4) }).unwrap();
+        for launch in [LaunchOn::Caller, thread] {
+            let (candidates, other) = run(&device, &modules, &prog, &plan, seed, launch);
+            runs += 1;
+            measured += usize::from(candidates > 1);
+            switched += usize::from(other);
+            most = most.max(candidates);
+        }
+    }
+    eprintln!("{runs} runs: {measured} measured their submissions (up to {most} candidates), {switched} chose another than auto's");
+    assert!(measured > runs / 2, "only {measured} of {runs} runs had submissions to measure");
+}
+
+#[test]
+fn with_tuning_off_or_a_fixed_policy_there_is_one_submission() {
+    let Some(device) = common::device_or_skip("with_tuning_off_or_a_fixed_policy_there_is_one_submission") else { return };
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).expect("built-in modules compile");
+    let prog = random_mix_program(7100, 40);
+    let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes: 4 }).unwrap();
+    let candidates = |options: CudaOptions| {
+        let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions { fusion: FusionMode::Off, ..options }).unwrap();
+        let kernels = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name.replace("mix_alt", "mix"), k).unwrap()).collect();
+        let buffers: Vec<BufferBinding<_>> = ostinato::allocate_all(&plan);
+        let mut exec = backend.instantiate(&plan, kernels, buffers).unwrap();
+        exec.replay().unwrap();
+        exec.wait().unwrap();
+        exec.decisions().candidates
+    };
+    assert!(candidates(CudaOptions::default()) > 1, "auto measures this program's submissions");
+    assert_eq!(candidates(CudaOptions { tune: Tune::Off, ..CudaOptions::default() }), 1);
+    let on = ostinato_cuda::PdlPolicy::new(ostinato_cuda::PdlMode::On);
+    assert_eq!(candidates(CudaOptions { pdl: on, ..CudaOptions::default() }), 1, "a policy the user fixed is kept as given");
+    let eager = CudaOptions { mode: ostinato_cuda::ExecMode::Eager, ..CudaOptions::default() };
+    assert_eq!(candidates(eager), 0, "eager mode submits no graph");
+}
