@@ -442,7 +442,7 @@ impl Submitter for Replayer {
 
 /// Submission `k` of a graph exec, which must not have been destroyed.
 fn launched(subs: &[Option<Submission>], k: usize) -> Result<&Submission> {
-    subs.get(k).and_then(Option::as_ref).ok_or(CudaError::Internal { op: "replay", reason: format!("graph submission {k} was destroyed") })
+    subs.get(k).and_then(Option::as_ref).ok_or_else(|| CudaError::Internal { op: "replay", reason: format!("graph submission {k} was destroyed") })
 }
 
 /// A launch thread's fault as the caller's error for `op`.

@@ -104,29 +104,36 @@ pub(crate) fn schedule(candidates: usize, rounds: usize) -> Vec<usize> {
     (0..rounds).flat_map(|r| (0..candidates).map(move |j| (r + j) % candidates)).collect()
 }
 
-/// The median of each candidate's times (µs) past its first, by `schedule`, and the candidate kept:
-/// the fastest, where it beats candidate 0 by more than `margin`; else candidate 0.
-pub(crate) fn choose(candidates: usize, schedule: &[usize], times: &[f64], margin: f64) -> (usize, Vec<f64>) {
-    let medians: Vec<f64> = (0..candidates)
-        .map(|c| {
-            let mut t: Vec<f64> = schedule.iter().zip(times).filter(|(s, _)| **s == c).skip(1).map(|(_, t)| *t).collect();
-            t.sort_by(f64::total_cmp);
-            match t.len() {
-                0 => f64::INFINITY,
-                n if n % 2 == 1 => t[n / 2],
-                n => (t[n / 2 - 1] + t[n / 2]) / 2.0,
-            }
-        })
-        .collect();
-    let fastest = (0..candidates).min_by(|&a, &b| medians[a].total_cmp(&medians[b])).unwrap_or(0);
-    let chosen = if medians[fastest] < medians[0] * (1.0 - margin) { fastest } else { 0 };
-    (chosen, medians)
+/// Writes the median of each candidate's times (µs) past its first, by `schedule`, into `medians`
+/// (one per candidate) and returns the candidate kept: the fastest, where it beats candidate 0 by more
+/// than `margin`; else candidate 0. `scratch` is working space (the replay that chooses allocates
+/// nothing once it holds `times.len()`).
+pub(crate) fn choose(schedule: &[usize], times: &[f64], margin: f64, medians: &mut [f64], scratch: &mut Vec<f64>) -> usize {
+    for (c, m) in medians.iter_mut().enumerate() {
+        scratch.clear();
+        scratch.extend(schedule.iter().zip(times).filter(|(s, _)| **s == c).skip(1).map(|(_, t)| *t));
+        scratch.sort_by(f64::total_cmp);
+        *m = match scratch.len() {
+            0 => f64::INFINITY,
+            n if n % 2 == 1 => scratch[n / 2],
+            n => (scratch[n / 2 - 1] + scratch[n / 2]) / 2.0,
+        };
+    }
+    let fastest = (0..medians.len()).min_by(|&a, &b| medians[a].total_cmp(&medians[b])).unwrap_or(0);
+    match medians.first() {
+        Some(&auto) if medians[fastest] < auto * (1.0 - margin) => fastest,
+        _ => 0,
+    }
 }
 
 /// The measurement in progress: which candidate each tuning replay launches, the events around each,
 /// and the times read so far.
 pub(super) struct Tuning {
-    labels: Vec<String>,
+    /// Each candidate's label and, once chosen, its median (made at instantiation: the replay that
+    /// chooses allocates nothing).
+    result: Vec<(String, f64)>,
+    medians: Vec<f64>,
+    scratch: Vec<f64>,
     schedule: Vec<usize>,
     events: Vec<(Event, Event)>,
     /// µs of each tuning replay whose events have been read, in launch order.
@@ -141,7 +148,15 @@ impl Tuning {
     pub(super) fn new(labels: Vec<String>) -> Result<Tuning> {
         let schedule = schedule(labels.len(), TUNE_SAMPLES + 1);
         let events = (0..schedule.len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
-        Ok(Tuning { labels, times: Vec::with_capacity(schedule.len()), schedule, events, launched: 0 })
+        Ok(Tuning {
+            medians: vec![0.0; labels.len()],
+            result: labels.into_iter().map(|l| (l, 0.0)).collect(),
+            scratch: Vec::with_capacity(schedule.len()),
+            times: Vec::with_capacity(schedule.len()),
+            schedule,
+            events,
+            launched: 0,
+        })
     }
 
     /// The candidate the next replay measures (`None`: every tuning replay is launched).
@@ -160,7 +175,7 @@ impl Tuning {
     }
 
     /// Reads the times of the tuning replays that have completed, without waiting; once every one
-    /// has, what was chosen.
+    /// has, what was chosen (once: the result moves out).
     pub(super) fn poll(&mut self) -> Result<Option<Tuned>> {
         while self.times.len() < self.launched {
             let (start, stop) = &self.events[self.times.len()];
@@ -172,8 +187,11 @@ impl Tuning {
         if self.times.len() < self.schedule.len() {
             return Ok(None);
         }
-        let (chosen, medians) = choose(self.labels.len(), &self.schedule, &self.times, TUNE_MARGIN);
-        Ok(Some(Tuned { candidates: self.labels.iter().cloned().zip(medians).collect(), chosen }))
+        let chosen = choose(&self.schedule, &self.times, TUNE_MARGIN, &mut self.medians, &mut self.scratch);
+        for ((_, m), median) in self.result.iter_mut().zip(&self.medians) {
+            *m = *median;
+        }
+        Ok(Some(Tuned { candidates: std::mem::take(&mut self.result), chosen }))
     }
 }
 
@@ -192,6 +210,12 @@ mod tests {
         for c in 0..4 {
             assert_eq!(s.iter().filter(|&&x| x == c).count(), TUNE_SAMPLES + 1);
         }
+    }
+
+    fn choose(n: usize, schedule: &[usize], times: &[f64], margin: f64) -> (usize, Vec<f64>) {
+        let mut medians = vec![0.0; n];
+        let chosen = super::choose(schedule, times, margin, &mut medians, &mut Vec::new());
+        (chosen, medians)
     }
 
     #[test]
