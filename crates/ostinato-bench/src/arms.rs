@@ -35,6 +35,9 @@ pub enum ArmKind {
     /// Ablation: auto, but block-local fused chains read and write device memory rather than staging
     /// their tiles in shared memory (`TileStaging::Off`).
     OstinatoUnstaged,
+    /// Ablation: auto, but the exec trusts `auto`'s thresholds alone instead of measuring the other
+    /// submissions it could have made (`Tune::Off`).
+    OstinatoUntuned,
     /// Ablation: Ostinato's unfused graph with PDL off.
     OstinatoPdlOff,
     /// Ablation: Ostinato's unfused graph with PDL on every capable edge.
@@ -85,6 +88,7 @@ impl ArmKind {
             ArmKind::OstinatoUnfused => "ostinato-unfused",
             ArmKind::OstinatoFusionOn => "ostinato-fusion-on",
             ArmKind::OstinatoUnstaged => "ostinato-unstaged",
+            ArmKind::OstinatoUntuned => "ostinato-untuned",
             ArmKind::OstinatoPdlOff => "ostinato-pdl-off",
             ArmKind::OstinatoPdlOn => "ostinato-pdl-on",
             ArmKind::OstinatoEager => "ostinato-eager",
@@ -110,7 +114,7 @@ impl ArmKind {
         ArmKind::OstinatoVulkanEvents,
         ArmKind::OstinatoVulkanUnfused,
     ];
-    pub const CUDA: [ArmKind; 18] = [
+    pub const CUDA: [ArmKind; 19] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
@@ -125,6 +129,7 @@ impl ArmKind {
         ArmKind::OstinatoUnfused,
         ArmKind::OstinatoFusionOn,
         ArmKind::OstinatoUnstaged,
+        ArmKind::OstinatoUntuned,
         ArmKind::OstinatoPdlOff,
         ArmKind::OstinatoPdlOn,
         ArmKind::OstinatoThread,
@@ -381,6 +386,7 @@ impl OstinatoCuda {
             ArmKind::OstinatoUnstaged => {
                 return Some(CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy { mode: PdlMode::Auto, ..base.pdl }, tile_staging: TileStaging::Off, ..base })
             }
+            ArmKind::OstinatoUntuned => return Some(CudaOptions { tune: ostinato_cuda::Tune::Off, ..Self::options(ArmKind::Ostinato, base)? }),
             ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off, LaunchOn::Caller, Off),
             ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On, LaunchOn::Caller, Off),
             ArmKind::OstinatoThread => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }, Auto),

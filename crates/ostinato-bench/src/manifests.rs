@@ -15,6 +15,7 @@ pub fn arm_manifest(kind: ArmKind, w: &Workload, modules: &BuiltinModules, backe
         | ArmKind::OstinatoUnfused
         | ArmKind::OstinatoFusionOn
         | ArmKind::OstinatoUnstaged
+        | ArmKind::OstinatoUntuned
         | ArmKind::OstinatoPdlOff
         | ArmKind::OstinatoPdlOn
         | ArmKind::OstinatoEager

@@ -709,6 +709,7 @@ mod tests {
                 ArmKind::OstinatoUnfused,
                 ArmKind::OstinatoFusionOn,
                 ArmKind::OstinatoUnstaged,
+                ArmKind::OstinatoUntuned,
                 ArmKind::OstinatoPdlOff,
                 ArmKind::OstinatoPdlOn,
                 ArmKind::OstinatoThread
