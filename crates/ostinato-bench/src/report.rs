@@ -180,7 +180,9 @@ fn arm_meaning(kind: ArmKind) -> &'static str {
         ArmKind::OstinatoUnfused => "Ostinato on CUDA without chain fusion",
         ArmKind::OstinatoFusionOn => "Ostinato on CUDA with chain fusion on (independent neighbours on a lane fused too)",
         ArmKind::OstinatoUnstaged => "Ostinato on CUDA, block-local fused chains without tile staging (every member reads and writes device memory)",
-        ArmKind::OstinatoUntuned => "Ostinato on CUDA, auto's thresholds alone: the exec does not measure the other submissions it could have made (--tune off)",
+        ArmKind::OstinatoUntuned => {
+            "Ostinato on CUDA, auto's thresholds alone: the exec does not measure the other submissions it could have made (--tune off)"
+        }
         ArmKind::OstinatoPdlOff => "Ostinato on CUDA, unfused, every edge a full dependency",
         ArmKind::OstinatoPdlOn => "Ostinato on CUDA, unfused, every capable edge programmatic",
         ArmKind::OstinatoEager => "Ostinato's plan launched eagerly over its lanes (unfused)",

@@ -62,7 +62,11 @@ fn run(device: &ostinato_cuda::Device, modules: &BuiltinModules, prog: &RandomPr
         host.replay().unwrap();
         // Compare now and then (a read waits, so most replays run back to back).
         if r == 0 || r % 7 == 3 || r + 1 == total {
-            assert_eq!(read_roots(&mut exec).unwrap(), read_roots(&mut host).unwrap(), "seed {seed} {launch:?}: replay {r} of {total} ({candidates} candidates)");
+            assert_eq!(
+                read_roots(&mut exec).unwrap(),
+                read_roots(&mut host).unwrap(),
+                "seed {seed} {launch:?}: replay {r} of {total} ({candidates} candidates)"
+            );
         }
     }
     exec.wait().unwrap();

@@ -238,7 +238,19 @@ mod tests {
     fn the_fastest_median_wins_only_past_the_margin_and_first_samples_do_not_count() {
         let s = schedule(2, 5);
         // Candidate 1 is 10% faster; its first sample (a slow warm-up) is dropped.
-        let times: Vec<f64> = s.iter().enumerate().map(|(i, &c)| if c == 0 { 10.0 } else if i == 1 { 100.0 } else { 9.0 }).collect();
+        let times: Vec<f64> = s
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                if c == 0 {
+                    10.0
+                } else if i == 1 {
+                    100.0
+                } else {
+                    9.0
+                }
+            })
+            .collect();
         assert_eq!(choose(2, &s, &times, TUNE_MARGIN), (1, vec![10.0, 9.0]));
         // 3% faster: inside the margin, auto's own stays.
         let close: Vec<f64> = s.iter().map(|&c| if c == 0 { 10.0 } else { 9.7 }).collect();
@@ -247,7 +259,21 @@ mod tests {
         let slower: Vec<f64> = s.iter().map(|&c| if c == 0 { 10.0 } else { 12.0 }).collect();
         assert_eq!(choose(2, &s, &slower, TUNE_MARGIN).0, 0);
         // One outlier does not move a median.
-        let noisy: Vec<f64> = s.iter().enumerate().map(|(i, &c)| if c == 0 { if i == 6 { 1.0 } else { 10.0 } } else { 9.0 }).collect();
+        let noisy: Vec<f64> = s
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                if c == 0 {
+                    if i == 6 {
+                        1.0
+                    } else {
+                        10.0
+                    }
+                } else {
+                    9.0
+                }
+            })
+            .collect();
         assert_eq!(choose(2, &s, &noisy, TUNE_MARGIN), (1, vec![10.0, 9.0]));
         // A median 10% lower whose samples overlap auto's (a bimodal spread): auto's own stays.
         // Each candidate's k-th launch takes `lists[c][k]` µs (the first is the dropped warm-up).
