@@ -85,6 +85,7 @@ pub fn run_file(path: &Path, o: &RunOptions) -> Result<RunReport, RuntimeError> 
         exec.wait()?;
     }
     let seconds = t0.elapsed().as_secs_f64();
+    notes.extend(measured_note(exec.backend_exec(), o.replays));
     // The check and the dump go piece by piece: besides the exec (and the oracle's exec) nothing
     // holds more than a piece of a buffer.
     if o.check {
@@ -177,6 +178,28 @@ fn is_cuda_graph(spec: &BackendSpec) -> bool {
 #[cfg(not(feature = "cuda"))]
 fn is_cuda_graph(_: &BackendSpec) -> bool {
     false
+}
+
+/// What a CUDA graph exec measured over the replays and chose (`ostinato_cuda::Tune`), or that it
+/// had not finished; nothing where it had nothing to measure.
+#[cfg(feature = "cuda")]
+fn measured_note(exec: &mut dyn std::any::Any, replays: usize) -> Option<String> {
+    let d = exec.downcast_mut::<ostinato_cuda::CudaExec>()?.decisions();
+    let Some(t) = d.tuned else {
+        return (d.candidates > 1).then(|| {
+            format!(
+                "{} submissions to measure, not chosen in {replays} replays (the measurement takes the first {}, the choice a replay after they complete)",
+                d.candidates,
+                d.candidates * (ostinato_cuda::TUNE_SAMPLES + 1)
+            )
+        });
+    };
+    let times: Vec<String> = t.candidates.iter().map(|(label, us)| format!("{label} {us:.1}")).collect();
+    Some(format!("measured {} submissions (median µs per replay: {}), kept `{}`", t.candidates.len(), times.join(", "), t.candidates[t.chosen].0))
+}
+#[cfg(not(feature = "cuda"))]
+fn measured_note(_: &mut dyn std::any::Any, _: usize) -> Option<String> {
+    None
 }
 
 #[cfg(feature = "cuda")]
