@@ -641,15 +641,8 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
                 None => Err("no CUDA backend".into()),
             });
         }
-        // The Llama step at position 1,024, traced node by node on the same memory (the report's picture).
-        if let (Some(c), Ok(Some(m)), true) = (&contexts.cuda, &run.memory, timeline::traced_row(w)) {
-            pb.set_message(format!("{id} (trace)"));
-            run.timeline = Some(match c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato) {
-                Some((_, backend)) => timeline::trace_step(backend, w, m, &run.oracle.init, &args.out),
-                None => Err("the Ostinato arm is not among the arms run".into()),
-            });
-        }
-        if direct.is_empty() {
+        // The traced row keeps its memory for the trace, which runs after every measurement.
+        if direct.is_empty() && !timeline::traced_row(w) {
             run.memory = Ok(None);
         }
         runs.push(run);
@@ -657,7 +650,9 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
     for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !direct.is_empty()) {
         let started = std::time::Instant::now();
         run.arms(&rotated(&direct, ri + study.rotate), w, contexts, protocol, &pb);
-        run.memory = Ok(None);
+        if !timeline::traced_row(w) {
+            run.memory = Ok(None);
+        }
         progress(&pb, "direct launches", ri, row_list.len(), id, started);
     }
     for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !later.is_empty()) {
@@ -667,6 +662,20 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         run.arms(&later, w, contexts, protocol, &pb);
         run.vulkan = None;
         progress(&pb, "vulkan arms", ri, row_list.len(), id, started);
+    }
+    // The Llama step at position 1,024, traced node by node on its row's memory (the report's
+    // picture), after every measurement: a CUPTI trace leaves the process's later launches slower
+    // (on an H200, after the traced step every row's host µs per replay call went from 1.2 to 3.8
+    // and its GPU µs per dispatch up 7-25%, for every arm).
+    for (&(w, _, ref id), run) in row_list.iter().zip(&mut runs) {
+        if let (Some(c), Ok(Some(m)), true) = (&contexts.cuda, &run.memory, timeline::traced_row(w)) {
+            pb.set_message(format!("{id} (trace)"));
+            run.timeline = Some(match c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato) {
+                Some((_, backend)) => timeline::trace_step(backend, w, m, &run.oracle.init, &args.out),
+                None => Err("the Ostinato arm is not among the arms run".into()),
+            });
+        }
+        run.memory = Ok(None);
     }
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {
