@@ -1,0 +1,224 @@
+//! The report's tables and sections, from hand-made results.
+
+use super::*;
+use crate::Regime;
+use ostinato_cuda::StreamPriority;
+
+fn cfg(f: impl FnOnce(&mut BenchConfig)) -> BenchConfig {
+    let mut c = BenchConfig::default();
+    f(&mut c);
+    c
+}
+
+fn row(id: &str, addresses: &[&str]) -> RowResult {
+    RowResult {
+        id: id.into(),
+        family: "dispatch-grid serial",
+        dispatches_per_replay: 941,
+        replays_per_sample: 1,
+        check: "exact".into(),
+        ok: true,
+        arm_order: vec![],
+        buffer_addresses: addresses.iter().map(|a| a.to_string()).collect(),
+        protocol: None,
+        arms: vec![],
+        decode: None,
+        timeline: None,
+    }
+}
+
+#[test]
+fn the_arm_order_text_says_which_arms_ran_and_in_which_pass() {
+    let text = |c: BenchConfig| arm_order_text(BenchBackend::Cuda, &c);
+    let direct = "the arms that launch kernels directly (eager, ostinato-eager) in a second pass after every row's graph arms";
+    let all = text(BenchConfig::default());
+    assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
+    let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
+    assert!(
+        all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row")),
+        "{all}"
+    );
+    let high = text(cfg(|c| c.study.priority = StreamPriority::High));
+    assert!(high.contains("except Ostinato's (streams of its own at high priority, --priority high)") && !high.contains(shared), "{high}");
+    let two = text(cfg(|c| c.arms = Some(vec!["ostinato".into(), "eager".into()])));
+    assert!(two.contains("directly (eager) in a second pass") && two.ends_with("; only the arms ostinato,eager (--arms)"), "{two}");
+    assert!(!two.contains("Vulkan arms in"), "{two}");
+    assert_eq!(
+        text(cfg(|c| {
+            c.arms = Some(vec!["vulkan".into(), "ostinato".into()]);
+            c.study.rotate = 2;
+        })),
+        format!(
+            "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms vulkan,ostinato (--arms)"
+        )
+    );
+    let host = arm_order_text(BenchBackend::Host, &cfg(|c| c.arms = Some(vec!["ostinato-host".into(), "vulkan".into()])));
+    assert_eq!(
+        host,
+        "rotated per row; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms ostinato-host,vulkan (--arms)"
+    );
+    assert_eq!(arm_order_text(BenchBackend::Host, &BenchConfig::default()), "rotated per row");
+    let fresh = BenchConfig::default();
+    assert!(regime_text(BenchBackend::Cuda, &fresh, None).unwrap_or_default().starts_with("fresh"));
+    assert!(regime_text(BenchBackend::Host, &fresh, None).is_none());
+    let multi = regime_text(BenchBackend::Cuda, &cfg(|c| c.study.regime = Regime::MultiStream), Some([0.5071, 0.6284])).unwrap_or_default();
+    assert!(multi.starts_with("multi-stream") && multi.contains("took 0.507 µs per dispatch before and 0.628 after"), "{multi}");
+}
+
+#[test]
+fn a_run_with_a_failed_row_is_an_error_naming_it() {
+    let mut bad = row("grid/indep/n1/b1", &[]);
+    bad.ok = false;
+    let good = row("grid/serial/n941/b1", &[]);
+    assert!(failed_rows(std::slice::from_ref(&good), Path::new("out")).is_ok());
+    let err = failed_rows(&[good, bad], Path::new("out")).unwrap_err().to_string();
+    assert!(err.starts_with("1 of 2 rows failed: grid/indep/n1/b1 (why: out/REPORT.md"), "{err}");
+}
+
+#[test]
+fn the_report_says_where_each_rows_buffers_lay_and_json_omits_it_when_unknown() {
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    let placed = [row("grid/serial/n941/b1", &["x=0x7f0000e20400"]), row("grid/serial/n1/b1", &[])];
+    let md = markdown(BenchBackend::Cuda, &p, &args, &placed);
+    assert!(md.contains("## Where each row's buffers lay"), "{md}");
+    assert!(md.contains("- grid/serial/n941/b1: x=0x7f0000e20400\n"), "{md}");
+    assert!(!md.contains("- grid/serial/n1/b1:"), "a row without addresses gets no line: {md}");
+    let host_only = markdown(BenchBackend::Host, &p, &args, &placed[1..]);
+    assert!(!host_only.contains("buffers lay"), "no section without addresses: {host_only}");
+    let json = serde_json::to_value(&placed[..]).unwrap();
+    assert_eq!(json[0]["buffer_addresses"][0], "x=0x7f0000e20400");
+    assert!(json[1].get("buffer_addresses").is_none(), "empty addresses are left out: {}", json[1]);
+}
+
+/// A row whose arms measured `times` (arm, GPU µs per dispatch, a tight interval around it).
+fn timed(id: &str, times: &[(ArmKind, f64)]) -> RowResult {
+    let mut r = row(id, &[]);
+    r.arms = times
+        .iter()
+        .map(|&(k, us)| {
+            let mut a = crate::matrix::ArmResult::new_for_test(k);
+            a.gpu_us_per_dispatch = Some(Stat { median: us, ci_lo: us * 0.999, ci_hi: us * 1.001 });
+            a
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn ostinato_on_vulkan_is_ranked_against_raw_vulkan_with_its_losses_named() {
+    use ArmKind::{Ostinato, OstinatoVulkan, OstinatoVulkanUnfused, Vulkan};
+    let rows = [
+        timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (Vulkan, 4.0), (OstinatoVulkan, 3.9), (OstinatoVulkanUnfused, 4.6)]),
+        timed("grid/serial/n941/b1", &[(Ostinato, 0.07), (Vulkan, 2.1), (OstinatoVulkan, 0.5), (OstinatoVulkanUnfused, 2.0)]),
+    ];
+    let summary = summarize(BenchBackend::Cuda, &rows);
+    let all = |ours: &str, versus: &str| summary.iter().find(|c| c.family == "all" && c.ours == ours && c.versus == versus).map(|c| (c.wins, c.ties, c.losses));
+    assert_eq!(all("ostinato", "vulkan"), Some((2, 0, 0)));
+    assert_eq!(all("ostinato-vulkan", "vulkan"), Some((1, 1, 0)), "3.9 against 4.0 is a tie, 0.5 against 2.1 a win");
+    assert_eq!(all("ostinato-vulkan-unfused", "vulkan"), Some((1, 0, 1)));
+    assert_eq!(all("ostinato-vulkan", "ostinato-vulkan-unfused"), None, "Vulkan arms are ranked against raw Vulkan only");
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+    assert!(md.contains("## Ostinato on Vulkan against raw Vulkan"), "{md}");
+    assert!(md.contains("| all | ostinato-vulkan | vulkan | 2 | 2.61× | 1 | 1 | 0 | 0 |"), "{md}");
+    assert!(md.contains("- grid/serial/n1/b1: vulkan is 1.15× faster than ostinato-vulkan-unfused (4.000 vs 4.600 µs)"), "{md}");
+    let headline = headline(BenchBackend::Cuda, &rows);
+    assert!(headline.contains("ostinato-vulkan vs vulkan: median speedup 2.61x over 2 rows (1 wins, 1 ties, 0 losses, 0 inconclusive)"), "{headline}");
+    // Without a raw Vulkan arm there is nothing to rank the Vulkan arms against.
+    let no_raw = [timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (OstinatoVulkan, 3.9)])];
+    assert!(summarize(BenchBackend::Cuda, &no_raw).iter().all(|c| c.ours == "ostinato"));
+    assert!(!markdown(BenchBackend::Cuda, &p, &args, &no_raw).contains("against raw Vulkan"));
+}
+
+#[test]
+fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
+    use ArmKind::{Captured, CapturedPdl, Ostinato, Vulkan};
+    let mut a = timed("reduce/tree-f32/serial/n1M", &[(Ostinato, 1.0), (Captured, 1.5), (CapturedPdl, 1.2), (Vulkan, 3.0)]);
+    a.family = "reduction serial";
+    a.arms[0].decisions = Some(crate::arms::Decisions {
+        edges: 9,
+        programmatic_edges: 0,
+        full_edges: vec![("the smaller grid has 1024 blocks, more than auto's 512".into(), 9)],
+        nodes: 10,
+        fused_nodes: 0,
+        unfused: vec![("kernel `reduce_tree_f32` is not declared fusable".into(), 10)],
+        candidates: 2,
+        measured: Some(vec![("auto".into(), 10.0), ("pdl on".into(), 10.1)]),
+    });
+    let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
+    b.family = "geometry serial";
+    b.arms[0].decisions = Some(crate::arms::Decisions {
+        edges: 0,
+        programmatic_edges: 0,
+        full_edges: vec![],
+        nodes: 10,
+        fused_nodes: 10,
+        unfused: vec![],
+        candidates: 1,
+        measured: None,
+    });
+    // A row whose exec measured PDL off faster than auto's programmatic edges: named, with both times.
+    let mut c = timed("reduce/atomic-u32/serial/n8M", &[(Ostinato, 23.0), (Captured, 23.1), (CapturedPdl, 34.5), (Vulkan, 40.0)]);
+    c.family = "reduction independent";
+    c.arms[0].decisions = Some(crate::arms::Decisions {
+        edges: 9,
+        programmatic_edges: 0,
+        full_edges: vec![("PDL off".into(), 9)],
+        nodes: 10,
+        fused_nodes: 10,
+        unfused: vec![],
+        candidates: 2,
+        measured: Some(vec![("pdl off".into(), 230.0), ("auto".into(), 344.5)]),
+    });
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    let md = markdown(BenchBackend::Cuda, &p, &args, &[a, b, c]);
+    assert!(md.contains("## Per family: ostinato against captured, captured-pdl, vulkan"), "{md}");
+    assert!(md.contains("| reduction serial | 1 | 0 | 1.50× (1/0/0) | 1.20× (1/0/0) | 3.00× (1/0/0) | 1 | 1 |"), "{md}");
+    assert!(md.contains("| geometry serial | 1 | 0 | 3.00× (1/0/0) | 2.00× (1/0/0) | 5.00× (1/0/0) | 0 | 0 |"), "{md}");
+    assert!(
+        md.contains("- reduce/tree-f32/serial/n1M: measured 2 submissions, kept auto's own; PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
+        "{md}"
+    );
+    assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
+    assert!(
+        md.contains("- reduce/atomic-u32/serial/n8M: measured 2 submissions, chose `pdl off` (230.000 µs per replay; auto's own 344.500); PDL on 0 of 9 edges (9: PDL off)"),
+        "{md}"
+    );
+}
+
+/// The host matrix's report as a reader needs it: `host-serial` explained, the host named in place
+/// of an empty device line, no host-submission table repeating the wall times, and a row whose
+/// intervals overlap counted as inconclusive with its ratio never printed as a speedup.
+#[test]
+fn the_host_report_explains_its_arms_names_its_host_and_never_ranks_an_inconclusive_row() {
+    use ArmKind::{HostSerial, OstinatoHost};
+    let mut wide = timed("decode/h256-l2", &[(HostSerial, 227.7), (OstinatoHost, 90.0)]);
+    wide.family = "decode-shaped";
+    for a in &mut wide.arms {
+        a.host_us_per_dispatch = a.gpu_us_per_dispatch.take();
+    }
+    wide.arms[0].host_us_per_dispatch = Some(Stat { median: 227.7, ci_lo: 81.073, ci_hi: 1925.589 });
+    let mut tight = timed("grid/serial/n941/b1", &[(HostSerial, 7.8), (OstinatoHost, 3.96)]);
+    for a in &mut tight.arms {
+        a.host_us_per_dispatch = a.gpu_us_per_dispatch.take();
+    }
+    let rows = [tight, wide];
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let mut p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    p.host_name = "bench-box".into();
+    let md = markdown(BenchBackend::Host, &p, &args, &rows);
+    assert!(!md.contains("Device —") && !md.contains("CUDA driver —"), "no empty device line: {md}");
+    assert!(md.contains(&format!("Host bench-box: {} ({} threads); no GPU", p.host_cpu, p.host_threads)), "{md}");
+    assert!(md.contains("- `host-serial`: the host backend replaying the same plan one node at a time in program order"), "{md}");
+    assert!(!md.contains("Host submission"), "the host's wall time is the metric: no second table of it: {md}");
+    assert!(md.contains("| decode-shaped | ostinato-host | host-serial | 1 | — (no row decided) | 0 | 0 | 0 | 1 |"), "{md}");
+    assert!(md.contains("| all | ostinato-host | host-serial | 2 | 1.97× (1 of 2 rows) | 1 | 0 | 0 | 1 |"), "{md}");
+    assert!(md.contains("- decode/h256-l2: ostinato-host 90.000 [89.910, 90.090] against host-serial 227.700 [81.073, 1925.589]: medians 2.53× apart, the intervals overlap"), "{md}");
+    assert!(md.contains("a row whose intervals overlap is inconclusive"), "{md}");
+    let h = headline(BenchBackend::Host, &rows);
+    assert!(h.contains("ostinato-host vs host-serial: median speedup 1.97x over 1 rows (1 wins, 0 ties, 0 losses, 1 inconclusive)"), "{h}");
+    assert!(h.contains("(host-serial: the host backend replaying the same plan one node at a time"), "{h}");
+}
