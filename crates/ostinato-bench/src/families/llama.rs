@@ -14,8 +14,9 @@ pub const LLAMA_LOGIT_TOL: f32 = 1e-2;
 pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> Workload {
     let step = ostinato_llama::record(&config, ostinato_llama::StepOptions { pos, ..Default::default() }).expect("the built-in configs are valid");
     let user = (0..step.graph.nodes().len()).map(|_| UserLaunch { stream: 0, waits: vec![] }).collect();
+    let name = if config.hidden == 2048 { "1b".to_string() } else { format!("h{}-l{}", config.hidden, config.layers) };
     Workload {
-        id: format!("llama/{}/pos{pos}", name(&config)),
+        id: format!("llama/{name}/pos{pos}"),
         family: "llama decode",
         checked: vec![step.logits, step.token],
         inits: step.inits.clone(),
@@ -35,35 +36,6 @@ pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> W
     }
 }
 
-/// The model's short name in row ids.
-fn name(config: &ostinato_llama::LlamaConfig) -> String {
-    if config.hidden == 2048 {
-        "1b".to_string()
-    } else {
-        format!("h{}-l{}", config.hidden, config.layers)
-    }
-}
-
-/// The public decode study's protocol: `steps` dependent steps back to back from position `first`
-/// (each step's greedy token the next one's input, the position patched before each), one sample
-/// timing them all between two events, the logits and token after the last step checked. The kernel
-/// table and the trace stay the single-step rows'.
-pub fn llama_back_to_back(config: ostinato_llama::LlamaConfig, first: u32, steps: usize) -> Workload {
-    let mut w = llama(config, first, steps);
-    w.id = format!("llama/{}/b2b{steps}/pos{first}", name(&config));
-    if let Some((slot, _)) = w.slot_schedule.take() {
-        w.slot_schedule = Some((slot, (0..steps as u32).map(|r| Scalar::u32(first + r)).collect()));
-    }
-    // The KV cache read grows by one position a step: the middle step's bytes are the mean.
-    let middle = first + (steps as u32).saturating_sub(1) / 2;
-    w.bytes_per_replay = Some(config.weight_bytes() + config.kv_bytes(middle));
-    w.model = None;
-    w
-}
-
-/// The back-to-back row's protocol (the public study's): 127 dependent steps from position 32.
-pub const BACK_TO_BACK: (u32, usize) = (32, 127);
-
 /// KV-cache capacity of the GPU's Llama rows (positions up to 4096, and room past them).
 pub const LLAMA_MAX_SEQ: u32 = 4352;
 
@@ -76,33 +48,5 @@ pub fn rows(s: &super::Scope) -> Vec<Workload> {
         (BenchBackend::Host, false) => (ostinato_llama::LlamaConfig::shrunk(128), &[8, 100]),
         (BenchBackend::Host, true) => (ostinato_llama::LlamaConfig::shrunk(128), &[100]),
     };
-    let mut rows: Vec<Workload> = positions.iter().map(|&pos| llama(config, pos, s.replays(1))).collect();
-    // The full GPU matrix also times dependent steps back to back. Its host oracle runs the 127 steps
-    // once (about 4 s a step on 2 cores, the projections spread over every core).
-    if (s.backend, s.quick) == (BenchBackend::Cuda, false) {
-        rows.push(llama_back_to_back(config, BACK_TO_BACK.0, BACK_TO_BACK.1));
-    }
-    rows
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_back_to_back_row_patches_each_step_one_position_further_and_checks_the_last() {
-        let config = ostinato_llama::LlamaConfig::llama_3_2_1b(LLAMA_MAX_SEQ);
-        let w = llama_back_to_back(config, 32, 127);
-        assert_eq!(w.id, "llama/1b/b2b127/pos32");
-        assert_eq!(w.replays, 127);
-        let (_, positions) = w.slot_schedule.as_ref().expect("the position is patched");
-        assert_eq!(positions.len(), 127);
-        assert!(positions.iter().enumerate().all(|(r, p)| *p == Scalar::u32(32 + r as u32)), "{positions:?}");
-        assert!(w.model.is_none(), "the kernel table and the trace are the single-step rows'");
-        assert_eq!(w.bytes_per_replay, Some(config.weight_bytes() + config.kv_bytes(95)));
-        let gpu = rows(&crate::families::Scope { backend: crate::BenchBackend::Cuda, quick: false, grid_blocks: None, fan_widths: None, replays: None });
-        assert_eq!(gpu.iter().filter(|w| w.id.contains("/b2b")).count(), 1);
-        let quick = rows(&crate::families::Scope { backend: crate::BenchBackend::Cuda, quick: true, grid_blocks: None, fan_widths: None, replays: None });
-        assert!(quick.iter().all(|w| !w.id.contains("/b2b")));
-    }
+    positions.iter().map(|&pos| llama(config, pos, s.replays(1))).collect()
 }
