@@ -8,7 +8,7 @@
 mod common;
 
 use ostinato::{read_roots, write_inits, Backend, BufferBinding, BufferId, Exec, Plan, PlanOptions, Scalar};
-use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, DeviceBuffer, FusionMode, LaunchOn, PdlTrigger, Tune, TUNE_SAMPLES};
+use ostinato_cuda::{BuiltinModules, CudaBackend, CudaOptions, DeviceBuffer, FusionMode, LaunchOn, PdlTrigger, Tune};
 use ostinato_testkit::random_graphs::{host_kernels, random_mix_program, RandomProgram};
 
 /// The root buffer the test rebinds: the program's largest root.
@@ -36,7 +36,7 @@ fn run(device: &ostinato_cuda::Device, modules: &BuiltinModules, prog: &RandomPr
     write_inits(&mut exec, &prog.inits).unwrap();
     write_inits(&mut host, &prog.inits).unwrap();
     let candidates = exec.decisions().candidates;
-    let tuning_replays = candidates * (TUNE_SAMPLES + 1);
+    let tuning_replays = ostinato_cuda::tuning_replays(candidates);
     let total = tuning_replays + 6;
     let rebind_at = tuning_replays / 2;
     let root = largest_root(plan);

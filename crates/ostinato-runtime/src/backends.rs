@@ -91,7 +91,7 @@ impl RuntimeBackend for CudaOnStream {
         if candidates > 1 {
             notes.push(format!(
                 "{candidates} submissions measured over the first {} replays, the fastest kept (--tune off: auto's alone)",
-                candidates * (ostinato_cuda::TUNE_SAMPLES + 1)
+                ostinato_cuda::tuning_replays(candidates)
             ));
         }
         if exec.fused_nodes() > 0 {

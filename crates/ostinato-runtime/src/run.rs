@@ -190,7 +190,7 @@ fn measured_note(exec: &mut dyn std::any::Any, replays: usize) -> Option<String>
             format!(
                 "{} submissions to measure, not chosen in {replays} replays (the measurement takes the first {}, the choice a replay after they complete)",
                 d.candidates,
-                d.candidates * (ostinato_cuda::TUNE_SAMPLES + 1)
+                ostinato_cuda::tuning_replays(d.candidates)
             )
         });
     };

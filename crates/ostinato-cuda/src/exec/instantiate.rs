@@ -105,7 +105,7 @@ impl CudaBackend {
                     _ => Some(Box::new(super::tune::Tuning::new(candidates.iter().map(|(label, _)| label.clone()).collect())?)),
                 };
                 let lowerings = candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
-                (Work::Graph { subs, active: 0, tuning }, graphs, lowerings, Vec::new())
+                (Work::Graph { subs, tuning }, graphs, lowerings, Vec::new())
             }
             ExecMode::Eager => {
                 let funcs = self.launch_funcs(&lowering, &kernels, helpers);

@@ -22,7 +22,7 @@ mod tune;
 
 pub use backend::CudaBackend;
 pub use trace::CUPTI_ORDER_SLACK_NS;
-pub use tune::{Tune, Tuned, TUNE_MARGIN, TUNE_SAMPLES};
+pub use tune::{tuning_replays, Tune, Tuned, TUNE_MARGIN, TUNE_SAMPLES};
 
 /// One way graph mode submits the run plan: a graph exec, the graph node of each launch (for
 /// patching) and the function each launch runs (its build).
@@ -34,9 +34,10 @@ struct Submission {
 
 /// What a replay submits, past the shared stream.
 enum Work {
-    /// `subs[active]` is what a replay launches; the others (`auto`'s alternatives, `exec/tune.rs`)
-    /// are launched in turn while `tuning` measures them, and dropped (`None`) once it has chosen.
-    Graph { subs: Vec<Option<Submission>>, active: usize, tuning: Option<Box<tune::Tuning>> },
+    /// `subs[tune::active(..)]` is what a replay launches; the others (`auto`'s alternatives,
+    /// `exec/tune.rs`) are launched in turn while `tuning` measures them, and dropped (`None`) once it
+    /// has chosen.
+    Graph { subs: Vec<Option<Submission>>, tuning: Option<Box<tune::Tuning>> },
     /// Lane 0 runs on the exec's main stream; `side[i]` runs lane `i + 1`, and `lane_end[i]` joins it
     /// back into the main stream at the end of a replay. `funcs`: each launch's function.
     Eager { funcs: Vec<Function>, side: Vec<Stream>, done: Vec<Option<Event>>, start: Event, lane_end: Vec<Event> },
@@ -264,18 +265,18 @@ impl Replayer {
     /// and once all are, the fastest submission becomes the active one and the others are destroyed
     /// (every launch of theirs has completed: its stop event has).
     fn launch_graph(&mut self) -> Result<()> {
-        let Work::Graph { subs, active, tuning } = &mut self.work else {
+        let Work::Graph { subs, tuning } = &mut self.work else {
             return Err(CudaError::Internal { op: "replay", reason: "a graph replay of an eager exec".into() });
         };
-        let Some(t) = tuning else { return launched(subs, *active)?.exec.launch(&self.main) };
+        let active = tune::active(&self.tuned);
+        let Some(t) = tuning else { return launched(subs, active)?.exec.launch(&self.main) };
         match t.next() {
             Some(c) => t.launch(&launched(subs, c)?.exec, &self.main)?,
-            None => launched(subs, *active)?.exec.launch(&self.main)?,
+            None => launched(subs, active)?.exec.launch(&self.main)?,
         }
         if let Some(chosen) = t.poll()? {
-            *active = chosen.chosen;
             for (k, s) in subs.iter_mut().enumerate() {
-                if k != *active {
+                if k != chosen.chosen {
                     *s = None;
                 }
             }
@@ -303,8 +304,8 @@ impl Replayer {
     /// Gives the traced graph every kernel node's present params (slots patched and buffers rebound
     /// since the graph was built live in the exec's own graph exec only).
     fn trace_params(&mut self) -> Result<()> {
-        let Work::Graph { subs, active, .. } = &self.work else { return Ok(()) };
-        let sub = launched(subs, *active)?;
+        let Work::Graph { subs, .. } = &self.work else { return Ok(()) };
+        let sub = launched(subs, tune::active(&self.tuned))?;
         let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
         let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to patch".into() })?;
         for (i, l) in self.lowering.launches.iter().enumerate() {
@@ -495,7 +496,7 @@ impl CudaExec {
     }
     /// Which of `lowerings` (and `graphs`) a replay submits.
     fn active(&self) -> usize {
-        self.tuned.get().map_or(0, |t| t.chosen)
+        tune::active(&self.tuned)
     }
     /// Graph mode: the submitted graph and the node of each launch.
     fn graph(&self) -> Option<&(Graph, Vec<GraphNode>)> {

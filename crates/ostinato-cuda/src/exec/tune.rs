@@ -22,6 +22,15 @@ use crate::lower::{lower_with, KernelPdl, Lowering, PdlMode, PdlPolicy, ShapeMod
 /// first run pays what the later ones do not: the graph's first upload of parameters, cold caches).
 pub const TUNE_SAMPLES: usize = 8;
 
+/// How many replays measure `candidates` submissions: [`TUNE_SAMPLES`] + 1 of each (0 where there is
+/// only one); the choice is made at a replay after they have all completed.
+pub fn tuning_replays(candidates: usize) -> usize {
+    match candidates {
+        0 | 1 => 0,
+        n => n * (TUNE_SAMPLES + 1),
+    }
+}
+
 /// Another candidate replaces `auto`'s own submission only when its median replay is faster by more
 /// than this fraction (and its slower quarter of replays is faster than `auto`'s faster quarter):
 /// inside the run-to-run spread of a replay, `auto`'s choice stays. At 2% without the quartile test,
@@ -130,12 +139,14 @@ pub(crate) fn choose(schedule: &[usize], times: &[f64], margin: f64, medians: &m
         };
         (at(0.5), at(0.25), at(0.75))
     };
-    let (auto, auto_q1, _) = quartiles(0);
-    let mut chosen = 0;
+    // Candidate 0 comes first, so its median and first quartile are known when the others are judged.
+    let (mut auto, mut auto_q1, mut chosen) = (f64::INFINITY, f64::INFINITY, 0);
     for c in 0..medians.len() {
-        let (median, _, q3) = quartiles(c);
+        let (median, q1, q3) = quartiles(c);
         medians[c] = median;
-        if c > 0 && median < auto * (1.0 - margin) && q3 < auto_q1 && median < medians[chosen] {
+        if c == 0 {
+            (auto, auto_q1) = (median, q1);
+        } else if median < auto * (1.0 - margin) && q3 < auto_q1 && median < medians[chosen] {
             chosen = c;
         }
     }
@@ -163,6 +174,7 @@ impl Tuning {
     /// rounds.
     pub(super) fn new(labels: Vec<String>) -> Result<Tuning> {
         let schedule = schedule(labels.len(), TUNE_SAMPLES + 1);
+        debug_assert_eq!(schedule.len(), tuning_replays(labels.len()));
         let events = (0..schedule.len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
         Ok(Tuning {
             medians: vec![0.0; labels.len()],
@@ -214,6 +226,11 @@ impl Tuning {
 /// Where the exec and its replayer share what the measurement chose (set once, by the replayer).
 pub(super) type Chosen = std::sync::Arc<OnceLock<Tuned>>;
 
+/// Which submission a replay launches: `auto`'s (0) until the measurement has chosen.
+pub(super) fn active(chosen: &Chosen) -> usize {
+    chosen.get().map_or(0, |t| t.chosen)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +240,8 @@ mod tests {
         assert_eq!(schedule(3, 3), vec![0, 1, 2, 1, 2, 0, 2, 0, 1]);
         assert_eq!(schedule(1, 2), vec![0, 0]);
         let s = schedule(4, TUNE_SAMPLES + 1);
+        assert_eq!(s.len(), tuning_replays(4));
+        assert_eq!(tuning_replays(1), 0, "one submission: nothing to measure");
         for c in 0..4 {
             assert_eq!(s.iter().filter(|&&x| x == c).count(), TUNE_SAMPLES + 1);
         }
