@@ -2,9 +2,11 @@
 //! grouped by the core's fusion policy, each group's blocks run in any order (forwards, backwards,
 //! shuffled), every block running its members' block in turn, as a fused kernel runs them. The bytes
 //! must be the serial program's. A mutation — a relation that is not block-local taken as one — must
-//! make some program differ, so the test can fail when a tile dependency is lost.
+//! make some program differ, so the test can fail when a tile dependency is lost. Fusion by components
+//! too: the fused blocks in any order, each running its members' blocks of its component (the
+//! benchmark's spread/gather chains test it further: `ostinato-bench/tests/tiles_components.rs`).
 
-use ostinato::fusion::{groups, groups_by, Fusable, FuseKey, FusionMode, Group};
+use ostinato::fusion::{component_groups, groups, groups_by, Fusable, FuseKey, FusionMode, Group};
 use ostinato::{NodeId, NodeOp, Plan, PlanOptions, TileRelation};
 use ostinato_testkit::random_graphs::serial_result;
 use ostinato_testkit::tiled_graphs::{random_tiled_program, run_blockwise, BlockOrder};
@@ -89,4 +91,30 @@ fn taking_one_sparse_relation_for_block_local_changes_some_program() {
     eprintln!("the lost dependency showed in {caught} of {tried} programs");
     assert!(tried >= 20, "only {tried} programs could take the mutation");
     assert!(caught * 10 >= tried * 9, "the lost dependency showed in {caught} of {tried} programs");
+}
+
+#[test]
+fn fused_components_give_the_oracle_bits_in_any_block_order() {
+    let (mut fused, mut groups_made, mut total) = (0, 0, 0);
+    for seed in 0..300u64 {
+        let prog = random_tiled_program(seed, 4 + (seed as usize * 5) % 24);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        let want = serial_result(&plan, &prog, 1).unwrap();
+        for mode in [FusionMode::Auto, FusionMode::On] {
+            let mut gs = groups(&plan, &fusable(&plan), mode);
+            let mut taken = vec![false; plan.node_count()];
+            gs.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
+            let comps = component_groups(&plan, &fusable(&plan), &taken, mode);
+            fused += comps.iter().map(Group::len).sum::<usize>();
+            groups_made += comps.len();
+            total += plan.node_count();
+            gs.extend(comps);
+            for order in [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)] {
+                let got = run_blockwise(&plan, &prog, &gs, order).unwrap();
+                assert_eq!(got, want, "seed {seed}, {mode:?}, {order:?}: {gs:?}");
+            }
+        }
+    }
+    eprintln!("{fused} of {total} nodes fused by components, in {groups_made} groups");
+    assert!(groups_made >= 1, "{groups_made} groups of components");
 }

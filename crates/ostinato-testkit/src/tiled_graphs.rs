@@ -17,7 +17,7 @@ use ostinato::fusion::Group;
 use ostinato::rng::XorShift64 as Rng;
 use ostinato::{Arg, BufferId, Graph, Launch, NodeId, NodeOp, ParamKind, Plan, Scalar, Slice, TileMap, TileRange};
 use ostinato_host::kernel::CallArg;
-use ostinato_host::HostMemory;
+use ostinato_host::{HostKernel, HostMemory};
 
 use crate::random_graphs::{mix_sig, RandomProgram};
 
@@ -108,11 +108,24 @@ pub enum BlockOrder {
 /// Returns every root buffer's bytes, as `random_graphs::serial_result` does, or the first kernel
 /// fault.
 pub fn run_blockwise(plan: &Plan, prog: &RandomProgram, groups: &[Group], order: BlockOrder) -> Result<Vec<(BufferId, Vec<u8>)>, String> {
-    let g = plan.graph();
     let kernels = crate::random_graphs::host_kernels(plan).map_err(|e| e.to_string())?;
+    run_blockwise_with(plan, &kernels, &prog.inits, groups, order)
+}
+
+/// [`run_blockwise`] of any plan whose launches have per-block host twins (`kernels`, in kernel-id
+/// order), its buffers started from `inits` (by buffer id; the rest zero). A group of components runs
+/// its fused blocks in `order`, each running every member's blocks of its component in turn.
+pub fn run_blockwise_with(
+    plan: &Plan,
+    kernels: &[HostKernel],
+    inits: &[Option<BufferInit>],
+    groups: &[Group],
+    order: BlockOrder,
+) -> Result<Vec<(BufferId, Vec<u8>)>, String> {
+    let g = plan.graph();
     let memory: Vec<Arc<HostMemory>> =
         g.buffers().iter().enumerate().map(|(i, b)| Arc::new(HostMemory::zeroed(if b.root.index() == i { b.size } else { 0 }))).collect();
-    for (i, init) in prog.inits.iter().enumerate() {
+    for (i, init) in inits.iter().enumerate() {
         if let Some(init) = init {
             let mut bytes = vec![0u8; g.buffers()[i].size as usize];
             init.fill(&mut bytes);
@@ -165,7 +178,16 @@ pub fn run_blockwise(plan: &Plan, prog: &RandomProgram, groups: &[Group], order:
             }
             Unit::Group(gi) => {
                 let gr = &groups[gi];
-                if gr.lanes.len() == 1 && blocks_of(gr.lanes[0][0]).len() > 1 {
+                if let Some(c) = &gr.components {
+                    // Fused block `c` runs each member's blocks of component `c`, in plan order.
+                    for ci in arrange((0..c.count as usize).collect()) {
+                        for (&v, m) in gr.lanes[0].iter().zip(&c.members) {
+                            for k in 0..m.per {
+                                run_block(v, ostinato::tiles::block_at(m.grid, m.block(ci as u64, k)))?;
+                            }
+                        }
+                    }
+                } else if gr.lanes.len() == 1 && blocks_of(gr.lanes[0][0]).len() > 1 {
                     let blocks = blocks_of(gr.lanes[0][0]);
                     for bi in arrange((0..blocks.len()).collect()) {
                         for &v in &gr.lanes[0] {

@@ -214,6 +214,17 @@ pub struct TileDeps {
 }
 
 impl TileDeps {
+    /// From each consumer block's producer blocks (each list ascending).
+    pub fn from_lists(lists: &[Vec<u32>]) -> TileDeps {
+        let mut offsets = Vec::with_capacity(lists.len() + 1);
+        let mut producers = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+        offsets.push(0);
+        for l in lists {
+            producers.extend_from_slice(l);
+            offsets.push(producers.len() as u32);
+        }
+        TileDeps { offsets, producers }
+    }
     /// The producer blocks consumer block `block` depends on.
     pub fn of(&self, block: usize) -> &[u32] {
         match (self.offsets.get(block), self.offsets.get(block + 1)) {

@@ -5,10 +5,16 @@
 //!
 //! A group is a set of runs of dependent one-block nodes along the plan's lanes; a backend makes each
 //! group one launch of one block (workgroup) per run, each block running its run's bodies in plan
-//! order. What may fuse is the backend's to say, per node ([`Fusable`]): its bodies, its block shape.
+//! order. A run of multi-block nodes of one grid related block by block is one kernel of that grid.
+//! A run of multi-block nodes whose blocks depend on a few blocks of each other
+//! ([`component_groups`]) is one kernel of a block per connected component of those dependencies.
+//! What may fuse is the backend's to say, per node ([`Fusable`]): its bodies, its block shape.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
+
+mod components;
+pub use components::{component_groups, component_groups_by, Components, MemberBlocks, MAX_SERIAL_BLOCKS, MAX_SERIAL_BYTES};
 
 use crate::{Arg, Graph, KernelId, KernelSig, Launch, NodeId, NodeOp, Plan};
 
@@ -76,11 +82,15 @@ pub struct Fusable {
     pub uses_shared: bool,
 }
 
-/// One fused kernel: block `b` runs `lanes[b]` in order.
+/// One fused kernel: block `b` runs `lanes[b]` in order; or, for a group of components
+/// ([`component_groups`]), one lane whose members each run the blocks `components` assigns to the
+/// fused block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
     pub key: FuseKey,
     pub lanes: Vec<Vec<NodeId>>,
+    /// For a group of components: which of each member's blocks each fused block runs.
+    pub components: Option<Components>,
 }
 
 impl Group {
@@ -174,7 +184,7 @@ pub fn groups_by(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode, blo
         let gi = match target {
             Some(gi) => gi,
             None => {
-                out.push(Group { key: k, lanes: Vec::new() });
+                out.push(Group { key: k, lanes: Vec::new(), components: None });
                 open.push(out.len() - 1);
                 out.len() - 1
             }

@@ -1,0 +1,98 @@
+use super::*;
+use crate::{Access, Graph, KernelSig, Launch, TileMap, TileRange};
+
+/// `rounds` rounds of a spread over `fan × tiles` blocks of 64 threads (block `(i, j)` updates tile
+/// `i + fan·j` of x from tile `j` of y) and a gather of `tiles` blocks (block `j` updates tile `j` of
+/// y from x's tiles `fan·j ..`), as the benchmark's sparse row records them.
+fn spread_gather(fan: u32, tiles: u32, rounds: u32) -> Plan {
+    let mut g = Graph::new();
+    let tile = 256u64;
+    let x = g.add_buffer("x", tile * u64::from(fan * tiles)).unwrap();
+    let y = g.add_buffer("y", tile * u64::from(tiles)).unwrap();
+    let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
+    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
+    let spread = [
+        ("x", TileMap::new(vec![TileRange::span(0, [tile, tile * u64::from(fan), 0], tile)]).unwrap()),
+        ("y", TileMap::new(vec![TileRange::span(0, [0, tile, 0], tile)]).unwrap()),
+    ];
+    let gather = [("y", TileMap::linear(tile, tile).unwrap()), ("x", TileMap::linear(tile * u64::from(fan), tile * u64::from(fan)).unwrap())];
+    for _ in 0..rounds {
+        g.add_launch_tiled(ks, Launch::new([fan, tiles, 1], [64, 1, 1]), &[Arg::Whole(x), Arg::Whole(y)], &spread, &[]).unwrap();
+        g.add_launch_tiled(kg, Launch::linear(tiles, 64), &[Arg::Whole(y), Arg::Whole(x)], &gather, &[]).unwrap();
+    }
+    Plan::compile(&g).unwrap()
+}
+
+fn every(plan: &Plan) -> Vec<Option<Fusable>> {
+    plan.graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_spread_gather_chain_is_one_kernel_of_a_block_per_gather_block() {
+    let plan = spread_gather(16, 8, 5);
+    let none = vec![false; plan.node_count()];
+    let gs = component_groups(&plan, &every(&plan), &none, FusionMode::Auto);
+    assert_eq!(gs.len(), 1, "{gs:?}");
+    let c = gs[0].components.as_ref().unwrap();
+    assert_eq!((c.count, gs[0].lanes[0].len(), gs[0].key.grid), (8, 10, [8, 1, 1]));
+    assert_eq!(c.members[0], MemberBlocks { grid: [16, 8, 1], per: 16, step: 16, stride: 1 });
+    assert_eq!(c.members[1], MemberBlocks { grid: [8, 1, 1], per: 1, step: 1, stride: 0 });
+    // Fusion off: nothing; nodes another group took: not these.
+    assert!(component_groups(&plan, &every(&plan), &none, FusionMode::Off).is_empty());
+    assert!(component_groups(&plan, &every(&plan), &vec![true; plan.node_count()], FusionMode::Auto).is_empty());
+}
+
+#[test]
+fn auto_keeps_each_fused_block_short_and_on_does_not() {
+    // 32 spread blocks a component: past MAX_SERIAL_BLOCKS.
+    let plan = spread_gather(32, 4, 3);
+    let none = vec![false; plan.node_count()];
+    assert!(component_groups(&plan, &every(&plan), &none, FusionMode::Auto).is_empty());
+    let on = component_groups(&plan, &every(&plan), &none, FusionMode::On);
+    assert_eq!(on.iter().map(|g| g.components.as_ref().unwrap().count).collect::<Vec<_>>(), [4]);
+}
+
+#[test]
+fn a_dense_relation_cuts_the_run() {
+    // The third gather reads all of x: a whole-node relation (more than 64 producer blocks).
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 256 * 128).unwrap();
+    let y = g.add_buffer("y", 256 * 8).unwrap();
+    let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
+    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
+    let spread = [
+        ("x", TileMap::new(vec![TileRange::span(0, [256, 256 * 16, 0], 256)]).unwrap()),
+        ("y", TileMap::new(vec![TileRange::span(0, [0, 256, 0], 256)]).unwrap()),
+    ];
+    let gather = [("y", TileMap::linear(256, 256).unwrap()), ("x", TileMap::linear(256 * 16, 256 * 16).unwrap())];
+    let all = [("y", TileMap::linear(256, 256).unwrap()), ("x", TileMap::new(vec![TileRange::span(0, [0, 0, 0], 256 * 128)]).unwrap())];
+    for r in 0..4 {
+        g.add_launch_tiled(ks, Launch::new([16, 8, 1], [64, 1, 1]), &[Arg::Whole(x), Arg::Whole(y)], &spread, &[]).unwrap();
+        let maps: &[(&str, TileMap)] = if r == 2 { &all } else { &gather };
+        g.add_launch_tiled(kg, Launch::linear(8, 64), &[Arg::Whole(y), Arg::Whole(x)], maps, &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let gs = component_groups(&plan, &every(&plan), &vec![false; plan.node_count()], FusionMode::Auto);
+    let sizes: Vec<usize> = gs.iter().map(Group::len).collect();
+    // n5 depends on every block of n4 (cut); with n5, n6 and n7 are one component of 128 + 8 + 8
+    // blocks (past `auto`'s serial bound), so n5 runs alone and n6, n7 fuse.
+    assert_eq!(sizes, [5, 2], "{gs:?}");
+}
+
+#[test]
+fn a_members_blocks_are_named_only_where_they_are_affine() {
+    assert_eq!(chunks(&[0, 0, 1, 1], 2, [4, 1, 1]), Some(MemberBlocks { grid: [4, 1, 1], per: 2, step: 2, stride: 1 }));
+    assert_eq!(chunks(&[0, 1, 0, 1], 2, [4, 1, 1]), Some(MemberBlocks { grid: [4, 1, 1], per: 2, step: 1, stride: 2 }));
+    assert_eq!(chunks(&[0, 1, 2], 3, [3, 1, 1]), Some(MemberBlocks { grid: [3, 1, 1], per: 1, step: 1, stride: 0 }));
+    assert_eq!(chunks(&[1, 0], 2, [2, 1, 1]), None, "component 0 must start at block 0");
+    assert_eq!(chunks(&[0, 1, 1, 0], 2, [4, 1, 1]), None);
+    assert_eq!(chunks(&[0, 0, 1], 2, [3, 1, 1]), None, "uneven components");
+    assert_eq!(chunks(&[0, 0, 0, 1, 1, 2], 3, [6, 1, 1]), None);
+}
