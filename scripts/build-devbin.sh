@@ -22,7 +22,7 @@ for line in sys.stdin:
 # Only the tests that touch the GPU (or need NVRTC, which the GPU machine has) run there, with the unit
 # tests of the NVIDIA code analysis (ostinato-cuda-code); the rest run in CI.
 find .devbin/tests -type f ! -name 'gpu_*' ! -name 'vulkan_*' ! -name 'ostinato_cuda__lib' ! -name 'ostinato_cuda_code__lib' \
-  ! -name 'contract_kernels__test' ! -name 'pack_contract__test' ! -name 'ptx_fixtures__test' -delete
+  ! -name 'contract_kernels__test' ! -name 'pack_contract__test' ! -name 'ptx_fixtures__test' ! -name 'bench_tiles_contract__test' -delete
 strip .devbin/ostinato .devbin/tests/* .devbin/libostinato_preload.so
 cp -r examples kernels .devbin/
 # The C ABI (library, header), for the C examples the GPU machine compiles against it.

@@ -134,6 +134,10 @@ examples/tiled_chain.toml
 examples/tile_sparse.toml --handoff on
 examples/tile_sparse.toml --fusion off --handoff on --mode eager
 LIST
+    # The spread/gather chain of a user's kernels fused by components (and handed off, fusion off).
+    if compute-sanitizer --tool "$tool" $BIN/tests/gpu_tiles__test a_tile_sparse_chain --test-threads=1 >"$log" 2>&1 \
+       && clean "$log"; then echo "ok   $tool gpu_tiles sparse chain (components, hand-offs)" >>"$out"
+    else echo "FAIL $tool gpu_tiles sparse chain (components, hand-offs)" >>"$out"; tail -n 30 "$log" >>"$out"; fi
     if compute-sanitizer --tool "$tool" $BIN/tests/gpu_llama__test shrunk_step_on_cuda_agrees_with_the_reference --test-threads=1 >"$log" 2>&1 \
        && clean "$log"; then echo "ok   $tool llama step (shrunk dims)" >>"$out"
     else echo "FAIL $tool llama step (shrunk dims)" >>"$out"; tail -n 30 "$log" >>"$out"; fi

@@ -13,7 +13,7 @@
 //
 // The tile kernels (`tile_spread`, `tile_gather`) are u32 and wrap: a 2-D grid whose block (i, j)
 // updates its own tile from tile j of the other buffer, and a 1-D grid whose block j sums `fan` of
-// the other's tiles into its own.
+// the other's tiles into its own. They are one module (`tiles_spread_gather`), so their chain may fuse.
 #include "ostinato.cuh"
 
 #define FULL 0xffffffffu
@@ -133,7 +133,7 @@ extern "C" __global__ void gemv_u32(unsigned* y, const unsigned* w, const unsign
 }
 #endif
 
-#if defined(OST_BENCH_ALL) || defined(OST_BENCH_tile_spread)
+#if defined(OST_BENCH_ALL) || defined(OST_BENCH_tiles_spread_gather)
 // Grid (F, G) of T threads: block (i, j) updates tile i + F j of x (T words) from tile j of y.
 extern "C" __global__ void tile_spread(unsigned* x, const unsigned* y, unsigned salt) {
   OST_ENTRY();
@@ -141,9 +141,7 @@ extern "C" __global__ void tile_spread(unsigned* x, const unsigned* y, unsigned 
   x[blockDim.x * tile + t] = x[blockDim.x * tile + t] * 3u + y[blockDim.x * blockIdx.y + t] + salt;
   OST_EXIT();
 }
-#endif
 
-#if defined(OST_BENCH_ALL) || defined(OST_BENCH_tile_gather)
 // Block j of T threads: y's tile j = y * 5 + the sum of x's tiles fan j .. fan j + fan - 1 (fan a
 // multiple of 4). Four tiles a step, written out: four loads in flight, and a loop whose trip count the
 // tile-map check bounds from `k < fan` (the remainder loop NVRTC adds when it unrolls a `++k` loop of a

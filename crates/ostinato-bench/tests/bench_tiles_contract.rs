@@ -13,10 +13,11 @@
 
 use std::collections::BTreeMap;
 
-use ostinato::fusion::{barriers, groups, Fusable, FuseKey, FusionMode};
+use ostinato::fusion::{barriers, component_groups, groups, Fusable, FuseKey, FusionMode};
 use ostinato::{NodeId, NodeOp, Plan, PlanOptions};
 use ostinato_bench::workload::{Kernels, Workload};
 use ostinato_bench::BenchBackend;
+use ostinato_cuda::fusion::components::generate_components;
 use ostinato_cuda::handoff::{choose, HandoffMode};
 use ostinato_cuda_code::compile;
 use ostinato_cuda_code::contract::{module_info, read_ptx, verify};
@@ -135,6 +136,9 @@ fn the_tiled_rows_fuse_hand_off_or_stay_whole_nodes_as_their_relations_say() {
             })
             .collect();
         let fused = groups(&plan, &fusable, FusionMode::Auto);
+        let mut taken = vec![false; g.nodes().len()];
+        fused.iter().flat_map(|gr| gr.nodes()).for_each(|v| taken[v.index()] = true);
+        let components = component_groups(&plan, &fusable, &taken, FusionMode::Auto);
         // Hand-offs, on the plan as it runs unfused (the rows that fuse leave one node).
         let bodies: Vec<Option<bool>> = (0..g.nodes().len())
             .map(|v| code_of(v).and_then(|(k, code, _)| handoff_body(&ptx[&code], &k.sig.name).ok()).map(|b| b.noncoherent.is_empty()))
@@ -145,21 +149,41 @@ fn the_tiled_rows_fuse_hand_off_or_stay_whole_nodes_as_their_relations_say() {
         let on = choose(&plan, &wrappable, &consumable, HandoffMode::On).consumers();
         let n = g.nodes().len();
         let sizes: Vec<usize> = fused.iter().map(|gr| gr.len()).collect();
-        eprintln!("{}: {n} nodes; fusion auto: groups of {sizes:?}; hand-off consumers unfused: auto {auto}, on {on}", w.id);
+        let by_components: Vec<(usize, u32)> = components.iter().map(|gr| (gr.len(), gr.components.as_ref().map_or(0, |c| c.count))).collect();
+        eprintln!(
+            "{}: {n} nodes; fusion auto: groups of {sizes:?}, (nodes, blocks) by components {by_components:?}; hand-off consumers unfused: auto {auto}, on {on}",
+            w.id
+        );
         let kind = w.id.split('/').nth(1).unwrap_or_default();
         match kind {
             "rms" | "softmax" => {
                 assert_eq!(sizes, vec![n], "{}: one fused kernel of its grid", w.id);
                 assert_eq!(fused[0].lanes.len(), 1, "{}: a multi-block group is one run", w.id);
+                assert!(by_components.is_empty(), "{}", w.id);
             }
             "sparse" => {
                 assert!(fused.is_empty(), "{}: the spread and the gather have other grids", w.id);
+                // One kernel of a block per gather block, each running its 16 spread blocks and its
+                // gather block round by round.
+                assert_eq!(by_components, [(n, 64)], "{}", w.id);
                 // `auto` hands off nowhere (measured on this row: docs/fences.md); under `on` every
                 // node but the first waits tile by tile.
                 assert_eq!((auto, on), (0, n - 1), "{}", w.id);
             }
-            "dense" => assert_eq!((sizes.len(), auto, on), (0, 0, 0), "{}: nothing changes", w.id),
+            "dense" => assert_eq!((sizes.len(), by_components.len(), auto, on), (0, 0, 0, 0), "{}: nothing changes", w.id),
             other => panic!("{}: an unexpected tiles row kind {other}", w.id),
+        }
+        // Each kernel of components as the backend generates it: compiled in its three builds, and its
+        // contract.
+        for (gi, gr) in components.iter().enumerate() {
+            let Some((k, code, _)) = code_of(gr.lanes[0][0].index()) else { continue };
+            let uses_shared = |v: NodeId| fusable[v.index()].is_some_and(|f| f.uses_shared);
+            let bars = barriers(&plan, &gr.lanes[0], uses_shared);
+            let f = generate_components(&plan, gr, &format!("ostinato_fused_c{gi}"), &code, &bars, &uses_shared, &|id| g.kernel(id).name.clone());
+            assert_eq!(f.launch.grid, gr.key.grid, "{}: a block per component", w.id);
+            assert!(f.source.len() < 16 * 1024, "{}: the rounds compile to a loop ({} bytes of source)", w.id, f.source.len());
+            failures.extend(compile_and_check(&f, &w.id, &k.sig.name));
+            fused_builds += 3;
         }
         // Each fused kernel as the backend generates it: compiled in its three builds, and its contract.
         for (gi, gr) in fused.iter().enumerate() {
@@ -180,26 +204,36 @@ fn the_tiled_rows_fuse_hand_off_or_stay_whole_nodes_as_their_relations_say() {
             let want: &[(usize, u64)] = if kind == "softmax" { &[(0, 32 * 1024)] } else { &[] };
             assert_eq!(staged.staged.iter().map(|t| (t.param, t.len)).collect::<Vec<_>>(), want, "{}", w.id);
             assert_eq!(f.launch.grid, gr.key.grid, "{}: the fused kernel has its nodes' grid", w.id);
-            for (f, trigger) in [&f, &staged].into_iter().flat_map(|f| [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled].map(|t| (f, t))) {
-                let c = match compile::compile(&f.sig.name, &f.source, "sm_90", trigger) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        failures.push(format!("{} ({}, {}): {e}", w.id, k.sig.name, trigger.as_str()));
-                        continue;
-                    }
-                };
-                match read_ptx(&c.ptx, &f.sig.name, &[], f.entry, &f.sig) {
-                    Ok(mut report) => {
-                        if let Err(e) = verify(&f.sig, &mut report) {
-                            failures.push(format!("{}: {e}", w.id));
-                        }
-                    }
-                    Err(e) => failures.push(format!("{}: {e}", w.id)),
-                }
-                fused_builds += 1;
+            for f in [&f, &staged] {
+                failures.extend(compile_and_check(f, &w.id, &k.sig.name));
+                fused_builds += 3;
             }
         }
     }
-    assert!(fused_builds >= 6, "{fused_builds} fused builds");
+    assert!(fused_builds >= 9, "{fused_builds} fused builds");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A generated kernel compiled in the backend's three builds, each passing the kernel contract
+/// against its fused signature: what failed.
+fn compile_and_check(f: &ostinato_cuda::fusion::source::FusedKernel, row: &str, kernel: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled] {
+        let c = match compile::compile(&f.sig.name, &f.source, "sm_90", trigger) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{row} ({kernel}, {}): {e}", trigger.as_str()));
+                continue;
+            }
+        };
+        match read_ptx(&c.ptx, &f.sig.name, &[], f.entry, &f.sig) {
+            Ok(mut report) => {
+                if let Err(e) = verify(&f.sig, &mut report) {
+                    failures.push(format!("{row}: {e}"));
+                }
+            }
+            Err(e) => failures.push(format!("{row}: {e}")),
+        }
+    }
+    failures
 }

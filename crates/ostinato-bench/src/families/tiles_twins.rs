@@ -237,7 +237,7 @@ pub fn spread_kernel(threads: u32) -> PackKernel {
         Ok(())
     });
     let wgsl = include_str!("../../kernels/tiles_spread.wgsl").replace("WG_X", &threads.to_string());
-    PackKernel::in_code(sig, CudaUnit::Tiles, "tile_spread", true, Wgsl::one(wgsl), host)
+    PackKernel::in_code(sig, CudaUnit::Tiles, "tiles_spread_gather", true, Wgsl::one(wgsl), host)
 }
 
 /// `tile_gather(y: read_write, x: read, fan)` on `threads`-thread blocks: block `j` sets y's tile `j` to
@@ -261,7 +261,7 @@ pub fn gather_kernel(threads: u32) -> PackKernel {
         Ok(())
     });
     let wgsl = include_str!("../../kernels/tiles_gather.wgsl").replace("WG_X", &threads.to_string());
-    PackKernel::in_code(sig, CudaUnit::Tiles, "tile_gather", true, Wgsl::one(wgsl), host)
+    PackKernel::in_code(sig, CudaUnit::Tiles, "tiles_spread_gather", true, Wgsl::one(wgsl), host)
 }
 
 #[cfg(test)]

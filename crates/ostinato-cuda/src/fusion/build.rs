@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use ostinato::{NodeOp, Plan};
 
+use super::components::{generate_components, VIEW_BYTES_PER_THREAD};
 use super::source::{generate, Staging, FUSED_ENTRY};
 use super::stage::{Bodies, STAGE_BUDGET_BYTES};
-use super::{barriers_with, groups, Fusable, FuseKey, FusionMode, Group};
+use super::{barriers, barriers_with, component_groups, groups, Fusable, FuseKey, FusionMode, Group};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::lower::{helper_dims, Dims};
@@ -121,11 +122,25 @@ pub fn fuse(
             }
         }
     };
+    // Then groups of components among the multi-block nodes left (`ostinato::fusion::components`);
+    // a group with a non-coherent read after a write stays unfused (`auto`) or is refused (`on`).
+    let mut taken = vec![false; n];
+    candidates.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
+    let mut candidates = candidates;
+    for gr in component_groups(plan, &fusable, &taken, mode) {
+        match super::coherence::conflict(plan, &gr, &bodies) {
+            None => candidates.push(gr),
+            Some(c) if mode == FusionMode::On => return Err(CudaError::Unsupported { op: "fusion", reason: c.describe(plan) }),
+            Some(c) => why[c.reader.index()] = Some("it reads through the non-coherent path what an earlier body of its group writes".into()),
+        }
+    }
     let mut picked: Vec<(Group, u64)> = Vec::new();
     for gr in candidates {
         // Static shared memory: once per distinct body; dynamic: the largest member's.
         let mut entries: Vec<&str> = Vec::new();
-        let mut shared = 0u64;
+        // A group of components keeps each thread's view of the block its body runs as.
+        let threads: u64 = gr.key.block.iter().map(|&d| u64::from(d)).product();
+        let mut shared = if gr.components.is_some() { VIEW_BYTES_PER_THREAD * threads } else { 0 };
         let mut dynamic = 0u64;
         for v in gr.nodes() {
             let (body, _) = bodies[v.index()].expect("groups hold fusable nodes");
@@ -186,6 +201,12 @@ pub fn fuse(
     for (i, (gr, budget)) in picked.iter().enumerate() {
         let (body, _) = bodies[gr.lanes[0][0].index()].expect("groups hold fusable nodes");
         let uses_shared = |v: ostinato::NodeId| fusable[v.index()].is_some_and(|f| f.uses_shared);
+        let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
+        if gr.components.is_some() {
+            let bars = barriers(plan, &gr.lanes[0], uses_shared);
+            fused.push(generate_components(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &uses_shared, &entry));
+            continue;
+        }
         // Barriers between thread-local bodies are dropped only where the fused kernel has at most
         // one block per SM: there a barrier's latency is exposed (an H200 ran 941-deep `add_one`
         // chains of 1 and 128 blocks 10% faster without them), while with more resident blocks other
@@ -195,7 +216,6 @@ pub fn fuse(
         let exposed = blocks <= u64::try_from(device.info().sm_count).unwrap_or(0);
         let thread_local = |u, v| exposed && ostinato::fusion::thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
         let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
-        let entry = |k: ostinato::KernelId| kernels[k.index()].fusion.as_ref().map_or_else(|| g.kernel(k).name.clone(), |b| b.entry.clone());
         let staging = Staging { bodies: Bodies { plain: &plain, attributed: &attributed }, budget: (*budget).min(STAGE_BUDGET_BYTES) };
         let staging = verified.is_some().then_some(&staging);
         fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry, staging));

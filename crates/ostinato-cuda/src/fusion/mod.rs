@@ -12,17 +12,22 @@
 //! (`ostinato::fusion`, shared with the Vulkan backend); this module adds the CUDA C. The backend
 //! compiles the source with NVRTC and lowers the rewritten plan as any other.
 //!
+//! Multi-block nodes fuse block by block where their tile relations are block-local (one kernel of
+//! their grid) and by connected components where they are sparse ([`components`]: one block per
+//! component, each running its members' blocks of that component in plan order).
+//!
 //! What may fuse is decided per node by the backend ([`Fusable`]): a kernel with CUDA C source whose
 //! body is certified from its PTX as fused (`ptx::fused_body`), launched as one block; copies and fills
 //! small enough for one block of the internal kernels.
 
 pub mod build;
 pub mod coherence;
+pub mod components;
 pub mod rewrite;
 pub mod source;
 pub mod stage;
 
-pub use ostinato::fusion::{barriers, barriers_with, groups, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS};
+pub use ostinato::fusion::{barriers, barriers_with, component_groups, groups, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS};
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use super::Group;
 
 /// Prepended to a body source in every compile: PDL is the fused kernel's (the bodies' own
 /// `OST_WAIT`/`OST_TRIGGER` macros compile to nothing).
-const PDL_PRELUDE: &str = r#"#ifdef OST_NO_PDL
+pub(super) const PDL_PRELUDE: &str = r#"#ifdef OST_NO_PDL
 #define OSTINATO_FUSED_PDL 0
 #else
 #define OSTINATO_FUSED_PDL 1
@@ -32,7 +32,7 @@ const ONE_BLOCK_VIEW: &str = r#"#define blockIdx (::uint3{0u, 0u, 0u})
 "#;
 
 /// After the bodies: the real `blockIdx`/`gridDim` again, and the fused kernel's PDL entry and exit.
-const FUSED_EPILOGUE: &str = r#"#undef blockIdx
+pub(super) const FUSED_EPILOGUE: &str = r#"#undef blockIdx
 #undef gridDim
 #undef __global__
 #define __global__ __attribute__((global))
@@ -130,15 +130,49 @@ fn join(a: Access, b: Access) -> Access {
     }
 }
 
-/// Collects the fused kernel's params and writes each member's call.
-struct Calls<'a> {
-    plan: &'a Plan,
-    params: Vec<Param>,
-    /// Which member passes which fused pointer param, as which of its kernel params.
-    uses: Vec<ParamUse>,
+/// One argument of a member's call: C text, or a constant `unsigned` (which a loop over repeated
+/// calls may give as an affine function of its counter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum CallArg {
+    Text(String),
+    U32(u32),
 }
 
-impl Calls<'_> {
+/// A member's call: its entry and arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Call {
+    pub entry: String,
+    pub args: Vec<CallArg>,
+}
+
+impl Call {
+    /// `entry(args...)`, each `unsigned` argument `u32(i, value)`.
+    pub fn text(&self, u32: impl Fn(usize, u32) -> String) -> String {
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a {
+                CallArg::Text(t) => t.clone(),
+                CallArg::U32(v) => u32(i, *v),
+            })
+            .collect();
+        format!("{}({})", self.entry, args.join(", "))
+    }
+}
+
+/// Collects the fused kernel's params and writes each member's call.
+pub(super) struct Calls<'a> {
+    pub plan: &'a Plan,
+    params: Vec<Param>,
+    /// Which member passes which fused pointer param, as which of its kernel params.
+    pub uses: Vec<ParamUse>,
+}
+
+impl<'a> Calls<'a> {
+    pub fn new(plan: &'a Plan) -> Self {
+        Calls { plan, params: Vec::new(), uses: Vec::new() }
+    }
     fn pointer(&mut self, v: ostinato::NodeId, kernel_param: Option<usize>, s: Slice, access: Access) -> String {
         let (root, start, end) = self.plan.graph().root_extent(s);
         let i = match self.params.iter().position(|p| matches!(p, Param::Pointer { root: r, start: st, .. } if *r == root && *st == start)) {
@@ -169,31 +203,69 @@ impl Calls<'_> {
     }
     /// The call node `v` makes: `entry(args...)` (`entry`: the kernel's name in its source).
     fn call(&mut self, v: ostinato::NodeId, entry: &str) -> String {
+        self.call_of(v, entry).text(|_, x| literal(Scalar::u32(x)))
+    }
+    /// [`Calls::call`], its arguments apart.
+    pub fn call_of(&mut self, v: ostinato::NodeId, entry: &str) -> Call {
         let g = self.plan.graph();
+        let text = CallArg::Text;
         match &g.node(v).op {
             NodeOp::Kernel { kernel, args, .. } => {
                 let sig = g.kernel(*kernel);
                 let mut out = Vec::with_capacity(args.len());
                 for (k, (p, a)) in sig.params.iter().zip(args).enumerate() {
                     out.push(match (&p.kind, a) {
-                        (ParamKind::Buffer(m), Arg::Buffer(s)) => self.pointer(v, Some(k), *s, *m),
-                        (_, Arg::Scalar(x)) => literal(*x),
-                        (ParamKind::Scalar(t), Arg::Slot(s)) => self.slot(*s, *t),
+                        (ParamKind::Buffer(m), Arg::Buffer(s)) => text(self.pointer(v, Some(k), *s, *m)),
+                        (_, Arg::Scalar(x)) if x.ty == ScalarType::U32 => CallArg::U32(x.bits as u32),
+                        (_, Arg::Scalar(x)) => text(literal(*x)),
+                        (ParamKind::Scalar(t), Arg::Slot(s)) => text(self.slot(*s, *t)),
                         _ => unreachable!("a recorded node's args match its signature"),
                     });
                 }
-                format!("{entry}({})", out.join(", "))
+                Call { entry: entry.to_string(), args: out }
             }
             NodeOp::Copy { src, dst } => {
                 let (d, s) = (self.pointer(v, None, *dst, Access::Write), self.pointer(v, None, *src, Access::Read));
-                format!("ostinato_copy({d}, {s}, {}ull)", src.len)
+                Call { entry: "ostinato_copy".into(), args: vec![text(d), text(s), text(format!("{}ull", src.len))] }
             }
             NodeOp::Fill { dst, value } => {
                 let d = self.pointer(v, None, *dst, Access::Write);
-                format!("ostinato_fill({d}, {value}u, {}ull)", dst.len / 4)
+                Call { entry: "ostinato_fill".into(), args: vec![text(d), text(format!("{value}u")), text(format!("{}ull", dst.len / 4))] }
             }
             NodeOp::Collective { .. } => unreachable!("a collective is never fusable (`build::body_of`)"),
         }
+    }
+    /// The fused kernel's parameter list in C.
+    pub fn decls(&self) -> Vec<String> {
+        self.params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p {
+                Param::Pointer { .. } => format!("void* p{i}"),
+                Param::Slot { ty, .. } => format!("{} p{i}", c_type(*ty)),
+            })
+            .collect()
+    }
+    /// The fused kernel's signature `name` and arguments: a pointer param per distinct pointer (its
+    /// access the union of the members'), a slot param per slot.
+    pub fn signature(&self, name: &str) -> (KernelSig, Vec<Arg>) {
+        let mut sig = KernelSig::new(name);
+        let mut args = Vec::with_capacity(self.params.len());
+        for (i, p) in self.params.iter().enumerate() {
+            match *p {
+                Param::Pointer { root, start, end, access } => {
+                    // Each body's access was checked against its own code when it bound: the union
+                    // stands on theirs where the analysis of the fused code cannot tell.
+                    sig = sig.buffer_vouched(format!("p{i}"), access);
+                    args.push(Arg::Buffer(Slice { buffer: root, offset: start, len: end - start }));
+                }
+                Param::Slot { slot, ty } => {
+                    sig = sig.scalar(format!("p{i}"), ty);
+                    args.push(Arg::Slot(slot));
+                }
+            }
+        }
+        (sig, args)
     }
 }
 
@@ -218,7 +290,7 @@ pub fn generate(
     staging: Option<&Staging>,
 ) -> FusedKernel {
     let g = plan.graph();
-    let mut calls = Calls { plan, params: Vec::new(), uses: Vec::new() };
+    let mut calls = Calls::new(plan);
     let mut body = String::new();
     let lanes = group.lanes.len();
     for (b, (lane, bar)) in group.lanes.iter().zip(barriers).enumerate() {
@@ -256,15 +328,7 @@ pub fn generate(
             let _ = writeln!(body, "      break;\n    }}");
         }
     }
-    let decls: Vec<String> = calls
-        .params
-        .iter()
-        .enumerate()
-        .map(|(i, p)| match p {
-            Param::Pointer { .. } => format!("void* p{i}"),
-            Param::Slot { ty, .. } => format!("{} p{i}", c_type(*ty)),
-        })
-        .collect();
+    let decls = calls.decls();
     let threads: u32 = group.key.block.iter().product();
     let multi_block = group.key.grid != [1, 1, 1];
     let staged = match staging {
@@ -312,22 +376,7 @@ pub fn generate(
         src.push_str(&staged_body(&staged, &body));
     }
     src.push_str("  if (OST_TRIGGER == 2) OSTINATO_FUSED_TRIGGER();\n}\n");
-    let mut sig = KernelSig::new(name);
-    let mut args = Vec::with_capacity(calls.params.len());
-    for (i, p) in calls.params.iter().enumerate() {
-        match *p {
-            Param::Pointer { root, start, end, access } => {
-                // Each body's access was checked against its own code when it bound: the union
-                // stands on theirs where the analysis of the fused code cannot tell.
-                sig = sig.buffer_vouched(format!("p{i}"), access);
-                args.push(Arg::Buffer(Slice { buffer: root, offset: start, len: end - start }));
-            }
-            Param::Slot { slot, ty } => {
-                sig = sig.scalar(format!("p{i}"), ty);
-                args.push(Arg::Slot(slot));
-            }
-        }
-    }
+    let (sig, args) = calls.signature(name);
     let shared = group.nodes().map(|v| if let NodeOp::Kernel { launch, .. } = &g.node(v).op { launch.shared_bytes } else { 0 }).max().unwrap_or(0);
     let grid = if multi_block { group.key.grid } else { [lanes as u32, 1, 1] };
     let launch = Launch::new(grid, group.key.block).shared(shared);

@@ -406,7 +406,7 @@ fn a_chain_of_add_one_needs_no_barrier_between_its_bodies_and_a_shifted_view_kee
     let run: Vec<NodeId> = plan.order().to_vec();
     let bars = barriers_with(&plan, &run, |_| false, |u, v| ostinato::fusion::thread_local_pair(&plan, u, v, |w, p| footprint(&plan, w, p)));
     assert!(bars.iter().all(|b| !b), "no barrier in a chain of add_one on one slice");
-    let group = Group { key: FuseKey { block: [256, 1, 1], grid: [8192, 1, 1], source: 0 }, lanes: vec![run] };
+    let group = Group { key: FuseKey { block: [256, 1, 1], grid: [8192, 1, 1], source: 0 }, lanes: vec![run], components: None };
     let f = generate(&plan, &group, "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &[bars], &|k| plan.graph().kernel(k).name.clone(), None);
     let entry = &f.source[f.source.find("void __launch_bounds__(256) ostinato_fused(").expect("the fused entry")..];
     assert!(!entry.contains("__syncthreads"), "{entry}");
@@ -506,4 +506,82 @@ fn misaligned_tiles_are_not_staged() {
     assert_eq!(staged(1024, 1024, 8, 4), Some(0), "a tile 4 bytes off 16");
     assert_eq!(staged(1024, 1008, 8, 0), Some(1), "a shorter tile, still 16-byte multiples");
     assert_eq!(staged(1024, 1000, 8, 0), Some(0), "a length not a multiple of 16");
+}
+
+/// A spread over `4 × tiles` blocks of 64 threads and a gather of `tiles` blocks, `rounds` rounds, the
+/// spread's salt the round + 1 (the benchmark's sparse row, small).
+fn spread_gather(tiles: u32, rounds: u32) -> Plan {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 256 * 4 * u64::from(tiles)).unwrap();
+    let y = g.add_buffer("y", 256 * u64::from(tiles)).unwrap();
+    let s = KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read).scalar("salt", ScalarType::U32);
+    let ks = g.add_kernel(s).unwrap();
+    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
+    let spread = [
+        ("x", ostinato::TileMap::new(vec![ostinato::TileRange::span(0, [256, 1024, 0], 256)]).unwrap()),
+        ("y", ostinato::TileMap::new(vec![ostinato::TileRange::span(0, [0, 256, 0], 256)]).unwrap()),
+    ];
+    let gather = [("y", ostinato::TileMap::linear(256, 256).unwrap()), ("x", ostinato::TileMap::linear(1024, 1024).unwrap())];
+    for r in 0..rounds {
+        let args = [Arg::Whole(x), Arg::Whole(y), Arg::Scalar(Scalar::u32(r + 1))];
+        g.add_launch_tiled(ks, Launch::new([4, tiles, 1], [64, 1, 1]), &args, &spread, &[]).unwrap();
+        g.add_launch_tiled(kg, Launch::linear(tiles, 64), &[Arg::Whole(y), Arg::Whole(x)], &gather, &[]).unwrap();
+    }
+    Plan::compile(&g).unwrap()
+}
+
+const SPREAD_GATHER: &str = r#"
+extern "C" __global__ void spread(unsigned* x, const unsigned* y, unsigned salt) {
+  const unsigned tile = blockIdx.x + gridDim.x * blockIdx.y;
+  x[tile * blockDim.x + threadIdx.x] = x[tile * blockDim.x + threadIdx.x] * 3u + y[blockIdx.y * blockDim.x + threadIdx.x] + salt;
+}
+extern "C" __global__ void gather(unsigned* y, const unsigned* x) {
+  unsigned s = 0;
+  for (unsigned k = 0; k < 4u; ++k) s += x[(blockIdx.x * 4u + k) * blockDim.x + threadIdx.x];
+  y[blockIdx.x * blockDim.x + threadIdx.x] = y[blockIdx.x * blockDim.x + threadIdx.x] * 5u + s;
+}
+"#;
+
+#[test]
+fn a_group_of_components_runs_each_members_blocks_of_its_component_in_a_loop_over_rounds() {
+    let plan = spread_gather(8, 50);
+    let fusable: Vec<Option<Fusable>> = plan
+        .graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => None,
+        })
+        .collect();
+    assert!(groups(&plan, &fusable, FusionMode::Auto).is_empty(), "other grids: nothing fuses block by block");
+    let gs = component_groups(&plan, &fusable, &vec![false; plan.node_count()], FusionMode::Auto);
+    assert_eq!(gs.len(), 1);
+    let bars = barriers(&plan, &gs[0].lanes[0], |_| false);
+    assert!(!bars[0] && bars[1..].iter().all(|b| *b), "a barrier between every two dependent members");
+    let f = components::generate_components(&plan, &gs[0], "ostinato_fused_0", SPREAD_GATHER, &bars, &|_| false, &|k| plan.graph().kernel(k).name.clone());
+    let body = f.source.split("const unsigned long long ost_c = blockIdx.x;\n").nth(1).unwrap();
+    assert_eq!(
+        body,
+        "  for (unsigned ost_k = 0; ost_k < 4u; ++ost_k) { ost_view_set(ost_c * 4ull + ost_k * 1ull, 4u, 8u, 1u); spread(ostinato_fused_ptr{p0}, ostinato_fused_ptr{p1}, 1u); }\n\
+         \x20 for (unsigned ost_r = 0; ost_r < 49u; ++ost_r) {\n\
+         \x20   __syncthreads();\n\
+         \x20   ost_view_set(ost_c * 1ull + 0ull * 0ull, 8u, 1u, 1u); gather(ostinato_fused_ptr{p1}, ostinato_fused_ptr{p0});\n\
+         \x20   __syncthreads();\n\
+         \x20   for (unsigned ost_k = 0; ost_k < 4u; ++ost_k) { ost_view_set(ost_c * 4ull + ost_k * 1ull, 4u, 8u, 1u); spread(ostinato_fused_ptr{p0}, ostinato_fused_ptr{p1}, (2u + 1u * ost_r)); }\n\
+         \x20 }\n\
+         \x20 __syncthreads();\n\
+         \x20 ost_view_set(ost_c * 1ull + 0ull * 0ull, 8u, 1u, 1u); gather(ostinato_fused_ptr{p1}, ostinato_fused_ptr{p0});\n\
+         \x20 if (OST_TRIGGER == 2) OSTINATO_FUSED_TRIGGER();\n\
+         }\n",
+        "{}",
+        f.source
+    );
+    assert_eq!(f.launch, Launch::linear(8, 64));
+    for define in ["-DOST_TRIGGER=3", "-DOST_NO_PDL=1"] {
+        let Some(ptx) = nvrtc_ptx("a_group_of_components_runs_each_members_blocks_of_its_component_in_a_loop_over_rounds", &f.source, &[define]) else {
+            return;
+        };
+        assert!(ptx.contains(".shared") && ptx.contains("%ctaid.x"), "{define}: the view in shared memory, the component from the block");
+    }
 }
