@@ -7,12 +7,12 @@
 //! out of order must not.
 
 use ostinato::file::BufferInit;
-use ostinato::fusion::{component_groups, groups, Fusable, FuseKey, FusionMode, Group};
+use ostinato::fusion::{component_groups, groups, FusionMode, Group};
 use ostinato::rng::XorShift64 as Rng;
-use ostinato::{Arg, Backend, BufferId, Exec, Graph, Launch, NodeOp, Plan, Scalar, TileMap, TileRange};
+use ostinato::{Arg, Backend, BufferId, Exec, Graph, Launch, Plan, Scalar, TileMap, TileRange};
 use ostinato_bench::families::tiles_twins::{gather_kernel, spread_kernel};
 use ostinato_host::{HostBackend, HostKernel};
-use ostinato_testkit::tiled_graphs::{run_blockwise_with, BlockOrder};
+use ostinato_testkit::tiled_graphs::{launches_fusable, run_blockwise_with, BlockOrder};
 
 struct Program {
     plan: Plan,
@@ -60,17 +60,6 @@ fn random_program(seed: u64) -> Program {
     Program { plan: Plan::compile(&g).unwrap(), kernels: vec![spread.host, gather.host], inits }
 }
 
-fn fusable(plan: &Plan) -> Vec<Option<Fusable>> {
-    plan.graph()
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => None,
-        })
-        .collect()
-}
-
 fn serial(p: &Program) -> Vec<(BufferId, Vec<u8>)> {
     let mut exec = HostBackend::serial().instantiate(&p.plan, p.kernels.clone(), ostinato::allocate_all(&p.plan)).unwrap();
     ostinato::write_inits(&mut exec, &p.inits).unwrap();
@@ -88,10 +77,10 @@ fn spread_gather_chains_fused_by_components_give_the_oracle_bits_in_any_block_or
         let want = serial(&p);
         for mode in [FusionMode::Auto, FusionMode::On] {
             // As a backend does: the block-local groups first, then components among what is left.
-            let mut gs = groups(&p.plan, &fusable(&p.plan), mode);
+            let mut gs = groups(&p.plan, &launches_fusable(&p.plan), mode);
             let mut taken = vec![false; p.plan.node_count()];
             gs.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
-            let comps = component_groups(&p.plan, &fusable(&p.plan), &taken, mode);
+            let comps = component_groups(&p.plan, &launches_fusable(&p.plan), &taken, mode);
             fused += comps.iter().map(Group::len).sum::<usize>();
             total += p.plan.node_count();
             gs.extend(comps);
@@ -113,7 +102,7 @@ fn a_fused_block_that_runs_a_gather_before_its_spread_changes_the_bytes() {
     for seed in 0..120u64 {
         let p = random_program(seed);
         let none = vec![false; p.plan.node_count()];
-        let mut gs = component_groups(&p.plan, &fusable(&p.plan), &none, FusionMode::On);
+        let mut gs = component_groups(&p.plan, &launches_fusable(&p.plan), &none, FusionMode::On);
         if gs.is_empty() {
             continue;
         }

@@ -6,22 +6,10 @@
 //! too: the fused blocks in any order, each running its members' blocks of its component (the
 //! benchmark's spread/gather chains test it further: `ostinato-bench/tests/tiles_components.rs`).
 
-use ostinato::fusion::{component_groups, groups, groups_by, Fusable, FuseKey, FusionMode, Group};
+use ostinato::fusion::{component_groups, groups, groups_by, FusionMode, Group};
 use ostinato::{NodeId, NodeOp, Plan, PlanOptions, TileRelation};
 use ostinato_testkit::random_graphs::serial_result;
-use ostinato_testkit::tiled_graphs::{random_tiled_program, run_blockwise, BlockOrder};
-
-/// Every launch may fuse; its key is its own shape.
-fn fusable(plan: &Plan) -> Vec<Option<Fusable>> {
-    plan.graph()
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => None,
-        })
-        .collect()
-}
+use ostinato_testkit::tiled_graphs::{launches_fusable, random_tiled_program, run_blockwise, BlockOrder};
 
 fn multi_block(gs: &[Group]) -> impl Iterator<Item = &Group> {
     gs.iter().filter(|g| g.key.grid != [1, 1, 1])
@@ -43,7 +31,7 @@ fn fused_tiled_programs_give_the_oracle_bits_in_any_block_order() {
                 }
             }
             for mode in [FusionMode::Auto, FusionMode::On] {
-                let gs = groups(&plan, &fusable(&plan), mode);
+                let gs = groups(&plan, &launches_fusable(&plan), mode);
                 fused += multi_block(&gs).map(Group::len).sum::<usize>();
                 total += plan.node_count();
                 for order in [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)] {
@@ -76,7 +64,7 @@ fn taking_one_sparse_relation_for_block_local_changes_some_program() {
             continue;
         };
         let wrong = |u: NodeId, v: NodeId| (u, v) == (e.from, e.to) || plan.tile_relation(u, v).is_block_local();
-        let gs = groups_by(&plan, &fusable(&plan), FusionMode::On, &wrong);
+        let gs = groups_by(&plan, &launches_fusable(&plan), FusionMode::On, &wrong);
         if !gs.iter().any(|g| g.nodes().any(|n| n == e.from) && g.nodes().any(|n| n == e.to)) {
             continue;
         }
@@ -101,10 +89,10 @@ fn fused_components_give_the_oracle_bits_in_any_block_order() {
         let plan = Plan::compile(&prog.graph).unwrap();
         let want = serial_result(&plan, &prog, 1).unwrap();
         for mode in [FusionMode::Auto, FusionMode::On] {
-            let mut gs = groups(&plan, &fusable(&plan), mode);
+            let mut gs = groups(&plan, &launches_fusable(&plan), mode);
             let mut taken = vec![false; plan.node_count()];
             gs.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
-            let comps = component_groups(&plan, &fusable(&plan), &taken, mode);
+            let comps = component_groups(&plan, &launches_fusable(&plan), &taken, mode);
             fused += comps.iter().map(Group::len).sum::<usize>();
             groups_made += comps.len();
             total += plan.node_count();

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use ostinato::file::BufferInit;
-use ostinato::fusion::Group;
+use ostinato::fusion::{Fusable, FuseKey, Group};
 use ostinato::rng::XorShift64 as Rng;
 use ostinato::{Arg, BufferId, Graph, Launch, NodeId, NodeOp, ParamKind, Plan, Scalar, Slice, TileMap, TileRange};
 use ostinato_host::kernel::CallArg;
@@ -90,6 +90,19 @@ pub fn random_tiled_program(seed: u64, nodes: usize) -> RandomProgram {
         }
     }
     RandomProgram { graph: g, inits, salt_slot }
+}
+
+/// Every kernel launch of `plan` may fuse, keyed by its own block shape and grid and one source (as
+/// a backend keys the launches of one module whose bodies are all certified).
+pub fn launches_fusable(plan: &Plan) -> Vec<Option<Fusable>> {
+    plan.graph()
+        .nodes()
+        .iter()
+        .map(|n| match &n.op {
+            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The order a fused group's blocks run in.

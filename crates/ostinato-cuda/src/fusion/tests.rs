@@ -2,6 +2,7 @@ use std::collections::BTreeSet;
 
 use ostinato::{Access, Arg, Graph, KernelSig, Launch, NodeId, NodeOp, Plan, PlanOptions, Scalar, ScalarType, Slice};
 use ostinato_testkit::random_graphs::{random_one_block_program, serial_result, RandomProgram};
+use ostinato_testkit::tiled_graphs::launches_fusable;
 
 use super::source::{generate, FusedKernel};
 use super::*;
@@ -364,15 +365,7 @@ fn tiled_chain(len: usize, blocks: u32) -> Plan {
 #[test]
 fn a_block_local_chain_of_many_blocks_fuses_into_one_kernel_of_its_grid() {
     let plan = tiled_chain(941, 8192);
-    let multi: Vec<Option<Fusable>> = plan
-        .graph()
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => None,
-        })
-        .collect();
+    let multi = launches_fusable(&plan);
     let gs = groups(&plan, &multi, FusionMode::Auto);
     assert_eq!(gs.iter().map(|g| (g.lanes.len(), g.len())).collect::<Vec<_>>(), [(1, 941)]);
     let f = &fused_for(&plan, &gs)[0];
@@ -444,15 +437,7 @@ fn staged_for(plan: &Plan, gr: &Group, verified: &dyn Fn(NodeId, usize) -> bool,
 #[test]
 fn a_block_local_chain_stages_its_tiles_in_shared_memory_where_every_rule_holds() {
     let plan = tiled_chain(941, 8192);
-    let multi: Vec<Option<Fusable>> = plan
-        .graph()
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => None,
-        })
-        .collect();
+    let multi = launches_fusable(&plan);
     let gs = groups(&plan, &multi, FusionMode::Auto);
     let f = staged_for(&plan, &gs[0], &|_, _| true, 32 * 1024);
     assert_eq!(f.staged, [super::stage::Staged { param: 0, base: 0, stride: [1024, 0, 0], len: 1024, write_back: true }]);
@@ -545,15 +530,7 @@ extern "C" __global__ void gather(unsigned* y, const unsigned* x) {
 #[test]
 fn a_group_of_components_runs_each_members_blocks_of_its_component_in_a_loop_over_rounds() {
     let plan = spread_gather(8, 50);
-    let fusable: Vec<Option<Fusable>> = plan
-        .graph()
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => None,
-        })
-        .collect();
+    let fusable = launches_fusable(&plan);
     assert!(groups(&plan, &fusable, FusionMode::Auto).is_empty(), "other grids: nothing fuses block by block");
     let gs = component_groups(&plan, &fusable, &vec![false; plan.node_count()], FusionMode::Auto);
     assert_eq!(gs.len(), 1);
