@@ -189,6 +189,8 @@ struct Api {
     unsubscribe: unsafe extern "C" fn(*mut c_void) -> c_int,
     enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> c_int,
     graph_node_id: unsafe extern "C" fn(*mut c_void, *mut u64) -> c_int,
+    /// `cuptiFinalize`: detaches CUPTI from the process (absent from old CUPTI: then it stays).
+    finalize: Option<unsafe extern "C" fn() -> c_int>,
 }
 
 /// Where to look for `libcupti.so`, in order: `OSTINATO_CUPTI`, the loader's names, the toolkit,
@@ -239,6 +241,7 @@ fn load() -> std::result::Result<Api, String> {
             unsubscribe: *lib.get(b"cuptiUnsubscribe\0").map_err(missing("cuptiUnsubscribe"))?,
             enable_callback: *lib.get(b"cuptiEnableCallback\0").map_err(missing("cuptiEnableCallback"))?,
             graph_node_id: *lib.get(b"cuptiGetGraphNodeId\0").map_err(missing("cuptiGetGraphNodeId"))?,
+            finalize: lib.get(b"cuptiFinalize\0").ok().map(|f| *f),
             _lib: lib,
         })
     }
@@ -439,29 +442,30 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
 }
 
 /// One trace's use of CUPTI: the process's only one while it lives (CUPTI's activity state is the
-/// process's). Enables the kinds a trace reads; [`ActivityWatch::finish`] flushes and hands back what came.
+/// process's). Enables the kinds a trace reads; [`ActivityWatch::finish`] flushes, hands back what
+/// came and detaches CUPTI from the process: attached, CUPTI slowed every later launch of the process
+/// (an H200 ran graph replays after one traced Llama step 7–25% slower, their host calls 3.8 µs
+/// instead of 1.2, captured graphs alike; `docs/trace.md`). The next trace attaches it again.
 pub(crate) struct ActivityWatch {
     api: &'static Api,
     enabled: Vec<u32>,
-    _only: MutexGuard<'static, ()>,
+    only: MutexGuard<'static, bool>,
 }
 
 impl ActivityWatch {
     pub(crate) fn begin() -> Result<ActivityWatch> {
-        static ONLY: Mutex<()> = Mutex::new(());
-        static REGISTERED: OnceLock<std::result::Result<(), (c_int, &'static str)>> = OnceLock::new();
+        // Held by the one watch; says whether our buffer callbacks are registered with the CUPTI
+        // attached now (a detach forgets them).
+        static ONLY: Mutex<bool> = Mutex::new(false);
         let api = api()?;
-        let only = ONLY.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: two functions of ours with CUPTI's buffer-callback signatures, registered once.
-        let registered = REGISTERED.get_or_init(|| match unsafe { (api.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) } {
-            0 => Ok(()),
-            code => Err((code, "cuptiActivityRegisterCallbacks")),
-        });
-        if let Err((code, op)) = registered {
-            check(op, *code)?;
+        let mut only = ONLY.lock().unwrap_or_else(|p| p.into_inner());
+        if !*only {
+            // SAFETY: two functions of ours with CUPTI's buffer-callback signatures.
+            check("cuptiActivityRegisterCallbacks", unsafe { (api.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) })?;
+            *only = true;
         }
         *collected() = Collected::default();
-        let mut s = ActivityWatch { api, enabled: Vec::new(), _only: only };
+        let mut s = ActivityWatch { api, enabled: Vec::new(), only };
         for kind in KINDS {
             // SAFETY: enables one activity kind.
             check("cuptiActivityEnable", unsafe { (api.enable)(kind) })?;
@@ -482,13 +486,23 @@ impl ActivityWatch {
         r
     }
 
-    /// Flushes every buffer, turns the kinds off and hands back what was collected.
+    /// Flushes every buffer, turns the kinds off, detaches CUPTI and hands back what was collected.
+    /// The caller has waited for the traced work (CUPTI's condition for detaching outside a
+    /// callback: its work synchronized, its buffers flushed); the context is synchronized again
+    /// before the detach.
     pub(crate) fn finish(mut self) -> Result<Collected> {
         // SAFETY: no arguments but the flag.
         let flushed = check("cuptiActivityFlushAll", unsafe { (self.api.flush_all)(FLUSH_FORCED) });
         self.disable();
         flushed?;
-        Ok(std::mem::take(&mut *collected()))
+        let out = std::mem::take(&mut *collected());
+        if let Some(finalize) = self.api.finalize {
+            crate::ffi::synchronize()?;
+            // SAFETY: no arguments; every kind is off, the buffers are flushed and the context is idle.
+            check("cuptiFinalize", unsafe { finalize() })?;
+            *self.only = false;
+        }
+        Ok(out)
     }
 
     fn disable(&mut self) {
