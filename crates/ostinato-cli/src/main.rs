@@ -121,7 +121,9 @@ struct RunArgs {
     tune: String,
     /// CUDA and Vulkan: chain fusion — runs of dependent 1-block nodes replayed as one resident block
     /// (one workgroup), and chains whose tile maps relate block b only to block b as one kernel of their
-    /// grid: where it cannot lose (auto), wherever the nodes may fuse (on), or never (off).
+    /// grid; on CUDA also chains whose blocks depend on a few blocks of each other, as one kernel of a
+    /// block per connected component: where it cannot lose or costs little (auto), wherever the nodes
+    /// may fuse (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: tile hand-offs — a consumer block waits for exactly the producer blocks its tile maps

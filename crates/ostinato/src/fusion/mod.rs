@@ -25,7 +25,8 @@ pub enum FusionMode {
     Off,
     /// Fuse only where it cannot lose (`docs/fences.md`, chain fusion): runs in which each node depends on
     /// the one before it (in the unfused plan they run one after another anyway), merged across lanes
-    /// only when the runs wait for the same nodes and the same nodes wait for them.
+    /// only when the runs wait for the same nodes and the same nodes wait for them; groups of
+    /// components ([`component_groups`]) only where a fused block's serial work stays small.
     #[default]
     Auto,
     /// Fuse every run of fusable nodes along a lane, independent neighbours included (a block then
