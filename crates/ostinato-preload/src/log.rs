@@ -264,6 +264,37 @@ pub fn revoke_line(seq: u64, exec: u64, api: &'static str) -> String {
     serde_json::to_string(&RevokeLine { event: "adoption_revoked", seq, pid: std::process::id(), exec: Hex(exec), api }).unwrap_or_default()
 }
 
+#[derive(Serialize)]
+struct UpdateLine<'a> {
+    event: &'static str,
+    seq: u64,
+    pid: u32,
+    exec: Hex,
+    graph: Hex,
+    api: &'static str,
+    result: i32,
+    read_us: u64,
+    adoption: &'a AdoptionLog,
+}
+
+/// The line of an executable graph updated in place (`call.api`, from `call.graph`; `seq`: the
+/// instantiate it came from) with what the adoption made of the new graph: adopted again, or not
+/// (then the adoption is revoked, in a line of its own).
+pub fn update_line(seq: u64, call: &Call, adoption: &AdoptionLog) -> String {
+    let line = UpdateLine {
+        event: "exec_update",
+        seq,
+        pid: std::process::id(),
+        exec: Hex(call.exec),
+        graph: Hex(call.graph),
+        api: call.api,
+        result: call.result,
+        read_us: call.read_us,
+        adoption,
+    };
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
 #[cfg(test)]
 #[path = "log_tests.rs"]
 mod tests;

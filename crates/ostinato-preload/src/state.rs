@@ -30,6 +30,9 @@ struct Exec {
     seq: u64,
     adoptable: bool,
     launches: u64,
+    /// The flags the application instantiated it with (an adopted graph made again is instantiated
+    /// with them).
+    flags: u64,
     adopted: Option<Adopted>,
     /// What [`State::explain`] returns ([`log::explanation`]).
     explanation: Arc<str>,
@@ -55,6 +58,9 @@ pub struct Adopted {
     /// The stream of the adopted graph's last launch, until the application's own graph is launched
     /// after a revocation.
     pub last_stream: Option<Stream>,
+    /// The stream of the last launch of the adopted graph this one replaced (an update made it
+    /// again): its first launch on another stream waits for that one.
+    pub follows: Option<Stream>,
 }
 
 /// What a launch of an application's executable graph runs.
@@ -66,6 +72,9 @@ pub enum LaunchAs {
     Adopted(u64),
     /// The application's own, after what was queued on this stream (the adopted graph's last launch).
     OwnAfter(Stream),
+    /// The adopted graph's executable graph, after what was queued on this stream (the last launch of
+    /// the adopted graph it replaced).
+    AdoptedAfter(u64, Stream),
 }
 
 /// The state while observing or adopting.
@@ -176,13 +185,13 @@ impl State {
     }
 
     /// Logs one instantiate call and tracks the executable graph it made, with its adopted graph.
-    pub fn record(&self, call: &Call, model: &GraphModel, decision: &Decision, adoption: &AdoptionLog, adopted: Option<(u64, u64)>) {
+    pub fn record(&self, call: &Call, flags: u64, model: &GraphModel, decision: &Decision, adoption: &AdoptionLog, adopted: Option<(u64, u64)>) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         self.log(|| log::instantiate_line(seq, call, model, decision, adoption));
         if call.result == 0 && call.exec != 0 {
             let mut execs = lock(&self.execs);
             if execs.len() < MAX_EXECS || adopted.is_some() {
-                let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None });
+                let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None, follows: None });
                 let full = log::explanation(seq, call, model, decision, adoption, false);
                 let explanation: Arc<str> = if self.explained.load(Ordering::Relaxed) + full.len() <= self.explanation_budget {
                     full.into()
@@ -190,7 +199,7 @@ impl State {
                     log::explanation(seq, call, model, decision, adoption, true).into()
                 };
                 self.explained.fetch_add(explanation.len(), Ordering::Relaxed);
-                if let Some(old) = execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, adopted, explanation }) {
+                if let Some(old) = execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, flags, adopted, explanation }) {
                     self.explained.fetch_sub(old.explanation.len(), Ordering::Relaxed);
                 }
             }
@@ -210,7 +219,10 @@ impl State {
                 None => {
                     a.launches += 1;
                     a.last_stream = Some(stream);
-                    return LaunchAs::Adopted(a.exec);
+                    return match a.follows.take().filter(|last| *last != stream) {
+                        Some(last) => LaunchAs::AdoptedAfter(a.exec, last),
+                        None => LaunchAs::Adopted(a.exec),
+                    };
                 }
                 Some(api) => {
                     a.active = false;
@@ -255,6 +267,40 @@ impl State {
         }
     }
 
+    /// The instantiate flags of `exec` where it runs adopted now (an update may make its adopted graph
+    /// again), else `None`.
+    pub fn adopted_flags(&self, exec: u64) -> Option<u64> {
+        let execs = lock(&self.execs);
+        let e = execs.get(&exec)?;
+        e.adopted.is_some_and(|a| a.active).then_some(e.flags)
+    }
+
+    /// After `api` updated `exec` in place from `graph`: logs what the adoption made of `graph`
+    /// (`adoption`, from reading it back as `model` and deciding `decision`) and, with `adopted`
+    /// (the adopted graph made again and its executable graph), puts it in the place of the one `exec`
+    /// ran, which is returned to destroy (the driver frees it after its launches in flight; the new
+    /// one's first launch on another stream waits for the last of them). Without `adopted`, or where
+    /// `exec` no longer runs adopted, nothing changes (`adopted`, if any, is returned to destroy, and
+    /// the caller revokes).
+    pub fn update(&self, call: &Call, model: &GraphModel, decision: &Decision, adoption: &AdoptionLog, adopted: Option<(u64, u64)>) -> (bool, Option<Adopted>) {
+        let mut execs = lock(&self.execs);
+        let Some(e) = execs.get_mut(&call.exec) else { return (false, adopted.map(Self::orphan)) };
+        self.log(|| log::update_line(e.seq, call, adoption));
+        let (Some((graph, exec)), Some(old)) = (adopted, e.adopted.filter(|a| a.active)) else { return (false, adopted.map(Self::orphan)) };
+        let new = Adopted { graph, exec, active: true, launches: old.launches, last_stream: old.last_stream, follows: old.last_stream };
+        e.adopted = Some(new);
+        let full = log::explanation(e.seq, call, model, decision, adoption, self.explained.load(Ordering::Relaxed) > self.explanation_budget);
+        self.explained.fetch_add(full.len(), Ordering::Relaxed);
+        self.explained.fetch_sub(e.explanation.len(), Ordering::Relaxed);
+        e.explanation = full.into();
+        (true, Some(old))
+    }
+
+    /// An adopted graph made for no tracked executable graph, to destroy.
+    fn orphan((graph, exec): (u64, u64)) -> Adopted {
+        Adopted { graph, exec, active: false, launches: 0, last_stream: None, follows: None }
+    }
+
     /// Logs and forgets a destroyed executable graph; returns its adopted graph, to destroy.
     pub fn destroyed(&self, exec: u64) -> Option<Adopted> {
         let e = lock(&self.execs).remove(&exec)?;
@@ -279,7 +325,7 @@ mod tests {
     fn record(s: &State, exec: u64) {
         let g = GraphModel { nodes: vec![Node { index: 0, body: NodeBody::Other { code: 3, name: "host" } }], ..GraphModel::default() };
         let call = Call { api: "cuGraphInstantiateWithFlags", graph: 1, exec, result: 0, read_us: 0 };
-        s.record(&call, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"), None);
+        s.record(&call, 0, &g, &decide(&g), &AdoptionLog::not("not_adopted", "falls through"), None);
     }
 
     #[test]
@@ -298,5 +344,33 @@ mod tests {
         assert_eq!(s.explain(10), None);
         record(&s, 12);
         assert!(!s.explain(12).unwrap().contains("brief"), "the budget is free again");
+    }
+
+    #[test]
+    fn an_update_swaps_the_adopted_graph_and_its_first_launch_elsewhere_follows_the_old_one() {
+        let s = state(1 << 20);
+        let g = GraphModel { nodes: vec![Node { index: 0, body: NodeBody::Other { code: 3, name: "host" } }], ..GraphModel::default() };
+        let call = Call { api: "cuGraphInstantiateWithFlags", graph: 1, exec: 20, result: 0, read_us: 0 };
+        let adopted = AdoptionLog { status: "adopted", ..AdoptionLog::default() };
+        s.record(&call, 7, &g, &decide(&g), &adopted, Some((100, 200)));
+        let (a, b) = (Stream { handle: 1, per_thread: false }, Stream { handle: 2, per_thread: false });
+        assert_eq!(s.launch(20, a, None), LaunchAs::Adopted(200));
+        assert_eq!(s.adopted_flags(20), Some(7), "the instantiate's flags, for the graph made again");
+        let update = Call { api: "cuGraphExecUpdate_v2", graph: 2, exec: 20, result: 0, read_us: 0 };
+        let (kept, old) = s.update(&update, &g, &decide(&g), &adopted, Some((101, 201)));
+        assert!(kept);
+        assert_eq!(old.map(|o| (o.graph, o.exec, o.launches)), Some((100, 200, 1)), "the old adopted graph, to destroy");
+        // The new adopted graph's first launch on another stream waits for the old one's last.
+        assert_eq!(s.launch(20, b, None), LaunchAs::AdoptedAfter(201, a));
+        assert_eq!(s.launch(20, a, None), LaunchAs::Adopted(201));
+        // Not adopted again: nothing changes here (the caller revokes), and a graph made for an
+        // executable graph no longer tracked comes back to destroy.
+        assert_eq!(s.update(&update, &g, &decide(&g), &AdoptionLog::not("not_adopted", "nothing to gain"), None), (false, None));
+        s.revoke(20, "cuGraphExecUpdate_v2");
+        assert_eq!(s.adopted_flags(20), None);
+        let (kept, orphan) = s.update(&update, &g, &decide(&g), &adopted, Some((102, 202)));
+        assert!(!kept && orphan.is_some_and(|o| o.exec == 202 && !o.active), "a revoked adoption is not made again");
+        let unknown = Call { exec: 99, ..update };
+        assert!(s.update(&unknown, &g, &decide(&g), &adopted, Some((103, 203))).1.is_some_and(|o| o.exec == 203));
     }
 }

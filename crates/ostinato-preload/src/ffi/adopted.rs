@@ -14,7 +14,7 @@ use super::procaddr;
 use super::types::{CuResult, EdgeData, Handle, CUDA_SUCCESS};
 use crate::adopt::{self, Adoption};
 use crate::decide::Decision;
-use crate::log::AdoptionLog;
+use crate::log::{AdoptionLog, Call};
 use crate::model::{GraphModel, EDGE_PROGRAMMATIC};
 use crate::state::{Adopted, State, Stream};
 
@@ -146,6 +146,22 @@ pub(super) fn adopt_graph(
             (log, None)
         }
     }
+}
+
+/// After `api` updated the application's executable graph `exec` in place from `graph` (the same
+/// topology, new params): where `exec` runs adopted, reads `graph` back, adopts it again and puts the
+/// new adopted graph in the old one's place (the old one destroyed: the driver frees it after its
+/// launches in flight). Returns whether `exec` still runs adopted; where not, the caller revokes.
+pub(super) fn readopt(state: &State, exec: u64, graph: u64, api: &'static str) -> bool {
+    let Some(flags) = state.adopted_flags(exec) else { return false };
+    let Some((model, decision, read_us)) = super::driver::with_driver(|d| state.read(d, graph, flags)) else { return false };
+    let (adoption, adopted) = adopt_graph(state, graph, &model, &decision, flags, None);
+    let call = Call { api, graph, exec, result: CUDA_SUCCESS, read_us };
+    let (kept, old) = state.update(&call, &model, &decision, &adoption, adopted);
+    if let Some(old) = old {
+        destroy(&old);
+    }
+    kept
 }
 
 /// Builds and instantiates the adopted graph of `graph` (read back as `model`, adopted as

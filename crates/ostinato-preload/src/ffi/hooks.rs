@@ -85,7 +85,7 @@ fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, upload: Opt
             own_work(|| adopted::adopt_graph(state, graph as u64, &model, &decision, flags, upload))
                 .unwrap_or_else(|| (AdoptionLog::not("not_adopted", "the interposer's adoption failed"), None))
         };
-        guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, &model, &decision, &adoption, adopted));
+        guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, flags, &model, &decision, &adoption, adopted));
     }
     rc
 }
@@ -148,6 +148,11 @@ pub(super) fn launch_with(slot: &Slot, exec: Handle, stream: Handle, per_thread:
     match runs {
         // SAFETY: the adopted graph's executable graph, on the caller's stream.
         LaunchAs::Adopted(adopted) => unsafe { real(adopted as usize as Handle, stream) },
+        LaunchAs::AdoptedAfter(adopted, last) => {
+            guarded(|| adopted::follow(last, at));
+            // SAFETY: the adopted graph's executable graph, on the caller's stream.
+            unsafe { real(adopted as usize as Handle, stream) }
+        }
         LaunchAs::OwnAfter(last) => {
             guarded(|| adopted::follow(last, at));
             // SAFETY: the caller's arguments, forwarded unchanged.

@@ -2,8 +2,9 @@
 //! node, a whole-graph update — and its upload. An adopted graph is a second executable graph beside
 //! the application's: a change goes to the application's own (its node handles are that graph's), and
 //! from then on its launches run the application's graph, changed (the adoption is revoked; the next
-//! launch follows the adopted graph's last one). An upload of an adopted graph uploads the adopted
-//! executable graph.
+//! launch follows the adopted graph's last one). A whole-graph update gives the new graph: it is
+//! adopted again, as at instantiate, and the new adopted graph replaces the old one (revoked only where
+//! it is not adopted). An upload of an adopted graph uploads the adopted executable graph.
 //!
 //! Missing one of these would let an adopted graph run without a change the application made, so
 //! where one of them cannot be wrapped (its slot already holds another real pointer) adoption stops:
@@ -13,7 +14,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::types::{CuResult, Handle, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, PROC_PER_THREAD};
-use super::{guarded, observing, Slot};
+use super::{guarded, observing, own_work, Slot};
 
 type SetParams = unsafe extern "C" fn(Handle, Handle, *const c_void) -> CuResult;
 type SetParamsCtx = unsafe extern "C" fn(Handle, Handle, *const c_void, Handle) -> CuResult;
@@ -142,12 +143,26 @@ unsafe extern "C" fn enabled(exec: Handle, node: Handle, on: c_uint) -> CuResult
     enabled_in(&ENABLED, exec, node, on)
 }
 
+/// After a whole-graph update of `exec` from `graph`: the adoption made again from `graph` where it
+/// ran adopted ([`super::adopted::readopt`]: the same decision and adoption as at instantiate, the
+/// adopted graph made again and swapped in), else revoked as any change in place is.
+fn updated(rc: CuResult, exec: Handle, graph: Handle, api: &'static str) -> CuResult {
+    if rc == CUDA_SUCCESS {
+        if let Some(state) = observing() {
+            if own_work(|| super::adopted::readopt(state, exec as u64, graph as u64, api)) != Some(true) {
+                guarded(|| state.revoke(exec as u64, api));
+            }
+        }
+    }
+    rc
+}
+
 /// `cuGraphExecUpdate_v2` through `slot`.
 pub(super) fn update_in(slot: &Slot, exec: Handle, graph: Handle, info: *mut c_void) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<Update>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    changed(unsafe { real(exec, graph, info) }, exec, "cuGraphExecUpdate_v2")
+    updated(unsafe { real(exec, graph, info) }, exec, graph, "cuGraphExecUpdate_v2")
 }
 
 /// `cuGraphExecUpdate_v2`.
@@ -160,7 +175,7 @@ pub(super) fn update_legacy_in(slot: &Slot, exec: Handle, graph: Handle, error_n
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<UpdateLegacy>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
     // SAFETY: the caller's arguments, forwarded unchanged.
-    changed(unsafe { real(exec, graph, error_node, result) }, exec, "cuGraphExecUpdate")
+    updated(unsafe { real(exec, graph, error_node, result) }, exec, graph, "cuGraphExecUpdate")
 }
 
 /// `cuGraphExecUpdate` asked below 12000.

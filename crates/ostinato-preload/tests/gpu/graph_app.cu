@@ -12,6 +12,10 @@
 // between two events, rounds alternating, the median printed.
 //
 // `graph_app memnode`: a graph with memory nodes instead (see `memnode`), which falls through.
+//
+// `graph_app update`: then the graph instantiated again and updated in place (`cudaGraphExecUpdate`)
+// from a graph of the same topology captured with another scale (d = 15), launched on both streams,
+// and updated back (d = 9), each launch checked.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -49,19 +53,39 @@ __global__ void scale(float* out, const float* in, float s, int n) {
   if (i < n) out[i] = s * in[i];
 }
 
-// Runs `exec` once on `s` and checks d == 9 everywhere.
-static int check_once(cudaGraphExec_t exec, cudaStream_t s, float* d, int n) {
+// Runs `exec` once on `s` and checks d == `want` everywhere.
+static int check_value(cudaGraphExec_t exec, cudaStream_t s, float* d, int n, float want) {
   std::vector<float> host(n);
   CHECK(cudaMemsetAsync(d, 0, n * sizeof(float), s));
   CHECK(cudaGraphLaunch(exec, s));
   CHECK(cudaMemcpyAsync(host.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, s));
   CHECK(cudaStreamSynchronize(s));
   for (int i = 0; i < n; i++) {
-    if (host[i] != 9.0f) {
-      std::printf("FAIL: d[%d] = %g, expected 9\n", i, host[i]);
+    if (host[i] != want) {
+      std::printf("FAIL: d[%d] = %g, expected %g\n", i, host[i], want);
       return 1;
     }
   }
+  return 0;
+}
+
+// Runs `exec` once on `s` and checks d == 9 everywhere.
+static int check_once(cudaGraphExec_t exec, cudaStream_t s, float* d, int n) {
+  return check_value(exec, s, d, n, 9.0f);
+}
+
+// `graph_app update` (see the header): `graph` (d = 9) and `other` (d = 15) have one topology.
+static int update(cudaGraph_t graph, cudaGraph_t other, cudaStream_t s0, cudaStream_t s1, float* d, int n) {
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+  if (check_value(exec, s0, d, n, 9.0f) != 0) return 1;
+  cudaGraphExecUpdateResultInfo info;
+  CHECK(cudaGraphExecUpdate(exec, other, &info));
+  if (check_value(exec, s0, d, n, 15.0f) != 0 || check_value(exec, s1, d, n, 15.0f) != 0) return 1;
+  CHECK(cudaGraphExecUpdate(exec, graph, &info));
+  if (check_value(exec, s1, d, n, 9.0f) != 0 || check_value(exec, s0, d, n, 9.0f) != 0) return 1;
+  CHECK(cudaGraphExecDestroy(exec));
+  std::printf("PASS (updated twice, 5 launches on two streams)\n");
   return 0;
 }
 
@@ -152,27 +176,32 @@ int main(int argc, char** argv) {
 
   if (argc > 1 && std::strcmp(argv[1], "memnode") == 0) return memnode(d, n, s0);
 
+  // The graph of the header, `d = by * (a + b)`.
+  auto capture = [&](cudaGraph_t* graph, float by) -> int {
+    CHECK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMemsetAsync(c, 0, bytes, s0));
+    CHECK(cudaEventRecord(fork, s0));
+    CHECK(cudaStreamWaitEvent(s1, fork, 0));
+    fill<<<blocks, threads, 0, s0>>>(a, 1.0f, n);
+    fill<<<blocks, threads, 0, s1>>>(b, 2.0f, n);
+    CHECK(cudaEventRecord(join, s1));
+    CHECK(cudaStreamWaitEvent(s0, join, 0));
+    add<<<blocks, threads, 0, s0>>>(c, a, b, n);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.stream = s0;
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = pdl;
+    config.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&config, scale, d, (const float*)c, by, n));
+    CHECK(cudaStreamEndCapture(s0, graph));
+    return 0;
+  };
   cudaGraph_t graph;
-  CHECK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal));
-  CHECK(cudaMemsetAsync(c, 0, bytes, s0));
-  CHECK(cudaEventRecord(fork, s0));
-  CHECK(cudaStreamWaitEvent(s1, fork, 0));
-  fill<<<blocks, threads, 0, s0>>>(a, 1.0f, n);
-  fill<<<blocks, threads, 0, s1>>>(b, 2.0f, n);
-  CHECK(cudaEventRecord(join, s1));
-  CHECK(cudaStreamWaitEvent(s0, join, 0));
-  add<<<blocks, threads, 0, s0>>>(c, a, b, n);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(threads);
-  config.stream = s0;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = pdl;
-  config.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&config, scale, d, (const float*)c, 3.0f, n));
-  CHECK(cudaStreamEndCapture(s0, &graph));
+  if (capture(&graph, 3.0f) != 0) return 1;
 
   size_t nodes = 0;
   CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
@@ -195,6 +224,11 @@ int main(int argc, char** argv) {
   CHECK(cudaGraphExecDestroy(exec));
   if (argc > 1 && std::strcmp(argv[1], "time") == 0) {
     if (timed(graph, s0, d, n) != 0) return 1;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "update") == 0) {
+    cudaGraph_t other;
+    if (capture(&other, 5.0f) != 0 || update(graph, other, s0, s1, d, n) != 0) return 1;
+    CHECK(cudaGraphDestroy(other));
   }
   CHECK(cudaGraphDestroy(graph));
   std::printf("PASS (%zu nodes, %d launches)\n", nodes, launches);

@@ -10,7 +10,8 @@
 # the fills, which touch other buffers, but before the add; the fills' edges into the add kept;
 # add -> scale programmatic as captured) and the 5 launches, all of the adopted graph. Then
 # `graph_app time` prints the graph adopted (the needed edges) and not, timed side by side; and
-# `graph_app memnode` (a graph with memory nodes) runs unchanged, logged as falling through.
+# `graph_app update` stays adopted across two updates in place; `graph_app memnode` (a graph with
+# memory nodes) runs unchanged, logged as falling through.
 # Usage (from the repository root, after scripts/build-devbin.sh): crates/ostinato-preload/tests/gpu/run.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../../.." && pwd)"
@@ -95,6 +96,27 @@ for app in plain zstd; do
   out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_EDGES=needed OSTINATO_PRELOAD_LOG="$work/$app.time.jsonl" "$work/graph_app_$app" time)
   echo "$app, time (the needed edges): $out"
   case "$out" in *PASS*) ;; *) echo "FAIL: graph_app_$app time: $out"; exit 1 ;; esac
+done
+# An update in place: the executable graph updated twice from graphs of its topology (another scale)
+# stays adopted, its adopted graph made again at each update (no revocation), every launch checked.
+for app in plain zstd; do
+  out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_EDGES=needed OSTINATO_PRELOAD_LOG="$work/$app.update.jsonl" "$work/graph_app_$app" update)
+  echo "$app, update: $out"
+  case "$out" in *"PASS (updated twice"*) ;; *) echo "FAIL: graph_app_$app update: $out"; exit 1 ;; esac
+  python3 - "$work/$app.update.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+inst = [l for l in lines if l["event"] == "instantiate"]
+upd = [l for l in lines if l["event"] == "exec_update"]
+rev = [l for l in lines if l["event"] == "adoption_revoked"]
+dest = [l for l in lines if l["event"] == "exec_destroy"]
+assert len(inst) == 2 and all(g["adoption"]["status"] == "adopted" for g in inst), [g["adoption"] for g in inst]
+assert len(upd) == 2 and all(u["adoption"]["status"] == "adopted" and u["exec"] == inst[1]["exec"] for u in upd), upd
+assert not rev, rev
+last = [d for d in dest if d["exec"] == inst[1]["exec"]]
+assert len(last) == 1 and last[0]["launches"] == 5 and last[0]["adopted_launches"] == 5, last
+print(f"  update: adopted again at both updates ({[u['adoption']['adopt_us'] for u in upd]} us), 5 of 5 launches adopted")
+PY
 done
 # Fall-through: a graph with memory nodes (alloc and free) runs unchanged under the interposer, and the
 # log says why it was not adopted.
