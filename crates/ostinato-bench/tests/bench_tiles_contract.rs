@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use ostinato::fusion::{barriers, component_groups, groups, Fusable, FuseKey, FusionMode};
+use ostinato::fusion::{all_groups, barriers, Fusable, FuseKey, FusionMode};
 use ostinato::{NodeId, NodeOp, Plan, PlanOptions};
 use ostinato_bench::workload::{Kernels, Workload};
 use ostinato_bench::BenchBackend;
@@ -135,10 +135,8 @@ fn the_tiled_rows_fuse_hand_off_or_stay_whole_nodes_as_their_relations_say() {
                 Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source }, uses_shared: body.uses_shared })
             })
             .collect();
-        let fused = groups(&plan, &fusable, FusionMode::Auto);
-        let mut taken = vec![false; g.nodes().len()];
-        fused.iter().flat_map(|gr| gr.nodes()).for_each(|v| taken[v.index()] = true);
-        let components = component_groups(&plan, &fusable, &taken, FusionMode::Auto);
+        // As the backend takes them: groups of components first, then the block-local ones.
+        let (components, fused): (Vec<_>, Vec<_>) = all_groups(&plan, &fusable, FusionMode::Auto).into_iter().partition(|gr| gr.components.is_some());
         // Hand-offs, on the plan as it runs unfused (the rows that fuse leave one node).
         let bodies: Vec<Option<bool>> = (0..g.nodes().len())
             .map(|v| code_of(v).and_then(|(k, code, _)| handoff_body(&ptx[&code], &k.sig.name).ok()).map(|b| b.noncoherent.is_empty()))

@@ -7,7 +7,7 @@
 //! out of order must not.
 
 use ostinato::file::BufferInit;
-use ostinato::fusion::{component_groups, groups, FusionMode, Group};
+use ostinato::fusion::{all_groups, component_groups, FusionMode, Group};
 use ostinato::rng::XorShift64 as Rng;
 use ostinato::{Arg, Backend, BufferId, Exec, Graph, Launch, Plan, Scalar, TileMap, TileRange};
 use ostinato_bench::families::tiles_twins::{gather_kernel, spread_kernel};
@@ -76,14 +76,10 @@ fn spread_gather_chains_fused_by_components_give_the_oracle_bits_in_any_block_or
         let p = random_program(seed);
         let want = serial(&p);
         for mode in [FusionMode::Auto, FusionMode::On] {
-            // As a backend does: the block-local groups first, then components among what is left.
-            let mut gs = groups(&p.plan, &launches_fusable(&p.plan), mode);
-            let mut taken = vec![false; p.plan.node_count()];
-            gs.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
-            let comps = component_groups(&p.plan, &launches_fusable(&p.plan), &taken, mode);
-            fused += comps.iter().map(Group::len).sum::<usize>();
+            // As the CUDA backend takes them: components first, then the other groups.
+            let gs = all_groups(&p.plan, &launches_fusable(&p.plan), mode);
+            fused += gs.iter().filter(|g| g.components.is_some()).map(Group::len).sum::<usize>();
             total += p.plan.node_count();
-            gs.extend(comps);
             for order in ORDERS {
                 let got = run_blockwise_with(&p.plan, &p.kernels, &p.inits, &gs, order).unwrap();
                 assert_eq!(got, want, "seed {seed}, {mode:?}, {order:?}: {gs:?}");

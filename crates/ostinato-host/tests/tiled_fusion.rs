@@ -6,7 +6,7 @@
 //! too: the fused blocks in any order, each running its members' blocks of its component (the
 //! benchmark's spread/gather chains test it further: `ostinato-bench/tests/tiles_components.rs`).
 
-use ostinato::fusion::{component_groups, groups, groups_by, FusionMode, Group};
+use ostinato::fusion::{all_groups, groups, groups_by, FusionMode, Group};
 use ostinato::{NodeId, NodeOp, Plan, PlanOptions, TileRelation};
 use ostinato_testkit::random_graphs::serial_result;
 use ostinato_testkit::tiled_graphs::{launches_fusable, random_tiled_program, run_blockwise, BlockOrder};
@@ -89,14 +89,12 @@ fn fused_components_give_the_oracle_bits_in_any_block_order() {
         let plan = Plan::compile(&prog.graph).unwrap();
         let want = serial_result(&plan, &prog, 1).unwrap();
         for mode in [FusionMode::Auto, FusionMode::On] {
-            let mut gs = groups(&plan, &launches_fusable(&plan), mode);
-            let mut taken = vec![false; plan.node_count()];
-            gs.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
-            let comps = component_groups(&plan, &launches_fusable(&plan), &taken, mode);
-            fused += comps.iter().map(Group::len).sum::<usize>();
+            // As a backend that fuses by components takes the groups.
+            let gs = all_groups(&plan, &launches_fusable(&plan), mode);
+            let comps: Vec<&Group> = gs.iter().filter(|g| g.components.is_some()).collect();
+            fused += comps.iter().map(|g| g.len()).sum::<usize>();
             groups_made += comps.len();
             total += plan.node_count();
-            gs.extend(comps);
             for order in [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)] {
                 let got = run_blockwise(&plan, &prog, &gs, order).unwrap();
                 assert_eq!(got, want, "seed {seed}, {mode:?}, {order:?}: {gs:?}");

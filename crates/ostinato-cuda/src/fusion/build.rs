@@ -9,7 +9,7 @@ use ostinato::{NodeOp, Plan};
 use super::components::{generate_components, VIEW_BYTES_PER_THREAD};
 use super::source::{generate, Staging, FUSED_ENTRY};
 use super::stage::{Bodies, STAGE_BUDGET_BYTES};
-use super::{barriers, barriers_with, component_groups, groups, Fusable, FuseKey, FusionMode, Group};
+use super::{all_groups, barriers, barriers_with, Fusable, FuseKey, FusionMode, Group};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::lower::{helper_dims, Dims};
@@ -112,7 +112,7 @@ pub fn fuse(
     // A body reading through the non-coherent path what an earlier body of its group writes stays
     // unfused (`auto`) or is refused (`on`); each round unfuses one node, so this ends.
     let candidates = loop {
-        let gs = groups(plan, &fusable, mode);
+        let gs = all_groups(plan, &fusable, mode);
         match gs.iter().find_map(|gr| super::coherence::conflict(plan, gr, &bodies)) {
             None => break gs,
             Some(c) if mode == FusionMode::On => return Err(CudaError::Unsupported { op: "fusion", reason: c.describe(plan) }),
@@ -122,18 +122,6 @@ pub fn fuse(
             }
         }
     };
-    // Then groups of components among the multi-block nodes left (`ostinato::fusion::components`);
-    // a group with a non-coherent read after a write stays unfused (`auto`) or is refused (`on`).
-    let mut taken = vec![false; n];
-    candidates.iter().flat_map(Group::nodes).for_each(|v| taken[v.index()] = true);
-    let mut candidates = candidates;
-    for gr in component_groups(plan, &fusable, &taken, mode) {
-        match super::coherence::conflict(plan, &gr, &bodies) {
-            None => candidates.push(gr),
-            Some(c) if mode == FusionMode::On => return Err(CudaError::Unsupported { op: "fusion", reason: c.describe(plan) }),
-            Some(c) => why[c.reader.index()] = Some("it reads through the non-coherent path what an earlier body of its group writes".into()),
-        }
-    }
     let mut picked: Vec<(Group, u64)> = Vec::new();
     for gr in candidates {
         // Static shared memory: once per distinct body; dynamic: the largest member's.

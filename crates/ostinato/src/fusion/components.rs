@@ -68,6 +68,8 @@ struct Member {
 /// earlier member (on the access frontier) a block-local or sparse tile relation, cut as
 /// [`super::groups`] cuts runs; each run split where the components stop being nameable or, under
 /// `auto`, where a fused block's serial work would pass [`MAX_SERIAL_BLOCKS`] or [`MAX_SERIAL_BYTES`].
+/// A run (or a part of one) of one grid related block by block throughout is left to
+/// [`super::groups`]. [`super::all_groups`] is the order a backend takes them in.
 pub fn component_groups(plan: &Plan, fusable: &[Option<Fusable>], taken: &[bool], mode: FusionMode) -> Vec<Group> {
     component_groups_by(plan, fusable, taken, mode, &|u, v| plan.tile_relation(u, v))
 }
@@ -173,6 +175,11 @@ fn finish(plan: &Plan, run: &mut Vec<Member>, index: &mut [usize], key: Option<F
         index[m.node.index()] = usize::MAX;
     }
     let Some(key) = key else { return };
+    // A run of one grid related block by block throughout is the block-local fusion's (one kernel of
+    // its grid, its tiles staged): no components analysed.
+    if block_local_only(&members, 0) {
+        return;
+    }
     let mut at = 0;
     while members.len() - at >= 2 {
         // The longest run from `at` that passes; the serial work only grows with the run, so a
@@ -188,13 +195,21 @@ fn finish(plan: &Plan, run: &mut Vec<Member>, index: &mut [usize], key: Option<F
         }
         match analyze(plan, &members[at..at + lo], at, mode) {
             Some(c) => {
-                let lane = members[at..at + lo].iter().map(|m| m.node).collect();
-                out.push(Group { key: FuseKey { grid: [c.count, 1, 1], ..key }, lanes: vec![lane], components: Some(c) });
+                if !block_local_only(&members[at..at + lo], at) {
+                    let lane = members[at..at + lo].iter().map(|m| m.node).collect();
+                    out.push(Group { key: FuseKey { grid: [c.count, 1, 1], ..key }, lanes: vec![lane], components: Some(c) });
+                }
                 at += lo;
             }
             None => at += 1,
         }
     }
+}
+
+/// Whether `members` (the run's from `base` on) share one grid and every relation among them is
+/// block-local.
+fn block_local_only(members: &[Member], base: usize) -> bool {
+    members.iter().all(|m| m.grid == members[0].grid && m.deps.iter().filter(|(u, _)| *u >= base).all(|(_, r)| r.is_block_local()))
 }
 
 /// The components of `members` (the run's members from `base` on; relations to earlier ones are

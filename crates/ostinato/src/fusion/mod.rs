@@ -116,6 +116,22 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
     groups_by(plan, fusable, mode, &|u, v| plan.tile_relation(u, v).is_block_local())
 }
 
+/// Every group `mode` fuses in `plan`, as a backend that fuses by components takes them: the groups
+/// of components first ([`component_groups`]: runs whose blocks depend sparsely on each other, which
+/// would otherwise be cut where a block-local part of them fuses alone), then [`groups`] among the
+/// nodes they leave (one-block lanes, and runs of one grid related block by block).
+pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
+    let mut out = component_groups(plan, fusable, &vec![false; plan.node_count()], mode);
+    let mut rest = fusable.to_vec();
+    for v in out.iter().flat_map(Group::nodes) {
+        if let Some(f) = rest.get_mut(v.index()) {
+            *f = None;
+        }
+    }
+    out.extend(groups(plan, &rest, mode));
+    out
+}
+
 /// [`groups`] with the test of whether multi-block node `v` may follow node `u` block by block given
 /// (the plan's tile relation in [`groups`]): a mutation test hands a wrong one to show that a lost
 /// tile dependency changes some program's bytes.

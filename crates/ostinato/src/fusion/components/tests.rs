@@ -96,3 +96,38 @@ fn a_members_blocks_are_named_only_where_they_are_affine() {
     assert_eq!(chunks(&[0, 0, 1], 2, [3, 1, 1]), None, "uneven components");
     assert_eq!(chunks(&[0, 0, 0, 1, 1, 2], 3, [6, 1, 1]), None);
 }
+
+#[test]
+fn a_block_local_pair_inside_a_sparse_chain_fuses_with_it_and_a_block_local_chain_is_left_to_groups() {
+    // spread, spread (block-local with the first), gather, twice: one group of components.
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 256 * 128).unwrap();
+    let y = g.add_buffer("y", 256 * 8).unwrap();
+    let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
+    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
+    let spread = [
+        ("x", TileMap::new(vec![TileRange::span(0, [256, 256 * 16, 0], 256)]).unwrap()),
+        ("y", TileMap::new(vec![TileRange::span(0, [0, 256, 0], 256)]).unwrap()),
+    ];
+    let gather = [("y", TileMap::linear(256, 256).unwrap()), ("x", TileMap::linear(256 * 16, 256 * 16).unwrap())];
+    for _ in 0..2 {
+        for _ in 0..2 {
+            g.add_launch_tiled(ks, Launch::new([16, 8, 1], [64, 1, 1]), &[Arg::Whole(x), Arg::Whole(y)], &spread, &[]).unwrap();
+        }
+        g.add_launch_tiled(kg, Launch::linear(8, 64), &[Arg::Whole(y), Arg::Whole(x)], &gather, &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let all = crate::fusion::all_groups(&plan, &every(&plan), FusionMode::Auto);
+    assert_eq!(all.iter().map(|gr| (gr.len(), gr.components.as_ref().map(|c| c.count))).collect::<Vec<_>>(), [(6, Some(8))], "{all:?}");
+    // A chain related block by block throughout: the block-local fusion's, no components analysed.
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 256 * 128).unwrap();
+    let k = g.add_kernel(KernelSig::new("row").buffer("x", Access::ReadWrite)).unwrap();
+    for _ in 0..6 {
+        g.add_launch_tiled(k, Launch::linear(128, 64), &[Arg::Whole(x)], &[("x", TileMap::linear(256, 256).unwrap())], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    assert!(component_groups(&plan, &every(&plan), &vec![false; plan.node_count()], FusionMode::On).is_empty());
+    let all = crate::fusion::all_groups(&plan, &every(&plan), FusionMode::Auto);
+    assert_eq!(all.iter().map(|gr| (gr.len(), gr.components.is_some())).collect::<Vec<_>>(), [(6, false)]);
+}
