@@ -1,26 +1,60 @@
 use super::*;
 use crate::{Access, Graph, KernelSig, Launch, TileMap, TileRange};
 
-/// `rounds` rounds of a spread over `fan × tiles` blocks of 64 threads (block `(i, j)` updates tile
-/// `i + fan·j` of x from tile `j` of y) and a gather of `tiles` blocks (block `j` updates tile `j` of
-/// y from x's tiles `fan·j ..`), as the benchmark's sparse row records them.
-fn spread_gather(fan: u32, tiles: u32, rounds: u32) -> Plan {
-    let mut g = Graph::new();
-    let tile = 256u64;
-    let x = g.add_buffer("x", tile * u64::from(fan * tiles)).unwrap();
-    let y = g.add_buffer("y", tile * u64::from(tiles)).unwrap();
-    let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
-    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
-    let spread = [
-        ("x", TileMap::new(vec![TileRange::span(0, [tile, tile * u64::from(fan), 0], tile)]).unwrap()),
-        ("y", TileMap::new(vec![TileRange::span(0, [0, tile, 0], tile)]).unwrap()),
-    ];
-    let gather = [("y", TileMap::linear(tile, tile).unwrap()), ("x", TileMap::linear(tile * u64::from(fan), tile * u64::from(fan)).unwrap())];
-    for _ in 0..rounds {
-        g.add_launch_tiled(ks, Launch::new([fan, tiles, 1], [64, 1, 1]), &[Arg::Whole(x), Arg::Whole(y)], &spread, &[]).unwrap();
-        g.add_launch_tiled(kg, Launch::linear(tiles, 64), &[Arg::Whole(y), Arg::Whole(x)], &gather, &[]).unwrap();
+/// A spread over `fan × tiles` blocks of 64 threads (block `(i, j)` updates tile `i + fan·j` of x from
+/// tile `j` of y) and a gather of `tiles` blocks (block `j` updates tile `j` of y from x's tiles
+/// `fan·j ..`), as the benchmark's sparse row records them, launched in any order.
+struct SpreadGather {
+    g: Graph,
+    x: crate::BufferId,
+    y: crate::BufferId,
+    ks: crate::KernelId,
+    kg: crate::KernelId,
+    fan: u32,
+    tiles: u32,
+}
+
+const TILE: u64 = 256;
+
+impl SpreadGather {
+    fn new(fan: u32, tiles: u32) -> Self {
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", TILE * u64::from(fan * tiles)).unwrap();
+        let y = g.add_buffer("y", TILE * u64::from(tiles)).unwrap();
+        let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
+        let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
+        SpreadGather { g, x, y, ks, kg, fan, tiles }
     }
-    Plan::compile(&g).unwrap()
+    fn spread(&mut self) {
+        let maps = [
+            ("x", TileMap::new(vec![TileRange::span(0, [TILE, TILE * u64::from(self.fan), 0], TILE)]).unwrap()),
+            ("y", TileMap::new(vec![TileRange::span(0, [0, TILE, 0], TILE)]).unwrap()),
+        ];
+        let launch = Launch::new([self.fan, self.tiles, 1], [64, 1, 1]);
+        self.g.add_launch_tiled(self.ks, launch, &[Arg::Whole(self.x), Arg::Whole(self.y)], &maps, &[]).unwrap();
+    }
+    /// A gather; `whole`: each block declares all of x (a whole-node relation with the spread).
+    fn gather(&mut self, whole: bool) {
+        let x_map = match whole {
+            true => TileMap::new(vec![TileRange::span(0, [0, 0, 0], TILE * u64::from(self.fan * self.tiles))]).unwrap(),
+            false => TileMap::linear(TILE * u64::from(self.fan), TILE * u64::from(self.fan)).unwrap(),
+        };
+        let maps = [("y", TileMap::linear(TILE, TILE).unwrap()), ("x", x_map)];
+        self.g.add_launch_tiled(self.kg, Launch::linear(self.tiles, 64), &[Arg::Whole(self.y), Arg::Whole(self.x)], &maps, &[]).unwrap();
+    }
+    fn plan(&self) -> Plan {
+        Plan::compile(&self.g).unwrap()
+    }
+}
+
+/// `rounds` rounds of a spread and a gather.
+fn spread_gather(fan: u32, tiles: u32, rounds: u32) -> Plan {
+    let mut sg = SpreadGather::new(fan, tiles);
+    for _ in 0..rounds {
+        sg.spread();
+        sg.gather(false);
+    }
+    sg.plan()
 }
 
 fn every(plan: &Plan) -> Vec<Option<Fusable>> {
@@ -62,23 +96,12 @@ fn auto_keeps_each_fused_block_short_and_on_does_not() {
 #[test]
 fn a_dense_relation_cuts_the_run() {
     // The third gather reads all of x: a whole-node relation (more than 64 producer blocks).
-    let mut g = Graph::new();
-    let x = g.add_buffer("x", 256 * 128).unwrap();
-    let y = g.add_buffer("y", 256 * 8).unwrap();
-    let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
-    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
-    let spread = [
-        ("x", TileMap::new(vec![TileRange::span(0, [256, 256 * 16, 0], 256)]).unwrap()),
-        ("y", TileMap::new(vec![TileRange::span(0, [0, 256, 0], 256)]).unwrap()),
-    ];
-    let gather = [("y", TileMap::linear(256, 256).unwrap()), ("x", TileMap::linear(256 * 16, 256 * 16).unwrap())];
-    let all = [("y", TileMap::linear(256, 256).unwrap()), ("x", TileMap::new(vec![TileRange::span(0, [0, 0, 0], 256 * 128)]).unwrap())];
+    let mut sg = SpreadGather::new(16, 8);
     for r in 0..4 {
-        g.add_launch_tiled(ks, Launch::new([16, 8, 1], [64, 1, 1]), &[Arg::Whole(x), Arg::Whole(y)], &spread, &[]).unwrap();
-        let maps: &[(&str, TileMap)] = if r == 2 { &all } else { &gather };
-        g.add_launch_tiled(kg, Launch::linear(8, 64), &[Arg::Whole(y), Arg::Whole(x)], maps, &[]).unwrap();
+        sg.spread();
+        sg.gather(r == 2);
     }
-    let plan = Plan::compile(&g).unwrap();
+    let plan = sg.plan();
     let gs = component_groups(&plan, &every(&plan), &vec![false; plan.node_count()], FusionMode::Auto);
     let sizes: Vec<usize> = gs.iter().map(Group::len).collect();
     // n5 depends on every block of n4 (cut); with n5, n6 and n7 are one component of 128 + 8 + 8
@@ -100,23 +123,13 @@ fn a_members_blocks_are_named_only_where_they_are_affine() {
 #[test]
 fn a_block_local_pair_inside_a_sparse_chain_fuses_with_it_and_a_block_local_chain_is_left_to_groups() {
     // spread, spread (block-local with the first), gather, twice: one group of components.
-    let mut g = Graph::new();
-    let x = g.add_buffer("x", 256 * 128).unwrap();
-    let y = g.add_buffer("y", 256 * 8).unwrap();
-    let ks = g.add_kernel(KernelSig::new("spread").buffer("x", Access::ReadWrite).buffer("y", Access::Read)).unwrap();
-    let kg = g.add_kernel(KernelSig::new("gather").buffer("y", Access::ReadWrite).buffer("x", Access::Read)).unwrap();
-    let spread = [
-        ("x", TileMap::new(vec![TileRange::span(0, [256, 256 * 16, 0], 256)]).unwrap()),
-        ("y", TileMap::new(vec![TileRange::span(0, [0, 256, 0], 256)]).unwrap()),
-    ];
-    let gather = [("y", TileMap::linear(256, 256).unwrap()), ("x", TileMap::linear(256 * 16, 256 * 16).unwrap())];
+    let mut sg = SpreadGather::new(16, 8);
     for _ in 0..2 {
-        for _ in 0..2 {
-            g.add_launch_tiled(ks, Launch::new([16, 8, 1], [64, 1, 1]), &[Arg::Whole(x), Arg::Whole(y)], &spread, &[]).unwrap();
-        }
-        g.add_launch_tiled(kg, Launch::linear(8, 64), &[Arg::Whole(y), Arg::Whole(x)], &gather, &[]).unwrap();
+        sg.spread();
+        sg.spread();
+        sg.gather(false);
     }
-    let plan = Plan::compile(&g).unwrap();
+    let plan = sg.plan();
     let all = crate::fusion::all_groups(&plan, &every(&plan), FusionMode::Auto);
     assert_eq!(all.iter().map(|gr| (gr.len(), gr.components.as_ref().map(|c| c.count))).collect::<Vec<_>>(), [(6, Some(8))], "{all:?}");
     // A chain related block by block throughout: the block-local fusion's, no components analysed.
