@@ -3,8 +3,9 @@
 //! shuffled), every block running its members' block in turn, as a fused kernel runs them. The bytes
 //! must be the serial program's. A mutation — a relation that is not block-local taken as one — must
 //! make some program differ, so the test can fail when a tile dependency is lost. Fusion by components
-//! too: the fused blocks in any order, each running its members' blocks of its component (the
-//! benchmark's spread/gather chains test it further: `ostinato-bench/tests/tiles_components.rs`).
+//! too: the fused blocks in any order, each running its members' blocks of its component, and by brute
+//! force: every two blocks of a group's members that share a byte (one writing) in one component
+//! (the benchmark's spread/gather chains test it further: `ostinato-bench/tests/tiles_components.rs`).
 
 use ostinato::fusion::{all_groups, groups, groups_by, FusionMode, Group};
 use ostinato::{NodeId, NodeOp, Plan, PlanOptions, TileRelation};
@@ -103,4 +104,76 @@ fn fused_components_give_the_oracle_bits_in_any_block_order() {
     }
     eprintln!("{fused} of {total} nodes fused by components, in {groups_made} groups");
     assert!(groups_made >= 1, "{groups_made} groups of components");
+}
+
+/// The bytes block `block` of kernel node `v` may touch, by param: (root, first byte, past the last,
+/// writes) — its tile map's pieces, or its whole slice where the param has none.
+fn block_bytes(plan: &Plan, v: NodeId, block: [u32; 3]) -> Vec<(u32, u64, u64, bool)> {
+    let g = plan.graph();
+    let mut out = Vec::new();
+    for a in g.accesses(v) {
+        let writes = a.access.writes();
+        match g.tile_map(v, a.param) {
+            Some(map) => map.for_each_piece(block, |lo, hi| out.push((a.root.0, a.start + lo, a.start + hi, writes))),
+            None => out.push((a.root.0, a.start, a.end, writes)),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_block_hazard_inside_a_group_of_components_lies_within_one_component() {
+    // Brute force against the union-find: for every two members of a group and every two of their
+    // blocks that touch a common byte (one writing), the fused block that runs one runs the other.
+    let (mut checked, mut groups_seen) = (0u64, 0);
+    for seed in 0..300u64 {
+        let prog = random_tiled_program(seed, 4 + (seed as usize * 5) % 24);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        for mode in [FusionMode::Auto, FusionMode::On] {
+            for gr in all_groups(&plan, &launches_fusable(&plan), mode) {
+                let Some(c) = &gr.components else { continue };
+                groups_seen += 1;
+                let members = &gr.lanes[0];
+                // Each member's component of each of its blocks (linear index).
+                let comp: Vec<Vec<u64>> = c
+                    .members
+                    .iter()
+                    .map(|m| {
+                        let mut of = vec![u64::MAX; ostinato::tiles::block_count(m.grid) as usize];
+                        for ci in 0..u64::from(c.count) {
+                            for k in 0..m.per {
+                                let b = m.block(ci, k) as usize;
+                                assert_eq!(of[b], u64::MAX, "seed {seed}: block {b} in two components");
+                                of[b] = ci;
+                            }
+                        }
+                        assert!(of.iter().all(|&x| x != u64::MAX), "seed {seed}: a block in no component");
+                        of
+                    })
+                    .collect();
+                for i in 0..members.len() {
+                    for j in i + 1..members.len() {
+                        let (gi, gj) = (c.members[i].grid, c.members[j].grid);
+                        for bi in 0..comp[i].len() {
+                            let ti = block_bytes(&plan, members[i], ostinato::tiles::block_at(gi, bi as u64));
+                            for bj in 0..comp[j].len() {
+                                let tj = block_bytes(&plan, members[j], ostinato::tiles::block_at(gj, bj as u64));
+                                let hazard = ti.iter().any(|a| tj.iter().any(|b| a.0 == b.0 && a.1 < b.2 && b.1 < a.2 && (a.3 || b.3)));
+                                if hazard {
+                                    checked += 1;
+                                    assert_eq!(
+                                        comp[i][bi], comp[j][bj],
+                                        "seed {seed}, {mode:?}: n{} block {bi} and n{} block {bj} share a byte",
+                                        members[i], members[j]
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{checked} block pairs with a common byte, in {groups_seen} groups of components, each within one component");
+    assert!(checked > 1000 && groups_seen > 100, "{checked} pairs in {groups_seen} groups");
 }
