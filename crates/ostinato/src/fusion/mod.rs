@@ -10,12 +10,14 @@
 //! ([`component_groups`]) is one kernel of a block per connected component of those dependencies.
 //! What may fuse is the backend's to say, per node ([`Fusable`]): its bodies, its block shape.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 
 mod components;
 pub use components::{component_groups, component_groups_by, Components, MemberBlocks, MAX_SERIAL_BLOCKS, MAX_SERIAL_BYTES};
 
+use crate::tiles::TileRelation;
 use crate::{Arg, Graph, KernelId, KernelSig, Launch, NodeId, NodeOp, Plan};
 
 /// An exec's fusion policy.
@@ -121,14 +123,18 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
 /// would otherwise be cut where a block-local part of them fuses alone), then [`groups`] among the
 /// nodes they leave (one-block lanes, and runs of one grid related block by block).
 pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
-    let mut out = component_groups(plan, fusable, &vec![false; plan.node_count()], mode);
+    // Both passes ask for the tile relations of the same pairs (the runs of a block-local chain
+    // above all, whose relations cost the analysis of every block): each is computed once.
+    let known: RefCell<HashMap<(u32, u32), TileRelation>> = RefCell::default();
+    let relation = |u: NodeId, v: NodeId| known.borrow_mut().entry((u.0, v.0)).or_insert_with(|| plan.tile_relation(u, v)).clone();
+    let mut out = component_groups_by(plan, fusable, &vec![false; plan.node_count()], mode, &relation);
     let mut rest = fusable.to_vec();
     for v in out.iter().flat_map(Group::nodes) {
         if let Some(f) = rest.get_mut(v.index()) {
             *f = None;
         }
     }
-    out.extend(groups(plan, &rest, mode));
+    out.extend(groups_by(plan, &rest, mode, &|u, v| relation(u, v).is_block_local()));
     out
 }
 
