@@ -192,18 +192,25 @@ impl State {
             let mut execs = lock(&self.execs);
             if execs.len() < MAX_EXECS || adopted.is_some() {
                 let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None, follows: None });
-                let full = log::explanation(seq, call, model, decision, adoption, false);
-                let explanation: Arc<str> = if self.explained.load(Ordering::Relaxed) + full.len() <= self.explanation_budget {
-                    full.into()
-                } else {
-                    log::explanation(seq, call, model, decision, adoption, true).into()
-                };
-                self.explained.fetch_add(explanation.len(), Ordering::Relaxed);
+                let explanation = self.explanation(seq, call, model, decision, adoption);
                 if let Some(old) = execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, flags, adopted, explanation }) {
                     self.explained.fetch_sub(old.explanation.len(), Ordering::Relaxed);
                 }
             }
         }
+    }
+
+    /// What [`State::explain`] will return for the graph of `call` (instantiated, or updated in place):
+    /// in full where it fits the budget, else brief; its bytes counted.
+    fn explanation(&self, seq: u64, call: &Call, model: &GraphModel, decision: &Decision, adoption: &AdoptionLog) -> Arc<str> {
+        let full = log::explanation(seq, call, model, decision, adoption, false);
+        let explanation: Arc<str> = if self.explained.load(Ordering::Relaxed) + full.len() <= self.explanation_budget {
+            full.into()
+        } else {
+            log::explanation(seq, call, model, decision, adoption, true).into()
+        };
+        self.explained.fetch_add(explanation.len(), Ordering::Relaxed);
+        explanation
     }
 
     /// What a launch of `exec` on `stream` runs (counted). `revoke`: give the adoption up first (an
@@ -289,10 +296,8 @@ impl State {
         let (Some((graph, exec)), Some(old)) = (adopted, e.adopted.filter(|a| a.active)) else { return (false, adopted.map(Self::orphan)) };
         let new = Adopted { graph, exec, active: true, launches: old.launches, last_stream: old.last_stream, follows: old.last_stream };
         e.adopted = Some(new);
-        let full = log::explanation(e.seq, call, model, decision, adoption, self.explained.load(Ordering::Relaxed) > self.explanation_budget);
-        self.explained.fetch_add(full.len(), Ordering::Relaxed);
         self.explained.fetch_sub(e.explanation.len(), Ordering::Relaxed);
-        e.explanation = full.into();
+        e.explanation = self.explanation(e.seq, call, model, decision, adoption);
         (true, Some(old))
     }
 
@@ -372,5 +377,8 @@ mod tests {
         assert!(!kept && orphan.is_some_and(|o| o.exec == 202 && !o.active), "a revoked adoption is not made again");
         let unknown = Call { exec: 99, ..update };
         assert!(s.update(&unknown, &g, &decide(&g), &adopted, Some((103, 203))).1.is_some_and(|o| o.exec == 203));
+        // The explanation made again at the update is counted in place of the old one.
+        s.destroyed(20);
+        assert_eq!(s.explained.load(Ordering::Relaxed), 0);
     }
 }
