@@ -10,9 +10,9 @@
 use std::fmt::Write as _;
 
 use ostinato::fusion::MemberBlocks;
-use ostinato::{NodeOp, Plan};
+use ostinato::{NodeOp, Plan, Scalar};
 
-use super::source::{Call, CallArg, Calls, FusedKernel, FUSED_ENTRY, FUSED_EPILOGUE, PDL_PRELUDE};
+use super::source::{literal, Call, CallArg, Calls, FusedKernel, FUSED_ENTRY, FUSED_EPILOGUE, PDL_PRELUDE};
 use super::Group;
 
 /// The per-thread view of the block a body runs as (blocks and grids as `uint3`, one slot a thread).
@@ -144,7 +144,7 @@ pub fn generate_components(
             Step { before, blocks, shared: shared(v), call: calls.call_of(v, &e) }
         })
         .collect();
-    let literal = |_: usize, v: u32| format!("{v}u");
+    let constant = |_: usize, v: u32| literal(Scalar::u32(v));
     let mut body = String::new();
     let mut at = 0;
     while at < steps.len() {
@@ -153,8 +153,8 @@ pub fn generate_components(
                 let _ = writeln!(body, "  for (unsigned ost_r = 0; ost_r < {reps}u; ++ost_r) {{");
                 for (q, d) in deltas.iter().enumerate() {
                     let affine = |i: usize, v: u32| match d.get(i).copied().flatten() {
-                        Some(0) | None => format!("{v}u"),
-                        Some(step) => format!("({v}u + {step}u * ost_r)"),
+                        Some(0) | None => literal(Scalar::u32(v)),
+                        Some(step) => format!("({} + {} * ost_r)", literal(Scalar::u32(v)), literal(Scalar::u32(step))),
                     };
                     write_step(&mut body, "    ", &steps[at + q], affine);
                 }
@@ -162,7 +162,7 @@ pub fn generate_components(
                 at += p * reps;
             }
             None => {
-                write_step(&mut body, "  ", &steps[at], literal);
+                write_step(&mut body, "  ", &steps[at], constant);
                 at += 1;
             }
         }

@@ -110,7 +110,7 @@ fn c_type(t: ScalarType) -> &'static str {
 }
 
 /// A constant scalar as a C expression of its type, bit for bit.
-fn literal(v: Scalar) -> String {
+pub(super) fn literal(v: Scalar) -> String {
     let b = v.bits;
     match v.ty {
         ScalarType::U32 => format!("{}u", b as u32),
@@ -163,10 +163,10 @@ impl Call {
 
 /// Collects the fused kernel's params and writes each member's call.
 pub(super) struct Calls<'a> {
-    pub plan: &'a Plan,
+    plan: &'a Plan,
     params: Vec<Param>,
     /// Which member passes which fused pointer param, as which of its kernel params.
-    pub uses: Vec<ParamUse>,
+    uses: Vec<ParamUse>,
 }
 
 impl<'a> Calls<'a> {
