@@ -118,6 +118,7 @@ struct Launcher {
 struct Opts {
   unsigned splits = 16, blocks = 264, bblocks = 132;
   bool bulk_ffn = true, bulk_down = true, bulk_head = true, o_dense = false;
+  char attn = 'a';     // a: llama_attn, b: llama_attn_b (batched softmax), g: llama_attn_g (a lane group per query head)
 };
 static const unsigned PAIRS = QKV / 2;
 static const size_t BULK_SMEM = (size_t)LB_STAGES * LB_STAGE_BYTES;
@@ -130,11 +131,13 @@ static void k_qkv(Launcher& g, Model& m, unsigned l, unsigned pos) {
 }
 static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
   if (o.o_dense) g.go(llama_attn_m, dim3(o.splits, NKV), 256, 0, m.attn, m.apart, m.acount, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
+  else if (o.attn == 'g') g.go(llama_attn_g, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
+  else if (o.attn == 'b') g.go(llama_attn_b, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
   else g.go(llama_attn, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
 }
-static void k_o(Launcher& g, Model& m, unsigned l, Opts o) {
+static void k_o(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
   if (o.o_dense) g.go(llama_o_dense, dim3(H / 8), 256, 0, m.x, m.attn, m.wo[l], H, Q);
-  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits);
+  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ);
 }
 static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
   if (o.bulk_ffn) g.go(llama_ffn_in, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
@@ -151,7 +154,7 @@ static void k_head(Launcher& g, Model& m, Opts o) {
 }
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
-  for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, o); k_ffn(g, m, l, o); k_down(g, m, l, o); }
+  for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); }
   k_head(g, m, o);
 }
 
@@ -205,7 +208,7 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   compare("qkv: kv_new (bf16)", std::vector<double>(y.begin() + Q, y.end()), kvf.data(), 2 * KV, 8e-3);
   // attention + O, both pairs from the same x0
   auto kc_before = get(m.kc[l], (size_t)KV * SEQ);
-  k_attn(g, m, l, pos, o); k_o(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+  k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   auto kc = get(m.kc[l], (size_t)KV * SEQ), vc = get(m.vc[l], (size_t)KV * SEQ);
   unsigned bad_append = 0, bad_other = 0;
   for (unsigned h = 0; h < NKV; h++)
@@ -229,19 +232,21 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   for (unsigned r = 0; r < H; r++) x1[r] = x0[r] + dot(&wo[(size_t)r * Q], at, Q);
   auto x1g = get(m.x, H);
   compare(o.o_dense ? "attn_m + o_dense: x" : "attn + o: x", x1, x1g.data(), H, 1e-4);
-  {
-    Opts v = o; v.o_dense = !o.o_dense;  // the other pair, same inputs
+  // every other pair on the same inputs: the merge in attention + plain O, the attention variants
+  for (const char* pair : {"d", "m", "mb", "mg"}) {
+    Opts v = o; v.o_dense = pair[0] == 'd'; v.attn = pair[1] ? pair[1] : 'a';
+    if (v.o_dense == o.o_dense && v.attn == o.attn) continue;
     CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
-    poison(m.attn, Q);
-    k_attn(g, m, l, pos, v); k_o(g, m, l, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    poison(m.attn, Q); poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * LL_REC);
+    k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
     auto xv = get(m.x, H);
-    compare(v.o_dense ? "attn_m + o_dense: x" : "attn + o: x", x1, xv.data(), H, 1e-4);
+    std::string label = std::string(v.o_dense ? "attn_m + o_dense" : v.attn == 'b' ? "attn_b" : v.attn == 'g' ? "attn_g" : "attn") + (v.o_dense ? "" : " + o") + ": x";
+    compare(label.c_str(), x1, xv.data(), H, 1e-4);
     auto ac = get(m.acount, NKV);
     unsigned nz = 0; for (unsigned c : ac) nz += c != 0;
-    printf("  %-34s %u nonzero %s\n", "attn_m: counters after", nz, nz ? "FAIL" : "ok");
-    if (nz) failures++;
-    CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
+    if (nz) { printf("  %-34s %u nonzero FAIL\n", "attn_m: counters after", nz); failures++; }
   }
+  CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
   // FFN in
   auto wgu = get(m.wgu[l], (size_t)2 * F * H);
   poison(m.act, F);
@@ -341,12 +346,18 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   double ab = 4.0 * KV * (pos + 1);
   row("llama_attn", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); });
   row("attn_m", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); });
-  row("attn+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, o); });
-  row("attn_m+o_dense", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); k_o(g, m, l, d); });
+  row("attn+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); });
+  row("attn_m+o_dense", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); k_o(g, m, l, pos, d); });
+  Opts ab_ = o, ag = o;
+  ab_.attn = 'b'; ag.attn = 'g';
+  row("llama_attn_b", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ab_); });
+  row("llama_attn_g", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ag); });
+  row("attn_b+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ab_); k_o(g, m, l, pos, ab_); });
+  row("attn_g+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ag); k_o(g, m, l, pos, ag); });
   if (!all) { CK(cudaStreamDestroy(st)); return; }
   row("llama_qkv", 2.0 * QKV * H, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); });
-  row("llama_o", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, o); });
-  row("o_dense", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, d); });
+  row("llama_o", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); });
+  row("o_dense", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, d); });
   row("ffn_in bulk", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, b); });
   row("ffn_in prev", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, p); });
   row("down bulk", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, b); });
@@ -359,9 +370,11 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
 }
 
 // A combo: one letter per choice, in order ffn_in, down, lm_head (b bulk, p prev), then o (d: attention
-// merges + plain O; m: partials merged in O). "pppm" is the previous pack, "bbbm" this one.
+// merges + plain O; m: partials merged in O), then optionally the attention
+// (b: batched softmax, g: a lane group per query head). "pppm" is the previous pack, "bbbm" this one.
 static Opts combo(const std::string& c, Opts o) {
   o.bulk_ffn = c[0] == 'b'; o.bulk_down = c[1] == 'b'; o.bulk_head = c[2] == 'b'; o.o_dense = c[3] == 'd';
+  o.attn = c.size() > 4 ? c[4] : 'a';
   return o;
 }
 
@@ -405,6 +418,7 @@ int main(int argc, char** argv) {
   for (auto [name, f, threads, smem] : std::vector<Fn>{
            {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0}, {"o", (const void*)llama_o, 256, 0},
            {"attn_m", (const void*)llama_attn_m, 256, 0}, {"o_dense", (const void*)llama_o_dense, 256, 0},
+           {"attn_b", (const void*)llama_attn_b, 256, 0}, {"attn_g", (const void*)llama_attn_g, 256, 0},
            {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, BULK_SMEM}, {"down", (const void*)llama_down, LB_THREADS, BULK_SMEM},
            {"lm_head", (const void*)llama_lm_head, LB_THREADS, BULK_SMEM}, {"prev ffn_in", (const void*)prev::prev_llama_ffn_in, 256, 0},
            {"prev down", (const void*)prev::prev_llama_down, 256, 0}, {"prev lm_head", (const void*)prev::prev_llama_lm_head, 256, 0}}) {

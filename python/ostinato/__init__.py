@@ -62,7 +62,7 @@ def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=Non
     RoPE frequency table). Buffers: `embed`, `norm`, `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd}` (bf16:
     wqkv is q, k, v rows stacked; wgu gate then up), `layers.{l}.{kcache,vcache}` (bf16,
     [kv_head][max_seq][head_dim]), `token` (u32), `logits` (f32); slot `pos`. `attn_splits` 0 picks
-    the attention's blocks per KV head from max_seq; `gemv_blocks` caps each projection's grid (None:
+    the attention's blocks per KV head (32, the most); `gemv_blocks` caps each projection's grid (None:
     the step's default, one block per SM of an H200)."""
     import json as _json
     text = config if isinstance(config, str) or config is None else _json.dumps(config)

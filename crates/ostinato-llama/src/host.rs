@@ -131,12 +131,22 @@ pub fn attn_sig() -> KernelSig {
 /// Floats of one attention partial: the running max, the sum, two pads, the 64 weighted sums.
 pub const PARTIAL_FLOATS: usize = 68;
 
-/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*64], m, heads, kv_heads, splits)`:
-/// merges the attention partials and adds `W attn` to x.
+/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*64], m, heads, kv_heads, splits, pos,
+/// max_seq)`: merges the attention partials of the splits that got rows at `pos` and adds `W attn` to x.
 pub fn o_sig() -> KernelSig {
     sig(
         "llama_o",
-        &[("x", Some(RW), U), ("part", Some(R), U), ("w", Some(R), U), ("m", None, U), ("heads", None, U), ("kv_heads", None, U), ("splits", None, U)],
+        &[
+            ("x", Some(RW), U),
+            ("part", Some(R), U),
+            ("w", Some(R), U),
+            ("m", None, U),
+            ("heads", None, U),
+            ("kv_heads", None, U),
+            ("splits", None, U),
+            ("pos", None, U),
+            ("max_seq", None, U),
+        ],
     )
 }
 
@@ -299,24 +309,37 @@ pub fn attn() -> HostKernel {
     })
 }
 
+/// The attention splits that get rows at `pos` (kernels/llama.cu, `ll_attn`): one per 64 rows, at least
+/// min(8, splits), at most splits; the output projection reads only theirs.
+fn live_splits(pos: u32, max_seq: u32, splits: u32) -> u32 {
+    let rows = pos.min(max_seq - 1) + 1;
+    splits.min(splits.min(8).max(rows.div_ceil(64)))
+}
+
 pub fn o() -> HostKernel {
     HostKernel::new(o_sig(), |cx| {
         let (m, heads, kvh, splits) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize);
+        let (pos, max_seq) = (cx.u32(7)?, cx.u32(8)?);
         const HD: usize = 64;
         if kvh == 0 || heads % kvh != 0 {
             return Err(format!("llama_o: {heads} query heads do not group over {kvh} KV heads"));
         }
+        if max_seq == 0 {
+            return Err("llama_o: max_seq is 0".into());
+        }
+        let used = live_splits(pos, max_seq, splits as u32) as usize;
         let group = heads / kvh;
         let (xv, pv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
         let x = xv.words(m, true)?;
         let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, false)?;
         let w = halves(&wv, m * heads * HD, false)?;
-        // Each query head's partials merged (the splits with rows only), as the CUDA kernel does.
+        // Each query head's partials merged (the splits with rows only: those the position uses, and of
+        // them the ones with a row), as the CUDA kernel does.
         let mut attn = vec![0.0f32; heads * HD];
         for hq in 0..heads {
             let (h, g) = (hq / group, hq % group);
             let rec = |s: usize| ((h * splits + s) * group + g) * PARTIAL_FLOATS;
-            let live: Vec<usize> = (0..splits).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
+            let live: Vec<usize> = (0..used).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
             let mx = live.iter().map(|&s| part.f32(rec(s))).fold(f32::MIN, f32::max);
             let scale: Vec<f32> = live.iter().map(|&s| (part.f32(rec(s)) - mx).exp()).collect();
             let l: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 1) * c).sum();
