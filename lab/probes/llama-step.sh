@@ -17,7 +17,10 @@ D=$(cd "${1:?folder}" && pwd)
 OUT=${OUT:-/tmp/llama-out}
 mkdir -p "$OUT"
 LOG=$OUT/run.log
-VARIANTS=${VARIANTS-"_2b3 _s1"}
+# Variants: "suffix:nvcc flags" separated by ';' (VARIANTS="" builds none); each is timed on VCOMBOS.
+VARIANTS=${VARIANTS-"_2b3:-DLB_MIN_BLOCKS=2 -DLB_STAGES=3;_s1:-DLB_STATIC_ROUNDS=1"}
+VCOMBOS=${VCOMBOS:-bbbm,bbbd}
+IFS=';' read -ra VDEFS <<<"$VARIANTS"
 COMBOS=${COMBOS:-pppm,pppd,bbbm,bbbd,pbbd,bpbd,bbpd}
 say() { echo "== $*" | tee -a "$LOG"; }
 cd "$D"
@@ -28,8 +31,7 @@ if ! bin/llama_kernels attrs >>"$LOG" 2>&1; then
   mkdir -p bin
   build() { nvcc -O3 -arch=sm_90 -std=c++17 -Isrc/kernels -Isrc -DOST_TRIGGER=3 $2 -o "bin/llama_kernels$1" src/lab/probes/llama_kernels.cu >"$OUT/build$1.log" 2>&1; }
   build "" "" &
-  [[ $VARIANTS == *_2b3* ]] && build _2b3 "-DLB_MIN_BLOCKS=2 -DLB_STAGES=3" &
-  [[ $VARIANTS == *_s1* ]] && build _s1 "-DLB_STATIC_ROUNDS=1" &
+  for v in "${VDEFS[@]}"; do build "${v%%:*}" "${v#*:}" & done
   wait
   bin/llama_kernels attrs >>"$LOG" 2>&1 || { say "BUILD FAILED"; tail -20 "$OUT/build.log"; exit 1; }
 fi
@@ -44,10 +46,12 @@ say kernels
 timeout 30 bin/llama_kernels kernels 32 >>"$LOG" 2>&1; echo "kernels rc $?" | tee -a "$LOG"
 say step
 timeout 45 bin/llama_kernels step 16,32 0 $COMBOS >>"$LOG" 2>&1; echo "step rc $?" | tee -a "$LOG"
-for v in $VARIANTS; do
-  say "variant $v"
+for vd in "${VDEFS[@]}"; do
+  v=${vd%%:*}
+  say "variant $v (${vd#*:})"
   timeout 20 bin/llama_kernels$v attrs >>"$LOG" 2>&1
-  timeout 20 bin/llama_kernels$v step 32 0 bbbm,bbbd >>"$LOG" 2>&1; echo "step$v rc $?" | tee -a "$LOG"
+  timeout 150 bin/llama_kernels$v check 32 >>"$LOG" 2>&1; echo "check$v rc $?" | tee -a "$LOG"
+  timeout 20 bin/llama_kernels$v step 32 0 $VCOMBOS >>"$LOG" 2>&1; echo "step$v rc $?" | tee -a "$LOG"
   timeout 20 bin/llama_kernels$v kernels 32 >>"$LOG" 2>&1; echo "kernels$v rc $?" | tee -a "$LOG"
 done
 say memcheck

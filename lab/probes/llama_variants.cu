@@ -83,7 +83,7 @@ __device__ __forceinline__ void lv_attn_b(LlAttnShared& sh, float* part, ll_bf16
   const float NEG = -3.402823466e38f;
   unsigned h = blockIdx.y, s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned n = min(pos, max_seq - 1) + 1, fresh = pos < max_seq ? pos : 0xffffffffu;
-  unsigned live = min(splits, max(min(8u, splits), (n + 63) / 64));
+  unsigned live = ll_live_splits(n, splits);
   unsigned chunk = (n + live - 1) / live;
   unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
   unsigned* kh = (unsigned*)(kcache + (unsigned long long)h * max_seq * LL_HD);
@@ -233,7 +233,7 @@ __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16
   const float NEG = -3.402823466e38f;
   unsigned h = blockIdx.y, s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane / LPH, sub = lane % LPH;
   unsigned n = min(pos, max_seq - 1) + 1, fresh = pos < max_seq ? pos : 0xffffffffu;
-  unsigned live = min(splits, max(min(8u, splits), (n + 63) / 64));
+  unsigned live = ll_live_splits(n, splits);
   unsigned chunk = (n + live - 1) / live;
   unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
   const unsigned* kh = (const unsigned*)(kcache + (unsigned long long)h * max_seq * LL_HD) + sub * W;

@@ -30,6 +30,15 @@
 #endif
 #define LL_HD 64
 #define LL_ATTN_UNROLL 8
+// Attention splits that get rows: one per LL_SPLIT_ROWS rows, at least min(LL_MIN_LIVE, splits)
+// (measured: 16-row shares at position 128, 64 at 1,024, 128 at 4,096 were the fastest). The host twin
+// of llama_o (src/host.rs, live_splits) uses the same numbers.
+#ifndef LL_SPLIT_ROWS
+#define LL_SPLIT_ROWS 64
+#endif
+#ifndef LL_MIN_LIVE
+#define LL_MIN_LIVE 8
+#endif
 // Most blocks per KV head in attention (the output projection's merge gives a split a lane); a partial
 // record is m, l, two pads and 64 sums.
 #define LL_MAX_SPLITS 32
@@ -435,6 +444,10 @@ extern "C" __global__ void __launch_bounds__(LL_QKV_WARPS * 32) llama_qkv(float*
 // the K and V rows and of the output, so a row is one coalesced 128-byte load; eight rows' loads in
 // flight per warp, the first eight requested before the wait (cache rows below pos: no node of the
 // step writes them). Row pos comes from kv_new, and the block that owns it appends it to the cache.
+// The splits of `splits` that get rows when attention covers rows 0..n-1.
+__device__ __forceinline__ unsigned ll_live_splits(unsigned n, unsigned splits) {
+  return min(splits, max(min((unsigned)LL_MIN_LIVE, splits), (n + LL_SPLIT_ROWS - 1) / LL_SPLIT_ROWS));
+}
 // The kernel's shared memory, sized for the largest group.
 struct LlAttnShared {
   float wm[LL_WARPS][8], wl[LL_WARPS][8];
@@ -449,9 +462,7 @@ __device__ __forceinline__ void ll_attn(LlAttnShared& sh, float* part, ll_bf16* 
   const float NEG = -3.402823466e38f;
   unsigned h = blockIdx.y, s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned n = min(pos, max_seq - 1) + 1, fresh = pos < max_seq ? pos : 0xffffffffu;
-  // Splits that get rows: one per 64 rows, at least min(8, splits) (measured: 16-row shares at position
-  // 128, 64 at 1,024, 128 at 4,096 were the fastest); the others write empty partials.
-  unsigned live = min(splits, max(min(8u, splits), (n + 63) / 64));
+  unsigned live = ll_live_splits(n, splits);  // the others write empty partials
   unsigned chunk = (n + live - 1) / live;
   unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
   unsigned* kh = (unsigned*)(kcache + (unsigned long long)h * max_seq * LL_HD);
@@ -600,7 +611,7 @@ __device__ __forceinline__ void ll_o(LlOShared& sh, float* x, const float* part,
     w[j] = r < m ? ll_ld_early(wo + (unsigned long long)r * k + h * G * LL_HD + (e % PER_ROW) * 8) : make_uint4(0, 0, 0, 0);
   }
   unsigned n = min(pos, max_seq - 1) + 1;
-  unsigned live = min(splits, max(min(8u, splits), (n + 63) / 64));  // as ll_attn
+  unsigned live = ll_live_splits(n, splits);
   OST_ENTRY();
   const float* hp = part + (unsigned long long)h * splits * G * LL_REC;
   float v[LL_MAX_SPLITS];
