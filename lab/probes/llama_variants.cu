@@ -151,12 +151,12 @@ __device__ __forceinline__ void lv_attn_b(LlAttnShared& sh, float* part, ll_bf16
 #pragma unroll
       for (int u = 0; u < LL_ATTN_UNROLL; u++)
         if (t + u * LL_WARPS < t1) mn = fmaxf(mn, sc[u][g]);
-      float corr = expf(m[g] - mn), ls = 0.0f, s0 = 0.0f, s1 = 0.0f;
+      float corr = LL_EXP(m[g] - mn), ls = 0.0f, s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
       for (int u = 0; u < LL_ATTN_UNROLL; u++) {
         unsigned tu = t + u * LL_WARPS;
         unsigned vv = tu == fresh ? vnew : vw[u];
-        float p = tu < t1 ? expf(sc[u][g] - mn) : 0.0f;
+        float p = tu < t1 ? LL_EXP(sc[u][g] - mn) : 0.0f;
         ls += p;
         s0 = fmaf(p, ll_lo(vv), s0);
         s1 = fmaf(p, ll_hi(vv), s1);
@@ -223,6 +223,10 @@ __device__ __forceinline__ void lv_ld_words(unsigned (&d)[W], const unsigned* p,
     }
   }
 }
+// Rows a warp of llama_attn_g keeps in flight (the first batch requested before the wait).
+#ifndef LV_G_UNROLL
+#define LV_G_UNROLL LL_ATTN_UNROLL
+#endif
 template <int G>
 __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new,
                                           unsigned pos, unsigned kv_heads, unsigned max_seq, unsigned splits) {
@@ -238,9 +242,9 @@ __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16
   unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
   const unsigned* kh = (const unsigned*)(kcache + (unsigned long long)h * max_seq * LL_HD) + sub * W;
   const unsigned* vh = (const unsigned*)(vcache + (unsigned long long)h * max_seq * LL_HD) + sub * W;
-  unsigned kw[LL_ATTN_UNROLL][W], vw[LL_ATTN_UNROLL][W];
+  unsigned kw[LV_G_UNROLL][W], vw[LV_G_UNROLL][W];
 #pragma unroll
-  for (int u = 0; u < LL_ATTN_UNROLL; u++) {
+  for (int u = 0; u < LV_G_UNROLL; u++) {
     unsigned tu = t0 + warp + u * LL_WARPS;
     bool cached = tu < t1 && tu != fresh;
 #pragma unroll
@@ -250,7 +254,7 @@ __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16
       lv_ld_words<W>(vw[u], vh + (unsigned long long)tu * 32, true);
     }
   }
-  for (unsigned t = t0 + LL_WARPS * LL_ATTN_UNROLL + threadIdx.x / 2; t < t1; t += LL_THREADS / 2)
+  for (unsigned t = t0 + LL_WARPS * LV_G_UNROLL + threadIdx.x / 2; t < t1; t += LL_THREADS / 2)
     ll_prefetch_l2((const unsigned*)(((threadIdx.x & 1) ? vcache : kcache) + (unsigned long long)h * max_seq * LL_HD) + (unsigned long long)t * 32);
   OST_ENTRY();
   bool owns_fresh = fresh >= t0 && fresh < t1;
@@ -276,10 +280,10 @@ __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16
   float m = NEG, l = 0.0f, acc[DPL];
 #pragma unroll
   for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
-  for (unsigned t = t0 + warp; t < t1; t += LL_WARPS * LL_ATTN_UNROLL) {
+  for (unsigned t = t0 + warp; t < t1; t += LL_WARPS * LV_G_UNROLL) {
     if (t != t0 + warp) {
 #pragma unroll
-      for (int u = 0; u < LL_ATTN_UNROLL; u++) {
+      for (int u = 0; u < LV_G_UNROLL; u++) {
         unsigned tu = t + u * LL_WARPS;
         bool cached = tu < t1 && tu != fresh;
 #pragma unroll
@@ -291,7 +295,7 @@ __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16
       }
     }
 #pragma unroll
-    for (int u = 0; u < LL_ATTN_UNROLL; u++) {
+    for (int u = 0; u < LV_G_UNROLL; u++) {
       unsigned tu = t + u * LL_WARPS;
       if (tu >= t1) break;
       bool is_new = tu == fresh;
@@ -304,7 +308,7 @@ __device__ __forceinline__ void lv_attn_g(LlAttnShared& sh, float* part, ll_bf16
       }
 #pragma unroll
       for (int o = LPH / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(LL_FULL, sc, o);
-      float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
+      float mn = fmaxf(m, sc), corr = LL_EXP(m - mn), p = LL_EXP(sc - mn);
       l = fmaf(l, corr, p);
 #pragma unroll
       for (int j = 0; j < W; j++) {
