@@ -265,6 +265,22 @@ pub fn revoke_line(seq: u64, exec: u64, api: &'static str) -> String {
 }
 
 #[derive(Serialize)]
+struct PatchLine {
+    event: &'static str,
+    seq: u64,
+    pid: u32,
+    exec: Hex,
+    api: &'static str,
+    read_us: u64,
+}
+
+/// The line of a node param change (`api`) made on an adopted executable graph in place: read back
+/// (`read_us`), the change leaves the adopted edges as they were.
+pub fn patch_line(seq: u64, exec: u64, api: &'static str, read_us: u64) -> String {
+    serde_json::to_string(&PatchLine { event: "node_params_patched", seq, pid: std::process::id(), exec: Hex(exec), api, read_us }).unwrap_or_default()
+}
+
+#[derive(Serialize)]
 struct UpdateLine<'a> {
     event: &'static str,
     seq: u64,

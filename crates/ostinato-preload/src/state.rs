@@ -2,7 +2,7 @@
 //! and the executable graphs seen instantiated, with the adopted graph beside each one adopted. It
 //! exists only while adopting or logging; without it every hook forwards and does nothing else.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
@@ -34,8 +34,27 @@ struct Exec {
     /// with them).
     flags: u64,
     adopted: Option<Adopted>,
+    /// The application's graph as its executable graph now is, where it runs adopted.
+    replica: Option<Arc<Replica>>,
     /// What [`State::explain`] returns ([`log::explanation`]).
     explanation: Arc<str>,
+}
+
+/// What a node param change on an adopted executable graph is adopted from: a clone of the graph
+/// the application instantiated it from (or last updated it from) — the captured edges — with every
+/// param change since made on it too; the application's node handles mapped to the clone's; the
+/// adopted executable graph's nodes by the clone's; the adopted edges by the clone's nodes. A change
+/// that leaves the adopted edges as they are is made on the adopted executable graph in place, any
+/// other makes the adopted graph again from the clone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replica {
+    pub graph: u64,
+    /// Application node → the clone's node.
+    pub nodes: HashMap<u64, u64>,
+    /// The clone's node → the adopted graph's node.
+    pub adopted_nodes: HashMap<u64, u64>,
+    /// The adopted edges (from, to, programmatic) by the clone's nodes.
+    pub edges: HashSet<(u64, u64, bool)>,
 }
 
 /// A stream a launch went to: its handle, and whether the per-thread-stream entry point was used
@@ -193,7 +212,8 @@ impl State {
             if execs.len() < MAX_EXECS || adopted.is_some() {
                 let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None, follows: None });
                 let explanation = self.explanation(seq, call, model, decision, adoption);
-                if let Some(old) = execs.insert(call.exec, Exec { seq, adoptable: decision.adoptable(), launches: 0, flags, adopted, explanation }) {
+                let exec = Exec { seq, adoptable: decision.adoptable(), launches: 0, flags, adopted, replica: None, explanation };
+                if let Some(old) = execs.insert(call.exec, exec) {
                     self.explained.fetch_sub(old.explanation.len(), Ordering::Relaxed);
                 }
             }
@@ -301,17 +321,47 @@ impl State {
         (true, Some(old))
     }
 
+    /// Keeps `replica` for `exec` where it runs adopted; returns the one it replaces, or `replica`
+    /// itself where `exec` does not run adopted (the caller destroys a returned clone unless it is the
+    /// one kept).
+    pub fn set_replica(&self, exec: u64, replica: Replica) -> Option<Arc<Replica>> {
+        let mut execs = lock(&self.execs);
+        match execs.get_mut(&exec) {
+            Some(e) if e.adopted.is_some_and(|a| a.active) => e.replica.replace(Arc::new(replica)),
+            _ => Some(Arc::new(replica)),
+        }
+    }
+
+    /// Where `exec` runs adopted and has a replica: its instantiate flags, the adopted executable
+    /// graph and the replica.
+    pub fn replica(&self, exec: u64) -> Option<(u64, u64, Arc<Replica>)> {
+        let execs = lock(&self.execs);
+        let e = execs.get(&exec)?;
+        let a = e.adopted.filter(|a| a.active)?;
+        Some((e.flags, a.exec, e.replica.clone()?))
+    }
+
+    /// Logs a node param change `api` made on `exec`'s adopted executable graph in place (its
+    /// adopted edges unchanged; `read_us` spent reading the replica back).
+    pub fn patched(&self, exec: u64, api: &'static str, read_us: u64) {
+        let execs = lock(&self.execs);
+        if let Some(e) = execs.get(&exec) {
+            self.log(|| log::patch_line(e.seq, exec, api, read_us));
+        }
+    }
+
     /// An adopted graph made for no tracked executable graph, to destroy.
     fn orphan((graph, exec): (u64, u64)) -> Adopted {
         Adopted { graph, exec, active: false, launches: 0, last_stream: None, follows: None }
     }
 
-    /// Logs and forgets a destroyed executable graph; returns its adopted graph, to destroy.
-    pub fn destroyed(&self, exec: u64) -> Option<Adopted> {
+    /// Logs and forgets a destroyed executable graph; returns its adopted graph and its replica, to
+    /// destroy.
+    pub fn destroyed(&self, exec: u64) -> Option<(Option<Adopted>, Option<Arc<Replica>>)> {
         let e = lock(&self.execs).remove(&exec)?;
         self.explained.fetch_sub(e.explanation.len(), Ordering::Relaxed);
         self.log(|| log::destroy_line(e.seq, exec, e.launches, e.adoptable, e.adopted.map_or(0, |a| a.launches)));
-        e.adopted
+        Some((e.adopted, e.replica))
     }
 }
 
@@ -349,6 +399,28 @@ mod tests {
         assert_eq!(s.explain(10), None);
         record(&s, 12);
         assert!(!s.explain(12).unwrap().contains("brief"), "the budget is free again");
+    }
+
+    #[test]
+    fn a_replica_is_kept_while_adopted_and_comes_back_to_destroy() {
+        let s = state(1 << 20);
+        let g = GraphModel { nodes: vec![Node { index: 0, body: NodeBody::Other { code: 3, name: "host" } }], ..GraphModel::default() };
+        let call = Call { api: "cuGraphInstantiateWithFlags", graph: 1, exec: 30, result: 0, read_us: 0 };
+        s.record(&call, 5, &g, &decide(&g), &AdoptionLog { status: "adopted", ..AdoptionLog::default() }, Some((100, 300)));
+        let replica = |graph: u64| Replica { graph, nodes: HashMap::from([(7, 70)]), adopted_nodes: HashMap::from([(70, 700)]), edges: HashSet::new() };
+        assert_eq!(s.set_replica(30, replica(40)), None, "the first replica replaces none");
+        let (flags, exec, r) = s.replica(30).unwrap();
+        assert_eq!((flags, exec, r.graph, r.nodes[&7], r.adopted_nodes[&70]), (5, 300, 40, 70, 700));
+        assert_eq!(s.set_replica(30, replica(41)).map(|r| r.graph), Some(40), "the one replaced, to destroy");
+        // Not for an executable graph that is not adopted (or unknown): handed back.
+        record(&s, 31);
+        assert_eq!(s.set_replica(31, replica(42)).map(|r| r.graph), Some(42));
+        assert_eq!(s.set_replica(99, replica(43)).map(|r| r.graph), Some(43));
+        // Revoked: no replica to adopt a change from; destroyed: it comes back to destroy.
+        s.revoke(30, "cuGraphNodeSetEnabled");
+        assert!(s.replica(30).is_none());
+        let (adopted, replica) = s.destroyed(30).unwrap();
+        assert_eq!((adopted.map(|a| a.exec), replica.map(|r| r.graph)), (Some(300), Some(41)));
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! The adopted graph on the real driver: the application's graph cloned (`cuGraphClone`), its edges
 //! changed to the adoption's (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`: a
 //! programmatic edge is port 1, type 1, as a PDL capture records it), instantiated with the
-//! application's flags beside the application's own executable graph; and what a revocation and a
-//! destroy do to it. Entry points are resolved through the real `cuGetProcAddress` at the version of
+//! application's flags beside the application's own executable graph; the replica a node param change
+//! is adopted from ([`Replica`]); and what a revocation and a destroy do to them. Entry points are resolved through the real `cuGetProcAddress` at the version of
 //! the signature declared here, never through the wrappers.
 
-use std::collections::HashSet;
-use std::ffi::c_uint;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_uint, c_void};
 use std::ptr::null_mut;
 use std::sync::OnceLock;
 
@@ -16,7 +16,7 @@ use crate::adopt::{self, Adoption};
 use crate::decide::Decision;
 use crate::log::{AdoptionLog, Call};
 use crate::model::{GraphModel, EDGE_PROGRAMMATIC};
-use crate::state::{Adopted, State, Stream};
+use crate::state::{Adopted, Replica, State, Stream};
 
 /// `CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD`: only `cuGraphInstantiateWithParams` takes it (with a stream).
 const FLAG_UPLOAD: u64 = 2;
@@ -26,6 +26,8 @@ const EVENT_DISABLE_TIMING: c_uint = 2;
 const STREAM_PER_THREAD: usize = 2;
 
 type Deps = unsafe extern "C" fn(Handle, *const Handle, *const Handle, *const EdgeData, usize) -> CuResult;
+/// A graph node's param setter (`cuGraphKernelNodeSetParams`, `cuGraphNodeSetParams`, …).
+type SetNode = unsafe extern "C" fn(Handle, *const c_void) -> CuResult;
 
 /// The real entry points (each `None` where the driver does not offer it).
 struct Table {
@@ -41,6 +43,11 @@ struct Table {
     event_record: Option<unsafe extern "C" fn(Handle, Handle) -> CuResult>,
     event_destroy: Option<unsafe extern "C" fn(Handle) -> CuResult>,
     stream_wait_event: Option<unsafe extern "C" fn(Handle, Handle, c_uint) -> CuResult>,
+    kernel_set_v1: Option<SetNode>,
+    kernel_set_v2: Option<SetNode>,
+    node_set: Option<SetNode>,
+    memset_set: Option<SetNode>,
+    memcpy_set: Option<SetNode>,
 }
 
 macro_rules! entry {
@@ -68,6 +75,12 @@ fn table() -> &'static Table {
         event_record: entry!(c"cuEventRecord", 2000),
         event_destroy: entry!(c"cuEventDestroy", 4000),
         stream_wait_event: entry!(c"cuStreamWaitEvent", 3020),
+        // Below 12000 the v1 params struct, from 12000 v2 (as the executable graph's setters).
+        kernel_set_v1: entry!(c"cuGraphKernelNodeSetParams", 10000),
+        kernel_set_v2: entry!(c"cuGraphKernelNodeSetParams", 12000),
+        node_set: entry!(c"cuGraphNodeSetParams", 12020),
+        memset_set: entry!(c"cuGraphMemsetNodeSetParams", 10000),
+        memcpy_set: entry!(c"cuGraphMemcpyNodeSetParams", 10000),
     })
 }
 
@@ -99,8 +112,23 @@ impl Drop for Clone {
     }
 }
 
+/// An adopted graph made: the graph and its executable graph, its nodes by the model's node index,
+/// and its edges (from, to, programmatic) by node index.
+pub(super) struct Built {
+    pub graph: u64,
+    pub exec: u64,
+    nodes: Vec<u64>,
+    edges: Vec<(usize, usize, bool)>,
+}
+
+impl Built {
+    pub fn pair(&self) -> (u64, u64) {
+        (self.graph, self.exec)
+    }
+}
+
 /// Adopts `graph` (read back as `model`, decided `decision`) where adoption is on and it pays: the
-/// log entry, and the adopted graph with its executable graph.
+/// log entry, and the adopted graph made.
 pub(super) fn adopt_graph(
     state: &State,
     graph: u64,
@@ -108,7 +136,7 @@ pub(super) fn adopt_graph(
     decision: &Decision,
     flags: u64,
     upload: Option<Handle>,
-) -> (AdoptionLog, Option<(u64, u64)>) {
+) -> (AdoptionLog, Option<Built>) {
     if !state.adopting() {
         return (AdoptionLog::not("off", "adoption is off"), None);
     }
@@ -135,11 +163,13 @@ pub(super) fn adopt_graph(
     let built = if adoption.same_as_captured(model) {
         Err("the adopted graph's edges are the captured ones: nothing to gain".to_string())
     } else {
-        super::driver::with_driver(|_| build(graph, model, &adoption, flags, upload)).unwrap_or_else(|| Err("the driver is not reachable".into()))
+        super::driver::with_driver(|_| build(graph, model, &adoption, flags, upload))
+            .unwrap_or_else(|| Err("the driver is not reachable".into()))
+            .map(|(graph, exec, nodes)| Built { graph, exec, nodes, edges: adoption.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect() })
     };
     log.adopt_us = start.elapsed().as_micros() as u64;
     match built {
-        Ok(pair) => (log, Some(pair)),
+        Ok(built) => (log, Some(built)),
         Err(why) => {
             log.status = "not_adopted";
             log.why = Some(why);
@@ -151,40 +181,151 @@ pub(super) fn adopt_graph(
 /// After `api` updated the application's executable graph `exec` in place from `graph` (the same
 /// topology, new params): where `exec` runs adopted, reads `graph` back, adopts it again and puts the
 /// new adopted graph in the old one's place (the old one destroyed: the driver frees it after its
-/// launches in flight). Returns whether `exec` still runs adopted; where not, the caller revokes.
+/// launches in flight), with a replica of `graph` (node param changes after the update name `graph`'s
+/// nodes). Returns whether `exec` still runs adopted; where not, the caller revokes.
 pub(super) fn readopt(state: &State, exec: u64, graph: u64, api: &'static str) -> bool {
     let Some(flags) = state.adopted_flags(exec) else { return false };
     let Some((model, decision, read_us)) = super::driver::with_driver(|d| state.read(d, graph, flags)) else { return false };
-    let (adoption, adopted) = adopt_graph(state, graph, &model, &decision, flags, None);
+    let (adoption, built) = adopt_graph(state, graph, &model, &decision, flags, None);
     let call = Call { api, graph, exec, result: CUDA_SUCCESS, read_us };
-    let (kept, old) = state.update(&call, &model, &decision, &adoption, adopted);
+    let (kept, old) = state.update(&call, &model, &decision, &adoption, built.as_ref().map(Built::pair));
     if let Some(old) = old {
         destroy(&old);
+    }
+    if let (true, Some(built)) = (kept, &built) {
+        keep_replica(state, exec, graph, &model, built);
     }
     kept
 }
 
+/// Keeps a replica of `graph` (read back as `model`; `built` adopted from it) for `exec`: `graph`
+/// cloned, the application's node handles mapped to the clone's. Without one (a driver call failed)
+/// a node param change revokes the adoption.
+pub(super) fn keep_replica(state: &State, exec: u64, graph: u64, model: &GraphModel, built: &Built) {
+    let Some(Ok((clone, nodes))) = super::driver::with_driver(|_| clone_graph(graph, &model.handles)) else { return };
+    let kept = clone.0 as u64;
+    let replica = Replica {
+        graph: kept,
+        nodes: model.handles.iter().copied().zip(nodes.iter().copied()).collect(),
+        adopted_nodes: nodes.iter().copied().zip(built.nodes.iter().copied()).collect(),
+        edges: built.edges.iter().map(|&(from, to, programmatic)| (nodes[from], nodes[to], programmatic)).collect(),
+    };
+    std::mem::forget(clone);
+    if let Some(old) = state.set_replica(exec, replica) {
+        drop(Clone(h(old.graph)));
+    }
+}
+
+/// Destroys a replica's graph.
+pub(super) fn destroy_replica(replica: &Replica) {
+    drop(Clone(h(replica.graph)));
+}
+
+/// Which param setter a node param change came through (the graph's setter of the same params).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Setter {
+    KernelV1,
+    KernelV2,
+    Node,
+    Memset,
+    Memcpy,
+}
+
+/// After `api` changed node `node`'s params (`params`, of `setter`'s struct) in the application's
+/// executable graph `exec`: the same change on the replica, which is read back and adopted again. The
+/// same adopted edges: `apply` (the application's executable-graph setter, for the adopted executable
+/// graph and its node) makes the change on the adopted graph in place; other edges: the adopted graph
+/// is made again from the replica and put in the old one's place. Returns whether `exec` still runs
+/// adopted; where not, the caller revokes.
+pub(super) fn node_params(
+    state: &State,
+    exec: u64,
+    node: u64,
+    params: *const c_void,
+    setter: Setter,
+    api: &'static str,
+    apply: &dyn Fn(Handle, Handle) -> CuResult,
+) -> bool {
+    let Some((flags, adopted_exec, replica)) = state.replica(exec) else { return false };
+    let Some(&twin) = replica.nodes.get(&node) else { return false };
+    let t = table();
+    let set = match setter {
+        Setter::KernelV1 => t.kernel_set_v1,
+        Setter::KernelV2 => t.kernel_set_v2,
+        Setter::Node => t.node_set,
+        Setter::Memset => t.memset_set,
+        Setter::Memcpy => t.memcpy_set,
+    };
+    let Some(set) = set else { return false };
+    // SAFETY: a node of the replica (this module's graph); the application's params, of the struct
+    // this setter takes (the one its executable-graph setter was given), read only.
+    if super::driver::with_driver(|_| unsafe { set(h(twin), params) }) != Some(CUDA_SUCCESS) {
+        return false;
+    }
+    let Some((model, decision, read_us)) = super::driver::with_driver(|d| state.read(d, replica.graph, flags)) else { return false };
+    if !decision.adoptable() || model.handles.len() != model.nodes.len() {
+        return false;
+    }
+    let Ok(adoption) = adopt::adopt(&model, &adopt::default_policy(), state.orderings()) else { return false };
+    let edges: HashSet<(u64, u64, bool)> = adoption.edges.iter().map(|e| (model.handles[e.from], model.handles[e.to], e.programmatic)).collect();
+    if edges == replica.edges {
+        if let Some(&adopted_node) = replica.adopted_nodes.get(&twin) {
+            if apply(h(adopted_exec), h(adopted_node)) == CUDA_SUCCESS {
+                state.patched(exec, api, read_us);
+                return true;
+            }
+        }
+    }
+    // The adopted graph made again from the replica (whose node handles the model has).
+    let (log, built) = adopt_graph(state, replica.graph, &model, &decision, flags, None);
+    let call = Call { api, graph: replica.graph, exec, result: CUDA_SUCCESS, read_us };
+    let (kept, old) = state.update(&call, &model, &decision, &log, built.as_ref().map(Built::pair));
+    if let Some(old) = old {
+        destroy(&old);
+    }
+    if let (true, Some(built)) = (kept, built) {
+        let by_index: HashMap<u64, u64> = model.handles.iter().copied().zip(built.nodes.iter().copied()).collect();
+        let again = Replica {
+            graph: replica.graph,
+            nodes: replica.nodes.clone(),
+            adopted_nodes: by_index,
+            edges: built.edges.iter().map(|&(from, to, programmatic)| (model.handles[from], model.handles[to], programmatic)).collect(),
+        };
+        // The same clone: nothing to destroy.
+        let _ = state.set_replica(exec, again);
+    }
+    kept
+}
+
+/// Clones `graph`; returns the clone (destroyed on drop) and the clone's node of each of `handles`.
+fn clone_graph(graph: u64, handles: &[u64]) -> Result<(Clone, Vec<u64>), String> {
+    let t = table();
+    let mut cloned: Handle = null_mut();
+    // SAFETY: an out-pointer to a local; `graph` is the application's graph.
+    call("cuGraphClone", unsafe { need(t.clone, "cuGraphClone")?(&mut cloned, h(graph)) })?;
+    let clone = Clone(cloned);
+    let find = need(t.find_in_clone, "cuGraphNodeFindInClone")?;
+    let mut nodes = Vec::with_capacity(handles.len());
+    for &original in handles {
+        let mut n: Handle = null_mut();
+        // SAFETY: an out-pointer to a local; `original` a node of the graph `clone` was cloned from.
+        call("cuGraphNodeFindInClone", unsafe { find(&mut n, h(original), clone.0) })?;
+        nodes.push(n as u64);
+    }
+    Ok((clone, nodes))
+}
+
 /// Builds and instantiates the adopted graph of `graph` (read back as `model`, adopted as
 /// `adoption`) with the application's instantiate `flags`; `upload`: the stream the application
-/// asked the instantiate to upload on. Returns (adopted graph, its executable graph); on any failure
-/// nothing is left behind.
-pub(super) fn build(graph: u64, model: &GraphModel, adoption: &Adoption, flags: u64, upload: Option<Handle>) -> Result<(u64, u64), String> {
+/// asked the instantiate to upload on. Returns (adopted graph, its executable graph, its nodes by
+/// the model's node index); on any failure nothing is left behind.
+pub(super) fn build(graph: u64, model: &GraphModel, adoption: &Adoption, flags: u64, upload: Option<Handle>) -> Result<(u64, u64, Vec<u64>), String> {
     let t = table();
     if model.handles.len() != model.nodes.len() {
         return Err("the node handles were not read".into());
     }
-    let mut cloned: Handle = null_mut();
-    // SAFETY: an out-pointer to a local; `graph` is the application's graph, being instantiated.
-    call("cuGraphClone", unsafe { need(t.clone, "cuGraphClone")?(&mut cloned, h(graph)) })?;
-    let clone = Clone(cloned);
-    let find = need(t.find_in_clone, "cuGraphNodeFindInClone")?;
-    let mut nodes = Vec::with_capacity(model.handles.len());
-    for &original in &model.handles {
-        let mut n: Handle = null_mut();
-        // SAFETY: an out-pointer to a local; `original` a node of the graph `clone` was cloned from.
-        call("cuGraphNodeFindInClone", unsafe { find(&mut n, h(original), clone.0) })?;
-        nodes.push(n);
-    }
+    let (clone, found) = clone_graph(graph, &model.handles)?;
+    let nodes: Vec<Handle> = found.iter().map(|&n| h(n)).collect();
     let data =
         |programmatic: bool| if programmatic { EdgeData { from_port: 1, to_port: 0, kind: EDGE_PROGRAMMATIC, reserved: [0; 5] } } else { EdgeData::default() };
     let captured: HashSet<(usize, usize, bool)> = model.edges.iter().map(|e| (e.from, e.to, e.programmatic)).collect();
@@ -215,7 +356,7 @@ pub(super) fn build(graph: u64, model: &GraphModel, adoption: &Adoption, flags: 
     }
     let graph = clone.0;
     std::mem::forget(clone);
-    Ok((graph as u64, exec as u64))
+    Ok((graph as u64, exec as u64, found))
 }
 
 fn rewire(f: Deps, op: &str, graph: Handle, edges: &[(Handle, Handle, EdgeData)]) -> Result<(), String> {

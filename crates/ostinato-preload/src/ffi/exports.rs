@@ -23,6 +23,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
+use super::adopted::Setter;
 use super::types::{CuResult, Handle, InstantiateParams};
 use super::{dlsym, hooks, mutate, Slot};
 use crate::store::Origin;
@@ -110,15 +111,15 @@ exports! {
     cuModuleUnload(module: Handle) |s| hooks::unload_with(s, module, false);
     cuLibraryUnload(library: Handle) |s| hooks::unload_with(s, library, true);
     cuGraphExecKernelNodeSetParams(exec: Handle, node: Handle, params: *const c_void) |s|
-        mutate::set_params(s, "cuGraphExecKernelNodeSetParams", exec, node, params);
+        mutate::set_params(s, Setter::KernelV1, "cuGraphExecKernelNodeSetParams", exec, node, params);
     cuGraphExecKernelNodeSetParams_v2(exec: Handle, node: Handle, params: *const c_void) |s|
-        mutate::set_params(s, "cuGraphExecKernelNodeSetParams_v2", exec, node, params);
+        mutate::set_params(s, Setter::KernelV2, "cuGraphExecKernelNodeSetParams_v2", exec, node, params);
     cuGraphExecNodeSetParams(exec: Handle, node: Handle, params: *const c_void) |s|
-        mutate::set_params(s, "cuGraphExecNodeSetParams", exec, node, params);
+        mutate::set_params(s, Setter::Node, "cuGraphExecNodeSetParams", exec, node, params);
     cuGraphExecMemsetNodeSetParams(exec: Handle, node: Handle, params: *const c_void, ctx: Handle) |s|
-        mutate::set_params_ctx(s, "cuGraphExecMemsetNodeSetParams", exec, node, params, ctx);
+        mutate::set_params_ctx(s, Setter::Memset, "cuGraphExecMemsetNodeSetParams", exec, node, params, ctx);
     cuGraphExecMemcpyNodeSetParams(exec: Handle, node: Handle, params: *const c_void, ctx: Handle) |s|
-        mutate::set_params_ctx(s, "cuGraphExecMemcpyNodeSetParams", exec, node, params, ctx);
+        mutate::set_params_ctx(s, Setter::Memcpy, "cuGraphExecMemcpyNodeSetParams", exec, node, params, ctx);
     cuGraphNodeSetEnabled(exec: Handle, node: Handle, on: c_uint) |s| mutate::enabled_in(s, exec, node, on);
     cuGraphExecUpdate(exec: Handle, graph: Handle, error_node: *mut Handle, result: *mut c_int) |s|
         mutate::update_legacy_in(s, exec, graph, error_node, result);

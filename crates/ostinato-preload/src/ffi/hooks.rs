@@ -79,13 +79,17 @@ fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, upload: Opt
     if let Some((model, decision, read_us)) = read {
         // SAFETY: on success the driver wrote the executable graph to the caller's `exec`.
         let exec = if rc == CUDA_SUCCESS && !exec.is_null() { unsafe { *exec as u64 } } else { 0 };
-        let (adoption, adopted) = if exec == 0 {
+        let (adoption, built) = if exec == 0 {
             (AdoptionLog::not("not_adopted", "the instantiate failed"), None)
         } else {
             own_work(|| adopted::adopt_graph(state, graph as u64, &model, &decision, flags, upload))
                 .unwrap_or_else(|| (AdoptionLog::not("not_adopted", "the interposer's adoption failed"), None))
         };
-        guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, flags, &model, &decision, &adoption, adopted));
+        let pair = built.as_ref().map(adopted::Built::pair);
+        guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, flags, &model, &decision, &adoption, pair));
+        if let Some(built) = &built {
+            own_work(|| adopted::keep_replica(state, exec, graph as u64, &model, built));
+        }
     }
     rc
 }
@@ -182,8 +186,13 @@ pub(super) fn exec_destroy_in(slot: &Slot, exec: Handle) -> CuResult {
     let rc = unsafe { real(exec) };
     if rc == CUDA_SUCCESS {
         if let Some(state) = observing() {
-            if let Some(Some(a)) = guarded(|| state.destroyed(exec as u64)) {
-                guarded(|| adopted::destroy(&a));
+            if let Some(Some((a, replica))) = guarded(|| state.destroyed(exec as u64)) {
+                if let Some(a) = a {
+                    guarded(|| adopted::destroy(&a));
+                }
+                if let Some(replica) = replica {
+                    guarded(|| adopted::destroy_replica(&replica));
+                }
             }
         }
     }

@@ -1,10 +1,15 @@
 //! The entry points that change an executable graph in place — the node param setters, enabling a
 //! node, a whole-graph update — and its upload. An adopted graph is a second executable graph beside
-//! the application's: a change goes to the application's own (its node handles are that graph's), and
-//! from then on its launches run the application's graph, changed (the adoption is revoked; the next
-//! launch follows the adopted graph's last one). A whole-graph update gives the new graph: it is
-//! adopted again, as at instantiate, and the new adopted graph replaces the old one (revoked only where
-//! it is not adopted). An upload of an adopted graph uploads the adopted executable graph.
+//! the application's: a change goes to the application's own (its node handles are that graph's)
+//! first. A node param change is then made on the adopted graph's replica (a clone of the
+//! application's graph with its captured edges and every change since), which is adopted again: where
+//! the adopted edges stay, the adopted executable graph takes the same change in place; otherwise the
+//! adopted graph is made again from the replica and replaces the old one. A whole-graph update gives
+//! the new graph: it is adopted again, as at instantiate, and replaces the old adopted graph. Where
+//! either fails (the change cannot be read or adopted), and for enabling or disabling a node, the
+//! adoption is revoked: from then on launches run the application's graph, changed (the next launch
+//! follows the adopted graph's last one). An upload of an adopted graph uploads the adopted executable
+//! graph.
 //!
 //! Missing one of these would let an adopted graph run without a change the application made, so
 //! where one of them cannot be wrapped (its slot already holds another real pointer) adoption stops:
@@ -13,6 +18,7 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::adopted::Setter;
 use super::types::{CuResult, Handle, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS, PROC_PER_THREAD};
 use super::{guarded, observing, own_work, Slot};
 
@@ -91,43 +97,70 @@ fn changed(rc: CuResult, exec: Handle, api: &'static str) -> CuResult {
     rc
 }
 
-pub(super) fn set_params(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void) -> CuResult {
+/// After `rc` of a node param change `api` on `exec` (node `node`, `params` of `setter`'s struct;
+/// `apply` makes the same change on another executable graph's node): adopted again
+/// ([`super::adopted::node_params`]: in place where the adopted edges stay, else made again), or,
+/// where that fails, given up.
+fn node_changed(
+    rc: CuResult,
+    exec: Handle,
+    node: Handle,
+    params: *const c_void,
+    setter: Setter,
+    api: &'static str,
+    apply: &dyn Fn(Handle, Handle) -> CuResult,
+) -> CuResult {
+    if rc == CUDA_SUCCESS {
+        if let Some(state) = observing() {
+            if own_work(|| super::adopted::node_params(state, exec as u64, node as u64, params, setter, api, apply)) != Some(true) {
+                guarded(|| state.revoke(exec as u64, api));
+            }
+        }
+    }
+    rc
+}
+
+pub(super) fn set_params(slot: &Slot, setter: Setter, api: &'static str, exec: Handle, node: Handle, params: *const c_void) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<SetParams>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    changed(unsafe { real(exec, node, params) }, exec, api)
+    // SAFETY: the caller's arguments, forwarded unchanged; then the same params for the adopted
+    // executable graph's node (an executable graph and node of the interposer's own).
+    let apply = |e: Handle, n: Handle| unsafe { real(e, n, params) };
+    node_changed(apply(exec, node), exec, node, params, setter, api, &apply)
 }
 
 /// `cuGraphExecKernelNodeSetParams` (v1 params).
 unsafe extern "C" fn kernel_v1(exec: Handle, node: Handle, params: *const c_void) -> CuResult {
-    set_params(&KERNEL_V1, "cuGraphExecKernelNodeSetParams", exec, node, params)
+    set_params(&KERNEL_V1, Setter::KernelV1, "cuGraphExecKernelNodeSetParams", exec, node, params)
 }
 
 /// `cuGraphExecKernelNodeSetParams_v2`.
 unsafe extern "C" fn kernel_v2(exec: Handle, node: Handle, params: *const c_void) -> CuResult {
-    set_params(&KERNEL_V2, "cuGraphExecKernelNodeSetParams_v2", exec, node, params)
+    set_params(&KERNEL_V2, Setter::KernelV2, "cuGraphExecKernelNodeSetParams_v2", exec, node, params)
 }
 
 /// `cuGraphExecNodeSetParams`.
 unsafe extern "C" fn node(exec: Handle, node: Handle, params: *const c_void) -> CuResult {
-    set_params(&NODE, "cuGraphExecNodeSetParams", exec, node, params)
+    set_params(&NODE, Setter::Node, "cuGraphExecNodeSetParams", exec, node, params)
 }
 
-pub(super) fn set_params_ctx(slot: &Slot, api: &'static str, exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
+pub(super) fn set_params_ctx(slot: &Slot, setter: Setter, api: &'static str, exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
     // SAFETY: the slot holds the real entry point of this signature.
     let Some(real) = (unsafe { slot.get::<SetParamsCtx>() }) else { return CUDA_ERROR_NOT_INITIALIZED };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    changed(unsafe { real(exec, node, params, ctx) }, exec, api)
+    // SAFETY: the caller's arguments, forwarded unchanged; then the same params and context for the
+    // adopted executable graph's node.
+    let apply = |e: Handle, n: Handle| unsafe { real(e, n, params, ctx) };
+    node_changed(apply(exec, node), exec, node, params, setter, api, &apply)
 }
 
 /// `cuGraphExecMemsetNodeSetParams`.
 unsafe extern "C" fn memset(exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
-    set_params_ctx(&MEMSET, "cuGraphExecMemsetNodeSetParams", exec, node, params, ctx)
+    set_params_ctx(&MEMSET, Setter::Memset, "cuGraphExecMemsetNodeSetParams", exec, node, params, ctx)
 }
 
 /// `cuGraphExecMemcpyNodeSetParams`.
 unsafe extern "C" fn memcpy(exec: Handle, node: Handle, params: *const c_void, ctx: Handle) -> CuResult {
-    set_params_ctx(&MEMCPY, "cuGraphExecMemcpyNodeSetParams", exec, node, params, ctx)
+    set_params_ctx(&MEMCPY, Setter::Memcpy, "cuGraphExecMemcpyNodeSetParams", exec, node, params, ctx)
 }
 
 /// `cuGraphNodeSetEnabled` through `slot`.

@@ -16,6 +16,11 @@
 // `graph_app update`: then the graph instantiated again and updated in place (`cudaGraphExecUpdate`)
 // from a graph of the same topology captured with another scale (d = 15), launched on both streams,
 // and updated back (d = 9), each launch checked.
+//
+// `graph_app setparams`: then the graph instantiated again and two of its nodes' params changed in
+// place (`cudaGraphExecKernelNodeSetParams`): the scale's factor (d = 4 (a + b) = 12), its output (e,
+// another allocation: e = 12), then the add's second input (a for b: e = 4 (a + a) = 8), each launch
+// checked, on both streams.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -53,7 +58,7 @@ __global__ void scale(float* out, const float* in, float s, int n) {
   if (i < n) out[i] = s * in[i];
 }
 
-// Runs `exec` once on `s` and checks d == `want` everywhere.
+// Runs `exec` once on `s` and checks d == `want` everywhere (d cleared first).
 static int check_value(cudaGraphExec_t exec, cudaStream_t s, float* d, int n, float want) {
   std::vector<float> host(n);
   CHECK(cudaMemsetAsync(d, 0, n * sizeof(float), s));
@@ -86,6 +91,59 @@ static int update(cudaGraph_t graph, cudaGraph_t other, cudaStream_t s0, cudaStr
   if (check_value(exec, s1, d, n, 9.0f) != 0 || check_value(exec, s0, d, n, 9.0f) != 0) return 1;
   CHECK(cudaGraphExecDestroy(exec));
   std::printf("PASS (updated twice, 5 launches on two streams)\n");
+  return 0;
+}
+
+// The kernel node of `graph` running `func`, or null.
+static cudaGraphNode_t kernel_node(cudaGraph_t graph, const void* func) {
+  size_t count = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return nullptr;
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return nullptr;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    cudaKernelNodeParams p = {};
+    if (cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel && cudaGraphKernelNodeGetParams(node, &p) == cudaSuccess &&
+        p.func == func)
+      return node;
+  }
+  return nullptr;
+}
+
+// `graph_app setparams` (see the header).
+static int setparams(cudaGraph_t graph, cudaStream_t s0, cudaStream_t s1, float* a, float* c, float* e, int n) {
+  cudaGraphNode_t scale_node = kernel_node(graph, (const void*)scale), add_node = kernel_node(graph, (const void*)add);
+  if (scale_node == nullptr || add_node == nullptr) {
+    std::printf("FAIL: the scale and add nodes were not found\n");
+    return 1;
+  }
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+  cudaKernelNodeParams sp = {}, ap = {};
+  CHECK(cudaGraphKernelNodeGetParams(scale_node, &sp));
+  CHECK(cudaGraphKernelNodeGetParams(add_node, &ap));
+  // The scale's factor: 4.
+  float by = 4.0f;
+  float* out = *(float**)sp.kernelParams[0];
+  const float* in = *(const float**)sp.kernelParams[1];
+  void* scale_args[4] = {&out, &in, &by, &n};
+  sp.kernelParams = scale_args;
+  CHECK(cudaGraphExecKernelNodeSetParams(exec, scale_node, &sp));
+  if (check_value(exec, s0, out, n, 12.0f) != 0) return 1;
+  // Its output: e.
+  out = e;
+  CHECK(cudaGraphExecKernelNodeSetParams(exec, scale_node, &sp));
+  if (check_value(exec, s0, e, n, 12.0f) != 0 || check_value(exec, s1, e, n, 12.0f) != 0) return 1;
+  // The add's second input: a (c = a + a).
+  float* add_out = c;
+  const float* x = a;
+  const float* y = a;
+  void* add_args[4] = {&add_out, &x, &y, &n};
+  ap.kernelParams = add_args;
+  CHECK(cudaGraphExecKernelNodeSetParams(exec, add_node, &ap));
+  if (check_value(exec, s1, e, n, 8.0f) != 0 || check_value(exec, s0, e, n, 8.0f) != 0) return 1;
+  CHECK(cudaGraphExecDestroy(exec));
+  std::printf("PASS (params changed 3 times, 5 launches on two streams)\n");
   return 0;
 }
 
@@ -162,7 +220,8 @@ static int memnode(float* d, int n, cudaStream_t s) {
 int main(int argc, char** argv) {
   const int n = 1 << 16, threads = 256, blocks = (n + threads - 1) / threads;
   const size_t bytes = n * sizeof(float);
-  float *a, *b, *c, *d;
+  float *a, *b, *c, *d, *e;
+  CHECK(cudaMalloc(&e, bytes));
   CHECK(cudaMalloc(&a, bytes));
   CHECK(cudaMalloc(&b, bytes));
   CHECK(cudaMalloc(&c, bytes));
@@ -229,6 +288,9 @@ int main(int argc, char** argv) {
     cudaGraph_t other;
     if (capture(&other, 5.0f) != 0 || update(graph, other, s0, s1, d, n) != 0) return 1;
     CHECK(cudaGraphDestroy(other));
+  }
+  if (argc > 1 && std::strcmp(argv[1], "setparams") == 0) {
+    if (setparams(graph, s0, s1, a, c, e, n) != 0) return 1;
   }
   CHECK(cudaGraphDestroy(graph));
   std::printf("PASS (%zu nodes, %d launches)\n", nodes, launches);

@@ -10,7 +10,8 @@
 # the fills, which touch other buffers, but before the add; the fills' edges into the add kept;
 # add -> scale programmatic as captured) and the 5 launches, all of the adopted graph. Then
 # `graph_app time` prints the graph adopted (the needed edges) and not, timed side by side; and
-# `graph_app update` stays adopted across two updates in place; `graph_app memnode` (a graph with
+# `graph_app update` stays adopted across two updates in place; `graph_app setparams` across three node
+# param changes; `graph_app memnode` (a graph with
 # memory nodes) runs unchanged, logged as falling through.
 # Usage (from the repository root, after scripts/build-devbin.sh): crates/ostinato-preload/tests/gpu/run.sh
 set -euo pipefail
@@ -116,6 +117,33 @@ assert not rev, rev
 last = [d for d in dest if d["exec"] == inst[1]["exec"]]
 assert len(last) == 1 and last[0]["launches"] == 5 and last[0]["adopted_launches"] == 5, last
 print(f"  update: adopted again at both updates ({[u['adoption']['adopt_us'] for u in upd]} us), 5 of 5 launches adopted")
+PY
+done
+# Node params changed in place: the scale's factor and its output (the adopted edges stay: the adopted
+# executable graph takes each change in place), then the add's second input (b no longer read: the
+# needed edges change, the adopted graph is made again from its replica); no revocation, every launch
+# adopted and checked.
+for app in plain zstd; do
+  out=$(LD_PRELOAD="$lib" OSTINATO_PRELOAD_EDGES=needed OSTINATO_PRELOAD_LOG="$work/$app.setparams.jsonl" "$work/graph_app_$app" setparams)
+  echo "$app, setparams: $out"
+  case "$out" in *"PASS (params changed 3 times"*) ;; *) echo "FAIL: graph_app_$app setparams: $out"; exit 1 ;; esac
+  python3 - "$work/$app.setparams.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+inst = [l for l in lines if l["event"] == "instantiate"]
+patched = [l for l in lines if l["event"] == "node_params_patched"]
+upd = [l for l in lines if l["event"] == "exec_update"]
+rev = [l for l in lines if l["event"] == "adoption_revoked"]
+dest = [l for l in lines if l["event"] == "exec_destroy"]
+assert len(inst) == 2 and all(g["adoption"]["status"] == "adopted" for g in inst), [g["adoption"] for g in inst]
+ex = inst[1]["exec"]
+assert len(patched) == 2 and all(p["exec"] == ex for p in patched), patched
+assert len(upd) == 1 and upd[0]["exec"] == ex and upd[0]["adoption"]["status"] == "adopted" and upd[0]["api"].startswith("cuGraphExecKernelNodeSetParams"), upd
+assert not rev, rev
+last = [d for d in dest if d["exec"] == ex]
+assert len(last) == 1 and last[0]["launches"] == 5 and last[0]["adopted_launches"] == 5, last
+print(f"  setparams: 2 changes in place (read back in {[p['read_us'] for p in patched]} us), 1 made again "
+      f"({upd[0]['adoption']['adopt_us']} us, edges {upd[0]['adoption']['edges']}), 5 of 5 launches adopted")
 PY
 done
 # Fall-through: a graph with memory nodes (alloc and free) runs unchanged under the interposer, and the
