@@ -27,6 +27,10 @@ process started under LD_PRELOAD=libostinato_preload.so; docs/adoption.md), unch
     a = ostinato.adopt(torch_graph)     # a.adopted, a.explain(): each captured edge kept or dropped, and why
     a.replay()                          # or torch_graph.replay(): the adopted graph runs
 
+    with ostinato.record_allocations() as rec:  # extents per allocation, not per 2 MiB segment
+        with torch.cuda.graph(g2): ...
+    ostinato.adopt(g2, allocations=rec.extents)
+
 A Buffer, slice, Kernel or Slot belongs to the graph that made it: another graph refuses it. Errors
 raise a subclass of `ostinato.Error` by kind (`GraphError`, `FileError`, `PlanError`,
 `ArgumentError`, `StateError`, `BindError`, `UnsupportedError`, `BackendMissingError`, `DeviceError`,
@@ -46,12 +50,12 @@ from ._ostinato import (  # noqa: F401
 from ._ostinato import PyGraph as Graph, PyPlan as Plan, PyExec as Exec  # noqa: F401
 from ._ostinato import load as _load
 from ._ostinato import llama_step as _llama_step
-from ._adopt import adopt, Adoption  # noqa: F401
+from ._adopt import adopt, Adoption, AllocationRecord, record_allocations  # noqa: F401
 
 __all__ = ["Error", "GraphError", "FileError", "PlanError", "ArgumentError", "StateError", "BindError", "UnsupportedError",
            "BackendMissingError", "DeviceError", "FaultError", "MismatchError", "IoError",
            "Graph", "Plan", "Exec", "Buffer", "BufferSlice", "Kernel", "Slot", "load", "devices", "options", "source_file", "as_bytes",
-           "llama_step", "adopt", "Adoption"]
+           "llama_step", "adopt", "Adoption", "AllocationRecord", "record_allocations"]
 
 
 def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None):

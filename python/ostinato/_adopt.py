@@ -7,10 +7,11 @@ the library exports (`ostinato_preload_set_adopt`, `ostinato_preload_explain`), 
 says what became of it. It holds no logic of its own.
 """
 
+import contextlib
 import ctypes
 import json
 
-from ._ostinato import StateError, UnsupportedError
+from ._ostinato import ArgumentError, StateError, UnsupportedError
 
 _PRELOAD = "LD_PRELOAD=<path>/libostinato_preload.so (built by `cargo build --release -p ostinato-preload`)"
 
@@ -25,6 +26,73 @@ def _entry_points():
     set_adopt.argtypes, set_adopt.restype = [ctypes.c_int], ctypes.c_int
     explain.argtypes, explain.restype = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_ssize_t
     return set_adopt, explain
+
+
+def _merged(pairs):
+    """(base, size) allocations merged where they overlap (an address's extent is every allocation
+    that ever held it), sorted; empty ones dropped."""
+    out = []
+    for base, size in sorted((int(b), int(s)) for b, s in pairs if int(s) > 0):
+        if out and base < out[-1][0] + out[-1][1]:
+            end = max(out[-1][0] + out[-1][1], base + size)
+            out[-1] = (out[-1][0], end - out[-1][0])
+        else:
+            out.append((base, size))
+    return out
+
+
+class AllocationRecord:
+    """What `record_allocations()` saw: `extents`, the (base, size) of every allocation torch's caching
+    allocator made or freed while it recorded, overlapping ones merged (set when the block ends)."""
+
+    def __init__(self):
+        self.extents = None
+
+    def __repr__(self):
+        return f"<ostinato.AllocationRecord {'open' if self.extents is None else f'{len(self.extents)} extents'}>"
+
+
+@contextlib.contextmanager
+def record_allocations(max_entries=1 << 20):
+    """Records torch's CUDA allocations while the block runs (torch's memory history), for
+    `adopt(graph, allocations=record.extents)` of a graph captured inside it.
+
+    Why a record and not the allocator's block table: inside a capture torch frees and reuses blocks
+    of the graph's pool, so a block seen after the capture may be smaller than the allocation a kernel
+    of the graph wrote through; an extent here is the union of every allocation that held its bytes
+    while recording. A pointer into memory allocated before the block keeps the driver's segment.
+    Raises `StateError` where the record may be incomplete (more than `max_entries` events)."""
+    import torch
+
+    record = AllocationRecord()
+    torch.cuda.memory._record_memory_history(enabled="all", max_entries=max_entries)
+    try:
+        yield record
+        snapshot = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    events = [e for trace in snapshot.get("device_traces", []) for e in trace]
+    if len(events) >= max_entries:
+        raise StateError(f"ostinato.record_allocations: {len(events)} events, the most kept: some may be lost; record with a larger max_entries")
+    record.extents = _merged((e["addr"], e["size"]) for e in events if e.get("action") in ("alloc", "free_requested", "free_completed"))
+
+
+def _readopt(handle, extents):
+    process = ctypes.CDLL(None)
+    try:
+        readopt = process.ostinato_preload_readopt
+    except AttributeError:
+        raise UnsupportedError(f"ostinato.adopt: the interposer loaded has no ostinato_preload_readopt (an older build): {_PRELOAD}") from None
+    readopt.argtypes, readopt.restype = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t], ctypes.c_int
+    merged = _merged(extents)
+    words = (ctypes.c_uint64 * (2 * len(merged)))(*[w for pair in merged for w in pair])
+    rc = readopt(handle, words, len(merged))
+    if rc == -2:
+        raise ArgumentError(f"ostinato.adopt: allocations: an extent is empty or wraps past 2^64: {merged[:4]}")
+    if rc < 0:
+        raise StateError(f"ostinato.adopt: the interposer has no replica of executable graph {handle:#x} to adopt again "
+                         "(not adoptable, or changed in place since it was instantiated)")
+    return rc == 1
 
 
 def _explanation(explain, exec_handle):
@@ -85,9 +153,15 @@ class Adoption:
         return f"<ostinato.Adoption {self.status}{' (' + self.why + ')' if self.why else ''}>"
 
 
-def adopt(graph):
+def adopt(graph, allocations=None):
     """Replays `graph` (a `torch.cuda.CUDAGraph`) through Ostinato's graph-API interposer; returns an
     `Adoption` saying what became of it.
+
+    `allocations`: (base, size) pairs of the allocations the graph's tensors live in — the `extents` of
+    a `record_allocations()` the graph was captured inside. Without them a pointer's extent is the
+    driver's allocation segment (the caching allocator's 2 MiB segment holds many tensors, so kernels
+    on different tensors of one segment stay ordered); with them the graph is adopted again from its
+    replica, each pointer's extent the allocation holding it.
 
     The interposer decides when a graph is instantiated. A graph captured with
     `torch.cuda.CUDAGraph(keep_graph=True)` and not yet instantiated is instantiated here, with
@@ -116,6 +190,12 @@ def adopt(graph):
         finally:
             set_adopt(previous)
         handle = exec_of()
+    if allocations is not None:
+        previous = set_adopt(1)  # an explicit request: adopted whatever the process's setting
+        try:
+            _readopt(int(handle), allocations)
+        finally:
+            set_adopt(previous)
     info = _explanation(explain, int(handle))
     if info is None:
         raise StateError(f"ostinato.adopt: the interposer did not see executable graph {int(handle):#x} instantiated "

@@ -18,6 +18,15 @@ FAKE = ROOT / "crates" / "ostinato-preload" / "tests" / "fake_driver" / "fake_cu
 FATBIN = ROOT / "crates" / "ostinato-preload" / "tests" / "fixtures" / "scale_plain.fatbin"
 
 
+def test_allocations_merge_where_they_overlap_and_drop_empty_ones():
+    from ostinato._adopt import _merged
+
+    pairs = [(0x3000, 0x100), (0x1000, 0x800), (0x1400, 0x800), (0x1c00, 0x10), (0x5000, 0), (0x1c10, 0x10)]
+    # 0x1000+0x800 and 0x1400+0x800 overlap: one extent to 0x1c00; 0x1c00 touches it: its own.
+    assert _merged(pairs) == [(0x1000, 0xc00), (0x1c00, 0x10), (0x1c10, 0x10), (0x3000, 0x100)]
+    assert _merged([]) == []
+
+
 def test_adopt_without_the_interposer_says_how_to_load_it():
     with pytest.raises(ostinato.UnsupportedError, match="LD_PRELOAD=.*libostinato_preload.so"):
         ostinato.adopt(object())
@@ -61,6 +70,11 @@ SCRIPT = textwrap.dedent("""
     print(repr(a))
     print(a.status, a.adopted, ctypes.c_int.in_dll(fake, "launches").value)
     print(a.explain())
+    try:
+        ostinato.adopt(g, allocations=[(0x1000, 0x100)])
+        print("readopt: no error")
+    except ostinato.StateError as e:
+        print("readopt:", e)
 """)
 
 
@@ -82,3 +96,5 @@ def test_adopt_instantiates_through_the_interposer_and_explains_each_captured_ed
     assert lines[1] == "not_adopted False 2", lines
     assert lines[2].startswith("2 nodes, 1 captured edges; adoptable; adoption not_adopted"), lines
     assert lines[3] == "  0 (memset) -> 1 (kernel scale) (captured programmatic): kept, programmatic", lines
+    # The table driver clones no graph: no replica to adopt again from, said so.
+    assert lines[-1].startswith("readopt: ostinato.adopt: the interposer has no replica of executable graph"), lines

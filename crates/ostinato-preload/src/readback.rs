@@ -71,10 +71,14 @@ pub trait Driver {
 /// ([`code::analyse`], cached by the caller).
 pub type Analyse<'a> = dyn Fn(&Arc<Image>, &str, u32, &[bool]) -> CodeStatus + 'a;
 
-/// Where the read-back finds images and how it analyses code.
+/// Where the read-back finds images, how it analyses code, and the extents known finer than the
+/// driver's allocation segments.
 pub struct Code<'a> {
     pub image: &'a dyn Fn(Handle) -> Option<Held>,
     pub analyse: &'a Analyse<'a>,
+    /// The extent (base, size) holding an address, where the caller knows one (the application's
+    /// allocator's); else the driver's segment is asked.
+    pub extent: &'a dyn Fn(u64) -> Option<(u64, u64)>,
 }
 
 /// Reads `graph` (instantiated with `flags`) back.
@@ -93,7 +97,7 @@ fn read_structure(driver: &dyn Driver, code: &Code<'_>, graph: u64, model: &mut 
         return Err(ReadError::Bound { what: "graph nodes", count: handles.len(), limit: MAX_NODES });
     }
     let index: HashMap<u64, usize> = handles.iter().enumerate().map(|(i, &h)| (h, i)).collect();
-    let mut lookup = |a: u64| driver.address_range(a);
+    let mut lookup = |a: u64| (code.extent)(a).or_else(|| driver.address_range(a));
     let mut reader = Reader { driver, code, arch: model.arch, scanner: Scanner::new(&mut lookup) };
     model.nodes = handles.iter().enumerate().map(|(i, &h)| Node { index: i, body: reader.node(h) }).collect();
     model.handles = handles;

@@ -108,6 +108,11 @@ fn scale_graph() -> Fake {
 
 /// Reads `fake` back with the fixture's image bound to library 0x11b (when `known`).
 fn read(fake: &Fake, known: bool) -> GraphModel {
+    read_with(fake, known, &|_| None)
+}
+
+/// [`read`] with the caller's extents before the driver's segments.
+fn read_with(fake: &Fake, known: bool, extent: &dyn Fn(u64) -> Option<(u64, u64)>) -> GraphModel {
     let mut store = Store::new(1 << 20);
     if known {
         let held = store.keep(PLAIN, Origin::LibraryLoadData);
@@ -115,7 +120,7 @@ fn read(fake: &Fake, known: bool) -> GraphModel {
     }
     let image = |h: Handle| store.lookup(h).cloned();
     let analyse = |img: &Arc<Image>, entry: &str, arch: u32, p: &[bool]| code::analyse(img, entry, arch, p);
-    read_graph(fake, &Code { image: &image, analyse: &analyse }, 0x9, 1)
+    read_graph(fake, &Code { image: &image, analyse: &analyse, extent }, 0x9, 1)
 }
 
 fn kernel(m: &GraphModel, i: usize) -> &KernelNode {
@@ -142,6 +147,16 @@ fn a_known_kernel_reads_back_with_its_pointers_access_and_edges() {
     assert!(m.edges[0].programmatic);
     assert_eq!(*fake.asked_params.borrow(), vec![0, 1, 2, 3], "never asked past the code's param count");
     assert!(decide(&m).adoptable(), "{:?}", decide(&m));
+}
+
+#[test]
+fn a_caller_extent_holding_a_pointer_is_its_extent_and_the_segment_elsewhere() {
+    let fake = scale_graph();
+    // The input pointer (IN + 64) lies in an allocation of 128 bytes from IN; the output's is unknown.
+    let m = read_with(&fake, true, &|a| (IN..IN + 128).contains(&a).then_some((IN, 128)));
+    let k = kernel(&m, 1);
+    assert_eq!((k.params[1].pointers[0].base, k.params[1].pointers[0].size), (Hex(IN), 128));
+    assert_eq!((k.params[0].pointers[0].base, k.params[0].pointers[0].size), (Hex(OUT), 1024), "the driver's segment");
 }
 
 #[test]

@@ -34,8 +34,11 @@ struct Exec {
     /// with them).
     flags: u64,
     adopted: Option<Adopted>,
-    /// The application's graph as its executable graph now is, where it runs adopted.
+    /// The application's graph as its executable graph now is (kept for an adoptable graph until a
+    /// change in place is not made on it too).
     replica: Option<Arc<Replica>>,
+    /// The stream of the last launch that ran the application's own graph.
+    last_own: Option<Stream>,
     /// What [`State::explain`] returns ([`log::explanation`]).
     explanation: Arc<str>,
 }
@@ -55,6 +58,37 @@ pub struct Replica {
     pub adopted_nodes: HashMap<u64, u64>,
     /// The adopted edges (from, to, programmatic) by the clone's nodes.
     pub edges: HashSet<(u64, u64, bool)>,
+}
+
+/// Extents finer than the driver's allocation segments, as an application's allocator knows them
+/// (each the union of the allocations that ever held its bytes): disjoint, sorted by base.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extents(Vec<(u64, u64)>);
+
+impl Extents {
+    /// From (base, size) pairs in any order; an empty, wrapping or overlapping one is an error naming
+    /// it (overlapping allocations are one extent: the caller merges them).
+    pub fn new(mut pairs: Vec<(u64, u64)>) -> Result<Extents, String> {
+        pairs.sort_unstable();
+        for (i, &(base, size)) in pairs.iter().enumerate() {
+            if size == 0 || base.checked_add(size).is_none() {
+                return Err(format!("extent {i} ({base:#x}, {size} bytes) is empty or wraps"));
+            }
+            if let Some(&(next, _)) = pairs.get(i + 1) {
+                if next < base + size {
+                    return Err(format!("extents {base:#x} (+{size}) and {next:#x} overlap"));
+                }
+            }
+        }
+        Ok(Extents(pairs))
+    }
+
+    /// The extent holding `address`, if any.
+    pub fn holding(&self, address: u64) -> Option<(u64, u64)> {
+        let i = self.0.partition_point(|&(base, _)| base <= address).checked_sub(1)?;
+        let (base, size) = self.0[i];
+        (address - base < size).then_some((base, size))
+    }
 }
 
 /// A stream a launch went to: its handle, and whether the per-thread-stream entry point was used
@@ -181,10 +215,17 @@ impl State {
 
     /// Reads `graph` back and decides; returns the model, the decision and the microseconds spent.
     pub fn read(&self, driver: &dyn Driver, graph: u64, flags: u64) -> (GraphModel, Decision, u64) {
+        self.read_with(driver, graph, flags, &Extents::default())
+    }
+
+    /// [`State::read`], each device address's extent taken from `extents` where one holds it (else
+    /// the driver's allocation segment).
+    pub fn read_with(&self, driver: &dyn Driver, graph: u64, flags: u64, extents: &Extents) -> (GraphModel, Decision, u64) {
         let start = Instant::now();
         let image = |h: Handle| lock(&self.store).lookup(h).cloned();
         let analyse = |img: &Arc<Image>, entry: &str, arch: u32, pointer: &[bool]| self.analyse(img, entry, arch, pointer);
-        let model = readback::read_graph(driver, &Code { image: &image, analyse: &analyse }, graph, flags);
+        let extent = |a: u64| extents.holding(a);
+        let model = readback::read_graph(driver, &Code { image: &image, analyse: &analyse, extent: &extent }, graph, flags);
         let decision = decide(&model);
         (model, decision, start.elapsed().as_micros() as u64)
     }
@@ -212,7 +253,7 @@ impl State {
             if execs.len() < MAX_EXECS || adopted.is_some() {
                 let adopted = adopted.map(|(graph, exec)| Adopted { graph, exec, active: true, launches: 0, last_stream: None, follows: None });
                 let explanation = self.explanation(seq, call, model, decision, adoption);
-                let exec = Exec { seq, adoptable: decision.adoptable(), launches: 0, flags, adopted, replica: None, explanation };
+                let exec = Exec { seq, adoptable: decision.adoptable(), launches: 0, flags, adopted, replica: None, last_own: None, explanation };
                 if let Some(old) = execs.insert(call.exec, exec) {
                     self.explained.fetch_sub(old.explanation.len(), Ordering::Relaxed);
                 }
@@ -240,6 +281,9 @@ impl State {
         let Some(e) = execs.get_mut(&exec) else { return LaunchAs::Own };
         e.launches += 1;
         let seq = e.seq;
+        if !e.adopted.is_some_and(|a| a.active && revoke.is_none()) {
+            e.last_own = Some(stream);
+        }
         let Some(a) = e.adopted.as_mut() else { return LaunchAs::Own };
         if a.active {
             match revoke {
@@ -282,16 +326,18 @@ impl State {
         }
     }
 
-    /// Gives up the adoption of `exec` (`api` changed the application's executable graph in place):
-    /// its next launch runs the application's own graph, after the adopted graph's last launch.
-    pub fn revoke(&self, exec: u64, api: &'static str) {
+    /// Gives up the adoption of `exec` (`api` changed the application's executable graph in place
+    /// without the change made on its replica): its next launch runs the application's own graph,
+    /// after the adopted graph's last launch. Returns the replica, now stale, to destroy.
+    pub fn revoke(&self, exec: u64, api: &'static str) -> Option<Arc<Replica>> {
         let mut execs = lock(&self.execs);
-        let Some(e) = execs.get_mut(&exec) else { return };
+        let e = execs.get_mut(&exec)?;
         let seq = e.seq;
         if let Some(a) = e.adopted.as_mut().filter(|a| a.active) {
             a.active = false;
             self.log(|| log::revoke_line(seq, exec, api));
         }
+        e.replica.take()
     }
 
     /// The instantiate flags of `exec` where it runs adopted now (an update may make its adopted graph
@@ -321,15 +367,44 @@ impl State {
         (true, Some(old))
     }
 
-    /// Keeps `replica` for `exec` where it runs adopted; returns the one it replaces, or `replica`
-    /// itself where `exec` does not run adopted (the caller destroys a returned clone unless it is the
+    /// Keeps `replica` for `exec` where it is tracked and not revoked; returns the one it replaces, or
+    /// `replica` itself where it is not kept (the caller destroys a returned clone unless it is the
     /// one kept).
     pub fn set_replica(&self, exec: u64, replica: Replica) -> Option<Arc<Replica>> {
         let mut execs = lock(&self.execs);
         match execs.get_mut(&exec) {
-            Some(e) if e.adopted.is_some_and(|a| a.active) => e.replica.replace(Arc::new(replica)),
+            Some(e) if e.adopted.is_none_or(|a| a.active) => e.replica.replace(Arc::new(replica)),
             _ => Some(Arc::new(replica)),
         }
+    }
+
+    /// Where `exec` has a replica: its instantiate flags, whether it runs adopted, and the replica.
+    pub fn replica_any(&self, exec: u64) -> Option<(u64, bool, Arc<Replica>)> {
+        let execs = lock(&self.execs);
+        let e = execs.get(&exec)?;
+        Some((e.flags, e.adopted.is_some_and(|a| a.active), e.replica.clone()?))
+    }
+
+    /// For `exec`, never adopted, adopted now (`call`: the request, `adopted`: the adopted graph made
+    /// from its replica, or none): logged as an update; the adopted graph's first launch on another
+    /// stream waits for the application graph's last launch. Returns whether it runs adopted, and an
+    /// adopted graph not kept, to destroy.
+    pub fn adopt_late(
+        &self,
+        call: &Call,
+        model: &GraphModel,
+        decision: &Decision,
+        adoption: &AdoptionLog,
+        adopted: Option<(u64, u64)>,
+    ) -> (bool, Option<Adopted>) {
+        let mut execs = lock(&self.execs);
+        let Some(e) = execs.get_mut(&call.exec) else { return (false, adopted.map(Self::orphan)) };
+        self.log(|| log::update_line(e.seq, call, adoption));
+        let (Some((graph, exec)), None) = (adopted, e.adopted) else { return (false, adopted.map(Self::orphan)) };
+        e.adopted = Some(Adopted { graph, exec, active: true, launches: 0, last_stream: None, follows: e.last_own });
+        self.explained.fetch_sub(e.explanation.len(), Ordering::Relaxed);
+        e.explanation = self.explanation(e.seq, call, model, decision, adoption);
+        (true, None)
     }
 
     /// Where `exec` runs adopted and has a replica: its instantiate flags, the adopted executable
@@ -402,6 +477,20 @@ mod tests {
     }
 
     #[test]
+    fn extents_hold_their_own_bytes_only_and_refuse_overlaps() {
+        let e = Extents::new(vec![(0x2000, 0x100), (0x1000, 0x800), (0x1800, 0x10)]).unwrap();
+        assert_eq!(e.holding(0x1000), Some((0x1000, 0x800)));
+        assert_eq!(e.holding(0x17ff), Some((0x1000, 0x800)));
+        assert_eq!(e.holding(0x1800), Some((0x1800, 0x10)), "touching extents are two");
+        assert_eq!(e.holding(0x1810), None, "between extents: the driver's segment");
+        assert_eq!((e.holding(0xfff), e.holding(0x20ff), e.holding(0x2100)), (None, Some((0x2000, 0x100)), None));
+        assert_eq!(Extents::default().holding(0x1000), None);
+        assert!(Extents::new(vec![(0x1000, 0x100), (0x10ff, 0x10)]).unwrap_err().contains("overlap"));
+        assert!(Extents::new(vec![(0x1000, 0)]).unwrap_err().contains("empty"));
+        assert!(Extents::new(vec![(u64::MAX - 1, 4)]).unwrap_err().contains("wraps"));
+    }
+
+    #[test]
     fn a_replica_is_kept_while_adopted_and_comes_back_to_destroy() {
         let s = state(1 << 20);
         let g = GraphModel { nodes: vec![Node { index: 0, body: NodeBody::Other { code: 3, name: "host" } }], ..GraphModel::default() };
@@ -412,15 +501,18 @@ mod tests {
         let (flags, exec, r) = s.replica(30).unwrap();
         assert_eq!((flags, exec, r.graph, r.nodes[&7], r.adopted_nodes[&70]), (5, 300, 40, 70, 700));
         assert_eq!(s.set_replica(30, replica(41)).map(|r| r.graph), Some(40), "the one replaced, to destroy");
-        // Not for an executable graph that is not adopted (or unknown): handed back.
+        // Kept for a graph never adopted too (it may be adopted later); not for an unknown one.
         record(&s, 31);
-        assert_eq!(s.set_replica(31, replica(42)).map(|r| r.graph), Some(42));
+        assert_eq!(s.set_replica(31, replica(42)), None);
+        assert_eq!(s.replica_any(31).map(|(_, active, r)| (active, r.graph)), Some((false, 42)));
+        assert!(s.replica(31).is_none(), "a node param change is adopted only for an adopted graph");
         assert_eq!(s.set_replica(99, replica(43)).map(|r| r.graph), Some(43));
-        // Revoked: no replica to adopt a change from; destroyed: it comes back to destroy.
-        s.revoke(30, "cuGraphNodeSetEnabled");
-        assert!(s.replica(30).is_none());
+        // Revoked: the replica (stale now) comes back to destroy, and none is kept again.
+        assert_eq!(s.revoke(30, "cuGraphNodeSetEnabled").map(|r| r.graph), Some(41));
+        assert!(s.replica(30).is_none() && s.replica_any(30).is_none());
+        assert_eq!(s.set_replica(30, replica(44)).map(|r| r.graph), Some(44), "not kept for a revoked adoption");
         let (adopted, replica) = s.destroyed(30).unwrap();
-        assert_eq!((adopted.map(|a| a.exec), replica.map(|r| r.graph)), (Some(300), Some(41)));
+        assert_eq!((adopted.map(|a| a.exec), replica), (Some(300), None));
     }
 
     #[test]

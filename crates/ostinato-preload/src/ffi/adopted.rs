@@ -5,7 +5,7 @@
 //! is adopted from ([`Replica`]); and what a revocation and a destroy do to them. Entry points are resolved through the real `cuGetProcAddress` at the version of
 //! the signature declared here, never through the wrappers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::{c_uint, c_void};
 use std::ptr::null_mut;
 use std::sync::OnceLock;
@@ -16,7 +16,7 @@ use crate::adopt::{self, Adoption};
 use crate::decide::Decision;
 use crate::log::{AdoptionLog, Call};
 use crate::model::{GraphModel, EDGE_PROGRAMMATIC};
-use crate::state::{Adopted, Replica, State, Stream};
+use crate::state::{Adopted, Extents, Replica, State, Stream};
 
 /// `CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD`: only `cuGraphInstantiateWithParams` takes it (with a stream).
 const FLAG_UPLOAD: u64 = 2;
@@ -192,23 +192,23 @@ pub(super) fn readopt(state: &State, exec: u64, graph: u64, api: &'static str) -
     if let Some(old) = old {
         destroy(&old);
     }
-    if let (true, Some(built)) = (kept, &built) {
-        keep_replica(state, exec, graph, &model, built);
+    if kept {
+        keep_replica(state, exec, graph, &model, built.as_ref());
     }
     kept
 }
 
-/// Keeps a replica of `graph` (read back as `model`; `built` adopted from it) for `exec`: `graph`
-/// cloned, the application's node handles mapped to the clone's. Without one (a driver call failed)
-/// a node param change revokes the adoption.
-pub(super) fn keep_replica(state: &State, exec: u64, graph: u64, model: &GraphModel, built: &Built) {
+/// Keeps a replica of `graph` (read back as `model`; `built`: the adopted graph made from it, if
+/// any) for `exec`: `graph` cloned, the application's node handles mapped to the clone's. Without one
+/// (a driver call failed) a node param change revokes the adoption.
+pub(super) fn keep_replica(state: &State, exec: u64, graph: u64, model: &GraphModel, built: Option<&Built>) {
     let Some(Ok((clone, nodes))) = super::driver::with_driver(|_| clone_graph(graph, &model.handles)) else { return };
     let kept = clone.0 as u64;
     let replica = Replica {
         graph: kept,
         nodes: model.handles.iter().copied().zip(nodes.iter().copied()).collect(),
-        adopted_nodes: nodes.iter().copied().zip(built.nodes.iter().copied()).collect(),
-        edges: built.edges.iter().map(|&(from, to, programmatic)| (nodes[from], nodes[to], programmatic)).collect(),
+        adopted_nodes: built.map(|b| nodes.iter().copied().zip(b.nodes.iter().copied()).collect()).unwrap_or_default(),
+        edges: built.map(|b| b.edges.iter().map(|&(from, to, programmatic)| (nodes[from], nodes[to], programmatic)).collect()).unwrap_or_default(),
     };
     std::mem::forget(clone);
     if let Some(old) = state.set_replica(exec, replica) {
@@ -276,25 +276,45 @@ pub(super) fn node_params(
             }
         }
     }
-    // The adopted graph made again from the replica (whose node handles the model has).
-    let (log, built) = adopt_graph(state, replica.graph, &model, &decision, flags, None);
-    let call = Call { api, graph: replica.graph, exec, result: CUDA_SUCCESS, read_us };
-    let (kept, old) = state.update(&call, &model, &decision, &log, built.as_ref().map(Built::pair));
+    made_again(state, exec, &replica, flags, &model, &decision, Call { api, graph: replica.graph, exec, result: CUDA_SUCCESS, read_us }, true)
+}
+
+/// The adopted graph of `exec` made again from its replica (read back as `model`, whose node
+/// handles are the replica's) and put in place of the one it runs (`active`), or adopted for the first
+/// time (not `active`); the replica then maps the new adopted graph. Returns whether a new adopted
+/// graph was kept.
+#[allow(clippy::too_many_arguments)]
+fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, model: &GraphModel, decision: &Decision, call: Call, active: bool) -> bool {
+    let (log, built) = adopt_graph(state, replica.graph, model, decision, flags, None);
+    let pair = built.as_ref().map(Built::pair);
+    let (kept, old) = if active { state.update(&call, model, decision, &log, pair) } else { state.adopt_late(&call, model, decision, &log, pair) };
     if let Some(old) = old {
         destroy(&old);
     }
     if let (true, Some(built)) = (kept, built) {
-        let by_index: HashMap<u64, u64> = model.handles.iter().copied().zip(built.nodes.iter().copied()).collect();
         let again = Replica {
             graph: replica.graph,
             nodes: replica.nodes.clone(),
-            adopted_nodes: by_index,
+            adopted_nodes: model.handles.iter().copied().zip(built.nodes.iter().copied()).collect(),
             edges: built.edges.iter().map(|&(from, to, programmatic)| (model.handles[from], model.handles[to], programmatic)).collect(),
         };
         // The same clone: nothing to destroy.
         let _ = state.set_replica(exec, again);
     }
     kept
+}
+
+/// Adopts `exec` again from its replica with `extents` (the application's allocator's, finer than
+/// the driver's segments; used for this read-back only): where it runs adopted, a new adopted graph
+/// replaces the old one where it adopts (else the old one stays); where it was never adopted, it is
+/// adopted now where it can be. Returns whether it runs adopted after, or `None` where it has no
+/// replica (unknown, not adoptable, or changed in place since without the change made on one).
+pub(super) fn readopt_with(state: &State, exec: u64, extents: &Extents) -> Option<bool> {
+    let (flags, active, replica) = state.replica_any(exec)?;
+    let (model, decision, read_us) = super::driver::with_driver(|d| state.read_with(d, replica.graph, flags, extents))?;
+    let call = Call { api: "ostinato_preload_readopt", graph: replica.graph, exec, result: CUDA_SUCCESS, read_us };
+    let kept = made_again(state, exec, &replica, flags, &model, &decision, call, active);
+    Some(kept || (active && state.adopted_flags(exec).is_some()))
 }
 
 /// Clones `graph`; returns the clone (destroyed on drop) and the clone's node of each of `handles`.

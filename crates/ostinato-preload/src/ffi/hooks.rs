@@ -87,8 +87,8 @@ fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, upload: Opt
         };
         let pair = built.as_ref().map(adopted::Built::pair);
         guarded(|| state.record(&Call { api, graph: graph as u64, exec, result: rc, read_us }, flags, &model, &decision, &adoption, pair));
-        if let Some(built) = &built {
-            own_work(|| adopted::keep_replica(state, exec, graph as u64, &model, built));
+        if exec != 0 && decision.adoptable() {
+            own_work(|| adopted::keep_replica(state, exec, graph as u64, &model, built.as_ref()));
         }
     }
     rc

@@ -62,6 +62,35 @@ pub extern "C" fn ostinato_preload_set_adopt(on: std::ffi::c_int) -> std::ffi::c
     guarded(|| observing().map_or(-1, |s| std::ffi::c_int::from(s.set_adopting(on != 0)))).unwrap_or(-1)
 }
 
+/// Adopts executable graph `exec` again from its replica (the graph it was instantiated or last
+/// updated from, with every node param change since), each device address's extent taken from the
+/// `n` (base, size) pairs at `extents` (2n words; the application's allocator's allocations, each the
+/// union of those that ever held its bytes) where one holds it, else the driver's segment. The
+/// extents serve this read-back only. Returns 1 where `exec` runs adopted after, 0 where not, -1
+/// where the interposer is inactive or has no replica of `exec` (never seen, not adoptable, or changed
+/// in place without the change made on its replica), -2 where the extents are empty, wrap or overlap.
+///
+/// # Safety
+/// `extents` must be null (with `n` 0) or point to `2 * n` readable `u64`s.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ostinato_preload_readopt(exec: u64, extents: *const u64, n: usize) -> std::ffi::c_int {
+    let pairs: Vec<(u64, u64)> = if extents.is_null() || n == 0 {
+        Vec::new()
+    } else {
+        let Some(len) = n.checked_mul(2) else { return -2 };
+        // SAFETY: `extents` points to `2 * n` readable words (the caller's promise).
+        let words = unsafe { std::slice::from_raw_parts(extents, len) };
+        words.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+    };
+    let Ok(extents) = crate::state::Extents::new(pairs) else { return -2 };
+    let Some(state) = observing() else { return -1 };
+    match own_work(|| adopted::readopt_with(state, exec, &extents)) {
+        Some(Some(true)) => 1,
+        Some(Some(false)) => 0,
+        _ => -1,
+    }
+}
+
 /// Writes what became of executable graph `exec` — a JSON object: its nodes, captured edges, the
 /// decision, the adoption with every edge kept or dropped and why, and whether it runs adopted now —
 /// to `out` (at most `capacity` bytes, NUL-terminated, cut short where it does not fit). Returns the

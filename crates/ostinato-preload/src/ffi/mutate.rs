@@ -87,11 +87,19 @@ pub(super) fn wrapper_for(name: &[u8], version: c_int, flags: u64, real: usize) 
     None
 }
 
+/// Gives the adoption of `exec` up (`api` changed it in place, the change not made on its replica),
+/// and destroys the replica, now stale.
+fn give_up(state: &crate::state::State, exec: Handle, api: &'static str) {
+    if let Some(Some(replica)) = guarded(|| state.revoke(exec as u64, api)) {
+        guarded(|| super::adopted::destroy_replica(&replica));
+    }
+}
+
 /// After `rc` of `api` on `exec`: a change made gives the adoption up.
 fn changed(rc: CuResult, exec: Handle, api: &'static str) -> CuResult {
     if rc == CUDA_SUCCESS {
         if let Some(state) = observing() {
-            guarded(|| state.revoke(exec as u64, api));
+            give_up(state, exec, api);
         }
     }
     rc
@@ -113,7 +121,7 @@ fn node_changed(
     if rc == CUDA_SUCCESS {
         if let Some(state) = observing() {
             if own_work(|| super::adopted::node_params(state, exec as u64, node as u64, params, setter, api, apply)) != Some(true) {
-                guarded(|| state.revoke(exec as u64, api));
+                give_up(state, exec, api);
             }
         }
     }
@@ -183,7 +191,7 @@ fn updated(rc: CuResult, exec: Handle, graph: Handle, api: &'static str) -> CuRe
     if rc == CUDA_SUCCESS {
         if let Some(state) = observing() {
             if own_work(|| super::adopted::readopt(state, exec as u64, graph as u64, api)) != Some(true) {
-                guarded(|| state.revoke(exec as u64, api));
+                give_up(state, exec, api);
             }
         }
     }
