@@ -3,7 +3,7 @@
 The interposer (`libostinato_preload.so`, loaded with LD_PRELOAD when the process starts) reads every
 graph the process instantiates, and replays what it can model with the fences its kernels' code allows
 (docs/adoption.md). This module is its Python face: it asks the interposer, through the C entry points
-the library exports (`ostinato_preload_set_adopt`, `ostinato_preload_explain`), to adopt a graph and
+the library exports (`ostinato_preload_set_adopt`, `ostinato_preload_explain`, `ostinato_preload_readopt`), to adopt a graph and
 says what became of it. It holds no logic of its own.
 """
 
