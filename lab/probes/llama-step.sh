@@ -5,7 +5,7 @@
 #                         -I<dir of llama_prev.cu> -DOST_TRIGGER=3 (variants: _2b3 with -DLB_MIN_BLOCKS=2
 #                         -DLB_STAGES=3, _s1 with -DLB_STATIC_ROUNDS=1)
 #   D/src/                the sources, to build there when the binaries do not run: kernels/,
-#                         crates/ostinato-llama/kernels/llama.cu, lab/probes/llama_{kernels,variants}.cu and
+#                         crates/ostinato-llama/kernels/llama{_common,}.cu, lab/probes/llama_{kernels,variants}.cu and
 #                         llama_prev.cu (the pack's llama.cu before the bulk-copy projections)
 # Stages: attributes; the per-kernel check against double precision (a failure is reported, the timing
 # still runs); kernels alone and back to back; the step per combo and position; the variants; then

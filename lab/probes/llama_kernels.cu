@@ -1,4 +1,4 @@
-// Study tool: the Llama decode kernels (kernels/llama.cu) at Llama-3.2-1B's shapes on the GPU, side by
+// Study tool: the Llama decode kernels (kernels/llama_common.cu and llama.cu) at Llama-3.2-1B's shapes on the GPU, side by
 // side with the previous pack (llama_prev.cu: kernels/llama.cu of the commit before the bulk-copy
 // streaming projections, its kernels renamed prev_*) and the study variants of llama_variants.cu.
 //   check  : one layer's kernels and the LM head, each against a double-precision CPU computation from
@@ -13,6 +13,7 @@
 //   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -ID -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
 //   ./llama_kernels check|sanitize|kernels|step [splits,...] [blocks] [combos,...]
 #include "../../kernels/ostinato.cu"
+#include "../../crates/ostinato-llama/kernels/llama_common.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
 #include "llama_variants.cu"
 namespace prev {

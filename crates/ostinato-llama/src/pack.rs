@@ -1,7 +1,8 @@
 //! The Llama kernels as a kernel pack: each kernel's implementation per backend, bound the way a
-//! user's kernels are. CUDA: a [`KernelRef`] that carries `kernels/llama.cu` (compiled by the CUDA
-//! backend with NVRTC in its trigger variants, its PDL capability certified from the PTX); host: the
-//! twins of [`crate::host`]. No backend names this crate.
+//! user's kernels are. CUDA: a [`KernelRef`] that carries `kernels/llama_common.cu` (defines,
+//! helpers, the streaming pipeline) and `kernels/llama.cu` (the kernels) as one source, compiled by
+//! the CUDA backend with NVRTC in its trigger variants, its PDL capability certified from the PTX;
+//! host: the twins of [`crate::host`]. No backend names this crate.
 
 use std::sync::{Arc, OnceLock};
 
@@ -9,7 +10,7 @@ use ostinato::KernelRef;
 use ostinato_host::kernel::HostKernel;
 
 /// The CUDA C of the pack's kernels.
-pub const CUDA_SOURCE: &str = include_str!("../kernels/llama.cu");
+pub const CUDA_SOURCE: &str = concat!(include_str!("../kernels/llama_common.cu"), include_str!("../kernels/llama.cu"));
 
 /// The name the CUDA source goes by (in messages, caches and manifests).
 pub const CUDA_SOURCE_NAME: &str = "llama.cu";

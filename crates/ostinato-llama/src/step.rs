@@ -53,7 +53,7 @@ pub fn default_splits(_c: &LlamaConfig) -> u32 {
     MAX_SPLITS
 }
 
-/// Most attention splits (kernels/llama.cu: LL_MAX_SPLITS; the output projection's merge gives each
+/// Most attention splits (kernels/llama_common.cu: LL_MAX_SPLITS; the output projection's merge gives each
 /// split a lane).
 const MAX_SPLITS: u32 = 32;
 /// Warps (one RoPE pair each) per block of `llama_qkv` (LL_QKV_WARPS).
@@ -120,7 +120,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     if o.attn_splits > MAX_SPLITS {
         return Err(LlamaError::Config {
             field: "attn_splits".into(),
-            reason: format!("{} is more than {MAX_SPLITS} (kernels/llama.cu: LL_MAX_SPLITS); 0 picks the default", o.attn_splits),
+            reason: format!("{} is more than {MAX_SPLITS} (kernels/llama_common.cu: LL_MAX_SPLITS); 0 picks the default", o.attn_splits),
         });
     }
     if o.gemv_blocks == 0 {

@@ -1,0 +1,392 @@
+// Llama decode kernels (bf16 weights and KV cache, f32 activations and accumulation): the CUDA side of
+// the `ostinato-llama` kernel pack, bound through a kernel reference that carries its source
+// (`ostinato_llama::pack::CUDA_SOURCE`: this file, then llama.cu, as one source). This file holds the
+// pack's defines, its device helpers and the streaming projections' pipeline; llama.cu the kernels.
+// OST_ENTRY / OST_EXIT come from Ostinato's kernel header; the host twins live in
+// crates/ostinato-llama/src/host.rs with the same signatures and math (summation order differs).
+//
+// Before `griddepcontrol.wait` every kernel requests the bytes no node of the step writes: the small
+// projections (QKV, O) load ALL their weights into registers (a warp owns its rows), attention the
+// KV-cache rows of its share below the position (plain `ld.global`, which ptxas keeps above the wait, and
+// `prefetch.global.L2`); the streaming projections (gate/up, down, LM head) issue bulk copies of their
+// first tiles of weights into shared memory. Those are the certified pre-wait reads
+// (crates/ostinato-cuda/src/ptx.rs); nothing before the wait writes global memory or takes a ticket.
+//
+// The streaming projections are persistent bulk-copy pipelines (see below). Preconditions (checked by
+// the graph builder): hidden % 8 == 0 and <= 2048, ffn % 8 == 0 and <= 8192, head_dim 64,
+// grouped-query groups of 1, 2, 4 or 8, splits <= 32.
+
+#include "ostinato.cuh"
+
+#define LL_THREADS 256
+#define LL_WARPS (LL_THREADS / 32)
+// Blocks per SM attention and the output projection must fit (registers).
+#ifndef LL_MIN_BLOCKS
+#define LL_MIN_BLOCKS 2
+#endif
+// Columns per row chunk: a lane loads 8 x 16 bytes of it, each load instruction 512 contiguous bytes.
+#define LL_CHUNK 2048
+// Warps (one RoPE pair each) per block of the QKV projection.
+#ifndef LL_QKV_WARPS
+#define LL_QKV_WARPS 4
+#endif
+#define LL_HD 64
+#define LL_ATTN_UNROLL 8
+// Attention splits that get rows: one per LL_SPLIT_ROWS rows, at least min(LL_MIN_LIVE, splits)
+// (measured: 16-row shares at position 128, 64 at 1,024, 128 at 4,096 were the fastest). The host twin
+// of llama_o (src/host.rs, live_splits) uses the same numbers.
+#ifndef LL_SPLIT_ROWS
+#define LL_SPLIT_ROWS 64
+#endif
+#ifndef LL_MIN_LIVE
+#define LL_MIN_LIVE 8
+#endif
+// The exp of attention's online softmax (per row and query head): the hardware's ex2 (__expf), about 2
+// instructions against expf's dozen, measured on an H200 at 4.52 against 4.90 us back to back at
+// position 1,024 (8.61 against 9.40 at 4,096), the layer's output within the same 1.7e-7 of a double-
+// precision reference (lab/llama-decode.md). Every lane of a warp runs each row's exps.
+#ifndef LL_EXP
+#define LL_EXP __expf
+#endif
+// Most blocks per KV head in attention (the output projection's merge gives a split a lane); a partial
+// record is m, l, two pads and 64 sums.
+#define LL_MAX_SPLITS 32
+#define LL_REC 68
+
+typedef unsigned short ll_bf16;
+#define LL_FULL 0xffffffffu
+
+__device__ __forceinline__ float ll_lo(unsigned u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float ll_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
+
+// f32 -> bf16, round to nearest even (finite values; the host twin uses the same rounding).
+__device__ __forceinline__ ll_bf16 ll_to_bf(float f) {
+  unsigned u = __float_as_uint(f);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ll_bf16)(u >> 16);
+}
+
+// A plain 16-byte load for the pre-wait part: ptxas keeps weak loads above `griddepcontrol.wait`.
+__device__ __forceinline__ uint4 ll_ld_early(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned ll_ld_early_u32(const void* p) {
+  unsigned v;
+  asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void ll_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+__device__ __forceinline__ float ll_dot8(uint4 w, const float* x) {
+  float4 a = *(const float4*)x, b = *(const float4*)(x + 4);
+  float s = ll_lo(w.x) * a.x;
+  s = fmaf(ll_hi(w.x), a.y, s);
+  s = fmaf(ll_lo(w.y), a.z, s);
+  s = fmaf(ll_hi(w.y), a.w, s);
+  s = fmaf(ll_lo(w.z), b.x, s);
+  s = fmaf(ll_hi(w.z), b.y, s);
+  s = fmaf(ll_lo(w.w), b.z, s);
+  s = fmaf(ll_hi(w.w), b.w, s);
+  return s;
+}
+
+__device__ __forceinline__ float ll_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(LL_FULL, v, o);
+  return v;
+}
+
+// A warp's chunk of a row, loaded before the wait: lane's 8 loads at columns base + (j * 32 + lane) * 8
+// (zeros past k).
+__device__ __forceinline__ void ll_load_chunk(uint4 (&w)[8], const ll_bf16* row, unsigned base, unsigned k) {
+  unsigned lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    unsigned c = base + (j * 32 + lane) * 8;
+    w[j] = c < k ? ll_ld_early(row + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The lane's part of a chunk's dot product with xs (shared memory, zero-padded to whole chunks).
+__device__ __forceinline__ float ll_dot_chunk(const uint4 (&w)[8], const float* xs, unsigned base) {
+  unsigned lane = threadIdx.x & 31;
+  float a = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; j++) a += ll_dot8(w[j], xs + base + (j * 32 + lane) * 8);
+  return a;
+}
+
+// ---- The input vector -----------------------------------------------------------------------------
+// An RMS norm's weights, the thread's float4 groups g = tid, tid + T, ... of a vector of k <= 2048
+// (loaded before the wait: no node writes them).
+template <int T>
+struct LlNormWeights {
+  uint2 w[LL_CHUNK / 4 / T];
+};
+template <int T>
+__device__ __forceinline__ LlNormWeights<T> ll_norm_weights(const ll_bf16* ln, unsigned k) {
+  LlNormWeights<T> r;
+#pragma unroll
+  for (int g = 0; g < LL_CHUNK / 4 / T; g++) {
+    unsigned i = (threadIdx.x + g * T) * 4;
+    if (i < k) {
+      asm volatile("ld.global.v2.u32 {%0,%1}, [%2];" : "=r"(r.w[g].x), "=r"(r.w[g].y) : "l"(ln + i));
+    } else {
+      r.w[g] = make_uint2(0, 0);
+    }
+  }
+  return r;
+}
+
+// After the wait: xs = x ⊙ ln (k <= 2048 floats, zero-padded to LL_CHUNK) and the norm's scale
+// rsqrt(mean(x²) + eps), which the caller applies to its dot products. One barrier.
+template <int T>
+__device__ __forceinline__ float ll_norm_input(float* xs, float* red, const float* x, unsigned k, const LlNormWeights<T>& ln, float eps) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int g = 0; g < LL_CHUNK / 4 / T; g++) {
+    unsigned i = (threadIdx.x + g * T) * 4;
+    float4 v = i < k ? __ldcg((const float4*)(x + i)) : make_float4(0, 0, 0, 0);
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    uint2 l = ln.w[g];
+    *(float4*)(xs + i) = make_float4(v.x * ll_lo(l.x), v.y * ll_hi(l.x), v.z * ll_lo(l.y), v.w * ll_hi(l.y));
+  }
+  ss = ll_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < T / 32; w++) s += red[w];
+  return rsqrtf(s / (float)k + eps);
+}
+
+// ---- Streaming projections: bulk copies into shared memory, tiles by ticket -------------------------
+// A persistent block of LB_CONSUMERS consumer warps and one producer warp. Tiles (up to LB_STAGE_BYTES of
+// whole weight rows) go through a ring of LB_STAGES shared-memory stages: the producer's lane 0 issues a
+// tile's `cp.async.bulk` copies (global -> shared, completing on the stage's `full` mbarrier); each
+// consumer warp computes the tile's units (4 KB row chunks: 8 x 16 B per lane against the input held in
+// registers), leaves the dot products in `red` and arrives on the stage's `empty` mbarrier; the producer
+// waits for `empty`, refills the stage, then runs the tile's epilogue from `red` (SiLU·mul, the residual
+// add, the logits and the argmax), so no consumer ever waits for another.
+//
+// Before the wait the producer issues the block's first LB_STATIC_ROUNDS tiles (tiles b, b + G, ...):
+// the barrier setup and those copies of weights are the certified pre-wait part. After the wait it takes
+// the rest by ticket (static tiles + atomicAdd(ticket, 1), drawn one tile ahead), so a block that started
+// late takes fewer; a grid larger than what fits at once would leave late blocks' static tiles to the
+// end. Each producer's last draw fails (and posts a sentinel tile, -1, that ends the consumers), so the
+// draws number tiles + G; the producer whose draw returns the last value resets the counter to zero.
+#define LB_CONSUMERS 8
+#define LB_THREADS ((LB_CONSUMERS + 1) * 32)
+// One block per SM with six 32 KiB stages measured 2-3% faster per step on the H200 than two of three.
+#ifndef LB_STAGES
+#define LB_STAGES 6
+#endif
+#ifndef LB_STAGE_BYTES
+#define LB_STAGE_BYTES 32768
+#endif
+// Blocks per SM the streaming kernels are built for (registers), and so launched with at most.
+#ifndef LB_MIN_BLOCKS
+#define LB_MIN_BLOCKS 1
+#endif
+// Bytes of one bulk copy at most, and dot products (units) per tile at most.
+#define LB_PIECE 16384u
+#define LB_MAX_UNITS 64
+// Rounds of static tiles before the tickets (at most LB_STAGES: the ones issued before the wait).
+#ifndef LB_STATIC_ROUNDS
+#define LB_STATIC_ROUNDS LB_STAGES
+#endif
+
+struct LbShared {
+  unsigned long long full[LB_STAGES], empty[LB_STAGES];
+  int tile[LB_STAGES];
+  float red[2 * LB_STAGES][LB_MAX_UNITS];  // by tile sequence number mod 2 x LB_STAGES
+  float sum[LB_CONSUMERS];
+};
+
+__device__ __forceinline__ unsigned lb_smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void lb_wait(unsigned long long* bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(lb_smem(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void lb_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(lb_smem(bar)) : "memory");
+}
+
+// Lane 0 of the producer: a tile of `bytes` from global `src` into shared `dst` (pieces of at most
+// LB_PIECE), completing on `bar` (which also counts the producer's arrival).
+__device__ __forceinline__ void lb_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(lb_smem(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void lb_copy(unsigned char* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  for (unsigned off = 0; off < bytes; off += LB_PIECE)
+    asm volatile("cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(lb_smem(dst + off)),
+                 "l"((const char*)src + off), "r"(min(LB_PIECE, bytes - off)), "r"(lb_smem(bar))
+                 : "memory");
+}
+
+// The block's barriers (thread 0), visible to the copy engine and every thread after the barrier.
+__device__ __forceinline__ void lb_init(LbShared& sh) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < LB_STAGES; s++) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(lb_smem(&sh.full[s])) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(lb_smem(&sh.empty[s])), "r"(LB_CONSUMERS) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// Static rounds: full rounds of G tiles, at most LB_STATIC_ROUNDS.
+__device__ __forceinline__ unsigned lb_rounds(unsigned n_tiles) { return min((unsigned)LB_STATIC_ROUNDS, n_tiles / gridDim.x); }
+
+// Before the wait, lane 0 of the producer: the block's static tiles into stages 0, 1, ...
+// issue(tile, stage, bar) expects and copies the tile's bytes.
+template <class Issue>
+__device__ __forceinline__ void lb_prologue(LbShared& sh, unsigned char* stages, unsigned n_tiles, Issue issue) {
+  unsigned rounds = lb_rounds(n_tiles);
+  for (unsigned r = 0; r < rounds; r++) {
+    unsigned t = blockIdx.x + r * gridDim.x;
+    sh.tile[r] = (int)t;
+    issue(t, stages + r * LB_STAGE_BYTES, &sh.full[r]);
+  }
+}
+
+// After the wait, the producer warp: the ticketed tiles, then every tile's epilogue. epi(tile, red) runs
+// on all 32 lanes once the consumers are done with the tile.
+template <class Issue, class Epi>
+__device__ __forceinline__ void lb_produce(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned* ticket, Issue issue, Epi epi) {
+  unsigned lane = threadIdx.x & 31, rounds = lb_rounds(n_tiles), base = rounds * gridDim.x, n_dyn = n_tiles - base;
+  unsigned raw = lane == 0 ? atomicAdd(ticket, 1u) : 0u, i = rounds;
+  while (true) {
+    unsigned v = __shfl_sync(LL_FULL, raw, 0), s = i % LB_STAGES;
+    bool more = v < n_dyn;
+    if (lane == 0 && v == n_dyn + gridDim.x - 1) atomicExch(ticket, 0u);  // the launch's last draw
+    int done = -1;
+    if (i >= LB_STAGES) {
+      lb_wait(&sh.empty[s], (i / LB_STAGES - 1) & 1);
+      done = sh.tile[s];
+    }
+    __syncwarp();
+    if (lane == 0) {
+      if (more) {
+        raw = atomicAdd(ticket, 1u);
+        sh.tile[s] = (int)(base + v);
+        issue(base + v, stages + s * LB_STAGE_BYTES, &sh.full[s]);
+      } else {
+        sh.tile[s] = -1;
+        lb_arrive(&sh.full[s]);
+      }
+    }
+    if (done >= 0) epi((unsigned)done, sh.red[(i - LB_STAGES) % (2 * LB_STAGES)]);
+    if (!more) break;
+    i++;
+  }
+  // The tiles still with the consumers: i - LB_STAGES + 1 .. i - 1 (their stages hold their tile index).
+  for (unsigned j = i >= LB_STAGES ? i - LB_STAGES + 1 : 0; j < i; j++) {
+    unsigned s = j % LB_STAGES;
+    lb_wait(&sh.empty[s], (j / LB_STAGES) & 1);
+    epi((unsigned)sh.tile[s], sh.red[j % (2 * LB_STAGES)]);
+  }
+}
+
+// A consumer warp: for each tile, unit(tile, u, stage) -> dot product for its units u = warp, warp +
+// LB_CONSUMERS, ... < units (valid ones only: unit returns false for the others), into red.
+template <class Unit>
+__device__ __forceinline__ void lb_consume(LbShared& sh, const unsigned char* stages, unsigned units, Unit unit) {
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (unsigned i = 0;; i++) {
+    unsigned s = i % LB_STAGES;
+    lb_wait(&sh.full[s], (i / LB_STAGES) & 1);
+    int t = *(volatile int*)&sh.tile[s];
+    if (t < 0) break;
+    for (unsigned u = warp; u < units; u += LB_CONSUMERS) {
+      float d;
+      if (unit((unsigned)t, u, stages + s * LB_STAGE_BYTES, d) && lane == 0) sh.red[i % (2 * LB_STAGES)][u] = d;
+    }
+    __syncwarp();
+    if (lane == 0) lb_arrive(&sh.empty[s]);
+  }
+}
+
+// The warp's 4 KB row chunk at `unit` (shared memory) against xr, columns below lim (relative to the
+// chunk): the warp's sum on every lane. Two halves of four 16-byte loads keep the registers within
+// two blocks per SM (xr holds 64).
+__device__ __forceinline__ float lb_dot(const unsigned char* unit, const float (&xr)[64], unsigned lim) {
+  unsigned lane = threadIdx.x & 31;
+  const uint4* p = (const uint4*)unit;
+  float a = 0.0f;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    uint4 w[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) w[c] = ((h * 4 + c) * 256 + lane * 8 < lim) ? p[(h * 4 + c) * 32 + lane] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const float* xc = xr + (h * 4 + c) * 8;
+      float s = ll_lo(w[c].x) * xc[0];
+      s = fmaf(ll_hi(w[c].x), xc[1], s);
+      s = fmaf(ll_lo(w[c].y), xc[2], s);
+      s = fmaf(ll_hi(w[c].y), xc[3], s);
+      s = fmaf(ll_lo(w[c].z), xc[4], s);
+      s = fmaf(ll_hi(w[c].z), xc[5], s);
+      s = fmaf(ll_lo(w[c].w), xc[6], s);
+      s = fmaf(ll_hi(w[c].w), xc[7], s);
+      a += s;
+    }
+  }
+  return ll_warp_sum(a);
+}
+
+// The lane's 64 inputs of a 2048-column chunk from `v` (global, f32), columns below lim (zeros past).
+__device__ __forceinline__ void lb_input(float (&xr)[64], const float* v, unsigned lim) {
+  unsigned lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < 8; c++) {
+    unsigned i = c * 256 + lane * 8;
+    float4 a = i < lim ? __ldcg((const float4*)(v + i)) : make_float4(0, 0, 0, 0);
+    float4 b = i < lim ? __ldcg((const float4*)(v + i + 4)) : make_float4(0, 0, 0, 0);
+    xr[c * 8] = a.x; xr[c * 8 + 1] = a.y; xr[c * 8 + 2] = a.z; xr[c * 8 + 3] = a.w;
+    xr[c * 8 + 4] = b.x; xr[c * 8 + 5] = b.y; xr[c * 8 + 6] = b.z; xr[c * 8 + 7] = b.w;
+  }
+}
+
+// The consumers (LB_CONSUMERS warps): xr = the lane's 64 inputs of x ⊙ ln (k <= 2048, zeros past k),
+// returning the RMS norm's scale rsqrt(mean(x²) + eps). x goes through shared memory (xs, 2048 floats)
+// so the block reads it once; one barrier among the consumers (named barrier 1).
+__device__ __forceinline__ float lb_norm_input(float (&xr)[64], float* xs, LbShared& sh, const float* x, const ll_bf16* ln, unsigned k, float eps) {
+  unsigned i = threadIdx.x * 8;  // 256 consumer threads x 8 = 2048
+  float4 a = make_float4(0, 0, 0, 0), b = a;
+  uint4 l = make_uint4(0, 0, 0, 0);
+  if (i < k) {
+    a = __ldcg((const float4*)(x + i));
+    b = __ldcg((const float4*)(x + i + 4));
+    l = __ldg((const uint4*)(ln + i));
+  }
+  float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+  *(float4*)(xs + i) = make_float4(a.x * ll_lo(l.x), a.y * ll_hi(l.x), a.z * ll_lo(l.y), a.w * ll_hi(l.y));
+  *(float4*)(xs + i + 4) = make_float4(b.x * ll_lo(l.z), b.y * ll_hi(l.z), b.z * ll_lo(l.w), b.w * ll_hi(l.w));
+  ss = ll_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) sh.sum[threadIdx.x >> 5] = ss;
+  asm volatile("bar.sync 1, %0;" ::"r"(LB_CONSUMERS * 32) : "memory");
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < LB_CONSUMERS; w++) s += sh.sum[w];
+  unsigned lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < 8; c++) {
+    float4 p = *(const float4*)(xs + c * 256 + lane * 8), q = *(const float4*)(xs + c * 256 + lane * 8 + 4);
+    xr[c * 8] = p.x; xr[c * 8 + 1] = p.y; xr[c * 8 + 2] = p.z; xr[c * 8 + 3] = p.w;
+    xr[c * 8 + 4] = q.x; xr[c * 8 + 5] = q.y; xr[c * 8 + 6] = q.z; xr[c * 8 + 7] = q.w;
+  }
+  return rsqrtf(s / (float)k + eps);
+}
+
