@@ -61,7 +61,9 @@ def record_allocations(max_entries=1 << 20):
     of the graph's pool, so a block seen after the capture may be smaller than the allocation a kernel
     of the graph wrote through; an extent here is the union of every allocation that held its bytes
     while recording. A pointer into memory allocated before the block keeps the driver's segment.
-    Raises `StateError` where the record may be incomplete (more than `max_entries` events)."""
+    Torch's memory history is switched on for the block and off after it (a history the program
+    recorded itself ends there too). Raises `StateError` where the record may be incomplete
+    (`max_entries` events or more)."""
     import torch
 
     record = AllocationRecord()
