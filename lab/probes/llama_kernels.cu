@@ -120,6 +120,7 @@ struct Opts {
   unsigned splits = 16, blocks = 264, bblocks = 132;
   bool bulk_ffn = true, bulk_down = true, bulk_head = true, o_dense = false;
   char attn = 'a';     // a: llama_attn, b: llama_attn_b (batched softmax), g: llama_attn_g (a lane group per query head)
+  unsigned ffn_pf = 0; // > 0: llama_ffn_in_pf, prefetching that many rounds of the down projection's tiles into L2
 };
 static const unsigned PAIRS = QKV / 2;
 static const size_t BULK_SMEM = (size_t)LB_STAGES * LB_STAGE_BYTES;
@@ -141,7 +142,9 @@ static void k_o(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
   else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ);
 }
 static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
-  if (o.bulk_ffn) g.go(llama_ffn_in, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
+  if (o.bulk_ffn && o.ffn_pf)
+    g.go(llama_ffn_in_pf, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS, H, o.ffn_pf);
+  else if (o.bulk_ffn) g.go(llama_ffn_in, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
   else g.go(prev::prev_llama_ffn_in, dim3(o.blocks), 256, 0, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
 }
 static void k_down(Launcher& g, Model& m, unsigned l, Opts o) {
@@ -364,6 +367,11 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   row("down bulk", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, b); });
   row("down prev", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, p); });
   row("ffn_in+down bulk", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, b); k_down(g, m, l, b); });
+  Opts bp = b;
+  bp.ffn_pf = 3;
+  row("ffn_in_pf3+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, bp); k_down(g, m, l, bp); });
+  bp.ffn_pf = 6;
+  row("ffn_in_pf6+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, bp); k_down(g, m, l, bp); });
   row("ffn_in+down prev", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, p); k_down(g, m, l, p); });
   row("lm_head bulk", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, b); });
   row("lm_head prev", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, p); });
@@ -372,10 +380,12 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
 
 // A combo: one letter per choice, in order ffn_in, down, lm_head (b bulk, p prev), then o (d: attention
 // merges + plain O; m: partials merged in O), then optionally the attention
-// (b: batched softmax, g: a lane group per query head). "pppm" is the previous pack, "bbbm" this one.
+// (b: batched softmax, g: a lane group per query head), then optionally a digit: gate/up prefetching
+// that many rounds of the down projection's tiles into L2 (llama_ffn_in_pf). "pppm" is the previous pack, "bbbm" this one.
 static Opts combo(const std::string& c, Opts o) {
   o.bulk_ffn = c[0] == 'b'; o.bulk_down = c[1] == 'b'; o.bulk_head = c[2] == 'b'; o.o_dense = c[3] == 'd';
   o.attn = c.size() > 4 ? c[4] : 'a';
+  o.ffn_pf = c.size() > 5 ? (unsigned)(c[5] - '0') : 0;
   return o;
 }
 
@@ -411,7 +421,7 @@ template <class T> static std::vector<T> list(const char* s, std::vector<T> def)
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "step";
   int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head})
+  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head, (const void*)llama_ffn_in_pf})
     CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)BULK_SMEM));
   cudaFuncAttributes fa;
   int bulk_occ = 0;
@@ -442,6 +452,11 @@ int main(int argc, char** argv) {
       for (unsigned pos : poss)
         for (int rep = 0; rep < 2; rep++) { Opts o = base; o.splits = s; check_layer(m, pos, o, rep); }
     check_head(m, base);
+    if (what == "check") {  // gate/up with the down projection's L2 prefetch: the same act
+      Opts f = combo("bbbma3", base);
+      f.splits = splits[0];
+      check_layer(m, 1024, f, 0);
+    }
     if (what == "check") {  // the previous pack's streaming kernels too (same inputs, same checks)
       Opts p = combo("pppm", base);
       check_layer(m, 1024, p, 0);

@@ -353,3 +353,95 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_at
   }
   OST_EXIT();
 }
+
+// llama_ffn_in_pf(act, ticket, x, ln, wgu, wd, ffn, hidden, eps, down_rows, pf_rounds): llama_ffn_in
+// that, once its tickets run out (its last tiles still in its ring), asks L2 for the first `pf_rounds`
+// rounds of the down projection's static tiles — block b's tiles b, b + G, … as llama_down cuts them
+// (whole rows filling a stage) — one bulk prefetch each, so that DRAM keeps streaming while the grid
+// drains and llama_down's pre-wait copies find their bytes in L2. (A prefetch is a hint: nothing
+// waits for it, and a grid of another size only prefetches other tiles.)
+template <class Issue, class Epi, class Done>
+__device__ __forceinline__ void lv_produce(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned* ticket, Issue issue, Epi epi, Done on_done) {
+  unsigned lane = threadIdx.x & 31, rounds = lb_rounds(n_tiles), base = rounds * gridDim.x, n_dyn = n_tiles - base;
+  unsigned raw = lane == 0 ? atomicAdd(ticket, 1u) : 0u, i = rounds;
+  while (true) {
+    unsigned v = __shfl_sync(LL_FULL, raw, 0), s = i % LB_STAGES;
+    bool more = v < n_dyn;
+    if (lane == 0 && v == n_dyn + gridDim.x - 1) atomicExch(ticket, 0u);
+    int done = -1;
+    if (i >= LB_STAGES) {
+      lb_wait(&sh.empty[s], (i / LB_STAGES - 1) & 1);
+      done = sh.tile[s];
+    }
+    __syncwarp();
+    if (lane == 0) {
+      if (more) {
+        raw = atomicAdd(ticket, 1u);
+        sh.tile[s] = (int)(base + v);
+        issue(base + v, stages + s * LB_STAGE_BYTES, &sh.full[s]);
+      } else {
+        sh.tile[s] = -1;
+        lb_arrive(&sh.full[s]);
+      }
+    }
+    if (!more) on_done();
+    if (done >= 0) epi((unsigned)done, sh.red[(i - LB_STAGES) % (2 * LB_STAGES)]);
+    if (!more) break;
+    i++;
+  }
+  for (unsigned j = i >= LB_STAGES ? i - LB_STAGES + 1 : 0; j < i; j++) {
+    unsigned s = j % LB_STAGES;
+    lb_wait(&sh.empty[s], (j / LB_STAGES) & 1);
+    epi((unsigned)sh.tile[s], sh.red[j % (2 * LB_STAGES)]);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ffn_in_pf(float* act, unsigned* ticket, const float* x, const ll_bf16* ln,
+                                                                                     const ll_bf16* wgu, const ll_bf16* wd, unsigned ffn, unsigned hidden,
+                                                                                     float eps, unsigned down_rows, unsigned pf_rounds) {
+  extern __shared__ __align__(128) unsigned char lb_stages[];
+  __shared__ LbShared sh;
+  __shared__ __align__(16) float xs[LL_CHUNK];
+  unsigned row = hidden * 2, P = min(LB_MAX_UNITS / 2u, LB_STAGE_BYTES / (2 * row)), n_tiles = (ffn + P - 1) / P;
+  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
+    unsigned p0 = t * P, bytes = min(P, ffn - p0) * row;
+    lb_expect(bar, 2 * bytes);
+    lb_copy(st, wgu + (unsigned long long)p0 * hidden, bytes, bar);
+    lb_copy(st + P * row, wgu + (unsigned long long)(ffn + p0) * hidden, bytes, bar);
+  };
+  lb_init(sh);
+  bool producer = threadIdx.x >= LB_CONSUMERS * 32;
+  if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, n_tiles, issue);
+  OST_ENTRY();
+  if (producer) {
+    // The down projection's tiles, as llama_down cuts them: R rows of ffn bf16 each.
+    unsigned drow = ffn * 2, Q = ffn <= 2048 ? 1 : ffn <= 4096 ? 2 : 4, R = min(LB_MAX_UNITS / Q, LB_STAGE_BYTES / drow);
+    unsigned d_tiles = (down_rows + R - 1) / R;
+    auto prefetch = [&]() {
+      unsigned r = threadIdx.x & 31, t = blockIdx.x + r * gridDim.x;
+      if (r < pf_rounds && t < d_tiles) {
+        unsigned bytes = min(R, down_rows - t * R) * drow;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wd + (unsigned long long)t * R * ffn), "r"(bytes) : "memory");
+      }
+    };
+    lv_produce(
+        sh, lb_stages, n_tiles, ticket, issue,
+        [&](unsigned t, const float* red) {
+          unsigned p = threadIdx.x & 31;
+          if (p < P && t * P + p < ffn) {
+            float g = red[p], u = red[P + p];
+            act[t * P + p] = g / (1.0f + expf(-g)) * u;
+          }
+        },
+        prefetch);
+  } else {
+    float xr[64];
+    float scale = lb_norm_input(xr, xs, sh, x, ln, hidden, eps);
+    lb_consume(sh, lb_stages, 2 * P, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
+      if (t * P + u % P >= ffn) return false;
+      d = lb_dot(st + u * row, xr, hidden) * scale;
+      return true;
+    });
+  }
+  OST_EXIT();
+}
