@@ -262,11 +262,12 @@ pub(super) fn node_params(
     if super::driver::with_driver(|_| unsafe { set(h(twin), params) }) != Some(CUDA_SUCCESS) {
         return false;
     }
-    let Some((model, decision, read_us)) = super::driver::with_driver(|d| state.read(d, replica.graph, flags)) else { return false };
+    let Some(read) = super::driver::with_driver(|d| state.read(d, replica.graph, flags)) else { return false };
+    let (model, decision, read_us) = (&read.0, &read.1, read.2);
     if !decision.adoptable() || model.handles.len() != model.nodes.len() {
         return false;
     }
-    let Ok(adoption) = adopt::adopt(&model, &adopt::default_policy(), state.orderings()) else { return false };
+    let Ok(adoption) = adopt::adopt(model, &adopt::default_policy(), state.orderings()) else { return false };
     let edges: HashSet<(u64, u64, bool)> = adoption.edges.iter().map(|e| (model.handles[e.from], model.handles[e.to], e.programmatic)).collect();
     if edges == replica.edges {
         if let Some(&adopted_node) = replica.adopted_nodes.get(&twin) {
@@ -276,15 +277,16 @@ pub(super) fn node_params(
             }
         }
     }
-    made_again(state, exec, &replica, flags, &model, &decision, Call { api, graph: replica.graph, exec, result: CUDA_SUCCESS, read_us }, true)
+    made_again(state, exec, &replica, flags, &read, api, true)
 }
 
-/// The adopted graph of `exec` made again from its replica (read back as `model`, whose node
-/// handles are the replica's) and put in place of the one it runs (`active`), or adopted for the first
-/// time (not `active`); the replica then maps the new adopted graph. Returns whether a new adopted
-/// graph was kept.
-#[allow(clippy::too_many_arguments)]
-fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, model: &GraphModel, decision: &Decision, call: Call, active: bool) -> bool {
+/// The adopted graph of `exec` made again from its replica (`read`: the replica read back — model,
+/// decision, microseconds —, the model's node handles the replica's) and put in place of the one it
+/// runs (`active`), or adopted for the first time (not `active`), logged under `api`; the replica then
+/// maps the new adopted graph. Returns whether a new adopted graph was kept.
+fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, read: &(GraphModel, Decision, u64), api: &'static str, active: bool) -> bool {
+    let (model, decision, read_us) = (&read.0, &read.1, read.2);
+    let call = Call { api, graph: replica.graph, exec, result: CUDA_SUCCESS, read_us };
     let (log, built) = adopt_graph(state, replica.graph, model, decision, flags, None);
     let pair = built.as_ref().map(Built::pair);
     let (kept, old) = if active { state.update(&call, model, decision, &log, pair) } else { state.adopt_late(&call, model, decision, &log, pair) };
@@ -311,9 +313,8 @@ fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, model: &G
 /// replica (unknown, not adoptable, or changed in place since without the change made on one).
 pub(super) fn readopt_with(state: &State, exec: u64, extents: &Extents) -> Option<bool> {
     let (flags, active, replica) = state.replica_any(exec)?;
-    let (model, decision, read_us) = super::driver::with_driver(|d| state.read_with(d, replica.graph, flags, extents))?;
-    let call = Call { api: "ostinato_preload_readopt", graph: replica.graph, exec, result: CUDA_SUCCESS, read_us };
-    let kept = made_again(state, exec, &replica, flags, &model, &decision, call, active);
+    let read = super::driver::with_driver(|d| state.read_with(d, replica.graph, flags, extents))?;
+    let kept = made_again(state, exec, &replica, flags, &read, "ostinato_preload_readopt", active);
     Some(kept || (active && state.adopted_flags(exec).is_some()))
 }
 
