@@ -164,6 +164,22 @@ mod tests {
     }
 
     #[test]
+    fn readopt_refuses_extents_that_overlap_or_wrap_before_anything_else() {
+        let bad: [[u64; 4]; 3] = [[0x1000, 0x100, 0x10f0, 0x10], [0x1000, 0, 0, 0], [u64::MAX - 8, 16, 0, 0]];
+        for (pairs, n) in bad.iter().zip([2usize, 1, 1]) {
+            // SAFETY: `pairs` holds 2n words.
+            assert_eq!(unsafe { ostinato_preload_readopt(0x42, pairs.as_ptr(), n) }, -2, "{pairs:x?}");
+        }
+        // Valid extents (or none) go on to the graph: -1, the interposer never saw executable graph 0x42.
+        let good = [0x1000u64, 0x100, 0x2000, 0x10];
+        // SAFETY: `good` holds 4 words; a null pointer with n = 0.
+        unsafe {
+            assert_eq!(ostinato_preload_readopt(0x42, good.as_ptr(), 2), -1);
+            assert_eq!(ostinato_preload_readopt(0x42, std::ptr::null(), 0), -1);
+        }
+    }
+
+    #[test]
     fn own_work_does_not_nest_and_survives_a_panic() {
         assert_eq!(own_work(|| own_work(|| 1)), Some(None));
         assert_eq!(own_work(|| -> u8 { panic!("inside") }), None);
