@@ -2,10 +2,11 @@
 //! changed to the adoption's (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`: a
 //! programmatic edge is port 1, type 1, as a PDL capture records it), instantiated with the
 //! application's flags beside the application's own executable graph; the replica a node param change
-//! is adopted from ([`Replica`]); and what a revocation and a destroy do to them. Entry points are resolved through the real `cuGetProcAddress` at the version of
-//! the signature declared here, never through the wrappers.
+//! is adopted from ([`Replica`]); and what a revocation and a destroy do to them. Entry points are
+//! resolved through the real `cuGetProcAddress` at the version of the signature declared here, never
+//! through the wrappers.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_uint, c_void};
 use std::ptr::null_mut;
 use std::sync::OnceLock;
@@ -127,6 +128,17 @@ impl Built {
     }
 }
 
+/// A replica of clone `graph` (`nodes`: the application's node handles mapped to the clone's) whose
+/// adopted graph is `built`, if any, keyed by `twins` (the clone's node of each model index).
+fn replica_of(graph: u64, nodes: HashMap<u64, u64>, built: Option<&Built>, twins: &[u64]) -> Replica {
+    let mut replica = Replica { graph, nodes, ..Replica::default() };
+    if let Some(b) = built {
+        replica.adopted_nodes = twins.iter().copied().zip(b.nodes.iter().copied()).collect();
+        replica.edges = b.edges.iter().map(|&(from, to, programmatic)| (twins[from], twins[to], programmatic)).collect();
+    }
+    replica
+}
+
 /// Adopts `graph` (read back as `model`, decided `decision`) where adoption is on and it pays: the
 /// log entry, and the adopted graph made.
 pub(super) fn adopt_graph(
@@ -203,13 +215,7 @@ pub(super) fn readopt(state: &State, exec: u64, graph: u64, api: &'static str) -
 /// (a driver call failed) a node param change revokes the adoption.
 pub(super) fn keep_replica(state: &State, exec: u64, graph: u64, model: &GraphModel, built: Option<&Built>) {
     let Some(Ok((clone, nodes))) = super::driver::with_driver(|_| clone_graph(graph, &model.handles)) else { return };
-    let kept = clone.0 as u64;
-    let replica = Replica {
-        graph: kept,
-        nodes: model.handles.iter().copied().zip(nodes.iter().copied()).collect(),
-        adopted_nodes: built.map(|b| nodes.iter().copied().zip(b.nodes.iter().copied()).collect()).unwrap_or_default(),
-        edges: built.map(|b| b.edges.iter().map(|&(from, to, programmatic)| (nodes[from], nodes[to], programmatic)).collect()).unwrap_or_default(),
-    };
+    let replica = replica_of(clone.0 as u64, model.handles.iter().copied().zip(nodes.iter().copied()).collect(), built, &nodes);
     std::mem::forget(clone);
     if let Some(old) = state.set_replica(exec, replica) {
         drop(Clone(h(old.graph)));
@@ -294,14 +300,8 @@ fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, read: &(G
         destroy(&old);
     }
     if let (true, Some(built)) = (kept, built) {
-        let again = Replica {
-            graph: replica.graph,
-            nodes: replica.nodes.clone(),
-            adopted_nodes: model.handles.iter().copied().zip(built.nodes.iter().copied()).collect(),
-            edges: built.edges.iter().map(|&(from, to, programmatic)| (model.handles[from], model.handles[to], programmatic)).collect(),
-        };
         // The same clone: nothing to destroy.
-        let _ = state.set_replica(exec, again);
+        let _ = state.set_replica(exec, replica_of(replica.graph, replica.nodes.clone(), Some(&built), &model.handles));
     }
     kept
 }
