@@ -102,7 +102,10 @@ impl CudaBackend {
                 }
                 let tuning = match candidates.len() {
                     1 => None,
-                    _ => Some(Box::new(super::tune::Tuning::new(candidates.iter().map(|(label, _)| label.clone()).collect())?)),
+                    _ => Some(Box::new(super::tune::Tuning::new(
+                        candidates.iter().map(|(label, _)| label.clone()).collect(),
+                        super::tune::margins(&candidates),
+                    )?)),
                 };
                 let lowerings = candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
                 (Work::Graph { subs, tuning }, graphs, lowerings, Vec::new())
