@@ -1,7 +1,6 @@
 //! Pure translation of a [`Plan`] into what the CUDA backend submits: one kernel launch per node (copies
 //! and fills become the internal `ostinato_copy` / `ostinato_fill` kernels), the graph's dependencies
-//! (one per plan edge, the plan's lanes as chains, or one chain in plan order — [`GraphShape`]), and the
-//! PDL decision per edge.
+//! (one per plan edge, or the plan's lanes as chains — [`GraphShape`]), and the PDL decision per edge.
 //! No driver calls: golden tests pin the output.
 
 use std::fmt::Write as _;
@@ -83,12 +82,6 @@ pub enum GraphShape {
     /// cross-lane waits the lanes kept: a wide fan becomes at most `max_lanes` chains whose links can
     /// be programmatic — the shape a skilled user captures from streams. Every plan edge is implied.
     Lanes,
-    /// One chain: each node after the one before it in plan order — the graph a stream capture of the
-    /// recorded launches makes. Plan order is topological, so every plan edge is implied. Ten small
-    /// independent kernels can run faster as one PDL chain than as side-by-side branches (each branch
-    /// pays the driver's per-branch launch cost); `auto` never picks it by itself, the exec's
-    /// measurement does ([`crate::exec::tune`]).
-    Serial,
 }
 
 impl GraphShape {
@@ -96,7 +89,6 @@ impl GraphShape {
         match self {
             GraphShape::Plan => "plan",
             GraphShape::Lanes => "lanes",
-            GraphShape::Serial => "serial",
         }
     }
 }
@@ -109,7 +101,6 @@ pub enum ShapeMode {
     Auto,
     Plan,
     Lanes,
-    Serial,
 }
 
 impl ShapeMode {
@@ -118,7 +109,6 @@ impl ShapeMode {
             ShapeMode::Auto => "auto",
             ShapeMode::Plan => "plan",
             ShapeMode::Lanes => "lanes",
-            ShapeMode::Serial => "serial",
         }
     }
 }
@@ -363,12 +353,6 @@ pub fn lower_with(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, policy:
             edges
         }
         GraphShape::Lanes => lane_links,
-        GraphShape::Serial => {
-            let chain: Vec<(NodeId, NodeId)> = plan.order().windows(2).map(|w| (w[0], w[1])).collect();
-            let mut edges = decide_edges_among(plan, &launches, policy, &chain, 1);
-            demote_racing(plan, kernels, &kernel_of, &variants(&edges), &mut edges)?;
-            edges
-        }
     };
     let graph_build = build(edges.iter().any(|e| e.programmatic));
     let eager_build = build(eager_pdl.iter().any(|p| *p));
@@ -428,7 +412,6 @@ fn graph_shape(plan: &Plan, policy: PdlPolicy) -> GraphShape {
     match policy.shape {
         ShapeMode::Plan => GraphShape::Plan,
         ShapeMode::Lanes => GraphShape::Lanes,
-        ShapeMode::Serial => GraphShape::Serial,
         ShapeMode::Auto => {
             let widest_fan = widest_fan(plan);
             let pdl_allowed = policy.mode != PdlMode::Off;
@@ -454,18 +437,14 @@ fn widest_fan(plan: &Plan) -> usize {
 }
 
 /// The submitted edges `pairs`, each programmatic where `policy` says it pays (its fan counted within
-/// `pairs`; the plan's lanes run side by side).
+/// `pairs`).
 fn decide_edges(plan: &Plan, launches: &[NodeLaunch], policy: PdlPolicy, pairs: &[(NodeId, NodeId)]) -> Vec<GraphEdge> {
-    decide_edges_among(plan, launches, policy, pairs, plan.lanes().count())
-}
-
-/// [`decide_edges`] with `lanes` chains of the submission side by side.
-fn decide_edges_among(plan: &Plan, launches: &[NodeLaunch], policy: PdlPolicy, pairs: &[(NodeId, NodeId)], lanes: usize) -> Vec<GraphEdge> {
     let (mut outs, mut ins) = (vec![0usize; plan.node_count()], vec![0usize; plan.node_count()]);
     for (u, v) in pairs {
         outs[u.index()] += 1;
         ins[v.index()] += 1;
     }
+    let lanes = plan.lanes().count();
     pairs
         .iter()
         .map(|&(from, to)| {

@@ -25,7 +25,7 @@ named!(StreamPriority, [StreamPriority::Default, StreamPriority::High], |p| matc
 });
 named!(LaunchOn, [LaunchOn::Caller, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }], LaunchOn::as_str);
 named!(PdlMode, [PdlMode::Auto, PdlMode::On, PdlMode::Off], PdlMode::as_str);
-named!(ShapeMode, [ShapeMode::Auto, ShapeMode::Plan, ShapeMode::Lanes, ShapeMode::Serial], ShapeMode::as_str);
+named!(ShapeMode, [ShapeMode::Auto, ShapeMode::Plan, ShapeMode::Lanes], ShapeMode::as_str);
 named!(MixedBuilds, [MixedBuilds::Off, MixedBuilds::Plain, MixedBuilds::Early, MixedBuilds::All], |m| match m {
     MixedBuilds::Off => "off",
     MixedBuilds::Plain => "plain",

@@ -15,7 +15,7 @@ fn random_graphs_match_the_host_oracle_bitwise() {
     let Some(device) = common::device_or_skip("random_graphs_match_the_host_oracle_bitwise") else { return };
     use GraphBuild::{Bulk, Capture, InOrder};
     use LaunchOn::Caller;
-    use ShapeMode::{Auto as AutoShape, Lanes, Plan as PlanShape, Serial};
+    use ShapeMode::{Auto as AutoShape, Lanes, Plan as PlanShape};
     use StreamPriority::{Default as Normal, High};
     const THREAD: LaunchOn = LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN };
     let configs = [
@@ -26,7 +26,6 @@ fn random_graphs_match_the_host_oracle_bitwise() {
         (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Bulk, Normal, Caller),
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Bulk, Normal, Caller),
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, Lanes, Bulk, Normal, Caller),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Serial, Bulk, Normal, Caller),
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, PlanShape, InOrder, Normal, Caller),
         (ExecMode::Graph, PdlMode::Auto, PdlTrigger::AfterWait, AutoShape, Capture, High, Caller),
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, Lanes, Capture, Normal, Caller),
@@ -149,7 +148,6 @@ fn graphs_mixing_pdl_capable_and_plain_kernels_match_the_host_oracle() {
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AfterWait, ShapeMode::Plan),
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Plan),
         (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Lanes),
-        (ExecMode::Graph, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Serial),
         (ExecMode::Eager, PdlMode::On, PdlTrigger::AtEntry, ShapeMode::Auto),
     ];
     let modules: Vec<(PdlTrigger, BuiltinModules)> =

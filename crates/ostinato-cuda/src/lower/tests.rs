@@ -221,22 +221,6 @@ fn golden_auto_submits_ten_independent_nodes_as_four_chains_not_ten_branches() {
     assert!(big.edges.iter().all(|e| !e.programmatic), "8,192-block grids: no PDL under auto");
 }
 
-#[test]
-fn golden_the_serial_shape_is_one_chain_in_plan_order() {
-    let plan = independent(10, 64);
-    let serial = |mode| lower(&plan, &[true], true, PdlPolicy { shape: ShapeMode::Serial, ..PdlPolicy::new(mode) });
-    let edges =
-        |l: &Lowering| l.edges.iter().map(|e| format!("{}->{}{}", e.from.0, e.to.0, if e.programmatic { "p" } else { "" })).collect::<Vec<_>>().join(" ");
-    // Under auto one chain runs nothing side by side: 64-block links are programmatic.
-    let auto = serial(PdlMode::Auto);
-    assert_eq!(auto.shape, GraphShape::Serial);
-    assert_eq!(edges(&auto), "0->1p 1->2p 2->3p 3->4p 4->5p 5->6p 6->7p 7->8p 8->9p");
-    assert!(auto.describe(&plan).starts_with("shape serial\n"));
-    assert_eq!(edges(&serial(PdlMode::Off)), "0->1 1->2 2->3 3->4 4->5 5->6 6->7 7->8 8->9");
-    // auto's own shape never is the serial one.
-    assert_ne!(lower(&plan, &[true], true, PdlPolicy::default()).shape, GraphShape::Serial);
-}
-
 /// Reachability in a graph given as edges over `n` nodes listed in topological order.
 fn closure(n: usize, order: &[NodeId], edges: &[(NodeId, NodeId)]) -> Vec<Vec<bool>> {
     let mut succ = vec![Vec::new(); n];
@@ -265,14 +249,8 @@ fn the_lane_shape_implies_every_plan_edge_on_random_programs() {
             let plan = Plan::compile_with(&prog.graph, ostinato::PlanOptions { max_lanes }).unwrap();
             let edges = lane_shape_edges(&plan);
             let reach = closure(plan.node_count(), plan.order(), &edges);
-            let serial = lower(&plan, &[true], true, PdlPolicy { shape: ShapeMode::Serial, ..PdlPolicy::default() });
-            assert_eq!(serial.shape, GraphShape::Serial);
-            let serial: Vec<(NodeId, NodeId)> = serial.edges.iter().map(|e| (e.from, e.to)).collect();
-            assert_eq!(serial.len(), plan.node_count().saturating_sub(1), "one chain: a link per node but the first");
-            let serial_reach = closure(plan.node_count(), plan.order(), &serial);
             for e in plan.edges() {
                 assert!(reach[e.from.index()][e.to.index()], "seed {seed}, {max_lanes} lanes: plan edge {} -> {} not implied", e.from, e.to);
-                assert!(serial_reach[e.from.index()][e.to.index()], "seed {seed}: plan edge {} -> {} not implied by the serial shape", e.from, e.to);
                 checked += 1;
             }
             let pos: Vec<usize> = {
@@ -298,7 +276,7 @@ fn non_waiting_kernels_get_no_programmatic_edge() {
         // kernel 0 `mix` is capable, kernel 1 `mix_alt` is not; copies and fills (helpers) are.
         let plain = |v: NodeId| matches!(&g.node(v).op, NodeOp::Kernel { kernel, .. } if kernel.index() == 1);
         for mode in [PdlMode::On, PdlMode::Auto] {
-            for shape in [ShapeMode::Plan, ShapeMode::Lanes, ShapeMode::Serial] {
+            for shape in [ShapeMode::Plan, ShapeMode::Lanes] {
                 let low = lower(&plan, &[true, false], true, PdlPolicy { shape, ..PdlPolicy::new(mode) });
                 for e in &low.edges {
                     assert!(!(plain(e.to) && e.programmatic), "seed {seed} {mode:?} {shape:?}: programmatic edge into plain n{}", e.to);
