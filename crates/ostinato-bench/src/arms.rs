@@ -368,7 +368,6 @@ pub struct OstinatoCuda {
     _memory: Arc<RowMemory>,
     graph_mode: bool,
     written: Vec<bool>,
-    first: bool,
     probes: bool,
 }
 
@@ -414,7 +413,7 @@ impl OstinatoCuda {
         let written = plan.graph().written_roots();
         reset(&mut exec, init, &written).map_err(err("init"))?;
         let graph_mode = backend.options().mode == ExecMode::Graph;
-        Ok(OstinatoCuda { written, exec, _memory: memory.clone(), graph_mode, first: true, probes: true })
+        Ok(OstinatoCuda { written, exec, _memory: memory.clone(), graph_mode, probes: true })
     }
 }
 
@@ -460,10 +459,9 @@ impl Arm for OstinatoCuda {
         Some(Decisions::of(&self.exec))
     }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
-        if !self.first {
-            reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
-        }
-        self.first = false;
+        // Every sample from the initial bytes: the row's other arms write the same buffers between
+        // this arm's samples (they are taken in rounds).
+        reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
         self.exec.timer_start().map_err(err("timer"))?;
         let t = Instant::now();
         for r in 0..w.replays {

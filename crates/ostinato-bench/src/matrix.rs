@@ -7,13 +7,13 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::arms::{self, Arm, ArmKind, HostArm, OstinatoCuda, RawSample};
+use crate::arms::{self, Arm, ArmKind, HostArm, OstinatoCuda};
 use crate::baseline::{self, Baseline};
 pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
 use crate::families;
 use crate::workload::{Check, Workload};
-use crate::{manifests, profile, provenance, report, stats, timeline, vulkan};
+use crate::{manifests, profile, provenance, report, rounds, stats, timeline, vulkan};
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
 /// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md decision 7),
@@ -30,7 +30,7 @@ pub struct Stat {
     pub ci_hi: f64,
 }
 
-fn stat(v: &[f64]) -> Option<Stat> {
+pub(crate) fn stat(v: &[f64]) -> Option<Stat> {
     let median = stats::median(v)?;
     let (ci_lo, ci_hi) = stats::bootstrap_ci(v)?;
     Some(Stat { median, ci_lo, ci_hi })
@@ -77,7 +77,7 @@ pub struct ArmResult {
 
 impl ArmResult {
     /// An arm's result before anything ran: not ok, no error, no samples.
-    fn new(kind: ArmKind) -> ArmResult {
+    pub(crate) fn new(kind: ArmKind) -> ArmResult {
         ArmResult {
             arm: kind.name(),
             ok: false,
@@ -306,17 +306,9 @@ struct Contexts {
     vulkan: Option<std::sync::Arc<ostinato_vulkan::Context>>,
 }
 
-/// Cap on warm-up samples per arm, whatever `--warmup-ms` says.
-const MAX_WARMUP_SAMPLES: usize = 100_000;
-
-/// How each arm is run: protocol counts and where (if anywhere) graph descriptions go.
+/// How each row's arms are run: the sampling budget and where (if anywhere) graph descriptions go.
 struct Protocol<'a> {
-    warmups: usize,
-    /// Minimum warm-up wall time per arm.
-    warmup: std::time::Duration,
-    samples: usize,
-    /// Minimum wall time of the timed samples per arm.
-    timed: std::time::Duration,
+    budget: rounds::Budget,
     dot_dir: Option<&'a Path>,
 }
 
@@ -346,39 +338,62 @@ struct RowRun {
 }
 
 impl RowRun {
-    /// Runs one arm on the row (or records that the oracle failed) and notes its place in the order.
-    fn arm(&mut self, kind: ArmKind, w: &Workload, cx: &Contexts, p: &Protocol) {
-        self.results.push(match &self.oracle.want {
-            Ok(want) => run_arm(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, want, vulkan: self.vulkan.as_ref() }, cx, &self.memory, p),
-            Err(e) => ArmResult { error: Some(format!("oracle failed: {e}")), ..ArmResult::new(kind) },
-        });
-        self.order.push(kind);
-    }
-    /// Runs `kinds` in that order, one step of the progress bar each.
+    /// Makes `kinds` in that order and samples them in rounds ([`rounds`]); an arm that could not be
+    /// made (or the row's oracle) keeps its place with its error. One step of the progress bar an arm.
     fn arms(&mut self, kinds: &[ArmKind], w: &Workload, cx: &Contexts, p: &Protocol, pb: &ProgressBar) {
-        for &kind in kinds {
-            pb.set_message(format!("{} {}", self.id, kind.name()));
-            self.arm(kind, w, cx, p);
-            pb.inc(1);
+        let want = match &self.oracle.want {
+            Ok(want) => want,
+            Err(e) => {
+                for &kind in kinds {
+                    self.results.push(ArmResult { error: Some(format!("oracle failed: {e}")), ..ArmResult::new(kind) });
+                    self.order.push(kind);
+                    pb.inc(1);
+                }
+                return;
+            }
+        };
+        let mut made = Vec::new();
+        let mut unmade: Vec<(usize, ArmResult)> = Vec::new();
+        for (at, &kind) in kinds.iter().enumerate() {
+            pb.set_message(format!("{} {} (made)", self.id, kind.name()));
+            match make_for_row(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, vulkan: self.vulkan.as_ref() }, cx, &self.memory, p) {
+                Ok(m) => made.push(m),
+                Err(r) => unmade.push((at, r)),
+            }
         }
+        pb.set_message(format!("{} ({} arms in rounds)", self.id, made.len()));
+        let budget = match w.protocol {
+            // A row with a protocol of its own (the kernel families) takes the smaller of each minimum time.
+            Some(r) => rounds::Budget {
+                warmup: p.budget.warmup.min(std::time::Duration::from_millis(r.warmup_ms)),
+                timed: p.budget.timed.min(std::time::Duration::from_millis(r.timed_ms)),
+                ..p.budget
+            },
+            None => p.budget,
+        };
+        let mut results = rounds::sample_in_rounds(made, w, &self.oracle.init, want, budget);
+        for (at, r) in unmade {
+            results.insert(at, r);
+        }
+        self.results.extend(results);
+        self.order.extend_from_slice(kinds);
+        pb.inc(kinds.len() as u64);
     }
 }
 
-/// What one arm run needs of its row: the id it is reported under, the buffers' initial bytes, the
-/// oracle's outputs and, in the Vulkan pass, the Vulkan arms' shared buffers.
+/// What making an arm needs of its row: the id it is reported under, the buffers' initial bytes and,
+/// in the Vulkan pass, the Vulkan arms' shared buffers.
 struct RowInputs<'a> {
     id: &'a str,
     init: &'a [Option<Vec<u8>>],
-    want: &'a [Vec<u8>],
     vulkan: Option<&'a vulkan::VulkanRow>,
 }
 
-fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> ArmResult {
+/// Makes arm `kind` for the row (its manifest noted, its graph's DOT written where asked), or the
+/// arm's result if it does not apply or could not be made.
+fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> Result<rounds::Made, ArmResult> {
     let mut out = ArmResult::new(kind);
-    let made = make_arm(kind, w, cx, memory, &row);
-    let RowInputs { id, init, want, .. } = row;
-    let (warmups, samples) = (p.warmups, p.samples);
-    let mut arm = match made {
+    let arm = match make_arm(kind, w, cx, memory, &row) {
         Ok(a) => {
             out.manifest = cx.cuda.as_ref().and_then(|c| manifests::arm_manifest(kind, w, &c.modules, &c.backends.first()?.1));
             a
@@ -386,79 +401,21 @@ fn run_arm(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memor
         Err(SetupError::Skip(why)) => {
             out.ok = true;
             out.skipped = Some(why);
-            return out;
+            return Err(out);
         }
         Err(SetupError::Fail(e)) => {
             out.error = Some(e);
-            return out;
+            return Err(out);
         }
     };
     if let Some(dir) = p.dot_dir {
-        let path = dir.join(format!("{}--{}.dot", id.replace('/', "_"), kind.name()));
+        let path = dir.join(format!("{}--{}.dot", row.id.replace('/', "_"), kind.name()));
         if let Some(Err(e)) = arm.write_dot(&path) {
             out.error = Some(format!("writing {}: {e}", path.display()));
-            return out;
+            return Err(out);
         }
     }
-    let per = (w.dispatches * w.replays) as f64;
-    // Warm-up: at least `warmups` samples and at least `warmup` of wall time (a few tiny samples do not
-    // bring a GPU that idled through set-up back to its steady state) and until an Ostinato exec has
-    // chosen among the submissions it measures over its first replays, at most MAX_WARMUP_SAMPLES.
-    // Timed: at least `samples` and at least `timed` of wall time, at most MAX_TIMED_SAMPLES (or
-    // `samples`, if larger). A row with a protocol of its own (the kernel families) takes the smaller
-    // of each minimum time.
-    let (warmup_time, timed_time) = match w.protocol {
-        Some(r) => (p.warmup.min(std::time::Duration::from_millis(r.warmup_ms)), p.timed.min(std::time::Duration::from_millis(r.timed_ms))),
-        None => (p.warmup, p.timed),
-    };
-    let started = std::time::Instant::now();
-    let mut timed_since: Option<std::time::Instant> = None;
-    let mut i = 0;
-    loop {
-        let warmup = i < warmups || ((started.elapsed() < warmup_time || !arm.settled()) && out.warmup_samples < MAX_WARMUP_SAMPLES);
-        if !warmup {
-            let since = *timed_since.get_or_insert_with(std::time::Instant::now);
-            let taken = i - out.warmup_samples;
-            if taken >= samples && (since.elapsed() >= timed_time || taken >= MAX_TIMED_SAMPLES) {
-                break;
-            }
-        }
-        // The replay-call probes are timed samples' measures: warm-ups skip them.
-        arm.probe_calls(!warmup);
-        let s: RawSample = match arm.sample(w, init) {
-            Ok(s) => s,
-            Err(e) => {
-                out.error = Some(e);
-                return out;
-            }
-        };
-        let verdict = compare(&w.check, want, &s.outputs);
-        i += 1;
-        if warmup {
-            out.warmup_samples += 1;
-            if out.warmup_samples > warmups && verdict.is_ok() {
-                continue;
-            }
-        }
-        out.samples.push(SampleResult {
-            warmup,
-            gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
-            host_us_per_dispatch: s.host_us / per,
-            replay_call_us: s.replay_call_us,
-            replay_single_us: s.replay_single_us,
-            oracle_ok: verdict.is_ok(),
-            oracle_detail: verdict.err(),
-        });
-    }
-    // After the samples: an exec that measures its submissions has chosen by now.
-    out.decisions = arm.decisions();
-    let timed: Vec<&SampleResult> = out.samples.iter().filter(|s| !s.warmup).collect();
-    out.ok = out.samples.iter().all(|s| s.oracle_ok);
-    out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
-    out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
-    out.replay_call_us = stat(&timed.iter().filter_map(|s| s.replay_call_us).collect::<Vec<_>>());
-    out.replay_single_us = stat(&timed.iter().filter_map(|s| s.replay_single_us).collect::<Vec<_>>());
-    out
+    Ok(rounds::Made { arm, out })
 }
 
 /// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
@@ -478,10 +435,12 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         std::fs::create_dir_all(dir).map_err(|e| BenchError::Io { path: dir.display().to_string(), message: e.to_string() })?;
     }
     let protocol = Protocol {
-        warmups: args.warmups,
-        warmup: std::time::Duration::from_millis(args.warmup_ms),
-        samples: args.samples,
-        timed: std::time::Duration::from_millis(args.timed_ms),
+        budget: rounds::Budget {
+            warmups: args.warmups,
+            warmup: std::time::Duration::from_millis(args.warmup_ms),
+            samples: args.samples,
+            timed: std::time::Duration::from_millis(args.timed_ms),
+        },
         dot_dir: args.study.dot.as_deref(),
     };
     let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));

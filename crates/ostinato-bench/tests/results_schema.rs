@@ -140,7 +140,7 @@ fn replays_sets_every_rows_replays_per_sample_and_the_protocol_says_so() {
     }
     let v = check(&out.join("results.json"));
     assert_eq!(v["protocol"]["replays_per_sample"], "3 back-to-back replays between two events (--replays 3)");
-    assert!(std::fs::read_to_string(out.join("REPORT.md")).unwrap().contains("each 3 back-to-back replays between two events"));
+    assert!(std::fs::read_to_string(out.join("REPORT.md")).unwrap().contains("each sample 3 back-to-back replays between two events"));
     let _ = std::fs::remove_dir_all(&out);
     let zero = host_config(&out, |c| c.replays = Some(0));
     let err = ostinato_bench::run(&zero).err().map(|e| e.to_string());

@@ -331,7 +331,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     );
     let _ = writeln!(
         s,
-        "Protocol: at least {} warm-up samples and {} ms of warm-up (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once it has chosen), then at least {} timed samples and {} ms of them per arm (at most {}), each {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
+        "Protocol: the arms of a row sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples each and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once it has chosen), then at least {} timed samples each and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
@@ -346,7 +346,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     if let Some(r) = rows.iter().find_map(|r| r.protocol) {
         let _ = writeln!(
             s,
-            "The kernel-family rows (ten ops each) take at least {} ms of warm-up and {} ms of timed samples per arm where that is shorter (the sample counts stay).\n",
+            "The kernel-family rows (ten ops each) take at least {} ms of warm-up rounds and {} ms of timed rounds per arm where that is shorter (the sample counts stay).\n",
             r.warmup_ms.min(args.warmup_ms),
             r.timed_ms.min(args.timed_ms)
         );
@@ -628,6 +628,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
             "arm_order": arm_order_text(backend, args),
+            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds until every arm has its warm-ups and has settled, then timed rounds",
             "regime": regime_text(backend, args, p.regime_chain_us),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),

@@ -1,0 +1,248 @@
+//! How a row's arms take their samples: in rounds. Every arm of a pass is made first (in the row's
+//! rotated order); then each round takes one sample of every arm in that order, warm-ups first and
+//! timed samples after, so that the arms of a row are measured over the same stretch of time.
+//!
+//! Why rounds: the GPU time of a tiny graph moves with the moment by more than the arms differ. On an
+//! H200 the same submissions measured one arm after the other (each arm's samples in a window of its
+//! own, 5–50 ms long) landed 5–20% apart from one run to the next: the expert's four PDL chains of ten
+//! 64 K-element warp reductions 1.088 µs a dispatch in one matrix and 0.910 in the next, Ostinato's
+//! equivalent submission 1.315 and 1.131; an Ostinato exec's own replays measured 6% slower in its
+//! timed window than over its warm-up (docs/fences.md, "How far apart identical measurements land";
+//! `exec_spread_probe`: the spread between identical graphs is mostly the moment's). Sampled in rounds,
+//! a slow stretch slows every arm of the row alike.
+
+use std::time::{Duration, Instant};
+
+use crate::arms::{Arm, RawSample};
+use crate::config::MAX_TIMED_SAMPLES;
+use crate::matrix::{compare, stat, ArmResult, SampleResult};
+use crate::workload::Workload;
+
+/// Cap on warm-up rounds, whatever the warm-up time says.
+pub const MAX_WARMUP_ROUNDS: usize = 100_000;
+
+/// How many samples a row's arms take, and for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Warm-up samples every arm takes at least (the first this many are listed in its results).
+    pub warmups: usize,
+    /// Wall time the warm-up rounds last at least.
+    pub warmup: Duration,
+    /// Timed samples every arm takes at least.
+    pub samples: usize,
+    /// Wall time of timed samples each arm gets at least: the timed rounds last this times the
+    /// number of arms, so an arm takes about as many samples as it would alone.
+    pub timed: Duration,
+}
+
+/// An arm made for the row, with its result so far.
+pub struct Made {
+    pub arm: Box<dyn Arm>,
+    pub out: ArmResult,
+}
+
+/// One arm's part of the rounds.
+struct Sampler {
+    made: Made,
+    /// Rounds taken (warm-up and timed).
+    taken: usize,
+    /// Left the rounds: an error ended it.
+    failed: bool,
+}
+
+impl Sampler {
+    /// Takes one sample and records it (warm-ups only where they are among the first `warmups` or fail
+    /// their check); an error ends the arm.
+    fn take(&mut self, w: &Workload, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmup: bool, warmups: usize) {
+        let out = &mut self.made.out;
+        self.made.arm.probe_calls(!warmup);
+        let s: RawSample = match self.made.arm.sample(w, init) {
+            Ok(s) => s,
+            Err(e) => {
+                out.error = Some(e);
+                self.failed = true;
+                return;
+            }
+        };
+        self.taken += 1;
+        let verdict = compare(&w.check, want, &s.outputs);
+        if warmup {
+            out.warmup_samples += 1;
+            if out.warmup_samples > warmups && verdict.is_ok() {
+                return;
+            }
+        }
+        let per = (w.dispatches * w.replays) as f64;
+        out.samples.push(SampleResult {
+            warmup,
+            gpu_us_per_dispatch: s.gpu_us.map(|g| g / per),
+            host_us_per_dispatch: s.host_us / per,
+            replay_call_us: s.replay_call_us,
+            replay_single_us: s.replay_single_us,
+            oracle_ok: verdict.is_ok(),
+            oracle_detail: verdict.err(),
+        });
+    }
+    fn timed(&self) -> usize {
+        self.taken - self.made.out.warmup_samples
+    }
+}
+
+/// Samples `arms` in rounds (the module doc) and returns each one's result, in the order given.
+/// Warm-up rounds go on until every arm has `warmups` samples, `budget.warmup` has passed and every
+/// arm has settled (an Ostinato exec has chosen among the submissions it measures); timed rounds until
+/// every arm has `samples` and `budget.timed` times the arms have passed, or `MAX_TIMED_SAMPLES`
+/// rounds (`samples`, if larger). An arm whose sample fails leaves the rounds with its error.
+pub fn sample_in_rounds(arms: Vec<Made>, w: &Workload, init: &[Option<Vec<u8>>], want: &[Vec<u8>], budget: Budget) -> Vec<ArmResult> {
+    let mut all: Vec<Sampler> = arms.into_iter().map(|made| Sampler { made, taken: 0, failed: false }).collect();
+    let live = |all: &[Sampler]| all.iter().filter(|s| !s.failed).count();
+    let started = Instant::now();
+    let mut rounds = 0;
+    loop {
+        let warming = all.iter().filter(|s| !s.failed).any(|s| s.made.out.warmup_samples < budget.warmups || !s.made.arm.settled());
+        if rounds >= MAX_WARMUP_ROUNDS || !(warming || started.elapsed() < budget.warmup) {
+            break;
+        }
+        for s in all.iter_mut().filter(|s| !s.failed) {
+            s.take(w, init, want, true, budget.warmups);
+        }
+        rounds += 1;
+        if live(&all) == 0 {
+            break;
+        }
+    }
+    let timed_for = budget.timed * live(&all).max(1) as u32;
+    let (since, cap) = (Instant::now(), MAX_TIMED_SAMPLES.max(budget.samples));
+    loop {
+        let short = all.iter().filter(|s| !s.failed).any(|s| s.timed() < budget.samples);
+        let capped = all.iter().filter(|s| !s.failed).all(|s| s.timed() >= cap);
+        if live(&all) == 0 || capped || !(short || since.elapsed() < timed_for) {
+            break;
+        }
+        for s in all.iter_mut().filter(|s| !s.failed) {
+            s.take(w, init, want, false, budget.warmups);
+        }
+    }
+    all.into_iter().map(|s| finish(s.made)).collect()
+}
+
+/// The arm's result with its statistics over its timed samples and its exec's decisions.
+fn finish(Made { arm, mut out, .. }: Made) -> ArmResult {
+    // After the samples: an exec that measures its submissions has chosen by now.
+    out.decisions = arm.decisions();
+    if out.error.is_some() {
+        return out;
+    }
+    let timed: Vec<&SampleResult> = out.samples.iter().filter(|s| !s.warmup).collect();
+    out.ok = out.samples.iter().all(|s| s.oracle_ok);
+    out.gpu_us_per_dispatch = stat(&timed.iter().filter_map(|s| s.gpu_us_per_dispatch).collect::<Vec<_>>());
+    out.host_us_per_dispatch = stat(&timed.iter().map(|s| s.host_us_per_dispatch).collect::<Vec<_>>());
+    out.replay_call_us = stat(&timed.iter().filter_map(|s| s.replay_call_us).collect::<Vec<_>>());
+    out.replay_single_us = stat(&timed.iter().filter_map(|s| s.replay_single_us).collect::<Vec<_>>());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::arms::ArmKind;
+
+    /// An arm that notes each sample in a shared log: `settles_after` samples until it has settled,
+    /// an error at sample `fails_at`, outputs `out` (the oracle's are `[1]`).
+    struct Fake {
+        name: char,
+        log: Rc<RefCell<Vec<(char, bool)>>>,
+        taken: usize,
+        probing: bool,
+        settles_after: usize,
+        fails_at: Option<usize>,
+        out: u8,
+    }
+
+    impl Arm for Fake {
+        fn sample(&mut self, _w: &Workload, _init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
+            self.taken += 1;
+            if self.fails_at == Some(self.taken) {
+                return Err(format!("{} failed", self.name));
+            }
+            self.log.borrow_mut().push((self.name, self.probing));
+            Ok(RawSample { gpu_us: Some(10.0 + self.taken as f64), host_us: 1.0, outputs: vec![vec![self.out]], replay_call_us: None, replay_single_us: None })
+        }
+        fn probe_calls(&mut self, on: bool) {
+            self.probing = on;
+        }
+        fn settled(&self) -> bool {
+            self.taken >= self.settles_after
+        }
+    }
+
+    fn run(arms: &[(char, usize, Option<usize>, u8)], budget: Budget) -> (Vec<ArmResult>, Vec<(char, bool)>) {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let made = arms
+            .iter()
+            .map(|&(name, settles_after, fails_at, out)| Made {
+                arm: Box::new(Fake { name, log: log.clone(), taken: 0, probing: false, settles_after, fails_at, out }),
+                out: ArmResult::new(ArmKind::Captured),
+            })
+            .collect();
+        let mut w = Workload::new("t".into(), "test", ostinato::Graph::new(), 1);
+        w.dispatches = 1;
+        let results = sample_in_rounds(made, &w, &[], &[vec![1]], budget);
+        let log = log.borrow().clone();
+        (results, log)
+    }
+
+    const NO_TIME: Budget = Budget { warmups: 2, warmup: Duration::ZERO, samples: 3, timed: Duration::ZERO };
+
+    #[test]
+    fn every_round_samples_every_arm_in_order_warm_ups_first() {
+        let (results, log) = run(&[('a', 0, None, 1), ('b', 0, None, 1), ('c', 0, None, 1)], NO_TIME);
+        let names: String = log.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, "abcabcabcabcabc", "two warm-up rounds, three timed ones");
+        assert!(log[..6].iter().all(|(_, probing)| !probing) && log[6..].iter().all(|(_, probing)| *probing), "probes on timed samples only: {log:?}");
+        for r in &results {
+            assert!(r.ok && r.error.is_none());
+            assert_eq!((r.warmup_samples, r.samples.iter().filter(|s| !s.warmup).count()), (2, 3));
+            // Timed samples 3, 4 and 5 of 10 + k µs.
+            assert_eq!(r.gpu_us_per_dispatch.map(|s| s.median), Some(14.0));
+        }
+    }
+
+    #[test]
+    fn warm_up_rounds_go_on_until_every_arm_has_settled() {
+        let (results, log) = run(&[('a', 0, None, 1), ('o', 7, None, 1)], NO_TIME);
+        let names: String = log.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, "ao".repeat(10), "seven warm-up rounds (the exec settles after its 7th sample), three timed");
+        assert!(results.iter().all(|r| r.warmup_samples == 7));
+        // Only the first two warm-ups are listed.
+        assert!(results.iter().all(|r| r.samples.iter().filter(|s| s.warmup).count() == 2));
+    }
+
+    #[test]
+    fn an_arm_that_fails_leaves_the_rounds_with_its_error_and_a_wrong_output_is_recorded() {
+        let (results, log) = run(&[('a', 0, Some(4), 1), ('b', 0, None, 2), ('c', 0, None, 1)], NO_TIME);
+        let names: String = log.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, "abcabcabcbcbc");
+        assert_eq!(results[0].error.as_deref(), Some("a failed"));
+        assert!(!results[0].ok && results[0].gpu_us_per_dispatch.is_none());
+        // Every sample of `b` differs from the oracle: each is listed, warm-ups too, and the arm fails.
+        assert!(!results[1].ok && results[1].samples.len() == 5 && results[1].samples.iter().all(|s| !s.oracle_ok));
+        assert!(results[2].ok);
+    }
+
+    #[test]
+    fn timed_rounds_stop_at_the_cap_and_warm_up_rounds_last_their_time() {
+        // Samples take microseconds: a second of timed rounds ends at the cap, every arm alike.
+        let budget = Budget { warmup: Duration::from_millis(3), timed: Duration::from_secs(1), ..NO_TIME };
+        let started = Instant::now();
+        let (results, _) = run(&[('a', 0, None, 1), ('b', 0, None, 1)], budget);
+        assert!(started.elapsed() >= Duration::from_millis(3) && started.elapsed() < Duration::from_secs(1));
+        for r in &results {
+            assert_eq!(r.samples.iter().filter(|s| !s.warmup).count(), MAX_TIMED_SAMPLES);
+            assert!(r.warmup_samples > 2, "warm-up rounds go on for 3 ms: {}", r.warmup_samples);
+        }
+    }
+}
