@@ -353,7 +353,7 @@ impl RowRun {
             }
         };
         let mut made = Vec::new();
-        let mut unmade: Vec<(usize, ArmResult)> = Vec::new();
+        let mut unmade: Vec<(usize, Box<ArmResult>)> = Vec::new();
         for (at, &kind) in kinds.iter().enumerate() {
             pb.set_message(format!("{} {} (made)", self.id, kind.name()));
             match make_for_row(kind, w, RowInputs { id: &self.id, init: &self.oracle.init, vulkan: self.vulkan.as_ref() }, cx, &self.memory, p) {
@@ -373,7 +373,7 @@ impl RowRun {
         };
         let mut results = rounds::sample_in_rounds(made, w, &self.oracle.init, want, budget);
         for (at, r) in unmade {
-            results.insert(at, r);
+            results.insert(at, *r);
         }
         self.results.extend(results);
         self.order.extend_from_slice(kinds);
@@ -391,7 +391,7 @@ struct RowInputs<'a> {
 
 /// Makes arm `kind` for the row (its manifest noted, its graph's DOT written where asked), or the
 /// arm's result if it does not apply or could not be made.
-fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> Result<rounds::Made, ArmResult> {
+fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> Result<rounds::Made, Box<ArmResult>> {
     let mut out = ArmResult::new(kind);
     let arm = match make_arm(kind, w, cx, memory, &row) {
         Ok(a) => {
@@ -401,18 +401,18 @@ fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, 
         Err(SetupError::Skip(why)) => {
             out.ok = true;
             out.skipped = Some(why);
-            return Err(out);
+            return Err(Box::new(out));
         }
         Err(SetupError::Fail(e)) => {
             out.error = Some(e);
-            return Err(out);
+            return Err(Box::new(out));
         }
     };
     if let Some(dir) = p.dot_dir {
         let path = dir.join(format!("{}--{}.dot", row.id.replace('/', "_"), kind.name()));
         if let Some(Err(e)) = arm.write_dot(&path) {
             out.error = Some(format!("writing {}: {e}", path.display()));
-            return Err(out);
+            return Err(Box::new(out));
         }
     }
     Ok(rounds::Made { arm, out })
