@@ -1,6 +1,9 @@
 //! How a row's arms take their samples: in rounds. Every arm of a pass is made first (in the row's
 //! rotated order); then each round takes one sample of every arm in that order, warm-ups first and
-//! timed samples after, so that the arms of a row are measured over the same stretch of time.
+//! timed samples after, so that the arms of a row are measured over the same stretch of time. In a
+//! timed round each arm first takes an untimed sample (a warm-up, checked like every sample) and then
+//! its timed one, so that a timed replay follows a replay of its own arm, as one arm's replays follow
+//! each other in a loop, and never depends on which arm ran before it.
 //!
 //! Why rounds: the GPU time of a tiny graph moves with the moment by more than the arms differ. On an
 //! H200 the same submissions measured one arm after the other (each arm's samples in a window of its
@@ -9,7 +12,10 @@
 //! equivalent submission 1.315 and 1.131; an Ostinato exec's own replays measured 6% slower in its
 //! timed window than over its warm-up (docs/fences.md, "How far apart identical measurements land";
 //! `exec_spread_probe`: the spread between identical graphs is mostly the moment's). Sampled in rounds,
-//! a slow stretch slows every arm of the row alike.
+//! a slow stretch slows every arm of the row alike. The lead-in sample: in rounds of single samples
+//! each arm always followed the same other arm, and on the same H200 the serial 8 M-element
+//! reductions, where Ostinato submits exactly the captured graph, measured 2–6% slower for the arm
+//! that followed the expert's PDL capture (`aa2e754`, GPU-ba016419), and tied one after the other.
 
 use std::time::{Duration, Instant};
 
@@ -92,7 +98,8 @@ impl Sampler {
 /// Warm-up rounds go on until every arm has `warmups` samples, `budget.warmup` has passed and every
 /// arm has settled (an Ostinato exec has chosen among the submissions it measures); timed rounds until
 /// every arm has `samples` and `budget.timed` times the arms have passed, or `MAX_TIMED_SAMPLES`
-/// rounds (`samples`, if larger). An arm whose sample fails leaves the rounds with its error.
+/// rounds (`samples`, if larger), each arm's timed sample after a lead-in sample of its own. An arm
+/// whose sample fails leaves the rounds with its error.
 pub fn sample_in_rounds(arms: Vec<Made>, w: &Workload, init: &[Option<Vec<u8>>], want: &[Vec<u8>], budget: Budget) -> Vec<ArmResult> {
     let mut all: Vec<Sampler> = arms.into_iter().map(|made| Sampler { made, taken: 0, failed: false }).collect();
     let live = |all: &[Sampler]| all.iter().filter(|s| !s.failed).count();
@@ -120,7 +127,10 @@ pub fn sample_in_rounds(arms: Vec<Made>, w: &Workload, init: &[Option<Vec<u8>>],
             break;
         }
         for s in all.iter_mut().filter(|s| !s.failed) {
-            s.take(w, init, want, false, budget.warmups);
+            s.take(w, init, want, true, budget.warmups);
+            if !s.failed {
+                s.take(w, init, want, false, budget.warmups);
+            }
         }
     }
     all.into_iter().map(|s| finish(s.made)).collect()
@@ -201,13 +211,14 @@ mod tests {
     fn every_round_samples_every_arm_in_order_warm_ups_first() {
         let (results, log) = run(&[('a', 0, None, 1), ('b', 0, None, 1), ('c', 0, None, 1)], NO_TIME);
         let names: String = log.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, "abcabcabcabcabc", "two warm-up rounds, three timed ones");
-        assert!(log[..6].iter().all(|(_, probing)| !probing) && log[6..].iter().all(|(_, probing)| *probing), "probes on timed samples only: {log:?}");
+        assert_eq!(names, "abcabcaabbccaabbccaabbcc", "two warm-up rounds, three timed ones, each timed sample after a lead-in");
+        let probing: String = log.iter().map(|(_, p)| if *p { 't' } else { '-' }).collect();
+        assert_eq!(probing, "-------t-t-t-t-t-t-t-t-t", "probes on timed samples only");
         for r in &results {
             assert!(r.ok && r.error.is_none());
-            assert_eq!((r.warmup_samples, r.samples.iter().filter(|s| !s.warmup).count()), (2, 3));
-            // Timed samples 3, 4 and 5 of 10 + k µs.
-            assert_eq!(r.gpu_us_per_dispatch.map(|s| s.median), Some(14.0));
+            assert_eq!((r.warmup_samples, r.samples.iter().filter(|s| !s.warmup).count()), (5, 3));
+            // Timed samples 4, 6 and 8 of 10 + k µs.
+            assert_eq!(r.gpu_us_per_dispatch.map(|s| s.median), Some(16.0));
         }
     }
 
@@ -215,8 +226,8 @@ mod tests {
     fn warm_up_rounds_go_on_until_every_arm_has_settled() {
         let (results, log) = run(&[('a', 0, None, 1), ('o', 7, None, 1)], NO_TIME);
         let names: String = log.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, "ao".repeat(10), "seven warm-up rounds (the exec settles after its 7th sample), three timed");
-        assert!(results.iter().all(|r| r.warmup_samples == 7));
+        assert_eq!(names, "ao".repeat(7) + &"aaoo".repeat(3), "seven warm-up rounds (the exec settles after its 7th sample), three timed");
+        assert!(results.iter().all(|r| r.warmup_samples == 10));
         // Only the first two warm-ups are listed.
         assert!(results.iter().all(|r| r.samples.iter().filter(|s| s.warmup).count() == 2));
     }
@@ -225,11 +236,12 @@ mod tests {
     fn an_arm_that_fails_leaves_the_rounds_with_its_error_and_a_wrong_output_is_recorded() {
         let (results, log) = run(&[('a', 0, Some(4), 1), ('b', 0, None, 2), ('c', 0, None, 1)], NO_TIME);
         let names: String = log.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, "abcabcabcbcbc");
+        // `a`'s fourth sample (the first timed round's lead-in) fails.
+        assert_eq!(names, "abcabcabbccbbccbbcc");
         assert_eq!(results[0].error.as_deref(), Some("a failed"));
         assert!(!results[0].ok && results[0].gpu_us_per_dispatch.is_none());
         // Every sample of `b` differs from the oracle: each is listed, warm-ups too, and the arm fails.
-        assert!(!results[1].ok && results[1].samples.len() == 5 && results[1].samples.iter().all(|s| !s.oracle_ok));
+        assert!(!results[1].ok && results[1].samples.len() == 8 && results[1].samples.iter().all(|s| !s.oracle_ok));
         assert!(results[2].ok);
     }
 

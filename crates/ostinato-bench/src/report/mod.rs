@@ -331,7 +331,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     );
     let _ = writeln!(
         s,
-        "Protocol: the arms of a row sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples each and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once it has chosen), then at least {} timed samples each and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
+        "Protocol: the arms of a row sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples each and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once it has chosen), then at least {} timed samples each (each right after an untimed lead-in sample of its own arm) and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
         args.warmups,
         args.warmup_ms,
         args.samples,
@@ -628,7 +628,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
             "arm_order": arm_order_text(backend, args),
-            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds until every arm has its warm-ups and has settled, then timed rounds",
+            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds until every arm has its warm-ups and has settled, then timed rounds, each arm's timed sample right after an untimed lead-in sample of its own",
             "regime": regime_text(backend, args, p.regime_chain_us),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
