@@ -44,8 +44,9 @@ pub const TUNE_MARGIN: f64 = 0.05;
 /// replays that follow: on an H200's kernel families (`ecc2738`, GPU-a51401e6) every serial row whose
 /// PDL candidate measured 1.8–4.9% faster while tuning ran 2.4–6.4% slower than the expert's PDL
 /// capture of the same chain in the timed replays, five of them outside the report's 3% tie band,
-/// because the 5% margin kept `auto`'s own. What moved by more than the candidates differ was a
-/// change of shape on launch-bound independent rows ([`TUNE_MARGIN`]).
+/// because the 5% margin kept `auto`'s own; at 2% (`2952970`, GPU-ce638efc) 14 rows switched to PDL
+/// on and those five tie the expert. What moved by more than the candidates differ was a change of
+/// shape on launch-bound independent rows ([`TUNE_MARGIN`]).
 pub const PDL_MARGIN: f64 = 0.02;
 
 /// Whether the exec measures its candidate submissions (graph mode with the `auto` PDL policy and
@@ -111,7 +112,9 @@ fn same_submission(a: &Lowering, b: &Lowering) -> bool {
 /// GPU-9cf33b08, three processes), the expert's four PDL chains of ten 64 K-element two-stage
 /// reductions ran 0.58, 0.71 and 0.73 µs a dispatch, Ostinato's same submission 0.59 to 0.73, while
 /// each exec's timed replays stayed within 1% of its own earlier ones. Where launches are few the
-/// second exec costs little to build, and the measurement keeps whichever runs faster.
+/// second exec costs little to build, and the measurement keeps whichever runs faster: over the whole
+/// matrix (`1b00ac0`, GPU-a6b9570a) a second exec was kept on 7 of 213 rows, e.g. the 16-consumer
+/// fan's, 9.10 µs a replay against its first exec's 9.81, timed 8.83 beside the expert's 8.80.
 pub const SECOND_INSTANCE_MAX_LAUNCHES: usize = 64;
 
 /// The distinct submissions of `plan` worth measuring: `auto`'s own (`base`, lowered already as
