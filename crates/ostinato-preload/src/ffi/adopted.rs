@@ -140,7 +140,8 @@ fn replica_of(graph: u64, nodes: HashMap<u64, u64>, built: Option<&Built>, twins
 }
 
 /// Adopts `graph` (read back as `model`, decided `decision`) where adoption is on and it pays: the
-/// log entry, and the adopted graph made.
+/// log entry, and the adopted graph made. `known`: the model's adoption where the caller computed it
+/// already (it is not computed again).
 pub(super) fn adopt_graph(
     state: &State,
     graph: u64,
@@ -148,6 +149,7 @@ pub(super) fn adopt_graph(
     decision: &Decision,
     flags: u64,
     upload: Option<Handle>,
+    known: Option<adopt::Adoption>,
 ) -> (AdoptionLog, Option<Built>) {
     if !state.adopting() {
         return (AdoptionLog::not("off", "adoption is off"), None);
@@ -159,7 +161,7 @@ pub(super) fn adopt_graph(
         return (AdoptionLog::not("not_adopted", decision.reason.clone().unwrap_or_default()), None);
     }
     let start = std::time::Instant::now();
-    let adoption = match adopt::adopt(model, &adopt::default_policy(), state.orderings()) {
+    let adoption = match known.map_or_else(|| adopt::adopt(model, &adopt::default_policy(), state.orderings()), Ok) {
         Ok(a) => a,
         Err(why) => return (AdoptionLog::not("not_adopted", why), None),
     };
@@ -198,7 +200,7 @@ pub(super) fn adopt_graph(
 pub(super) fn readopt(state: &State, exec: u64, graph: u64, api: &'static str) -> bool {
     let Some(flags) = state.adopted_flags(exec) else { return false };
     let Some((model, decision, read_us)) = super::driver::with_driver(|d| state.read(d, graph, flags)) else { return false };
-    let (adoption, built) = adopt_graph(state, graph, &model, &decision, flags, None);
+    let (adoption, built) = adopt_graph(state, graph, &model, &decision, flags, None, None);
     let call = Call { api, graph, exec, result: CUDA_SUCCESS, read_us };
     let (kept, old) = state.update(&call, &model, &decision, &adoption, built.as_ref().map(Built::pair));
     if let Some(old) = old {
@@ -283,17 +285,24 @@ pub(super) fn node_params(
             }
         }
     }
-    made_again(state, exec, &replica, flags, &read, api, true)
+    made_again(state, exec, &replica, flags, ReadBack { read: &read, known: Some(adoption) }, api, true)
 }
 
-/// The adopted graph of `exec` made again from its replica (`read`: the replica read back — model,
-/// decision, microseconds —, the model's node handles the replica's) and put in place of the one it
+/// A replica read back (model, decision, microseconds; the model's node handles the replica's) and
+/// its adoption where it was computed already.
+struct ReadBack<'a> {
+    read: &'a (GraphModel, Decision, u64),
+    known: Option<adopt::Adoption>,
+}
+
+/// The adopted graph of `exec` made again from its replica (`read`, read back) and put in place of the one it
 /// runs (`active`), or adopted for the first time (not `active`), logged under `api`; the replica then
 /// maps the new adopted graph. Returns whether a new adopted graph was kept.
-fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, read: &(GraphModel, Decision, u64), api: &'static str, active: bool) -> bool {
-    let (model, decision, read_us) = (&read.0, &read.1, read.2);
+fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, read: ReadBack<'_>, api: &'static str, active: bool) -> bool {
+    let ReadBack { read: (model, decision, read_us), known } = read;
+    let read_us = *read_us;
     let call = Call { api, graph: replica.graph, exec, result: CUDA_SUCCESS, read_us };
-    let (log, built) = adopt_graph(state, replica.graph, model, decision, flags, None);
+    let (log, built) = adopt_graph(state, replica.graph, model, decision, flags, None, known);
     let pair = built.as_ref().map(Built::pair);
     let (kept, old) = if active { state.update(&call, model, decision, &log, pair) } else { state.adopt_late(&call, model, decision, &log, pair) };
     if let Some(old) = old {
@@ -314,7 +323,7 @@ fn made_again(state: &State, exec: u64, replica: &Replica, flags: u64, read: &(G
 pub(super) fn readopt_with(state: &State, exec: u64, extents: &Extents) -> Option<bool> {
     let (flags, active, replica) = state.replica_any(exec)?;
     let read = super::driver::with_driver(|d| state.read_with(d, replica.graph, flags, extents))?;
-    let kept = made_again(state, exec, &replica, flags, &read, "ostinato_preload_readopt", active);
+    let kept = made_again(state, exec, &replica, flags, ReadBack { read: &read, known: None }, "ostinato_preload_readopt", active);
     Some(kept || (active && state.adopted_flags(exec).is_some()))
 }
 

@@ -82,7 +82,7 @@ fn observe_instantiate(api: &'static str, graph: Handle, flags: u64, upload: Opt
         let (adoption, built) = if exec == 0 {
             (AdoptionLog::not("not_adopted", "the instantiate failed"), None)
         } else {
-            own_work(|| adopted::adopt_graph(state, graph as u64, &model, &decision, flags, upload))
+            own_work(|| adopted::adopt_graph(state, graph as u64, &model, &decision, flags, upload, None))
                 .unwrap_or_else(|| (AdoptionLog::not("not_adopted", "the interposer's adoption failed"), None))
         };
         let pair = built.as_ref().map(adopted::Built::pair);
