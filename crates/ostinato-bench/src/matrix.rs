@@ -1,6 +1,7 @@
-//! The matrix run: the rows, the three passes of arms over them, every sample checked by the host
-//! oracle, medians with bootstrap intervals, a tie band, arm order rotated per row, provenance measured
-//! at run time, and three outputs: `results.json`, `REPORT.md`, `chart.svg`.
+//! The matrix run: the rows, the three passes of arms over them (a pass's arms sampled in rounds,
+//! [`crate::rounds`]), every sample checked by the host oracle, medians with bootstrap intervals, a tie
+//! band, arm order rotated per row, provenance measured at run time, and three outputs: `results.json`,
+//! `REPORT.md`, `chart.svg`.
 
 use std::path::Path;
 
