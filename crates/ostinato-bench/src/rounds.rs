@@ -50,13 +50,15 @@ pub struct Made {
 /// One arm's part of the rounds.
 struct Sampler {
     made: Made,
-    /// Rounds taken (warm-up and timed).
+    /// Samples taken (warm-ups, lead-ins and timed ones).
     taken: usize,
-    /// Left the rounds: an error ended it.
-    failed: bool,
 }
 
 impl Sampler {
+    /// Whether the arm left the rounds: a sample of it failed (its error is in its result).
+    fn failed(&self) -> bool {
+        self.made.out.error.is_some()
+    }
     /// Takes one sample and records it (warm-ups only where they are among the first `warmups` or fail
     /// their check); an error ends the arm.
     fn take(&mut self, w: &Workload, init: &[Option<Vec<u8>>], want: &[Vec<u8>], warmup: bool, warmups: usize) {
@@ -66,7 +68,6 @@ impl Sampler {
             Ok(s) => s,
             Err(e) => {
                 out.error = Some(e);
-                self.failed = true;
                 return;
             }
         };
@@ -101,16 +102,16 @@ impl Sampler {
 /// rounds (`samples`, if larger), each arm's timed sample after a lead-in sample of its own. An arm
 /// whose sample fails leaves the rounds with its error.
 pub fn sample_in_rounds(arms: Vec<Made>, w: &Workload, init: &[Option<Vec<u8>>], want: &[Vec<u8>], budget: Budget) -> Vec<ArmResult> {
-    let mut all: Vec<Sampler> = arms.into_iter().map(|made| Sampler { made, taken: 0, failed: false }).collect();
-    let live = |all: &[Sampler]| all.iter().filter(|s| !s.failed).count();
+    let mut all: Vec<Sampler> = arms.into_iter().map(|made| Sampler { made, taken: 0 }).collect();
+    let live = |all: &[Sampler]| all.iter().filter(|s| !s.failed()).count();
     let started = Instant::now();
     let mut rounds = 0;
     loop {
-        let warming = all.iter().filter(|s| !s.failed).any(|s| s.made.out.warmup_samples < budget.warmups || !s.made.arm.settled());
+        let warming = all.iter().filter(|s| !s.failed()).any(|s| s.made.out.warmup_samples < budget.warmups || !s.made.arm.settled());
         if rounds >= MAX_WARMUP_ROUNDS || !(warming || started.elapsed() < budget.warmup) {
             break;
         }
-        for s in all.iter_mut().filter(|s| !s.failed) {
+        for s in all.iter_mut().filter(|s| !s.failed()) {
             s.take(w, init, want, true, budget.warmups);
         }
         rounds += 1;
@@ -121,14 +122,14 @@ pub fn sample_in_rounds(arms: Vec<Made>, w: &Workload, init: &[Option<Vec<u8>>],
     let timed_for = budget.timed * live(&all).max(1) as u32;
     let (since, cap) = (Instant::now(), MAX_TIMED_SAMPLES.max(budget.samples));
     loop {
-        let short = all.iter().filter(|s| !s.failed).any(|s| s.timed() < budget.samples);
-        let capped = all.iter().filter(|s| !s.failed).all(|s| s.timed() >= cap);
+        let short = all.iter().filter(|s| !s.failed()).any(|s| s.timed() < budget.samples);
+        let capped = all.iter().filter(|s| !s.failed()).all(|s| s.timed() >= cap);
         if live(&all) == 0 || capped || !(short || since.elapsed() < timed_for) {
             break;
         }
-        for s in all.iter_mut().filter(|s| !s.failed) {
+        for s in all.iter_mut().filter(|s| !s.failed()) {
             s.take(w, init, want, true, budget.warmups);
-            if !s.failed {
+            if !s.failed() {
                 s.take(w, init, want, false, budget.warmups);
             }
         }
