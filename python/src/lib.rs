@@ -624,8 +624,9 @@ type StepData = Vec<(String, Py<PyBytes>)>;
 /// Records one Llama decode step (the graph of `ostinato-llama`: its kernel pack's CUDA C on CUDA, their host
 /// twins on the host): `config_json` is a Hugging Face `config.json` text (default: Llama-3.2-1B),
 /// `max_seq` the KV cache's positions. Returns the graph (buffers named `embed`, `norm`,
-/// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `logits`; slot `pos`) and the buffers
-/// whose initial bytes are data, as (name, bytes): write them after instantiating.
+/// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `history` (the greedy token of the step
+/// at position p in u32 word p), `logits`; slot `pos`) and the buffers whose initial bytes are data, as
+/// (name, bytes): write them after instantiating.
 #[pyfunction]
 #[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None))]
 fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64, attn_splits: u32, gemv_blocks: Option<u32>) -> PyResult<(PyGraph, StepData)> {

@@ -179,6 +179,7 @@ pub fn compare(check: &Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), S
                     return Err(format!("checked buffer #{i}: relative L2 error {:.3e} > {tol:.0e}", num / den));
                 }
             }
+            Check::GreedyRun(run) => return run.check(got),
             Check::Within(bounds) => {
                 let bound = bounds.get().get(i).ok_or_else(|| format!("checked buffer #{i} has no bounds"))?;
                 let f = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<f32>>();

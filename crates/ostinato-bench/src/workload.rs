@@ -53,6 +53,9 @@ pub enum Check {
     /// bounds (one list per checked buffer) are derived from the arithmetic by the row that sets them
     /// (the quantized GEMV rows: `families::gemv`), never fitted to measurements.
     Within(Arc<Bounds>),
+    /// A run of dependent Llama steps, checked against the f32 reference fed the run's own tokens
+    /// ([`crate::families::llama::GreedyRun`]); the host oracle's outputs are not used.
+    GreedyRun(Arc<crate::families::llama::GreedyRun>),
 }
 
 impl Check {
@@ -66,6 +69,7 @@ impl Check {
                 let largest = b.get().iter().flatten().fold(0f32, |m, &x| m.max(x));
                 format!("f32 |diff| within a bound per element derived from the arithmetic (largest {largest:.2e})")
             }
+            Check::GreedyRun(g) => g.describe(),
         }
     }
 }

@@ -384,13 +384,16 @@ __device__ __forceinline__ void ll_warp_best(float& bv, unsigned& bi) {
   }
 }
 
-// llama_lm_head(logits, part, counter, ticket, token, x, ln, emb, vocab, hidden, eps): final rmsnorm,
-// logits = emb·xn (tied embeddings), and the greedy token: the producer warp of each block keeps the
-// best (value, index) of its tiles' rows and writes it to `part`; the last block to finish (counted in
-// counter[0], which it resets) reduces them into token[0]. Ties go to the lower index.
+// llama_lm_head(logits, part, counter, ticket, token, history, x, ln, emb, vocab, hidden, eps, pos, max_seq):
+// final rmsnorm, logits = emb·xn (tied embeddings), and the greedy token: the producer warp of each block
+// keeps the best (value, index) of its tiles' rows and writes it to `part`; the last block to finish
+// (counted in counter[0], which it resets) reduces them into token[0] and, where pos < max_seq, into
+// history[pos] (the tokens of a run of dependent steps, read back once at its end). Ties go to the lower
+// index.
 extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_lm_head(float* logits, float* part, unsigned* counter, unsigned* ticket,
-                                                                                   unsigned* token, const float* x, const ll_bf16* ln, const ll_bf16* emb,
-                                                                                   unsigned vocab, unsigned hidden, float eps) {
+                                                                                   unsigned* token, unsigned* history, const float* x, const ll_bf16* ln,
+                                                                                   const ll_bf16* emb, unsigned vocab, unsigned hidden, float eps,
+                                                                                   unsigned pos, unsigned max_seq) {
   extern __shared__ __align__(128) unsigned char lb_stages[];
   __shared__ LbShared sh;
   __shared__ __align__(16) float xs[LL_CHUNK];
@@ -436,6 +439,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_lm
       ll_warp_best(bv, bi);
       if (lane == 0) {
         token[0] = bi;
+        if (pos < max_seq) history[pos] = bi;
         counter[0] = 0;
       }
     }

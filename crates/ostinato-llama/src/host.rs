@@ -173,7 +173,9 @@ pub fn ffn_in_sig() -> KernelSig {
     )
 }
 
-/// `llama_lm_head(logits, part, counter, ticket, token, x, ln, emb, vocab, hidden, eps)`.
+/// `llama_lm_head(logits, part, counter, ticket, token, history, x, ln, emb, vocab, hidden, eps, pos,
+/// max_seq)`: the greedy token to `token[0]` and, where `pos < max_seq`, to `history[pos]` (u32 per
+/// position: the tokens of a run of dependent steps).
 pub fn lm_head_sig() -> KernelSig {
     sig(
         "llama_lm_head",
@@ -183,12 +185,15 @@ pub fn lm_head_sig() -> KernelSig {
             ("counter", Some(RW), U),
             ("ticket", Some(RW), U),
             ("token", Some(W), U),
+            ("history", Some(W), U),
             ("x", Some(R), U),
             ("ln", Some(R), U),
             ("emb", Some(R), U),
             ("vocab", None, U),
             ("hidden", None, U),
             ("eps", None, F),
+            ("pos", None, U),
+            ("max_seq", None, U),
         ],
     )
 }
@@ -397,10 +402,12 @@ pub fn ffn_in() -> HostKernel {
 
 pub fn lm_head() -> HostKernel {
     HostKernel::new(lm_head_sig(), |cx| {
-        let (vocab, hidden, eps) = (cx.u32(8)? as usize, cx.u32(9)? as usize, cx.f32(10)?);
-        let (lv, tkv, tv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?, cx.buffer(7)?);
+        let (vocab, hidden, eps) = (cx.u32(9)? as usize, cx.u32(10)? as usize, cx.f32(11)?);
+        let (pos, max_seq) = (cx.u32(12)? as usize, cx.u32(13)? as usize);
+        let (lv, tkv, tv, hv, xv, nv, ev) = (cx.buffer(0)?, cx.buffer(3)?, cx.buffer(4)?, cx.buffer(5)?, cx.buffer(6)?, cx.buffer(7)?, cx.buffer(8)?);
         let logits = lv.words(vocab, true)?;
         let token = tv.words(1, true)?;
+        let history = hv.words(max_seq, true)?;
         let x = f32s(&xv.words(hidden, false)?, hidden);
         let ln = halves(&nv, hidden, false)?;
         let emb = halves(&ev, vocab * hidden, false)?;
@@ -414,6 +421,9 @@ pub fn lm_head() -> HostKernel {
             }
         }
         token.set_u32(0, best as u32);
+        if pos < max_seq {
+            history.set_u32(pos, best as u32);
+        }
         reset_ticket(&tkv)
     })
 }

@@ -108,6 +108,38 @@ impl Reference {
         let xn = rmsnorm(&x, self.buf(self.step.norm), c.rms_eps);
         matvec(self.buf(self.step.embed), &xn, c.vocab as usize)
     }
+
+    /// Checks a run of dependent greedy steps — step `s` at position `pos0 + s` gathers the token step
+    /// `s - 1` wrote (`first` for step 0) and writes `tokens[s]` — by feeding the reference the run's own
+    /// tokens: every `tokens[s]` must be a greedy choice of the reference's logits at its step within
+    /// `rel_tol · max|logit|` (a near-tie either side may take; past a tie the two runs would otherwise
+    /// part for good). Returns the reference's logits of the last step, for the caller to compare with
+    /// the run's own; an error names the first step that fails.
+    pub fn check_greedy_run(&mut self, first: u32, pos0: u32, tokens: &[u32], rel_tol: f32) -> Result<Vec<f32>, String> {
+        let mut fed = first;
+        let mut last = Vec::new();
+        for (s, &t) in tokens.iter().enumerate() {
+            let pos = pos0 + s as u32;
+            last = self.step(fed, pos);
+            let best = (0..last.len()).fold(0, |b, i| if last[i] > last[b] { i } else { b });
+            let scale = last.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+            let Some(&got) = last.get(t as usize) else {
+                return Err(format!("step {s} (position {pos}) wrote token {t}, past the vocabulary of {}", last.len()));
+            };
+            if last[best] - got > rel_tol * scale {
+                return Err(format!(
+                    "step {s} (position {pos}) wrote token {t} (reference logit {got:.4}), but the reference's greedy token is {best} ({:.4}): {:.2e} of the logits' scale below, more than {rel_tol:.0e}",
+                    last[best],
+                    (last[best] - got) / scale
+                ));
+            }
+            fed = t;
+        }
+        if tokens.is_empty() {
+            return Err("a greedy run of no steps".into());
+        }
+        Ok(last)
+    }
 }
 
 /// How two logit vectors agree. The tolerance is relative to the reference's scale: every logit within

@@ -1,8 +1,8 @@
 //! One decode step recorded as one graph: embedding gather, per layer the fused norm + QKV + RoPE,
 //! split attention with the KV append, the merge of its partials + output projection + residual, fused
 //! norm + gate/up + SiLU·mul, down projection + residual; then the fused final norm + LM head + greedy
-//! argmax, whose token the next step's gather reads. Five kernels per layer, 82 for Llama-3.2-1B; the
-//! position is a slot patched per token.
+//! argmax, whose token the next step's gather reads and the history keeps by position. Five kernels per
+//! layer, 82 for Llama-3.2-1B; the position is a slot patched per token.
 //!
 //! Fusion choices (docs/llama.md): every RMS norm runs inside the projection that consumes it (each
 //! block recomputes the 8 KB sum of squares of its input — cheaper than a kernel boundary), its scale
@@ -95,6 +95,9 @@ pub struct LlamaStep {
     pub data: Vec<(BufferId, Vec<u8>)>,
     pub pos: SlotId,
     pub token: BufferId,
+    /// The greedy token of the step at position `p` in word `p` (u32 per cache position): a run of
+    /// dependent steps, each gathering the token the one before wrote, is read back once at its end.
+    pub history: BufferId,
     pub logits: BufferId,
     /// The residual stream (f32, hidden).
     pub x: BufferId,
@@ -152,6 +155,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let act = buf(&mut g, "act".into(), 4 * f, BufferInit::Zero)?;
     let logits = buf(&mut g, "logits".into(), 4 * v, BufferInit::Zero)?;
     let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
+    let history = buf(&mut g, "history".into(), 4 * c.max_seq as u64, BufferInit::Zero)?;
     let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::PARTIAL_FLOATS as u64, BufferInit::Zero)?;
     // The streaming projections' work counters (zero between launches: each launch resets its own).
     let ffn_ticket = buf(&mut g, "ffn_ticket".into(), 4, BufferInit::Zero)?;
@@ -229,10 +233,25 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         &mut g,
         k_head,
         stream(head_tiles),
-        &[b(logits), b(head_part), b(head_count), b(head_ticket), b(token), b(x), b(norm), b(embed), u(c.vocab), u(c.hidden), eps],
+        &[
+            b(logits),
+            b(head_part),
+            b(head_count),
+            b(head_ticket),
+            b(token),
+            b(history),
+            b(x),
+            b(norm),
+            b(embed),
+            u(c.vocab),
+            u(c.hidden),
+            eps,
+            Arg::Slot(pos),
+            u(c.max_seq),
+        ],
     )?;
     let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
-    Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, logits, x, embed, norm, layers, dispatches })
+    Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, history, logits, x, embed, norm, layers, dispatches })
 }
 
 impl LlamaStep {

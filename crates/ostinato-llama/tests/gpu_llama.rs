@@ -66,6 +66,9 @@ fn step_logits(exec: &mut impl Exec, step: &LlamaStep, token: u32, pos: u32) -> 
     exec.read_buffer(step.token, 0, &mut t).unwrap();
     let argmax = (0..got.len()).fold(0, |b, j| if got[j] > got[b] { j } else { b });
     assert_eq!(u32::from_le_bytes(t) as usize, argmax, "pos {pos}: the token written is the logits' argmax");
+    let mut h = [0u8; 4];
+    exec.read_buffer(step.history, 4 * pos as u64, &mut h).unwrap();
+    assert_eq!(h, t, "pos {pos}: the history keeps the token at its position");
     got
 }
 

@@ -1,5 +1,6 @@
 //! The step on the host backend against the independent f32 reference, at the shrunk dims: 24 steps
-//! with teacher forcing (both fed the same tokens) after a random 40-position context.
+//! with teacher forcing (both fed the same tokens) after a random 40-position context, and a run of 24
+//! dependent greedy steps read back from the history and checked against the reference fed its tokens.
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_host::HostBackend;
@@ -41,4 +42,58 @@ fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
     }
     println!("host step vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps");
     assert!(worst > 0.0, "the reference keeps an f32 cache: some difference is expected");
+}
+
+/// A run of 24 dependent steps (each gathering the token the step before wrote, no host write between
+/// them) recorded in `history`, checked against the reference fed the run's own tokens; the check
+/// refuses the run with any one token replaced by one the reference ranks far below its best.
+#[test]
+fn a_greedy_run_is_recorded_in_the_history_and_checked_against_the_reference() {
+    let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
+    let plan = Plan::compile(&step.graph).unwrap();
+    let kernels = ostinato_llama::pack::host_kernels(&step.graph).unwrap();
+    let mut exec = HostBackend::serial().instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+    let init = step.initial_bytes();
+    for (b, bytes) in init.iter().enumerate() {
+        exec.write_buffer(ostinato::BufferId(b as u32), 0, bytes).unwrap();
+    }
+    let (pos0, steps) = (40u32, 24usize);
+    let mut written = Vec::new();
+    for s in 0..steps as u32 {
+        exec.set_slot(step.pos, Scalar::u32(pos0 + s)).unwrap();
+        exec.replay().unwrap();
+        exec.wait().unwrap();
+        let mut t = [0u8; 4];
+        exec.read_buffer(step.token, 0, &mut t).unwrap();
+        written.push(u32::from_le_bytes(t));
+    }
+    let mut raw = vec![0u8; 4 * step.config.max_seq as usize];
+    exec.read_buffer(step.history, 0, &mut raw).unwrap();
+    let history: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let run = &history[pos0 as usize..pos0 as usize + steps];
+    assert_eq!(run, &written[..], "history[pos] is the token the step at pos wrote");
+    assert!(history[..pos0 as usize].iter().chain(&history[pos0 as usize + steps..]).all(|&t| t == 0), "nothing else written");
+    let first = StepOptions::default().token;
+    let last = Reference::new(&step, init.clone()).check_greedy_run(first, pos0, run, TOL).unwrap();
+    let mut got = vec![0u8; 4 * step.config.vocab as usize];
+    exec.read_buffer(step.logits, 0, &mut got).unwrap();
+    let got: Vec<f32> = got.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    agree(&last, &got, TOL).unwrap();
+    // Mutations: one token replaced by the reference's worst choice at that step.
+    for s in [0, steps / 2, steps - 1] {
+        let mut reference = Reference::new(&step, init.clone());
+        let mut fed = first;
+        for (i, &t) in run[..s].iter().enumerate() {
+            reference.step(fed, pos0 + i as u32);
+            fed = t;
+        }
+        let logits = reference.step(fed, pos0 + s as u32);
+        let worst = (0..logits.len()).fold(0, |b, i| if logits[i] < logits[b] { i } else { b }) as u32;
+        let mut bad = run.to_vec();
+        bad[s] = worst;
+        let e = Reference::new(&step, init.clone()).check_greedy_run(first, pos0, &bad, TOL).unwrap_err();
+        assert!(e.contains(&format!("step {s} (position {})", pos0 + s as u32)), "{e}");
+    }
+    let past = Reference::new(&step, init).check_greedy_run(first, pos0, &[step.config.vocab], TOL).unwrap_err();
+    assert!(past.contains("past the vocabulary"), "{past}");
 }
