@@ -18,16 +18,19 @@ use crate::error::Result;
 use crate::ffi::{Event, GraphExec, Stream};
 use crate::lower::{lower_with, KernelPdl, Lowering, PdlMode, PdlPolicy, ShapeMode};
 
-/// Timed replays per candidate that count; each candidate's first launch is one more, dropped (its
-/// first run pays what the later ones do not: the graph's first upload of parameters, cold caches).
+/// Timed replays per candidate that count. Each follows an untimed replay of the same candidate (a
+/// lead-in), so each is measured as a user's loop runs an exec, after itself: its first run pays the
+/// graph's first upload of parameters, and a replay right after another submission's starts from that
+/// one's state of the caches and the GPU's front end, which the replays that follow the choice never do.
 pub const TUNE_SAMPLES: usize = 8;
 
-/// How many replays measure `candidates` submissions: [`TUNE_SAMPLES`] + 1 of each (0 where there is
-/// only one); the choice is made at a replay after they have all completed.
+/// How many replays measure `candidates` submissions: 2 × [`TUNE_SAMPLES`] of each, every timed one
+/// after its lead-in (0 where there is only one); the choice is made at a replay after they have all
+/// completed.
 pub fn tuning_replays(candidates: usize) -> usize {
     match candidates {
         0 | 1 => 0,
-        n => n * (TUNE_SAMPLES + 1),
+        n => 2 * n * TUNE_SAMPLES,
     }
 }
 
@@ -161,14 +164,19 @@ pub(crate) fn margins(candidates: &[(String, Lowering)]) -> Vec<f64> {
         .collect()
 }
 
-/// Which candidate each tuning replay launches: `rounds` rounds in which every candidate runs once,
-/// each round starting one candidate later than the one before (so no candidate always follows the
-/// same other).
+/// Which candidate each tuning replay launches: `rounds` rounds in which every candidate runs twice in
+/// a row (a lead-in, then the replay timed: [`is_timed`]), each round starting one candidate later than
+/// the one before (so no candidate always follows the same other).
 pub(crate) fn schedule(candidates: usize, rounds: usize) -> Vec<usize> {
-    (0..rounds).flat_map(|r| (0..candidates).map(move |j| (r + j) % candidates)).collect()
+    (0..rounds).flat_map(|r| (0..candidates).flat_map(move |j| [(r + j) % candidates; 2])).collect()
 }
 
-/// Writes the median of each candidate's times (µs) past its first, by `schedule`, into `medians`
+/// Whether tuning replay `i` of a [`schedule`] counts: the second of its pair (the first leads in).
+pub(crate) fn is_timed(i: usize) -> bool {
+    i % 2 == 1
+}
+
+/// Writes the median of each candidate's timed replays (µs; [`is_timed`]), by `schedule`, into `medians`
 /// (one per candidate) and returns the candidate kept: the one with the lowest median among those
 /// clearly faster than candidate 0 — a median lower by more than its `margins` entry, and a third
 /// quartile below candidate 0's first — else candidate 0. `scratch` is working space (the replay
@@ -177,7 +185,7 @@ pub(crate) fn choose(schedule: &[usize], times: &[f64], margins: &[f64], medians
     // (median, first quartile, third quartile) of candidate `c`.
     let mut quartiles = |c: usize| {
         scratch.clear();
-        scratch.extend(schedule.iter().zip(times).filter(|(s, _)| **s == c).skip(1).map(|(_, t)| *t));
+        scratch.extend(schedule.iter().zip(times).enumerate().filter(|(i, (s, _))| is_timed(*i) && **s == c).map(|(_, (_, t))| *t));
         scratch.sort_by(f64::total_cmp);
         let at = |q: f64| match scratch.len() {
             0 => f64::INFINITY,
@@ -224,9 +232,9 @@ pub(super) struct Tuning {
 
 impl Tuning {
     /// A measurement of the candidates called `labels` (`auto`'s first), each to beat `auto`'s by its
-    /// `margins` entry, over [`TUNE_SAMPLES`] + 1 rounds.
+    /// `margins` entry, over [`TUNE_SAMPLES`] rounds.
     pub(super) fn new(labels: Vec<String>, margins: Vec<f64>) -> Result<Tuning> {
-        let schedule = schedule(labels.len(), TUNE_SAMPLES + 1);
+        let schedule = schedule(labels.len(), TUNE_SAMPLES);
         debug_assert_eq!(schedule.len(), tuning_replays(labels.len()));
         let events = (0..schedule.len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
         Ok(Tuning {
@@ -290,14 +298,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_round_runs_every_candidate_once_starting_one_later() {
-        assert_eq!(schedule(3, 3), vec![0, 1, 2, 1, 2, 0, 2, 0, 1]);
-        assert_eq!(schedule(1, 2), vec![0, 0]);
-        let s = schedule(4, TUNE_SAMPLES + 1);
+    fn every_round_runs_every_candidate_twice_in_a_row_starting_one_later() {
+        assert_eq!(schedule(3, 2), vec![0, 0, 1, 1, 2, 2, 1, 1, 2, 2, 0, 0]);
+        assert_eq!(schedule(1, 2), vec![0, 0, 0, 0]);
+        let s = schedule(4, TUNE_SAMPLES);
         assert_eq!(s.len(), tuning_replays(4));
         assert_eq!(tuning_replays(1), 0, "one submission: nothing to measure");
         for c in 0..4 {
-            assert_eq!(s.iter().filter(|&&x| x == c).count(), TUNE_SAMPLES + 1);
+            let timed: Vec<usize> = (0..s.len()).filter(|&i| s[i] == c && is_timed(i)).collect();
+            assert_eq!(timed.len(), TUNE_SAMPLES);
+            assert!(timed.iter().all(|&i| s[i - 1] == c), "every timed replay follows a replay of its own candidate");
         }
     }
 
@@ -309,16 +319,16 @@ mod tests {
     }
 
     #[test]
-    fn the_fastest_median_wins_only_past_the_margin_and_first_samples_do_not_count() {
-        let s = schedule(2, 5);
-        // Candidate 1 is 10% faster; its first sample (a slow warm-up) is dropped.
+    fn the_fastest_median_wins_only_past_the_margin_and_lead_ins_do_not_count() {
+        let s = schedule(2, TUNE_SAMPLES);
+        // Candidate 1 is 10% faster; its lead-ins (slow: after the other candidate) are not counted.
         let times: Vec<f64> = s
             .iter()
             .enumerate()
             .map(|(i, &c)| {
                 if c == 0 {
                     10.0
-                } else if i == 1 {
+                } else if !is_timed(i) {
                     100.0
                 } else {
                     9.0
@@ -332,13 +342,14 @@ mod tests {
         // Slower: auto's own stays.
         let slower: Vec<f64> = s.iter().map(|&c| if c == 0 { 10.0 } else { 12.0 }).collect();
         assert_eq!(choose(2, &s, &slower, TUNE_MARGIN).0, 0);
-        // One outlier does not move a median.
+        // One outlier does not move a median (auto's second timed replay).
+        let outlier = (0..s.len()).filter(|&i| s[i] == 0 && is_timed(i)).nth(1).unwrap();
         let noisy: Vec<f64> = s
             .iter()
             .enumerate()
             .map(|(i, &c)| {
                 if c == 0 {
-                    if i == 6 {
+                    if i == outlier {
                         1.0
                     } else {
                         10.0
@@ -350,16 +361,16 @@ mod tests {
             .collect();
         assert_eq!(choose(2, &s, &noisy, TUNE_MARGIN), (1, vec![10.0, 9.0]));
         // A median 10% lower whose samples overlap auto's (a bimodal spread): auto's own stays.
-        // Each candidate's k-th launch takes `lists[c][k]` µs (the first is the dropped warm-up).
+        // Each candidate's k-th timed launch takes `lists[c][k]` µs (its lead-ins 99).
         let per = |s: &[usize], lists: &[&[f64]]| {
             let mut seen = vec![0; lists.len()];
-            s.iter().map(|&c| (lists[c][seen[c]], seen[c] += 1).0).collect::<Vec<f64>>()
+            (0..s.len()).map(|i| if is_timed(i) { (lists[s[i]][seen[s[i]]], seen[s[i]] += 1).0 } else { 99.0 }).collect::<Vec<f64>>()
         };
-        let spread = per(&s, &[&[99.0, 8.0, 8.0, 10.0, 10.0], &[99.0, 7.0, 7.5, 8.5, 9.5]]);
+        let spread = per(&s, &[&[8.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 10.0], &[7.0, 7.0, 7.5, 7.5, 8.5, 8.5, 9.5, 9.5]]);
         let (chosen, medians) = choose(2, &s, &spread, TUNE_MARGIN);
         assert!(medians[1] < medians[0] * (1.0 - TUNE_MARGIN) && chosen == 0, "{medians:?}");
         // Of two clearly faster candidates, the faster.
-        let s3 = schedule(3, 5);
+        let s3 = schedule(3, TUNE_SAMPLES);
         let three: Vec<f64> = s3.iter().map(|&c| [10.0, 8.0, 7.0][c]).collect();
         assert_eq!(choose(3, &s3, &three, TUNE_MARGIN).0, 2);
     }
