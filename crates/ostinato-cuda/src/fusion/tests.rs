@@ -144,6 +144,7 @@ fn golden_generated_source_of_a_small_plan() {
          \x20 OSTINATO_FUSED_WAIT();\n\
          \x20 if (OST_TRIGGER == 3) OSTINATO_FUSED_TRIGGER();\n\
          \x20 add_one(ostinato_fused_ptr{p0}, 16u);\n\
+         \x20 #pragma unroll 8\n\
          \x20 for (unsigned r = 0; r < 3u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p0}, 16u); }\n\
          \x20 __syncthreads(); mix(ostinato_fused_ptr{p1}, ostinato_fused_ptr{p0}, 16u, 16u, p2);\n\
          \x20 __syncthreads(); ostinato_copy(ostinato_fused_ptr{p0}, ostinato_fused_ptr{p1}, 64ull);\n\
@@ -336,7 +337,11 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
     let gs = groups(&plan, &all_fusable(&plan), FusionMode::Auto);
     let bars: Vec<Vec<bool>> = gs[0].lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
     let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone(), None);
-    assert!(f.source.contains("for (unsigned r = 0; r < 940u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p3}, 256u); }"), "{}", f.source);
+    assert!(
+        f.source.contains("#pragma unroll 8\n      for (unsigned r = 0; r < 940u; ++r) { __syncthreads(); add_one(ostinato_fused_ptr{p3}, 256u); }"),
+        "{}",
+        f.source
+    );
     for define in ["-DOST_TRIGGER=3", "-DOST_TRIGGER=1", "-DOST_NO_PDL=1"] {
         let Some(ptx) = nvrtc_ptx("generated_kernels_compile_and_wait_before_touching_memory", &f.source, &[define]) else { return };
         let waits = ptx.contains("griddepcontrol.wait");
