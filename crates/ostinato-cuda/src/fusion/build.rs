@@ -195,14 +195,11 @@ pub fn fuse(
             fused.push(generate_components(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &uses_shared, &entry));
             continue;
         }
-        // Barriers between thread-local bodies are dropped only where the fused kernel has at most
-        // one block per SM: there a barrier's latency is exposed (an H200 ran 941-deep `add_one`
-        // chains of 1 and 128 blocks 10% faster without them), while with more resident blocks other
-        // blocks' warps hide it and the barrier-free loop ran 6% (1,024 blocks) and 9% (8,192) slower
-        // (docs/tiles.md, "Barriers between bodies").
-        let blocks = ostinato::tiles::block_count(gr.key.grid) * gr.lanes.len() as u64;
-        let exposed = blocks <= u64::try_from(device.info().sm_count).unwrap_or(0);
-        let thread_local = |u, v| exposed && ostinato::fusion::thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
+        // No barrier between thread-local bodies, whatever the grid: with the loop of repeated calls
+        // unrolled, an H200 ran 941-deep `add_one` chains of 1,024 and 8,192 blocks 10% and 7% faster
+        // without them (with the loop rolled they had run slower there; docs/tiles.md, "Barriers
+        // between bodies").
+        let thread_local = |u, v| ostinato::fusion::thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
         let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
         let staging = Staging { bodies: Bodies { plain: &plain, attributed: &attributed }, budget: (*budget).min(STAGE_BUDGET_BYTES) };
         let staging = verified.is_some().then_some(&staging);
