@@ -117,7 +117,7 @@ pub fn markdown(rows: &[crate::RowResult]) -> String {
         let floor_us = p.bytes_per_step as f64 / (HBM_TB_S * 1e12) * 1e6;
         let _ = writeln!(
             s,
-            "{:.3} GB per step (weights with the LM head, KV cache rows 0..=pos): {floor_us:.0} µs at {HBM_TB_S} TB/s. Kernels alone sum to {:.1} µs (each launched by itself between two events, less the {:.2} µs an empty kernel takes so); {:.1} µs in an eager chain.\n",
+            "{:.3} GB per step (weights with the LM head, KV cache rows 0..=pos; a greedy run's mean over its positions, its kernels timed at the first): {floor_us:.0} µs at {HBM_TB_S} TB/s. Kernels alone sum to {:.1} µs (each launched by itself between two events, less the {:.2} µs an empty kernel takes so); {:.1} µs in an eager chain.\n",
             p.bytes_per_step as f64 / 1e9,
             p.sum_alone_us,
             p.launch_floor_us,
