@@ -20,7 +20,7 @@ mod step;
 
 pub use checkpoint::load as load_checkpoint;
 pub use config::{LlamaConfig, RopeScaling};
-pub use reference::{agree, Reference};
+pub use reference::{agree, greedy_token, Reference};
 pub use step::{default_splits, record, LayerBuffers, LlamaStep, StepOptions};
 
 /// What can go wrong building the step or reading a checkpoint.

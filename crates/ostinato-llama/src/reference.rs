@@ -116,13 +116,15 @@ impl Reference {
     /// part for good). Returns the reference's logits of the last step, for the caller to compare with
     /// the run's own; an error names the first step that fails.
     pub fn check_greedy_run(&mut self, first: u32, pos0: u32, tokens: &[u32], rel_tol: f32) -> Result<Vec<f32>, String> {
+        if tokens.is_empty() {
+            return Err("a greedy run of no steps".into());
+        }
         let mut fed = first;
         let mut last = Vec::new();
         for (s, &t) in tokens.iter().enumerate() {
             let pos = pos0 + s as u32;
             last = self.step(fed, pos);
-            let best = (0..last.len()).fold(0, |b, i| if last[i] > last[b] { i } else { b });
-            let scale = last.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+            let (best, scale) = (greedy_token(&last), logit_scale(&last));
             let Some(&got) = last.get(t as usize) else {
                 return Err(format!("step {s} (position {pos}) wrote token {t}, past the vocabulary of {}", last.len()));
             };
@@ -135,11 +137,19 @@ impl Reference {
             }
             fed = t;
         }
-        if tokens.is_empty() {
-            return Err("a greedy run of no steps".into());
-        }
         Ok(last)
     }
+}
+
+/// The greedy token of `logits`: the index of the largest, ties to the lower index (as the LM head's
+/// argmax and `torch.argmax`); 0 for no logits.
+pub fn greedy_token(logits: &[f32]) -> usize {
+    (0..logits.len()).fold(0, |b, i| if logits[i] > logits[b] { i } else { b })
+}
+
+/// The scale logit tolerances are relative to: the largest |logit| (at least the smallest positive f32).
+fn logit_scale(logits: &[f32]) -> f32 {
+    logits.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE)
 }
 
 /// How two logit vectors agree. The tolerance is relative to the reference's scale: every logit within
@@ -149,14 +159,13 @@ pub fn agree(want: &[f32], got: &[f32], rel_tol: f32) -> Result<f32, String> {
     if got.len() != want.len() || got.iter().any(|v| !v.is_finite()) {
         return Err("logits hold a NaN or infinity, or have another length".into());
     }
-    let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+    let scale = logit_scale(want);
     let tol = rel_tol * scale;
     let diff = want.iter().zip(got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     if diff > tol {
         return Err(format!("logits differ by up to {diff:.3e}, {:.2e} of their scale {scale:.3} (tolerance {rel_tol:.1e})", diff / scale));
     }
-    let top = |v: &[f32]| (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b });
-    let (tw, tg) = (top(want), top(got));
+    let (tw, tg) = (greedy_token(want), greedy_token(got));
     let second = want.iter().enumerate().filter(|(i, _)| *i != tw).map(|(_, v)| *v).fold(f32::NEG_INFINITY, f32::max);
     if tw != tg && want[tw] - second > tol {
         return Err(format!("greedy token {tg} but the reference's is {tw} with a margin of {:.3e} > {tol:.1e}", want[tw] - second));

@@ -7,7 +7,7 @@
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_cuda::{CudaBackend, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
-use ostinato_llama::{agree, pack, record, LlamaConfig, LlamaStep, Reference, StepOptions};
+use ostinato_llama::{agree, greedy_token, pack, record, LlamaConfig, LlamaStep, Reference, StepOptions};
 
 /// The device, or `None` (with a message) where no CUDA driver or device is found.
 fn device_or_skip(test: &str) -> Option<Device> {
@@ -64,8 +64,7 @@ fn step_logits(exec: &mut impl Exec, step: &LlamaStep, token: u32, pos: u32) -> 
     let got: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let mut t = [0u8; 4];
     exec.read_buffer(step.token, 0, &mut t).unwrap();
-    let argmax = (0..got.len()).fold(0, |b, j| if got[j] > got[b] { j } else { b });
-    assert_eq!(u32::from_le_bytes(t) as usize, argmax, "pos {pos}: the token written is the logits' argmax");
+    assert_eq!(u32::from_le_bytes(t) as usize, greedy_token(&got), "pos {pos}: the token written is the logits' argmax");
     let mut h = [0u8; 4];
     exec.read_buffer(step.history, 4 * pos as u64, &mut h).unwrap();
     assert_eq!(h, t, "pos {pos}: the history keeps the token at its position");
@@ -154,8 +153,7 @@ fn a_transformers_checkpoint_agrees_with_transformers() {
         if diff > worst {
             (worst, worst_at) = (diff, pos);
         }
-        let top = |v: &[f32]| (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b });
-        let (tw, tg) = (top(&want), top(&got));
+        let (tw, tg) = (greedy_token(&want), greedy_token(&got));
         let second = want.iter().enumerate().filter(|(i, _)| *i != tw).map(|(_, v)| *v).fold(f32::MIN, f32::max);
         let margin = (want[tw] - second) / scale;
         if margin > HF_TOL {

@@ -4,7 +4,7 @@
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_host::HostBackend;
-use ostinato_llama::{agree, record, LlamaConfig, Reference, StepOptions};
+use ostinato_llama::{agree, greedy_token, record, LlamaConfig, Reference, StepOptions};
 
 /// Largest |Δlogit| allowed, relative to the largest |logit|: the kernels round the KV cache to bf16
 /// and sum in another order.
@@ -37,8 +37,7 @@ fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
         // The greedy token the step wrote is the argmax of the logits it wrote.
         let mut t = [0u8; 4];
         exec.read_buffer(step.token, 0, &mut t).unwrap();
-        let argmax = (0..got.len()).fold(0, |b, j| if got[j] > got[b] { j } else { b });
-        assert_eq!(u32::from_le_bytes(t) as usize, argmax);
+        assert_eq!(u32::from_le_bytes(t) as usize, greedy_token(&got));
     }
     println!("host step vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps");
     assert!(worst > 0.0, "the reference keeps an f32 cache: some difference is expected");
