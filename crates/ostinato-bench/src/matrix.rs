@@ -141,8 +141,12 @@ pub fn matrix(backend: BenchBackend, quick: bool, grid_blocks: Option<&[u32]>, f
 
 pub use crate::families::llama::LLAMA_MAX_SEQ;
 
-/// Compares an arm's outputs with the oracle's under the row's check.
-pub fn compare(check: &Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+/// Compares an arm's outputs with the oracle's under the row's check; a greedy run has no oracle
+/// outputs and is checked against the reference from the row's initial bytes `init`.
+pub fn compare(check: &Check, init: &[Option<Vec<u8>>], want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+    if let Check::GreedyRun(run) = check {
+        return run.check(init, got);
+    }
     for (i, (w, g)) in want.iter().zip(got).enumerate() {
         match check {
             Check::Exact => {
@@ -157,7 +161,7 @@ pub fn compare(check: &Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), S
                         let (wl, gl) = (f(wl), f(gl));
                         ostinato_llama::agree(&wl, &gl, *tol)?;
                         // The token written is the logits' argmax (ties to the lower index).
-                        let argmax = (0..gl.len()).fold(0, |b, j| if gl[j] > gl[b] { j } else { b });
+                        let argmax = ostinato_llama::greedy_token(&gl);
                         let token = |b: &[u8]| b.get(..4).map(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]));
                         if token(gt) != Some(argmax as u32) {
                             return Err(format!("token {:?} is not the argmax {argmax} of the logits", token(gt)));
@@ -179,7 +183,8 @@ pub fn compare(check: &Check, want: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), S
                     return Err(format!("checked buffer #{i}: relative L2 error {:.3e} > {tol:.0e}", num / den));
                 }
             }
-            Check::GreedyRun(run) => return run.check(got),
+            // Handled before the loop (a greedy run has no oracle outputs); never reached.
+            Check::GreedyRun(_) => return Err("a greedy run is checked against its reference, not oracle outputs".into()),
             Check::Within(bounds) => {
                 let bound = bounds.get().get(i).ok_or_else(|| format!("checked buffer #{i} has no bounds"))?;
                 let f = |b: &[u8]| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<f32>>();
@@ -696,16 +701,16 @@ mod tests {
         let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let token = |t: u32| t.to_le_bytes().to_vec();
         let want = vec![bytes(&[1.0, 5.0, 2.0, 4.99]), token(1)];
-        let ok = |got: &[f32], t: u32| compare(&Check::Logits(1e-2), &want, &[bytes(got), token(t)]);
+        let ok = |got: &[f32], t: u32| compare(&Check::Logits(1e-2), &[], &want, &[bytes(got), token(t)]);
         assert!(ok(&[1.0, 5.0, 2.0, 4.99], 1).is_ok());
         assert!(ok(&[1.0, 5.001, 2.0, 4.99], 1).is_ok(), "within 1e-2 of the largest |logit|");
         assert!(ok(&[1.0, 5.0, 2.2, 4.99], 1).unwrap_err().contains("differ"), "a logit off by 4% of the scale");
         assert!(ok(&[1.0, 4.99, 2.0, 5.0], 3).is_ok(), "a near-tie (margin 0.2% of the scale) may flip");
         assert!(ok(&[1.0, 5.0, 2.0, 4.99], 3).unwrap_err().contains("argmax"), "the token written is not the logits' argmax");
         let clear = vec![bytes(&[1.0, 5.0, 2.0, 4.0]), token(1)];
-        let flipped = compare(&Check::Logits(0.15), &clear, &[bytes(&[1.0, 4.6, 2.0, 4.7]), token(3)]);
+        let flipped = compare(&Check::Logits(0.15), &[], &clear, &[bytes(&[1.0, 4.6, 2.0, 4.7]), token(3)]);
         assert!(flipped.unwrap_err().contains("margin"), "a flip where the reference's margin (20% of the scale) exceeds the tolerance (15%)");
-        assert!(compare(&Check::Logits(1e-2), &want, &[bytes(&[f32::NAN, 5.0, 2.0, 4.99]), token(1)]).is_err());
+        assert!(compare(&Check::Logits(1e-2), &[], &want, &[bytes(&[f32::NAN, 5.0, 2.0, 4.99]), token(1)]).is_err());
     }
 
     #[test]
@@ -713,12 +718,12 @@ mod tests {
         let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let check = Check::Within(crate::workload::Bounds::new(|| vec![vec![0.0, 1e-3, 0.5]]));
         let want = vec![bytes(&[1.0, 2.0, 3.0])];
-        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0009, 2.6])]).is_ok());
-        let e = compare(&check, &want, &[bytes(&[1.0, 2.0011, 3.0])]).unwrap_err();
+        assert!(compare(&check, &[], &want, &[bytes(&[1.0, 2.0009, 2.6])]).is_ok());
+        let e = compare(&check, &[], &want, &[bytes(&[1.0, 2.0011, 3.0])]).unwrap_err();
         assert!(e.contains("element 1") && e.contains("bound"), "{e}");
-        assert!(compare(&check, &want, &[bytes(&[1.0000001, 2.0, 3.0])]).unwrap_err().contains("element 0"), "a zero bound is exact");
-        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0, f32::NAN])]).is_err());
-        assert!(compare(&check, &want, &[bytes(&[1.0, 2.0])]).unwrap_err().contains("2 elements, 3 bounds"));
+        assert!(compare(&check, &[], &want, &[bytes(&[1.0000001, 2.0, 3.0])]).unwrap_err().contains("element 0"), "a zero bound is exact");
+        assert!(compare(&check, &[], &want, &[bytes(&[1.0, 2.0, f32::NAN])]).is_err());
+        assert!(compare(&check, &[], &want, &[bytes(&[1.0, 2.0])]).unwrap_err().contains("2 elements, 3 bounds"));
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl Sampler {
             }
         };
         self.taken += 1;
-        let verdict = compare(&w.check, want, &s.outputs);
+        let verdict = compare(&w.check, init, want, &s.outputs);
         if warmup {
             out.warmup_samples += 1;
             if out.warmup_samples > warmups && verdict.is_ok() {

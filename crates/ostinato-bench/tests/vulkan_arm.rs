@@ -62,7 +62,7 @@ fn every_family_matches_the_oracle_on_vulkan() {
         for sample in 0..2 {
             for (name, arm) in &mut arms {
                 let s = arm.sample(w, &init).unwrap();
-                compare(&w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{} {name} sample {sample} on {}: {e}", w.id, ctx.name));
+                compare(&w.check, &init, &want, &s.outputs).unwrap_or_else(|e| panic!("{} {name} sample {sample} on {}: {e}", w.id, ctx.name));
             }
         }
     }

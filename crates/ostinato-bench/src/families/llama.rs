@@ -3,7 +3,7 @@
 //! (the back-to-back protocol public decoders are timed on).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use ostinato::Scalar;
 
@@ -23,15 +23,15 @@ pub const LLAMA_REFERENCE_TOL: f32 = 2e-2;
 /// at position `pos` of a random context: one step per replay, the greedy token and logits checked.
 pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> Workload {
     let step = ostinato_llama::record(&config, ostinato_llama::StepOptions { pos, ..Default::default() }).expect("the built-in configs are valid");
+    let id = format!("llama/{}/pos{pos}", model_name(&config));
     Workload {
-        id: format!("llama/{}/pos{pos}", model_name(&config)),
         checked: vec![step.logits, step.token],
         bytes_per_replay: Some(step.bytes_read(pos)),
         model: Some((config, pos)),
         replays,
         slot_schedule: Some((step.pos, vec![Scalar::u32(pos); replays])),
         check: Check::Logits(LLAMA_LOGIT_TOL),
-        ..step_row(step)
+        ..step_row(id, step)
     }
 }
 
@@ -46,15 +46,15 @@ pub fn greedy_run(config: ostinato_llama::LlamaConfig, pos0: u32, steps: u32) ->
     let positions: Vec<u32> = (pos0..pos0 + steps).collect();
     // The mean bytes of a step of the run (the KV rows grow linearly with the position).
     let bytes = positions.iter().map(|&p| step.bytes_read(p)).sum::<u64>() / steps.max(1) as u64;
+    let id = format!("llama/{}/run{steps}@pos{pos0}", model_name(&config));
     Workload {
-        id: format!("llama/{}/run{steps}@pos{pos0}", model_name(&config)),
         checked: vec![step.logits, step.token, step.history],
         bytes_per_replay: Some(bytes),
         model: Some((config, pos0)),
         replays: steps as usize,
         slot_schedule: Some((step.pos, positions.iter().map(|&p| Scalar::u32(p)).collect())),
         check: Check::GreedyRun(Arc::new(GreedyRun::new(step.clone(), options.token, pos0, steps as usize))),
-        ..step_row(step)
+        ..step_row(id, step)
     }
 }
 
@@ -66,17 +66,16 @@ fn model_name(c: &ostinato_llama::LlamaConfig) -> String {
     }
 }
 
-/// What both Llama rows share: the step's graph, buffers and kernels on one stream.
-fn step_row(step: ostinato_llama::LlamaStep) -> Workload {
+/// What both Llama rows share: row `id` of the step's graph, buffers and kernels on one stream.
+fn step_row(id: String, step: ostinato_llama::LlamaStep) -> Workload {
     let user = (0..step.graph.nodes().len()).map(|_| UserLaunch { stream: 0, waits: vec![] }).collect();
     Workload {
-        family: "llama decode",
         inits: step.inits.clone(),
         data: step.data.iter().map(|(b, bytes)| (*b, crate::workload::bytes(bytes.clone()))).collect(),
         dispatches: step.dispatches,
         user,
         kernels: Kernels::Llama,
-        ..Workload::new(String::new(), "llama decode", step.graph, 1)
+        ..Workload::new(id, "llama decode", step.graph, 1)
     }
 }
 
@@ -92,8 +91,6 @@ pub struct GreedyRun {
     first: u32,
     pos0: u32,
     steps: usize,
-    /// The step's initial bytes, made on first use (the model's weights).
-    bytes: OnceLock<Vec<Vec<u8>>>,
     /// The reference's verdict per run of tokens checked.
     seen: Mutex<HashMap<Vec<u32>, Verdict>>,
 }
@@ -110,7 +107,7 @@ impl std::fmt::Debug for GreedyRun {
 impl GreedyRun {
     /// The check of `steps` steps of `step` from `pos0`, the first gathering `first`.
     pub fn new(step: ostinato_llama::LlamaStep, first: u32, pos0: u32, steps: usize) -> GreedyRun {
-        GreedyRun { step, first, pos0, steps, bytes: OnceLock::new(), seen: Mutex::new(HashMap::new()) }
+        GreedyRun { step, first, pos0, steps, seen: Mutex::new(HashMap::new()) }
     }
 
     /// How the report names the check.
@@ -121,8 +118,9 @@ impl GreedyRun {
         )
     }
 
-    /// Checks an arm's outputs: `[logits, token, history]`.
-    pub fn check(&self, got: &[Vec<u8>]) -> Result<(), String> {
+    /// Checks an arm's outputs, `[logits, token, history]`, the reference made from the row's initial
+    /// bytes `init` (its weights and context).
+    pub fn check(&self, init: &[Option<Vec<u8>>], got: &[Vec<u8>]) -> Result<(), String> {
         let words = |b: &[u8]| b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<u32>>();
         let [logits, token, history] = got else {
             return Err(format!("a greedy run checks logits, token and history, not {} buffers", got.len()));
@@ -130,7 +128,7 @@ impl GreedyRun {
         let logits: Vec<f32> = words(logits).into_iter().map(f32::from_bits).collect();
         let history = words(history);
         let run = history.get(self.pos0 as usize..self.pos0 as usize + self.steps).ok_or("the history is shorter than the run")?;
-        let argmax = (0..logits.len()).fold(0, |b, j| if logits[j] > logits[b] { j } else { b });
+        let argmax = ostinato_llama::greedy_token(&logits);
         let token = words(token).first().copied();
         if token != Some(argmax as u32) || run.last().copied() != token {
             return Err(format!("token {token:?}: not the argmax {argmax} of the last logits, or not the history's last {:?}", run.last()));
@@ -139,7 +137,7 @@ impl GreedyRun {
             let mut seen = self.seen.lock().map_err(|_| "a greedy run's check panicked before")?;
             seen.entry(run.to_vec())
                 .or_insert_with(|| {
-                    let bytes = self.bytes.get_or_init(|| self.step.initial_bytes()).clone();
+                    let bytes = init.iter().map(|b| b.clone().unwrap_or_default()).collect();
                     let mut reference = ostinato_llama::Reference::new(&self.step, bytes);
                     reference.check_greedy_run(self.first, self.pos0, run, LLAMA_REFERENCE_TOL).map(Arc::new)
                 })
@@ -174,6 +172,8 @@ pub fn rows(s: &super::Scope) -> Vec<Workload> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arms::{self, Arm, ArmKind, HostArm};
+    use crate::matrix::{compare, init_bytes};
 
     /// The reference's own greedy run as an arm's outputs: `[logits, token, history]`.
     fn reference_run(w: &Workload, run: &GreedyRun) -> (Vec<u32>, Vec<Vec<u8>>) {
@@ -181,7 +181,7 @@ mod tests {
         let (mut fed, mut tokens, mut logits) = (run.first, Vec::new(), Vec::new());
         for s in 0..run.steps {
             logits = reference.step(fed, run.pos0 + s as u32);
-            fed = (0..logits.len()).fold(0, |b, j| if logits[j] > logits[b] { j } else { b }) as u32;
+            fed = ostinato_llama::greedy_token(&logits) as u32;
             tokens.push(fed);
         }
         let mut history = vec![0u32; run.step.config.max_seq as usize];
@@ -192,23 +192,34 @@ mod tests {
         (tokens.clone(), vec![logit_bytes, le(&[fed]), le(&history)])
     }
 
+    /// Through the bench's own comparison (the row has no oracle outputs: the check must still run).
     #[test]
     fn a_greedy_run_passes_as_the_reference_makes_it_and_fails_with_a_token_changed() {
         let w = greedy_run(ostinato_llama::LlamaConfig::shrunk(64), 8, 6);
         let Check::GreedyRun(run) = &w.check else { panic!("a greedy run's check") };
         assert_eq!((w.replays, w.slot_schedule.as_ref().map(|(_, v)| v.len())), (6, Some(6)));
+        let init = init_bytes(&w);
+        let want = arms::oracle(&w, &init).unwrap();
+        assert!(want.is_empty(), "no free-running host oracle");
+        let check = |got: &[Vec<u8>]| compare(&w.check, &init, &want, got);
         let (tokens, got) = reference_run(&w, run);
-        run.check(&got).unwrap();
+        check(&got).unwrap();
         // A middle token the reference ranks low: refused at that step.
         let mut bad = got.clone();
         let wrong = (tokens[2] + 1) % run.step.config.vocab;
         bad[2][4 * (8 + 2)..][..4].copy_from_slice(&wrong.to_le_bytes());
-        let e = run.check(&bad).unwrap_err();
+        let e = check(&bad).unwrap_err();
         assert!(e.contains("step 2 (position 10)"), "{e}");
         // The token buffer must be the history's last and the logits' argmax.
         let mut bad = got.clone();
         bad[1] = wrong.to_le_bytes().to_vec();
-        assert!(run.check(&bad).unwrap_err().contains("not the argmax"));
-        assert!(run.check(&got[..2]).is_err());
+        assert!(check(&bad).unwrap_err().contains("not the argmax"));
+        assert!(check(&got[..2]).is_err());
+        // The host backend's own run of the row passes, and with its last logits moved it does not.
+        let mut arm = HostArm::new(&w, ArmKind::OstinatoHost, &init).unwrap();
+        let mut s = arm.sample(&w, &init).unwrap();
+        check(&s.outputs).unwrap();
+        s.outputs[0][..4].copy_from_slice(&1e3f32.to_le_bytes());
+        assert!(check(&s.outputs).is_err());
     }
 }

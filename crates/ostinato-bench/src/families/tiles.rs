@@ -250,7 +250,7 @@ mod tests {
             let mut arm = HostArm::new(&w, ArmKind::OstinatoHost, &init).unwrap();
             for _ in 0..2 {
                 let s = arm.sample(&w, &init).unwrap_or_else(|e| panic!("{}: {e}", w.id));
-                compare(&w.check, &want, &s.outputs).unwrap_or_else(|e| panic!("{}: {e}", w.id));
+                compare(&w.check, &init, &want, &s.outputs).unwrap_or_else(|e| panic!("{}: {e}", w.id));
             }
         }
     }
