@@ -7,8 +7,9 @@
 //! user's own replays: every candidate is a correct submission of the same plan, so each replay gives
 //! the plan's results, and nothing runs that the user did not ask for), times each with a pair of
 //! events, and from then on launches the fastest, keeping `auto`'s own choice unless another is
-//! faster by more than [`TUNE_MARGIN`] ([`PDL_MARGIN`] where only the edges' types differ). The events are read without waiting, at later replays; the
-//! losing graph execs are destroyed once every launch of theirs has completed.
+//! faster by more than [`TUNE_MARGIN`] ([`PDL_MARGIN`] where only the edges' types differ). The
+//! events are read without waiting, at later replays; the losing graph execs are destroyed once every
+//! launch of theirs has completed.
 
 use std::sync::OnceLock;
 
@@ -48,8 +49,8 @@ pub const TUNE_MARGIN: f64 = 0.05;
 /// PDL candidate measured 1.8–4.9% faster while tuning ran 2.4–6.4% slower than the expert's PDL
 /// capture of the same chain in the timed replays, five of them outside the report's 3% tie band,
 /// because the 5% margin kept `auto`'s own; at 2% (`2952970`, GPU-ce638efc) 14 rows switched to PDL
-/// on, and four of those five tie the expert (the fifth measured its PDL
-/// candidate 3.5% faster, its quartiles overlapping `auto`'s). What moved by more than the candidates differ was a change of
+/// on, and four of those five tie the expert (the fifth measured its PDL candidate 3.5% faster, its
+/// quartiles overlapping `auto`'s). What moved by more than the candidates differ was a change of
 /// shape on launch-bound independent rows ([`TUNE_MARGIN`]).
 pub const PDL_MARGIN: f64 = 0.02;
 
