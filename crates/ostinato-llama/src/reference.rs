@@ -119,6 +119,9 @@ impl Reference {
         if tokens.is_empty() {
             return Err("a greedy run of no steps".into());
         }
+        if u64::from(pos0) + tokens.len() as u64 > u64::from(self.c.max_seq) {
+            return Err(format!("a run of {} steps from position {pos0} passes the cache's {} positions", tokens.len(), self.c.max_seq));
+        }
         let mut fed = first;
         let mut last = Vec::new();
         for (s, &t) in tokens.iter().enumerate() {

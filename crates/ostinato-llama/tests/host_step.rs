@@ -93,6 +93,10 @@ fn a_greedy_run_is_recorded_in_the_history_and_checked_against_the_reference() {
         let e = Reference::new(&step, init.clone()).check_greedy_run(first, pos0, &bad, TOL).unwrap_err();
         assert!(e.contains(&format!("step {s} (position {})", pos0 + s as u32)), "{e}");
     }
-    let past = Reference::new(&step, init).check_greedy_run(first, pos0, &[step.config.vocab], TOL).unwrap_err();
+    let past = Reference::new(&step, init.clone()).check_greedy_run(first, pos0, &[step.config.vocab], TOL).unwrap_err();
     assert!(past.contains("past the vocabulary"), "{past}");
+    let max = step.config.max_seq;
+    let long = Reference::new(&step, init.clone()).check_greedy_run(first, max - 1, &[0, 0], TOL).unwrap_err();
+    assert!(long.contains(&format!("passes the cache's {max} positions")), "{long}");
+    assert!(Reference::new(&step, init).check_greedy_run(first, pos0, &[], TOL).unwrap_err().contains("no steps"));
 }
