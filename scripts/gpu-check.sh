@@ -98,7 +98,8 @@ fi
 
 if want llama; then
   # Llama-3.2-1B against transformers: 1,024 teacher-forced positions with f32 RoPE frequencies in the
-  # reference, from Python and from a checkpoint transformers wrote (`save_pretrained`).
+  # reference, from Python and from a checkpoint transformers wrote (`save_pretrained`); Llama-3.2-3B's
+  # shape from a checkpoint too.
   step "llama" | tee "$OUT/llama.log"
   python3 -m pip install -q --no-deps --target /tmp/ost-site .devbin/wheels/*.whl >>"$OUT/llama.log" 2>&1
   PYTHONPATH=/tmp/ost-site python3 examples/python/llama_hf.py --steps 1024 --skip-compiled --json "$OUT/llama_hf.json" >>"$OUT/llama.log" 2>&1 \
@@ -106,6 +107,9 @@ if want llama; then
   { python3 examples/python/llama_hf_reference.py /tmp/hf --positions 1024 \
     && OSTINATO_HF_DIR=/tmp/hf .devbin/tests/gpu_llama__test a_transformers_checkpoint --test-threads=1 --nocapture; } >>"$OUT/llama.log" 2>&1 \
     || fail "the transformers checkpoint"
+  { python3 examples/python/llama_hf_reference.py /tmp/hf3 --positions 1024 --shape 3b \
+    && OSTINATO_HF_DIR=/tmp/hf3 .devbin/tests/gpu_llama__test a_transformers_checkpoint --test-threads=1 --nocapture; } >>"$OUT/llama.log" 2>&1 \
+    || fail "the transformers checkpoint (3B shape)"
   tail -n 16 "$OUT/llama.log"
 fi
 
@@ -141,6 +145,9 @@ LIST
     if compute-sanitizer --tool "$tool" $BIN/tests/gpu_llama__test shrunk_step_on_cuda_agrees_with_the_reference --test-threads=1 >"$log" 2>&1 \
        && clean "$log"; then echo "ok   $tool llama step (shrunk dims)" >>"$out"
     else echo "FAIL $tool llama step (shrunk dims)" >>"$out"; tail -n 30 "$log" >>"$out"; fi
+    if compute-sanitizer --tool "$tool" $BIN/tests/gpu_llama__test shrunk_3b_head_shape --test-threads=1 >"$log" 2>&1 \
+       && clean "$log"; then echo "ok   $tool llama step (3B head shape, shrunk)" >>"$out"
+    else echo "FAIL $tool llama step (3B head shape, shrunk)" >>"$out"; tail -n 30 "$log" >>"$out"; fi
   }
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do sanitize_tool $tool & done
   wait

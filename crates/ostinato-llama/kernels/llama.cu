@@ -15,28 +15,27 @@ extern "C" __global__ void llama_embed(float* x, const ll_bf16* emb, const unsig
 // then the fused q/k/v projection (wqkv: heads*hd + 2*kv_heads*hd rows), RoPE on q and k (the
 // rotate-half pairing: dims j and j + hd/2 of a head, angle pos * rope_freq[j]); q to `q` (f32), the new
 // K and V rows to `kv_new` (bf16, [2][kv_heads][hd]: the attention appends them to the cache). One warp
-// per pair of rows, both loaded before the wait.
-extern "C" __global__ void __launch_bounds__(LL_QKV_WARPS * 32) llama_qkv(float* q, ll_bf16* kv_new, const float* x, const ll_bf16* ln, const ll_bf16* wqkv,
-                                                                       const float* rope_freq, unsigned pos, unsigned hidden, unsigned heads,
-                                                                       unsigned kv_heads, unsigned head_dim, float eps) {
-  constexpr int T = LL_QKV_WARPS * 32;
-  __shared__ __align__(16) float xs[LL_CHUNK];
-  __shared__ float red[LL_QKV_WARPS];
+// per pair of rows, both loaded before the wait: N x 256 columns each (hidden <= N x 256).
+template <int N>
+__device__ __forceinline__ void ll_qkv(float* xs, float* red, float* q, ll_bf16* kv_new, const float* x, const ll_bf16* ln, const ll_bf16* wqkv,
+                                       const float* rope_freq, unsigned pos, unsigned hidden, unsigned heads, unsigned kv_heads, unsigned head_dim,
+                                       float eps) {
+  constexpr int T = LL_QKV_WARPS * 32, K = N * 256;
   unsigned half = head_dim / 2, pairs = (heads + 2 * kv_heads) * half;
   unsigned p = blockIdx.x * LL_QKV_WARPS + (threadIdx.x >> 5), head = p / half, j = p % half;
-  uint4 wa[8], wb[8];
+  uint4 wa[N], wb[N];
   float freq = 0.0f;
   if (p < pairs) {
     const ll_bf16* ra = wqkv + (unsigned long long)(head * head_dim + j) * hidden;
-    ll_load_chunk(wa, ra, 0, hidden);
-    ll_load_chunk(wb, ra + (unsigned long long)half * hidden, 0, hidden);
+    ll_load_chunk<N>(wa, ra, 0, hidden);
+    ll_load_chunk<N>(wb, ra + (unsigned long long)half * hidden, 0, hidden);
     asm volatile("ld.global.f32 %0, [%1];" : "=f"(freq) : "l"(rope_freq + j));
   }
-  LlNormWeights<T> lw = ll_norm_weights<T>(ln, hidden);
+  LlNormWeights<T, K> lw = ll_norm_weights<T, K>(ln, hidden);
   OST_ENTRY();
-  float scale = ll_norm_input<T>(xs, red, x, hidden, lw, eps);
+  float scale = ll_norm_input<T, K>(xs, red, x, hidden, lw, eps);
   if (p < pairs) {
-    float a = ll_warp_sum(ll_dot_chunk(wa, xs, 0)) * scale, b = ll_warp_sum(ll_dot_chunk(wb, xs, 0)) * scale;
+    float a = ll_warp_sum(ll_dot_chunk<N>(wa, xs, 0)) * scale, b = ll_warp_sum(ll_dot_chunk<N>(wb, xs, 0)) * scale;
     if ((threadIdx.x & 31) == 0) {
       if (head < heads + kv_heads) {  // q and k heads rotate
         float s, c;
@@ -55,87 +54,150 @@ extern "C" __global__ void __launch_bounds__(LL_QKV_WARPS * 32) llama_qkv(float*
       }
     }
   }
-  OST_EXIT();
 }
+// One entry per width class, each with the registers and shared memory of its own width (a kernel's
+// resources are those of its largest path): llama_qkv for hidden <= 2048, llama_qkv_h3072 for <= 3072.
+#define LL_QKV_ENTRY(NAME, N)                                                                                                           \
+  extern "C" __global__ void __launch_bounds__(LL_QKV_WARPS * 32)                                                                      \
+      NAME(float* q, ll_bf16* kv_new, const float* x, const ll_bf16* ln, const ll_bf16* wqkv, const float* rope_freq, unsigned pos,     \
+           unsigned hidden, unsigned heads, unsigned kv_heads, unsigned head_dim, float eps) {                                          \
+    __shared__ __align__(16) float xs[N * 256];                                                                                         \
+    __shared__ float red[LL_QKV_WARPS];                                                                                                 \
+    ll_qkv<N>(xs, red, q, kv_new, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, eps);                                \
+    OST_EXIT();                                                                                                                         \
+  }
+LL_QKV_ENTRY(llama_qkv, 8)
+LL_QKV_ENTRY(llama_qkv_h3072, 12)
 
 // Attention of the G query heads of KV head blockIdx.y over this block's share of rows 0..=pos; writes
-// the block's softmax partial (per head: running max, sum, unnormalised weighted sums; LL_REC floats)
-// for llama_o to merge. Each warp takes every 8th row; a lane holds dims (2 lane, 2 lane + 1) of q, of
-// the K and V rows and of the output, so a row is one coalesced 128-byte load; eight rows' loads in
-// flight per warp, the first eight requested before the wait (cache rows below pos: no node of the
-// step writes them). Row pos comes from kv_new, and the block that owns it appends it to the cache.
+// the block's softmax partial (per head: running max, sum, unnormalised weighted sums; ll_rec(HD)
+// floats) for llama_o to merge. Each warp takes every 8th row; a lane holds D2 = HD / 64 bf16 pairs of
+// q, of the K and V rows and of the output (dims 2 (D2 lane + d), + 1), so a row is one coalesced load;
+// eight rows' loads in flight per warp, the first eight requested before the wait (cache rows below pos:
+// no node of the step writes them). Row pos comes from kv_new, and the block that owns it appends it to
+// the cache.
 // The splits of `splits` that get rows when attention covers rows 0..n-1.
 __device__ __forceinline__ unsigned ll_live_splits(unsigned n, unsigned splits) {
   return min(splits, max(min((unsigned)LL_MIN_LIVE, splits), (n + LL_SPLIT_ROWS - 1) / LL_SPLIT_ROWS));
 }
-// The kernel's shared memory, sized for the largest group.
+// The kernel's shared memory, for groups up to 8.
+template <int HD>
 struct LlAttnShared {
   float wm[LL_WARPS][8], wl[LL_WARPS][8];
-  float2 wacc[LL_WARPS][8][32];
+  float2 wacc[LL_WARPS][8][HD / 2];
 };
-template <int G>
-__device__ __forceinline__ void ll_attn(LlAttnShared& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new,
+// The lane's D2 words of a cache row (u32 = a bf16 pair), a plain load before the wait.
+template <int D2>
+__device__ __forceinline__ void ll_row_early(unsigned (&w)[D2], const unsigned* p) {
+  if constexpr (D2 == 1) {
+    w[0] = ll_ld_early_u32(p);
+  } else {
+    asm volatile("ld.global.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[D2 - 1]) : "l"(p));
+  }
+}
+template <int G, int HD>
+__device__ __forceinline__ void ll_attn(LlAttnShared<HD>& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new,
                                         unsigned pos, unsigned kv_heads, unsigned max_seq, unsigned splits) {
+  constexpr int D2 = HD / 64, W = HD / 2, REC = ll_rec(HD);  // words per lane, words per row
   auto& wm = sh.wm;
   auto& wl = sh.wl;
   auto& wacc = sh.wacc;
   const float NEG = -3.402823466e38f;
+  // 1 / sqrt(HD), rounded to f32 (exact for 64).
+  const float QSCALE = HD == 64 ? 0.125f : 0.0883883476483184405f;
   unsigned h = blockIdx.y, s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned n = min(pos, max_seq - 1) + 1, fresh = pos < max_seq ? pos : 0xffffffffu;
   unsigned live = ll_live_splits(n, splits);  // the others write empty partials
   unsigned chunk = (n + live - 1) / live;
   unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
-  unsigned* kh = (unsigned*)(kcache + (unsigned long long)h * max_seq * LL_HD);
-  unsigned* vh = (unsigned*)(vcache + (unsigned long long)h * max_seq * LL_HD);
-  unsigned kw[LL_ATTN_UNROLL], vw[LL_ATTN_UNROLL];
+  unsigned* kh = (unsigned*)(kcache + (unsigned long long)h * max_seq * HD);
+  unsigned* vh = (unsigned*)(vcache + (unsigned long long)h * max_seq * HD);
+  unsigned kw[LL_ATTN_UNROLL][D2], vw[LL_ATTN_UNROLL][D2];
 #pragma unroll
   for (int u = 0; u < LL_ATTN_UNROLL; u++) {
     unsigned tu = t0 + warp + u * LL_WARPS;
-    bool cached = tu < t1 && tu != fresh;
-    kw[u] = cached ? ll_ld_early_u32(kh + (unsigned long long)tu * 32 + lane) : 0u;
-    vw[u] = cached ? ll_ld_early_u32(vh + (unsigned long long)tu * 32 + lane) : 0u;
-  }
-  for (unsigned t = t0 + LL_WARPS * LL_ATTN_UNROLL + threadIdx.x / 2; t < t1; t += LL_THREADS / 2)
-    ll_prefetch_l2(((threadIdx.x & 1) ? vh : kh) + (unsigned long long)t * 32);
-  OST_ENTRY();
-  bool owns_fresh = fresh >= t0 && fresh < t1;
-  unsigned knew = 0, vnew = 0;
-  if (owns_fresh) {
-    knew = __ldcg((const unsigned*)(kv_new + h * LL_HD) + lane);
-    vnew = __ldcg((const unsigned*)(kv_new + (kv_heads + h) * LL_HD) + lane);
-    if (warp == 0) {
-      kh[(unsigned long long)fresh * 32 + lane] = knew;
-      vh[(unsigned long long)fresh * 32 + lane] = vnew;
+    if (tu < t1 && tu != fresh) {
+      ll_row_early<D2>(kw[u], kh + (unsigned long long)tu * W + lane * D2);
+      ll_row_early<D2>(vw[u], vh + (unsigned long long)tu * W + lane * D2);
+    } else {
+#pragma unroll
+      for (int d = 0; d < D2; d++) kw[u][d] = vw[u][d] = 0u;
     }
   }
-  float2 qv[G];
+  // The rest of the share into L2: each row's K and V, D2 128-byte lines each.
+  for (unsigned i = (t0 + LL_WARPS * LL_ATTN_UNROLL) * 2 * D2 + threadIdx.x; i < t1 * 2 * D2; i += LL_THREADS) {
+    unsigned t = i / (2 * D2), r = i % (2 * D2);
+    ll_prefetch_l2(((r & 1) ? vh : kh) + (unsigned long long)t * W + (r >> 1) * 32);
+  }
+  OST_ENTRY();
+  bool owns_fresh = fresh >= t0 && fresh < t1;
+  unsigned knew[D2], vnew[D2];
+#pragma unroll
+  for (int d = 0; d < D2; d++) knew[d] = vnew[d] = 0u;
+  if (owns_fresh) {
+#pragma unroll
+    for (int d = 0; d < D2; d++) {
+      knew[d] = __ldcg((const unsigned*)(kv_new + h * HD) + lane * D2 + d);
+      vnew[d] = __ldcg((const unsigned*)(kv_new + (kv_heads + h) * HD) + lane * D2 + d);
+    }
+    if (warp == 0) {
+#pragma unroll
+      for (int d = 0; d < D2; d++) {
+        kh[(unsigned long long)fresh * W + lane * D2 + d] = knew[d];
+        vh[(unsigned long long)fresh * W + lane * D2 + d] = vnew[d];
+      }
+    }
+  }
+  float2 qv[G][D2];
 #pragma unroll
   for (int g = 0; g < G; g++) {
-    float2 v = __ldcg((const float2*)(q + (h * G + g) * LL_HD) + lane);
-    qv[g] = make_float2(v.x * 0.125f, v.y * 0.125f);  // 1 / sqrt(64), exact
-  }
-  float m[G], l[G], a0[G], a1[G];
 #pragma unroll
-  for (int g = 0; g < G; g++) { m[g] = NEG; l[g] = 0.0f; a0[g] = 0.0f; a1[g] = 0.0f; }
+    for (int d = 0; d < D2; d++) {
+      float2 v = __ldcg((const float2*)(q + (h * G + g) * HD) + lane * D2 + d);
+      qv[g][d] = make_float2(v.x * QSCALE, v.y * QSCALE);
+    }
+  }
+  float m[G], l[G], a0[G][D2], a1[G][D2];
+#pragma unroll
+  for (int g = 0; g < G; g++) {
+    m[g] = NEG;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < D2; d++) a0[g][d] = a1[g][d] = 0.0f;
+  }
   for (unsigned t = t0 + warp; t < t1; t += LL_WARPS * LL_ATTN_UNROLL) {
     if (t != t0 + warp) {  // later batches: loaded here (the first came before the wait)
 #pragma unroll
       for (int u = 0; u < LL_ATTN_UNROLL; u++) {
         unsigned tu = t + u * LL_WARPS;
         bool cached = tu < t1 && tu != fresh;
-        kw[u] = cached ? kh[(unsigned long long)tu * 32 + lane] : 0u;
-        vw[u] = cached ? vh[(unsigned long long)tu * 32 + lane] : 0u;
+#pragma unroll
+        for (int d = 0; d < D2; d++) {
+          kw[u][d] = cached ? kh[(unsigned long long)tu * W + lane * D2 + d] : 0u;
+          vw[u][d] = cached ? vh[(unsigned long long)tu * W + lane * D2 + d] : 0u;
+        }
       }
     }
 #pragma unroll
     for (int u = 0; u < LL_ATTN_UNROLL; u++) {
       unsigned tu = t + u * LL_WARPS;
       if (tu >= t1) break;
-      unsigned kk = tu == fresh ? knew : kw[u], vv = tu == fresh ? vnew : vw[u];
-      float k0 = ll_lo(kk), k1 = ll_hi(kk), v0 = ll_lo(vv), v1 = ll_hi(vv);
+      float k0[D2], k1[D2], v0[D2], v1[D2];
+#pragma unroll
+      for (int d = 0; d < D2; d++) {
+        unsigned kk = tu == fresh ? knew[d] : kw[u][d], vv = tu == fresh ? vnew[d] : vw[u][d];
+        k0[d] = ll_lo(kk);
+        k1[d] = ll_hi(kk);
+        v0[d] = ll_lo(vv);
+        v1[d] = ll_hi(vv);
+      }
       float sc[G];
 #pragma unroll
-      for (int g = 0; g < G; g++) sc[g] = fmaf(qv[g].x, k0, qv[g].y * k1);
+      for (int g = 0; g < G; g++) {
+        sc[g] = fmaf(qv[g][0].x, k0[0], qv[g][0].y * k1[0]);
+#pragma unroll
+        for (int d = 1; d < D2; d++) sc[g] += fmaf(qv[g][d].x, k0[d], qv[g][d].y * k1[d]);
+      }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
@@ -146,22 +208,26 @@ __device__ __forceinline__ void ll_attn(LlAttnShared& sh, float* part, ll_bf16* 
         float mn = fmaxf(m[g], sc[g]);
         float corr = LL_EXP(m[g] - mn), p = LL_EXP(sc[g] - mn);
         l[g] = fmaf(l[g], corr, p);
-        a0[g] = fmaf(a0[g], corr, p * v0);
-        a1[g] = fmaf(a1[g], corr, p * v1);
+#pragma unroll
+        for (int d = 0; d < D2; d++) {
+          a0[g][d] = fmaf(a0[g][d], corr, p * v0[d]);
+          a1[g][d] = fmaf(a1[g][d], corr, p * v1[d]);
+        }
         m[g] = mn;
       }
     }
   }
 #pragma unroll
   for (int g = 0; g < G; g++) {
-    wacc[warp][g][lane] = make_float2(a0[g], a1[g]);
+#pragma unroll
+    for (int d = 0; d < D2; d++) wacc[warp][g][lane * D2 + d] = make_float2(a0[g][d], a1[g][d]);
     if (lane == 0) { wm[warp][g] = m[g]; wl[warp][g] = l[g]; }
   }
   __syncthreads();
   // The block's partial per head, merged over warps: [m, l, 0, 0, sums...] at ((h * splits + s) * G + g).
-  float* mine = part + ((unsigned long long)h * splits + s) * G * LL_REC;
-  for (unsigned i = threadIdx.x; i < G * (LL_HD / 2); i += LL_THREADS) {
-    unsigned g = i / (LL_HD / 2), d2 = i % (LL_HD / 2);
+  float* mine = part + ((unsigned long long)h * splits + s) * G * REC;
+  for (unsigned i = threadIdx.x; i < G * W; i += LL_THREADS) {
+    unsigned g = i / W, d2 = i % W;
     float mx = NEG;
     for (int w = 0; w < LL_WARPS; w++) mx = fmaxf(mx, wm[w][g]);
     float lsum = 0.0f, o0 = 0.0f, o1 = 0.0f;
@@ -171,34 +237,47 @@ __device__ __forceinline__ void ll_attn(LlAttnShared& sh, float* part, ll_bf16* 
       o0 = fmaf(wacc[w][g][d2].x, sc, o0);
       o1 = fmaf(wacc[w][g][d2].y, sc, o1);
     }
-    *(float2*)(mine + g * LL_REC + 4 + 2 * d2) = make_float2(o0, o1);
-    if (d2 == 0) *(float4*)(mine + g * LL_REC) = make_float4(mx, lsum, 0.0f, 0.0f);
+    *(float2*)(mine + g * REC + 4 + 2 * d2) = make_float2(o0, o1);
+    if (d2 == 0) *(float4*)(mine + g * REC) = make_float4(mx, lsum, 0.0f, 0.0f);
   }
 }
 
-// llama_attn(part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits): attention of the
-// query heads over cache rows 0..=pos (head dim 64; grouped-query with heads / kv_heads = 1, 2, 4 or 8
-// query heads per KV head; cache layout [kv_head][max_seq][64], bf16). Grid (splits, kv_heads): block
-// (s, h) takes an equal share of the rows for every query head of KV head h, so each KV row is read
-// once, and writes its softmax partial to `part` (llama_o merges them). Row pos is kv_new's (appended to
-// the cache here, when pos < max_seq).
-extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_attn(float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q,
-                                                                                const ll_bf16* kv_new, unsigned pos, unsigned heads, unsigned kv_heads,
-                                                                                unsigned max_seq, unsigned splits) {
-  __shared__ LlAttnShared sh;
+// llama_attn(part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits, head_dim): attention
+// of the query heads over cache rows 0..=pos (head dim 64 or 128; grouped-query with heads / kv_heads =
+// 1, 2, 3, 4 or 8 query heads per KV head; cache layout [kv_head][max_seq][head_dim], bf16). Grid
+// (splits, kv_heads): block (s, h) takes an equal share of the rows for every query head of KV head h,
+// so each KV row is read once, and writes its softmax partial to `part` (llama_o merges them). Row pos
+// is kv_new's (appended to the cache here, when pos < max_seq). One entry per head dim (llama_attn: 64,
+// llama_attn_hd128: 128), each with its own registers and shared memory; head_dim must be the entry's.
+template <int HD>
+__device__ __forceinline__ void ll_attn_groups(LlAttnShared<HD>& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new,
+                                               unsigned pos, unsigned heads, unsigned kv_heads, unsigned max_seq, unsigned splits) {
   switch (heads / kv_heads) {
-    case 1: ll_attn<1>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    case 2: ll_attn<2>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    case 4: ll_attn<4>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    default: ll_attn<8>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
+    case 1: ll_attn<1, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
+    case 2: ll_attn<2, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
+    case 3: ll_attn<3, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
+    case 4: ll_attn<4, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
+    default: ll_attn<8, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
   }
-  OST_EXIT();
 }
+#define LL_ATTN_ENTRY(NAME, HD)                                                                                                         \
+  extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)                                                              \
+      NAME(float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new, unsigned pos, unsigned heads,           \
+           unsigned kv_heads, unsigned max_seq, unsigned splits, unsigned head_dim) {                                                   \
+    __shared__ LlAttnShared<HD> sh;                                                                                                     \
+    ll_attn_groups<HD>(sh, part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits);                                    \
+    OST_EXIT();                                                                                                                         \
+  }
+LL_ATTN_ENTRY(llama_attn, 64)
+LL_ATTN_ENTRY(llama_attn_hd128, 128)
 
-// The output projection of KV head h's query heads (G of them: columns h*G*64 ..) for 64 rows from
-// blockIdx.x * 64, after merging that head's attention partials; adds into x (one add per row and KV
-// head). A warp owns 8 rows: lane's element e = lane + 32 j (j < 2G) is row e / (8G), 16-byte column
-// e % (8G), all loaded before the wait.
+// The output projection of KV head h's query heads (G of them: columns h*G*HD ..) for 64 rows from
+// blockIdx.x * 64, after merging that head's attention partials; adds into x. A warp owns 8 rows of
+// PER_ROW = G*HD/8 16-byte columns, E = PER_ROW / 4 of them a lane, all loaded before the wait: where
+// PER_ROW divides 32 or 32 divides it, lane's element e = lane + 32 j is row e / PER_ROW, column
+// e % PER_ROW (each load instruction contiguous); otherwise (three query heads a KV head) lane is row
+// lane / 4's column lane % 4 + 4 j. Lanes of one row add their sums (one add per row and KV head, or
+// per row and j where a row spans more than 32 columns).
 //
 // The merge runs in registers. From pos the block knows which splits got rows (ll_attn's rule), so it
 // reads only their records: after the wait every thread requests its outputs' weighted sums of every
@@ -206,38 +285,43 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_at
 // lanes (lane = split) into one scale per split; an output is then one FMA per live split, no exp in the
 // loop. Measured on an H200 against staging the records through shared memory and merging there: 4.9
 // against 7.1 us back to back at position 1,024 (lab/llama-decode.md).
+template <int HD>
 struct __align__(16) LlOShared {
   float sc[8][LL_MAX_SPLITS];
   float l[8];
-  float a[8 * LL_HD];
+  float a[8 * HD];
 };
-// The weighted sums of output i (query head i / 64, dim i % 64) in every live split (zeros past).
-template <int G>
+// The weighted sums of output i (query head i / HD, dim i % HD) in every live split (zeros past).
+template <int G, int HD>
 __device__ __forceinline__ void ll_o_sums(float (&v)[LL_MAX_SPLITS], const float* hp, unsigned i, unsigned live) {
 #pragma unroll
-  for (unsigned s = 0; s < LL_MAX_SPLITS; s++) v[s] = (s < live && i < G * LL_HD) ? __ldcg(hp + (s * G + i / LL_HD) * LL_REC + 4 + i % LL_HD) : 0.0f;
+  for (unsigned s = 0; s < LL_MAX_SPLITS; s++) v[s] = (s < live && i < G * HD) ? __ldcg(hp + (s * G + i / HD) * ll_rec(HD) + 4 + i % HD) : 0.0f;
 }
-template <int G>
-__device__ __forceinline__ void ll_o(LlOShared& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned splits,
+template <int G, int HD>
+__device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned splits,
                                      unsigned pos, unsigned max_seq) {
-  constexpr int E = 2 * G, PER_ROW = 8 * G, LPR = PER_ROW < 32 ? PER_ROW : 32;
-  constexpr int ITEMS = (G * LL_HD + LL_THREADS - 1) / LL_THREADS;  // outputs per thread
-  unsigned h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = heads * LL_HD;
+  constexpr int PER_ROW = G * HD / 8, E = PER_ROW / 4, REC = ll_rec(HD);
+  constexpr bool LINEAR = 32 % PER_ROW == 0 || PER_ROW % 32 == 0;
+  constexpr int LPR = !LINEAR ? 4 : PER_ROW < 32 ? PER_ROW : 32;  // lanes that share a row at each j
+  constexpr int ITEMS = (G * HD + LL_THREADS - 1) / LL_THREADS;     // outputs per thread
+  unsigned h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = heads * HD;
   unsigned r0 = blockIdx.x * 64 + warp * 8;
+  auto row_of = [&](int j) { return r0 + (LINEAR ? (lane + 32 * j) / PER_ROW : lane / 4); };
+  auto col_of = [&](int j) { return LINEAR ? (lane + 32 * j) % PER_ROW : lane % 4 + 4 * j; };
   uint4 w[E];
 #pragma unroll
   for (int j = 0; j < E; j++) {
-    unsigned e = lane + 32 * j, r = r0 + e / PER_ROW;
-    w[j] = r < m ? ll_ld_early(wo + (unsigned long long)r * k + h * G * LL_HD + (e % PER_ROW) * 8) : make_uint4(0, 0, 0, 0);
+    unsigned r = row_of(j);
+    w[j] = r < m ? ll_ld_early(wo + (unsigned long long)r * k + h * G * HD + col_of(j) * 8) : make_uint4(0, 0, 0, 0);
   }
   unsigned n = min(pos, max_seq - 1) + 1;
   unsigned live = ll_live_splits(n, splits);
   OST_ENTRY();
-  const float* hp = part + (unsigned long long)h * splits * G * LL_REC;
+  const float* hp = part + (unsigned long long)h * splits * G * REC;
   float v[LL_MAX_SPLITS];
-  ll_o_sums<G>(v, hp, threadIdx.x, live);
+  ll_o_sums<G, HD>(v, hp, threadIdx.x, live);
   if (warp < G) {  // query head `warp`: lane s holds split s's max and sum
-    const float* r = hp + (lane * G + warp) * LL_REC;
+    const float* r = hp + (lane * G + warp) * REC;
     float mm = lane < live ? __ldcg(r) : 0.0f, ll = lane < live ? __ldcg(r + 1) : 0.0f;
     float mx = ll > 0.0f ? mm : -3.402823466e38f;
 #pragma unroll
@@ -251,9 +335,9 @@ __device__ __forceinline__ void ll_o(LlOShared& sh, float* x, const float* part,
 #pragma unroll 1
   for (int it = 0; it < ITEMS; it++) {
     unsigned i = threadIdx.x + it * LL_THREADS;
-    if (it > 0) ll_o_sums<G>(v, hp, i, live);
-    if (i < G * LL_HD) {
-      unsigned g = i / LL_HD;
+    if (it > 0) ll_o_sums<G, HD>(v, hp, i, live);
+    if (i < G * HD) {
+      unsigned g = i / HD;
       float o = 0.0f;
 #pragma unroll
       for (int s = 0; s < LL_MAX_SPLITS; s++) o = fmaf(v[s], sh.sc[g][s], o);
@@ -263,42 +347,55 @@ __device__ __forceinline__ void ll_o(LlOShared& sh, float* x, const float* part,
   __syncthreads();
 #pragma unroll
   for (int j = 0; j < E; j++) {
-    unsigned e = lane + 32 * j, r = r0 + e / PER_ROW;
-    float v = ll_dot8(w[j], sh.a + (e % PER_ROW) * 8);
+    unsigned r = row_of(j);
+    float v = ll_dot8(w[j], sh.a + col_of(j) * 8);
 #pragma unroll
     for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(LL_FULL, v, o);
     if (lane % LPR == 0 && r < m) atomicAdd(x + r, v);
   }
 }
 
-// llama_o(x, part, wo, m, heads, kv_heads, splits, pos, max_seq): merges the attention partials of every
-// query head and adds Wo·attn to x (the output projection and the residual; Wo is m x heads*64). Grid
-// (ceil(m / 64), kv_heads): block (b, h) takes 64 rows of KV head h's columns; x gets one add per row
-// per KV head (float atomics: the order of the kv_heads adds varies). pos and max_seq as llama_attn's
-// (they say which splits got rows).
-extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS) llama_o(float* x, const float* part, const ll_bf16* wo, unsigned m,
-                                                                             unsigned heads, unsigned kv_heads, unsigned splits, unsigned pos,
-                                                                             unsigned max_seq) {
-  __shared__ LlOShared sh;
+// llama_o(x, part, wo, m, heads, kv_heads, splits, pos, max_seq, head_dim): merges the attention partials
+// of every query head and adds Wo·attn to x (the output projection and the residual; Wo is m x
+// heads*head_dim). Grid (ceil(m / 64), kv_heads): block (b, h) takes 64 rows of KV head h's columns; x
+// gets one add per row per KV head (float atomics: the order of the kv_heads adds varies). pos and
+// max_seq as llama_attn's (they say which splits got rows). One entry per head dim, as llama_attn's.
+template <int HD>
+__device__ __forceinline__ void ll_o_groups(LlOShared<HD>& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned kv_heads,
+                                            unsigned splits, unsigned pos, unsigned max_seq) {
   switch (heads / kv_heads) {
-    case 1: ll_o<1>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
-    case 2: ll_o<2>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
-    case 4: ll_o<4>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
-    default: ll_o<8>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
+    case 1: ll_o<1, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
+    case 2: ll_o<2, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
+    case 3: ll_o<3, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
+    case 4: ll_o<4, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
+    default: ll_o<8, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
   }
-  OST_EXIT();
 }
+#define LL_O_ENTRY(NAME, HD)                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)                                                              \
+      NAME(float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned kv_heads, unsigned splits, unsigned pos, \
+           unsigned max_seq, unsigned head_dim) {                                                                                       \
+    __shared__ LlOShared<HD> sh;                                                                                                        \
+    ll_o_groups<HD>(sh, x, part, wo, m, heads, kv_heads, splits, pos, max_seq);                                                        \
+    OST_EXIT();                                                                                                                         \
+  }
+LL_O_ENTRY(llama_o, 64)
+LL_O_ENTRY(llama_o_hd128, 128)
 
 // llama_ffn_in(act, ticket, x, ln, wgu, ffn, hidden, eps): rmsnorm(x)·ln, gate = Wg·xn, up = Wu·xn (wgu:
 // the ffn gate rows, then the ffn up rows), act = silu(gate) * up. A tile is P (gate, up) pairs: the P
-// gate rows, then the P up rows (two bulk copies); the producer's lane p computes pair p's SiLU·mul.
-// Launch: LB_THREADS threads, LB_STAGES * LB_STAGE_BYTES bytes of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ffn_in(float* act, unsigned* ticket, const float* x, const ll_bf16* ln,
-                                                                                  const ll_bf16* wgu, unsigned ffn, unsigned hidden, float eps) {
-  extern __shared__ __align__(128) unsigned char lb_stages[];
-  __shared__ LbShared sh;
-  __shared__ __align__(16) float xs[LL_CHUNK];
-  unsigned row = hidden * 2, P = min(LB_MAX_UNITS / 2u, LB_STAGE_BYTES / (2 * row)), n_tiles = (ffn + P - 1) / P;
+// gate rows, then the P up rows (two bulk copies); a unit is one row's 2,048-column chunk q (Q of them:
+// consumer warp w takes chunk w % Q, its inputs in registers); the producer's lane p adds pair p's
+// chunks and computes its SiLU·mul. Launch: LB_THREADS threads, ll_stream_shared(hidden) bytes of
+// dynamic shared memory (the stages, then x ⊙ ln).
+__host__ __device__ constexpr unsigned ll_stream_shared(unsigned hidden) {
+  return LB_STAGES * LB_STAGE_BYTES + 4 * LL_CHUNK * ((hidden + LL_CHUNK - 1) / LL_CHUNK);
+}
+template <int Q>
+__device__ __forceinline__ void ll_ffn_in(LbShared& sh, unsigned char* lb_stages, float* act, unsigned* ticket, const float* x, const ll_bf16* ln,
+                                          const ll_bf16* wgu, unsigned ffn, unsigned hidden, float eps) {
+  float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
+  unsigned row = hidden * 2, P = min(LB_MAX_UNITS / (2u * Q), LB_STAGE_BYTES / (2 * row)), n_tiles = (ffn + P - 1) / P;
   auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
     unsigned p0 = t * P, bytes = min(P, ffn - p0) * row;
     lb_expect(bar, 2 * bytes);
@@ -313,19 +410,33 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
     lb_produce(sh, lb_stages, n_tiles, ticket, issue, [&](unsigned t, const float* red) {
       unsigned p = threadIdx.x & 31;
       if (p < P && t * P + p < ffn) {
-        float g = red[p], u = red[P + p];
+        float g = red[p * Q], u = red[(P + p) * Q];
+#pragma unroll
+        for (int q = 1; q < Q; q++) {
+          g += red[p * Q + q];
+          u += red[(P + p) * Q + q];
+        }
         act[t * P + p] = g / (1.0f + expf(-g)) * u;
       }
     });
   } else {
+    unsigned q = (threadIdx.x >> 5) % Q, lim = hidden - q * LL_CHUNK;  // hidden > (Q - 1) x 2048
     float xr[64];
-    float scale = lb_norm_input(xr, xs, sh, x, ln, hidden, eps);
-    lb_consume(sh, lb_stages, 2 * P, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
-      if (t * P + u % P >= ffn) return false;
-      d = lb_dot(st + u * row, xr, hidden) * scale;
+    float scale = lb_norm_input<Q>(xr, xs, sh, x, ln, hidden, eps, q);
+    lb_consume(sh, lb_stages, 2 * P * Q, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
+      unsigned r = u / Q;  // u % Q == q
+      if (t * P + r % P >= ffn) return false;
+      d = lb_dot(st + r * row + q * LL_CHUNK * 2, xr, lim) * scale;
       return true;
     });
   }
+}
+extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ffn_in(float* act, unsigned* ticket, const float* x, const ll_bf16* ln,
+                                                                                  const ll_bf16* wgu, unsigned ffn, unsigned hidden, float eps) {
+  extern __shared__ __align__(128) unsigned char lb_stages[];
+  __shared__ LbShared sh;
+  if (hidden <= LL_CHUNK) ll_ffn_in<1>(sh, lb_stages, act, ticket, x, ln, wgu, ffn, hidden, eps);
+  else ll_ffn_in<2>(sh, lb_stages, act, ticket, x, ln, wgu, ffn, hidden, eps);
   OST_EXIT();
 }
 
@@ -389,16 +500,15 @@ __device__ __forceinline__ void ll_warp_best(float& bv, unsigned& bi) {
 // keeps the best (value, index) of its tiles' rows and writes it to `part`; the last block to finish
 // (counted in counter[0], which it resets) reduces them into token[0] and, where pos < max_seq, into
 // history[pos] (the tokens of a run of dependent steps, read back once at its end). Ties go to the lower
-// index.
-extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_lm_head(float* logits, float* part, unsigned* counter, unsigned* ticket,
-                                                                                   unsigned* token, unsigned* history, const float* x, const ll_bf16* ln,
-                                                                                   const ll_bf16* emb, unsigned vocab, unsigned hidden, float eps,
-                                                                                   unsigned pos, unsigned max_seq) {
-  extern __shared__ __align__(128) unsigned char lb_stages[];
-  __shared__ LbShared sh;
-  __shared__ __align__(16) float xs[LL_CHUNK];
+// index. A unit is one row's 2,048-column chunk (as llama_ffn_in's). Dynamic shared memory:
+// ll_stream_shared(hidden).
+template <int Q>
+__device__ __forceinline__ void ll_lm_head(LbShared& sh, unsigned char* lb_stages, float* logits, float* part, unsigned* counter, unsigned* ticket,
+                                           unsigned* token, unsigned* history, const float* x, const ll_bf16* ln, const ll_bf16* emb, unsigned vocab,
+                                           unsigned hidden, float eps, unsigned pos, unsigned max_seq) {
+  float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
   const unsigned NONE = 0xffffffffu;
-  unsigned row = hidden * 2, R = min((unsigned)LB_MAX_UNITS, LB_STAGE_BYTES / row), n_tiles = (vocab + R - 1) / R;
+  unsigned row = hidden * 2, R = min((unsigned)LB_MAX_UNITS / Q, LB_STAGE_BYTES / row), n_tiles = (vocab + R - 1) / R;
   auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
     unsigned bytes = min(R, vocab - t * R) * row;
     lb_expect(bar, bytes);
@@ -413,7 +523,9 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_lm
     unsigned bi = NONE, lane = threadIdx.x & 31;
     lb_produce(sh, lb_stages, n_tiles, ticket, issue, [&](unsigned t, const float* red) {
       for (unsigned r = lane; r < R && t * R + r < vocab; r += 32) {
-        float v = red[r];
+        float v = red[r * Q];
+#pragma unroll
+        for (int q = 1; q < Q; q++) v += red[r * Q + q];
         logits[t * R + r] = v;
         if (ll_better(v, t * R + r, bv, bi)) { bv = v; bi = t * R + r; }
       }
@@ -444,13 +556,24 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_lm
       }
     }
   } else {
+    unsigned q = (threadIdx.x >> 5) % Q, lim = hidden - q * LL_CHUNK;
     float xr[64];
-    float scale = lb_norm_input(xr, xs, sh, x, ln, hidden, eps);
-    lb_consume(sh, lb_stages, R, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
-      if (t * R + u >= vocab) return false;
-      d = lb_dot(st + u * row, xr, hidden) * scale;
+    float scale = lb_norm_input<Q>(xr, xs, sh, x, ln, hidden, eps, q);
+    lb_consume(sh, lb_stages, R * Q, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
+      unsigned r = u / Q;
+      if (t * R + r >= vocab) return false;
+      d = lb_dot(st + r * row + q * LL_CHUNK * 2, xr, lim) * scale;
       return true;
     });
   }
+}
+extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_lm_head(float* logits, float* part, unsigned* counter, unsigned* ticket,
+                                                                                   unsigned* token, unsigned* history, const float* x, const ll_bf16* ln,
+                                                                                   const ll_bf16* emb, unsigned vocab, unsigned hidden, float eps,
+                                                                                   unsigned pos, unsigned max_seq) {
+  extern __shared__ __align__(128) unsigned char lb_stages[];
+  __shared__ LbShared sh;
+  if (hidden <= LL_CHUNK) ll_lm_head<1>(sh, lb_stages, logits, part, counter, ticket, token, history, x, ln, emb, vocab, hidden, eps, pos, max_seq);
+  else ll_lm_head<2>(sh, lb_stages, logits, part, counter, ticket, token, history, x, ln, emb, vocab, hidden, eps, pos, max_seq);
   OST_EXIT();
 }

@@ -13,8 +13,10 @@
 // (crates/ostinato-cuda/src/ptx.rs); nothing before the wait writes global memory or takes a ticket.
 //
 // The streaming projections are persistent bulk-copy pipelines (see below). Preconditions (checked by
-// the graph builder): hidden % 8 == 0 and <= 2048, ffn % 8 == 0 and <= 8192, head_dim 64,
-// grouped-query groups of 1, 2, 4 or 8, splits <= 32.
+// the graph builder): hidden % 8 == 0 and <= 3072, ffn % 8 == 0 and <= 8192, head_dim 64 or 128,
+// grouped-query groups of 1, 2, 3, 4 or 8, splits <= 32. Each kernel is a template over the shape's
+// constants (head dim, group, 2,048-column chunks of the input); QKV, attention and the output
+// projection have an entry per width or head dim (a kernel's registers are those of its largest path).
 
 #include "ostinato.cuh"
 
@@ -30,7 +32,6 @@
 #ifndef LL_QKV_WARPS
 #define LL_QKV_WARPS 4
 #endif
-#define LL_HD 64
 #define LL_ATTN_UNROLL 8
 // Attention splits that get rows: one per LL_SPLIT_ROWS rows, at least min(LL_MIN_LIVE, splits)
 // (measured: 16-row shares at position 128, 64 at 1,024, 128 at 4,096 were the fastest). The host twin
@@ -49,9 +50,9 @@
 #define LL_EXP __expf
 #endif
 // Most blocks per KV head in attention (the output projection's merge gives a split a lane); a partial
-// record is m, l, two pads and 64 sums.
+// record is m, l, two pads and the head's HD sums (ll_rec).
 #define LL_MAX_SPLITS 32
-#define LL_REC 68
+__host__ __device__ constexpr int ll_rec(int hd) { return hd + 4; }
 
 typedef unsigned short ll_bf16;
 #define LL_FULL 0xffffffffu
@@ -98,38 +99,40 @@ __device__ __forceinline__ float ll_warp_sum(float v) {
   return v;
 }
 
-// A warp's chunk of a row, loaded before the wait: lane's 8 loads at columns base + (j * 32 + lane) * 8
-// (zeros past k).
-__device__ __forceinline__ void ll_load_chunk(uint4 (&w)[8], const ll_bf16* row, unsigned base, unsigned k) {
+// A warp's N x 256 columns of a row, loaded before the wait: lane's N loads at columns
+// base + (j * 32 + lane) * 8 (zeros past k).
+template <int N>
+__device__ __forceinline__ void ll_load_chunk(uint4 (&w)[N], const ll_bf16* row, unsigned base, unsigned k) {
   unsigned lane = threadIdx.x & 31;
 #pragma unroll
-  for (int j = 0; j < 8; j++) {
+  for (int j = 0; j < N; j++) {
     unsigned c = base + (j * 32 + lane) * 8;
     w[j] = c < k ? ll_ld_early(row + c) : make_uint4(0, 0, 0, 0);
   }
 }
 
-// The lane's part of a chunk's dot product with xs (shared memory, zero-padded to whole chunks).
-__device__ __forceinline__ float ll_dot_chunk(const uint4 (&w)[8], const float* xs, unsigned base) {
+// The lane's part of those columns' dot product with xs (shared memory, zero-padded to N x 256).
+template <int N>
+__device__ __forceinline__ float ll_dot_chunk(const uint4 (&w)[N], const float* xs, unsigned base) {
   unsigned lane = threadIdx.x & 31;
   float a = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 8; j++) a += ll_dot8(w[j], xs + base + (j * 32 + lane) * 8);
+  for (int j = 0; j < N; j++) a += ll_dot8(w[j], xs + base + (j * 32 + lane) * 8);
   return a;
 }
 
 // ---- The input vector -----------------------------------------------------------------------------
-// An RMS norm's weights, the thread's float4 groups g = tid, tid + T, ... of a vector of k <= 2048
+// An RMS norm's weights, the thread's float4 groups g = tid, tid + T, ... of a vector of k <= K
 // (loaded before the wait: no node writes them).
-template <int T>
+template <int T, int K>
 struct LlNormWeights {
-  uint2 w[LL_CHUNK / 4 / T];
+  uint2 w[K / 4 / T];
 };
-template <int T>
-__device__ __forceinline__ LlNormWeights<T> ll_norm_weights(const ll_bf16* ln, unsigned k) {
-  LlNormWeights<T> r;
+template <int T, int K>
+__device__ __forceinline__ LlNormWeights<T, K> ll_norm_weights(const ll_bf16* ln, unsigned k) {
+  LlNormWeights<T, K> r;
 #pragma unroll
-  for (int g = 0; g < LL_CHUNK / 4 / T; g++) {
+  for (int g = 0; g < K / 4 / T; g++) {
     unsigned i = (threadIdx.x + g * T) * 4;
     if (i < k) {
       asm volatile("ld.global.v2.u32 {%0,%1}, [%2];" : "=r"(r.w[g].x), "=r"(r.w[g].y) : "l"(ln + i));
@@ -140,13 +143,13 @@ __device__ __forceinline__ LlNormWeights<T> ll_norm_weights(const ll_bf16* ln, u
   return r;
 }
 
-// After the wait: xs = x ⊙ ln (k <= 2048 floats, zero-padded to LL_CHUNK) and the norm's scale
+// After the wait: xs = x ⊙ ln (k <= K floats, zero-padded to K) and the norm's scale
 // rsqrt(mean(x²) + eps), which the caller applies to its dot products. One barrier.
-template <int T>
-__device__ __forceinline__ float ll_norm_input(float* xs, float* red, const float* x, unsigned k, const LlNormWeights<T>& ln, float eps) {
+template <int T, int K>
+__device__ __forceinline__ float ll_norm_input(float* xs, float* red, const float* x, unsigned k, const LlNormWeights<T, K>& ln, float eps) {
   float ss = 0.0f;
 #pragma unroll
-  for (int g = 0; g < LL_CHUNK / 4 / T; g++) {
+  for (int g = 0; g < K / 4 / T; g++) {
     unsigned i = (threadIdx.x + g * T) * 4;
     float4 v = i < k ? __ldcg((const float4*)(x + i)) : make_float4(0, 0, 0, 0);
     ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
@@ -359,21 +362,27 @@ __device__ __forceinline__ void lb_input(float (&xr)[64], const float* v, unsign
   }
 }
 
-// The consumers (LB_CONSUMERS warps): xr = the lane's 64 inputs of x ⊙ ln (k <= 2048, zeros past k),
-// returning the RMS norm's scale rsqrt(mean(x²) + eps). x goes through shared memory (xs, 2048 floats)
-// so the block reads it once; one barrier among the consumers (named barrier 1).
-__device__ __forceinline__ float lb_norm_input(float (&xr)[64], float* xs, LbShared& sh, const float* x, const ll_bf16* ln, unsigned k, float eps) {
-  unsigned i = threadIdx.x * 8;  // 256 consumer threads x 8 = 2048
-  float4 a = make_float4(0, 0, 0, 0), b = a;
-  uint4 l = make_uint4(0, 0, 0, 0);
-  if (i < k) {
-    a = __ldcg((const float4*)(x + i));
-    b = __ldcg((const float4*)(x + i + 4));
-    l = __ldg((const uint4*)(ln + i));
+// The consumers (LB_CONSUMERS warps): xr = the lane's 64 inputs of chunk q of x ⊙ ln (k <= Q x 2048,
+// zeros past k), returning the RMS norm's scale rsqrt(mean(x²) + eps). x goes through shared memory
+// (xs, Q x 2048 floats) so the block reads it once; one barrier among the consumers (named barrier 1).
+template <int Q>
+__device__ __forceinline__ float lb_norm_input(float (&xr)[64], float* xs, LbShared& sh, const float* x, const ll_bf16* ln, unsigned k, float eps,
+                                               unsigned q) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int c = 0; c < Q; c++) {
+    unsigned i = c * LL_CHUNK + threadIdx.x * 8;  // 256 consumer threads x 8 = 2048 a chunk
+    float4 a = make_float4(0, 0, 0, 0), b = a;
+    uint4 l = make_uint4(0, 0, 0, 0);
+    if (i < k) {
+      a = __ldcg((const float4*)(x + i));
+      b = __ldcg((const float4*)(x + i + 4));
+      l = __ldg((const uint4*)(ln + i));
+    }
+    ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    *(float4*)(xs + i) = make_float4(a.x * ll_lo(l.x), a.y * ll_hi(l.x), a.z * ll_lo(l.y), a.w * ll_hi(l.y));
+    *(float4*)(xs + i + 4) = make_float4(b.x * ll_lo(l.z), b.y * ll_hi(l.z), b.z * ll_lo(l.w), b.w * ll_hi(l.w));
   }
-  float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-  *(float4*)(xs + i) = make_float4(a.x * ll_lo(l.x), a.y * ll_hi(l.x), a.z * ll_lo(l.y), a.w * ll_hi(l.y));
-  *(float4*)(xs + i + 4) = make_float4(b.x * ll_lo(l.z), b.y * ll_hi(l.z), b.z * ll_lo(l.w), b.w * ll_hi(l.w));
   ss = ll_warp_sum(ss);
   if ((threadIdx.x & 31) == 0) sh.sum[threadIdx.x >> 5] = ss;
   asm volatile("bar.sync 1, %0;" ::"r"(LB_CONSUMERS * 32) : "memory");
@@ -383,9 +392,10 @@ __device__ __forceinline__ float lb_norm_input(float (&xr)[64], float* xs, LbSha
   unsigned lane = threadIdx.x & 31;
 #pragma unroll
   for (int c = 0; c < 8; c++) {
-    float4 p = *(const float4*)(xs + c * 256 + lane * 8), q = *(const float4*)(xs + c * 256 + lane * 8 + 4);
+    const float* at = xs + q * LL_CHUNK + c * 256 + lane * 8;
+    float4 p = *(const float4*)at, r = *(const float4*)(at + 4);
     xr[c * 8] = p.x; xr[c * 8 + 1] = p.y; xr[c * 8 + 2] = p.z; xr[c * 8 + 3] = p.w;
-    xr[c * 8 + 4] = q.x; xr[c * 8 + 5] = q.y; xr[c * 8 + 6] = q.z; xr[c * 8 + 7] = q.w;
+    xr[c * 8 + 4] = r.x; xr[c * 8 + 5] = r.y; xr[c * 8 + 6] = r.z; xr[c * 8 + 7] = r.w;
   }
   return rsqrtf(s / (float)k + eps);
 }

@@ -52,6 +52,12 @@ impl LlamaConfig {
         }
     }
 
+    /// Llama-3.2-3B (its public `config.json`: hidden 3072, 28 layers, 24 query heads over 8 KV heads,
+    /// head dim 128, FFN 8192, tied embeddings), with a KV cache of `max_seq` positions.
+    pub const fn llama_3_2_3b(max_seq: u32) -> LlamaConfig {
+        LlamaConfig { hidden: 3072, layers: 28, heads: 24, kv_heads: 8, head_dim: 128, ..LlamaConfig::llama_3_2_1b(max_seq) }
+    }
+
     /// The same structure shrunk for the host backend and CI: hidden 128, 2 layers, 4 heads over 2 KV
     /// heads, FFN 256, vocab 512.
     pub const fn shrunk(max_seq: u32) -> LlamaConfig {
@@ -131,18 +137,18 @@ impl LlamaConfig {
     /// Checks what the kernels support (`kernels/llama.cu`), naming the field.
     pub fn validate(&self) -> Result<(), LlamaError> {
         let bad = |field: &str, reason: &str| Err(LlamaError::Config { field: field.to_string(), reason: reason.to_string() });
-        let q = self.heads * self.head_dim;
-        if self.head_dim != 64 {
-            return bad("head_dim", "the attention kernel is written for head_dim 64");
+        let q = self.heads.checked_mul(self.head_dim);
+        if self.head_dim != 64 && self.head_dim != 128 {
+            return bad("head_dim", "the attention kernel is written for head_dim 64 or 128");
         }
-        if self.kv_heads == 0 || self.heads % self.kv_heads != 0 || ![1, 2, 4, 8].contains(&(self.heads / self.kv_heads)) {
-            return bad("num_key_value_heads", "must divide num_attention_heads into groups of 1, 2, 4 or 8");
+        if self.kv_heads == 0 || self.heads % self.kv_heads != 0 || ![1, 2, 3, 4, 8].contains(&(self.heads / self.kv_heads)) {
+            return bad("num_key_value_heads", "must divide num_attention_heads into groups of 1, 2, 3, 4 or 8");
         }
-        if self.hidden == 0 || self.hidden % 8 != 0 || self.hidden > 2048 {
-            return bad("hidden_size", "must be a positive multiple of 8, at most 2048 (one 16-byte chunk per thread of a 256-thread tile)");
+        if self.hidden == 0 || self.hidden % 8 != 0 || self.hidden > 3072 {
+            return bad("hidden_size", "must be a positive multiple of 8, at most 3072 (the widest QKV entry: 12 loads of 16 bytes a lane)");
         }
-        if q % 8 != 0 || q > 2048 {
-            return bad("num_attention_heads", "num_attention_heads * head_dim must be a multiple of 8, at most 2048");
+        if q.is_none_or(|q| q > 8192) {
+            return bad("num_attention_heads", "num_attention_heads * head_dim must be at most 8192");
         }
         if self.ffn == 0 || self.ffn % 8 != 0 || self.ffn > 8192 {
             return bad("intermediate_size", "must be a positive multiple of 8, at most 8192");
@@ -201,9 +207,9 @@ impl LlamaConfig {
             (self.hidden as u64, (self.heads * self.head_dim) as u64, (self.kv_heads * self.head_dim) as u64, self.ffn as u64, self.vocab as u64);
         Some(match kernel {
             "llama_embed" => 2 * h,
-            "llama_qkv" => 2 * ((q + 2 * kv) * h + h),
-            "llama_attn" => self.kv_bytes(pos) / self.layers as u64,
-            "llama_o" => 2 * h * q,
+            "llama_qkv" | "llama_qkv_h3072" => 2 * ((q + 2 * kv) * h + h),
+            "llama_attn" | "llama_attn_hd128" => self.kv_bytes(pos) / self.layers as u64,
+            "llama_o" | "llama_o_hd128" => 2 * h * q,
             "llama_ffn_in" => 2 * (2 * f * h + h),
             "llama_down" => 2 * h * f,
             "llama_lm_head" => 2 * (v * h + h),
@@ -229,6 +235,11 @@ mod tests {
         assert_eq!(c.weight_bytes(), 2 * (16 * (3072 * 2048 + 2048 * 2048 + 2 * 8192 * 2048 + 2048 * 8192 + 2 * 2048) + 2048 + 128_256 * 2048));
         assert!((c.weight_bytes() as f64 / 1e9 - 2.47).abs() < 0.01, "{}", c.weight_bytes());
         LlamaConfig::shrunk(64).validate().unwrap();
+        // Llama-3.2-3B: 3.21 B parameters, the tied head counted once.
+        let c = LlamaConfig::llama_3_2_3b(1024);
+        c.validate().unwrap();
+        let params = (c.weight_bytes() / 2) as f64 / 1e9;
+        assert!((params - 3.21).abs() < 0.01, "{params}");
     }
 
     #[test]
@@ -251,8 +262,19 @@ mod tests {
             "tie_word_embeddings": true, "torch_dtype": "bfloat16"}"#;
         let c = LlamaConfig::from_hf_json(json, 1024).unwrap();
         assert_eq!(c, LlamaConfig::llama_3_2_1b(1024));
-        let e = LlamaConfig::from_hf_json(&json.replace("\"head_dim\": 64", "\"head_dim\": 128"), 1024).unwrap_err();
+        let e = LlamaConfig::from_hf_json(&json.replace("\"head_dim\": 64", "\"head_dim\": 96"), 1024).unwrap_err();
         assert!(e.to_string().contains("head_dim"), "{e}");
+        let e = LlamaConfig::from_hf_json(&json.replace("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 5"), 1024).unwrap_err();
+        assert!(e.to_string().contains("num_key_value_heads"), "{e}");
+        let e = LlamaConfig::from_hf_json(&json.replace("\"hidden_size\": 2048", "\"hidden_size\": 4096"), 1024).unwrap_err();
+        assert!(e.to_string().contains("hidden_size"), "{e}");
+        // Llama-3.2-3B's public config.json.
+        let three = json
+            .replace("\"hidden_size\": 2048", "\"hidden_size\": 3072")
+            .replace("\"num_hidden_layers\": 16", "\"num_hidden_layers\": 28")
+            .replace("\"num_attention_heads\": 32", "\"num_attention_heads\": 24")
+            .replace("\"head_dim\": 64", "\"head_dim\": 128");
+        assert_eq!(LlamaConfig::from_hf_json(&three, 1024).unwrap(), LlamaConfig::llama_3_2_3b(1024));
         let e = LlamaConfig::from_hf_json(&json.replace("llama3", "yarn"), 1024).unwrap_err();
         assert!(e.to_string().contains("rope_scaling.rope_type"), "{e}");
         // transformers 5 spells theta and scaling as `rope_parameters`.

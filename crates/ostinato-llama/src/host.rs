@@ -84,12 +84,25 @@ pub fn embed_sig() -> KernelSig {
     sig("llama_embed", &[("x", Some(W), U), ("emb", Some(R), U), ("token", Some(R), U), ("hidden", None, U)])
 }
 
+/// The pack's entries of QKV, attention and the output projection, each built for one shape class
+/// (kernels/llama.cu: a kernel's registers are those of its largest path): (name, the widest hidden
+/// for QKV, the head dim for attention and O).
+pub const QKV_ENTRIES: [(&str, u32); 2] = [("llama_qkv", 2048), ("llama_qkv_h3072", 3072)];
+pub const ATTN_ENTRIES: [(&str, u32); 2] = [("llama_attn", 64), ("llama_attn_hd128", 128)];
+pub const O_ENTRIES: [(&str, u32); 2] = [("llama_o", 64), ("llama_o_hd128", 128)];
+
+/// The entry of `entries` for `size`: the first whose bound holds (`exact`: equals it).
+pub fn entry_for(entries: &[(&'static str, u32)], size: u32, exact: bool) -> Option<&'static str> {
+    entries.iter().find(|(_, b)| if exact { *b == size } else { size <= *b }).map(|(n, _)| *n)
+}
+
 /// `llama_qkv(q, kv_new, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, eps)`: the
 /// normed q/k/v projection with RoPE; q to `q` (f32), the new K and V rows to `kv_new` (bf16,
-/// `[2][kv_heads][head_dim]`), which the attention appends to the cache.
-pub fn qkv_sig() -> KernelSig {
+/// `[2][kv_heads][head_dim]`), which the attention appends to the cache. `name`: one of
+/// [`QKV_ENTRIES`].
+pub fn qkv_sig(name: &str) -> KernelSig {
     sig(
-        "llama_qkv",
+        name,
         &[
             ("q", Some(W), U),
             ("kv_new", Some(W), U),
@@ -107,12 +120,13 @@ pub fn qkv_sig() -> KernelSig {
     )
 }
 
-/// `llama_attn(part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits)`: appends
-/// `kv_new` to the caches at `pos` and writes each split's softmax partial per query head to `part`
-/// ([`PARTIAL_FLOATS`] floats per (KV head, split, group member)), which `llama_o` merges.
-pub fn attn_sig() -> KernelSig {
+/// `llama_attn(part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits, head_dim)`:
+/// appends `kv_new` to the caches at `pos` and writes each split's softmax partial per query head to
+/// `part` ([`partial_floats`] floats per (KV head, split, group member)), which `llama_o` merges.
+/// `name`: one of [`ATTN_ENTRIES`].
+pub fn attn_sig(name: &str) -> KernelSig {
     sig(
-        "llama_attn",
+        name,
         &[
             ("part", Some(W), U),
             ("kcache", Some(RW), U),
@@ -124,18 +138,23 @@ pub fn attn_sig() -> KernelSig {
             ("kv_heads", None, U),
             ("max_seq", None, U),
             ("splits", None, U),
+            ("head_dim", None, U),
         ],
     )
 }
 
-/// Floats of one attention partial: the running max, the sum, two pads, the 64 weighted sums.
-pub const PARTIAL_FLOATS: usize = 68;
+/// Floats of one attention partial for heads of `head_dim`: the running max, the sum, two pads, the
+/// head's weighted sums (`ll_rec` in kernels/llama_common.cu).
+pub const fn partial_floats(head_dim: u32) -> usize {
+    head_dim as usize + 4
+}
 
-/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*64], m, heads, kv_heads, splits, pos,
-/// max_seq)`: merges the attention partials of the splits that got rows at `pos` and adds `W attn` to x.
-pub fn o_sig() -> KernelSig {
+/// `llama_o(x: read_write f32[m], part: read, w: read bf16[m*heads*head_dim], m, heads, kv_heads, splits,
+/// pos, max_seq, head_dim)`: merges the attention partials of the splits that got rows at `pos` and adds
+/// `W attn` to x. `name`: one of [`O_ENTRIES`].
+pub fn o_sig(name: &str) -> KernelSig {
     sig(
-        "llama_o",
+        name,
         &[
             ("x", Some(RW), U),
             ("part", Some(R), U),
@@ -146,6 +165,7 @@ pub fn o_sig() -> KernelSig {
             ("splits", None, U),
             ("pos", None, U),
             ("max_seq", None, U),
+            ("head_dim", None, U),
         ],
     )
 }
@@ -221,10 +241,13 @@ pub fn embed() -> HostKernel {
     })
 }
 
-pub fn qkv() -> HostKernel {
-    HostKernel::new(qkv_sig(), |cx| {
+pub fn qkv(name: &'static str) -> HostKernel {
+    HostKernel::new(qkv_sig(name), move |cx| {
         let pos = cx.u32(6)? as usize;
         let (hidden, heads, kvh, hd) = (cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize, cx.u32(10)? as usize);
+        if entry_for(&QKV_ENTRIES, hidden as u32, false) != Some(name) {
+            return Err(format!("{name}: hidden {hidden} is not this entry's width"));
+        }
         let eps = cx.f32(11)?;
         let views: Vec<_> = (0..6).map(|i| cx.buffer(i)).collect::<Result<_, _>>()?;
         let half = hd / 2;
@@ -263,14 +286,25 @@ pub fn qkv() -> HostKernel {
 struct Partial {
     m: f32,
     l: f32,
-    acc: [f32; 64],
+    acc: Vec<f32>,
 }
 
-pub fn attn() -> HostKernel {
-    HostKernel::new(attn_sig(), |cx| {
+/// The head dim of entry `name` of `entries`, checked against the one the twin gets: the CUDA entry
+/// is built for its own.
+fn head_dim_of(entries: &[(&str, u32)], name: &str, hd: u32) -> Result<usize, String> {
+    match entries.iter().find(|(n, _)| *n == name) {
+        Some((_, want)) if *want == hd => Ok(hd as usize),
+        Some((_, want)) => Err(format!("{name}: head_dim {hd}, but the kernel is built for {want}")),
+        None => Err(format!("{name}: not an entry of the pack")),
+    }
+}
+
+pub fn attn(name: &'static str) -> HostKernel {
+    HostKernel::new(attn_sig(name), move |cx| {
         let pos = cx.u32(5)? as usize;
         let (heads, kvh, max_seq, splits) = (cx.u32(6)? as usize, cx.u32(7)? as usize, cx.u32(8)? as usize, cx.u32(9)? as usize);
-        const HD: usize = 64;
+        let hd = head_dim_of(&ATTN_ENTRIES, name, cx.u32(10)?)?;
+        let rec_floats = partial_floats(hd as u32);
         if kvh == 0 || heads % kvh != 0 || splits == 0 {
             return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads in {splits} splits"));
         }
@@ -279,31 +313,33 @@ pub fn attn() -> HostKernel {
         }
         let group = heads / kvh;
         let (pv, kv, vv, qv, nv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?, cx.buffer(4)?);
-        let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, true)?;
-        let kc = halves(&kv, kvh * max_seq * HD, true)?;
-        let vc = halves(&vv, kvh * max_seq * HD, true)?;
-        let q = f32s(&qv.words(heads * HD, false)?, heads * HD);
-        let fresh = halves(&nv, 2 * kvh * HD, false)?;
+        let part = pv.words(kvh * splits * group * rec_floats, true)?;
+        let kc = halves(&kv, kvh * max_seq * hd, true)?;
+        let vc = halves(&vv, kvh * max_seq * hd, true)?;
+        let q = f32s(&qv.words(heads * hd, false)?, heads * hd);
+        let fresh = halves(&nv, 2 * kvh * hd, false)?;
+        // 1 / sqrt(hd) in f32, as the kernel's constant.
+        let qscale = 1.0 / (hd as f32).sqrt();
         // The append, then attention over rows 0..=pos; the whole range is split 0's partial.
         for h in 0..kvh {
-            for d in 0..HD {
-                bf16_store(&kc, (h * max_seq + pos) * HD + d, bf16_at(&fresh, h * HD + d));
-                bf16_store(&vc, (h * max_seq + pos) * HD + d, bf16_at(&fresh, (kvh + h) * HD + d));
+            for d in 0..hd {
+                bf16_store(&kc, (h * max_seq + pos) * hd + d, bf16_at(&fresh, h * hd + d));
+                bf16_store(&vc, (h * max_seq + pos) * hd + d, bf16_at(&fresh, (kvh + h) * hd + d));
             }
         }
         for hq in 0..heads {
             let (h, g) = (hq / group, hq % group);
-            let base = h * max_seq * HD;
-            let scores: Vec<f32> = (0..=pos).map(|t| (0..HD).map(|d| q[hq * HD + d] * bf16_at(&kc, base + t * HD + d)).sum::<f32>() * 0.125).collect();
+            let base = h * max_seq * hd;
+            let scores: Vec<f32> = (0..=pos).map(|t| (0..hd).map(|d| q[hq * hd + d] * bf16_at(&kc, base + t * hd + d)).sum::<f32>() * qscale).collect();
             let m = scores.iter().copied().fold(f32::MIN, f32::max);
             let e: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
-            let mut p = Partial { m, l: e.iter().sum(), acc: [0.0; HD] };
+            let mut p = Partial { m, l: e.iter().sum(), acc: vec![0.0; hd] };
             for (d, a) in p.acc.iter_mut().enumerate() {
-                *a = (0..=pos).map(|t| e[t] * bf16_at(&vc, base + t * HD + d)).sum();
+                *a = (0..=pos).map(|t| e[t] * bf16_at(&vc, base + t * hd + d)).sum();
             }
-            let empty = Partial { m: f32::MIN, l: 0.0, acc: [0.0; HD] };
+            let empty = Partial { m: f32::MIN, l: 0.0, acc: vec![0.0; hd] };
             for s in 0..splits {
-                let rec = ((h * splits + s) * group + g) * PARTIAL_FLOATS;
+                let rec = ((h * splits + s) * group + g) * rec_floats;
                 let r = if s == 0 { &p } else { &empty };
                 for (i, v) in [r.m, r.l, 0.0, 0.0].iter().chain(r.acc.iter()).enumerate() {
                     part.set_f32(rec + i, *v);
@@ -321,11 +357,12 @@ fn live_splits(pos: u32, max_seq: u32, splits: u32) -> u32 {
     splits.min(splits.min(8).max(rows.div_ceil(64)))
 }
 
-pub fn o() -> HostKernel {
-    HostKernel::new(o_sig(), |cx| {
+pub fn o(name: &'static str) -> HostKernel {
+    HostKernel::new(o_sig(name), move |cx| {
         let (m, heads, kvh, splits) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize);
         let (pos, max_seq) = (cx.u32(7)?, cx.u32(8)?);
-        const HD: usize = 64;
+        let hd = head_dim_of(&O_ENTRIES, name, cx.u32(9)?)?;
+        let rec_floats = partial_floats(hd as u32);
         if kvh == 0 || heads % kvh != 0 {
             return Err(format!("llama_o: {heads} query heads do not group over {kvh} KV heads"));
         }
@@ -336,21 +373,21 @@ pub fn o() -> HostKernel {
         let group = heads / kvh;
         let (xv, pv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
         let x = xv.words(m, true)?;
-        let part = pv.words(kvh * splits * group * PARTIAL_FLOATS, false)?;
-        let w = halves(&wv, m * heads * HD, false)?;
+        let part = pv.words(kvh * splits * group * rec_floats, false)?;
+        let w = halves(&wv, m * heads * hd, false)?;
         // Each query head's partials merged (the splits with rows only: those the position uses, and of
         // them the ones with a row), as the CUDA kernel does.
-        let mut attn = vec![0.0f32; heads * HD];
+        let mut attn = vec![0.0f32; heads * hd];
         for hq in 0..heads {
             let (h, g) = (hq / group, hq % group);
-            let rec = |s: usize| ((h * splits + s) * group + g) * PARTIAL_FLOATS;
+            let rec = |s: usize| ((h * splits + s) * group + g) * rec_floats;
             let live: Vec<usize> = (0..used).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
             let mx = live.iter().map(|&s| part.f32(rec(s))).fold(f32::MIN, f32::max);
             let scale: Vec<f32> = live.iter().map(|&s| (part.f32(rec(s)) - mx).exp()).collect();
             let l: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 1) * c).sum();
-            for d in 0..HD {
+            for d in 0..hd {
                 let o: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 4 + d) * c).sum();
-                attn[hq * HD + d] = o / l;
+                attn[hq * hd + d] = o / l;
             }
         }
         let y = project(&w, &attn, m, |r| r);
@@ -428,9 +465,14 @@ pub fn lm_head() -> HostKernel {
     })
 }
 
-/// Every Llama kernel.
+/// Every Llama kernel (every entry of each).
 pub fn all() -> Vec<HostKernel> {
-    vec![embed(), qkv(), attn(), o(), down(), ffn_in(), lm_head()]
+    let mut out = vec![embed()];
+    out.extend(QKV_ENTRIES.iter().map(|(n, _)| qkv(n)));
+    out.extend(ATTN_ENTRIES.iter().map(|(n, _)| attn(n)));
+    out.extend(O_ENTRIES.iter().map(|(n, _)| o(n)));
+    out.extend([down(), ffn_in(), lm_head()]);
+    out
 }
 
 #[cfg(test)]

@@ -64,6 +64,19 @@ const STREAM_THREADS: u32 = 288;
 /// memory: past the 48 KiB a block gets by default, so the backend sets the opt-in.
 const STREAM_STAGE_BYTES: u32 = 32 * 1024;
 const STREAM_SHARED: u32 = 6 * STREAM_STAGE_BYTES;
+/// Columns of an input chunk (LL_CHUNK): a unit of a streaming projection is a row's chunk.
+const CHUNK: u32 = 2048;
+
+/// The 2,048-column chunks of an input of `k` columns.
+fn chunks(k: u32) -> u32 {
+    k.div_ceil(CHUNK)
+}
+
+/// Dynamic shared memory of a streaming projection whose input is x ⊙ ln of `hidden` columns: the
+/// stages, then the input (`ll_stream_shared`).
+fn stream_norm_shared(hidden: u32) -> u32 {
+    STREAM_SHARED + 4 * CHUNK * chunks(hidden)
+}
 
 /// Tiles of a streaming projection over `rows` units of `unit_bytes` each, as the kernels cut them: as
 /// many whole units as fill a stage, at most `most` (LB_MAX_UNITS over the dot products per unit).
@@ -156,16 +169,17 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let logits = buf(&mut g, "logits".into(), 4 * v, BufferInit::Zero)?;
     let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
     let history = buf(&mut g, "history".into(), 4 * c.max_seq as u64, BufferInit::Zero)?;
-    let attn_part = buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::PARTIAL_FLOATS as u64, BufferInit::Zero)?;
+    let attn_part =
+        buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::partial_floats(c.head_dim) as u64, BufferInit::Zero)?;
     // The streaming projections' work counters (zero between launches: each launch resets its own).
     let ffn_ticket = buf(&mut g, "ffn_ticket".into(), 4, BufferInit::Zero)?;
     let down_ticket = buf(&mut g, "down_ticket".into(), 4, BufferInit::Zero)?;
     let head_ticket = buf(&mut g, "head_ticket".into(), 4, BufferInit::Zero)?;
     // Streaming projections (kernels/llama.cu): persistent grids of at most `gemv_blocks` blocks, at
     // most one per tile. The LM head's blocks leave one (value, index) each in `head_part`.
-    let stream = |tiles: u32| Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(STREAM_SHARED);
-    // Units: a (gate, up) pair of rows; a row of the down projection (one dot product per 2,048-column
-    // quarter, 1, 2 or 4 of them); an LM-head row.
+    let stream = |tiles: u32, shared: u32| Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(shared);
+    // Units: a 2,048-column chunk of a (gate, up) pair's rows, of a row of the down projection (1, 2 or
+    // 4 of them), of an LM-head row; at most 64 units a tile.
     let quarters = if c.ffn <= 2048 {
         1
     } else if c.ffn <= 4096 {
@@ -173,9 +187,9 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     } else {
         4
     };
-    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, 32);
+    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, 32 / chunks(c.hidden));
     let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, 64 / quarters);
-    let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, 64);
+    let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, 64 / chunks(c.hidden));
     let head_blocks = head_tiles.min(o.gemv_blocks);
     let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
     let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
@@ -195,8 +209,18 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         layers.push(LayerBuffers { ln1, wqkv, wo, ln2, wgu, wd, kcache, vcache });
     }
     let k = |g: &mut Graph, sig| -> Result<KernelId, LlamaError> { Ok(g.add_kernel(sig)?) };
+    // The entries built for this shape (validate() admits only shapes some entry is built for).
+    let entry = |entries: &[(&'static str, u32)], size: u32, exact: bool, field: &str| {
+        sigs::entry_for(entries, size, exact).ok_or_else(|| LlamaError::Config { field: field.into(), reason: format!("no kernel entry is built for {size}") })
+    };
+    let (qkv_name, attn_name, o_name) = (
+        entry(&sigs::QKV_ENTRIES, c.hidden, false, "hidden_size")?,
+        entry(&sigs::ATTN_ENTRIES, c.head_dim, true, "head_dim")?,
+        entry(&sigs::O_ENTRIES, c.head_dim, true, "head_dim")?,
+    );
     let [k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head] =
-        [sigs::embed_sig(), sigs::qkv_sig(), sigs::attn_sig(), sigs::o_sig(), sigs::ffn_in_sig(), sigs::down_sig(), sigs::lm_head_sig()].map(|s| k(&mut g, s));
+        [sigs::embed_sig(), sigs::qkv_sig(qkv_name), sigs::attn_sig(attn_name), sigs::o_sig(o_name), sigs::ffn_in_sig(), sigs::down_sig(), sigs::lm_head_sig()]
+            .map(|s| k(&mut g, s));
     let (k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head) = (k_embed?, k_qkv?, k_attn?, k_o?, k_ffn?, k_down?, k_head?);
     let pos = g.add_slot("pos", Scalar::u32(o.pos))?;
     let u = |n: u32| Arg::Scalar(Scalar::u32(n));
@@ -222,17 +246,35 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
             &mut g,
             k_attn,
             attn_launch,
-            &[b(attn_part), b(lb.kcache), b(lb.vcache), b(qb), b(kv_new), Arg::Slot(pos), u(c.heads), u(c.kv_heads), u(c.max_seq), u(o.attn_splits)],
+            &[
+                b(attn_part),
+                b(lb.kcache),
+                b(lb.vcache),
+                b(qb),
+                b(kv_new),
+                Arg::Slot(pos),
+                u(c.heads),
+                u(c.kv_heads),
+                u(c.max_seq),
+                u(o.attn_splits),
+                u(c.head_dim),
+            ],
         )?;
         let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
-        launch(&mut g, k_o, o_launch, &[b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq)])?;
-        launch(&mut g, k_ffn, stream(ffn_tiles), &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
-        launch(&mut g, k_down, stream(down_tiles), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
+        launch(
+            &mut g,
+            k_o,
+            o_launch,
+            &[b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)],
+        )?;
+        let ffn_launch = stream(ffn_tiles, stream_norm_shared(c.hidden));
+        launch(&mut g, k_ffn, ffn_launch, &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+        launch(&mut g, k_down, stream(down_tiles, STREAM_SHARED), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
     }
     launch(
         &mut g,
         k_head,
-        stream(head_tiles),
+        stream(head_tiles, stream_norm_shared(c.hidden)),
         &[
             b(logits),
             b(head_part),

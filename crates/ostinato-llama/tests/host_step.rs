@@ -1,6 +1,7 @@
-//! The step on the host backend against the independent f32 reference, at the shrunk dims: 24 steps
-//! with teacher forcing (both fed the same tokens) after a random 40-position context, and a run of 24
-//! dependent greedy steps read back from the history and checked against the reference fed its tokens.
+//! The step on the host backend against the independent f32 reference, at the shrunk dims (and at
+//! Llama-3.2-3B's head shape shrunk: head dim 128, three query heads a KV head): 24 steps with teacher
+//! forcing (both fed the same tokens) after a random 40-position context, and a run of 24 dependent
+//! greedy steps read back from the history and checked against the reference fed its tokens.
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_host::HostBackend;
@@ -12,7 +13,17 @@ const TOL: f32 = 1e-2;
 
 #[test]
 fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
-    let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
+    teacher_forced(LlamaConfig::shrunk(96));
+}
+
+/// Llama-3.2-3B's attention shape (head dim 128, 3 query heads a KV head) at shrunk dims.
+#[test]
+fn host_step_of_the_3b_head_shape_agrees_with_the_f32_reference() {
+    teacher_forced(LlamaConfig { hidden: 384, heads: 3, kv_heads: 1, head_dim: 128, ..LlamaConfig::shrunk(96) });
+}
+
+fn teacher_forced(config: LlamaConfig) {
+    let step = record(&config, StepOptions::default()).unwrap();
     let plan = Plan::compile(&step.graph).unwrap();
     let backend = HostBackend::serial();
     let kernels = ostinato_llama::pack::host_kernels(&step.graph).unwrap();
@@ -39,7 +50,7 @@ fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
         exec.read_buffer(step.token, 0, &mut t).unwrap();
         assert_eq!(u32::from_le_bytes(t) as usize, greedy_token(&got));
     }
-    println!("host step vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps");
+    println!("host step ({config:?}) vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps");
     assert!(worst > 0.0, "the reference keeps an f32 cache: some difference is expected");
 }
 

@@ -15,10 +15,14 @@ use ostinato_cuda_code::ptx::ModuleInfo;
 use ostinato_cuda_code::PdlTrigger;
 use ostinato_llama::{pack, record, LlamaConfig, StepOptions};
 
-/// The pack's signatures, as the step declares them.
+/// The pack's signatures, as the steps declare them (the shrunk model's and Llama-3.2-3B's: between
+/// them every entry, by width and head dim).
 fn declared() -> BTreeMap<String, KernelSig> {
-    let step = record(&LlamaConfig::shrunk(64), StepOptions::default()).expect("the Llama step records");
-    step.graph.kernels().iter().map(|s| (s.name.clone(), s.clone())).collect()
+    [LlamaConfig::shrunk(64), LlamaConfig::llama_3_2_3b(64)]
+        .iter()
+        .flat_map(|c| record(c, StepOptions::default()).expect("the Llama step records").graph.kernels().to_vec())
+        .map(|s| (s.name.clone(), s))
+        .collect()
 }
 
 #[test]

@@ -59,8 +59,10 @@ pub fn greedy_run(config: ostinato_llama::LlamaConfig, pos0: u32, steps: u32) ->
 }
 
 fn model_name(c: &ostinato_llama::LlamaConfig) -> String {
-    if c.hidden == 2048 {
+    if *c == ostinato_llama::LlamaConfig::llama_3_2_1b(c.max_seq) {
         "1b".to_string()
+    } else if *c == ostinato_llama::LlamaConfig::llama_3_2_3b(c.max_seq) {
+        "3b".to_string()
     } else {
         format!("h{}-l{}", c.hidden, c.layers)
     }
@@ -155,7 +157,8 @@ pub const RUN_FROM: u32 = 32;
 pub const RUN_STEPS: u32 = 127;
 
 /// The family's rows for `s`: one KV cache size for every row, the position patched in the slot; then
-/// the greedy run (on the host, the shrunk model's 32 steps).
+/// the greedy run (on the host, the shrunk model's 32 steps); on CUDA, Llama-3.2-3B's step at 1,024
+/// too.
 pub fn rows(s: &super::Scope) -> Vec<Workload> {
     use crate::BenchBackend;
     let (config, positions, run): (_, &[u32], _) = match (s.backend, s.quick) {
@@ -166,6 +169,9 @@ pub fn rows(s: &super::Scope) -> Vec<Workload> {
     };
     let mut rows: Vec<Workload> = positions.iter().map(|&pos| llama(config, pos, s.replays(1))).collect();
     rows.extend(run.map(|steps| greedy_run(config, RUN_FROM, steps)));
+    if s.backend == BenchBackend::Cuda && !s.quick {
+        rows.push(llama(ostinato_llama::LlamaConfig::llama_3_2_3b(LLAMA_MAX_SEQ), 1024, s.replays(1)));
+    }
     rows
 }
 
