@@ -622,8 +622,9 @@ fn names(g: &PyGraph) -> (Vec<(String, u64)>, Vec<String>) {
 type StepData = Vec<(String, Py<PyBytes>)>;
 
 /// Records one Llama decode step (the graph of `ostinato-llama`: its kernel pack's CUDA C on CUDA, their host
-/// twins on the host): `config_json` is a Hugging Face `config.json` text (default: Llama-3.2-1B),
-/// `max_seq` the KV cache's positions. Returns the graph (buffers named `embed`, `norm`,
+/// twins on the host): `config_json` is a Hugging Face `config.json` text (default: Llama-3.2-1B; the
+/// kernels take Llama-3.2-3B's shape too, and refuse by field what they do), `max_seq` the KV cache's
+/// positions. Returns the graph (buffers named `embed`, `norm`,
 /// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `history` (the greedy token of the step
 /// at position p in u32 word p), `logits`; slot `pos`) and the buffers whose initial bytes are data, as
 /// (name, bytes): write them after instantiating.
