@@ -143,9 +143,14 @@ def test_llama_step_runs_on_the_host_and_writes_the_greedy_token():
 
 def test_llama_step_refuses_a_config_the_kernels_do_not_support_naming_the_field():
     with pytest.raises(ostinato.Error, match="head_dim"):
-        ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=128))
+        ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=96))
     with pytest.raises(ostinato.Error, match="num_key_value_heads"):
         ostinato.llama_step(dict(SHRUNK_LLAMA, num_key_value_heads=3))
+    with pytest.raises(ostinato.Error, match="hidden_size"):
+        ostinato.llama_step(dict(SHRUNK_LLAMA, hidden_size=4096))
+    # Llama-3.2-3B's head shape (head dim 128, three query heads a KV head) is one the kernels take.
+    g, _ = ostinato.llama_step(dict(SHRUNK_LLAMA, hidden_size=384, num_attention_heads=3, head_dim=128), max_seq=32)
+    assert "layers.0.wqkv" in {n for n, _ in ostinato._ostinato.names(g)[0]}
 
 
 def test_bind_reads_dlpack_and_refuses_memory_a_cuda_kernel_cannot_address():
