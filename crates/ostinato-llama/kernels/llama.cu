@@ -386,11 +386,9 @@ LL_O_ENTRY(llama_o_hd128, 128)
 // the ffn gate rows, then the ffn up rows), act = silu(gate) * up. A tile is P (gate, up) pairs: the P
 // gate rows, then the P up rows (two bulk copies); a unit is one row's 2,048-column chunk q (Q of them:
 // consumer warp w takes chunk w % Q, its inputs in registers); the producer's lane p adds pair p's
-// chunks and computes its SiLU·mul. Launch: LB_THREADS threads, ll_stream_shared(hidden) bytes of
-// dynamic shared memory (the stages, then x ⊙ ln).
-__host__ __device__ constexpr unsigned ll_stream_shared(unsigned hidden) {
-  return LB_STAGES * LB_STAGE_BYTES + 4 * LL_CHUNK * ((hidden + LL_CHUNK - 1) / LL_CHUNK);
-}
+// chunks and computes its SiLU·mul. Launch: LB_THREADS threads and, as dynamic shared memory, the
+// stages (LB_STAGES x LB_STAGE_BYTES) then x ⊙ ln (Q x LL_CHUNK floats; src/step.rs,
+// stream_norm_shared).
 template <int Q>
 __device__ __forceinline__ void ll_ffn_in(LbShared& sh, unsigned char* lb_stages, float* act, unsigned* ticket, const float* x, const ll_bf16* ln,
                                           const ll_bf16* wgu, unsigned ffn, unsigned hidden, float eps) {
@@ -500,8 +498,8 @@ __device__ __forceinline__ void ll_warp_best(float& bv, unsigned& bi) {
 // keeps the best (value, index) of its tiles' rows and writes it to `part`; the last block to finish
 // (counted in counter[0], which it resets) reduces them into token[0] and, where pos < max_seq, into
 // history[pos] (the tokens of a run of dependent steps, read back once at its end). Ties go to the lower
-// index. A unit is one row's 2,048-column chunk (as llama_ffn_in's). Dynamic shared memory:
-// ll_stream_shared(hidden).
+// index. A unit is one row's 2,048-column chunk (as llama_ffn_in's). Dynamic shared memory as
+// llama_ffn_in's.
 template <int Q>
 __device__ __forceinline__ void ll_lm_head(LbShared& sh, unsigned char* lb_stages, float* logits, float* part, unsigned* counter, unsigned* ticket,
                                            unsigned* token, unsigned* history, const float* x, const ll_bf16* ln, const ll_bf16* emb, unsigned vocab,

@@ -289,13 +289,12 @@ struct Partial {
     acc: Vec<f32>,
 }
 
-/// The head dim of entry `name` of `entries`, checked against the one the twin gets: the CUDA entry
-/// is built for its own.
-fn head_dim_of(entries: &[(&str, u32)], name: &str, hd: u32) -> Result<usize, String> {
-    match entries.iter().find(|(n, _)| *n == name) {
-        Some((_, want)) if *want == hd => Ok(hd as usize),
-        Some((_, want)) => Err(format!("{name}: head_dim {hd}, but the kernel is built for {want}")),
-        None => Err(format!("{name}: not an entry of the pack")),
+/// `hd`, where entry `name` of `entries` is the one built for it (the CUDA entry is built for its own
+/// head dim).
+fn head_dim_of(entries: &[(&'static str, u32)], name: &str, hd: u32) -> Result<usize, String> {
+    match entry_for(entries, hd, true) {
+        Some(n) if n == name => Ok(hd as usize),
+        _ => Err(format!("{name}: head_dim {hd} is not the head dim this entry is built for")),
     }
 }
 
@@ -306,10 +305,10 @@ pub fn attn(name: &'static str) -> HostKernel {
         let hd = head_dim_of(&ATTN_ENTRIES, name, cx.u32(10)?)?;
         let rec_floats = partial_floats(hd as u32);
         if kvh == 0 || heads % kvh != 0 || splits == 0 {
-            return Err(format!("llama_attn: {heads} query heads do not group over {kvh} KV heads in {splits} splits"));
+            return Err(format!("{name}: {heads} query heads do not group over {kvh} KV heads in {splits} splits"));
         }
         if pos >= max_seq {
-            return Err(format!("llama_attn: pos {pos} is past the cache's {max_seq} rows"));
+            return Err(format!("{name}: pos {pos} is past the cache's {max_seq} rows"));
         }
         let group = heads / kvh;
         let (pv, kv, vv, qv, nv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?, cx.buffer(3)?, cx.buffer(4)?);
@@ -364,10 +363,10 @@ pub fn o(name: &'static str) -> HostKernel {
         let hd = head_dim_of(&O_ENTRIES, name, cx.u32(9)?)?;
         let rec_floats = partial_floats(hd as u32);
         if kvh == 0 || heads % kvh != 0 {
-            return Err(format!("llama_o: {heads} query heads do not group over {kvh} KV heads"));
+            return Err(format!("{name}: {heads} query heads do not group over {kvh} KV heads"));
         }
         if max_seq == 0 {
-            return Err("llama_o: max_seq is 0".into());
+            return Err(format!("{name}: max_seq is 0"));
         }
         let used = live_splits(pos, max_seq, splits as u32) as usize;
         let group = heads / kvh;
@@ -477,6 +476,22 @@ pub fn all() -> Vec<HostKernel> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn each_shape_class_has_its_entry_and_a_twin_refuses_another_class() {
+        assert_eq!(entry_for(&QKV_ENTRIES, 2048, false), Some("llama_qkv"));
+        assert_eq!(entry_for(&QKV_ENTRIES, 2056, false), Some("llama_qkv_h3072"));
+        assert_eq!(entry_for(&QKV_ENTRIES, 3080, false), None);
+        assert_eq!(entry_for(&ATTN_ENTRIES, 128, true), Some("llama_attn_hd128"));
+        assert_eq!(entry_for(&O_ENTRIES, 96, true), None);
+        assert_eq!(head_dim_of(&ATTN_ENTRIES, "llama_attn_hd128", 128), Ok(128));
+        for (name, hd) in [("llama_attn", 128), ("llama_attn_hd128", 64), ("llama_attn", 96), ("llama_o", 64)] {
+            let got = head_dim_of(&ATTN_ENTRIES, name, hd);
+            assert!(got.as_ref().is_err_and(|e| e.starts_with(name)), "{name} {hd}: {got:?}");
+        }
+    }
+
     #[test]
     fn bf16_rounds_to_nearest_even_like_the_cuda_twin() {
         // The CUDA kernels round with u + 0x7fff + ((u >> 16) & 1): check the crate agrees on ties.

@@ -73,7 +73,7 @@ fn chunks(k: u32) -> u32 {
 }
 
 /// Dynamic shared memory of a streaming projection whose input is x ⊙ ln of `hidden` columns: the
-/// stages, then the input (`ll_stream_shared`).
+/// stages, then the input (kernels/llama.cu, `llama_ffn_in`).
 fn stream_norm_shared(hidden: u32) -> u32 {
     STREAM_SHARED + 4 * CHUNK * chunks(hidden)
 }
