@@ -237,6 +237,10 @@ pub struct Decisions {
     /// first), once it had measured them all.
     pub candidates: usize,
     pub measured: Option<Vec<(String, f64)>>,
+    /// Where the first measurement picked another than `auto`'s own: that candidate, its median and
+    /// `auto`'s (µs per replay) measured again with the two alone (the switch stands only if it still
+    /// wins: `ostinato_cuda::CONFIRM_REPLAYS`).
+    pub confirmation: Option<(String, f64, f64)>,
 }
 
 impl Decisions {
@@ -261,6 +265,7 @@ impl Decisions {
             fused_nodes: d.fused_nodes,
             unfused: count(d.unfused.into_iter().map(|(_, why)| why).collect()),
             candidates: d.candidates,
+            confirmation: d.tuned.as_ref().and_then(|t| t.confirmation.map(|(c, [auto, pick])| (t.candidates[c].0.clone(), pick, auto))),
             measured: d.tuned.map(|t| {
                 let mut c = t.candidates;
                 c.swap(0, t.chosen);

@@ -36,12 +36,15 @@ fn run(device: &ostinato_cuda::Device, modules: &BuiltinModules, prog: &RandomPr
     write_inits(&mut exec, &prog.inits).unwrap();
     write_inits(&mut host, &prog.inits).unwrap();
     let candidates = exec.decisions().candidates;
-    let tuning_replays = ostinato_cuda::tuning_replays(candidates);
-    let total = tuning_replays + 6;
-    let rebind_at = tuning_replays / 2;
+    // The first measurement's replays; a second of two candidates may follow once it has chosen.
+    let first = ostinato_cuda::tuning_replays(candidates).saturating_sub(ostinato_cuda::CONFIRM_REPLAYS);
+    let rebind_at = first / 2;
     let root = largest_root(plan);
     let mut mine: Option<DeviceBuffer> = None;
-    for r in 0..total {
+    // Replays until the measurement has chosen (at most `bound`), then 6 more.
+    let bound = 4 * ostinato_cuda::tuning_replays(candidates) + 64;
+    let (mut r, mut after) = (0, 0);
+    while after < 6 && r < bound {
         if r == rebind_at {
             // Mid-measurement: every candidate's nodes must follow the buffer to its new memory.
             exec.wait().unwrap();
@@ -52,8 +55,9 @@ fn run(device: &ostinato_cuda::Device, modules: &BuiltinModules, prog: &RandomPr
             exec.rebind(root, buf.memory()).unwrap();
             mine = Some(buf);
         }
-        if r == tuning_replays {
-            // Every measured replay has completed: this replay's launch reads their events and chooses.
+        if r >= first && exec.measuring() {
+            // Every measured replay has completed: this replay's launch reads their events and chooses
+            // (or narrows to a second measurement, which the replays that follow make).
             exec.wait().unwrap();
         }
         exec.set_slot(prog.salt_slot, salt(seed, r)).unwrap();
@@ -61,24 +65,29 @@ fn run(device: &ostinato_cuda::Device, modules: &BuiltinModules, prog: &RandomPr
         exec.replay().unwrap();
         host.replay().unwrap();
         // Compare now and then (a read waits, so most replays run back to back).
-        if r == 0 || r % 7 == 3 || r + 1 == total {
-            assert_eq!(
-                read_roots(&mut exec).unwrap(),
-                read_roots(&mut host).unwrap(),
-                "seed {seed} {launch:?}: replay {r} of {total} ({candidates} candidates)"
-            );
+        if r == 0 || r % 7 == 3 {
+            assert_eq!(read_roots(&mut exec).unwrap(), read_roots(&mut host).unwrap(), "seed {seed} {launch:?}: replay {r} ({candidates} candidates)");
         }
+        after += usize::from(!exec.measuring());
+        r += 1;
     }
+    assert_eq!(read_roots(&mut exec).unwrap(), read_roots(&mut host).unwrap(), "seed {seed} {launch:?}: after replay {r} ({candidates} candidates)");
     exec.wait().unwrap();
     let d = exec.decisions();
     let chose_other = match &d.tuned {
         Some(t) => {
             assert!(t.chosen < candidates && t.candidates.len() == candidates, "seed {seed}: {t:?}");
             assert!(t.candidates.iter().all(|(_, us)| us.is_finite() && *us > 0.0), "seed {seed}: every candidate timed: {t:?}");
+            // A switch only after a second measurement of the pick beside auto's own, and to that pick.
+            if let Some((c, pair)) = t.confirmation {
+                assert!(c != 0 && (t.chosen == 0 || t.chosen == c) && pair.iter().all(|us| us.is_finite() && *us > 0.0), "seed {seed}: {t:?}");
+            } else {
+                assert_eq!(t.chosen, 0, "seed {seed}: a switch without a second measurement: {t:?}");
+            }
             t.chosen != 0
         }
         None => {
-            assert_eq!(candidates, 1, "seed {seed}: {total} replays and the measurement of {candidates} candidates never finished");
+            assert_eq!(candidates, 1, "seed {seed}: {r} replays and the measurement of {candidates} candidates never finished");
             false
         }
     };

@@ -273,11 +273,15 @@ LL_ATTN_ENTRY(llama_attn_hd128, 128)
 
 // The output projection of KV head h's query heads (G of them: columns h*G*HD ..) for 64 rows from
 // blockIdx.x * 64, after merging that head's attention partials; adds into x. A warp owns 8 rows of
-// PER_ROW = G*HD/8 16-byte columns, E = PER_ROW / 4 of them a lane, all loaded before the wait: where
-// PER_ROW divides 32 or 32 divides it, lane's element e = lane + 32 j is row e / PER_ROW, column
-// e % PER_ROW (each load instruction contiguous); otherwise (three query heads a KV head) lane is row
-// lane / 4's column lane % 4 + 4 j. Lanes of one row add their sums (one add per row and KV head, or
-// per row and j where a row spans more than 32 columns).
+// PER_ROW = G*HD/8 16-byte columns, E = PER_ROW / 4 of them a lane, all loaded before the wait; lane's
+// element e = lane + 32 j is row e / PER_ROW, column e % PER_ROW, so each load instruction reads 512
+// contiguous bytes of the weights (one or two runs where a row ends inside it). Where PER_ROW divides
+// 32 or 32 divides it, every j's lanes share rows evenly: lanes of one row add their sums (one add per
+// row and KV head, or per row and j where a row spans more than 32 columns). Otherwise (three query
+// heads a KV head: 24 or 48 columns) a lane keeps a sum per row of the warp's 8 and one reduction over
+// the warp gives each row's (ll_rows8_sum): one add per row and KV head. The earlier order for that
+// case, four lanes a row (each load instruction 8 runs of 64 bytes, an add per row and j), ran the 3B
+// output projection at 16% of 4.8 TB/s (lab/llama-decode.md).
 //
 // The merge runs in registers. From pos the block knows which splits got rows (ll_attn's rule), so it
 // reads only their records: after the wait every thread requests its outputs' weighted sums of every
@@ -301,13 +305,13 @@ template <int G, int HD>
 __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned splits,
                                      unsigned pos, unsigned max_seq) {
   constexpr int PER_ROW = G * HD / 8, E = PER_ROW / 4, REC = ll_rec(HD);
-  constexpr bool LINEAR = 32 % PER_ROW == 0 || PER_ROW % 32 == 0;
-  constexpr int LPR = !LINEAR ? 4 : PER_ROW < 32 ? PER_ROW : 32;  // lanes that share a row at each j
-  constexpr int ITEMS = (G * HD + LL_THREADS - 1) / LL_THREADS;     // outputs per thread
+  constexpr bool EVEN = 32 % PER_ROW == 0 || PER_ROW % 32 == 0;  // every j's lanes share rows evenly
+  constexpr int LPR = PER_ROW < 32 ? PER_ROW : 32;                // lanes that share a row at each j (EVEN)
+  constexpr int ITEMS = (G * HD + LL_THREADS - 1) / LL_THREADS;  // outputs per thread
   unsigned h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = heads * HD;
   unsigned r0 = blockIdx.x * 64 + warp * 8;
-  auto row_of = [&](int j) { return r0 + (LINEAR ? (lane + 32 * j) / PER_ROW : lane / 4); };
-  auto col_of = [&](int j) { return LINEAR ? (lane + 32 * j) % PER_ROW : lane % 4 + 4 * j; };
+  auto row_of = [&](int j) { return r0 + (lane + 32 * j) / PER_ROW; };
+  auto col_of = [&](int j) { return (lane + 32 * j) % PER_ROW; };
   uint4 w[E];
 #pragma unroll
   for (int j = 0; j < E; j++) {
@@ -345,13 +349,30 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
     }
   }
   __syncthreads();
+  if constexpr (EVEN) {
 #pragma unroll
-  for (int j = 0; j < E; j++) {
-    unsigned r = row_of(j);
-    float v = ll_dot8(w[j], sh.a + col_of(j) * 8);
+    for (int j = 0; j < E; j++) {
+      unsigned r = row_of(j);
+      float v = ll_dot8(w[j], sh.a + col_of(j) * 8);
 #pragma unroll
-    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(LL_FULL, v, o);
-    if (lane % LPR == 0 && r < m) atomicAdd(x + r, v);
+      for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(LL_FULL, v, o);
+      if (lane % LPR == 0 && r < m) atomicAdd(x + r, v);
+    }
+  } else {
+    float acc[8];
+#pragma unroll
+    for (int r = 0; r < 8; r++) acc[r] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+      float v = ll_dot8(w[j], sh.a + col_of(j) * 8);
+      unsigned own = (lane + 32 * j) / PER_ROW;  // the warp's row this element is in
+      // The rows j's 32 elements span, known at compile time: the sum goes to the lane's own.
+#pragma unroll
+      for (int r = 32 * j / PER_ROW; r <= (32 * j + 31) / PER_ROW; r++) acc[r] += own == (unsigned)r ? v : 0.0f;
+    }
+    float v = ll_rows8_sum(acc, lane);
+    unsigned r = r0 + lane / 4;
+    if (lane % 4 == 0 && r < m) atomicAdd(x + r, v);
   }
 }
 

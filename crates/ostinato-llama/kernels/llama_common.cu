@@ -99,6 +99,24 @@ __device__ __forceinline__ float ll_warp_sum(float v) {
   return v;
 }
 
+// Eight sums at once over a warp (acc[r]: this lane's share of row r): returns row lane / 4's total,
+// on lanes where lane % 4 == 0. A halving exchange: at offsets 16, 8 and 4 each lane keeps the half of
+// its rows its lane bit picks and adds its partner's share of them (4 + 2 + 1 shuffles), then the
+// four lanes of a row add up (2): 9 shuffles where eight warp sums take 40.
+__device__ __forceinline__ float ll_rows8_sum(const float (&acc)[8], unsigned lane) {
+  float b[4], c[2];
+  bool hi = lane & 16;
+#pragma unroll
+  for (int r = 0; r < 4; r++) b[r] = (hi ? acc[r + 4] : acc[r]) + __shfl_xor_sync(LL_FULL, hi ? acc[r] : acc[r + 4], 16);
+  hi = lane & 8;
+#pragma unroll
+  for (int r = 0; r < 2; r++) c[r] = (hi ? b[r + 2] : b[r]) + __shfl_xor_sync(LL_FULL, hi ? b[r] : b[r + 2], 8);
+  hi = lane & 4;
+  float d = (hi ? c[1] : c[0]) + __shfl_xor_sync(LL_FULL, hi ? c[0] : c[1], 4);
+  d += __shfl_xor_sync(LL_FULL, d, 2);
+  return d + __shfl_xor_sync(LL_FULL, d, 1);
+}
+
 // A warp's N x 256 columns of a row, loaded before the wait: lane's N loads at columns
 // base + (j * 32 + lane) * 8 (zeros past k).
 template <int N>

@@ -90,7 +90,7 @@ impl RuntimeBackend for CudaOnStream {
         let candidates = exec.decisions().candidates;
         if candidates > 1 {
             notes.push(format!(
-                "{candidates} submissions measured over the first {} replays, the fastest kept (--tune off: auto's alone)",
+                "{candidates} submissions measured over at most the first {} replays, the fastest kept (--tune off: auto's alone)",
                 ostinato_cuda::tuning_replays(candidates)
             ));
         }

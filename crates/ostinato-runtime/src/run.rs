@@ -188,14 +188,18 @@ fn measured_note(exec: &mut dyn std::any::Any, replays: usize) -> Option<String>
     let Some(t) = d.tuned else {
         return (d.candidates > 1).then(|| {
             format!(
-                "{} submissions to measure, not chosen in {replays} replays (the measurement takes the first {}, the choice a replay after they complete)",
+                "{} submissions to measure, not chosen in {replays} replays (the measurement takes at most the first {}, the choice a replay after they complete)",
                 d.candidates,
                 ostinato_cuda::tuning_replays(d.candidates)
             )
         });
     };
     let times: Vec<String> = t.candidates.iter().map(|(label, us)| format!("{label} {us:.1}")).collect();
-    Some(format!("measured {} submissions (median µs per replay: {}), kept `{}`", t.candidates.len(), times.join(", "), t.candidates[t.chosen].0))
+    let again = match t.confirmation {
+        Some((c, [auto, pick])) => format!("; `{}` measured again beside auto's alone: {pick:.1} against {auto:.1}", t.candidates[c].0),
+        None => String::new(),
+    };
+    Some(format!("measured {} submissions (median µs per replay: {}{again}), kept `{}`", t.candidates.len(), times.join(", "), t.candidates[t.chosen].0))
 }
 #[cfg(not(feature = "cuda"))]
 fn measured_note(_: &mut dyn std::any::Any, _: usize) -> Option<String> {

@@ -483,7 +483,7 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
     for r in rows {
         let Some(d) = row_decisions(backend, r) else { continue };
         let switched = d.measured.as_ref().filter(|m| m.first().is_some_and(|(label, _)| label != "auto"));
-        if d.full_edges.is_empty() && d.unfused.is_empty() && switched.is_none() {
+        if d.full_edges.is_empty() && d.unfused.is_empty() && switched.is_none() && d.confirmation.is_none() {
             continue;
         }
         let why = |v: &[(String, usize)]| v.iter().map(|(w, n)| format!("{n}: {w}")).collect::<Vec<_>>().join("; ");
@@ -495,6 +495,9 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
             }
             (None, Some(m)) if m.len() > 1 => parts.push(format!("measured {} submissions, kept auto's own", m.len())),
             _ => {}
+        }
+        if let Some((label, pick, auto)) = &d.confirmation {
+            parts.push(format!("`{label}` measured again beside auto's own alone: {pick:.3} against {auto:.3} µs per replay"));
         }
         if !d.full_edges.is_empty() {
             parts.push(format!("PDL on {} of {} edges ({})", d.programmatic_edges, d.edges, why(&d.full_edges)));

@@ -146,6 +146,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         unfused: vec![("kernel `reduce_tree_f32` is not declared fusable".into(), 10)],
         candidates: 2,
         measured: Some(vec![("auto".into(), 10.0), ("pdl on".into(), 10.1)]),
+        confirmation: None,
     });
     let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
     b.family = "geometry serial";
@@ -158,6 +159,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         unfused: vec![],
         candidates: 1,
         measured: None,
+        confirmation: None,
     });
     // A row whose exec measured PDL off faster than auto's programmatic edges: named, with both times.
     let mut c = timed("reduce/atomic-u32/serial/n8M", &[(Ostinato, 23.0), (Captured, 23.1), (CapturedPdl, 34.5), (Vulkan, 40.0)]);
@@ -171,6 +173,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         unfused: vec![],
         candidates: 2,
         measured: Some(vec![("pdl off".into(), 230.0), ("auto".into(), 344.5)]),
+        confirmation: Some(("pdl off".into(), 231.0, 340.0)),
     });
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
@@ -184,7 +187,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     );
     assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
     assert!(
-        md.contains("- reduce/atomic-u32/serial/n8M: measured 2 submissions, chose `pdl off` (230.000 µs per replay; auto's own 344.500); PDL on 0 of 9 edges (9: PDL off)"),
+        md.contains("- reduce/atomic-u32/serial/n8M: measured 2 submissions, chose `pdl off` (230.000 µs per replay; auto's own 344.500); `pdl off` measured again beside auto's own alone: 231.000 against 340.000 µs per replay; PDL on 0 of 9 edges (9: PDL off)"),
         "{md}"
     );
 }

@@ -22,7 +22,7 @@ mod tune;
 
 pub use backend::CudaBackend;
 pub use trace::CUPTI_ORDER_SLACK_NS;
-pub use tune::{tuning_replays, Tune, Tuned, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES};
+pub use tune::{tuning_replays, Tune, Tuned, CONFIRM_REPLAYS, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES};
 
 /// One way graph mode submits the run plan: a graph exec, the graph node of each launch (for
 /// patching) and the function each launch runs (its build).
@@ -274,15 +274,25 @@ impl Replayer {
             Some(c) => t.launch(&launched(subs, c)?.exec, &self.main)?,
             None => launched(subs, active)?.exec.launch(&self.main)?,
         }
-        if let Some(chosen) = t.poll()? {
-            for (k, s) in subs.iter_mut().enumerate() {
-                if k != chosen.chosen {
-                    *s = None;
+        match t.poll()? {
+            tune::Polled::Pending => {}
+            tune::Polled::Narrowed { challenger } => {
+                for (k, s) in subs.iter_mut().enumerate() {
+                    if k != 0 && k != challenger {
+                        *s = None;
+                    }
                 }
             }
-            *tuning = None;
-            // Set once: this is the only place that sets it, and `tuning` is gone now.
-            let _ = self.tuned.set(chosen);
+            tune::Polled::Chosen(chosen) => {
+                for (k, s) in subs.iter_mut().enumerate() {
+                    if k != chosen.chosen {
+                        *s = None;
+                    }
+                }
+                *tuning = None;
+                // Set once: this is the only place that sets it, and `tuning` is gone now.
+                let _ = self.tuned.set(chosen);
+            }
         }
         Ok(())
     }

@@ -7,9 +7,10 @@
 //! user's own replays: every candidate is a correct submission of the same plan, so each replay gives
 //! the plan's results, and nothing runs that the user did not ask for), times each with a pair of
 //! events, and from then on launches the fastest, keeping `auto`'s own choice unless another is
-//! faster by more than [`TUNE_MARGIN`] ([`PDL_MARGIN`] where only the edges' types differ). The
-//! events are read without waiting, at later replays; the losing graph execs are destroyed once every
-//! launch of theirs has completed.
+//! faster by more than [`TUNE_MARGIN`] ([`PDL_MARGIN`] where only the edges' types differ) — and
+//! stays faster in a second measurement of the two alone ([`CONFIRM_REPLAYS`]). The events are read
+//! without waiting, at later replays; the losing graph execs are destroyed once every launch of theirs
+//! has completed.
 
 use std::sync::OnceLock;
 
@@ -25,15 +26,26 @@ use crate::lower::{lower_with, KernelPdl, Lowering, PdlMode, PdlPolicy, ShapeMod
 /// one's state of the caches and the GPU's front end, which the replays that follow the choice never do.
 pub const TUNE_SAMPLES: usize = 8;
 
-/// How many replays measure `candidates` submissions: 2 × [`TUNE_SAMPLES`] of each, every timed one
-/// after its lead-in (0 where there is only one); the choice is made at a replay after they have all
+/// At most how many replays measure `candidates` submissions: 2 × [`TUNE_SAMPLES`] of each, every
+/// timed one after its lead-in, and where that picks another than `auto`'s own, [`CONFIRM_REPLAYS`]
+/// more (0 where there is only one); each choice is made at a replay after its replays have all
 /// completed.
 pub fn tuning_replays(candidates: usize) -> usize {
     match candidates {
         0 | 1 => 0,
-        n => 2 * n * TUNE_SAMPLES,
+        n => 2 * n * TUNE_SAMPLES + CONFIRM_REPLAYS,
     }
 }
+
+/// The replays of the second measurement: `auto`'s own and the candidate the first picked, alone
+/// (the other execs destroyed), [`TUNE_SAMPLES`] rounds of a lead-in and a timed replay each. The
+/// switch stands only if the candidate passes the same rule again. On an H200's kernel families
+/// (GPU-7813d7e1, GPU-04fb2cab, `1c6eea5`) the rows of twenty independent 64 K-element reductions
+/// measured their plan-shaped PDL candidate 5–10% faster than `auto`'s while every candidate was
+/// alive, five runs out of five, and that exec then ran 7–13% slower in the timed replays, after the
+/// others were gone (0.685–0.733 µs a dispatch; `auto`'s own, untuned, 0.614–0.638): the first
+/// measurement's conditions are not those the chosen exec runs in.
+pub const CONFIRM_REPLAYS: usize = 2 * 2 * TUNE_SAMPLES;
 
 /// Another candidate replaces `auto`'s own submission only when its median replay is faster by more
 /// than this fraction (and its slower quarter of replays is faster than `auto`'s faster quarter):
@@ -78,10 +90,27 @@ impl ostinato::Named for Tune {
 /// What the measurement chose ([`crate::Decisions::tuned`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tuned {
-    /// Each candidate submission (the first is `auto`'s own) with its median GPU µs per replay.
+    /// Each candidate submission (the first is `auto`'s own) with its median GPU µs per replay in the
+    /// first measurement.
     pub candidates: Vec<(String, f64)>,
+    /// Where the first measurement picked another than `auto`'s own: that candidate and the medians
+    /// (µs per replay) of `auto`'s and its in the second measurement of the two alone
+    /// ([`CONFIRM_REPLAYS`]).
+    pub confirmation: Option<(usize, [f64; 2])>,
     /// The one the exec launches from now on.
     pub chosen: usize,
+}
+
+/// What a replay's reading of the measurement's events found ([`Tuning::poll`]).
+#[derive(Debug)]
+pub(super) enum Polled {
+    /// Replays still to launch or to complete.
+    Pending,
+    /// The first measurement picked candidate `challenger`: it and `auto`'s own are measured again,
+    /// alone; every other exec may go once its launches have completed (they have).
+    Narrowed { challenger: usize },
+    /// The choice, final.
+    Chosen(Tuned),
 }
 
 /// The policies a submission may be measured under besides `base` (`auto`): PDL on and off, each in
@@ -223,7 +252,13 @@ pub(super) struct Tuning {
     margins: Vec<f64>,
     medians: Vec<f64>,
     scratch: Vec<f64>,
+    /// The candidate (by index into `result`) each tuning replay of the present measurement launches.
     schedule: Vec<usize>,
+    /// In the second measurement, the candidate the first picked (`schedule` then names `0` and it).
+    challenger: Option<usize>,
+    /// The second measurement's schedule of a pair (`0` `auto`'s own, `1` the pick), made with the rest
+    /// (the replay that narrows allocates nothing).
+    pair: Vec<usize>,
     events: Vec<(Event, Event)>,
     /// µs of each tuning replay whose events have been read, in launch order.
     times: Vec<f64>,
@@ -236,7 +271,7 @@ impl Tuning {
     /// `margins` entry, over [`TUNE_SAMPLES`] rounds.
     pub(super) fn new(labels: Vec<String>, margins: Vec<f64>) -> Result<Tuning> {
         let schedule = schedule(labels.len(), TUNE_SAMPLES);
-        debug_assert_eq!(schedule.len(), tuning_replays(labels.len()));
+        debug_assert_eq!(schedule.len() + CONFIRM_REPLAYS, tuning_replays(labels.len()));
         let events = (0..schedule.len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
         Ok(Tuning {
             medians: vec![0.0; labels.len()],
@@ -245,6 +280,8 @@ impl Tuning {
             scratch: Vec::with_capacity(schedule.len()),
             times: Vec::with_capacity(schedule.len()),
             schedule,
+            challenger: None,
+            pair: self::schedule(2, TUNE_SAMPLES),
             events,
             launched: 0,
         })
@@ -266,23 +303,41 @@ impl Tuning {
     }
 
     /// Reads the times of the tuning replays that have completed, without waiting; once every one
-    /// has, what was chosen (once: the result moves out).
-    pub(super) fn poll(&mut self) -> Result<Option<Tuned>> {
+    /// of the first measurement has, the candidate it picked (measured again with `auto`'s own alone,
+    /// where it is another), and once the second's have, what was chosen (once: the result moves out).
+    pub(super) fn poll(&mut self) -> Result<Polled> {
         while self.times.len() < self.launched {
             let (start, stop) = &self.events[self.times.len()];
             if !stop.is_done()? {
-                return Ok(None);
+                return Ok(Polled::Pending);
             }
             self.times.push(f64::from(stop.elapsed_ms_since(start)?) * 1e3);
         }
         if self.times.len() < self.schedule.len() {
-            return Ok(None);
+            return Ok(Polled::Pending);
         }
-        let chosen = choose(&self.schedule, &self.times, &self.margins, &mut self.medians, &mut self.scratch);
-        for ((_, m), median) in self.result.iter_mut().zip(&self.medians) {
-            *m = *median;
-        }
-        Ok(Some(Tuned { candidates: std::mem::take(&mut self.result), chosen }))
+        let Some(challenger) = self.challenger else {
+            let picked = choose(&self.schedule, &self.times, &self.margins, &mut self.medians, &mut self.scratch);
+            for ((_, m), median) in self.result.iter_mut().zip(&self.medians) {
+                *m = *median;
+            }
+            if picked == 0 {
+                return Ok(Polled::Chosen(Tuned { candidates: std::mem::take(&mut self.result), confirmation: None, chosen: 0 }));
+            }
+            // The second measurement: `auto`'s own and the pick, on the first's events (every one
+            // of them has completed), in a schedule of the same length or shorter.
+            self.schedule.clear();
+            self.schedule.extend(self.pair.iter().map(|&c| if c == 0 { 0 } else { picked }));
+            self.times.clear();
+            self.launched = 0;
+            self.challenger = Some(picked);
+            return Ok(Polled::Narrowed { challenger: picked });
+        };
+        // The pair's medians, `auto`'s first, judged by the same rule and margin.
+        let mut medians = [0.0; 2];
+        let kept = choose(&self.pair, &self.times, &[0.0, self.margins[challenger]], &mut medians, &mut self.scratch);
+        let chosen = if kept == 1 { challenger } else { 0 };
+        Ok(Polled::Chosen(Tuned { candidates: std::mem::take(&mut self.result), confirmation: Some((challenger, medians)), chosen }))
     }
 }
 
@@ -303,7 +358,8 @@ mod tests {
         assert_eq!(schedule(3, 2), vec![0, 0, 1, 1, 2, 2, 1, 1, 2, 2, 0, 0]);
         assert_eq!(schedule(1, 2), vec![0, 0, 0, 0]);
         let s = schedule(4, TUNE_SAMPLES);
-        assert_eq!(s.len(), tuning_replays(4));
+        assert_eq!(s.len() + CONFIRM_REPLAYS, tuning_replays(4));
+        assert_eq!(schedule(2, TUNE_SAMPLES).len(), CONFIRM_REPLAYS, "the second measurement is a pair's schedule");
         assert_eq!(tuning_replays(1), 0, "one submission: nothing to measure");
         for c in 0..4 {
             let timed: Vec<usize> = (0..s.len()).filter(|&i| s[i] == c && is_timed(i)).collect();
