@@ -295,12 +295,33 @@ struct __align__(16) LlOShared {
   float l[8];
   float a[8 * HD];
 };
-// The weighted sums of output i (query head i / HD, dim i % HD) in every live split (zeros past).
+// The weighted sums of output i (query head i / HD, dim i % HD) in every live split (zeros past). One
+// pointer and a constant step a split, so each load is an immediate offset from it: indexed in 32-bit
+// unsigned arithmetic, the compiler recomputed every address (about ten instructions a load; with
+// the weights' row and column divisions below, 2,000 instructions a warp in the 3B's entry, which
+// ran at 16% of 4.8 TB/s issue-bound).
 template <int G, int HD>
 __device__ __forceinline__ void ll_o_sums(float (&v)[LL_MAX_SPLITS], const float* hp, unsigned i, unsigned live) {
+  const float* p = hp + (i / HD) * ll_rec(HD) + 4 + i % HD;
+  bool in = i < G * HD;
 #pragma unroll
-  for (unsigned s = 0; s < LL_MAX_SPLITS; s++) v[s] = (s < live && i < G * HD) ? __ldcg(hp + (s * G + i / HD) * ll_rec(HD) + 4 + i % HD) : 0.0f;
+  for (int s = 0; s < LL_MAX_SPLITS; s++) v[s] = (in && (unsigned)s < live) ? __ldcg(p + s * (G * ll_rec(HD))) : 0.0f;
 }
+// Element e = lane + 32 j of a warp's rows of PER_ROW 16-byte columns, walked j by j without a
+// division: `row` = e / PER_ROW, `col` = e % PER_ROW.
+template <int PER_ROW>
+struct LlWalk {
+  unsigned row, col;
+  __device__ __forceinline__ explicit LlWalk(unsigned lane) : row(lane / PER_ROW), col(lane % PER_ROW) {}
+  __device__ __forceinline__ void next() {
+    row += 32 / PER_ROW;
+    col += 32 % PER_ROW;
+    if (col >= PER_ROW) {
+      col -= PER_ROW;
+      row++;
+    }
+  }
+};
 template <int G, int HD>
 __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned splits,
                                      unsigned pos, unsigned max_seq) {
@@ -310,13 +331,13 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
   constexpr int ITEMS = (G * HD + LL_THREADS - 1) / LL_THREADS;  // outputs per thread
   unsigned h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = heads * HD;
   unsigned r0 = blockIdx.x * 64 + warp * 8;
-  auto row_of = [&](int j) { return r0 + (lane + 32 * j) / PER_ROW; };
-  auto col_of = [&](int j) { return (lane + 32 * j) % PER_ROW; };
+  const ll_bf16* wh = wo + h * G * HD;
   uint4 w[E];
+  LlWalk<PER_ROW> at(lane);
 #pragma unroll
-  for (int j = 0; j < E; j++) {
-    unsigned r = row_of(j);
-    w[j] = r < m ? ll_ld_early(wo + (unsigned long long)r * k + h * G * HD + col_of(j) * 8) : make_uint4(0, 0, 0, 0);
+  for (int j = 0; j < E; j++, at.next()) {
+    unsigned r = r0 + at.row;
+    w[j] = r < m ? ll_ld_early(wh + (unsigned long long)r * k + at.col * 8) : make_uint4(0, 0, 0, 0);
   }
   unsigned n = min(pos, max_seq - 1) + 1;
   unsigned live = ll_live_splits(n, splits);
@@ -350,10 +371,11 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
   }
   __syncthreads();
   if constexpr (EVEN) {
+    LlWalk<PER_ROW> el(lane);
 #pragma unroll
-    for (int j = 0; j < E; j++) {
-      unsigned r = row_of(j);
-      float v = ll_dot8(w[j], sh.a + col_of(j) * 8);
+    for (int j = 0; j < E; j++, el.next()) {
+      unsigned r = r0 + el.row;
+      float v = ll_dot8(w[j], sh.a + el.col * 8);
 #pragma unroll
       for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(LL_FULL, v, o);
       if (lane % LPR == 0 && r < m) atomicAdd(x + r, v);
@@ -362,10 +384,11 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
     float acc[8];
 #pragma unroll
     for (int r = 0; r < 8; r++) acc[r] = 0.0f;
+    LlWalk<PER_ROW> el(lane);
 #pragma unroll
-    for (int j = 0; j < E; j++) {
-      float v = ll_dot8(w[j], sh.a + col_of(j) * 8);
-      unsigned own = (lane + 32 * j) / PER_ROW;  // the warp's row this element is in
+    for (int j = 0; j < E; j++, el.next()) {
+      float v = ll_dot8(w[j], sh.a + el.col * 8);
+      unsigned own = el.row;  // the warp's row this element is in
       // The rows j's 32 elements span, known at compile time: the sum goes to the lane's own.
 #pragma unroll
       for (int r = 32 * j / PER_ROW; r <= (32 * j + 31) / PER_ROW; r++) acc[r] += own == (unsigned)r ? v : 0.0f;

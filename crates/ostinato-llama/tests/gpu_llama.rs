@@ -100,8 +100,8 @@ fn shrunk_step_on_cuda_agrees_with_the_reference() {
     }
 }
 
-/// Llama-3.2-3B's head shape (head dim 128, three query heads a KV head: the output projection's
-/// four-lanes-a-row layout) at shrunk dims.
+/// Llama-3.2-3B's head shape (head dim 128, three query heads a KV head: 48 columns of the output
+/// projection's rows a KV head, which a warp's lanes do not share evenly) at shrunk dims.
 #[test]
 fn shrunk_3b_head_shape_on_cuda_agrees_with_the_reference() {
     let Some(device) = device_or_skip("shrunk_3b_head_shape_on_cuda_agrees_with_the_reference") else { return };
@@ -110,6 +110,23 @@ fn shrunk_3b_head_shape_on_cuda_agrees_with_the_reference() {
     let init = step.initial_bytes();
     for mode in [PdlMode::Auto, PdlMode::Off] {
         run(&device, &step, &init, mode, 40, 24);
+    }
+}
+
+/// Every head shape the pack takes (head dim 64 and 128, 1, 2, 3, 4 and 8 query heads a KV head, over
+/// two KV heads: each a template instance of attention and the output projection) at shrunk dims.
+#[test]
+fn every_head_group_and_dim_on_cuda_agrees_with_the_reference() {
+    let Some(device) = device_or_skip("every_head_group_and_dim_on_cuda_agrees_with_the_reference") else { return };
+    for head_dim in [64, 128] {
+        for group in [1, 2, 3, 4, 8] {
+            let heads = 2 * group;
+            let c = LlamaConfig { hidden: heads * head_dim, heads, kv_heads: 2, head_dim, ..LlamaConfig::shrunk(96) };
+            let step = record(&c, StepOptions::default()).unwrap_or_else(|e| panic!("head dim {head_dim}, group {group}: {e}"));
+            let init = step.initial_bytes();
+            print!("head dim {head_dim}, group {group}: ");
+            run(&device, &step, &init, PdlMode::Auto, 40, 6);
+        }
     }
 }
 
