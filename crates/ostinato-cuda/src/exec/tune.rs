@@ -42,9 +42,10 @@ pub fn tuning_replays(candidates: usize) -> usize {
 /// switch stands only if the candidate passes the same rule again. On an H200's kernel families
 /// (GPU-7813d7e1, GPU-04fb2cab, `1c6eea5`) the rows of twenty independent 64 K-element reductions
 /// measured their plan-shaped PDL candidate 5–10% faster than `auto`'s while every candidate was
-/// alive, five runs out of five, and that exec then ran 7–13% slower in the timed replays, after the
-/// others were gone (0.685–0.733 µs a dispatch; `auto`'s own, untuned, 0.614–0.638): the first
-/// measurement's conditions are not those the chosen exec runs in.
+/// alive, five runs out of five, and that exec then ran 7–13% slower in the timed replays than in its
+/// tuning, after the others were gone: the first measurement's conditions are not those the chosen
+/// exec runs in. With this second measurement (`2a89da1`, GPU-e5361f9f) the whole matrix kept 24
+/// switches and turned 3 down (`docs/fences.md`, decision 14).
 pub const CONFIRM_REPLAYS: usize = 2 * 2 * TUNE_SAMPLES;
 
 /// Another candidate replaces `auto`'s own submission only when its median replay is faster by more
