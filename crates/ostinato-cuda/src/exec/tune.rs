@@ -271,10 +271,16 @@ impl Tuning {
     /// A measurement of the candidates called `labels` (`auto`'s first), each to beat `auto`'s by its
     /// `margins` entry, over [`TUNE_SAMPLES`] rounds.
     pub(super) fn new(labels: Vec<String>, margins: Vec<f64>) -> Result<Tuning> {
+        let events = (0..schedule(labels.len(), TUNE_SAMPLES).len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
+        Ok(Tuning::with_events(labels, margins, events))
+    }
+
+    /// The measurement on `events` (one pair per replay of the first measurement's schedule; none
+    /// where a test feeds the times itself).
+    fn with_events(labels: Vec<String>, margins: Vec<f64>, events: Vec<(Event, Event)>) -> Tuning {
         let schedule = schedule(labels.len(), TUNE_SAMPLES);
         debug_assert_eq!(schedule.len() + CONFIRM_REPLAYS, tuning_replays(labels.len()));
-        let events = (0..schedule.len()).map(|_| Ok((Event::new(true)?, Event::new(true)?))).collect::<Result<Vec<_>>>()?;
-        Ok(Tuning {
+        Tuning {
             medians: vec![0.0; labels.len()],
             margins,
             result: labels.into_iter().map(|l| (l, 0.0)).collect(),
@@ -285,7 +291,7 @@ impl Tuning {
             pair: self::schedule(2, TUNE_SAMPLES),
             events,
             launched: 0,
-        })
+        }
     }
 
     /// The candidate the next replay measures (`None`: every tuning replay is launched).
@@ -314,8 +320,15 @@ impl Tuning {
             }
             self.times.push(f64::from(stop.elapsed_ms_since(start)?) * 1e3);
         }
+        Ok(self.decide())
+    }
+
+    /// What the times read so far decide: nothing until every replay of the present measurement is
+    /// timed; then, after the first, the pick to measure again (or `auto`'s own, chosen), after the
+    /// second, the choice.
+    fn decide(&mut self) -> Polled {
         if self.times.len() < self.schedule.len() {
-            return Ok(Polled::Pending);
+            return Polled::Pending;
         }
         let Some(challenger) = self.challenger else {
             let picked = choose(&self.schedule, &self.times, &self.margins, &mut self.medians, &mut self.scratch);
@@ -323,7 +336,7 @@ impl Tuning {
                 *m = *median;
             }
             if picked == 0 {
-                return Ok(Polled::Chosen(Tuned { candidates: std::mem::take(&mut self.result), confirmation: None, chosen: 0 }));
+                return Polled::Chosen(Tuned { candidates: std::mem::take(&mut self.result), confirmation: None, chosen: 0 });
             }
             // The second measurement: `auto`'s own and the pick, on the first's events (every one
             // of them has completed), in a schedule of the same length or shorter.
@@ -332,13 +345,13 @@ impl Tuning {
             self.times.clear();
             self.launched = 0;
             self.challenger = Some(picked);
-            return Ok(Polled::Narrowed { challenger: picked });
+            return Polled::Narrowed { challenger: picked };
         };
         // The pair's medians, `auto`'s first, judged by the same rule and margin.
         let mut medians = [0.0; 2];
         let kept = choose(&self.pair, &self.times, &[0.0, self.margins[challenger]], &mut medians, &mut self.scratch);
         let chosen = if kept == 1 { challenger } else { 0 };
-        Ok(Polled::Chosen(Tuned { candidates: std::mem::take(&mut self.result), confirmation: Some((challenger, medians)), chosen }))
+        Polled::Chosen(Tuned { candidates: std::mem::take(&mut self.result), confirmation: Some((challenger, medians)), chosen })
     }
 }
 
@@ -431,6 +444,59 @@ mod tests {
         let s3 = schedule(3, TUNE_SAMPLES);
         let three: Vec<f64> = s3.iter().map(|&c| [10.0, 8.0, 7.0][c]).collect();
         assert_eq!(choose(3, &s3, &three, TUNE_MARGIN).0, 2);
+    }
+
+    /// Runs the present measurement of `t` to its end, each replay of candidate `c` timed `us(c)` µs
+    /// (no GPU: the times a replay's events would give), and what they decide.
+    fn measure(t: &mut Tuning, us: impl Fn(usize) -> f64) -> Polled {
+        let mut launched = Vec::new();
+        while let Some(c) = t.next() {
+            launched.push(c);
+            t.launched += 1;
+            t.times.push(us(c));
+        }
+        assert!(launched.len() <= tuning_replays(t.result.len()));
+        t.decide()
+    }
+
+    fn three() -> Tuning {
+        let labels = vec!["auto".to_string(), "pdl on".to_string(), "pdl off".to_string()];
+        Tuning::with_events(labels, vec![0.0, TUNE_MARGIN, TUNE_MARGIN], Vec::new())
+    }
+
+    #[test]
+    fn a_pick_is_measured_again_with_autos_own_alone_and_kept_only_if_it_still_wins() {
+        // Candidate 2 is 20% faster in both measurements: kept, both medians reported.
+        let mut t = three();
+        assert!(matches!(measure(&mut t, |c| [10.0, 9.8, 8.0][c]), Polled::Narrowed { challenger: 2 }));
+        let mut second = Vec::new();
+        while let Some(c) = t.next() {
+            second.push(c);
+            t.launched += 1;
+            t.times.push([10.0, 9.8, 8.0][c]);
+        }
+        assert_eq!(second.len(), CONFIRM_REPLAYS);
+        assert!(second.iter().all(|&c| c == 0 || c == 2), "only auto's own and the pick: {second:?}");
+        let Polled::Chosen(tuned) = t.decide() else { panic!("the second measurement decides") };
+        assert_eq!((tuned.chosen, tuned.confirmation), (2, Some((2, [10.0, 8.0]))));
+        assert_eq!(tuned.candidates.iter().map(|(_, us)| *us).collect::<Vec<_>>(), [10.0, 9.8, 8.0]);
+
+        // Faster only in the first (measured beside the others): auto's own stays.
+        let mut t = three();
+        assert!(matches!(measure(&mut t, |c| [10.0, 9.8, 8.0][c]), Polled::Narrowed { challenger: 2 }));
+        let Polled::Chosen(tuned) = measure(&mut t, |c| [10.0, 9.8, 10.1][c]) else { panic!("chosen") };
+        assert_eq!((tuned.chosen, tuned.confirmation), (0, Some((2, [10.0, 10.1]))));
+
+        // auto's own fastest: chosen at once, no second measurement.
+        let mut t = three();
+        let Polled::Chosen(tuned) = measure(&mut t, |c| [10.0, 10.2, 11.0][c]) else { panic!("chosen at once") };
+        assert_eq!((tuned.chosen, tuned.confirmation), (0, None));
+
+        // Replays not yet timed decide nothing.
+        let mut t = three();
+        t.launched = 1;
+        t.times.push(10.0);
+        assert!(matches!(t.decide(), Polled::Pending));
     }
 
     /// `n` nodes of `blocks` blocks, each on its own 1 KiB slice (`independent`) or all on one
