@@ -90,14 +90,20 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
     worst
 }
 
+/// Records `config`'s step and runs `steps` teacher-forced steps from `pos0` under each PDL mode of
+/// `modes` (with its own step count), each against the reference.
+fn agrees(device: &Device, config: &LlamaConfig, pos0: u32, modes: &[(PdlMode, u32)]) {
+    let step = record(config, StepOptions::default()).unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    let init = step.initial_bytes();
+    for &(mode, steps) in modes {
+        run(device, &step, &init, mode, pos0, steps);
+    }
+}
+
 #[test]
 fn shrunk_step_on_cuda_agrees_with_the_reference() {
     let Some(device) = device_or_skip("shrunk_step_on_cuda_agrees_with_the_reference") else { return };
-    let step = record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap();
-    let init = step.initial_bytes();
-    for mode in [PdlMode::Auto, PdlMode::Off] {
-        run(&device, &step, &init, mode, 40, 24);
-    }
+    agrees(&device, &LlamaConfig::shrunk(96), 40, &[(PdlMode::Auto, 24), (PdlMode::Off, 24)]);
 }
 
 /// Llama-3.2-3B's head shape (head dim 128, three query heads a KV head: 48 columns of the output
@@ -106,11 +112,7 @@ fn shrunk_step_on_cuda_agrees_with_the_reference() {
 fn shrunk_3b_head_shape_on_cuda_agrees_with_the_reference() {
     let Some(device) = device_or_skip("shrunk_3b_head_shape_on_cuda_agrees_with_the_reference") else { return };
     let c = LlamaConfig { hidden: 384, heads: 3, kv_heads: 1, head_dim: 128, ..LlamaConfig::shrunk(96) };
-    let step = record(&c, StepOptions::default()).unwrap();
-    let init = step.initial_bytes();
-    for mode in [PdlMode::Auto, PdlMode::Off] {
-        run(&device, &step, &init, mode, 40, 24);
-    }
+    agrees(&device, &c, 40, &[(PdlMode::Auto, 24), (PdlMode::Off, 24)]);
 }
 
 /// Every head shape the pack takes (head dim 64 and 128, 1, 2, 3, 4 and 8 query heads a KV head, over
@@ -122,10 +124,8 @@ fn every_head_group_and_dim_on_cuda_agrees_with_the_reference() {
         for group in [1, 2, 3, 4, 8] {
             let heads = 2 * group;
             let c = LlamaConfig { hidden: heads * head_dim, heads, kv_heads: 2, head_dim, ..LlamaConfig::shrunk(96) };
-            let step = record(&c, StepOptions::default()).unwrap_or_else(|e| panic!("head dim {head_dim}, group {group}: {e}"));
-            let init = step.initial_bytes();
             print!("head dim {head_dim}, group {group}: ");
-            run(&device, &step, &init, PdlMode::Auto, 40, 6);
+            agrees(&device, &c, 40, &[(PdlMode::Auto, 6)]);
         }
     }
 }
@@ -135,20 +135,13 @@ fn every_head_group_and_dim_on_cuda_agrees_with_the_reference() {
 #[test]
 fn llama_3_2_3b_on_cuda_agrees_with_the_reference() {
     let Some(device) = device_or_skip("llama_3_2_3b_on_cuda_agrees_with_the_reference") else { return };
-    let step = record(&LlamaConfig::llama_3_2_3b(128), StepOptions::default()).unwrap();
-    let init = step.initial_bytes();
-    run(&device, &step, &init, PdlMode::Auto, 40, 16);
-    run(&device, &step, &init, PdlMode::Off, 40, 4);
+    agrees(&device, &LlamaConfig::llama_3_2_3b(128), 40, &[(PdlMode::Auto, 16), (PdlMode::Off, 4)]);
 }
 
 #[test]
 fn llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps() {
     let Some(device) = device_or_skip("llama_3_2_1b_on_cuda_agrees_with_the_reference_for_64_steps") else { return };
-    let step = record(&LlamaConfig::llama_3_2_1b(128), StepOptions::default()).unwrap();
-    let init = step.initial_bytes();
-    for mode in [PdlMode::Auto, PdlMode::Off] {
-        run(&device, &step, &init, mode, 0, 64);
-    }
+    agrees(&device, &LlamaConfig::llama_3_2_1b(128), 0, &[(PdlMode::Auto, 64), (PdlMode::Off, 64)]);
 }
 
 /// Largest |Δlogit| allowed against `transformers` in f32, relative to the largest |logit|, over the
