@@ -447,8 +447,9 @@ mod tests {
     }
 
     /// Runs the present measurement of `t` to its end, each replay of candidate `c` timed `us(c)` µs
-    /// (no GPU: the times a replay's events would give), and what they decide.
-    fn measure(t: &mut Tuning, us: impl Fn(usize) -> f64) -> Polled {
+    /// (no GPU: the times a replay's events would give): what they decide, and the candidate each
+    /// replay launched.
+    fn measure(t: &mut Tuning, us: impl Fn(usize) -> f64) -> (Polled, Vec<usize>) {
         let mut launched = Vec::new();
         while let Some(c) = t.next() {
             launched.push(c);
@@ -456,7 +457,7 @@ mod tests {
             t.times.push(us(c));
         }
         assert!(launched.len() <= tuning_replays(t.result.len()));
-        t.decide()
+        (t.decide(), launched)
     }
 
     fn three() -> Tuning {
@@ -468,28 +469,22 @@ mod tests {
     fn a_pick_is_measured_again_with_autos_own_alone_and_kept_only_if_it_still_wins() {
         // Candidate 2 is 20% faster in both measurements: kept, both medians reported.
         let mut t = three();
-        assert!(matches!(measure(&mut t, |c| [10.0, 9.8, 8.0][c]), Polled::Narrowed { challenger: 2 }));
-        let mut second = Vec::new();
-        while let Some(c) = t.next() {
-            second.push(c);
-            t.launched += 1;
-            t.times.push([10.0, 9.8, 8.0][c]);
-        }
+        assert!(matches!(measure(&mut t, |c| [10.0, 9.8, 8.0][c]).0, Polled::Narrowed { challenger: 2 }));
+        let (Polled::Chosen(tuned), second) = measure(&mut t, |c| [10.0, 9.8, 8.0][c]) else { panic!("the second measurement decides") };
         assert_eq!(second.len(), CONFIRM_REPLAYS);
         assert!(second.iter().all(|&c| c == 0 || c == 2), "only auto's own and the pick: {second:?}");
-        let Polled::Chosen(tuned) = t.decide() else { panic!("the second measurement decides") };
         assert_eq!((tuned.chosen, tuned.confirmation), (2, Some((2, [10.0, 8.0]))));
         assert_eq!(tuned.candidates.iter().map(|(_, us)| *us).collect::<Vec<_>>(), [10.0, 9.8, 8.0]);
 
         // Faster only in the first (measured beside the others): auto's own stays.
         let mut t = three();
-        assert!(matches!(measure(&mut t, |c| [10.0, 9.8, 8.0][c]), Polled::Narrowed { challenger: 2 }));
-        let Polled::Chosen(tuned) = measure(&mut t, |c| [10.0, 9.8, 10.1][c]) else { panic!("chosen") };
+        assert!(matches!(measure(&mut t, |c| [10.0, 9.8, 8.0][c]).0, Polled::Narrowed { challenger: 2 }));
+        let (Polled::Chosen(tuned), _) = measure(&mut t, |c| [10.0, 9.8, 10.1][c]) else { panic!("chosen") };
         assert_eq!((tuned.chosen, tuned.confirmation), (0, Some((2, [10.0, 10.1]))));
 
         // auto's own fastest: chosen at once, no second measurement.
         let mut t = three();
-        let Polled::Chosen(tuned) = measure(&mut t, |c| [10.0, 10.2, 11.0][c]) else { panic!("chosen at once") };
+        let (Polled::Chosen(tuned), _) = measure(&mut t, |c| [10.0, 10.2, 11.0][c]) else { panic!("chosen at once") };
         assert_eq!((tuned.chosen, tuned.confirmation), (0, None));
 
         // Replays not yet timed decide nothing.
