@@ -1,6 +1,6 @@
 // reduce_atomic(acc: read_write, x: read, n): every invocation adds its grid-stride sum into acc[0].
 struct Params { n: u32 }
-@group(0) @binding(0) var<storage, read_write> acc: array<atomic<u32>>;
+@group(0) @binding(0) var<storage, read_write> acc: array<atomic<ACC>>;
 @group(0) @binding(1) var<storage, read> x: array<ELEM>;
 var<immediate> p: Params;
 

@@ -1,4 +1,4 @@
-// acc[0] += v: a compare-exchange loop on the bits (WGSL has no f32 atomics).
+// acc[0] += v: a compare-exchange loop on the bits of an atomic u32, for a device without f32 atomic adds.
 fn acc_add(v: f32) {
     var old = atomicLoad(&acc[0]);
     loop {

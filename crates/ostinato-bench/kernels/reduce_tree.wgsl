@@ -1,7 +1,7 @@
 // reduce_tree(acc: read_write, x: read, n): each workgroup's tree sum, added into acc[0] by its first
 // invocation.
 struct Params { n: u32 }
-@group(0) @binding(0) var<storage, read_write> acc: array<atomic<u32>>;
+@group(0) @binding(0) var<storage, read_write> acc: array<atomic<ACC>>;
 @group(0) @binding(1) var<storage, read> x: array<ELEM>;
 var<immediate> p: Params;
 

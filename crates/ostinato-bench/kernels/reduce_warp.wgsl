@@ -2,7 +2,7 @@
 // invocations' sums in the order of the warp's butterfly (for its first lane: offsets 16, 8, 4, 2, 1),
 // in workgroup memory (WGSL has no portable subgroups), and its first adds the sum into acc[0].
 struct Params { n: u32 }
-@group(0) @binding(0) var<storage, read_write> acc: array<atomic<u32>>;
+@group(0) @binding(0) var<storage, read_write> acc: array<atomic<ACC>>;
 @group(0) @binding(1) var<storage, read> x: array<ELEM>;
 var<immediate> p: Params;
 

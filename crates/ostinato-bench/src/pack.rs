@@ -61,18 +61,45 @@ impl CudaUnit {
     }
 }
 
-/// A kernel's WGSL, filled in for its row: as written, and (where the kernel has one) the version that
-/// uses `dot4I8Packed`, for devices that have the packed integer dot product.
+/// What a Vulkan device's shaders may use beyond the base language, where a pack kernel has a
+/// version that uses it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShaderFeatures {
+    /// The packed integer dot product (`dot4I8Packed`).
+    pub packed_dot: bool,
+    /// f32 atomic adds on storage buffers (`atomicAdd` on an `atomic<f32>`).
+    pub float_atomic_add: bool,
+}
+
+impl ShaderFeatures {
+    /// What `ctx`'s device has, enabled.
+    pub fn of(ctx: &ostinato_vulkan::Context) -> ShaderFeatures {
+        ShaderFeatures { packed_dot: ctx.integer_dot_product(), float_atomic_add: ctx.float32_atomic_add() }
+    }
+    /// Every combination (what a test runs each version of a pack's WGSL under).
+    pub const ALL: [ShaderFeatures; 4] = [
+        ShaderFeatures { packed_dot: false, float_atomic_add: false },
+        ShaderFeatures { packed_dot: true, float_atomic_add: false },
+        ShaderFeatures { packed_dot: false, float_atomic_add: true },
+        ShaderFeatures { packed_dot: true, float_atomic_add: true },
+    ];
+}
+
+/// A kernel's WGSL, filled in for its row: as written for any device, and (where the kernel has one)
+/// a version for devices with a feature: `dot4I8Packed` where the device has the packed integer dot
+/// product, `atomicAdd` on an `atomic<f32>` where it adds f32 atomically (the version without it is a
+/// compare-exchange loop on the bits).
 #[derive(Clone, Debug)]
 pub struct Wgsl {
     pub plain: Arc<str>,
     pub packed_dot: Option<Arc<str>>,
+    pub float_atomic_add: Option<Arc<str>>,
 }
 
 impl Wgsl {
     /// WGSL with no device-dependent part.
     pub fn one(source: String) -> Wgsl {
-        Wgsl { plain: source.into(), packed_dot: None }
+        Wgsl { plain: source.into(), packed_dot: None, float_atomic_add: None }
     }
     /// WGSL whose `DOT4I8(` calls become `dot4I8Packed(` where the device has the packed integer dot
     /// product, and the pack's `dot4_i8(` (four byte products, summed) where not.
@@ -81,6 +108,19 @@ impl Wgsl {
         Wgsl {
             plain: format!("{helper}\n{}", template.replace("DOT4I8(", "dot4_i8(")).into(),
             packed_dot: Some(template.replace("DOT4I8(", "dot4I8Packed(").into()),
+            float_atomic_add: None,
+        }
+    }
+    /// `plain` for any device, `native` (f32 atomic adds) for a device that has them.
+    pub fn with_float_atomic_add(plain: String, native: String) -> Wgsl {
+        Wgsl { plain: plain.into(), packed_dot: None, float_atomic_add: Some(native.into()) }
+    }
+    /// The version for a device with `features`.
+    pub fn for_device(&self, features: ShaderFeatures) -> &str {
+        match (&self.packed_dot, &self.float_atomic_add) {
+            (Some(p), _) if features.packed_dot => p,
+            (_, Some(f)) if features.float_atomic_add => f,
+            _ => &self.plain,
         }
     }
 }
@@ -126,15 +166,12 @@ impl PackKernel {
         }
         PackKernel { host, sig, cuda, wgsl }
     }
-    /// The WGSL for a device that has (`packed_dot`) or lacks the packed integer dot product.
-    pub fn wgsl_for(&self, packed_dot: bool) -> &str {
-        match (&self.wgsl.packed_dot, packed_dot) {
-            (Some(p), true) => p,
-            _ => &self.wgsl.plain,
-        }
+    /// The WGSL for a device with `features`.
+    pub fn wgsl_for(&self, features: ShaderFeatures) -> &str {
+        self.wgsl.for_device(features)
     }
-    /// The Vulkan reference: the WGSL in memory, entry `main`.
-    pub fn vulkan_ref(&self, packed_dot: bool) -> KernelRef {
-        KernelRef::code(&format!("{}.wgsl", self.sig.name), self.wgsl_for(packed_dot)).with_entry("main")
+    /// The Vulkan reference: the WGSL in memory for a device with `features`, entry `main`.
+    pub fn vulkan_ref(&self, features: ShaderFeatures) -> KernelRef {
+        KernelRef::code(&format!("{}.wgsl", self.sig.name), self.wgsl_for(features)).with_entry("main")
     }
 }

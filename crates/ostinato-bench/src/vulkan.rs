@@ -9,6 +9,7 @@ use ostinato_vulkan::{Buffer, Context, VkError, VulkanBackend, VulkanExec, Vulka
 
 use super::arms::{err, read_checked, reset, slot_value, Arm, RawSample};
 use super::workload::{Kernels, Workload};
+use super::pack::ShaderFeatures;
 
 /// The Vulkan arms' device buffers of a row, one per root: the raw arm records on them and
 /// Ostinato's execs bind them as user memory, so the arms differ in what they record and submit, not
@@ -76,12 +77,13 @@ impl VulkanRow {
 }
 
 /// Every kernel of `plan` bound on `backend`: the built-ins, or the bench pack's WGSL (the version for
-/// the device: with `dot4I8Packed` where it has the packed integer dot product).
+/// the device: with `dot4I8Packed` where it has the packed integer dot product, f32 atomic adds where
+/// it has them).
 pub fn bind_vulkan(backend: &VulkanBackend, w: &Workload, plan: &Plan) -> Result<Vec<ostinato_vulkan::VulkanKernel>, VkError> {
     match &w.kernels {
         Kernels::Pack(pack) => {
-            let dot = backend.context().integer_dot_product();
-            plan.graph().kernels().iter().zip(pack.iter()).map(|(sig, k)| backend.bind_kernel(sig, &k.vulkan_ref(dot))).collect()
+            let features = ShaderFeatures::of(backend.context());
+            plan.graph().kernels().iter().zip(pack.iter()).map(|(sig, k)| backend.bind_kernel(sig, &k.vulkan_ref(features))).collect()
         }
         _ => ostinato::bind_builtins(backend, plan),
     }
@@ -92,8 +94,8 @@ pub fn bind_vulkan(backend: &VulkanBackend, w: &Workload, plan: &Plan) -> Result
 pub fn raw_shaders(ctx: &Context, w: &Workload, plan: &Plan) -> Result<Vec<Vec<u32>>, VkError> {
     match &w.kernels {
         Kernels::Pack(pack) => {
-            let dot = ctx.integer_dot_product();
-            pack.iter().map(|k| ostinato_vulkan::shaders::spirv_of_wgsl(&k.sig.name, k.wgsl_for(dot), "main")).collect()
+            let features = ShaderFeatures::of(ctx);
+            pack.iter().map(|k| ostinato_vulkan::shaders::spirv_of_wgsl(&k.sig.name, k.wgsl_for(features), "main")).collect()
         }
         _ => super::vulkan_raw::builtin_shaders(plan),
     }

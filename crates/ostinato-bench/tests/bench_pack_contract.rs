@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use ostinato::KernelSig;
 use ostinato_bench::families::pack_kernels;
-use ostinato_bench::pack::CudaUnit;
+use ostinato_bench::pack::{CudaUnit, ShaderFeatures};
 use ostinato_cuda_code::compile;
 use ostinato_cuda_code::contract::{read_ptx, verify};
 use ostinato_cuda_code::ptx::{fused_body, ModuleInfo};
@@ -112,16 +112,16 @@ fn the_kernels_declared_fusable_are_fused_bodies_and_the_others_are_not() {
 fn every_wgsl_kernel_of_the_pack_validates_and_passes_its_declared_signature() {
     let mut failures = Vec::new();
     for k in pack_kernels() {
-        for packed_dot in [false, true] {
-            let r = k.vulkan_ref(packed_dot);
-            if let Err(e) = ostinato_vulkan::shaders::spirv_of_wgsl(&k.sig.name, k.wgsl_for(packed_dot), "main") {
-                failures.push(format!("{} (packed dot {packed_dot}): {e}", k.sig.name));
+        for features in ShaderFeatures::ALL {
+            let r = k.vulkan_ref(features);
+            if let Err(e) = ostinato_vulkan::shaders::spirv_of_wgsl(&k.sig.name, k.wgsl_for(features), "main") {
+                failures.push(format!("{} ({features:?}): {e}", k.sig.name));
                 continue;
             }
             match ostinato_vulkan::access::verify(&k.sig, &r) {
                 Ok(broader) if broader.is_empty() => {}
-                Ok(broader) => failures.push(format!("{} (packed dot {packed_dot}): declared broader than its WGSL: {broader:?}", k.sig.name)),
-                Err(e) => failures.push(format!("{} (packed dot {packed_dot}): {e}", k.sig.name)),
+                Ok(broader) => failures.push(format!("{} ({features:?}): declared broader than its WGSL: {broader:?}", k.sig.name)),
+                Err(e) => failures.push(format!("{} ({features:?}): {e}", k.sig.name)),
             }
         }
     }

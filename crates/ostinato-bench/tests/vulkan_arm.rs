@@ -39,7 +39,7 @@ fn every_family_matches_the_oracle_on_vulkan() {
         tiles::dense_chain(64, 4, 2),
     ];
     rows.extend(kernel_family_rows());
-    eprintln!("vulkan device {}: packed integer dot product {}", ctx.name, ctx.integer_dot_product());
+    eprintln!("vulkan device {}: packed integer dot product {}, f32 atomic add {}", ctx.name, ctx.integer_dot_product(), ctx.float32_atomic_add());
     for w in &rows {
         eprintln!("{}", w.id);
         let init = init_bytes(w);
@@ -107,24 +107,33 @@ fn kernel_family_rows() -> Vec<Workload> {
             }
         }
     }
-    // The WGSL without `dot4I8Packed` (what a device without the packed integer dot product runs), on
-    // this device too.
-    for mut w in [dot::row(dot::Packed::I8, 300, Mode::Serial, 1), gemv::row(quant::Format::Q6K, 16, 512, Mode::Independent, 1)] {
-        if let Kernels::Pack(p) = &w.kernels {
-            let plain: Vec<PackKernel> = p
-                .iter()
-                .cloned()
-                .map(|mut k| {
-                    k.wgsl.packed_dot = None;
-                    k
-                })
-                .collect();
-            w.kernels = Kernels::Pack(plain.into());
-        }
-        w.id += " (without dot4I8Packed)";
-        rows.push(w);
+    // The WGSL without `dot4I8Packed` and without f32 atomic adds (what a device without the packed
+    // integer dot product or f32 atomics runs), on this device too.
+    let plain_dot = [dot::row(dot::Packed::I8, 300, Mode::Serial, 1), gemv::row(quant::Format::Q6K, 16, 512, Mode::Independent, 1)];
+    let plain_atomics = [reduction::Variant::Atomic, reduction::Variant::Warp, reduction::Variant::Tree]
+        .map(|v| reduction::row(v, reduction::Elem::F32, 10_000, Mode::Independent, 1));
+    for (w, without) in plain_dot.into_iter().map(|w| (w, "dot4I8Packed")).chain(plain_atomics.into_iter().map(|w| (w, "atomic<f32>"))) {
+        rows.push(as_plain(w, without));
     }
     rows
+}
+
+/// `w` with its pack's WGSL as written for a device without `without` (`dot4I8Packed`, `atomic<f32>`).
+fn as_plain(mut w: Workload, without: &str) -> Workload {
+    if let Kernels::Pack(p) = &w.kernels {
+        let plain: Vec<PackKernel> = p
+            .iter()
+            .cloned()
+            .map(|mut k| {
+                k.wgsl.packed_dot = None;
+                k.wgsl.float_atomic_add = None;
+                k
+            })
+            .collect();
+        w.kernels = Kernels::Pack(plain.into());
+    }
+    w.id += &format!(" (without {without})");
+    w
 }
 
 /// On Vulkan the dispatch-grid rows' maps are `add_one`'s own footprint, so a multi-block chain runs as

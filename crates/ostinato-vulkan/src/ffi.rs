@@ -35,6 +35,9 @@ pub struct Context {
     pub(crate) timeline: bool,
     /// The device has the integer dot product (`VK_KHR_shader_integer_dot_product`), enabled.
     pub(crate) integer_dot_product: bool,
+    /// The device adds f32 atomically in storage buffers (`VK_EXT_shader_atomic_float`'s
+    /// `shaderBufferFloat32AtomicAdd`), enabled.
+    pub(crate) float32_atomic_add: bool,
     pub limits: DeviceLimits,
     pub name: String,
     pub driver_version: u32,
@@ -121,30 +124,46 @@ impl Context {
         // Timeline semaphores (Vulkan 1.2) order lanes on several queues; without them, one queue.
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
-        // The integer dot product (WGSL's `dot4I8Packed` as one SPIR-V instruction) where the device
-        // has the extension (core in Vulkan 1.3, which this instance does not ask for).
+        let mut float_atomics = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
+        // Two optional extensions, each used only where the device has it: the integer dot product
+        // (WGSL's `dot4I8Packed` as one SPIR-V instruction; core in Vulkan 1.3, which this instance
+        // does not ask for) and f32 atomic adds on storage buffers (WGSL's `atomicAdd` on an
+        // `atomic<f32>`, which naga writes as `OpAtomicFAddEXT`).
         // SAFETY: pdev comes from this instance.
         let extensions = unsafe { instance.enumerate_device_extension_properties(pdev) }.unwrap_or_default();
+        let has_ext = |name: &CStr| extensions.iter().any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == name));
         let dot_name = vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME;
-        let has_dot_ext = extensions.iter().any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == dot_name));
+        let float_name = vk::EXT_SHADER_ATOMIC_FLOAT_NAME;
+        let (has_dot_ext, has_float_ext) = (has_ext(dot_name), has_ext(float_name));
         let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
         if has_dot_ext {
             f2 = f2.push_next(&mut dot);
+        }
+        if has_float_ext {
+            f2 = f2.push_next(&mut float_atomics);
         }
         // SAFETY: pdev comes from this instance (Vulkan 1.1+, which the instance asks for).
         unsafe { instance.get_physical_device_features2(pdev, &mut f2) };
         let timeline = v12.timeline_semaphore == vk::TRUE && props.api_version >= vk::API_VERSION_1_2;
         let integer_dot_product = has_dot_ext && dot.shader_integer_dot_product == vk::TRUE;
+        let float32_atomic_add = has_float_ext && float_atomics.shader_buffer_float32_atomic_add == vk::TRUE;
         let count = if timeline { families[family as usize].queue_count.clamp(1, MAX_QUEUES) } else { 1 };
         let prio = vec![1.0f32; count as usize];
         let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(family).queue_priorities(&prio)];
         let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline);
         let mut enable_dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default().shader_integer_dot_product(true);
-        let enabled_extensions = [dot_name.as_ptr()];
+        let mut enable_float = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default().shader_buffer_float32_atomic_add(true);
+        let mut enabled_extensions = Vec::with_capacity(2);
         let mut dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci).push_next(&mut enable12);
         if integer_dot_product {
-            dci = dci.enabled_extension_names(&enabled_extensions).push_next(&mut enable_dot);
+            enabled_extensions.push(dot_name.as_ptr());
+            dci = dci.push_next(&mut enable_dot);
         }
+        if float32_atomic_add {
+            enabled_extensions.push(float_name.as_ptr());
+            dci = dci.push_next(&mut enable_float);
+        }
+        let dci = dci.enabled_extension_names(&enabled_extensions);
         // SAFETY: valid create info for a queue family this device has.
         let device = match unsafe { instance.create_device(pdev, &dci, None) } {
             Ok(d) => d,
@@ -175,6 +194,7 @@ impl Context {
             min_storage_align: props.limits.min_storage_buffer_offset_alignment.max(4),
             timeline,
             integer_dot_product,
+            float32_atomic_add,
             limits: DeviceLimits {
                 workgroup_count: props.limits.max_compute_work_group_count,
                 workgroup_size: props.limits.max_compute_work_group_size,
@@ -195,6 +215,14 @@ impl Context {
     /// without it must not be given.
     pub fn integer_dot_product(&self) -> bool {
         self.integer_dot_product
+    }
+
+    /// Whether shaders may add f32 atomically in storage buffers (`VK_EXT_shader_atomic_float`'s
+    /// `shaderBufferFloat32AtomicAdd`, enabled): WGSL's `atomicAdd` on an `atomic<f32>` compiles to
+    /// `OpAtomicFAddEXT`, which a device without it must not be given (the backend refuses such a
+    /// kernel there).
+    pub fn float32_atomic_add(&self) -> bool {
+        self.float32_atomic_add
     }
 
     /// The logical device (for code that records its own command buffers on it).

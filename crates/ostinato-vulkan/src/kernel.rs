@@ -83,6 +83,19 @@ pub(crate) struct Compiled {
     pub(crate) offsets: Offsets,
     pub(crate) body: Result<Arc<Body>, String>,
     pub(crate) body_stride: u32,
+    /// The module adds f32 atomically (an `atomic<f32>`): the device must have
+    /// [`Context::float32_atomic_add`].
+    pub(crate) float_atomics: bool,
+}
+
+/// What naga accepts beyond the base language in every module it validates for this backend: f32
+/// atomic adds on storage buffers. A kernel that uses them is refused at bind time on a device
+/// without them ([`Context::float32_atomic_add`]), naming the kernel and the device.
+pub(crate) const FLOAT_ATOMICS: naga::valid::Capabilities = naga::valid::Capabilities::SHADER_FLOAT32_ATOMIC;
+
+/// Whether `module` declares an f32 atomic (what `OpAtomicFAddEXT` needs).
+pub(crate) fn uses_float_atomics(module: &naga::Module) -> bool {
+    module.types.iter().any(|(_, t)| matches!(t.inner, naga::TypeInner::Atomic(naga::Scalar { kind: naga::ScalarKind::Float, .. })))
 }
 
 /// The module as a fused body (see [`crate::fusion::body`]), with its params blocks' array stride.
@@ -165,19 +178,20 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
         ));
     }
     let workgroup = entry_workgroup(sig, &module, entry)?;
-    let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES)?;
+    let float_atomics = uses_float_atomics(&module);
+    let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?;
     let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
     let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate);
     let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
-    let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES)?) } else { None };
+    let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?) } else { None };
     for (_, var) in module.global_variables.iter_mut() {
         if var.space == naga::AddressSpace::Immediate {
             var.space = naga::AddressSpace::Storage { access: naga::StorageAccess::LOAD };
             var.binding = Some(naga::ResourceBinding { group: 0, binding: n_buf });
         }
     }
-    let words = write_spirv(sig, &module, entry, naga::valid::Capabilities::empty())?;
-    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride })
+    let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
+    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride, float_atomics })
 }
 
 /// A SPIR-V file's bytes → SPIR-V through naga's front end, its bindings taking element offsets.
@@ -196,6 +210,8 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
             offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes },
             body: Err(why.clone()),
             body_stride: 0,
+            // Unknown to naga: the driver checks the module's capabilities against the device.
+            float_atomics: false,
         }
     };
     let options = naga::front::spv::Options { adjust_coordinate_space: false, strict_capabilities: false, block_ctx_dump_prefix: None };
@@ -205,7 +221,8 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
     };
     check_bindings(sig, &module, n_buf, true)?;
     let workgroup = entry_workgroup(sig, &module, entry)?;
-    let info = match validate(sig, &module, naga::valid::Capabilities::empty()) {
+    let float_atomics = uses_float_atomics(&module);
+    let info = match validate(sig, &module, FLOAT_ATOMICS) {
         Ok(i) => i,
         Err(e) => return Ok(as_given(format!("naga does not validate the module it read ({e})"), Some(workgroup))),
     };
@@ -213,10 +230,10 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
     let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Storage(n_buf));
     if offsets.at.is_none() {
         // Nothing to rewrite: the module runs as given.
-        return Ok(Compiled { offsets, body, body_stride, ..as_given(String::new(), Some(workgroup)) });
+        return Ok(Compiled { offsets, body, body_stride, float_atomics, ..as_given(String::new(), Some(workgroup)) });
     }
-    let words = write_spirv(sig, &module, entry, naga::valid::Capabilities::empty())?;
-    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride })
+    let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
+    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride, float_atomics })
 }
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
@@ -281,6 +298,12 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
     if let Some(wg) = compiled.workgroup {
         ctx.limits.check_workgroup(wg).map_err(|why| VkError::NotApplicable(format!("kernel `{}`: {why} ({})", sig.name, ctx.name)))?;
     }
+    if compiled.float_atomics && !ctx.float32_atomic_add() {
+        return Err(VkError::NotApplicable(format!(
+            "kernel `{}` adds f32 atomically (`atomic<f32>`): {} lacks VK_EXT_shader_atomic_float's shaderBufferFloat32AtomicAdd",
+            sig.name, ctx.name
+        )));
+    }
     // Push-constant ranges are whole 4-byte words.
     let push_bytes = params_bytes.div_ceil(4) * 4;
     let pipeline = Pipeline::with_entry(ctx, &compiled.words, bindings, 0, &c_entry).map_err(named)?;
@@ -312,7 +335,7 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
     // without the binding-collision check, which assumes one variable per binding.
     let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS;
     let info =
-        naga::valid::Validator::new(flags, naga::valid::Capabilities::empty()).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
+        naga::valid::Validator::new(flags, FLOAT_ATOMICS).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
     let words = spirv_words(&sig, &module, &info, "main")?;
     let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, c"main").map_err(|e| refuse(&sig, e.to_string()))?;
     Ok(VulkanKernel {
@@ -369,5 +392,18 @@ mod tests {
         assert!(e.contains("no entry point `mix_main`") && e.contains("main"), "{e}");
         let wide = KernelSig::new("w").buffer("out", Access::ReadWrite).scalar("n", ScalarType::U64).scalar("m", ScalarType::U32);
         assert_eq!(params_layout(&wide), (vec![0, 8], 12));
+    }
+
+    #[test]
+    fn an_f32_atomic_add_compiles_and_is_marked_as_needing_the_device_feature() {
+        let body = "@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) { atomicAdd(&acc[0], f32(i)); }";
+        let sig = KernelSig::new("sum").buffer("acc", Access::ReadWrite);
+        let f32_src = format!("@group(0) @binding(0) var<storage, read_write> acc: array<atomic<f32>>;\n{body}");
+        let c = compile_wgsl(&sig, &f32_src, "main").unwrap();
+        assert!(c.float_atomics);
+        // naga writes the add as OpAtomicFAddEXT (opcode 6035) under its capability.
+        assert!(c.words.iter().any(|&w| w & 0xffff == 6035), "no OpAtomicFAddEXT");
+        let u32_src = f32_src.replace("atomic<f32>", "atomic<u32>").replace("f32(i)", "i");
+        assert!(!compile_wgsl(&sig, &u32_src, "main").unwrap().float_atomics);
     }
 }

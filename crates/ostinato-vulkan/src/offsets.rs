@@ -110,7 +110,7 @@ pub fn add_offsets(module: &mut Module, info: &naga::valid::ModuleInfo, n_buf: u
         }
     }
     let rebuilt = reimport(work);
-    let caps = naga::valid::Capabilities::IMMEDIATES;
+    let caps = naga::valid::Capabilities::IMMEDIATES | crate::kernel::FLOAT_ATOMICS;
     match naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&rebuilt) {
         Ok(_) => {
             *module = rebuilt;

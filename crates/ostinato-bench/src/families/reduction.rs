@@ -91,20 +91,27 @@ pub fn blocks(n: u32, max: u32) -> u32 {
 }
 
 /// The WGSL of a reduction kernel: the shared tree, the grid-stride sum where it reads x, the element's
-/// helpers, the kernel; `ELEM` filled in.
-pub fn wgsl(kernel: &str, elem: Elem, reads_x: bool, atomic_acc: bool) -> String {
+/// helpers, the kernel; `ELEM` filled in, and `ACC` (the atomic accumulator's type) u32. An f32 sum
+/// into an atomic accumulator (`atomic_acc`) has two versions: a compare-exchange loop on the bits,
+/// and, for a device with f32 atomic adds, one `atomicAdd` on an `atomic<f32>` (CUDA's `atomicAdd`).
+pub fn wgsl(kernel: &str, elem: Elem, reads_x: bool, atomic_acc: bool) -> Wgsl {
     let ty = elem.as_str();
     let bits = match elem {
         Elem::F32 => include_str!("../../kernels/reduce_bits.f32.wgsl"),
         Elem::U32 => include_str!("../../kernels/reduce_bits.u32.wgsl"),
     };
-    let add = match (atomic_acc, elem) {
-        (false, _) => "",
-        (true, Elem::F32) => include_str!("../../kernels/reduce_atomic_add.f32.wgsl"),
-        (true, Elem::U32) => include_str!("../../kernels/reduce_atomic_add.u32.wgsl"),
-    };
     let local = if reads_x { include_str!("../../kernels/reduce_local.wgsl") } else { "" };
-    format!("{kernel}\n{}\n{local}\n{bits}\n{add}", include_str!("../../kernels/reduce_common.wgsl")).replace("ELEM", ty)
+    let with = |add: &str, acc: &str| {
+        format!("{kernel}\n{}\n{local}\n{bits}\n{add}", include_str!("../../kernels/reduce_common.wgsl")).replace("ELEM", ty).replace("ACC", acc)
+    };
+    match (atomic_acc, elem) {
+        (false, _) => Wgsl::one(with("", "u32")),
+        (true, Elem::U32) => Wgsl::one(with(include_str!("../../kernels/reduce_atomic_add.u32.wgsl"), "u32")),
+        (true, Elem::F32) => Wgsl::with_float_atomic_add(
+            with(include_str!("../../kernels/reduce_atomic_add.f32.wgsl"), "u32"),
+            with(include_str!("../../kernels/reduce_atomic_add.f32-native.wgsl"), "f32"),
+        ),
+    }
 }
 
 /// The words of a checked view as element bits.
@@ -204,7 +211,7 @@ pub fn kernel(variant: Variant, elem: Elem) -> PackKernel {
     };
     // Bodies with a block barrier cannot be fused; the atomic and shuffle kernels can.
     let fusable = matches!(variant, Variant::Atomic | Variant::Warp);
-    PackKernel::new(sig, CudaUnit::Reduce, fusable, Wgsl::one(wgsl(src, elem, true, variant.unordered())), reduce_host(variant, elem))
+    PackKernel::new(sig, CudaUnit::Reduce, fusable, wgsl(src, elem, true, variant.unordered()), reduce_host(variant, elem))
 }
 
 /// The input of `n` elements: random words (u32), random floats in [-1, 1) (f32, fixed order), or
