@@ -1,5 +1,8 @@
-//! Pure translation of a [`Plan`] into the Vulkan backend's command list: the nodes in plan order, and
-//! a pipeline barrier only before a node that has an edge from a node recorded since the last barrier.
+//! Pure translation of a [`Plan`] into the Vulkan backend's command list: the nodes by dependency level
+//! (a node's level is one more than its predecessors' highest; plan order within a level), and a
+//! pipeline barrier only before a node that has an edge from a node recorded since the last barrier:
+//! one barrier per level, as few as any single command buffer can have (each edge of the longest path
+//! needs its own). In plan order, side-by-side chains would take a barrier per node (`P1 F1 P2 F2 …`).
 //! Golden tests pin it; [`check`] proves a list orders every edge and makes every producer's writes
 //! visible (a list with a barrier deleted fails it).
 //!
@@ -44,12 +47,24 @@ pub(crate) fn coalesce(mut ranges: Vec<(BufferId, u64, u64)>) -> Vec<(BufferId, 
     out
 }
 
+/// Plan order, stably sorted by dependency level (sources 0, every other node one more than its
+/// highest predecessor).
+pub fn level_order(plan: &Plan) -> Vec<NodeId> {
+    let mut level = vec![0u32; plan.node_count()];
+    for &v in plan.order() {
+        level[v.index()] = plan.preds(v).iter().map(|&u| level[u as usize] + 1).max().unwrap_or(0);
+    }
+    let mut order = plan.order().to_vec();
+    order.sort_by_key(|v| level[v.index()]);
+    order
+}
+
 /// The command list for `plan`.
 pub fn commands(plan: &Plan) -> Vec<Cmd> {
     let mut out = Vec::with_capacity(plan.node_count() * 2);
     let mut pending: Vec<NodeId> = Vec::new();
     let mut is_pending = vec![false; plan.node_count()];
-    for &v in plan.order() {
+    for v in level_order(plan) {
         let edges: Vec<(NodeId, NodeId)> = plan.preds(v).iter().filter(|&&u| is_pending[u as usize]).map(|&u| (NodeId(u), v)).collect();
         if !edges.is_empty() {
             let visible = coalesce(pending.iter().flat_map(|&u| writes(plan, u)).collect());
@@ -164,5 +179,51 @@ mod tests {
         assert_eq!(cmds[1], Cmd::Barrier { visible: vec![], edges: vec![(NodeId(0), NodeId(1))] });
         assert_eq!(cmds[3], Cmd::Barrier { visible: vec![(a, 0, 1024)], edges: vec![(NodeId(1), NodeId(2))] });
         check(&plan, &cmds).unwrap();
+    }
+
+    #[test]
+    fn side_by_side_chains_share_their_barriers() {
+        // Ten pairs producer -> consumer on their own buffers, recorded in plan order P0 F0 P1 F1 …:
+        // one barrier for all ten edges.
+        let mut g = Graph::new();
+        let kk = k(&mut g);
+        let (n, l) = (Arg::Scalar(Scalar::u32(1)), Launch::linear(1, 256));
+        for i in 0..10 {
+            let [p, f] = ["p", "f"].map(|x| g.add_buffer(format!("{x}{i}"), 256).unwrap());
+            g.add_launch(kk, l, &[Arg::Whole(p), Arg::Whole(f), n], &[]).unwrap();
+            g.add_launch(kk, l, &[Arg::Whole(f), Arg::Whole(p), n], &[]).unwrap();
+        }
+        let plan = Plan::compile(&g).unwrap();
+        let cmds = commands(&plan);
+        check(&plan, &cmds).unwrap();
+        let barriers: Vec<usize> = cmds.iter().enumerate().filter(|(_, c)| matches!(c, Cmd::Barrier { .. })).map(|(i, _)| i).collect();
+        assert_eq!(barriers, vec![10], "{cmds:?}");
+    }
+
+    #[test]
+    fn random_plans_take_one_barrier_per_level_and_order_every_edge() {
+        let mut r = ostinato::rng::XorShift64::seeded(0x1e7e1);
+        for seed in 0..200 {
+            let mut g = Graph::new();
+            let bufs: Vec<BufferId> = (0..4).map(|i| g.add_buffer(format!("b{i}"), 1024).unwrap()).collect();
+            let kk = k(&mut g);
+            for _ in 0..(2 + r.below(14)) {
+                let o = r.below(4) as usize;
+                let (o, i) = (bufs[o], bufs[(o + 1 + r.below(3) as usize) % 4]);
+                let off = 256 * r.below(3);
+                let out = Arg::Buffer(Slice { buffer: o, offset: off, len: 256 });
+                g.add_launch(kk, Launch::linear(1, 256), &[out, Arg::Whole(i), Arg::Scalar(Scalar::u32(1))], &[]).unwrap();
+            }
+            let plan = Plan::compile(&g).unwrap();
+            let cmds = commands(&plan);
+            check(&plan, &cmds).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            // The longest path's edge count: no single command buffer orders it with fewer barriers.
+            let mut depth = vec![0usize; plan.node_count()];
+            for &v in plan.order() {
+                depth[v.index()] = plan.preds(v).iter().map(|&u| depth[u as usize] + 1).max().unwrap_or(0);
+            }
+            let barriers = cmds.iter().filter(|c| matches!(c, Cmd::Barrier { .. })).count();
+            assert_eq!(barriers, depth.iter().copied().max().unwrap_or(0), "seed {seed}: {cmds:?}");
+        }
     }
 }

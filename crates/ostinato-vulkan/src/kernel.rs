@@ -334,8 +334,7 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
     // Variables of several bodies share a binding (one per root buffer, one for the params): validated
     // without the binding-collision check, which assumes one variable per binding.
     let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS;
-    let info =
-        naga::valid::Validator::new(flags, FLOAT_ATOMICS).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
+    let info = naga::valid::Validator::new(flags, FLOAT_ATOMICS).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
     let words = spirv_words(&sig, &module, &info, "main")?;
     let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, c"main").map_err(|e| refuse(&sig, e.to_string()))?;
     Ok(VulkanKernel {
