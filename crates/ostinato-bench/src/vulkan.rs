@@ -8,8 +8,8 @@ use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, Scalar};
 use ostinato_vulkan::{Buffer, Context, VkError, VulkanBackend, VulkanExec, VulkanMemory, VulkanOptions};
 
 use super::arms::{err, read_checked, reset, slot_value, Arm, RawSample};
-use super::workload::{Kernels, Workload};
 use super::pack::ShaderFeatures;
+use super::workload::{Kernels, Workload};
 
 /// The Vulkan arms' device buffers of a row, one per root: the raw arm records on them and
 /// Ostinato's execs bind them as user memory, so the arms differ in what they record and submit, not
