@@ -350,7 +350,10 @@ fn generated_kernels_compile_and_wait_before_touching_memory() {
             assert_eq!(ostinato_cuda_code::ptx::pre_wait(&ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads), Ok(vec![]), "{define}: certified PDL-capable");
         }
         assert!(ptx.contains("%ctaid.x"), "four lanes: the block picks its lane");
-        assert!(ptx.lines().filter(|l| l.contains("bar.sync")).count() <= 8, "the chains are loops, not 941 copies");
+        // Each lane's 940 repeated calls are a loop unrolled 8 times, with a remainder of 4 calls: at
+        // most 12 barriers a lane, far from 941 copies (NVRTC may also share code between lanes).
+        let bars = ptx.lines().filter(|l| l.contains("bar.sync")).count();
+        assert!(bars <= 4 * 2 * 8, "the chains are loops, not 941 copies: {bars} barriers");
     }
 }
 
