@@ -46,18 +46,9 @@
 
 enum Form { FOR, PEELED, U32, HEADER, FORM_B, FORM_C };
 
-__device__ __forceinline__ unsigned long long linear_thread() {
-  unsigned long long b = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  unsigned long long t = ((unsigned long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
-  return b * ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) + t;
-}
-__device__ __forceinline__ unsigned long long grid_threads() {
-  return (unsigned long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x * blockDim.y * blockDim.z;
-}
-
 template <int F>
 __device__ __forceinline__ void add_one(float* x, unsigned n) {
-  const unsigned long long t = linear_thread(), s = grid_threads();
+  const unsigned long long t = ost_linear_thread(), s = ost_grid_threads();  // the header's
   if (F == FOR) {
     for (unsigned long long i = t; i < n; i += s) x[i] += 1.0f;
   } else if (F == PEELED) {
