@@ -24,7 +24,15 @@ fn describe_vulkan(s: &mut String) {
 fn describe_vulkan(s: &mut String) {
     match ostinato_vulkan::Context::open_matching(std::env::var("OSTINATO_VK_DEVICE").ok().as_deref()) {
         Ok(c) => {
-            let _ = writeln!(s, "vulkan: {} (storage bindings aligned to {} bytes; slices at any element offset)", c.name, c.storage_alignment());
+            let has = |b: bool| if b { "yes" } else { "no" };
+            let _ = writeln!(
+                s,
+                "vulkan: {} (storage bindings aligned to {} bytes; slices at any element offset; packed integer dot product: {}; f32 atomic add: {})",
+                c.name,
+                c.storage_alignment(),
+                has(c.integer_dot_product()),
+                has(c.float32_atomic_add())
+            );
         }
         Err(e) => {
             let _ = writeln!(s, "vulkan: {e}");
