@@ -88,7 +88,8 @@ impl ShaderFeatures {
 /// A kernel's WGSL, filled in for its row: as written for any device, and (where the kernel has one)
 /// a version for devices with a feature: `dot4I8Packed` where the device has the packed integer dot
 /// product, `atomicAdd` on an `atomic<f32>` where it adds f32 atomically (the version without it is a
-/// compare-exchange loop on the bits).
+/// compare-exchange loop on the bits). The constructors give a kernel at most one such version (no
+/// pack kernel uses both features); [`Wgsl::for_device`] would pick the packed-dot one first.
 #[derive(Clone, Debug)]
 pub struct Wgsl {
     pub plain: Arc<str>,
