@@ -7,9 +7,11 @@
 // R blockIdx.x + threadIdx.y; lane l takes the row's elements l, l + 32, ... in that order, and a
 // row's sum is the lanes' sums added by the butterfly (offsets 16, 8, 4, 2, 1; every lane ends with
 // the same bits). No block barrier: each kernel may run block by block inside a fused kernel. Every
-// float operation is written `__f*_rn` so that NVRTC contracts none, and `tl_exp` is built of them:
-// the host twins (`families::tiles`) compute the same operations in the same order. The WGSL twins
-// (tiles_*.wgsl) do too, but a Vulkan driver may fuse a multiply and an add.
+// float operation is written `__f*_rn` so that NVRTC contracts none: the host twins
+// (`families::tiles`) compute the same operations in the same order. `tl_exp` is the exception, as in
+// production softmaxes: the hardware's approximate 2^x of x log2 e, within 2 ulps of the twins' exp2 of
+// the same product. The WGSL twins (tiles_*.wgsl) compute the same, but a Vulkan driver may fuse a
+// multiply and an add and has its own exp2.
 //
 // The tile kernels (`tile_spread`, `tile_gather`) are u32 and wrap: a 2-D grid whose block (i, j)
 // updates its own tile from tile j of the other buffer, and a 1-D grid whose block j sums `fan` of
@@ -35,22 +37,12 @@ __device__ __forceinline__ unsigned tl_sum_u32(unsigned v) {
   return v;
 }
 
-// e^x for x <= 0 (0 below -87): k = rint(x log2 e), r = x - k ln2 (ln2 in two parts, the first exact
-// in a product with k), e^r by its degree-7 Taylor polynomial (Horner), times 2^k by the exponent
-// bits. Only correctly rounded operations, each written out: the host twin computes the same bits.
+// e^x as a production softmax takes it (Triton's `tl.exp`, `__expf`): the product x log2 e, correctly
+// rounded, then the hardware's approximate 2^x (`ex2.approx.ftz`, at most 2 ulps off; 0 below 2^-126).
 __device__ __forceinline__ float tl_exp(float x) {
-  if (x < -87.0f) return 0.0f;
-  float k = rintf(__fmul_rn(x, __int_as_float(0x3fb8aa3b)));
-  float r = __fsub_rn(__fsub_rn(x, __fmul_rn(k, __int_as_float(0x3f317200))), __fmul_rn(k, __int_as_float(0x35bfbe8e)));
-  float p = __int_as_float(0x39500d01);                         // 1/5040
-  p = __fadd_rn(__fmul_rn(p, r), __int_as_float(0x3ab60b61));  // 1/720
-  p = __fadd_rn(__fmul_rn(p, r), __int_as_float(0x3c088889));  // 1/120
-  p = __fadd_rn(__fmul_rn(p, r), __int_as_float(0x3d2aaaab));  // 1/24
-  p = __fadd_rn(__fmul_rn(p, r), __int_as_float(0x3e2aaaab));  // 1/6
-  p = __fadd_rn(__fmul_rn(p, r), 0.5f);
-  p = __fadd_rn(__fmul_rn(p, r), 1.0f);
-  p = __fadd_rn(__fmul_rn(p, r), 1.0f);
-  return __fmul_rn(p, __int_as_float(((int)k + 127) << 23));
+  float y = __fmul_rn(x, __int_as_float(0x3fb8aa3b)), e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(y));
+  return e;
 }
 
 #if defined(OST_BENCH_ALL) || defined(OST_BENCH_tiles_rms)
