@@ -33,15 +33,12 @@ pub fn builtin_shaders(plan: &Plan) -> Result<Vec<Vec<u32>>, VkError> {
     plan.graph().kernels().iter().map(|k| ostinato_vulkan::shaders::spirv(&k.name)).collect()
 }
 
-/// Dependency levels (longest-path depth) of the plan's nodes, in recording order within a level.
+/// The plan's nodes by dependency level ([`Plan::levels`]), in recording order within a level.
 pub fn levels(plan: &Plan) -> Vec<Vec<usize>> {
-    let mut depth = vec![0usize; plan.node_count()];
-    for &v in plan.order() {
-        depth[v.index()] = plan.preds(v).iter().map(|&p| depth[p as usize] + 1).max().unwrap_or(0);
-    }
-    let mut out = vec![Vec::new(); depth.iter().copied().max().map_or(0, |d| d + 1)];
-    for (i, d) in depth.iter().enumerate() {
-        out[*d].push(i);
+    let depth = plan.levels();
+    let mut out = vec![Vec::new(); depth.iter().copied().max().map_or(0, |d| d as usize + 1)];
+    for (i, &d) in depth.iter().enumerate() {
+        out[d as usize].push(i);
     }
     out
 }

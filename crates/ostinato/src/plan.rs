@@ -222,6 +222,16 @@ impl Plan {
     pub fn lanes(&self) -> &Lanes {
         &self.lanes
     }
+    /// Each node's dependency level, by node index: 0 without predecessors, else one more than its
+    /// highest predecessor's (the edges of the longest path to it). Nodes of one level have no edge
+    /// between them, so a single queue orders the plan with one barrier between consecutive levels.
+    pub fn levels(&self) -> Vec<u32> {
+        let mut level = vec![0u32; self.node_count()];
+        for &v in &self.order {
+            level[v.index()] = self.preds(v).iter().map(|&u| level[u as usize] + 1).max().unwrap_or(0);
+        }
+        level
+    }
     /// A stable 64-bit fingerprint of everything that shapes the plan (not slot values).
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint

@@ -183,6 +183,19 @@ fn check_plan(g: &Graph, max_lanes: usize) -> Result<(), TestCaseError> {
     for e in plan.edges() {
         prop_assert!(pos[e.from.index()] < pos[e.to.index()]);
     }
+    // levels: the longest path to each node over every direct dependency (implied ones included),
+    // relaxed to a fixpoint in no particular order
+    let mut longest = vec![0u32; o.n];
+    for _ in 0..o.n {
+        for u in 0..o.n {
+            for v in 0..o.n {
+                if o.direct[u][v] {
+                    longest[v] = longest[v].max(longest[u] + 1);
+                }
+            }
+        }
+    }
+    prop_assert_eq!(plan.levels(), longest);
     // lanes: bounded, each lane in order, and every edge ordered by lane order or a (transitive) wait
     let lanes = plan.lanes();
     prop_assert!(lanes.count() <= max_lanes);
