@@ -2,11 +2,9 @@
 //! regenerated header fails here. `OSTINATO_WRITE_HEADER=1` writes the header instead
 //! (`scripts/gen-c-header.sh`).
 
-use std::path::Path;
-
 #[test]
 fn the_checked_in_header_is_what_cbindgen_generates() {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crate_dir = &ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}")).join("crates/ostinato-capi");
     let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let mut generated = Vec::new();
     cbindgen::Builder::new().with_crate(crate_dir).with_config(config).generate().expect("cbindgen generates the header").write(&mut generated);

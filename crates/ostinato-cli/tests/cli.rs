@@ -1,7 +1,7 @@
 //! The `ostinato` binary as a user meets it: plan/run on the example graphs, bad input exits non-zero
 //! with a message naming the file and line, and `devices` never fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn bin() -> Command {
@@ -9,7 +9,7 @@ fn bin() -> Command {
 }
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {

@@ -11,7 +11,7 @@ use std::process::Command;
 const ACCESS_PTX: &str = include_str!("../../ostinato-cuda-code/tests/fixtures/access.ptx");
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run_in(dir: &Path, args: &[&str]) -> (bool, String, String) {

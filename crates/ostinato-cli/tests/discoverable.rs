@@ -4,11 +4,11 @@
 //! to learn (`--simulate`, the bench's arm names), and the HSA backend this build has is read, not
 //! called missing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {

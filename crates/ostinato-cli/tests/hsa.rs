@@ -2,11 +2,11 @@
 //! simulated AQL packet processor, checked against the host oracle, every line of its report saying
 //! "simulated"; without ROCr, a clear error naming what was looked for; `devices` says so too.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A fresh folder holding a copy of examples/mix.toml.

@@ -120,7 +120,7 @@ fn a_corrupt_code_object_is_refused_not_panicked_on() {
 /// (`scripts/build-hsaco.sh`); skipped, saying so, where clang 19 is not installed.
 #[test]
 fn hsaco_drift() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"));
     let have_clang =
         std::process::Command::new("sh").arg("-c").arg("command -v clang-19 || test -x /usr/lib/llvm-19/bin/clang").output().is_ok_and(|o| o.status.success());
     if !have_clang {

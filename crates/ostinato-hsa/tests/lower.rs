@@ -7,7 +7,7 @@ use ostinato_hsa::order::unmet;
 use ostinato_hsa::program::{PacketOp, Scope};
 
 fn example(name: &str, max_lanes: usize) -> Plan {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
+    let path = ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}")).join("examples").join(name);
     let f = ostinato::file::load(&path, &["host", "cuda", "vulkan", "hsa"]).unwrap();
     Plan::compile_with(&f.graph, PlanOptions { max_lanes }).unwrap()
 }

@@ -208,7 +208,7 @@ fn mutated_graph_files_never_panic_and_vulkan_matches_the_host() {
     let start = env_u64("OSTINATO_FUZZ_START", 0);
     let vulkan_every = env_u64("OSTINATO_FUZZ_VULKAN_EVERY", 50);
     let progress = std::env::var_os("OSTINATO_FUZZ_PROGRESS");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}")).join("examples");
     let mut seeds: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -4,10 +4,10 @@
 //! beside it is a dependency table naming, by a path that exists in this repository, each workspace
 //! crate the example `use`s, none of them one that may not be published.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The fenced blocks of `lang` in the README section headed `heading`.

@@ -186,7 +186,7 @@ fn a_fused_group_is_one_bar_naming_its_members_and_a_handoff_is_its_own_flow() {
 }
 
 fn mix_example() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/mix.toml")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}")).join("examples/mix.toml")
 }
 
 fn run_traced(backend: BackendKind, name: &str) -> Result<(ostinato_runtime::RunReport, Value, String), ostinato_runtime::RuntimeError> {
