@@ -49,6 +49,13 @@ impl ostinato::Named for BenchBackend {
 /// Cap on timed samples per arm, whatever `timed_ms` says (a larger `samples` still wins).
 pub const MAX_TIMED_SAMPLES: usize = 63;
 
+/// Instances made of every arm by default: a verdict must hold across three execs (or recordings) of
+/// each arm, not one draw of each (`crate::rounds`).
+pub const DEFAULT_INSTANCES: usize = 3;
+
+/// The most instances of an arm (each holds its own graph exec or command buffer).
+pub const MAX_INSTANCES: usize = 16;
+
 /// The benchmark's configuration. [`BenchConfig::default`] is the full matrix on the GPU where one is
 /// found, else on the host backend.
 #[derive(Clone, Debug)]
@@ -67,6 +74,10 @@ pub struct BenchConfig {
     pub warmups: usize,
     /// Keep warming each arm up (beyond `warmups` samples) until this many milliseconds have passed.
     pub warmup_ms: u64,
+    /// Instances made of every arm of a row (each exec or recording made anew over the row's
+    /// buffers); the timed rounds rotate among them and the intervals resample them
+    /// (`crate::rounds`).
+    pub instances: usize,
     /// Where results.json, REPORT.md and chart.svg go.
     pub out: PathBuf,
     /// Only these arms (by name), in their fixed order; the main Ostinato arm must be among them.
@@ -133,6 +144,7 @@ impl Default for BenchConfig {
             timed_ms: 10,
             warmups: 3,
             warmup_ms: 50,
+            instances: DEFAULT_INSTANCES,
             out: PathBuf::from("bench-out"),
             arms: None,
             replays: None,
@@ -181,6 +193,9 @@ impl BenchConfig {
         if self.samples < 1 {
             return Err(config("samples", "at least 1"));
         }
+        if !(1..=MAX_INSTANCES).contains(&self.instances) {
+            return Err(config("instances", format!("{}: between 1 and {MAX_INSTANCES} instances of each arm", self.instances)));
+        }
         if let Some(n) = self.replays {
             if !(1..=MAX_REPLAYS).contains(&n) {
                 return Err(config("replays", format!("{n}: between 1 and {MAX_REPLAYS} replays per sample")));
@@ -215,9 +230,13 @@ impl BenchConfig {
         }
         Ok(names.iter().copied().filter(|n| wanted.iter().any(|w| w == n)).collect())
     }
-    /// The most timed samples an arm takes: [`MAX_TIMED_SAMPLES`], or `samples` if larger.
+    /// The fewest timed samples an arm takes: `samples`, and three for each instance.
+    pub fn min_timed_samples(&self) -> usize {
+        crate::rounds::min_timed(self.samples, self.instances)
+    }
+    /// The most timed samples an arm takes: [`MAX_TIMED_SAMPLES`], or the minimum if larger.
     pub fn max_timed_samples(&self) -> usize {
-        self.samples.max(MAX_TIMED_SAMPLES)
+        self.min_timed_samples().max(MAX_TIMED_SAMPLES)
     }
     /// The auto policy with the study's overrides.
     pub fn auto_policy(&self) -> PdlPolicy {

@@ -31,15 +31,20 @@ pub struct Stat {
     pub ci_hi: f64,
 }
 
-pub(crate) fn stat(v: &[f64]) -> Option<Stat> {
-    let median = stats::median(v)?;
-    let (ci_lo, ci_hi) = stats::bootstrap_ci(v)?;
+/// The median of every sample of an arm's instances (one group each) with the interval that
+/// resamples instances, then samples ([`stats::bootstrap_ci_grouped`]).
+pub(crate) fn stat_grouped<G: AsRef<[f64]>>(groups: &[G]) -> Option<Stat> {
+    let pooled: Vec<f64> = groups.iter().flat_map(|g| g.as_ref().iter().copied()).collect();
+    let median = stats::median(&pooled)?;
+    let (ci_lo, ci_hi) = stats::bootstrap_ci_grouped(groups)?;
     Some(Stat { median, ci_lo, ci_hi })
 }
 
 #[derive(Serialize, Clone, Debug)]
 pub struct SampleResult {
     pub warmup: bool,
+    /// Which instance of the arm took it (0 where the arm has one).
+    pub instance: usize,
     pub gpu_us_per_dispatch: Option<f64>,
     pub host_us_per_dispatch: f64,
     /// Host µs per replay call (a burst of back-to-back calls), where the arm replays a retained graph.
@@ -71,7 +76,20 @@ pub struct ArmResult {
     pub warmup_samples: usize,
     /// BLAKE3 over the build manifests of the kernels the arm launches (CUDA arms).
     pub manifest: Option<String>,
-    /// What the exec's PDL and fusion policies turned down, and why (Ostinato's CUDA arms).
+    /// What the exec's PDL and fusion policies turned down, and why (Ostinato's CUDA arms; its first
+    /// instance's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decisions: Option<arms::Decisions>,
+    /// Each instance's median of the ranked metric, where the arm was made more than once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceResult>,
+}
+
+/// One instance of an arm: the median of its timed samples (the ranked metric) and its exec's decisions.
+#[derive(Serialize, Clone, Debug)]
+pub struct InstanceResult {
+    pub median: Option<f64>,
+    pub timed_samples: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decisions: Option<arms::Decisions>,
 }
@@ -92,6 +110,7 @@ impl ArmResult {
             warmup_samples: 0,
             manifest: None,
             decisions: None,
+            instances: Vec::new(),
         }
     }
     /// An arm's result before anything ran, for the report's tests.
@@ -396,33 +415,36 @@ struct RowInputs<'a> {
     vulkan: Option<&'a vulkan::VulkanRow>,
 }
 
-/// Makes arm `kind` for the row (its manifest noted, its graph's DOT written where asked), or the
-/// arm's result if it does not apply or could not be made.
+/// Makes arm `kind` for the row, `p.budget.instances` times (its manifest noted, the first
+/// instance's graph written as DOT where asked), or the arm's result if it does not apply or an
+/// instance could not be made (named where there are several).
 fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, memory: &SharedMemory, p: &Protocol) -> Result<rounds::Made, Box<ArmResult>> {
     let mut out = ArmResult::new(kind);
-    let arm = match make_arm(kind, w, cx, memory, &row) {
-        Ok(a) => {
-            out.manifest = cx.cuda.as_ref().and_then(|c| manifests::arm_manifest(kind, w, &c.modules, &c.backends.first()?.1));
-            a
+    let k = p.budget.instances.max(1);
+    let mut instances = Vec::with_capacity(k);
+    for i in 0..k {
+        match make_arm(kind, w, cx, memory, &row) {
+            Ok(a) => instances.push(a),
+            Err(SetupError::Skip(why)) => {
+                out.ok = true;
+                out.skipped = Some(why);
+                return Err(Box::new(out));
+            }
+            Err(SetupError::Fail(e)) => {
+                out.error = Some(if k > 1 { format!("making instance {i}: {e}") } else { e });
+                return Err(Box::new(out));
+            }
         }
-        Err(SetupError::Skip(why)) => {
-            out.ok = true;
-            out.skipped = Some(why);
-            return Err(Box::new(out));
-        }
-        Err(SetupError::Fail(e)) => {
-            out.error = Some(e);
-            return Err(Box::new(out));
-        }
-    };
-    if let Some(dir) = p.dot_dir {
+    }
+    out.manifest = cx.cuda.as_ref().and_then(|c| manifests::arm_manifest(kind, w, &c.modules, &c.backends.first()?.1));
+    if let (Some(dir), Some(first)) = (p.dot_dir, instances.first()) {
         let path = dir.join(format!("{}--{}.dot", row.id.replace('/', "_"), kind.name()));
-        if let Some(Err(e)) = arm.write_dot(&path) {
+        if let Some(Err(e)) = first.write_dot(&path) {
             out.error = Some(format!("writing {}: {e}", path.display()));
             return Err(Box::new(out));
         }
     }
-    Ok(rounds::Made { arm, out })
+    Ok(rounds::Made { instances, out })
 }
 
 /// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
@@ -447,6 +469,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             warmup: std::time::Duration::from_millis(args.warmup_ms),
             samples: args.samples,
             timed: std::time::Duration::from_millis(args.timed_ms),
+            instances: args.instances,
         },
         dot_dir: args.study.dot.as_deref(),
     };

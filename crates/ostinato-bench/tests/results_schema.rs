@@ -8,7 +8,7 @@ use ostinato_bench::BenchConfig;
 use serde_json::Value;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    ostinato_testkit::repo_root().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn schema() -> jsonschema::Validator {
@@ -71,22 +71,27 @@ fn host_quick_bench_writes_the_three_files_and_valid_results() {
     ] {
         assert!(families.contains(&fam), "{fam} missing from the host's quick matrix");
     }
-    // every sample carries an oracle verdict; the listed samples are the 3 counted warm-ups and the
-    // timed ones: at least 7, at most 63; warm-up went on for 30 ms and the timed samples for 10 (tiny
-    // host rows take far more than 3 and 7 samples for that)
+    // every sample carries an oracle verdict; every arm is made 3 times; the listed samples are the 3
+    // counted warm-ups of each instance and the timed ones: at least 9 (3 an instance), at most 63,
+    // the instances in equal shares; warm-up went on for 30 ms and the timed samples for 10 (tiny host
+    // rows take far more than 9 and 9 samples for that)
+    assert_eq!(v["protocol"]["instances"], 3);
     for r in v["rows"].as_array().unwrap() {
         for a in r["arms"].as_array().unwrap() {
             let samples = a["samples"].as_array().unwrap();
-            let timed = samples.iter().filter(|s| s["warmup"] == false).count();
-            assert!((7..=63).contains(&timed), "{} {}: {timed} timed samples", r["id"], a["arm"]);
-            assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 3, "{} {}", r["id"], a["arm"]);
-            assert!(a["warmup_samples"].as_u64().unwrap() >= 3, "{} {}", r["id"], a["arm"]);
+            let timed: Vec<u64> = samples.iter().filter(|s| s["warmup"] == false).map(|s| s["instance"].as_u64().unwrap()).collect();
+            assert!((9..=63).contains(&timed.len()), "{} {}: {} timed samples", r["id"], a["arm"], timed.len());
+            let share = |i: u64| timed.iter().filter(|&&t| t == i).count();
+            assert!(share(0) == share(1) && share(1) == share(2), "{} {}: instances {timed:?}", r["id"], a["arm"]);
+            assert_eq!(samples.iter().filter(|s| s["warmup"] == true).count(), 9, "{} {}", r["id"], a["arm"]);
+            assert!(a["warmup_samples"].as_u64().unwrap() >= 9, "{} {}", r["id"], a["arm"]);
+            assert_eq!(a["instances"].as_array().map(Vec::len), Some(3), "{} {}", r["id"], a["arm"]);
         }
     }
     let first = &v["rows"][0]["arms"][0];
-    assert!(first["warmup_samples"].as_u64().unwrap() > 3, "a 1-dispatch host row warms up for 30 ms, not 3 samples: {first}");
+    assert!(first["warmup_samples"].as_u64().unwrap() > 9, "a 1-dispatch host row warms up for 30 ms, not 9 samples: {first}");
     let first_timed = first["samples"].as_array().unwrap().iter().filter(|s| s["warmup"] == false).count();
-    assert!(first_timed > 7, "a 1-dispatch host row takes timed samples for 10 ms, not 7: {first_timed}");
+    assert!(first_timed > 9, "a 1-dispatch host row takes timed samples for 10 ms, not 9: {first_timed}");
     assert_eq!(v["protocol"]["warmup_ms"], 30);
     assert_eq!(v["protocol"]["timed_ms"], 10);
     let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();

@@ -229,6 +229,10 @@ struct BenchArgs {
     /// Keep warming each arm up until this many milliseconds have passed.
     #[arg(long, default_value_t = 50)]
     warmup_ms: u64,
+    /// Instances made of every arm of a row (1 to 16): the timed rounds rotate among them and a win
+    /// or a loss must hold across them (identical graphs made twice land apart on small rows).
+    #[arg(long, default_value_t = ostinato_bench::config::DEFAULT_INSTANCES)]
+    instances: usize,
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
     #[arg(long, value_delimiter = ',', help = arms_help())]
@@ -288,6 +292,7 @@ impl BenchArgs {
             timed_ms: self.timed_ms,
             warmups: self.warmups,
             warmup_ms: self.warmup_ms,
+            instances: self.instances,
             out: self.out,
             arms: self.arms,
             replays: self.replays,

@@ -331,15 +331,18 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     );
     let _ = writeln!(
         s,
-        "Protocol: the arms of a row sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples each and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once it has chosen), then at least {} timed samples each (each right after an untimed lead-in sample of its own arm) and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians with 95% bootstrap intervals; {}. Metric: {unit}{}.\n",
+        "Protocol: every arm of a row is made {} (each exec or recording anew over the row's buffers); the arms sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples of each instance and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once every instance has chosen), then at least {} timed samples each, round r on instance r mod {} (each right after an untimed lead-in sample of the same instance) and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians over every instance's samples with 95% bootstrap intervals {}; {}. Metric: {unit}{}.\n",
+        instances_text(args.instances),
         args.warmups,
         args.warmup_ms,
-        args.samples,
+        args.min_timed_samples(),
+        args.instances,
         args.timed_ms,
         args.max_timed_samples(),
         replays_text(args),
         arm_order_text(backend, args),
         regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
+        interval_text(args.instances),
         tie_rule_text(),
         if has_device_time(rows) { "; host submission time is a separate column" } else { "" }
     );
@@ -605,6 +608,23 @@ fn regime_text(backend: BenchBackend, args: &BenchConfig, chain_us: Option<[f64;
     }
 }
 
+/// How many times each arm is made, for the protocol line.
+fn instances_text(instances: usize) -> String {
+    match instances {
+        1 => "once (--instances 1)".into(),
+        n => format!("{n} times (--instances {n})"),
+    }
+}
+
+/// How the intervals resample, for the protocol line and `results.json`.
+fn interval_text(instances: usize) -> &'static str {
+    if instances > 1 {
+        "that resample the instances, then each drawn instance's samples (2,000 resamples): a win or a loss holds across an arm's instances"
+    } else {
+        "of the samples (2,000 resamples)"
+    }
+}
+
 /// What one timed sample is, for the protocol line and `results.json`.
 fn replays_text(args: &BenchConfig) -> String {
     match args.replays {
@@ -622,16 +642,17 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
         protocol: serde_json::json!({
             "warmups": args.warmups,
             "warmup_ms": args.warmup_ms,
-            "samples": args.samples,
+            "samples": args.min_timed_samples(),
+            "instances": args.instances,
             "timed_ms": args.timed_ms,
             "max_timed_samples": args.max_timed_samples(),
             "replays_per_sample": replays_text(args),
             "statistic": "median",
-            "interval": "95% percentile bootstrap of the median, 2000 resamples",
+            "interval": format!("95% percentile bootstrap of the median, {}", interval_text(args.instances)),
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
             "arm_order": arm_order_text(backend, args),
-            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds until every arm has its warm-ups and has settled, then timed rounds, each arm's timed sample right after an untimed lead-in sample of its own",
+            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds (every instance of every arm) until every instance has its warm-ups and has settled, then timed rounds, round r on instance r mod instances of every arm, each timed sample right after an untimed lead-in sample of the same instance",
             "regime": regime_text(backend, args, p.regime_chain_us),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
