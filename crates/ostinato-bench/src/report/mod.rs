@@ -331,7 +331,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     );
     let _ = writeln!(
         s,
-        "Protocol: every arm of a row is made {} (each exec or recording anew over the row's buffers); the arms sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples of each instance and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once every instance has chosen), then at least {} timed samples each, round r on instance r mod {} (each right after an untimed lead-in sample of the same instance) and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians over every instance's samples with 95% bootstrap intervals {}; {}. Metric: {unit}{}.\n",
+        "Protocol: every arm of a row is made {} (each exec or recording anew over the row's buffers); the arms sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples of each instance and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once every instance has chosen, and past the warm-up time only the instances still warming are sampled), then at least {} timed samples each, round r on instance r mod {} (each right after an untimed lead-in sample of the same instance) and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians over every instance's samples with 95% bootstrap intervals {}; {}. Metric: {unit}{}.\n",
         instances_text(args.instances),
         args.warmups,
         args.warmup_ms,
@@ -652,7 +652,7 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
             "tie_band": stats::TIE_BAND,
             "oracle": "every sample, warm-ups included, against the host backend's serial execution",
             "arm_order": arm_order_text(backend, args),
-            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds (every instance of every arm) until every instance has its warm-ups and has settled, then timed rounds, round r on instance r mod instances of every arm, each timed sample right after an untimed lead-in sample of the same instance",
+            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds (every instance of every arm; past the warm-up time only those still warming) until every instance has its warm-ups and has settled, then timed rounds, round r on instance r mod instances of every arm, each timed sample right after an untimed lead-in sample of the same instance",
             "regime": regime_text(backend, args, p.regime_chain_us),
             "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
         }),
