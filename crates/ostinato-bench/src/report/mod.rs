@@ -111,6 +111,25 @@ fn compare(rows: &[RowResult], us: &'static str, baselines: &[&'static str]) -> 
     out
 }
 
+/// Each of `arms`' instance medians on the row, as `; instances: a 1.016 / 1.062, b …`, where the
+/// arms were made more than once (empty otherwise): what a reader needs to see why a row was not
+/// ranked, or that a loss holds on every instance.
+fn instance_medians(r: &RowResult, arms: &[&str]) -> String {
+    let parts: Vec<String> = arms
+        .iter()
+        .filter_map(|&name| {
+            let a = r.arms.iter().find(|a| a.arm == name).filter(|a| !a.instances.is_empty())?;
+            let m: Vec<String> = a.instances.iter().map(|i| i.median.map_or("—".into(), |m| format!("{m:.3}"))).collect();
+            Some(format!("{name} {}", m.join(" / ")))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; instances: {}", parts.join(", "))
+    }
+}
+
 /// A line per row (that ran ok) whose comparison of `us` with a baseline is inconclusive: the ratio
 /// of medians, shown with both intervals and never as a speedup.
 fn inconclusive(rows: &[RowResult], us: &str, baselines: &[&str]) -> Vec<String> {
@@ -119,7 +138,14 @@ fn inconclusive(rows: &[RowResult], us: &str, baselines: &[&str]) -> Vec<String>
         for a in baselines {
             if let (Some(o), Some(t)) = (metric(r, us), metric(r, a)) {
                 if stats::verdict(o, t) == Verdict::Inconclusive {
-                    out.push(format!("- {}: {us} {} against {a} {}: medians {:.2}× apart, the intervals overlap", r.id, fmt(Some(o)), fmt(Some(t)), t.0 / o.0));
+                    out.push(format!(
+                        "- {}: {us} {} against {a} {}: medians {:.2}× apart, the intervals overlap{}",
+                        r.id,
+                        fmt(Some(o)),
+                        fmt(Some(t)),
+                        t.0 / o.0,
+                        instance_medians(r, &[us, a])
+                    ));
                 }
             }
         }
@@ -134,7 +160,7 @@ fn losses(rows: &[RowResult], us: &str, baselines: &[&str]) -> Vec<String> {
         for a in baselines {
             if let (Some(o), Some(t)) = (metric(r, us), metric(r, a)) {
                 if stats::verdict(o, t) == Verdict::Loss {
-                    out.push(format!("- {}: {a} is {:.2}× faster than {us} ({:.3} vs {:.3} µs)", r.id, o.0 / t.0, t.0, o.0));
+                    out.push(format!("- {}: {a} is {:.2}× faster than {us} ({:.3} vs {:.3} µs){}", r.id, o.0 / t.0, t.0, o.0, instance_medians(r, &[us, a])));
                 }
             }
         }

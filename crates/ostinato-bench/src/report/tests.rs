@@ -219,9 +219,34 @@ fn the_host_report_explains_its_arms_names_its_host_and_never_ranks_an_inconclus
     assert!(!md.contains("Host submission"), "the host's wall time is the metric: no second table of it: {md}");
     assert!(md.contains("| decode-shaped | ostinato-host | host-serial | 1 | — (no row decided) | 0 | 0 | 0 | 1 |"), "{md}");
     assert!(md.contains("| all | ostinato-host | host-serial | 2 | 1.97× (1 of 2 rows) | 1 | 0 | 0 | 1 |"), "{md}");
-    assert!(md.contains("- decode/h256-l2: ostinato-host 90.000 [89.910, 90.090] against host-serial 227.700 [81.073, 1925.589]: medians 2.53× apart, the intervals overlap"), "{md}");
+    assert!(md.contains("- decode/h256-l2: ostinato-host 90.000 [89.910, 90.090] against host-serial 227.700 [81.073, 1925.589]: medians 2.53× apart, the intervals overlap\n"), "{md}");
     assert!(md.contains("a row whose intervals overlap is inconclusive"), "{md}");
     let h = headline(BenchBackend::Host, &rows);
     assert!(h.contains("ostinato-host vs host-serial: median speedup 1.97x over 1 rows (1 wins, 0 ties, 0 losses, 1 inconclusive)"), "{h}");
     assert!(h.contains("(host-serial: the host backend replaying the same plan one node at a time"), "{h}");
+}
+
+/// Where arms were made several times, an inconclusive row and a loss each show every instance's
+/// median of both arms, so a reader sees why a row was not ranked or that a loss holds throughout.
+#[test]
+fn inconclusive_rows_and_losses_show_each_instance_of_both_arms() {
+    use ArmKind::{CapturedPdl, Ostinato};
+    let instances = |m: &[f64]| m.iter().map(|&m| crate::matrix::InstanceResult { median: Some(m), timed_samples: 3, decisions: None }).collect::<Vec<_>>();
+    let mut unsure = timed("geom/indep/b256/g512", &[(CapturedPdl, 1.443), (Ostinato, 1.386)]);
+    unsure.arms[0].gpu_us_per_dispatch = Some(Stat { median: 1.443, ci_lo: 1.30, ci_hi: 1.60 });
+    unsure.arms[1].gpu_us_per_dispatch = Some(Stat { median: 1.386, ci_lo: 1.35, ci_hi: 1.77 });
+    unsure.arms[0].instances = instances(&[1.30, 1.443, 1.60]);
+    unsure.arms[1].instances = instances(&[1.386, 1.773, 1.430]);
+    let mut lost = timed("geom/serial/b512/g2048", &[(CapturedPdl, 3.824), (Ostinato, 4.019)]);
+    lost.arms[0].instances = instances(&[3.824, 3.933, 3.818]);
+    lost.arms[1].instances = instances(&[4.013, 4.029, 3.955]);
+    let rows = [unsure, lost];
+    assert_eq!(
+        inconclusive(&rows, "ostinato", &["captured-pdl"]),
+        ["- geom/indep/b256/g512: ostinato 1.386 [1.350, 1.770] against captured-pdl 1.443 [1.300, 1.600]: medians 1.04× apart, the intervals overlap; instances: ostinato 1.386 / 1.773 / 1.430, captured-pdl 1.300 / 1.443 / 1.600"]
+    );
+    assert_eq!(
+        losses(&rows, "ostinato", &["captured-pdl"]),
+        ["- geom/serial/b512/g2048: captured-pdl is 1.05× faster than ostinato (3.824 vs 4.019 µs); instances: ostinato 4.013 / 4.029 / 3.955, captured-pdl 3.824 / 3.933 / 3.818"]
+    );
 }
