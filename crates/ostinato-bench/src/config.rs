@@ -100,6 +100,9 @@ pub struct StudyConfig {
     pub graph_build: GraphBuild,
     pub priority: StreamPriority,
     pub mixed_builds: MixedBuilds,
+    /// How the exec's first measurement judges a candidate that changes only its edges' types
+    /// (`ostinato_cuda::EdgeTypesRule`; CUDA only).
+    pub tune_edge_types: ostinato_cuda::EdgeTypesRule,
     /// Block counts of the 941-dispatch grid rows (replaces 128, 1024, 8192).
     pub blocks: Option<Vec<u32>>,
     /// Consumer counts of the fan rows (replaces 4, 16, 64).
@@ -124,6 +127,7 @@ impl Default for StudyConfig {
             graph_build: GraphBuild::Bulk,
             priority: StreamPriority::Default,
             mixed_builds: MixedBuilds::Off,
+            tune_edge_types: ostinato_cuda::EdgeTypesRule::Quartiles,
             blocks: None,
             fans: None,
             dot: None,

@@ -29,7 +29,7 @@ pub use matrix::{run, ArmResult, RowResult, SampleResult, Stat};
 /// The values of the fence-policy studies' knobs ([`StudyConfig`]): the CUDA backend's own.
 pub mod study {
     pub use ostinato_cuda::lower::{MixedBuilds, ShapeMode};
-    pub use ostinato_cuda::{GraphBuild, PdlTrigger, StreamPriority};
+    pub use ostinato_cuda::{EdgeTypesRule, GraphBuild, PdlTrigger, StreamPriority};
 }
 
 /// Runs the benchmark; a failed row (an arm's error or an oracle mismatch) makes it an error, after the

@@ -499,6 +499,9 @@ fn choose_backend(args: &BenchConfig) -> Result<BenchBackend, BenchError> {
     if args.study.regime != Regime::Fresh && backend != BenchBackend::Cuda {
         return Err(cfg("regime", "multi-stream is a state of the CUDA driver; the host backend has none"));
     }
+    if args.study.tune_edge_types != ostinato_cuda::EdgeTypesRule::default() && backend != BenchBackend::Cuda {
+        return Err(cfg("tune-edge-types", "a rule of the CUDA exec's measurement of its submissions; the host backend measures none"));
+    }
     if args.study.offsets.is_some() && backend != BenchBackend::Cuda {
         return Err(cfg("offsets", "places CUDA device buffers; the host backend's rows have none to place"));
     }
@@ -514,6 +517,7 @@ fn open_contexts(args: &BenchConfig, backend: BenchBackend, arms: &[ArmKind]) ->
         trigger: study.trigger,
         build: study.graph_build,
         priority: study.priority,
+        tune_edge_types: study.tune_edge_types,
         ..Default::default()
     };
     let cuda = if backend == BenchBackend::Cuda {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use ostinato::Named;
-use ostinato_bench::study::{GraphBuild, MixedBuilds, PdlTrigger, ShapeMode, StreamPriority};
+use ostinato_bench::study::{EdgeTypesRule, GraphBuild, MixedBuilds, PdlTrigger, ShapeMode, StreamPriority};
 use ostinato_bench::{BenchBackend, Regime};
 use ostinato_bench::{BenchConfig, StudyConfig};
 use ostinato_runtime::options::CHOICES;
@@ -257,6 +257,8 @@ struct BenchArgs {
     priority: StreamPriority,
     #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "all", value_parser = choice::<MixedBuilds>(), hide = true)]
     pdl_mixed_builds: MixedBuilds,
+    #[arg(long, default_value = "quartiles", value_parser = choice::<EdgeTypesRule>(), hide = true)]
+    tune_edge_types: EdgeTypesRule,
     #[arg(long, value_delimiter = ',', hide = true)]
     blocks: Option<Vec<u32>>,
     #[arg(long, value_delimiter = ',', hide = true)]
@@ -305,6 +307,7 @@ impl BenchArgs {
                 graph_build: self.graph_build,
                 priority: self.priority,
                 mixed_builds: self.pdl_mixed_builds,
+                tune_edge_types: self.tune_edge_types,
                 blocks: self.blocks,
                 fans: self.fans,
                 dot: self.dot,

@@ -82,6 +82,8 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--arms", "ostinato-host,eager"], "arms: `eager` is not an arm of this backend (host-serial, ostinato-host, vulkan, ostinato-vulkan,"),
         (["--arms", "host-serial"], "arms: `ostinato-host` must be among them"),
         (["--replays", "0"], "replays: 0: between 1 and 1000"),
+        (["--tune-edge-types", "median"], "tune-edge-types: a rule of the CUDA exec's measurement of its submissions; the host backend measures none"),
+        (["--tune-edge-types", "mean"], "invalid value 'mean' for '--tune-edge-types <TUNE_EDGE_TYPES>'\n  [possible values: quartiles, median]"),
         (["--instances", "0"], "instances: 0: between 1 and 16 instances of each arm"),
         (["--instances", "17"], "instances: 17: between 1 and 16 instances of each arm"),
         (["--filter", "nomatch"], "filter: nomatch matches no row"),

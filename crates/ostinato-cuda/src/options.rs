@@ -113,6 +113,9 @@ pub struct CudaOptions {
     /// submissions `auto` could have made over its first replays and keeps the fastest
     /// ([`crate::Tune`]).
     pub tune: crate::Tune,
+    /// A study setting of that measurement: how its first pass judges a candidate that changes only
+    /// its edges' types ([`crate::EdgeTypesRule`]); not among the options the shells take.
+    pub tune_edge_types: crate::EdgeTypesRule,
     /// How long `wait` (and every call that waits: reads, writes, timers) waits for submitted
     /// replays before it gives up with [`crate::CudaError::Timeout`]; `None` waits for ever.
     pub wait_timeout: Option<std::time::Duration>,
@@ -155,6 +158,7 @@ impl Default for CudaOptions {
             handoff: crate::handoff::HandoffMode::default(),
             tile_staging: TileStaging::default(),
             tune: crate::Tune::default(),
+            tune_edge_types: crate::EdgeTypesRule::default(),
             wait_timeout: Some(DEFAULT_WAIT_TIMEOUT),
         }
     }

@@ -218,6 +218,8 @@ impl ExecOptions {
             handoff: self.parsed::<ostinato_cuda::HandoffMode>("handoff")?,
             tile_staging: self.parsed::<ostinato_cuda::TileStaging>("tile-staging")?,
             tune: self.parsed::<ostinato_cuda::Tune>("tune")?,
+            // A study setting of the bench, not an exec option the shells take.
+            tune_edge_types: defaults.tune_edge_types,
             wait_timeout: match self.wait_timeout {
                 WaitTimeout::Default => defaults.wait_timeout,
                 WaitTimeout::Never => None,

@@ -105,6 +105,7 @@ impl CudaBackend {
                     _ => Some(Box::new(super::tune::Tuning::new(
                         candidates.iter().map(|(label, _)| label.clone()).collect(),
                         super::tune::margins(&candidates),
+                        super::tune::first_quartiles(&candidates, self.options.tune_edge_types),
                     )?)),
                 };
                 let lowerings = candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();

@@ -22,7 +22,7 @@ mod tune;
 
 pub use backend::CudaBackend;
 pub use trace::CUPTI_ORDER_SLACK_NS;
-pub use tune::{tuning_replays, Tune, Tuned, CONFIRM_REPLAYS, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES};
+pub use tune::{tuning_replays, EdgeTypesRule, Tune, Tuned, CONFIRM_REPLAYS, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES};
 
 /// One way graph mode submits the run plan: a graph exec, the graph node of each launch (for
 /// patching) and the function each launch runs (its build).
