@@ -427,6 +427,23 @@ mod tests {
         }
     }
 
+    /// The times of `schedule`'s replays where each candidate's k-th timed launch takes `lists[c][k]`
+    /// µs (its lead-ins 99).
+    fn times_of(schedule: &[usize], lists: &[&[f64]]) -> Vec<f64> {
+        let mut seen = vec![0; lists.len()];
+        (0..schedule.len())
+            .map(|i| {
+                let c = schedule[i];
+                if is_timed(i) {
+                    seen[c] += 1;
+                    lists[c][seen[c] - 1]
+                } else {
+                    99.0
+                }
+            })
+            .collect()
+    }
+
     fn choose(n: usize, schedule: &[usize], times: &[f64], margin: f64) -> (usize, Vec<f64>) {
         let mut medians = vec![0.0; n];
         let margins: Vec<f64> = (0..n).map(|c| if c == 0 { 0.0 } else { margin }).collect();
@@ -477,12 +494,7 @@ mod tests {
             .collect();
         assert_eq!(choose(2, &s, &noisy, TUNE_MARGIN), (1, vec![10.0, 9.0]));
         // A median 10% lower whose samples overlap auto's (a bimodal spread): auto's own stays.
-        // Each candidate's k-th timed launch takes `lists[c][k]` µs (its lead-ins 99).
-        let per = |s: &[usize], lists: &[&[f64]]| {
-            let mut seen = vec![0; lists.len()];
-            (0..s.len()).map(|i| if is_timed(i) { (lists[s[i]][seen[s[i]]], seen[s[i]] += 1).0 } else { 99.0 }).collect::<Vec<f64>>()
-        };
-        let spread = per(&s, &[&[8.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 10.0], &[7.0, 7.0, 7.5, 7.5, 8.5, 8.5, 9.5, 9.5]]);
+        let spread = times_of(&s, &[&[8.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 10.0], &[7.0, 7.0, 7.5, 7.5, 8.5, 8.5, 9.5, 9.5]]);
         let (chosen, medians) = choose(2, &s, &spread, TUNE_MARGIN);
         assert!(medians[1] < medians[0] * (1.0 - TUNE_MARGIN) && chosen == 0, "{medians:?}");
         // Of two clearly faster candidates, the faster.
@@ -655,11 +667,7 @@ mod tests {
         // `pdl on` 5% faster by its median but with a slow quarter overlapping auto's fast one.
         let s = schedule(2, TUNE_SAMPLES);
         let overlapping: [&[f64]; 2] = [&[40.0, 40.0, 40.5, 40.5, 40.5, 41.0, 41.0, 41.0], &[37.0, 37.5, 38.0, 38.0, 38.5, 40.6, 40.8, 41.0]];
-        let per = |s: &[usize], lists: &[&[f64]]| {
-            let mut seen = vec![0; lists.len()];
-            (0..s.len()).map(|i| if is_timed(i) { (lists[s[i]][seen[s[i]]], seen[s[i]] += 1).0 } else { 99.0 }).collect::<Vec<f64>>()
-        };
-        let times = per(&s, &overlapping);
+        let times = times_of(&s, &overlapping);
         let margins = [0.0, PDL_MARGIN];
         let mut medians = [0.0; 2];
         assert_eq!(super::choose(&s, &times, &margins, &[true, true], &mut medians, &mut Vec::new()), 0, "the whole rule: {medians:?}");
