@@ -72,7 +72,7 @@ pub const PDL_MARGIN: f64 = 0.02;
 /// ([`crate::CudaOptions::tune_edge_types`], the bench's `--tune-edge-types`), outside the exec
 /// options every shell takes. The second measurement ([`CONFIRM_REPLAYS`]) always applies the whole
 /// rule. Why it exists: on an H200 (`c853ad1`, GPU-89a95cde) the serial chain of ten 2,048-block
-/// geometry kernels measured its PDL candidate 4.1–4.9% faster than `auto`'s own in all three of the
+/// geometry kernels measured its PDL candidate 4.2–4.9% faster than `auto`'s own in all three of the
 /// bench's execs, and two of them kept `auto`'s own on the quartile test alone, 5% behind the expert's
 /// PDL graph; whether passing such a candidate on to the second measurement on its median loses
 /// elsewhere is what the setting measures (docs/fences.md, decision 14).
