@@ -2,9 +2,13 @@
 # Runs on the GPU machine (builds nothing; scripts/build-devbin.sh built .devbin/ on the developer
 # machine): every GPU test, CLI checks on the example graphs (CUDA and the GPU's Vulkan driver), the C
 # and Python checks, the Llama comparisons with transformers, and the benchmark. Logs go to $OUT
-# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|bench|quick-bench|full]...
-# (several stages may be named; `full` is all of them but quick-bench). TESTS="gpu_tiles gpu_llama" runs only
+# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|bench|quick-bench|matrix|full]...
+# (several stages may be named; `full` is all of them but quick-bench and matrix). TESTS="gpu_tiles gpu_llama" runs only
 # those test binaries in the tests stage; SANITIZE_TOOLS="racecheck" only those tools in the sanitize stage.
+# `matrix` runs the matrix against stream capture and the expert's PDL capture in parts, each its own report
+# under $OUT/matrix-<part> (a part that runs out of a call's time leaves the others' reports):
+# MATRIX_PARTS="a b llama" (default all three: a = grid, fusion, fan, decode, geometry; b = the kernel
+# families and the tiles rows; llama = the Llama steps), BENCH_ARGS="--tune-edge-types median" adds options.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -15,7 +19,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 export OSTINATO_NVDISASM=${OSTINATO_NVDISASM:-/usr/local/cuda/bin/nvdisasm}
 status=0
 step() { echo "== $*"; }
-want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench ) ]]; }
+want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench && "$1" != matrix ) ]]; }
 fail() { echo "FAILED: $*"; status=1; }
 source scripts/vulkan-env.sh
 # scripts/build-devbin.sh packs the test binaries.
@@ -159,6 +163,18 @@ fi
 if want bench; then
   step "bench"
   $BIN/ostinato bench --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+if want matrix; then
+  declare -A part_filter=([a]="grid/,fusion/,fan/,decode/,geom/" [b]="reduce,memlat/,dot/,gemv/,tiles/" [llama]="llama/")
+  for part in ${MATRIX_PARTS:-a b llama}; do
+    [[ -n ${part_filter[$part]:-} ]] || { fail "matrix part $part (a, b or llama)"; continue; }
+    step "matrix $part"
+    start=$(date +%s)
+    # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+    $BIN/ostinato bench --filter "${part_filter[$part]}" --arms captured,captured-pdl,ostinato ${BENCH_ARGS:-} \
+      --out "$OUT/matrix-$part" 2>&1 | tee "$OUT/matrix-$part.log" || status=1
+    echo "matrix $part took $(( $(date +%s) - start )) s" | tee -a "$OUT/matrix-$part.log"
+  done
 fi
 if want quick-bench; then
   step "quick bench"
