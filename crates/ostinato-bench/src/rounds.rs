@@ -116,11 +116,9 @@ impl Sampler {
             }
         };
         self.taken += 1;
-        if warmup {
-            self.warm[instance] += 1;
-        }
         let verdict = compare(&w.check, init, want, &s.outputs);
         if warmup {
+            self.warm[instance] += 1;
             out.warmup_samples += 1;
             if out.warmup_samples > warmups && verdict.is_ok() {
                 return;
@@ -219,7 +217,8 @@ fn finish(Made { instances, mut out }: Made) -> ArmResult {
     out.host_us_per_dispatch = stat_grouped(&host);
     out.replay_call_us = stat_grouped(&by_instance(&|s| s.replay_call_us));
     out.replay_single_us = stat_grouped(&by_instance(&|s| s.replay_single_us));
-    let metric = if gpu.iter().any(|g| !g.is_empty()) { &gpu } else { &host };
+    // The ranked metric, as `ArmResult::metric` picks it.
+    let metric = if out.gpu_us_per_dispatch.is_some() { &gpu } else { &host };
     out.instances = if k > 1 {
         instances.iter().zip(metric).map(|(arm, v)| InstanceResult { median: stats::median(v), timed_samples: v.len(), decisions: arm.decisions() }).collect()
     } else {

@@ -203,20 +203,23 @@ pub(crate) fn candidates(plan: &Plan, kernels: &[KernelPdl], helpers_pdl: bool, 
     out
 }
 
+/// Whether two lowerings submit the same dependencies: the same edges, whatever their types.
+fn same_dependencies(a: &Lowering, b: &Lowering) -> bool {
+    a.edges.iter().map(|e| (e.from, e.to)).eq(b.edges.iter().map(|e| (e.from, e.to)))
+}
+
 /// The margin by which each of `candidates` (`auto`'s first, whose own is 0) must beat `auto`'s:
 /// [`PDL_MARGIN`] where it submits `auto`'s dependencies (with other edge types, or the same
 /// submission in a second exec), else [`TUNE_MARGIN`].
 pub(crate) fn margins(candidates: &[(String, Lowering)]) -> Vec<f64> {
-    let pairs = |l: &Lowering| l.edges.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>();
     let Some((_, auto)) = candidates.first() else { return Vec::new() };
-    let auto_pairs = pairs(auto);
     candidates
         .iter()
         .enumerate()
         .map(|(i, (_, l))| {
             if i == 0 {
                 0.0
-            } else if pairs(l) == auto_pairs {
+            } else if same_dependencies(l, auto) {
                 PDL_MARGIN
             } else {
                 TUNE_MARGIN
@@ -230,9 +233,12 @@ pub(crate) fn margins(candidates: &[(String, Lowering)]) -> Vec<f64> {
 /// that submits `auto`'s dependencies with other edge types (a second exec of the same submission
 /// keeps the test: what differs there is the instance, not the graph).
 pub(crate) fn first_quartiles(candidates: &[(String, Lowering)], rule: EdgeTypesRule) -> Vec<bool> {
-    let pairs = |l: &Lowering| l.edges.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>();
     let Some((_, auto)) = candidates.first() else { return Vec::new() };
-    candidates.iter().enumerate().map(|(i, (_, l))| !(rule == EdgeTypesRule::Median && i > 0 && pairs(l) == pairs(auto) && !same_submission(l, auto))).collect()
+    candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, l))| !(rule == EdgeTypesRule::Median && i > 0 && same_dependencies(l, auto) && !same_submission(l, auto)))
+        .collect()
 }
 
 /// Which candidate each tuning replay launches: `rounds` rounds in which every candidate runs twice in
@@ -633,8 +639,7 @@ mod tests {
         let m = margins(&found);
         assert!(m.contains(&TUNE_MARGIN), "{m:?}");
         for ((label, l), m) in found.iter().zip(&m).skip(1) {
-            let same = l.edges.iter().map(|e| (e.from, e.to)).eq(found[0].1.edges.iter().map(|e| (e.from, e.to)));
-            assert_eq!(*m, if same { PDL_MARGIN } else { TUNE_MARGIN }, "{label}");
+            assert_eq!(*m, if same_dependencies(l, &found[0].1) { PDL_MARGIN } else { TUNE_MARGIN }, "{label}");
         }
     }
 
@@ -653,8 +658,7 @@ mod tests {
         let found = candidates(&plan, &kernels, true, PdlPolicy::default(), auto);
         let q = first_quartiles(&found, EdgeTypesRule::Median);
         for ((label, l), q) in found.iter().zip(&q) {
-            let pairs = |l: &Lowering| l.edges.iter().map(|e| (e.from, e.to)).collect::<Vec<_>>();
-            let types_only = pairs(l) == pairs(&found[0].1) && !same_submission(l, &found[0].1);
+            let types_only = same_dependencies(l, &found[0].1) && !same_submission(l, &found[0].1);
             assert_eq!(*q, !types_only, "{label}");
             if label.ends_with("second exec") && same_submission(l, &found[0].1) {
                 assert!(*q, "a second exec of auto's own keeps the test");
