@@ -130,6 +130,7 @@ pub(crate) fn build(
     let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(extent(&m.0)) } else { None }).collect();
     ostinato::check_disjoint_roots(plan, &user)?;
     check_plan(ctx, plan, &kernels)?;
+    let tile_maps = crate::fusion::map_uses(plan, &kernels);
     let fused = crate::fusion::fuse(ctx, plan, &kernels, options.fusion)?;
     let (run_plan, kernels, dispatches, fused_nodes, units) = match fused {
         Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes, units }) => (Some(plan), all, dispatches, fused_nodes, units),
@@ -151,6 +152,7 @@ pub(crate) fn build(
         fault: None,
         pushed,
         fused_nodes,
+        tile_maps,
         slot_uses,
         cmds,
         queues,

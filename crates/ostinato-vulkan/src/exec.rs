@@ -146,6 +146,8 @@ pub struct VulkanExec {
     pub(crate) pushed: usize,
     /// How many of the user's nodes run inside fused dispatches.
     pub(crate) fused_nodes: usize,
+    /// How each declared tile map was taken.
+    pub(crate) tile_maps: Vec<crate::MapUse>,
     /// Per slot: the byte offsets in `params` of every use, with the value's size.
     pub(crate) slot_uses: Vec<Vec<(usize, usize)>>,
     pub(crate) cmds: Vec<Cmd>,
@@ -211,6 +213,12 @@ impl VulkanExec {
     /// How many of the user's nodes run inside fused dispatches (0: fusion off or nothing fused).
     pub fn fused_nodes(&self) -> usize {
         self.fused_nodes
+    }
+
+    /// How each tile map the plan declares was taken, node by node: verified from the kernel's code,
+    /// vouched for, a built-in's stated footprint, or why not (the node is then ordered as a whole).
+    pub fn tile_maps(&self) -> &[crate::MapUse] {
+        &self.tile_maps
     }
 
     /// The exec's options.

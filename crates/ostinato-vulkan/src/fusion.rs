@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use naga::{AddressSpace, BuiltIn, GlobalVariable, Handle, Module, ResourceBinding, Span, Statement, Type, TypeInner};
+use naga::{AddressSpace, BuiltIn, GlobalVariable, Handle, Module, ResourceBinding, Span, Type, TypeInner};
 use ostinato::fusion::{barriers, groups, Fusable, FuseKey, FusedLaunch, FusionMode, Group};
 use ostinato::{Access, Arg, BufferId, KernelSig, Launch, NodeId, NodeOp, ParamKind, Plan, Slice};
 
@@ -38,6 +38,7 @@ use crate::ffi::Context;
 use crate::fused_entry::{BodyFn, Call};
 use crate::kernel::VulkanKernel;
 use crate::offsets::{Offsets, ParamsVar};
+use crate::tilemaps::{MapKept, MapUse};
 use crate::VkError;
 
 /// A kernel's body as a fused dispatch runs it: its module with offsets, and what the fusion needs.
@@ -77,10 +78,6 @@ pub(crate) fn body(module: &Module, entry: &str, offsets: &Offsets, n_buf: u32, 
             _ => return Err(format!("its argument `{}` is not a compute built-in a fused dispatch provides", a.name.as_deref().unwrap_or("?"))),
         }
     }
-    let blocks = module.functions.iter().map(|(_, f)| &f.body).chain(std::iter::once(&ep.function.body));
-    if blocks.into_iter().any(has_barrier) {
-        return Err("it has workgroup barriers of its own".into());
-    }
     let binding = |b: u32| module.global_variables.iter().find(|(_, v)| v.binding == Some(ResourceBinding { group: 0, binding: b })).map(|(h, _)| h);
     let buffers = (0..n_buf).map(|b| binding(b).ok_or_else(|| format!("no binding {b}"))).collect::<Result<Vec<_>, _>>()?;
     let params = match params {
@@ -97,6 +94,9 @@ pub(crate) fn body(module: &Module, entry: &str, offsets: &Offsets, n_buf: u32, 
         // once and shared between the calls.
         return Err("it has module-scope private variables".into());
     }
+    // Its own barriers, where it has them, are in uniform control flow (naga's uniformity analysis
+    // validated the module): every invocation of a workgroup that calls the body reaches each of them,
+    // and a fused dispatch calls every body from every invocation.
     let uses_shared = module.global_variables.iter().any(|(_, v)| v.space == AddressSpace::WorkGroup);
     let element_sizes = offsets.bindings.iter().map(|b| b.element_size).collect();
     Ok(Arc::new(Body { module: module.clone(), entry: e, args, params, buffers, uses_shared, element_sizes }))
@@ -107,17 +107,6 @@ impl Body {
     pub(crate) fn params_type(&self) -> Option<Handle<Type>> {
         self.params.map(|p| self.module.global_variables[p].ty)
     }
-}
-
-fn has_barrier(block: &naga::Block) -> bool {
-    block.iter().any(|s| match s {
-        Statement::ControlBarrier(_) | Statement::MemoryBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
-        Statement::Block(b) => has_barrier(b),
-        Statement::If { accept, reject, .. } => has_barrier(accept) || has_barrier(reject),
-        Statement::Switch { cases, .. } => cases.iter().any(|c| has_barrier(&c.body)),
-        Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
-        _ => false,
-    })
 }
 
 /// A fused dispatch's layout (its node in the rewritten plan).
@@ -145,12 +134,11 @@ fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Op
     let body = k.body.as_ref().ok()?;
     // A launch of many workgroups fuses block by block where its tile maps are the shader's own
     // per-workgroup footprint: a built-in's (checked against the core's stated footprint, with the
-    // workgroup the launch's block, as the bind requires), or a user's the author vouches for (the
-    // Vulkan backend reads no affine addresses from a shader).
+    // workgroup the launch's block, as the bind requires), or a user's that the code is shown to keep
+    // (`crate::tilemaps`) or its author vouches for.
     if launch.grid != [1, 1, 1] {
         let node = &g.nodes()[v];
-        let vouched = node.tiles.iter().all(|t| g.kernel(*kernel).params[t.param].decl == ostinato::AccessDecl::Vouched);
-        if node.tiles.is_empty() || !(k.builtin || vouched) || k.workgroup != Some(launch.block) {
+        if node.tiles.is_empty() || k.workgroup != Some(launch.block) || !node.tiles.iter().all(|t| map_kept(g, node, k, t).is_ok()) {
             return None;
         }
         if launch.grid.iter().zip(ctx.limits.workgroup_count).any(|(&d, max)| d > max) {
@@ -166,6 +154,44 @@ fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Op
         }
     }
     Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: body.uses_shared })
+}
+
+/// How node `node`'s map `t` holds for its kernel `k`: stated (a built-in's footprint, checked by the
+/// core), declared `vouched`, or verified from the code with the node's scalars (a scalar from a slot,
+/// patchable later, is not taken as known); why not.
+pub(crate) fn map_kept(g: &ostinato::Graph, node: &ostinato::Node, k: &VulkanKernel, t: &ostinato::ParamTile) -> Result<MapKept, String> {
+    let NodeOp::Kernel { kernel, launch, args } = &node.op else { return Err("not a kernel launch".into()) };
+    let sig = g.kernel(*kernel);
+    if k.builtin {
+        return Ok(MapKept::Stated);
+    }
+    if sig.params[t.param].decl == ostinato::AccessDecl::Vouched {
+        return Ok(MapKept::Vouched);
+    }
+    let code = k.tiles.as_ref().map_err(|why| format!("the check cannot read the kernel's code: {why}"))?;
+    let buffer = sig.params[..t.param].iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count();
+    let scalars: Vec<Option<ostinato::Scalar>> = sig
+        .params
+        .iter()
+        .zip(args)
+        .filter(|(p, _)| matches!(p.kind, ParamKind::Scalar(_)))
+        .map(|(_, a)| if let Arg::Scalar(s) = a { Some(*s) } else { None })
+        .collect();
+    code.check(buffer, &t.map, launch, &scalars).map(|()| MapKept::Verified)
+}
+
+/// How each declared tile map of `plan` is taken ([`MapUse`]).
+pub(crate) fn map_uses(plan: &Plan, kernels: &[VulkanKernel]) -> Vec<MapUse> {
+    let g = plan.graph();
+    let mut out = Vec::new();
+    for (v, node) in g.nodes().iter().enumerate() {
+        let NodeOp::Kernel { kernel, .. } = &node.op else { continue };
+        for t in &node.tiles {
+            let param = g.kernel(*kernel).params[t.param].name.clone();
+            out.push(MapUse { node: NodeId(v as u32), param, kept: map_kept(g, node, &kernels[kernel.index()], t) });
+        }
+    }
+    out
 }
 
 /// Fuses `plan` under `mode`; `None` where nothing fuses (or `off`).

@@ -18,6 +18,7 @@ use ostinato::{KernelRef, KernelSig, ParamKind, ScalarType};
 use crate::ffi::{Context, Pipeline};
 use crate::fusion::Body;
 use crate::offsets::{add_offsets, BindingInfo, Offsets, ParamsVar};
+use crate::tilemaps::{ParamsAt, TileCode};
 use crate::VkError;
 
 /// A bound kernel: its pipelines and the layout of its scalar params.
@@ -44,6 +45,8 @@ pub struct VulkanKernel {
     /// stride of its params blocks in a fused dispatch's params array.
     pub(crate) body: Result<Arc<Body>, String>,
     pub(crate) body_stride: u32,
+    /// The code as the tile check reads it ([`crate::tilemaps`]), or why it cannot.
+    pub(crate) tiles: Result<Arc<TileCode>, String>,
     /// One of the generic built-ins (`builtin:NAME`): its per-workgroup footprint is the core's stated
     /// one (`ostinato::builtins::block_footprint`), against which a node's tile maps are checked.
     pub(crate) builtin: bool,
@@ -83,6 +86,7 @@ pub(crate) struct Compiled {
     pub(crate) offsets: Offsets,
     pub(crate) body: Result<Arc<Body>, String>,
     pub(crate) body_stride: u32,
+    pub(crate) tiles: Result<Arc<TileCode>, String>,
     /// The module adds f32 atomically (an `atomic<f32>`): the device must have
     /// [`Context::float32_atomic_add`].
     pub(crate) float_atomics: bool,
@@ -180,6 +184,7 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
     let workgroup = entry_workgroup(sig, &module, entry)?;
     let float_atomics = uses_float_atomics(&module);
     let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?;
+    let tiles = tile_code(sig, &module, &info, entry, ParamsAt::Immediate, Some(source));
     let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
     let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate);
     let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
@@ -191,7 +196,19 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
         }
     }
     let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
-    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride, float_atomics })
+    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
+}
+
+/// The module (as written, before the offset rewrite) as the tile check reads it.
+fn tile_code(
+    sig: &KernelSig,
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+    at: ParamsAt,
+    source: Option<&str>,
+) -> Result<Arc<TileCode>, String> {
+    TileCode::new(module, info.clone(), sig, entry, &params_layout(sig).0, at, source).map(Arc::new)
 }
 
 /// A SPIR-V file's bytes → SPIR-V through naga's front end, its bindings taking element offsets.
@@ -210,6 +227,7 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
             offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes },
             body: Err(why.clone()),
             body_stride: 0,
+            tiles: Err(why.clone()),
             // Unknown to naga: the driver checks the module's capabilities against the device.
             float_atomics: false,
         }
@@ -226,14 +244,15 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
         Ok(i) => i,
         Err(e) => return Ok(as_given(format!("naga does not validate the module it read ({e})"), Some(workgroup))),
     };
+    let tiles = tile_code(sig, &module, &info, entry, ParamsAt::Binding(n_buf), None);
     let offsets = add_offsets(&mut module, &info, n_buf, scalar_bytes, ParamsVar::Storage(n_buf));
     let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Storage(n_buf));
     if offsets.at.is_none() {
         // Nothing to rewrite: the module runs as given.
-        return Ok(Compiled { offsets, body, body_stride, float_atomics, ..as_given(String::new(), Some(workgroup)) });
+        return Ok(Compiled { offsets, body, body_stride, tiles, float_atomics, ..as_given(String::new(), Some(workgroup)) });
     }
     let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
-    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride, float_atomics })
+    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
 }
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
@@ -323,6 +342,7 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         workgroup: compiled.workgroup,
         body: compiled.body,
         body_stride: compiled.body_stride,
+        tiles: compiled.tiles,
         builtin: false,
     })
 }
@@ -332,8 +352,12 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
 pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module, bindings: u32, block: [u32; 3]) -> Result<VulkanKernel, VkError> {
     let sig = KernelSig::new(name);
     // Variables of several bodies share a binding (one per root buffer, one for the params): validated
-    // without the binding-collision check, which assumes one variable per binding.
-    let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS;
+    // without the binding-collision check, which assumes one variable per binding. And without the
+    // uniformity analysis: each body's barriers were found in uniform control flow when its own module
+    // was validated (its scalars uniform), and the entry calls the bodies in uniform control flow by
+    // construction (a switch on the workgroup id, loops of literal counts); naga would see the bodies'
+    // scalars, now loaded into per-invocation private variables, and the loops' counters as varying.
+    let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS - naga::valid::ValidationFlags::CONTROL_FLOW_UNIFORMITY;
     let info = naga::valid::Validator::new(flags, FLOAT_ATOMICS).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
     let words = spirv_words(&sig, &module, &info, "main")?;
     let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, c"main").map_err(|e| refuse(&sig, e.to_string()))?;
@@ -349,6 +373,7 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
         workgroup: Some(block),
         body: Err("a fused dispatch".into()),
         body_stride: 0,
+        tiles: Err("a fused dispatch".into()),
         builtin: false,
     })
 }

@@ -5,7 +5,8 @@
 //! re-records nothing. Kernels are WGSL (the built-ins of `kernels/wgsl/`, or files) or SPIR-V files,
 //! read into naga modules (each buffer binding then takes a slice at any byte offset: [`offsets`]) and
 //! written as SPIR-V at run time; lanes of dependent one-workgroup dispatches fuse into one dispatch
-//! ([`fusion`]). The Vulkan loader is opened at run time (no SDK needed to build).
+//! ([`fusion`]), and so do chains of many workgroups related block by block by tile maps that a
+//! built-in states, its author vouches for, or its code is shown to keep ([`MapUse`]). The Vulkan loader is opened at run time (no SDK needed to build).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
@@ -26,6 +27,9 @@ mod options;
 mod record;
 pub mod shaders;
 mod submit;
+mod tile_flow;
+mod tile_forms;
+mod tilemaps;
 mod trace;
 mod transfer;
 
@@ -35,3 +39,4 @@ pub use ffi::{copy, Buffer, Context, DeviceLimits, Pipeline, MAX_QUEUES};
 pub use kernel::VulkanKernel;
 pub use options::{FusionMode, QueueMode, ReplayOrdering, VulkanOptions, DEFAULT_WAIT_TIMEOUT};
 pub use submit::MAX_REPLAYS_IN_FLIGHT;
+pub use tilemaps::{MapKept, MapUse};
