@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, Scalar};
 use ostinato_vulkan::{Buffer, Context, VkError, VulkanBackend, VulkanExec, VulkanMemory, VulkanOptions};
 
-use super::arms::{err, read_checked, reset, slot_value, Arm, RawSample};
+use super::arms::{err, read_checked, reset, slot_value, Arm, Decisions, RawSample};
 use super::pack::ShaderFeatures;
 use super::workload::{Kernels, Workload};
 
@@ -176,6 +176,32 @@ impl OstinatoVulkan {
 }
 
 impl Arm for OstinatoVulkan {
+    /// What fused: the nodes inside fused dispatches, and for the others whose tile maps were not
+    /// kept, why (`VulkanExec::tile_maps`). A Vulkan exec measures no submissions and has no PDL edges.
+    fn decisions(&self) -> Option<Decisions> {
+        let plan = self.exec.plan();
+        let mut unfused: Vec<(String, usize)> = Vec::new();
+        for m in self.exec.tile_maps() {
+            if let Err(why) = &m.kept {
+                let r = format!("its tile map on `{}` is not kept: {why}", m.param);
+                match unfused.iter_mut().find(|(x, _)| *x == r) {
+                    Some((_, n)) => *n += 1,
+                    None => unfused.push((r, 1)),
+                }
+            }
+        }
+        Some(Decisions {
+            edges: 0,
+            programmatic_edges: 0,
+            full_edges: Vec::new(),
+            nodes: plan.node_count(),
+            fused_nodes: self.exec.fused_nodes(),
+            unfused,
+            candidates: 1,
+            measured: None,
+            confirmation: None,
+        })
+    }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
         let (mut gpu, mut host) = (Some(0.0), 0.0);

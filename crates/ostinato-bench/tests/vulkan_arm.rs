@@ -137,23 +137,26 @@ fn as_plain(mut w: Workload, without: &str) -> Workload {
 }
 
 /// On Vulkan the dispatch-grid rows' maps are `add_one`'s own footprint, so a multi-block chain runs as
-/// one dispatch of its grid (four, one per chain, for the independent rows); the tiles family's WGSL
-/// reduces a row in workgroup memory behind barriers and its maps are not vouched, so its nodes run
-/// one dispatch each. Skips without Vulkan.
+/// one dispatch of its grid (four, one per chain, for the independent rows); the tiles family's row
+/// chains, whose WGSL reduces a row in workgroup memory behind barriers, fuse the same way on maps
+/// verified from that WGSL; the sparse chain's maps are verified too, but Vulkan has no hand-offs, so
+/// its nodes run one dispatch each. Skips without Vulkan.
 #[test]
-fn the_tiled_grid_rows_fuse_on_vulkan_and_the_tiles_rows_run_node_by_node() {
+fn the_tiled_grid_and_row_chains_fuse_on_vulkan_and_the_sparse_chain_runs_node_by_node() {
     use ostinato::{Backend, Plan};
+    let test = "the_tiled_grid_and_row_chains_fuse_on_vulkan_and_the_sparse_chain_runs_node_by_node";
     let ctx = match ostinato_vulkan::Context::open() {
         Ok(c) => c,
         Err(e) => {
-            ostinato_testkit::skip(&format!("SKIP the_tiled_grid_rows_fuse_on_vulkan_and_the_tiles_rows_run_node_by_node: {e}"));
+            ostinato_testkit::skip(&format!("SKIP {test}: {e}"));
             return;
         }
     };
     for (w, fused, dispatches) in [
         (grid::dispatch_grid(50, 4, false, 1), 50, 1),
         (grid::dispatch_grid(20, 4, true, 1), 80, 4),
-        (tiles::rms_chain(64, 96, 2, 1), 0, 6),
+        (tiles::rms_chain(64, 96, 2, 1), 6, 1),
+        (tiles::softmax_chain(64, 96, 3, 1), 3, 1),
         (tiles::sparse_chain(4, 8, 64, 3, 1), 0, 6),
     ] {
         let plan = Plan::compile(&w.graph).unwrap();
@@ -161,5 +164,6 @@ fn the_tiled_grid_rows_fuse_on_vulkan_and_the_tiles_rows_run_node_by_node() {
         let kernels = ostinato_bench::vulkan::bind_vulkan(&backend, &w, &plan).unwrap();
         let exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
         assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (fused, dispatches), "{}", w.id);
+        assert!(exec.tile_maps().iter().all(|m| m.kept.is_ok()), "{}: {:?}", w.id, exec.tile_maps());
     }
 }

@@ -16,13 +16,14 @@
 //! invocation id its local one — what it saw when dispatched alone.
 //!
 //! What may fuse (`Body`, decided at bind time): a module whose entry point takes only the compute
-//! built-ins above, has no barrier of its own (a body's barrier would count invocations that already
-//! returned from it), and whose every binding takes element offsets; a node launched as one workgroup
-//! whose slices start at whole elements of their root buffers.
+//! built-ins above, whose barriers, if it has any, lie in uniform control flow (`crate::uniform`: a
+//! barrier some invocations of a workgroup skip, or reach after others returned, would count
+//! differently once the body is one call among many), and whose every binding takes element offsets;
+//! a node launched as one workgroup whose slices start at whole elements of their root buffers.
 //!
-//! A node of many workgroups fuses too where its tile maps are the shader's own per-workgroup
-//! footprint — a built-in's (its maps checked against the core's stated footprint, its workgroup the
-//! launch's block) or maps its author vouches for — and the core's policy finds every relation inside
+//! A node of many workgroups fuses too where its tile maps are kept — a built-in's (its maps checked
+//! against the core's stated footprint, its workgroup the launch's block), maps verified from its code
+//! (`crate::tilemaps`) or maps its author vouches for — and the core's policy finds every relation inside
 //! the run block-local (`ostinato::tiles`, `docs/tiles.md`): the fused dispatch has the nodes' grid, and
 //! each body sees the dispatch's own workgroup id, global invocation id and workgroup count.
 
@@ -60,7 +61,7 @@ pub(crate) struct Body {
 
 /// Whether `module` (its bindings rewritten for offsets as `offsets` says) may run as a fused body;
 /// why not, where it may not.
-pub(crate) fn body(module: &Module, entry: &str, offsets: &Offsets, n_buf: u32, params: ParamsVar) -> Result<Arc<Body>, String> {
+pub(crate) fn body(module: &Module, entry: &str, offsets: &Offsets, n_buf: u32, params: ParamsVar, source: Option<&str>) -> Result<Arc<Body>, String> {
     if let Some((i, b)) = offsets.bindings.iter().enumerate().find_map(|(i, b)| b.offsets.as_ref().err().map(|e| (i, e))) {
         return Err(format!("binding {i} cannot take an element offset ({b})"));
     }
@@ -89,14 +90,15 @@ pub(crate) fn body(module: &Module, entry: &str, offsets: &Offsets, n_buf: u32, 
             return Err("its params variable is not a struct".into());
         }
     }
+    // Its own barriers, where it has them, must be in uniform control flow: every invocation of a
+    // workgroup that calls the body reaches each of them, and a fused dispatch calls every body from
+    // every invocation.
+    crate::uniform::barriers_uniform(module, e, params, source)?;
     if module.global_variables.iter().any(|(_, v)| v.space == AddressSpace::Private) {
         // One thread runs its lane's bodies in turn: their module-scope variables would be initialised
         // once and shared between the calls.
         return Err("it has module-scope private variables".into());
     }
-    // Its own barriers, where it has them, are in uniform control flow (naga's uniformity analysis
-    // validated the module): every invocation of a workgroup that calls the body reaches each of them,
-    // and a fused dispatch calls every body from every invocation.
     let uses_shared = module.global_variables.iter().any(|(_, v)| v.space == AddressSpace::WorkGroup);
     let element_sizes = offsets.bindings.iter().map(|b| b.element_size).collect();
     Ok(Arc::new(Body { module: module.clone(), entry: e, args, params, buffers, uses_shared, element_sizes }))

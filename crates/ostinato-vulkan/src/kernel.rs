@@ -103,8 +103,8 @@ pub(crate) fn uses_float_atomics(module: &naga::Module) -> bool {
 }
 
 /// The module as a fused body (see [`crate::fusion::body`]), with its params blocks' array stride.
-fn fusion_body(module: &naga::Module, entry: &str, offsets: &Offsets, n_buf: u32, params: ParamsVar) -> (Result<Arc<Body>, String>, u32) {
-    let body = crate::fusion::body(module, entry, offsets, n_buf, params);
+fn fusion_body(module: &naga::Module, entry: &str, offsets: &Offsets, n_buf: u32, params: ParamsVar, source: Option<&str>) -> (Result<Arc<Body>, String>, u32) {
+    let body = crate::fusion::body(module, entry, offsets, n_buf, params, source);
     let stride = body.as_ref().ok().and_then(|b| b.params_type()).map_or(0, |ty| {
         let mut layouter = naga::proc::Layouter::default();
         layouter.update(module.to_ctx()).map_or(0, |()| layouter[ty].to_stride())
@@ -186,7 +186,7 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
     let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?;
     let tiles = tile_code(sig, &module, &info, entry, ParamsAt::Immediate, Some(source));
     let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
-    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate);
+    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate, Some(source));
     let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
     let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?) } else { None };
     for (_, var) in module.global_variables.iter_mut() {
@@ -246,7 +246,7 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
     };
     let tiles = tile_code(sig, &module, &info, entry, ParamsAt::Binding(n_buf), None);
     let offsets = add_offsets(&mut module, &info, n_buf, scalar_bytes, ParamsVar::Storage(n_buf));
-    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Storage(n_buf));
+    let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Storage(n_buf), None);
     if offsets.at.is_none() {
         // Nothing to rewrite: the module runs as given.
         return Ok(Compiled { offsets, body, body_stride, tiles, float_atomics, ..as_given(String::new(), Some(workgroup)) });
@@ -352,11 +352,12 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
 pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module, bindings: u32, block: [u32; 3]) -> Result<VulkanKernel, VkError> {
     let sig = KernelSig::new(name);
     // Variables of several bodies share a binding (one per root buffer, one for the params): validated
-    // without the binding-collision check, which assumes one variable per binding. And without the
-    // uniformity analysis: each body's barriers were found in uniform control flow when its own module
-    // was validated (its scalars uniform), and the entry calls the bodies in uniform control flow by
-    // construction (a switch on the workgroup id, loops of literal counts); naga would see the bodies'
-    // scalars, now loaded into per-invocation private variables, and the loops' counters as varying.
+    // without the binding-collision check, which assumes one variable per binding. And without naga's
+    // uniformity pass: each body's barriers were found in uniform control flow at bind
+    // (`crate::uniform`, its scalars uniform), and the entry calls the bodies in uniform control flow
+    // by construction (a switch on the workgroup id, loops of literal counts); naga would see the
+    // bodies' scalars, now loaded into per-invocation private variables, and the loops' counters as
+    // varying.
     let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS - naga::valid::ValidationFlags::CONTROL_FLOW_UNIFORMITY;
     let info = naga::valid::Validator::new(flags, FLOAT_ATOMICS).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
     let words = spirv_words(&sig, &module, &info, "main")?;
@@ -396,6 +397,21 @@ mod tests {
         assert_eq!(c.offsets.at, Some(12));
         assert_eq!(c.offsets.params_bytes, 20);
         assert!(c.offsets.bindings.iter().all(|b| b.offsets.is_ok() && b.element_size == 4 && b.element == "u32"), "{:?}", c.offsets.bindings);
+    }
+
+    #[test]
+    fn a_barrier_after_a_return_some_invocations_take_makes_no_fused_body() {
+        // naga records that a barrier needs uniform control flow but does not check it: a kernel with a
+        // barrier some invocations return before binds, runs alone, and is no fused body.
+        let sig = KernelSig::new("k").buffer("x", Access::ReadWrite);
+        let early = "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\nvar<workgroup> t: array<u32, 64>;\n@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) { if (i >= 32u) { return; } t[i] = i; workgroupBarrier(); x[i] = t[63u - i]; }";
+        let c = compile_wgsl(&sig, early, "main").unwrap();
+        let e = c.body.err().expect("no fused body");
+        assert!(e.contains("barrier at line 3"), "{e}");
+        // The same barrier before the return: accepted, and a fused body.
+        let late = early.replace("if (i >= 32u) { return; } t[i] = i; workgroupBarrier();", "t[i] = i; workgroupBarrier(); if (i >= 32u) { return; }");
+        let c = compile_wgsl(&sig, &late, "main").unwrap();
+        assert!(c.body.is_ok(), "{:?}", c.body.err());
     }
 
     #[test]

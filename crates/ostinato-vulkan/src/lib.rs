@@ -32,6 +32,7 @@ mod tile_forms;
 mod tilemaps;
 mod trace;
 mod transfer;
+mod uniform;
 
 pub use error::{MisalignedSlice, VkError};
 pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};
