@@ -111,6 +111,15 @@ impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
         if exec.fused_nodes() > 0 {
             notes.push(format!("{} of {} nodes fused: {} dispatches per replay", exec.fused_nodes(), plan.node_count(), exec.run_plan().node_count()));
         }
+        // Tile maps the backend could not keep (those nodes are ordered as wholes): the first few, why.
+        let dropped: Vec<&ostinato_vulkan::MapUse> = exec.tile_maps().iter().filter(|m| m.kept.is_err()).collect();
+        for m in dropped.iter().take(3) {
+            let why = m.kept.as_ref().err().map_or("", String::as_str);
+            notes.push(format!("node {} `{}`: tile map not kept, the node ordered as a whole ({why})", m.node.0, m.param));
+        }
+        if dropped.len() > 3 {
+            notes.push(format!("{} more tile maps not kept", dropped.len() - 3));
+        }
         if let Some(c) = exec.lane_counts() {
             notes.push(format!(
                 "lanes on separate queues: {} vkQueueSubmit calls, {} batches and {} semaphore waits ({} across queues) per replay",

@@ -53,8 +53,9 @@ pub(crate) struct TileCode {
     /// signature's scalars).
     params: Option<(Handle<GlobalVariable>, Vec<Option<usize>>)>,
     workgroup: [u32; 3],
-    /// WGSL text, for line numbers in messages.
+    /// WGSL text, for line numbers in messages, and the kernel's name.
     source: Option<String>,
+    kernel: String,
 }
 
 impl std::fmt::Debug for TileCode {
@@ -131,7 +132,8 @@ impl TileCode {
         let mut layouter = naga::proc::Layouter::default();
         layouter.update(module.to_ctx()).map_err(|e| format!("laying out its types: {e}"))?;
         let workgroup = module.entry_points[e].workgroup_size;
-        Ok(TileCode { module: module.clone(), info, layouter, entry: e, buffers, params, workgroup, source: source.map(str::to_string) })
+        let source = source.map(str::to_string);
+        Ok(TileCode { module: module.clone(), info, layouter, entry: e, buffers, params, workgroup, source, kernel: sig.name.clone() })
     }
 
     /// Whether every access of buffer param `buffer` (its index among the buffers) by workgroup `b` of
@@ -178,8 +180,8 @@ impl TileCode {
 
     fn at(&self, span: naga::Span) -> String {
         match (&self.source, span.is_defined()) {
-            (Some(src), true) => format!("the access at line {}", span.location(src).line_number),
-            _ => "an access".to_string(),
+            (Some(src), true) => format!("kernel `{}`, the access at line {}", self.kernel, span.location(src).line_number),
+            _ => format!("kernel `{}`, an access", self.kernel),
         }
     }
 }
