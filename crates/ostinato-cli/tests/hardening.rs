@@ -237,3 +237,29 @@ fn allocations_sized_by_input_fail_as_errors_under_an_address_space_limit() {
     let o = under_limit(1_500_000, &big, &["run", "{}", "--check"]);
     assert!(o.status.success() || o.status.code() == Some(1), "a crash, not an error: {:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
 }
+
+/// A WGSL kernel with one enormous expression: naga lowers it recursively, which overflowed the stack
+/// (an abort) before; now the statement is refused with its line wherever the code is read — a plan's
+/// explanation notes it, binding refuses it — and nothing aborts.
+#[test]
+fn a_wgsl_statement_too_long_to_read_safely_is_refused_not_an_abort() {
+    let dir = std::env::temp_dir().join(format!("ostinato-hard-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sum = vec!["l.x"; 20_000].join(" + ");
+    let wgsl = format!("@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n@compute @workgroup_size(64)\nfn main(@builtin(local_invocation_id) l: vec3<u32>) {{ x[l.x] = {sum}; }}\n");
+    std::fs::write(dir.join("deep.wgsl"), wgsl).unwrap();
+    let graph = "[[buffer]]\nname = \"x\"\nsize = 1024\n\n[[kernel]]\nname = \"k\"\nparams = [{ name = \"x\", access = \"read_write\" }]\nvulkan = \"deep.wgsl\"\n\n[[node]]\nkernel = \"k\"\ngrid = [1]\nblock = [64]\nargs = { x = \"x\" }\n";
+    std::fs::write(dir.join("g.toml"), graph).unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_ostinato")).args(args).current_dir(&dir).output().expect("binary runs");
+    let o = run(&["plan", "g.toml", "--explain"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.code().is_some(), "ended by a signal: {text}");
+    assert!(text.contains("line 3: a statement of more than 1000 operators"), "{text}");
+    if ostinato_runtime::ostinato_vulkan::Context::open_matching(None).is_ok() {
+        let o = run(&["run", "g.toml", "--backend", "vulkan"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("g.toml:5") && err.contains("kernel `k`: line 3: a statement of more than 1000 operators"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -63,7 +63,7 @@ pub(crate) fn code_wgsl(reference: &KernelRef) -> Result<&str, String> {
 
 /// A WGSL module.
 pub fn wgsl(source: &str, entry: &str, name: &str) -> Result<Code, String> {
-    let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
+    let module = crate::wgsl::parse(source)?;
     Ok(Code { module, source: Some(source.to_string()), entry: entry.to_string(), name: name.to_string() })
 }
 

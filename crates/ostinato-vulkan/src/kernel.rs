@@ -170,7 +170,7 @@ pub(crate) fn n_buffers(sig: &KernelSig) -> u32 {
 /// WGSL → SPIR-V of `entry`: the storage-buffer build, and the push-constant build where the module
 /// takes push constants; its bindings are checked against the signature and take element offsets.
 pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result<Compiled, VkError> {
-    let mut module = naga::front::wgsl::parse_str(source).map_err(|e| refuse(sig, e.emit_to_string(source)))?;
+    let mut module = crate::wgsl::parse(source).map_err(|e| refuse(sig, e))?;
     let n_buf = n_buffers(sig);
     let n_scalar = sig.params.len() as u32 - n_buf;
     check_bindings(sig, &module, n_buf, false)?;

@@ -33,6 +33,7 @@ mod tilemaps;
 mod trace;
 mod transfer;
 mod uniform;
+pub mod wgsl;
 
 pub use error::{MisalignedSlice, VkError};
 pub use exec::{VulkanBackend, VulkanExec, VulkanMemory};

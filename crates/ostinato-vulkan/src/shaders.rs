@@ -39,7 +39,7 @@ pub fn spirv(name: &str) -> Result<Vec<u32>, VkError> {
 /// a Vulkan user who records their own command buffers compiles).
 pub fn spirv_of_wgsl(kernel: &str, source: &str, entry: &str) -> Result<Vec<u32>, VkError> {
     let err = |m: String| VkError::Shader { kernel: kernel.to_string(), message: m };
-    let module = naga::front::wgsl::parse_str(source).map_err(|e| err(e.emit_to_string(source)))?;
+    let module = crate::wgsl::parse(source).map_err(err)?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::IMMEDIATES | crate::kernel::FLOAT_ATOMICS)
         .validate(&module)
         .map_err(|e| err(format!("{e:?}")))?;

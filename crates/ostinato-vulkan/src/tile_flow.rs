@@ -75,6 +75,16 @@ pub(crate) fn stores(f: &Function, block: &naga::Block, v: Handle<LocalVariable>
 
 /// Makes every variable `block` may change unknown in `env`.
 pub(crate) fn forget(f: &Function, block: &naga::Block, env: &mut Env) {
+    forget_at(f, block, env, 0);
+}
+
+fn forget_at(f: &Function, block: &naga::Block, env: &mut Env, depth: u32) {
+    if depth >= crate::tilemaps::MAX_DEPTH {
+        // Nested past what is followed: every variable may change.
+        env.values_mut().for_each(|v| *v = Val::Top("a variable in code nested too deep"));
+        return;
+    }
+    let forget = |f, b, env: &mut Env| forget_at(f, b, env, depth + 1);
     for s in block.iter() {
         match s {
             Statement::Store { pointer, .. } => {

@@ -34,6 +34,8 @@ pub(crate) const BLOCK_BUDGET: u64 = 1 << 16;
 /// The largest workgroup whose invocations are checked one by one where their joined ranges leave the
 /// tile.
 const THREAD_BUDGET: u64 = 1024;
+/// The deepest nesting of blocks, calls and expressions the check follows.
+pub(crate) const MAX_DEPTH: u32 = 200;
 
 /// Why a check failed: an access with no range, or a range outside the tile.
 enum Miss {
@@ -163,7 +165,7 @@ impl TileCode {
 
     /// The check with the local invocation id a range (`None`) or one invocation's.
     fn check_as(&self, var: Handle<GlobalVariable>, map: &TileMap, launch: &Launch, scalars: &[Option<Scalar>], thread: Option<[u32; 3]>) -> Result<(), Miss> {
-        let mut walk = Walk { code: self, grid: launch.grid, scalars, found: Vec::new(), var, thread };
+        let mut walk = Walk { code: self, grid: launch.grid, scalars, found: Vec::new(), var, thread, depth: 0, too_deep: false };
         let ep = &self.module.entry_points[self.entry];
         let mut frame = Frame::new(&ep.function, self.info.get_entry_point(self.entry), None);
         walk.function(&mut frame);
@@ -278,6 +280,9 @@ struct Walk<'a> {
     /// One invocation's local id, or `None`: all of the workgroup's.
     thread: Option<[u32; 3]>,
     found: Vec<Found>,
+    /// How deep the walk is in nested blocks, calls and expressions, and whether it went too deep.
+    depth: u32,
+    too_deep: bool,
 }
 
 impl Walk<'_> {
@@ -296,9 +301,27 @@ impl Walk<'_> {
     }
 
     fn block(&mut self, fr: &mut Frame, block: &naga::Block, env: &mut Env) {
+        if !self.enter() {
+            return;
+        }
         for (s, span) in block.span_iter() {
             self.statement(fr, s, *span, env);
         }
+        self.depth -= 1;
+    }
+
+    /// One level deeper into nested blocks, calls or expressions; past [`MAX_DEPTH`] the walk stops
+    /// there and the binding is unverified (the walk's recursion stays bounded whatever the code).
+    fn enter(&mut self) -> bool {
+        if self.depth >= MAX_DEPTH {
+            if !self.too_deep {
+                self.too_deep = true;
+                self.found.push(Found::Unknown { why: format!("code nested more than {MAX_DEPTH} deep"), at: naga::Span::UNDEFINED });
+            }
+            return false;
+        }
+        self.depth += 1;
+        true
     }
 
     fn statement(&mut self, fr: &mut Frame, s: &Statement, span: naga::Span, env: &mut Env) {
@@ -382,6 +405,14 @@ impl Walk<'_> {
     /// A loop: every variable its body or continuing block stores is unknown inside and after it, but a
     /// `for` counter, which takes `[init, bound)` in the body after its guard.
     fn for_loop(&mut self, fr: &mut Frame, body: &naga::Block, continuing: &naga::Block, break_if: Option<Handle<Expression>>, env: &mut Env) {
+        if !self.enter() {
+            return;
+        }
+        self.for_loop_inner(fr, body, continuing, break_if, env);
+        self.depth -= 1;
+    }
+
+    fn for_loop_inner(&mut self, fr: &mut Frame, body: &naga::Block, continuing: &naga::Block, break_if: Option<Handle<Expression>>, env: &mut Env) {
         let counter = if break_if.is_none() { step_of(fr.f, continuing).filter(|(v, _)| !stores(fr.f, body, *v)) } else { None };
         let before = env.clone();
         forget(fr.f, body, env);
@@ -478,6 +509,15 @@ impl Walk<'_> {
 
     /// The byte offset of what `pointer` points at, in the binding, and its type.
     fn extent(&mut self, fr: &mut Frame, pointer: Handle<Expression>) -> Result<(Form, Ty), String> {
+        if !self.enter() {
+            return Err("a pointer nested too deep".into());
+        }
+        let r = self.extent_inner(fr, pointer);
+        self.depth -= 1;
+        r
+    }
+
+    fn extent_inner(&mut self, fr: &mut Frame, pointer: Handle<Expression>) -> Result<(Form, Ty), String> {
         let m = &self.code.module;
         match fr.f.expressions[pointer] {
             Expression::GlobalVariable(g) => Ok((Form::constant(0), Ty::Type(m.global_variables[g].ty))),
@@ -531,7 +571,11 @@ impl Walk<'_> {
         if let Some(v) = fr.loads.get(&h).or_else(|| fr.memo.get(&h)) {
             return v.clone();
         }
+        if !self.enter() {
+            return Val::Top("an expression nested too deep");
+        }
         let v = self.compute(fr, h);
+        self.depth -= 1;
         fr.memo.insert(h, v.clone());
         v
     }

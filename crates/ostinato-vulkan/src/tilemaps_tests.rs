@@ -389,3 +389,25 @@ fn the_brute_force_property_catches_a_check_that_ignores_the_maps_strides() {
     IGNORE_STRIDES.with(|c| c.set(false));
     assert!(broken > 0, "the mutation went unseen");
 }
+
+#[test]
+fn code_nested_past_the_limit_is_unverified_not_a_crash() {
+    // An index of 3,000 terms: naga reads it on a large stack; the check, on a small one, stops at its
+    // depth limit rather than at the end of the stack.
+    let sum = vec!["l.x"; 3000].join(" + ");
+    let src = format!(
+        "@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {{ x[wid.x * 64u + ({sum}) % 64u] = 1u; }}"
+    );
+    let sig = KernelSig::new("k").buffer("x", Access::Write);
+    let on_stack = |size: usize, f: Box<dyn FnOnce() -> Box<dyn std::any::Any + Send> + Send>| {
+        std::thread::Builder::new().stack_size(size).spawn(f).unwrap().join().expect("no stack overflow")
+    };
+    let c = on_stack(256 << 20, Box::new(move || Box::new(code(&src, &sig)))).downcast::<TileCode>().unwrap();
+    let e = on_stack(1 << 20, Box::new(move || Box::new(c.check(0, &TileMap::linear(256, 256).unwrap(), &Launch::linear(4, 64), &[]))))
+        .downcast::<Result<(), String>>()
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("nested more than 200 deep"), "{e}");
+}

@@ -22,6 +22,7 @@ use std::collections::HashSet;
 use naga::{AddressSpace, Block, BuiltIn, Expression, Function, GlobalVariable, Handle, LocalVariable, Module, Span, Statement};
 
 use crate::tile_flow::local_root;
+use crate::tilemaps::MAX_DEPTH;
 
 /// `Ok` where every barrier of entry point `entry` (and of the functions it calls) lies in uniform
 /// control flow; else the first that may not, with its line where `source` is given. `params` is the
@@ -40,7 +41,7 @@ fn check_function(m: &Module, f: &Function, args: Option<&[bool]>, params: Optio
     // nothing changes.
     let mut uniform_vars: HashSet<Handle<LocalVariable>> = f.local_variables.iter().map(|(h, _)| h).collect();
     loop {
-        let mut flow = Flow { m, f, args, params, uniform_vars: &uniform_vars, varying: HashSet::new(), diverged: false, bad: None };
+        let mut flow = Flow { m, f, args, params, uniform_vars: &uniform_vars, varying: HashSet::new(), diverged: false, bad: None, depth: 0 };
         flow.block(&f.body, true);
         if flow.varying.is_empty() || flow.varying.iter().all(|v| !uniform_vars.contains(v)) {
             return flow.bad.map_or(Ok(()), Err);
@@ -62,10 +63,23 @@ struct Flow<'a> {
     diverged: bool,
     /// The first barrier (or call of a function with one) found in varying flow.
     bad: Option<Span>,
+    /// How deep the walk is in nested blocks.
+    depth: u32,
 }
 
 impl Flow<'_> {
     fn block(&mut self, b: &Block, uniform: bool) {
+        if self.depth >= MAX_DEPTH {
+            // Nested past what is followed: taken as a barrier in varying flow.
+            self.flag(b.span_iter().next().map_or(Span::UNDEFINED, |(_, sp)| *sp));
+            return;
+        }
+        self.depth += 1;
+        self.block_inner(b, uniform);
+        self.depth -= 1;
+    }
+
+    fn block_inner(&mut self, b: &Block, uniform: bool) {
         for (s, span) in b.span_iter() {
             let u = uniform && !self.diverged;
             match s {
@@ -129,17 +143,23 @@ impl Flow<'_> {
     /// Whether every `if` and `switch` in `b` that holds a way out of the loop (`break` and `continue`
     /// outside nested loops where `nested` is false; `return` anywhere) branches on a uniform value.
     fn exits_uniform(&self, b: &Block, nested: bool) -> bool {
+        self.exits_uniform_at(b, nested, 0)
+    }
+
+    fn exits_uniform_at(&self, b: &Block, nested: bool, depth: u32) -> bool {
+        if depth >= MAX_DEPTH {
+            return false;
+        }
+        let exits_uniform = |b: &Block, nested: bool| self.exits_uniform_at(b, nested, depth + 1);
         b.iter().all(|s| match s {
             Statement::If { condition, accept, reject } => {
-                (!(exits(accept, nested) || exits(reject, nested)) || self.value(*condition))
-                    && self.exits_uniform(accept, nested)
-                    && self.exits_uniform(reject, nested)
+                (!(exits(accept, nested) || exits(reject, nested)) || self.value(*condition)) && exits_uniform(accept, nested) && exits_uniform(reject, nested)
             }
             Statement::Switch { selector, cases } => {
-                (!cases.iter().any(|c| exits(&c.body, nested)) || self.value(*selector)) && cases.iter().all(|c| self.exits_uniform(&c.body, nested))
+                (!cases.iter().any(|c| exits(&c.body, nested)) || self.value(*selector)) && cases.iter().all(|c| exits_uniform(&c.body, nested))
             }
-            Statement::Block(inner) => self.exits_uniform(inner, nested),
-            Statement::Loop { body, continuing, .. } => self.exits_uniform(body, true) && self.exits_uniform(continuing, true),
+            Statement::Block(inner) => exits_uniform(inner, nested),
+            Statement::Loop { body, continuing, .. } => exits_uniform(body, true) && exits_uniform(continuing, true),
             _ => true,
         })
     }
@@ -160,8 +180,17 @@ impl Flow<'_> {
         }
     }
 
-    /// Whether expression `e` has one value for every invocation of a workgroup.
+    /// Whether expression `e` has one value for every invocation of a workgroup (one nested past
+    /// [`MAX_DEPTH`] counts as varying).
     fn value(&self, e: Handle<Expression>) -> bool {
+        self.value_at(e, 0)
+    }
+
+    fn value_at(&self, e: Handle<Expression>, depth: u32) -> bool {
+        if depth >= MAX_DEPTH {
+            return false;
+        }
+        let value = |x: Handle<Expression>| self.value_at(x, depth + 1);
         match &self.f.expressions[e] {
             Expression::Literal(_) | Expression::Constant(_) | Expression::Override(_) | Expression::ZeroValue(_) => true,
             Expression::ArrayLength(_) | Expression::WorkGroupUniformLoadResult { .. } => true,
@@ -173,16 +202,16 @@ impl Flow<'_> {
                 ),
             },
             Expression::Load { pointer } => self.uniform_place(*pointer),
-            Expression::Access { base, index } => self.value(*base) && self.value(*index),
-            Expression::AccessIndex { base, .. } => self.value(*base),
-            Expression::Splat { value, .. } => self.value(*value),
-            Expression::Swizzle { vector, .. } => self.value(*vector),
-            Expression::Compose { components, .. } => components.iter().all(|&c| self.value(c)),
-            Expression::Unary { expr, .. } | Expression::As { expr, .. } => self.value(*expr),
-            Expression::Binary { left, right, .. } => self.value(*left) && self.value(*right),
-            Expression::Select { condition, accept, reject } => self.value(*condition) && self.value(*accept) && self.value(*reject),
-            Expression::Relational { argument, .. } => self.value(*argument),
-            Expression::Math { arg, arg1, arg2, arg3, .. } => [Some(*arg), *arg1, *arg2, *arg3].into_iter().flatten().all(|a| self.value(a)),
+            Expression::Access { base, index } => value(*base) && value(*index),
+            Expression::AccessIndex { base, .. } => value(*base),
+            Expression::Splat { value: v, .. } => value(*v),
+            Expression::Swizzle { vector, .. } => value(*vector),
+            Expression::Compose { components, .. } => components.iter().all(|&c| value(c)),
+            Expression::Unary { expr, .. } | Expression::As { expr, .. } => value(*expr),
+            Expression::Binary { left, right, .. } => value(*left) && value(*right),
+            Expression::Select { condition, accept, reject } => value(*condition) && value(*accept) && value(*reject),
+            Expression::Relational { argument, .. } => value(*argument),
+            Expression::Math { arg, arg1, arg2, arg3, .. } => [Some(*arg), *arg1, *arg2, *arg3].into_iter().flatten().all(value),
             _ => false,
         }
     }
@@ -208,8 +237,17 @@ impl Flow<'_> {
     }
 }
 
-/// Whether `b` holds a `break` or `continue` (outside nested loops, unless `nested`) or a `return`.
+/// Whether `b` holds a `break` or `continue` (outside nested loops, unless `nested`) or a `return`
+/// (code nested past [`MAX_DEPTH`]: taken to).
 fn exits(b: &Block, nested: bool) -> bool {
+    exits_at(b, nested, 0)
+}
+
+fn exits_at(b: &Block, nested: bool, depth: u32) -> bool {
+    if depth >= MAX_DEPTH {
+        return true;
+    }
+    let exits = |b: &Block, nested: bool| exits_at(b, nested, depth + 1);
     b.iter().any(|s| match s {
         Statement::Break | Statement::Continue => !nested,
         Statement::Return { .. } => true,
@@ -221,8 +259,16 @@ fn exits(b: &Block, nested: bool) -> bool {
     })
 }
 
-/// Whether `b`, or a function it calls, has a barrier.
+/// Whether `b`, or a function it calls, has a barrier (code nested past [`MAX_DEPTH`]: taken to).
 pub(crate) fn has_barrier(m: &Module, b: &Block) -> bool {
+    has_barrier_at(m, b, 0)
+}
+
+fn has_barrier_at(m: &Module, b: &Block, depth: u32) -> bool {
+    if depth >= MAX_DEPTH {
+        return true;
+    }
+    let has_barrier = |m: &Module, b: &Block| has_barrier_at(m, b, depth + 1);
     b.iter().any(|s| match s {
         Statement::ControlBarrier(_) | Statement::MemoryBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
         Statement::Call { function, .. } => has_barrier(m, &m.functions[*function].body),
