@@ -270,6 +270,11 @@ fn describe(t: &EntryTiles, m: &ModuleInfo, name: &str, item: Option<usize>, why
     match why {
         Unverified::Not(w) => match w {
             WhyNot::Opaque(Why::Loaded, i) => format!("{addr} depends on a value loaded from memory by {}", ev(*i)),
+            WhyNot::Opaque(Why::TooDeep, i) => format!(
+                "{addr} depends on a chain of more than {} operations (at {}), longer than the analysis follows",
+                crate::ptx::expr::MAX_EXPR_DEPTH,
+                ev(*i)
+            ),
             WhyNot::Opaque(_, i) => format!("{addr} depends on {}, which the analysis does not follow", ev(*i)),
             WhyNot::Carried(r) => format!("{addr} depends on `{r}`, which its loop carries from one iteration to the next other than as `i0 + k·step`"),
             WhyNot::Path(r) => format!("{addr} depends on which path reaches it (`{r}`)"),

@@ -121,7 +121,14 @@ pub enum Why {
     Loaded,
     NotFollowed,
     Undefined,
+    /// Computed by a chain of more than [`MAX_EXPR_DEPTH`] operations: the analyses walk expressions
+    /// recursively, so a longer chain is not followed rather than risk the stack.
+    TooDeep,
 }
+
+/// The longest chain of operations an expression may be built of (each operand one level down); a
+/// compiler's address arithmetic is a few dozen deep.
+pub const MAX_EXPR_DEPTH: u32 = 512;
 
 /// A condition: the predicate, and whether it holds (`true`) or fails.
 pub type Fact = (ExprId, bool);
@@ -168,6 +175,8 @@ pub struct Forms {
     index: HashMap<Expr, ExprId>,
     /// Per expression, the blocks whose phis it refers to.
     mentions: Vec<Vec<u32>>,
+    /// Per expression, the longest chain of operations it is built of.
+    depth: Vec<u32>,
     pub phis: HashMap<(u32, u32), Vec<Incoming>>,
     /// Register names by index (messages).
     pub regs: Vec<String>,
@@ -196,6 +205,13 @@ impl Forms {
             return id;
         }
         let kids = e.operands();
+        let depth = 1 + kids.iter().map(|&k| self.depth[k as usize]).max().unwrap_or(0);
+        if depth > MAX_EXPR_DEPTH {
+            // Named after the instruction that made the deepest operand.
+            let deepest = kids.iter().copied().max_by_key(|&k| self.depth[k as usize]);
+            let item = deepest.and_then(|k| self.origin.get(&k)).copied().unwrap_or(0);
+            return self.intern(Expr::Opaque(Why::TooDeep, item));
+        }
         let mut m: BTreeSet<u32> = kids.iter().flat_map(|&k| self.mentions[k as usize].iter().copied()).collect();
         if let Expr::Phi(b, _) = e {
             m.insert(b);
@@ -203,6 +219,7 @@ impl Forms {
         let id = self.exprs.len() as ExprId;
         self.exprs.push(e.clone());
         self.mentions.push(m.into_iter().collect());
+        self.depth.push(depth);
         self.index.insert(e, id);
         id
     }

@@ -57,6 +57,8 @@ impl Val {
 
 /// The most phis one evaluation follows into one another.
 const MAX_PHI_DEPTH: usize = 32;
+/// The most expressions one evaluation may be inside at once (each a level of recursion).
+const MAX_EVAL_DEPTH: usize = 1024;
 
 /// A node's launch and scalars, as the check sees them.
 pub struct Node<'a> {
@@ -104,6 +106,8 @@ pub struct Spec<'a> {
     cycles: u64,
     /// The phis being evaluated, across the recognition of inductions (which starts afresh).
     phi_stack: Vec<(u32, u32)>,
+    /// How many evaluations are under way (the recursion's depth, across phis).
+    depth: usize,
 }
 
 /// The register value of the exact integer `v` in `bits` bits, read signed or not.
@@ -132,6 +136,7 @@ impl<'a> Spec<'a> {
             context: Vec::new(),
             cycles: 0,
             phi_stack: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -206,12 +211,19 @@ impl<'a> Spec<'a> {
         if let Some(r) = self.memo.get(&e) {
             return r.clone();
         }
+        // Expressions are at most MAX_EXPR_DEPTH deep, but phis lead on into other blocks' values:
+        // the recursion is bounded here too.
+        if self.depth >= MAX_EVAL_DEPTH {
+            return Err(WhyNot::Opaque(Why::TooDeep, self.origin(e).unwrap_or(0)));
+        }
         if !self.busy.insert(e) {
             self.cycles += 1;
             return Err(WhyNot::Form(self.origin(e)));
         }
         let cycles = self.cycles;
+        self.depth += 1;
         let r = self.eval_uncached(e);
+        self.depth -= 1;
         self.busy.remove(&e);
         // A result that met a value still being evaluated is not the value's own: not kept.
         if self.cycles == cycles {

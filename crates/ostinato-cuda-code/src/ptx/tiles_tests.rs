@@ -196,3 +196,29 @@ fn a_32_bit_index_that_may_wrap_is_not_verified() {
     let v = one(TILES, "wrapping", g1(17), g1(64), &[None], &[map()]);
     assert!(matches!(v, Verdict::Contradicted { block: [16, 0, 0], thread: [0, 0, 0], bytes: (0, 4), .. }), "{v:?}");
 }
+
+/// PTX whose stored address is `%tid.x` plus one `links` times over, each add its own instruction.
+fn chained(links: usize) -> String {
+    let mut p = format!(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 k_param_0)\n{{\n.reg .b32 %r<{}>;\n.reg .b64 %rd<4>;\nld.param.u64 %rd1, [k_param_0];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r0, %tid.x;\n", links + 2);
+    for i in 1..=links {
+        p += &format!("add.s32 %r{i}, %r{}, 1;\n", i - 1);
+    }
+    p + &format!("mul.wide.u32 %rd3, %r{links}, 4;\nadd.s64 %rd3, %rd2, %rd3;\nst.global.u32 [%rd3], %r0;\nret;\n}}\n")
+}
+
+#[test]
+fn a_chain_too_long_to_follow_is_unknown_not_a_stack_overflow() {
+    // Every block's thread t stores at word t + links: the map of those 256 bytes holds.
+    let at = |links: u64| Some(TileMap::new(vec![TileRange::span(4 * links, [0, 0, 0], 256)]).unwrap());
+    // 20,000 dependent adds overflowed an 8 MiB stack of a release build before; now the chain is
+    // opaque past 512 (and fits that stack in a debug build too). A chain within the limit is followed
+    // and verified.
+    let (deep, short) = std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(move || (one(&chained(20_000), "k", g1(4), g1(64), &[None], &[at(20_000)]), one(&chained(400), "k", g1(4), g1(64), &[None], &[at(400)])))
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert!(matches!(deep, Verdict::Unknown { why: Unverified::Not(super::spec::WhyNot::Opaque(super::affine::Why::TooDeep, _)), .. }), "{deep:?}");
+    assert_eq!(short, Verdict::Verified);
+}
