@@ -7,8 +7,10 @@
 # those test binaries in the tests stage; SANITIZE_TOOLS="racecheck" only those tools in the sanitize stage.
 # `matrix` runs the matrix against stream capture and the expert's PDL capture in parts, each its own report
 # under $OUT/matrix-<part> (a part that runs out of a call's time leaves the others' reports):
-# MATRIX_PARTS="a b llama" (default all three: a = grid, fusion, fan, decode, geometry; b = the kernel
-# families and the tiles rows; llama = the Llama steps), BENCH_ARGS="--tune-edge-types median" adds options.
+# MATRIX_PARTS="a b llama" (default these three: a = grid, fusion, fan, decode, geometry; b = the kernel
+# families and the tiles rows; llama = the Llama steps; vk-a and vk-b, Ostinato on Vulkan against raw
+# Vulkan on the dispatch and tiles rows and on the kernel families, need .gl carried),
+# BENCH_ARGS="--tune-edge-types median" adds options.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -165,13 +167,17 @@ if want bench; then
   $BIN/ostinato bench --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" || status=1
 fi
 if want matrix; then
-  declare -A part_filter=([a]="grid/,fusion/,fan/,decode/,geom/" [b]="reduce,memlat/,dot/,gemv/,tiles/" [llama]="llama/")
+  declare -A part_filter=([a]="grid/,fusion/,fan/,decode/,geom/" [b]="reduce,memlat/,dot/,gemv/,tiles/" [llama]="llama/"
+    [vk-a]="grid/,fusion/,fan/,tiles/" [vk-b]="geom/,reduce,memlat/,dot/,gemv/")
   for part in ${MATRIX_PARTS:-a b llama}; do
-    [[ -n ${part_filter[$part]:-} ]] || { fail "matrix part $part (a, b or llama)"; continue; }
+    [[ -n ${part_filter[$part]:-} ]] || { fail "matrix part $part (a, b, llama, vk-a or vk-b)"; continue; }
+    # The vk parts: Ostinato on Vulkan against a raw Vulkan command buffer (the Vulkan loader carried in .gl).
+    arms=captured,captured-pdl,ostinato
+    [[ $part == vk-* ]] && arms=ostinato,vulkan,ostinato-vulkan
     step "matrix $part"
     start=$(date +%s)
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-    $BIN/ostinato bench --filter "${part_filter[$part]}" --arms captured,captured-pdl,ostinato ${BENCH_ARGS:-} \
+    $BIN/ostinato bench --filter "${part_filter[$part]}" --arms $arms ${BENCH_ARGS:-} \
       --out "$OUT/matrix-$part" 2>&1 | tee "$OUT/matrix-$part.log" || status=1
     echo "matrix $part took $(( $(date +%s) - start )) s" | tee -a "$OUT/matrix-$part.log"
   done
