@@ -447,3 +447,7 @@ mod tests {
         assert!(!compile_wgsl(&sig, &u32_src, "main").unwrap().float_atomics);
     }
 }
+
+#[cfg(test)]
+#[path = "wgsl_fuzz_tests.rs"]
+mod wgsl_fuzz_tests;
