@@ -3,7 +3,7 @@
 //! terms in one expression overflowed the 8 MiB main stack of a release build (and about a thousand a
 //! 4 MiB thread of a debug build), an abort no caller can catch. So a statement of more than
 //! [`MAX_STATEMENT_OPERATORS`] operators is refused with its line, and the parse runs on a thread of
-//! its own with a stack that holds that many ([`PARSE_STACK`], reserved, touched only as used).
+//! its own with a stack that holds that many (64 MiB, reserved, touched only as used).
 //! Validation and the SPIR-V writer walk naga's arenas without recursion (checked on a 256 KiB stack
 //! with 20,000 terms).
 
