@@ -391,6 +391,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     }
     s.push_str(&family_section(backend, rows, &summary));
     s.push_str(&decisions_section(backend, rows));
+    s.push_str(&vulkan_fusion_section(rows));
     let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
     families.dedup();
     for fam in families {
@@ -544,6 +545,25 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
         ours(backend),
         lines.join("\n")
     )
+}
+
+/// `REPORT.md`'s account of what Ostinato's Vulkan exec fused: per row where it fused something or
+/// did not keep a tile map, the nodes inside fused dispatches and the maps' reasons.
+fn vulkan_fusion_section(rows: &[RowResult]) -> String {
+    let mut lines = Vec::new();
+    for r in rows {
+        let Some(d) = r.arms.iter().find(|a| a.arm == "ostinato-vulkan").and_then(|a| a.decisions.as_ref()) else { continue };
+        if d.fused_nodes == 0 && d.unfused.is_empty() {
+            continue;
+        }
+        let why: Vec<String> = d.unfused.iter().map(|(w, n)| format!("{n}: {w}")).collect();
+        let maps = if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) };
+        lines.push(format!("- {}: {} of {} nodes fused{maps}", r.id, d.fused_nodes, d.nodes));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("\n## What Ostinato on Vulkan fused (nodes inside fused dispatches; tile maps it did not keep, and why)\n\n{}\n", lines.join("\n"))
 }
 
 /// Whether any arm timed the device (CUDA events, Vulkan timestamps): only then is the host's

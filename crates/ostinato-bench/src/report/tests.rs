@@ -192,6 +192,39 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     );
 }
 
+/// What Ostinato on Vulkan fused, row by row, with the tile maps it did not keep; rows where it fused
+/// nothing and kept every map get no line.
+#[test]
+fn the_report_says_what_ostinato_on_vulkan_fused_and_which_maps_it_did_not_keep() {
+    use ArmKind::{Ostinato, OstinatoVulkan, Vulkan};
+    let vk = |fused: usize, unfused: Vec<(String, usize)>| crate::arms::Decisions {
+        edges: 0,
+        programmatic_edges: 0,
+        full_edges: vec![],
+        nodes: 12,
+        fused_nodes: fused,
+        unfused,
+        candidates: 1,
+        measured: None,
+        confirmation: None,
+    };
+    let mut rows = [
+        timed("tiles/rms/r64x256/l4", &[(Ostinato, 1.0), (Vulkan, 2.0), (OstinatoVulkan, 1.5)]),
+        timed("tiles/user/r64", &[(Ostinato, 1.0), (Vulkan, 2.0), (OstinatoVulkan, 1.9)]),
+        timed("geom/serial/b256/g1", &[(Ostinato, 1.0), (Vulkan, 2.0), (OstinatoVulkan, 1.9)]),
+    ];
+    rows[0].arms[2].decisions = Some(vk(12, vec![]));
+    rows[1].arms[2].decisions = Some(vk(0, vec![("its tile map on `x` is not kept: kernel `k`, the access at line 9: …".into(), 12)]));
+    rows[2].arms[2].decisions = Some(vk(0, vec![]));
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+    assert!(md.contains("## What Ostinato on Vulkan fused"), "{md}");
+    assert!(md.contains("- tiles/rms/r64x256/l4: 12 of 12 nodes fused\n"), "{md}");
+    assert!(md.contains("- tiles/user/r64: 0 of 12 nodes fused (12: its tile map on `x` is not kept: kernel `k`, the access at line 9: …)"), "{md}");
+    assert!(!md.contains("- geom/serial/b256/g1:"), "{md}");
+}
+
 /// The host matrix's report as a reader needs it: `host-serial` explained, the host named in place
 /// of an empty device line, no host-submission table repeating the wall times, and a row whose
 /// intervals overlap counted as inconclusive with its ratio never printed as a speedup.
