@@ -38,8 +38,10 @@ pub(crate) fn local_root(f: &Function, mut e: Handle<Expression>) -> Option<(Han
     }
 }
 
-/// `v = v + step` (a constant `step > 0`) as the only statement of `continuing` but its emits.
-pub(crate) fn step_of(f: &Function, continuing: &naga::Block) -> Option<(Handle<LocalVariable>, i128)> {
+/// `v = v + step` as the only statement of `continuing` but its emits: the variable and the step's
+/// expression (its value, a constant above 0 that the loop does not change, is checked where it is
+/// used).
+pub(crate) fn step_of(f: &Function, continuing: &naga::Block) -> Option<(Handle<LocalVariable>, Handle<Expression>)> {
     let mut stores = continuing.iter().filter(|s| !matches!(s, Statement::Emit(_)));
     let Some(Statement::Store { pointer, value }) = stores.next() else { return None };
     if stores.next().is_some() {
@@ -48,21 +50,14 @@ pub(crate) fn step_of(f: &Function, continuing: &naga::Block) -> Option<(Handle<
     let Expression::LocalVariable(v) = f.expressions[*pointer] else { return None };
     let Expression::Binary { op: BinaryOperator::Add, left, right } = f.expressions[*value] else { return None };
     let loads_v = |e: Handle<Expression>| matches!(f.expressions[e], Expression::Load { pointer } if matches!(f.expressions[pointer], Expression::LocalVariable(x) if x == v));
-    let constant = |e: Handle<Expression>| match f.expressions[e] {
-        Expression::Literal(l) => match literal(l) {
-            Val::Int(c) => c.as_constant(),
-            _ => None,
-        },
-        _ => None,
-    };
     let step = if loads_v(left) {
-        constant(right)
+        right
     } else if loads_v(right) {
-        constant(left)
+        left
     } else {
-        None
-    }?;
-    (step > 0).then_some((v, step))
+        return None;
+    };
+    Some((v, step))
 }
 
 /// Whether `block` (nested blocks included) stores to `v` or passes a pointer into it to a function.

@@ -413,10 +413,16 @@ impl Walk<'_> {
     }
 
     fn for_loop_inner(&mut self, fr: &mut Frame, body: &naga::Block, continuing: &naga::Block, break_if: Option<Handle<Expression>>, env: &mut Env) {
-        let counter = if break_if.is_none() { step_of(fr.f, continuing).filter(|(v, _)| !stores(fr.f, body, *v)) } else { None };
+        let stepped = if break_if.is_none() { step_of(fr.f, continuing).filter(|(v, _)| !stores(fr.f, body, *v)) } else { None };
         let before = env.clone();
         forget(fr.f, body, env);
         forget(fr.f, continuing, env);
+        // The step: a constant above 0 (a value the loop changes, or a variable's load not yet met,
+        // is unknown here).
+        let counter = stepped.and_then(|(v, e)| match self.eval(fr, e) {
+            Val::Int(f) => f.as_constant().filter(|&k| k > 0).map(|k| (v, k)),
+            _ => None,
+        });
         let mut inner = env.clone();
         let mut guarded = false;
         for (s, span) in body.span_iter() {
@@ -477,10 +483,19 @@ impl Walk<'_> {
         let range = IntRange::of(scalar_of(&self.code.module, fr.f.local_variables[v].ty)?)?;
         let last = if strict { bound.hi - 1 } else { bound.hi };
         // The counter never steps past its type (a wrap would start it again from the bottom).
-        if bound.coef != init.coef || bound.extremes(self.grid).1 + step > range.max || init.lo > last {
+        if bound.extremes(self.grid).1 + step > range.max || init.extremes(self.grid).1 + step > range.max {
             return None;
         }
-        Some(Val::Int(Form { coef: init.coef, lo: init.lo, hi: last }))
+        if bound.coef == init.coef && init.lo <= last {
+            // From `init` up to the bound, which moves with the workgroup as it does.
+            return Some(Val::Int(Form { coef: init.coef, lo: init.lo, hi: last }));
+        }
+        if bound.block_free() && init.extremes(self.grid).0 + step > last {
+            // One pass at most, in every workgroup (a grid-stride loop over no more elements than the
+            // grid has invocations): the counter is its first value.
+            return Some(Val::Int(*init));
+        }
+        None
     }
 
     /// Notes an access through `pointer` where it is the checked binding's.

@@ -408,3 +408,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
         .unwrap_err();
     assert!(e.contains("nested more than 200 deep"), "{e}");
 }
+
+#[test]
+fn a_grid_stride_loop_of_one_pass_keeps_each_workgroup_in_its_own_tile() {
+    let src = "struct Params { n: u32 }
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+var<immediate> p: Params;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+    for (var i = wid.x * 64u + l.x; i < p.n; i = i + nw.x * 64u) {
+        x[i] = x[i] + 1.0;
+    }
+}";
+    let sig = KernelSig::new("k").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let c = code(src, &sig);
+    let map = TileMap::linear(256, 256).unwrap();
+    // As many elements as invocations (or fewer): one pass, each workgroup its own 64.
+    c.check(0, &map, &Launch::linear(8, 64), &scalars(&[512])).unwrap();
+    c.check(0, &map, &Launch::linear(8, 64), &scalars(&[300])).unwrap();
+    // Twice as many: a second pass reaches the next grid's worth, outside the map: not verified.
+    let e = c.check(0, &map, &Launch::linear(8, 64), &scalars(&[1024])).unwrap_err();
+    assert!(e.contains("line 7") && e.contains("variable"), "{e}");
+}
