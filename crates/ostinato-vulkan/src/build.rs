@@ -130,8 +130,11 @@ pub(crate) fn build(
     let user: Vec<_> = buffers.iter().map(|b| if let BufferBinding::External(m) = b { Some(extent(&m.0)) } else { None }).collect();
     ostinato::check_disjoint_roots(plan, &user)?;
     check_plan(ctx, plan, &kernels)?;
-    let tile_maps = crate::fusion::map_uses(plan, &kernels);
-    let fused = crate::fusion::fuse(ctx, plan, &kernels, options.fusion)?;
+    // The tile checks and the fused modules' imports recurse over the kernels' expressions: on a stack
+    // of their own, whatever thread instantiates.
+    let (tile_maps, fused) = crate::wgsl::with_stack(|| (crate::fusion::map_uses(plan, &kernels), crate::fusion::fuse(ctx, plan, &kernels, options.fusion)))
+        .map_err(|reason| VkError::Internal { op: "fusion", reason })?;
+    let fused = fused?;
     let (run_plan, kernels, dispatches, fused_nodes, units) = match fused {
         Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes, units }) => (Some(plan), all, dispatches, fused_nodes, units),
         None => (None, kernels, Vec::new(), 0, ostinato::trace::unit_per_node(plan.node_count())),

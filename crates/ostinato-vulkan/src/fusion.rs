@@ -293,6 +293,7 @@ impl Fused {
         let (layout, bases) = fused_layout(plan, kernels, &functions, &members, &binding_roots)?;
         // A multi-block group is one lane on the nodes' grid: its bodies see the real workgroups.
         let multi_block = gr.key.grid != [1, 1, 1];
+        // (On the stack `build` gives the fusion: naga_oil's importer recurses over each body.)
         let module = build_module(kernels, &functions, &bases, &lanes, gr.key.block, n_bindings, multi_block)
             .map_err(|reason| VkError::Internal { op: "fusion", reason })?;
         let kernel = crate::kernel::fused_kernel(ctx, name, module, total, gr.key.block)?;

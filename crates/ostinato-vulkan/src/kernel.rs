@@ -170,6 +170,11 @@ pub(crate) fn n_buffers(sig: &KernelSig) -> u32 {
 /// WGSL → SPIR-V of `entry`: the storage-buffer build, and the push-constant build where the module
 /// takes push constants; its bindings are checked against the signature and take element offsets.
 pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result<Compiled, VkError> {
+    crate::wgsl::with_stack(|| compile_wgsl_here(sig, source, entry)).unwrap_or_else(|e| Err(refuse(sig, e)))
+}
+
+/// [`compile_wgsl`] on the calling thread.
+fn compile_wgsl_here(sig: &KernelSig, source: &str, entry: &str) -> Result<Compiled, VkError> {
     let mut module = crate::wgsl::parse(source).map_err(|e| refuse(sig, e))?;
     let n_buf = n_buffers(sig);
     let n_scalar = sig.params.len() as u32 - n_buf;
@@ -215,6 +220,11 @@ fn tile_code(
 /// Where naga cannot read or validate the module: the words as given, no binding taking an offset
 /// (each says why).
 pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Compiled, VkError> {
+    crate::wgsl::with_stack(|| compile_spirv_here(sig, bytes, entry)).unwrap_or_else(|e| Err(refuse(sig, e)))
+}
+
+/// [`compile_spirv`] on the calling thread.
+fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Compiled, VkError> {
     let n_buf = n_buffers(sig);
     let scalar_bytes = params_layout(sig).1;
     let as_given = |why: String, workgroup: Option<[u32; 3]>| {

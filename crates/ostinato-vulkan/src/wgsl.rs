@@ -3,7 +3,9 @@
 //! terms in one expression overflowed the 8 MiB main stack of a release build (and about a thousand a
 //! 4 MiB thread of a debug build), an abort no caller can catch. So a statement of more than
 //! [`MAX_STATEMENT_OPERATORS`] operators is refused with its line, and the parse runs on a thread of
-//! its own with a stack that holds that many (64 MiB, reserved, touched only as used).
+//! its own with a stack that holds that many (64 MiB, reserved, touched only as used). So does the rest
+//! of a kernel's compilation ([`with_stack`]): `naga_oil`'s importer, which the element-offset rewrite
+//! and the fused dispatches go through, recurses the same way (990 terms overflowed a 256 KiB thread).
 //! Validation and the SPIR-V writer walk naga's arenas without recursion (checked on a 256 KiB stack
 //! with 20,000 terms).
 
@@ -19,13 +21,20 @@ const PARSE_STACK: usize = 64 << 20;
 /// too long to read safely.
 pub fn parse(source: &str) -> Result<naga::Module, String> {
     check_statements(source)?;
+    with_stack(|| naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source)))?
+}
+
+/// Runs `f` on a thread of its own with a stack for naga's recursion (the front end's, and
+/// `naga_oil`'s importer, which rebuilds an expression's operands before it); `Err` where the thread
+/// cannot start or `f` panicked.
+pub(crate) fn with_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
     std::thread::scope(|s| {
-        let parse = std::thread::Builder::new()
-            .name("ostinato-wgsl".into())
+        let worker = std::thread::Builder::new()
+            .name("ostinato-naga".into())
             .stack_size(PARSE_STACK)
-            .spawn_scoped(s, || naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source)))
-            .map_err(|e| format!("cannot start the thread that reads WGSL: {e}"))?;
-        parse.join().unwrap_or_else(|_| Err("naga's WGSL front end panicked reading this source".into()))
+            .spawn_scoped(s, f)
+            .map_err(|e| format!("cannot start the thread that reads the shader: {e}"))?;
+        worker.join().map_err(|_| "reading the shader panicked (naga)".to_string())
     })
 }
 

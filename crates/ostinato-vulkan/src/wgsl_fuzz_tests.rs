@@ -164,3 +164,22 @@ fn mutated_wgsl_never_panics_the_bind_time_analyses() {
     assert!(valid > inputs / 20, "{valid} of {inputs} mutants compiled: the fuzzer barely reaches the analyses");
     eprintln!("wgsl fuzz: {inputs} mutants, {valid} compiled, {checked} map checks ({verified} verified), no panic");
 }
+
+/// A kernel with an expression just within the statement limit compiles from a thread of 256 KiB:
+/// naga's front end and `naga_oil`'s importer (the offsets' rewrite) run on a stack of their own
+/// (from such a thread they overflowed it at 990 terms before).
+#[test]
+fn a_long_expression_compiles_from_a_small_stack() {
+    let src = format!(
+        "struct Params {{ n: u32 }}\n@group(0) @binding(0) var<storage, read_write> x: array<u32>;\nvar<immediate> p: Params;\n@compute @workgroup_size(64)\nfn main(@builtin(local_invocation_id) l: vec3<u32>) {{\n    x[l.x] = {};\n}}\n",
+        vec!["l.x"; 990].join(" + ")
+    );
+    let sig = KernelSig::new("k").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32);
+    let compiled = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || compile_wgsl(&sig, &src, "main").map(|c| (c.words.len(), c.body.is_ok())).map_err(|e| e.to_string()))
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert!(matches!(compiled, Ok((n, true)) if n > 0), "{compiled:?}");
+}
