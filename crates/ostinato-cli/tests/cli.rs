@@ -179,16 +179,14 @@ fn run_with_a_trace_writes_json_and_svg_and_passes_its_check() {
 /// A user's WGSL kernel with a declared tile map: on Vulkan the map is verified from the shader, so the
 /// 64-launch chain is one dispatch, equal to the host oracle; a copy of the kernel that also touches
 /// the next workgroup's words keeps the result right (64 dispatches) and the run says why the map was
-/// not kept, naming the kernel and the line. Skips without a Vulkan device.
+/// not kept, naming the kernel and the line. `plan --explain` says the same without a device; the
+/// runs skip without one.
 #[test]
 fn a_user_wgsl_chain_fuses_on_maps_verified_from_its_code_and_says_why_not_otherwise() {
-    if ostinato_runtime::ostinato_vulkan::Context::open_matching(None).is_err() {
-        eprintln!("SKIP a_user_wgsl_chain_fuses_on_maps_verified_from_its_code_and_says_why_not_otherwise: no Vulkan device");
-        return;
-    }
-    let (ok, out, err) = run(&["run", "examples/tiled_user_chain.toml", "--backend", "vulkan", "--check"]);
+    // Without a device: the plan's explanation says how the Vulkan backend takes the maps.
+    let (ok, out, err) = run(&["plan", "examples/tiled_user_chain.toml", "--explain"]);
     assert!(ok, "{err}");
-    assert!(out.contains("64 of 64 nodes fused: 1 dispatches per replay") && out.contains("check passed"), "{out}");
+    assert!(out.contains("kernel `add_one` param `x` (vulkan): 64 tile maps kept (64 verified from the code)"), "{out}");
     let dir = std::env::temp_dir().join(format!("ostinato-cli-tiles-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("kernels")).unwrap();
     let kernel = std::fs::read_to_string(repo().join("examples/kernels/user_add_one.wgsl")).unwrap();
@@ -196,6 +194,21 @@ fn a_user_wgsl_chain_fuses_on_maps_verified_from_its_code_and_says_why_not_other
     assert_ne!(kernel, reaching);
     std::fs::write(dir.join("kernels/user_add_one.wgsl"), reaching).unwrap();
     std::fs::copy(repo().join("examples/tiled_user_chain.toml"), dir.join("chain.toml")).unwrap();
+    let o = bin().args(["plan", "chain.toml", "--explain"]).current_dir(&dir).output().expect("binary runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(
+            "kernel `add_one` param `x` (vulkan): 64 tile maps not kept, those nodes order as wholes there (node 0: kernel `add_one`, the access at line 13"
+        ),
+        "{out}"
+    );
+    if ostinato_runtime::ostinato_vulkan::Context::open_matching(None).is_err() {
+        eprintln!("SKIP the Vulkan runs of a_user_wgsl_chain_fuses_on_maps_verified_from_its_code_and_says_why_not_otherwise: no Vulkan device");
+        return;
+    }
+    let (ok, out, err) = run(&["run", "examples/tiled_user_chain.toml", "--backend", "vulkan", "--check"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("64 of 64 nodes fused: 1 dispatches per replay") && out.contains("check passed"), "{out}");
     let o = bin().args(["run", "chain.toml", "--backend", "vulkan", "--check"]).current_dir(&dir).output().expect("binary runs");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -192,3 +192,56 @@ pub fn explain(graph: &Graph, inferred: &[Inferred], checked: &[(BackendKind, Ve
     }
     s
 }
+
+/// Lines for `plan --explain`: how the Vulkan backend would take each declared tile map, per kernel and
+/// param, its code read without a device (verified from the code, vouched, a built-in's stated
+/// footprint, or not kept: those nodes then order as wholes there).
+#[cfg(feature = "vulkan")]
+pub fn explain_vulkan_tiles(graph: &Graph, impls: &[BTreeMap<String, KernelRef>]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for (k, sig) in graph.kernels().iter().enumerate() {
+        let Some(reference) = impls.get(k).and_then(|m| m.get(BackendKind::Vulkan.as_str())) else { continue };
+        let mapped = graph.nodes().iter().any(|n| !n.tiles.is_empty() && matches!(&n.op, ostinato::NodeOp::Kernel { kernel, .. } if kernel.index() == k));
+        if !mapped {
+            continue;
+        }
+        let uses = match ostinato_vulkan::tile_maps_of(graph, KernelId(k as u32), reference) {
+            Ok(u) => u,
+            Err(why) => {
+                let _ = writeln!(s, "kernel `{}`: its tile maps were not checked against the vulkan code ({why}); such nodes order as wholes there", sig.name);
+                continue;
+            }
+        };
+        let mut params: Vec<&str> = uses.iter().map(|u| u.param.as_str()).collect();
+        params.dedup();
+        for p in params {
+            let of: Vec<&ostinato_vulkan::MapUse> = uses.iter().filter(|u| u.param == p).collect();
+            let count = |want: ostinato_vulkan::MapKept| of.iter().filter(|u| u.kept == Ok(want)).count();
+            let how = [
+                (ostinato_vulkan::MapKept::Verified, "verified from the code"),
+                (ostinato_vulkan::MapKept::Vouched, "vouched for"),
+                (ostinato_vulkan::MapKept::Stated, "stated by the built-in"),
+            ]
+            .iter()
+            .filter_map(|(k, what)| (count(*k) > 0).then(|| format!("{} {what}", count(*k))))
+            .collect::<Vec<_>>();
+            let kept = of.iter().filter(|u| u.kept.is_ok()).count();
+            if kept > 0 {
+                let _ = writeln!(s, "kernel `{}` param `{p}` (vulkan): {kept} tile maps kept ({})", sig.name, how.join(", "));
+            }
+            let dropped: Vec<&&ostinato_vulkan::MapUse> = of.iter().filter(|u| u.kept.is_err()).collect();
+            if let Some(first) = dropped.first() {
+                let why = first.kept.as_ref().err().map_or("", String::as_str);
+                let _ = writeln!(
+                    s,
+                    "kernel `{}` param `{p}` (vulkan): {} tile maps not kept, those nodes order as wholes there (node {}: {why})",
+                    sig.name,
+                    dropped.len(),
+                    first.node.0
+                );
+            }
+        }
+    }
+    s
+}

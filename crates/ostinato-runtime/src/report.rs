@@ -60,6 +60,8 @@ pub fn plan_report(path: &Path, what: &PlanReport) -> Result<String, RuntimeErro
     if what.explain {
         out.push_str(&plan.explain());
         out.push_str(&crate::contract::explain(&f.graph, &inferred, &checked));
+        #[cfg(feature = "vulkan")]
+        out.push_str(&crate::contract::explain_vulkan_tiles(&f.graph, &f.impls));
     }
     if let Some(options) = &what.cuda {
         out.push_str(&cuda_submission(path, &f, &plan, options)?);

@@ -162,15 +162,26 @@ fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Op
 /// core), declared `vouched`, or verified from the code with the node's scalars (a scalar from a slot,
 /// patchable later, is not taken as known); why not.
 pub(crate) fn map_kept(g: &ostinato::Graph, node: &ostinato::Node, k: &VulkanKernel, t: &ostinato::ParamTile) -> Result<MapKept, String> {
+    map_kept_by(g, node, k.builtin, &k.tiles, t)
+}
+
+/// [`map_kept`] for a kernel that is a built-in or not, whose code the check reads as `tiles`.
+pub(crate) fn map_kept_by(
+    g: &ostinato::Graph,
+    node: &ostinato::Node,
+    builtin: bool,
+    tiles: &Result<Arc<crate::tilemaps::TileCode>, String>,
+    t: &ostinato::ParamTile,
+) -> Result<MapKept, String> {
     let NodeOp::Kernel { kernel, launch, args } = &node.op else { return Err("not a kernel launch".into()) };
     let sig = g.kernel(*kernel);
-    if k.builtin {
+    if builtin {
         return Ok(MapKept::Stated);
     }
     if sig.params[t.param].decl == ostinato::AccessDecl::Vouched {
         return Ok(MapKept::Vouched);
     }
-    let code = k.tiles.as_ref().map_err(|why| format!("the check cannot read the kernel's code: {why}"))?;
+    let code = tiles.as_ref().map_err(|why| format!("the check cannot read the kernel's code: {why}"))?;
     let buffer = sig.params[..t.param].iter().filter(|p| matches!(p.kind, ParamKind::Buffer(_))).count();
     let scalars: Vec<Option<ostinato::Scalar>> = sig
         .params

@@ -59,7 +59,7 @@ impl std::fmt::Debug for VulkanKernel {
 }
 
 /// The params block's layout for `sig`: each scalar at its natural alignment.
-fn params_layout(sig: &KernelSig) -> (Vec<u32>, u32) {
+pub(crate) fn params_layout(sig: &KernelSig) -> (Vec<u32>, u32) {
     let mut at = 0u32;
     let mut offsets = Vec::new();
     for p in &sig.params {

@@ -41,4 +41,4 @@ pub use ffi::{copy, Buffer, Context, DeviceLimits, Pipeline, MAX_QUEUES};
 pub use kernel::VulkanKernel;
 pub use options::{FusionMode, QueueMode, ReplayOrdering, VulkanOptions, DEFAULT_WAIT_TIMEOUT};
 pub use submit::MAX_REPLAYS_IN_FLIGHT;
-pub use tilemaps::{MapKept, MapUse};
+pub use tilemaps::{tile_maps_of, MapKept, MapUse};
