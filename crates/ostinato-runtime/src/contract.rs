@@ -224,7 +224,8 @@ pub fn explain_vulkan_tiles(graph: &Graph, impls: &[BTreeMap<String, KernelRef>]
                 (ostinato_vulkan::MapKept::Stated, "stated by the built-in"),
             ]
             .iter()
-            .filter_map(|(k, what)| (count(*k) > 0).then(|| format!("{} {what}", count(*k))))
+            .filter(|(k, _)| count(*k) > 0)
+            .map(|(k, what)| format!("{} {what}", count(*k)))
             .collect::<Vec<_>>();
             let kept = of.iter().filter(|u| u.kept.is_ok()).count();
             if kept > 0 {
