@@ -39,7 +39,7 @@ use crate::ffi::Context;
 use crate::fused_entry::{BodyFn, Call};
 use crate::kernel::VulkanKernel;
 use crate::offsets::{Offsets, ParamsVar};
-use crate::tilemaps::{MapKept, MapUse};
+use crate::tilemaps::{MapKept, MapUse, ParamsAt, TileCode};
 use crate::VkError;
 
 /// A kernel's body as a fused dispatch runs it: its module with offsets, and what the fusion needs.
@@ -205,6 +205,38 @@ pub(crate) fn map_uses(plan: &Plan, kernels: &[VulkanKernel]) -> Vec<MapUse> {
         }
     }
     out
+}
+
+/// How the Vulkan backend would take the tile maps of kernel `kernel`'s nodes in `graph`, its code read
+/// from `reference` without a device (`plan --explain`; an exec reports the same in
+/// [`crate::VulkanExec::tile_maps`]); `Err` where the code cannot be read.
+pub fn tile_maps_of(graph: &ostinato::Graph, kernel: ostinato::KernelId, reference: &ostinato::KernelRef) -> Result<Vec<MapUse>, String> {
+    let sig = graph.kernel(kernel);
+    let builtin = reference.builtin_name().is_some();
+    let tiles: Result<Arc<TileCode>, String> = if builtin {
+        Err("a built-in".into())
+    } else {
+        let code = crate::access::read_reference(sig, reference)?;
+        let caps = naga::valid::Capabilities::IMMEDIATES | crate::kernel::FLOAT_ATOMICS;
+        let info =
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&code.module).map_err(|e| format!("{:?}", e.into_inner()))?;
+        let n_buf = crate::kernel::n_buffers(sig);
+        let at = if code.source.is_some() { ParamsAt::Immediate } else { ParamsAt::Binding(n_buf) };
+        TileCode::new(&code.module, info, sig, &code.entry, &crate::kernel::params_layout(sig).0, at, code.source.as_deref()).map(Arc::new)
+    };
+    // The checks recurse over the code's expressions: on a stack of their own.
+    crate::wgsl::with_stack(|| {
+        let mut out = Vec::new();
+        for (v, node) in graph.nodes().iter().enumerate() {
+            if matches!(&node.op, ostinato::NodeOp::Kernel { kernel: k, .. } if *k == kernel) {
+                for t in &node.tiles {
+                    let kept = map_kept_by(graph, node, builtin, &tiles, t);
+                    out.push(MapUse { node: ostinato::NodeId(v as u32), param: sig.params[t.param].name.clone(), kept });
+                }
+            }
+        }
+        out
+    })
 }
 
 /// Fuses `plan` under `mode`; `None` where nothing fuses (or `off`).

@@ -86,38 +86,6 @@ pub enum MapKept {
     Stated,
 }
 
-/// How the Vulkan backend would take the tile maps of kernel `kernel`'s nodes in `graph`, its code read
-/// from `reference` without a device (`plan --explain`; an exec reports the same in
-/// [`crate::VulkanExec::tile_maps`]); `Err` where the code cannot be read.
-pub fn tile_maps_of(graph: &ostinato::Graph, kernel: ostinato::KernelId, reference: &ostinato::KernelRef) -> Result<Vec<MapUse>, String> {
-    let sig = graph.kernel(kernel);
-    let builtin = reference.builtin_name().is_some();
-    let tiles: Result<std::sync::Arc<TileCode>, String> = if builtin {
-        Err("a built-in".into())
-    } else {
-        let code = crate::access::read_reference(sig, reference)?;
-        let caps = naga::valid::Capabilities::IMMEDIATES | crate::kernel::FLOAT_ATOMICS;
-        let info =
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&code.module).map_err(|e| format!("{:?}", e.into_inner()))?;
-        let n_buf = crate::kernel::n_buffers(sig);
-        let at = if code.source.is_some() { ParamsAt::Immediate } else { ParamsAt::Binding(n_buf) };
-        TileCode::new(&code.module, info, sig, &code.entry, &crate::kernel::params_layout(sig).0, at, code.source.as_deref()).map(std::sync::Arc::new)
-    };
-    // The checks recurse over the code's expressions: on a stack of their own.
-    crate::wgsl::with_stack(|| {
-        let mut out = Vec::new();
-        for (v, node) in graph.nodes().iter().enumerate() {
-            if matches!(&node.op, ostinato::NodeOp::Kernel { kernel: k, .. } if *k == kernel) {
-                for t in &node.tiles {
-                    let kept = crate::fusion::map_kept_by(graph, node, builtin, &tiles, t);
-                    out.push(MapUse { node: ostinato::NodeId(v as u32), param: sig.params[t.param].name.clone(), kept });
-                }
-            }
-        }
-        out
-    })
-}
-
 /// Where a params struct lives: a `var<immediate>` (WGSL) or the storage binding after the buffers.
 #[derive(Clone, Copy)]
 pub(crate) enum ParamsAt {
