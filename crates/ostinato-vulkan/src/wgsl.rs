@@ -4,7 +4,7 @@
 //! 4 MiB thread of a debug build), an abort no caller can catch. So a statement of more than
 //! [`MAX_STATEMENT_OPERATORS`] operators is refused with its line, and the parse runs on a thread of
 //! its own with a stack that holds that many (64 MiB, reserved, touched only as used). So does the rest
-//! of a kernel's compilation ([`with_stack`]): `naga_oil`'s importer, which the element-offset rewrite
+//! of a kernel's compilation (`with_stack`): `naga_oil`'s importer, which the element-offset rewrite
 //! and the fused dispatches go through, recurses the same way (990 terms overflowed a 256 KiB thread).
 //! Validation and the SPIR-V writer walk naga's arenas without recursion (checked on a 256 KiB stack
 //! with 20,000 terms).
