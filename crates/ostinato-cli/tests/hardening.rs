@@ -89,6 +89,16 @@ fn thread_counts_past_the_host_limit_are_refused() {
     refused(&one_buffer("1024"), &["run", "{}", "--threads", "1000000"], &["1000000 worker threads asked, at most 1024"]);
 }
 
+/// A grid of 65,536³ blocks of a built-in the host runs block by block: refused at instantiate, naming
+/// the node, instead of 2^48 calls (a fuzzed input ran for hours). The plan itself is fine.
+#[test]
+fn host_grids_past_what_it_runs_block_by_block_are_refused() {
+    let huge = node("grid = [65536, 65536, 65536]\nblock = [256]");
+    refused(&huge, &["run", "{}", "--backend", "host"], &["node 0", "the grid has 281474976710656 blocks, more than the 67108864 the host runs one by one"]);
+    let o = Command::new(env!("CARGO_BIN_EXE_ostinato")).arg("plan").arg(write_temp(&huge)).output().expect("binary runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn silent_successes_are_errors() {
     refused("", &["run", "{}", "--check"], &["the file records no node"]);

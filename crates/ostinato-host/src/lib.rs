@@ -77,6 +77,10 @@ impl HostError {
     }
 }
 
+/// The most blocks a launch of a per-block host kernel may have (2^26: a few seconds of calls on one
+/// core, past every grid the tests and the bench run on the host).
+pub const MAX_PER_BLOCK_BLOCKS: u64 = 1 << 26;
+
 /// The most worker threads a host backend takes.
 pub const MAX_THREADS: usize = 1024;
 
@@ -179,6 +183,23 @@ impl Backend for HostBackend {
                     "{}: param `{}` declares a tile map, but its host kernel runs the whole launch in one call; a per-block body (HostKernel::per_block) lets the host check each block against its tile",
                     g.describe_node(v),
                     g.param_name(v, t.param)
+                ),
+            });
+        }
+        // A per-block body is called once per block: a grid past what the host runs one by one is refused
+        // here rather than left to run for hours (a fuzzed grid of 65,536³ blocks of `mix` did).
+        if let Some((v, blocks)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
+            NodeOp::Kernel { kernel, launch, .. } if kernels[kernel.index()].per_block => {
+                Some((v, ostinato::tiles::block_count(launch.grid))).filter(|(_, b)| *b > MAX_PER_BLOCK_BLOCKS)
+            }
+            _ => None,
+        }) {
+            let v = ostinato::NodeId(v as u32);
+            return Err(HostError::Unsupported {
+                operation: "instantiate",
+                reason: format!(
+                    "{}: its host kernel runs block by block, and the grid has {blocks} blocks, more than the {MAX_PER_BLOCK_BLOCKS} the host runs one by one",
+                    g.describe_node(v)
                 ),
             });
         }

@@ -9,7 +9,8 @@
 //! Environment: `OSTINATO_FUZZ_INPUTS` (default 10,000, what CI runs), `OSTINATO_FUZZ_SEED`,
 //! `OSTINATO_FUZZ_START` (the first input's index: a campaign runs in chunks, `scripts/fuzz-campaign.sh`),
 //! `OSTINATO_FUZZ_VULKAN_EVERY` (default 50; 0: never), `OSTINATO_FUZZ_PROGRESS` (a file the index of
-//! the input being run is written to, so a supervisor can name the input a dying process was on).
+//! the input being run is written to, so a supervisor can name the input a dying process was on),
+//! `OSTINATO_FUZZ_PRINT` (print each input before it runs: to see what one input is).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -239,6 +240,9 @@ fn mutated_graph_files_never_panic_and_vulkan_matches_the_host() {
         }
         let mut r = XorShift64::seeded(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let src = mutate(&seeds[(i % seeds.len() as u64) as usize], &seeds, &mut r);
+        if std::env::var_os("OSTINATO_FUZZ_PRINT").is_some() {
+            eprintln!("--- input {i}\n{src}\n---");
+        }
         // Every `vulkan_every`-th input on average, spread over the seed files (not `i % n`, which would
         // pick one seed file's mutations only).
         let vk = vulkan.as_ref().filter(|_| vulkan_every > 0 && (i.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) % vulkan_every == 0);
