@@ -90,7 +90,7 @@ fn thread_counts_past_the_host_limit_are_refused() {
 }
 
 /// A grid of 65,536³ blocks of a built-in the host runs block by block: refused at instantiate, naming
-/// the node, instead of 2^48 calls (a fuzzed input ran for hours). The plan itself is fine.
+/// the node, instead of 2^48 calls. The plan itself is fine.
 #[test]
 fn host_grids_past_what_it_runs_block_by_block_are_refused() {
     let huge = node("grid = [65536, 65536, 65536]\nblock = [256]");
@@ -248,8 +248,8 @@ fn allocations_sized_by_input_fail_as_errors_under_an_address_space_limit() {
     assert!(o.status.success() || o.status.code() == Some(1), "a crash, not an error: {:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
 }
 
-/// A WGSL kernel with one enormous expression: naga lowers it recursively, which overflowed the stack
-/// (an abort) before; now the statement is refused with its line wherever the code is read — a plan's
+/// A WGSL kernel with one enormous expression: naga lowers it recursively, which would overflow the
+/// stack (an abort); the statement is refused with its line wherever the code is read — a plan's
 /// explanation notes it, binding refuses it — and nothing aborts.
 #[test]
 fn a_wgsl_statement_too_long_to_read_safely_is_refused_not_an_abort() {

@@ -187,7 +187,7 @@ impl Backend for HostBackend {
             });
         }
         // A per-block body is called once per block: a grid past what the host runs one by one is refused
-        // here rather than left to run for hours (a fuzzed grid of 65,536³ blocks of `mix` did).
+        // here rather than left to run for hours (65,536³ blocks would be 2^48 calls).
         if let Some((v, blocks)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
             NodeOp::Kernel { kernel, launch, .. } if kernels[kernel.index()].per_block => {
                 Some((v, ostinato::tiles::block_count(launch.grid))).filter(|(_, b)| *b > MAX_PER_BLOCK_BLOCKS)

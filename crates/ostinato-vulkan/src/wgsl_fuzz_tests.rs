@@ -167,7 +167,7 @@ fn mutated_wgsl_never_panics_the_bind_time_analyses() {
 
 /// A kernel with an expression just within the statement limit compiles from a thread of 256 KiB:
 /// naga's front end and `naga_oil`'s importer (the offsets' rewrite) run on a stack of their own
-/// (from such a thread they overflowed it at 990 terms before).
+/// (on such a thread itself they overflow it at 990 terms).
 #[test]
 fn a_long_expression_compiles_from_a_small_stack() {
     let src = format!(

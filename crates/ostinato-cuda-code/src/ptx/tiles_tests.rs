@@ -210,9 +210,9 @@ fn chained(links: usize) -> String {
 fn a_chain_too_long_to_follow_is_unknown_not_a_stack_overflow() {
     // Every block's thread t stores at word t + links: the map of those 256 bytes holds.
     let at = |links: u64| Some(TileMap::new(vec![TileRange::span(4 * links, [0, 0, 0], 256)]).unwrap());
-    // 20,000 dependent adds overflowed an 8 MiB stack of a release build before; now the chain is
-    // opaque past 512 (and fits that stack in a debug build too). A chain within the limit is followed
-    // and verified.
+    // 20,000 dependent adds, unbounded, overflow an 8 MiB stack of a release build; the chain is opaque
+    // past 512 (and fits that stack in a debug build too). A chain within the limit is followed and
+    // verified.
     let (deep, short) = std::thread::Builder::new()
         .stack_size(8 << 20)
         .spawn(move || (one(&chained(20_000), "k", g1(4), g1(64), &[None], &[at(20_000)]), one(&chained(400), "k", g1(4), g1(64), &[None], &[at(400)])))
