@@ -247,23 +247,13 @@ impl Decisions {
     /// The exec's decisions, each reason counted.
     pub fn of(exec: &CudaExec) -> Decisions {
         let d = exec.decisions();
-        let count = |reasons: Vec<String>| {
-            let mut out: Vec<(String, usize)> = Vec::new();
-            for r in reasons {
-                match out.iter_mut().find(|(x, _)| *x == r) {
-                    Some((_, n)) => *n += 1,
-                    None => out.push((r, 1)),
-                }
-            }
-            out
-        };
         Decisions {
             edges: d.full_edges.len() + d.programmatic_edges,
             programmatic_edges: d.programmatic_edges,
-            full_edges: count(d.full_edges.iter().map(|(_, _, why)| why.to_string()).collect()),
+            full_edges: Self::count(d.full_edges.iter().map(|(_, _, why)| why.to_string())),
             nodes: exec.plan().node_count(),
             fused_nodes: d.fused_nodes,
-            unfused: count(d.unfused.into_iter().map(|(_, why)| why).collect()),
+            unfused: Self::count(d.unfused.into_iter().map(|(_, why)| why)),
             candidates: d.candidates,
             confirmation: d.tuned.as_ref().and_then(|t| t.confirmation.map(|(c, [auto, pick])| (t.candidates[c].0.clone(), pick, auto))),
             measured: d.tuned.map(|t| {
@@ -272,6 +262,20 @@ impl Decisions {
                 c
             }),
         }
+    }
+}
+
+impl Decisions {
+    /// Each distinct reason with how many times it occurs, in first-seen order.
+    pub(crate) fn count(reasons: impl IntoIterator<Item = String>) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for r in reasons {
+            match out.iter_mut().find(|(x, _)| *x == r) {
+                Some((_, n)) => *n += 1,
+                None => out.push((r, 1)),
+            }
+        }
+        out
     }
 }
 

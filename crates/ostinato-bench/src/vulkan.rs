@@ -180,16 +180,8 @@ impl Arm for OstinatoVulkan {
     /// kept, why (`VulkanExec::tile_maps`). A Vulkan exec measures no submissions and has no PDL edges.
     fn decisions(&self) -> Option<Decisions> {
         let plan = self.exec.plan();
-        let mut unfused: Vec<(String, usize)> = Vec::new();
-        for m in self.exec.tile_maps() {
-            if let Err(why) = &m.kept {
-                let r = format!("its tile map on `{}` is not kept: {why}", m.param);
-                match unfused.iter_mut().find(|(x, _)| *x == r) {
-                    Some((_, n)) => *n += 1,
-                    None => unfused.push((r, 1)),
-                }
-            }
-        }
+        let dropped = self.exec.tile_maps().iter().filter_map(|m| m.kept.as_ref().err().map(|why| format!("its tile map on `{}` is not kept: {why}", m.param)));
+        let unfused = Decisions::count(dropped);
         Some(Decisions {
             edges: 0,
             programmatic_edges: 0,

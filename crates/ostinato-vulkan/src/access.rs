@@ -243,7 +243,7 @@ pub fn manifest(sig: &KernelSig, reference: &KernelRef) -> Result<ostinato::mani
 }
 
 /// The global variable a pointer expression is into, through accesses.
-fn root(f: &Function, mut e: Handle<Expression>) -> Option<Handle<naga::GlobalVariable>> {
+pub(crate) fn root(f: &Function, mut e: Handle<Expression>) -> Option<Handle<naga::GlobalVariable>> {
     loop {
         match &f.expressions[e] {
             Expression::GlobalVariable(g) => return Some(*g),

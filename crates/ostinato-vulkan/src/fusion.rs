@@ -196,12 +196,25 @@ pub(crate) fn map_kept_by(
 /// How each declared tile map of `plan` is taken ([`MapUse`]).
 pub(crate) fn map_uses(plan: &Plan, kernels: &[VulkanKernel]) -> Vec<MapUse> {
     let g = plan.graph();
+    uses_where(g, |_| true, |node, kernel, t| map_kept(g, node, &kernels[kernel.index()], t))
+}
+
+/// A [`MapUse`] for every tile map of the kernel nodes of `g` whose kernel `of` picks, each taken as
+/// `kept` says.
+fn uses_where(
+    g: &ostinato::Graph,
+    of: impl Fn(ostinato::KernelId) -> bool,
+    kept: impl Fn(&ostinato::Node, ostinato::KernelId, &ostinato::ParamTile) -> Result<MapKept, String>,
+) -> Vec<MapUse> {
     let mut out = Vec::new();
     for (v, node) in g.nodes().iter().enumerate() {
         let NodeOp::Kernel { kernel, .. } = &node.op else { continue };
+        if !of(*kernel) {
+            continue;
+        }
         for t in &node.tiles {
             let param = g.kernel(*kernel).params[t.param].name.clone();
-            out.push(MapUse { node: NodeId(v as u32), param, kept: map_kept(g, node, &kernels[kernel.index()], t) });
+            out.push(MapUse { node: NodeId(v as u32), param, kept: kept(node, *kernel, t) });
         }
     }
     out
@@ -225,18 +238,7 @@ pub fn tile_maps_of(graph: &ostinato::Graph, kernel: ostinato::KernelId, referen
         TileCode::new(&code.module, info, sig, &code.entry, &crate::kernel::params_layout(sig).0, at, code.source.as_deref()).map(Arc::new)
     };
     // The checks recurse over the code's expressions: on a stack of their own.
-    crate::wgsl::with_stack(|| {
-        let mut out = Vec::new();
-        for (v, node) in graph.nodes().iter().enumerate() {
-            if matches!(&node.op, ostinato::NodeOp::Kernel { kernel: k, .. } if *k == kernel) {
-                for t in &node.tiles {
-                    let kept = map_kept_by(graph, node, builtin, &tiles, t);
-                    out.push(MapUse { node: ostinato::NodeId(v as u32), param: sig.params[t.param].name.clone(), kept });
-                }
-            }
-        }
-        out
-    })
+    crate::wgsl::with_stack(|| uses_where(graph, |k| k == kernel, |node, _, t| map_kept_by(graph, node, builtin, &tiles, t)))
 }
 
 /// Fuses `plan` under `mode`; `None` where nothing fuses (or `off`).

@@ -175,7 +175,7 @@ pub(crate) fn compile_wgsl(sig: &KernelSig, source: &str, entry: &str) -> Result
 
 /// [`compile_wgsl`] on the calling thread.
 fn compile_wgsl_here(sig: &KernelSig, source: &str, entry: &str) -> Result<Compiled, VkError> {
-    let mut module = crate::wgsl::parse(source).map_err(|e| refuse(sig, e))?;
+    let mut module = crate::wgsl::parse_here(source).map_err(|e| refuse(sig, e))?;
     let n_buf = n_buffers(sig);
     let n_scalar = sig.params.len() as u32 - n_buf;
     check_bindings(sig, &module, n_buf, false)?;

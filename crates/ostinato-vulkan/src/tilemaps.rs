@@ -512,14 +512,8 @@ impl Walk<'_> {
         }
     }
 
-    fn root_is_var(&self, f: &Function, mut e: Handle<Expression>) -> bool {
-        loop {
-            match f.expressions[e] {
-                Expression::GlobalVariable(g) => return g == self.var,
-                Expression::Access { base, .. } | Expression::AccessIndex { base, .. } => e = base,
-                _ => return false,
-            }
-        }
+    fn root_is_var(&self, f: &Function, e: Handle<Expression>) -> bool {
+        crate::access::root(f, e) == Some(self.var)
     }
 
     /// The byte offset of what `pointer` points at, in the binding, and its type.

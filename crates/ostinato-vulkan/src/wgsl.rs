@@ -1,11 +1,11 @@
 //! Reading WGSL with naga without risking the caller's stack. naga parses a chain of binary operators
 //! (`a + b + c + …`) iteratively but lowers it recursively, one frame per operator: a kernel of 20,000
-//! terms in one expression overflowed the 8 MiB main stack of a release build (and about a thousand a
+//! terms in one expression overflows the 8 MiB main stack of a release build (and about a thousand a
 //! 4 MiB thread of a debug build), an abort no caller can catch. So a statement of more than
 //! [`MAX_STATEMENT_OPERATORS`] operators is refused with its line, and the parse runs on a thread of
 //! its own with a stack that holds that many (64 MiB, reserved, touched only as used). So does the rest
 //! of a kernel's compilation (`with_stack`): `naga_oil`'s importer, which the element-offset rewrite
-//! and the fused dispatches go through, recurses the same way (990 terms overflowed a 256 KiB thread).
+//! and the fused dispatches go through, recurses the same way (990 terms overflow a 256 KiB thread).
 //! Validation and the SPIR-V writer walk naga's arenas without recursion (checked on a 256 KiB stack
 //! with 20,000 terms).
 
@@ -20,8 +20,13 @@ const PARSE_STACK: usize = 64 << 20;
 /// `source` read into a naga module; errors as naga renders them, or naming the line of a statement
 /// too long to read safely.
 pub fn parse(source: &str) -> Result<naga::Module, String> {
+    with_stack(|| parse_here(source))?
+}
+
+/// [`parse`] on the calling thread, for a caller already on [`with_stack`]'s stack.
+pub(crate) fn parse_here(source: &str) -> Result<naga::Module, String> {
     check_statements(source)?;
-    with_stack(|| naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source)))?
+    naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))
 }
 
 /// Runs `f` on a thread of its own with a stack for naga's recursion (the front end's, and
