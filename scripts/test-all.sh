@@ -10,8 +10,16 @@
 #              graph-API interposer's C tests against a table driver.
 #   3. Python  scripts/test-python.sh: the pyo3 extension built by maturin (dev profile, the same
 #              target folder) into a virtual environment, then its pytest suite.
+# Where scripts/fetch-cuda-tools.sh put NVIDIA's compiler tools in .cuda/, the tests that need NVRTC or
+# nvdisasm but no GPU run with them (without, they print SKIP); a path set already is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tools=$PWD/.cuda/nvidia/cu13
+if [ -e "$tools/lib/libnvrtc.so.13" ]; then
+  export OSTINATO_NVRTC=${OSTINATO_NVRTC:-$tools/lib/libnvrtc.so.13}
+  [ -x "$tools/bin/nvdisasm" ] && export OSTINATO_NVDISASM=${OSTINATO_NVDISASM:-$tools/bin/nvdisasm}
+  echo "== test-all: NVRTC $OSTINATO_NVRTC, nvdisasm ${OSTINATO_NVDISASM:-not found} =="
+fi
 start=$SECONDS
 stage() {
   local name=$1 at=$SECONDS

@@ -4,7 +4,11 @@
 //! (and panics where none loads). So, where the loader cannot find it by name, this module first loads
 //! the library by absolute path (`OSTINATO_NVRTC`, `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`) and
 //! keeps it loaded: cudarc's later load by name then resolves to it (the loader matches the library's
-//! soname). Every entry point checks that a library is present first, so no panic is reachable.
+//! soname). NVRTC itself loads its builtins library (`libnvrtc-builtins.so.13.0`) by bare name at
+//! compile time, so the builtins found beside a library loaded by path are loaded too (the loader
+//! then answers NVRTC's own load by soname): a toolkit outside the loader's path, or the `nvidia-cuda-nvrtc`
+//! wheel's `lib/`, compiles without `LD_LIBRARY_PATH`. Every entry point checks that a library is
+//! present first, so no panic is reachable.
 
 #![allow(unsafe_code)]
 
@@ -34,14 +38,29 @@ fn search_path() -> Vec<PathBuf> {
     out
 }
 
-/// Where NVRTC came from, once it is loadable by name; the library loaded by path stays loaded.
+/// The builtins libraries in `dir` (`libnvrtc-builtins.so.<major>.<minor>`, not the `.alt.` build),
+/// in name order.
+fn builtins_beside(dir: &std::path::Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc-builtins.so.")))
+        .collect();
+    found.sort();
+    found
+}
+
+/// What stays loaded for the process: NVRTC loaded by path and the builtins beside it.
+type Kept = (String, Vec<Library>);
+
+/// Where NVRTC came from, once it is loadable by name; the libraries loaded by path stay loaded.
 fn api() -> Result<&'static str> {
-    static LOADED: OnceLock<std::result::Result<(String, Option<Library>), String>> = OnceLock::new();
+    static LOADED: OnceLock<std::result::Result<Kept, String>> = OnceLock::new();
     let r = LOADED.get_or_init(|| {
         // SAFETY: only tries to load the library by the names cudarc knows; loading NVRTC runs no
         // initialisers with preconditions.
         if unsafe { sys::is_culib_present() } {
-            return Ok(("the dynamic loader's path".to_string(), None));
+            return Ok(("the dynamic loader's path".to_string(), Vec::new()));
         }
         let mut tried = Vec::new();
         for p in search_path() {
@@ -49,7 +68,13 @@ fn api() -> Result<&'static str> {
             if let Ok(lib) = unsafe { Library::new(&p) } {
                 // SAFETY: as above; the library just loaded now answers to its soname.
                 if unsafe { sys::is_culib_present() } {
-                    return Ok((p.display().to_string(), Some(lib)));
+                    let mut kept = vec![lib];
+                    for b in p.parent().map(builtins_beside).unwrap_or_default() {
+                        // SAFETY: as above; a builtins library only holds NVRTC's headers and data.
+                        // One that fails to load leaves NVRTC's own load by name to report it.
+                        kept.extend(unsafe { Library::new(&b) }.ok());
+                    }
+                    return Ok((p.display().to_string(), kept));
                 }
             }
             tried.push(p.display().to_string());
