@@ -1,44 +1,23 @@
-// Study tool: the Llama decode kernels (kernels/llama_common.cu and llama.cu) at Llama-3.2-1B's shapes on the GPU, side by
-// side with the previous pack (llama_prev.cu: kernels/llama.cu of the commit before the bulk-copy
-// streaming projections, its kernels renamed prev_*) and the study variants of llama_variants.cu.
+// Study tool: the Llama decode kernels (crates/ostinato-llama/kernels/llama_common.cu and llama.cu) at
+// Llama-3.2-1B's shapes on the GPU, launched as the step launches them (src/step.rs), side by side with
+// the study variants of llama_variants.cu.
 //   check  : one layer's kernels and the LM head, each against a double-precision CPU computation from
 //            the kernel's own inputs (random weights, norms and cache), at several positions and
-//            attention splits, twice each (the ticket counters must come back to zero).
+//            attention splits, twice each (the ticket counters must come back to zero); each variant
+//            on the same inputs.
 //   kernels: each kernel alone (a graph of 16 launches over 16 layers' weights, no PDL) and back to
-//            back with PDL, µs per launch and TB/s.
+//            back with PDL, µs per launch and TB/s; pairs and triples of consecutive kernels too.
 //   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
-//            position, attention splits and per-kernel choice (combos: see COMBOS).
-// Build and run on the GPU machine (lab/probes/llama-step.sh):
-//   git show <previous commit>:crates/ostinato-llama/kernels/llama.cu > D/llama_prev.cu
-//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -ID -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
-//   ./llama_kernels check|sanitize|kernels|step [splits,...] [blocks] [combos,...]
+//            position, attention splits and variant (combos: rounds of gate/up tiles attention asks L2
+//            for, 0 for the pack's attention).
+// Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
+// machine (lab/probes/llama-step.sh):
+//   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
+//   ./llama_kernels attrs|check|sanitize|kernels|step [splits,...] [blocks] [combos,...] [positions,...]
 #include "../../kernels/ostinato.cu"
 #include "../../crates/ostinato-llama/kernels/llama_common.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
 #include "llama_variants.cu"
-namespace prev {
-#define llama_embed prev_llama_embed
-#define llama_qkv prev_llama_qkv
-#define llama_attn prev_llama_attn
-#define llama_o prev_llama_o
-#define llama_ffn_in prev_llama_ffn_in
-#define llama_down prev_llama_down
-#define llama_lm_head prev_llama_lm_head
-#define ll_dot8 prev_ll_dot8
-#define ll_dot_chunk prev_ll_dot_chunk
-#define ll_load_chunk prev_ll_load_chunk
-#include "llama_prev.cu"
-#undef llama_embed
-#undef llama_qkv
-#undef llama_attn
-#undef llama_o
-#undef llama_ffn_in
-#undef llama_down
-#undef llama_lm_head
-#undef ll_dot8
-#undef ll_dot_chunk
-#undef ll_load_chunk
-}  // namespace prev
 
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -54,7 +33,7 @@ namespace prev {
 constexpr unsigned H = 2048, L = 16, NH = 32, NKV = 8, HD = 64, F = 8192, SEQ = 4352, G = NH / NKV;
 // Layers allocated and vocabulary (smaller under compute-sanitizer: one layer, 4,099 rows).
 static unsigned g_layers = L, V = 128256;
-constexpr unsigned Q = NH * HD, KV = NKV * HD, QKV = Q + 2 * KV;
+constexpr unsigned Q = NH * HD, KV = NKV * HD, QKV = Q + 2 * KV, REC = ll_rec(HD);
 constexpr float EPS = 1e-5f;
 
 template <class T> T* dev(size_t n) { T* p; CK(cudaMalloc(&p, n * sizeof(T))); CK(cudaMemset(p, 0, n * sizeof(T))); return p; }
@@ -69,8 +48,8 @@ static void rnd(ll_bf16* p, size_t n, unsigned seed, float lo, float hi) { fill_
 
 struct Model {
   ll_bf16 *wqkv[L], *wo[L], *wgu[L], *wd[L], *kc[L], *vc[L], *ln1[L], *ln2[L], *emb, *norm, *kv_new;
-  float *x, *q, *apart, *attn, *act, *logits, *hpart, *freq;
-  unsigned *tickets, *hcount, *token, *acount;
+  float *x, *q, *apart, *act, *logits, *hpart, *freq;
+  unsigned *tickets, *hcount, *token, *history;
 };
 
 static Model make_model() {
@@ -88,19 +67,19 @@ static Model make_model() {
   m.emb = dev<ll_bf16>((size_t)V * H); rnd(m.emb, (size_t)V * H, 99, -0.0346f, 0.0346f);
   m.norm = dev<ll_bf16>(H); rnd(m.norm, H, 98, 0.5f, 1.5f);
   m.kv_new = dev<ll_bf16>(2 * KV);
-  m.x = dev<float>(H); m.q = dev<float>(Q); m.attn = dev<float>(Q); m.act = dev<float>(F); m.logits = dev<float>(V);
-  m.apart = dev<float>((size_t)NKV * LL_MAX_SPLITS * G * LL_REC);
+  m.x = dev<float>(H); m.q = dev<float>(Q); m.act = dev<float>(F); m.logits = dev<float>(V);
+  m.apart = dev<float>((size_t)NKV * LL_MAX_SPLITS * G * REC);
   m.hpart = dev<float>(2 * 1024);
   m.freq = dev<float>(HD / 2);
   std::vector<float> f(HD / 2);
   for (unsigned j = 0; j < HD / 2; j++) f[j] = 1.0f / powf(500000.0f, 2.0f * j / HD);
   CK(cudaMemcpy(m.freq, f.data(), 4 * f.size(), cudaMemcpyHostToDevice));
-  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.acount = dev<unsigned>(NKV);
+  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.history = dev<unsigned>(SEQ);
   CK(cudaDeviceSynchronize());
   return m;
 }
 
-// ---- launches -------------------------------------------------------------------------------------
+// ---- launches (as src/step.rs records them) --------------------------------------------------------
 struct Launcher {
   cudaStream_t st;
   bool pdl;
@@ -113,53 +92,49 @@ struct Launcher {
     CK(cudaLaunchKernelEx(&c, k, ((P)a)...));
   }
 };
-// Per-kernel choices: the previous pack's streaming projections (prev_*) or the bulk-copy ones; the
-// attention + output projection pair as the pack has it (partials merged in O) or merged in attention
-// with a plain O (llama_variants.cu).
+// The choices: attention splits, the streaming projections' blocks, and the rounds of gate/up's first
+// tiles attention asks L2 for (0: the pack's llama_attn; else llama_attn_pf).
 struct Opts {
-  unsigned splits = 16, blocks = 264, bblocks = 132;
-  bool bulk_ffn = true, bulk_down = true, bulk_head = true, o_dense = false;
-  char attn = 'a';     // a: llama_attn, b: llama_attn_b (batched softmax), g: llama_attn_g (a lane group per query head)
-  unsigned ffn_pf = 0; // > 0: llama_ffn_in_pf, prefetching that many rounds of the down projection's tiles into L2
+  unsigned splits = 32, bblocks = 132, pf_rounds = 0;
 };
 static const unsigned PAIRS = QKV / 2;
-static const size_t BULK_SMEM = (size_t)LB_STAGES * LB_STAGE_BYTES;
-static unsigned tiles(unsigned rows, unsigned row_bytes) { unsigned r = std::min(64u, LB_STAGE_BYTES / row_bytes); return (rows + r - 1) / r; }
+// The streaming projections' dynamic shared memory: the stages, then (gate/up, LM head) x ⊙ ln.
+static const size_t STAGES = (size_t)LB_STAGES * LB_STAGE_BYTES, NORM_SMEM = STAGES + 4 * LL_CHUNK;
+// Tiles as the kernels cut them: whole units filling a stage, at most `most`.
+static unsigned tiles(unsigned rows, unsigned unit_bytes, unsigned most) { unsigned r = std::max(1u, std::min(most, LB_STAGE_BYTES / unit_bytes)); return (rows + r - 1) / r; }
+static const unsigned FFN_PAIRS_A_TILE = std::min(32u, LB_STAGE_BYTES / (4 * H));
+static const unsigned FFN_TILES = tiles(F, 4 * H, 32), DOWN_TILES = tiles(H, 2 * F, 16);
+static unsigned head_tiles() { return tiles(V, 2 * H, 64); }
 static unsigned bgrid(unsigned n_tiles, Opts o) { return std::min(o.bblocks, n_tiles); }
+// The (gate, up) pairs of gate/up's first `rounds` rounds of tiles (its static rounds when rounds <= LB_STATIC_ROUNDS).
+static unsigned pf_pairs(Opts o) { return std::min(F, o.pf_rounds * bgrid(FFN_TILES, o) * FFN_PAIRS_A_TILE); }
 
 static void k_embed(Launcher& g, Model& m) { g.go(llama_embed, dim3(H / 256), 256, 0, m.x, m.emb, m.token, H); }
 static void k_qkv(Launcher& g, Model& m, unsigned l, unsigned pos) {
   g.go(llama_qkv, dim3((PAIRS + LL_QKV_WARPS - 1) / LL_QKV_WARPS), LL_QKV_WARPS * 32, 0, m.q, m.kv_new, m.x, m.ln1[l], m.wqkv[l], m.freq, pos, H, NH, NKV, HD, EPS);
 }
 static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
-  if (o.o_dense) g.go(llama_attn_m, dim3(o.splits, NKV), 256, 0, m.attn, m.apart, m.acount, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
-  else if (o.attn == 'g') g.go(llama_attn_g, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
-  else if (o.attn == 'b') g.go(llama_attn_b, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
-  else g.go(llama_attn, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits);
+  if (o.pf_rounds)
+    g.go(llama_attn_pf, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits, HD, m.wgu[l], F, H, pf_pairs(o));
+  else g.go(llama_attn, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits, HD);
 }
 static void k_o(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
-  if (o.o_dense) g.go(llama_o_dense, dim3(H / 8), 256, 0, m.x, m.attn, m.wo[l], H, Q);
-  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ);
+  g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ, HD);
 }
 static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
-  if (o.bulk_ffn && o.ffn_pf)
-    g.go(llama_ffn_in_pf, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS, H, o.ffn_pf);
-  else if (o.bulk_ffn) g.go(llama_ffn_in, dim3(bgrid(tiles(F, 4 * H), o)), LB_THREADS, BULK_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
-  else g.go(prev::prev_llama_ffn_in, dim3(o.blocks), 256, 0, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
+  g.go(llama_ffn_in, dim3(bgrid(FFN_TILES, o)), LB_THREADS, NORM_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
 }
 static void k_down(Launcher& g, Model& m, unsigned l, Opts o) {
-  if (o.bulk_down) g.go(llama_down, dim3(bgrid(tiles(H, 2 * F), o)), LB_THREADS, BULK_SMEM, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
-  else g.go(prev::prev_llama_down, dim3(o.blocks), 256, 0, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
+  g.go(llama_down, dim3(bgrid(DOWN_TILES, o)), LB_THREADS, STAGES, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
 }
-static void k_head(Launcher& g, Model& m, Opts o) {
-  if (o.bulk_head)
-    g.go(llama_lm_head, dim3(bgrid(tiles(V, 2 * H), o)), LB_THREADS, BULK_SMEM, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.x, m.norm, m.emb, V, H, EPS);
-  else g.go(prev::prev_llama_lm_head, dim3(o.blocks), 256, 0, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.x, m.norm, m.emb, V, H, EPS);
+static void k_head(Launcher& g, Model& m, unsigned pos, Opts o) {
+  g.go(llama_lm_head, dim3(bgrid(head_tiles(), o)), LB_THREADS, NORM_SMEM, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.history, m.x, m.norm,
+       m.emb, V, H, EPS, pos, SEQ);
 }
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
   for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); }
-  k_head(g, m, o);
+  k_head(g, m, pos, o);
 }
 
 // ---- check ----------------------------------------------------------------------------------------
@@ -210,7 +185,7 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   auto kvn = get(m.kv_new, 2 * KV);
   std::vector<float> kvf(2 * KV); for (unsigned i = 0; i < 2 * KV; i++) kvf[i] = bf(kvn[i]);
   compare("qkv: kv_new (bf16)", std::vector<double>(y.begin() + Q, y.end()), kvf.data(), 2 * KV, 8e-3);
-  // attention + O, both pairs from the same x0
+  // attention + O from the same x0: the pack's attention, then each variant on the same inputs
   auto kc_before = get(m.kc[l], (size_t)KV * SEQ);
   k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   auto kc = get(m.kc[l], (size_t)KV * SEQ), vc = get(m.vc[l], (size_t)KV * SEQ);
@@ -235,20 +210,16 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   std::vector<double> x1(H);
   for (unsigned r = 0; r < H; r++) x1[r] = x0[r] + dot(&wo[(size_t)r * Q], at, Q);
   auto x1g = get(m.x, H);
-  compare(o.o_dense ? "attn_m + o_dense: x" : "attn + o: x", x1, x1g.data(), H, 1e-4);
-  // every other pair on the same inputs: the merge in attention + plain O, the attention variants
-  for (const char* pair : {"d", "m", "mb", "mg"}) {
-    Opts v = o; v.o_dense = pair[0] == 'd'; v.attn = pair[1] ? pair[1] : 'a';
-    if (v.o_dense == o.o_dense && v.attn == o.attn) continue;
+  compare(o.pf_rounds ? "attn_pf + o: x" : "attn + o: x", x1, x1g.data(), H, 1e-4);
+  for (unsigned rounds : {0u, 3u, 6u, 64u}) {  // 64: more pairs than the layer has (clamped to all of them)
+    if (rounds == o.pf_rounds) continue;
+    Opts v = o; v.pf_rounds = rounds;
     CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
-    poison(m.attn, Q); poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * LL_REC);
+    poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
     k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
     auto xv = get(m.x, H);
-    std::string label = std::string(v.o_dense ? "attn_m + o_dense" : v.attn == 'b' ? "attn_b" : v.attn == 'g' ? "attn_g" : "attn") + (v.o_dense ? "" : " + o") + ": x";
+    std::string label = rounds ? "attn_pf" + std::to_string(rounds) + " + o: x" : std::string("attn + o: x");
     compare(label.c_str(), x1, xv.data(), H, 1e-4);
-    auto ac = get(m.acount, NKV);
-    unsigned nz = 0; for (unsigned c : ac) nz += c != 0;
-    if (nz) { printf("  %-34s %u nonzero FAIL\n", "attn_m: counters after", nz); failures++; }
   }
   CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
   // FFN in
@@ -259,14 +230,14 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   std::vector<double> act(F);
   for (unsigned r = 0; r < F; r++) { double gg = dot(&wgu[(size_t)r * H], xn2, H), uu = dot(&wgu[(size_t)(F + r) * H], xn2, H); act[r] = gg / (1 + exp(-gg)) * uu; }
   auto actg = get(m.act, F);
-  compare(o.bulk_ffn ? "ffn_in (bulk): act" : "ffn_in (prev): act", act, actg.data(), F, 1e-4);
+  compare("ffn_in: act", act, actg.data(), F, 1e-4);
   // down
   auto wd = get(m.wd[l], (size_t)H * F);
   k_down(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
   std::vector<double> x2(H);
   for (unsigned r = 0; r < H; r++) x2[r] = x1g[r] + dot(&wd[(size_t)r * F], actg, F);
   auto x2g = get(m.x, H);
-  compare(o.bulk_down ? "down (bulk): x" : "down (prev): x", x2, x2g.data(), H, 1e-4);
+  compare("down: x", x2, x2g.data(), H, 1e-4);
   auto tk = get(m.tickets, 4);
   printf("  %-34s %u %u %u %s\n", "tickets after", tk[0], tk[1], tk[2], tk[0] + tk[1] + tk[2] ? "FAIL" : "ok");
   if (tk[0] + tk[1] + tk[2]) failures++;
@@ -291,14 +262,15 @@ static void check_head(Model& m, Opts o) {
   for (unsigned r = 0; r < V; r++) want[r] = dot(&emb[(size_t)r * H], xn, H);
   for (int rep = 0; rep < 2; rep++) {
     poison(m.logits, V);
-    k_head(g, m, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    const unsigned pos = 5 + rep;
+    k_head(g, m, pos, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
     auto got = get(m.logits, V);
-    compare(o.bulk_head ? "lm head (bulk): logits" : "lm head (prev): logits", want, got.data(), V, 1e-4);
+    compare("lm head: logits", want, got.data(), V, 1e-4);
     unsigned best = 0; for (unsigned r = 1; r < V; r++) if (got[r] > got[best]) best = r;
-    unsigned tok = get(m.token, 1)[0], hc = get(m.hcount, 1)[0], tk = get(m.tickets, 4)[2];
-    bool ok = tok == best && best == 777 && hc == 0 && tk == 0;
+    unsigned tok = get(m.token, 1)[0], hist = get(m.history, SEQ)[pos], hc = get(m.hcount, 1)[0], tk = get(m.tickets, 4)[2];
+    bool ok = tok == best && best == 777 && hist == tok && hc == 0 && tk == 0;
     if (!ok) failures++;
-    printf("  %-34s token %u argmax %u, counter %u ticket %u %s\n", "lm head: greedy token (planted tie)", tok, best, hc, tk, ok ? "ok" : "FAIL");
+    printf("  %-34s token %u history %u argmax %u, counter %u ticket %u %s\n", "lm head: greedy token (planted tie)", tok, hist, best, hc, tk, ok ? "ok" : "FAIL");
   }
   CK(cudaStreamDestroy(st));
 }
@@ -321,86 +293,59 @@ template <class Body> static float graph_us(cudaStream_t st, int reps, Body body
   return median(t);
 }
 
-static Opts combo(const std::string& c, Opts o);
-static void warm(Model& m, cudaStream_t st) {  // clocks up, through the previous pack's kernel
+static void warm(Model& m, cudaStream_t st) {  // clocks up
   Launcher g{st, false};
-  Opts o = combo("pppm", Opts());
-  for (int i = 0; i < 400; i++) k_ffn(g, m, i % g_layers, o);
+  for (int i = 0; i < 400; i++) k_ffn(g, m, i % g_layers, Opts());
   CK(cudaStreamSynchronize(st));
 }
 
 static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   warm(m, st);
-  printf("kernels at pos %u, splits %u, blocks %u/%u: us per launch (16 launches over 16 layers in a graph)\n", pos, o.splits, o.blocks, o.bblocks);
-  auto row = [&](const char* name, double bytes, auto launch) {
+  printf("kernels at pos %u, splits %u, blocks %u: us per launch (16 launches over 16 layers in a graph)\n", pos, o.splits, o.bblocks);
+  auto row = [&](const std::string& name, double bytes, auto launch) {
     float t[2];
     for (int pdl = 0; pdl < 2; pdl++) {
       Launcher g{st, pdl == 1};
       t[pdl] = graph_us(st, 20, [&] { for (unsigned l = 0; l < L; l++) launch(g, l); }) / L;
     }
-    printf("  %-16s %6.1f MB  alone %7.2f us %5.2f TB/s %3.0f%% | back-to-back PDL %7.2f us %3.0f%%\n", name, bytes / 1e6, t[0], bytes / t[0] / 1e6,
+    printf("  %-20s %6.1f MB  alone %7.2f us %5.2f TB/s %3.0f%% | back-to-back PDL %7.2f us %3.0f%%\n", name.c_str(), bytes / 1e6, t[0], bytes / t[0] / 1e6,
            bytes / t[0] / 1e6 / 4.8 * 100, t[1], bytes / t[1] / 1e6 / 4.8 * 100);
   };
-  Opts b = o, p = o, d = o;
-  b.bulk_ffn = b.bulk_down = b.bulk_head = true;
-  p.bulk_ffn = p.bulk_down = p.bulk_head = false;
-  d.o_dense = true;
-  o.o_dense = false;
-  double ab = 4.0 * KV * (pos + 1);
+  const double ab = 4.0 * KV * (pos + 1), ob = 2.0 * H * Q, fb = 4.0 * F * H;
+  o.pf_rounds = 0;
   row("llama_attn", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); });
-  row("attn_m", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); });
-  row("attn+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); });
-  row("attn_m+o_dense", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, d); k_o(g, m, l, pos, d); });
-  Opts ab_ = o, ag = o;
-  ab_.attn = 'b'; ag.attn = 'g';
-  row("llama_attn_b", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ab_); });
-  row("llama_attn_g", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ag); });
-  row("attn_b+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ab_); k_o(g, m, l, pos, ab_); });
-  row("attn_g+o", 2.0 * H * Q + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, ag); k_o(g, m, l, pos, ag); });
+  row("attn+o", ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); });
+  row("attn+o+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_ffn(g, m, l, o); });
+  for (unsigned rounds : {2u, 4u, 6u}) {
+    Opts v = o; v.pf_rounds = rounds;
+    std::string r = std::to_string(rounds);
+    row("attn_pf" + r, ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); });
+    row("attn_pf" + r + "+o+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
+  }
   if (!all) { CK(cudaStreamDestroy(st)); return; }
   row("llama_qkv", 2.0 * QKV * H, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); });
-  row("llama_o", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); });
-  row("o_dense", 2.0 * H * Q, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, d); });
-  row("ffn_in bulk", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, b); });
-  row("ffn_in prev", 4.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, p); });
-  row("down bulk", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, b); });
-  row("down prev", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, p); });
-  row("ffn_in+down bulk", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, b); k_down(g, m, l, b); });
-  Opts bp = b;
-  bp.ffn_pf = 3;
-  row("ffn_in_pf3+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, bp); k_down(g, m, l, bp); });
-  bp.ffn_pf = 6;
-  row("ffn_in_pf6+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, bp); k_down(g, m, l, bp); });
-  row("ffn_in+down prev", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, p); k_down(g, m, l, p); });
-  row("lm_head bulk", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, b); });
-  row("lm_head prev", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, p); });
+  row("llama_o", ob, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); });
+  row("ffn_in", fb, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); });
+  row("down", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, o); });
+  row("ffn_in+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); k_down(g, m, l, o); });
+  row("lm_head", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, pos, o); });
   CK(cudaStreamDestroy(st));
 }
 
-// A combo: one letter per choice, in order ffn_in, down, lm_head (b bulk, p prev), then o (d: attention
-// merges + plain O; m: partials merged in O), then optionally the attention
-// (b: batched softmax, g: a lane group per query head), then optionally a digit: gate/up prefetching
-// that many rounds of the down projection's tiles into L2 (llama_ffn_in_pf). "pppm" is the previous pack, "bbbm" this one.
-static Opts combo(const std::string& c, Opts o) {
-  o.bulk_ffn = c[0] == 'b'; o.bulk_down = c[1] == 'b'; o.bulk_head = c[2] == 'b'; o.o_dense = c[3] == 'd';
-  o.attn = c.size() > 4 ? c[4] : 'a';
-  o.ffn_pf = c.size() > 5 ? (unsigned)(c[5] - '0') : 0;
-  return o;
-}
-
-static void time_step(Model& m, std::vector<unsigned> splits, Opts base, std::vector<std::string> combos, std::vector<unsigned> positions) {
+// A combo: the rounds of gate/up's first tiles attention asks L2 for (0: the pack's attention).
+static void time_step(Model& m, std::vector<unsigned> splits, Opts base, std::vector<unsigned> combos, std::vector<unsigned> positions) {
   cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   warm(m, st);
   double weights = 2.0 * (L * ((double)QKV * H + H * Q + 2.0 * F * H + H * F + 2.0 * H) + H + (double)V * H);
   for (unsigned pos : positions)
     for (unsigned s : splits)
-      for (auto& c : combos) {
-        Opts o = combo(c, base); o.splits = s;
+      for (unsigned c : combos) {
+        Opts o = base; o.splits = s; o.pf_rounds = c;
         float t[2];
         for (int pdl = 0; pdl < 2; pdl++) { Launcher g{st, pdl == 1}; t[pdl] = graph_us(st, 30, [&] { step(g, m, pos, o); }); }
         double bytes = weights + 4.0 * L * KV * (pos + 1);
-        printf("step %s pos %4u splits %2u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", c.c_str(), pos, s, t[1], bytes / t[1] / 1e6,
+        printf("step pf%u pos %4u splits %2u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", c, pos, s, t[1], bytes / t[1] / 1e6,
                bytes / t[1] / 1e6 / 4.8 * 100, t[0], t[0] / t[1]);
       }
   CK(cudaStreamDestroy(st));
@@ -421,18 +366,16 @@ template <class T> static std::vector<T> list(const char* s, std::vector<T> def)
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "step";
   int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head, (const void*)llama_ffn_in_pf})
-    CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)BULK_SMEM));
+  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head})
+    CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)NORM_SMEM));
   cudaFuncAttributes fa;
   int bulk_occ = 0;
   struct Fn { const char* name; const void* f; int threads; size_t smem; };
   for (auto [name, f, threads, smem] : std::vector<Fn>{
-           {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0}, {"o", (const void*)llama_o, 256, 0},
-           {"attn_m", (const void*)llama_attn_m, 256, 0}, {"o_dense", (const void*)llama_o_dense, 256, 0},
-           {"attn_b", (const void*)llama_attn_b, 256, 0}, {"attn_g", (const void*)llama_attn_g, 256, 0},
-           {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, BULK_SMEM}, {"down", (const void*)llama_down, LB_THREADS, BULK_SMEM},
-           {"lm_head", (const void*)llama_lm_head, LB_THREADS, BULK_SMEM}, {"prev ffn_in", (const void*)prev::prev_llama_ffn_in, 256, 0},
-           {"prev down", (const void*)prev::prev_llama_down, 256, 0}, {"prev lm_head", (const void*)prev::prev_llama_lm_head, 256, 0}}) {
+           {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0},
+           {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"o", (const void*)llama_o, 256, 0},
+           {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, NORM_SMEM}, {"down", (const void*)llama_down, LB_THREADS, STAGES},
+           {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}}) {
     CK(cudaFuncGetAttributes(&fa, f));
     int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, threads, smem));
     if (smem) bulk_occ = occ;
@@ -442,26 +385,16 @@ int main(int argc, char** argv) {
   if (what == "attrs") return bulk_occ > 0 ? 0 : 1;
   if (what == "sanitize") { g_layers = 1; V = 4099; }
   Model m = make_model();
-  auto splits = list<unsigned>(argc > 2 ? argv[2] : nullptr, {16});
+  auto splits = list<unsigned>(argc > 2 ? argv[2] : nullptr, {32});
   Opts base;
   base.bblocks = argc > 3 && atoi(argv[3]) > 0 ? (unsigned)atoi(argv[3]) : (unsigned)std::max(1, bulk_occ * sms);
-  auto combos = list<std::string>(argc > 4 ? argv[4] : nullptr, {"pppm", "bbbm", "bbbd"});
+  auto combos = list<unsigned>(argc > 4 ? argv[4] : nullptr, {0, 6});
   if (what == "check" || what == "sanitize") {
     std::vector<unsigned> poss = what == "check" ? std::vector<unsigned>{0, 1, 37, 1024, 4095} : std::vector<unsigned>{5, 300};
     for (unsigned s : splits)
       for (unsigned pos : poss)
         for (int rep = 0; rep < 2; rep++) { Opts o = base; o.splits = s; check_layer(m, pos, o, rep); }
     check_head(m, base);
-    if (what == "check") {  // gate/up with the down projection's L2 prefetch: the same act
-      Opts f = combo("bbbma3", base);
-      f.splits = splits[0];
-      check_layer(m, 1024, f, 0);
-    }
-    if (what == "check") {  // the previous pack's streaming kernels too (same inputs, same checks)
-      Opts p = combo("pppm", base);
-      check_layer(m, 1024, p, 0);
-      check_head(m, p);
-    }
     printf("%s: %d failures\n", what.c_str(), failures);
     return failures ? 1 : 0;
   }

@@ -95,9 +95,14 @@ __device__ __forceinline__ void ll_row_early(unsigned (&w)[D2], const unsigned* 
     asm volatile("ld.global.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[D2 - 1]) : "l"(p));
   }
 }
-template <int G, int HD>
+// What runs right after attention's wait: nothing in the pack; a variant's own work in the decode probe
+// (lab/probes/llama_variants.cu).
+struct LlNoHook {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <int G, int HD, class AfterWait = LlNoHook>
 __device__ __forceinline__ void ll_attn(LlAttnShared<HD>& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new,
-                                        unsigned pos, unsigned kv_heads, unsigned max_seq, unsigned splits) {
+                                        unsigned pos, unsigned kv_heads, unsigned max_seq, unsigned splits, AfterWait after_wait = AfterWait()) {
   constexpr int D2 = HD / 64, W = HD / 2, REC = ll_rec(HD);  // words per lane, words per row
   auto& wm = sh.wm;
   auto& wl = sh.wl;
@@ -130,6 +135,7 @@ __device__ __forceinline__ void ll_attn(LlAttnShared<HD>& sh, float* part, ll_bf
     ll_prefetch_l2(((r & 1) ? vh : kh) + (unsigned long long)t * W + (r >> 1) * 32);
   }
   OST_ENTRY();
+  after_wait();
   bool owns_fresh = fresh >= t0 && fresh < t1;
   unsigned knew[D2], vnew[D2];
 #pragma unroll
@@ -249,15 +255,16 @@ __device__ __forceinline__ void ll_attn(LlAttnShared<HD>& sh, float* part, ll_bf
 // so each KV row is read once, and writes its softmax partial to `part` (llama_o merges them). Row pos
 // is kv_new's (appended to the cache here, when pos < max_seq). One entry per head dim (llama_attn: 64,
 // llama_attn_hd128: 128), each with its own registers and shared memory; head_dim must be the entry's.
-template <int HD>
+template <int HD, class AfterWait = LlNoHook>
 __device__ __forceinline__ void ll_attn_groups(LlAttnShared<HD>& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new,
-                                               unsigned pos, unsigned heads, unsigned kv_heads, unsigned max_seq, unsigned splits) {
+                                               unsigned pos, unsigned heads, unsigned kv_heads, unsigned max_seq, unsigned splits,
+                                               AfterWait after_wait = AfterWait()) {
   switch (heads / kv_heads) {
-    case 1: ll_attn<1, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    case 2: ll_attn<2, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    case 3: ll_attn<3, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    case 4: ll_attn<4, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
-    default: ll_attn<8, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits); break;
+    case 1: ll_attn<1, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits, after_wait); break;
+    case 2: ll_attn<2, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits, after_wait); break;
+    case 3: ll_attn<3, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits, after_wait); break;
+    case 4: ll_attn<4, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits, after_wait); break;
+    default: ll_attn<8, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, splits, after_wait); break;
   }
 }
 #define LL_ATTN_ENTRY(NAME, HD)                                                                                                         \
