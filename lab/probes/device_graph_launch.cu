@@ -5,7 +5,7 @@
 // launcher be built the way Ostinato builds kernels (NVRTC, -rdc, linked by the driver's cuLink
 // against the toolkit's libcudadevrt.a)? Every launch is checked: a counter the chain increments.
 //
-// Build and run on the GPU machine: scripts/probes/device-graph-launch.sh (nvcc -rdc, -lcudadevrt).
+// Build and run on the GPU machine: lab/probes/device-graph-launch.sh (nvcc -rdc, -lcudadevrt).
 #include <cuda_runtime.h>
 
 #include "probe_common.h"

@@ -2,11 +2,11 @@
 // Ostinato's options, trigger at entry) built and timed through the CUDA driver API only, the way
 // Ostinato does it (primary context retained and made current, cuStreamCreate non-blocking,
 // cuMemAlloc, cuGraphAddKernelNode + programmatic edges, instantiate, upload, launch), with no CUDA
-// runtime in the process. Its twin in scripts/probes/device_graph_launch.cu builds the same graph
+// runtime in the process. Its twin in lab/probes/device_graph_launch.cu builds the same graph
 // but instantiates and launches it through the runtime. GPU µs per dispatch: events around 10
 // launches, median of 7 samples after 3 warm-ups; the float counter is checked after every run.
 //
-// Build and run on the GPU machine: scripts/probes/device-graph-launch.sh.
+// Build and run on the GPU machine: lab/probes/device-graph-launch.sh.
 #include "probe_common.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Shared by the two C++ probes (driver_api_chain.cpp, device_graph_launch.cu): the driver-error check,
 // the chain's length, driver kernel-node params, and NVRTC compilation of a CUDA source to PTX the way Ostinato compiles its
-// built-in kernels. Build and run on the GPU machine: scripts/probes/device-graph-launch.sh.
+// built-in kernels. Build and run on the GPU machine: lab/probes/device-graph-launch.sh.
 #pragma once
 #include <cuda.h>
 #include <nvrtc.h>
