@@ -36,6 +36,16 @@ else
   python3 -m pip wheel --no-deps -q ./python -w .devbin/wheels || echo "no Python wheel: neither maturin nor pip could build it"
 fi
 rm .devbin/c/lib/libostinato.a   # the GPU machine links the shared library
+# The Llama decode probe (lab/probes/llama-step.sh): its binary where nvcc is found (.cuda/ from
+# scripts/fetch-cuda-tools.sh --lab, or the PATH), and the sources it builds from on the GPU machine if not.
+mkdir -p .devbin/llama/bin .devbin/llama/src/lab/probes .devbin/llama/src/crates/ostinato-llama
+cp -r kernels .devbin/llama/src/ && cp -r crates/ostinato-llama/kernels .devbin/llama/src/crates/ostinato-llama/
+cp lab/probes/llama_kernels.cu lab/probes/llama_variants.cu .devbin/llama/src/lab/probes/
+tools=.cuda/nvidia/cu13
+if PATH=$tools/bin:$PATH command -v nvcc >/dev/null; then
+  PATH=$tools/bin:$PATH nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -L$tools/lib \
+    -o .devbin/llama/bin/llama_kernels lab/probes/llama_kernels.cu
+fi
 # The test binaries share most of their code: packed, they travel in a ninth of the space (the device
 # tool carries 64 MiB at most); scripts/gpu-check.sh unpacks them.
 tar -cf - -C .devbin tests | xz -T0 -6 >.devbin/tests.tar.xz && rm -r .devbin/tests

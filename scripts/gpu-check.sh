@@ -2,8 +2,8 @@
 # Runs on the GPU machine (builds nothing; scripts/build-devbin.sh built .devbin/ on the developer
 # machine): every GPU test, CLI checks on the example graphs (CUDA and the GPU's Vulkan driver), the C
 # and Python checks, the Llama comparisons with transformers, and the benchmark. Logs go to $OUT
-# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|bench|quick-bench|matrix|full]...
-# (several stages may be named; `full` is all of them but quick-bench and matrix). TESTS="gpu_tiles gpu_llama" runs only
+# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|llama-probe|bench|quick-bench|matrix|full]...
+# (several stages may be named; `full` is all of them but quick-bench, matrix and llama-probe). TESTS="gpu_tiles gpu_llama" runs only
 # those test binaries in the tests stage; SANITIZE_TOOLS="racecheck" only those tools in the sanitize stage.
 # `matrix` runs the matrix against stream capture and the expert's PDL capture in parts, each its own report
 # under $OUT/matrix-<part> (a part that runs out of a call's time leaves the others' reports):
@@ -21,7 +21,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 export OSTINATO_NVDISASM=${OSTINATO_NVDISASM:-/usr/local/cuda/bin/nvdisasm}
 status=0
 step() { echo "== $*"; }
-want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench && "$1" != matrix ) ]]; }
+want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench && "$1" != matrix && "$1" != llama-probe ) ]]; }
 fail() { echo "FAILED: $*"; status=1; }
 source scripts/vulkan-env.sh
 # scripts/build-devbin.sh packs the test binaries.
@@ -117,6 +117,14 @@ if want llama; then
     && OSTINATO_HF_DIR=/tmp/hf3 .devbin/tests/gpu_llama__test a_transformers_checkpoint --test-threads=1 --nocapture; } >>"$OUT/llama.log" 2>&1 \
     || fail "the transformers checkpoint (3B shape)"
   tail -n 16 "$OUT/llama.log"
+fi
+
+if want llama-probe; then
+  # The decode probe's per-kernel check against double precision, kernels alone and back to back, the
+  # step per variant, and compute-sanitizer (lab/probes/llama-step.sh; COMBOS, VARIANTS, SPLITS pass on).
+  step "llama-probe" | tee "$OUT/llama-probe.log"
+  OUT="$OUT/llama-probe" timeout 400 bash lab/probes/llama-step.sh "$BIN/llama" >>"$OUT/llama-probe.log" 2>&1 || fail "llama-probe"
+  tail -n 60 "$OUT/llama-probe.log"
 fi
 
 if want sanitize; then

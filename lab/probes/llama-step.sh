@@ -15,7 +15,7 @@
 set -u
 D=$(cd "${1:?folder}" && pwd)
 OUT=${OUT:-/tmp/llama-out}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the script runs from D
 LOG=$OUT/run.log
 # Build variants: "suffix:nvcc flags" separated by ';' (none by default); each is checked and timed on VCOMBOS.
 VARIANTS=${VARIANTS-""}

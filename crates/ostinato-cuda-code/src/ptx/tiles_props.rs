@@ -195,9 +195,19 @@ struct Counts {
     unsound: usize,
 }
 
+/// The seed and the number of kernels: 0x711e5 and 40, or `TILE_PROPS_SEED` and `TILE_PROPS_KERNELS`
+/// for a longer campaign (`TILE_PROPS_SEED=7 TILE_PROPS_KERNELS=2000 cargo test -p ostinato-cuda-code
+/// --release tiles_props -- --nocapture`, with NVRTC; the lower bounds on how many maps are decided
+/// hold for the default case).
+fn campaign() -> (u64, usize) {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    (var("TILE_PROPS_SEED").unwrap_or(0x711e5), var("TILE_PROPS_KERNELS").map_or(40, |n| n.clamp(1, 100_000) as usize))
+}
+
 fn run_cases() -> Option<Counts> {
-    let mut r = Rng::seeded(0x711e5);
-    let kernels: Vec<Kernel> = (0..40).map(|i| random_kernel(&mut r, i)).collect();
+    let (seed, count) = campaign();
+    let mut r = Rng::seeded(seed);
+    let kernels: Vec<Kernel> = (0..count).map(|i| random_kernel(&mut r, i)).collect();
     let source = format!("#include \"ostinato.cuh\"\n{}", kernels.iter().map(Kernel::source).collect::<String>());
     let ptx = match crate::compile::compile("tile_props.cu", &source, "compute_90", crate::PdlTrigger::AfterWait) {
         Ok(c) => c.ptx,
