@@ -296,10 +296,14 @@ LL_ATTN_ENTRY(llama_attn_hd128, 128)
 // lanes (lane = split) into one scale per split; an output is then one FMA per live split, no exp in the
 // loop. Measured on an H200 against staging the records through shared memory and merging there: 4.9
 // against 7.1 us back to back at position 1,024 (lab/llama-decode.md).
-template <int HD>
-struct __align__(16) LlOShared {
+// A merge's per-split scales of each query head of the group, and each head's sum.
+struct LlMergeShared {
   float sc[8][LL_MAX_SPLITS];
   float l[8];
+};
+template <int HD>
+struct __align__(16) LlOShared {
+  LlMergeShared mg;
   float a[8 * HD];
 };
 // The weighted sums of output i (query head i / HD, dim i % HD) in every live split (zeros past). One
@@ -308,11 +312,47 @@ struct __align__(16) LlOShared {
 // the weights' row and column divisions below, 2,000 instructions a warp in the 3B's entry, which
 // ran at 16% of 4.8 TB/s issue-bound).
 template <int G, int HD>
-__device__ __forceinline__ void ll_o_sums(float (&v)[LL_MAX_SPLITS], const float* hp, unsigned i, unsigned live) {
+__device__ __forceinline__ void ll_o_sums(float (&v)[LL_MAX_SPLITS], const float* hp, unsigned i, unsigned end, unsigned live) {
   const float* p = hp + (i / HD) * ll_rec(HD) + 4 + i % HD;
-  bool in = i < G * HD;
+  bool in = i < end;
 #pragma unroll
   for (int s = 0; s < LL_MAX_SPLITS; s++) v[s] = (in && (unsigned)s < live) ? __ldcg(p + s * (G * ll_rec(HD))) : 0.0f;
+}
+// The attention output of KV head h's G query heads, outputs first .. first + LL_THREADS x ITEMS below
+// end (<= G x HD), merged from the partials at hp (the head's splits x G records) of the `live` splits that got
+// rows, into dst[i - first]: warp g turns query head g's maxima and sums (lane = split) into one scale per
+// split, every thread requests its outputs' weighted sums of every live split at once, and an output is
+// one FMA per split. After the wait; every thread of the block calls it.
+template <int G, int HD, int ITEMS>
+__device__ __forceinline__ void ll_merge(LlMergeShared& sh, float* dst, const float* hp, unsigned live, unsigned first, unsigned end) {
+  constexpr int REC = ll_rec(HD);
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float v[LL_MAX_SPLITS];
+  ll_o_sums<G, HD>(v, hp, first + threadIdx.x, end, live);
+  if (warp < G) {  // query head `warp`: lane s holds split s's max and sum
+    const float* r = hp + (lane * G + warp) * REC;
+    float mm = lane < live ? __ldcg(r) : 0.0f, ll = lane < live ? __ldcg(r + 1) : 0.0f;
+    float mx = ll > 0.0f ? mm : -3.402823466e38f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(LL_FULL, mx, o));
+    float sc = ll > 0.0f ? expf(mm - mx) : 0.0f;
+    float lsum = ll_warp_sum(ll * sc);
+    sh.sc[warp][lane] = sc;
+    if (lane == 0) sh.l[warp] = lsum;
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int it = 0; it < ITEMS; it++) {
+    unsigned i = first + threadIdx.x + it * LL_THREADS;
+    if (it > 0) ll_o_sums<G, HD>(v, hp, i, end, live);
+    if (i < end) {
+      unsigned g = i / HD;
+      float o = 0.0f;
+#pragma unroll
+      for (int s = 0; s < LL_MAX_SPLITS; s++) o = fmaf(v[s], sh.sc[g][s], o);
+      dst[i - first] = o / sh.l[g];
+    }
+  }
 }
 // Element e = lane + 32 j of a warp's rows of PER_ROW 16-byte columns, walked j by j without a
 // division: `row` = e / PER_ROW, `col` = e % PER_ROW.
@@ -335,7 +375,6 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
   constexpr int PER_ROW = G * HD / 8, E = PER_ROW / 4, REC = ll_rec(HD);
   constexpr bool EVEN = 32 % PER_ROW == 0 || PER_ROW % 32 == 0;  // every j's lanes share rows evenly
   constexpr int LPR = PER_ROW < 32 ? PER_ROW : 32;                // lanes that share a row at each j (EVEN)
-  constexpr int ITEMS = (G * HD + LL_THREADS - 1) / LL_THREADS;  // outputs per thread
   unsigned h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, k = heads * HD;
   unsigned r0 = blockIdx.x * 64 + warp * 8;
   const ll_bf16* wh = wo + h * G * HD;
@@ -349,33 +388,7 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
   unsigned n = min(pos, max_seq - 1) + 1;
   unsigned live = ll_live_splits(n, splits);
   OST_ENTRY();
-  const float* hp = part + (unsigned long long)h * splits * G * REC;
-  float v[LL_MAX_SPLITS];
-  ll_o_sums<G, HD>(v, hp, threadIdx.x, live);
-  if (warp < G) {  // query head `warp`: lane s holds split s's max and sum
-    const float* r = hp + (lane * G + warp) * REC;
-    float mm = lane < live ? __ldcg(r) : 0.0f, ll = lane < live ? __ldcg(r + 1) : 0.0f;
-    float mx = ll > 0.0f ? mm : -3.402823466e38f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(LL_FULL, mx, o));
-    float sc = ll > 0.0f ? expf(mm - mx) : 0.0f;
-    float lsum = ll_warp_sum(ll * sc);
-    sh.sc[warp][lane] = sc;
-    if (lane == 0) sh.l[warp] = lsum;
-  }
-  __syncthreads();
-#pragma unroll 1
-  for (int it = 0; it < ITEMS; it++) {
-    unsigned i = threadIdx.x + it * LL_THREADS;
-    if (it > 0) ll_o_sums<G, HD>(v, hp, i, live);
-    if (i < G * HD) {
-      unsigned g = i / HD;
-      float o = 0.0f;
-#pragma unroll
-      for (int s = 0; s < LL_MAX_SPLITS; s++) o = fmaf(v[s], sh.sc[g][s], o);
-      sh.a[i] = o / sh.l[g];
-    }
-  }
+  ll_merge<G, HD, (G * HD + LL_THREADS - 1) / LL_THREADS>(sh.mg, sh.a, part + (unsigned long long)h * splits * G * REC, live, 0, G * HD);
   __syncthreads();
   if constexpr (EVEN) {
     LlWalk<PER_ROW> el(lane);
@@ -432,6 +445,36 @@ __device__ __forceinline__ void ll_o_groups(LlOShared<HD>& sh, float* x, const f
   }
 LL_O_ENTRY(llama_o, 64)
 LL_O_ENTRY(llama_o_hd128, 128)
+
+// llama_attn_merge(out, part, heads, kv_heads, splits, pos, max_seq, head_dim): the attention output
+// (heads x head_dim floats, query head by query head) merged from llama_attn's partials of the splits
+// that got rows at pos, for an output projection that streams its weights (llama_down as x += Wo·out)
+// where llama_o's all-weights-in-registers design does not fit the register file (Llama-3.2-3B's W_o
+// is 18.9 MB). Grid (kv_heads, ceil(G x head_dim / 256)): block (h, c) merges outputs c x 256 .. of
+// KV head h's query heads. Nothing to request before the wait: every input is attention's output.
+template <int HD>
+__device__ __forceinline__ void ll_merge_groups(LlMergeShared& sh, float* out, const float* part, unsigned heads, unsigned kv_heads, unsigned splits,
+                                                unsigned live) {
+  unsigned g = heads / kv_heads, h = blockIdx.x, first = blockIdx.y * LL_THREADS, end = min(first + LL_THREADS, g * HD);
+  const float* hp = part + (unsigned long long)h * splits * g * ll_rec(HD);
+  float* dst = out + h * g * HD + first;
+  switch (g) {
+    case 1: ll_merge<1, HD, 1>(sh, dst, hp, live, first, end); break;
+    case 2: ll_merge<2, HD, 1>(sh, dst, hp, live, first, end); break;
+    case 3: ll_merge<3, HD, 1>(sh, dst, hp, live, first, end); break;
+    case 4: ll_merge<4, HD, 1>(sh, dst, hp, live, first, end); break;
+    default: ll_merge<8, HD, 1>(sh, dst, hp, live, first, end); break;
+  }
+}
+extern "C" __global__ void __launch_bounds__(LL_THREADS) llama_attn_merge(float* out, const float* part, unsigned heads, unsigned kv_heads, unsigned splits,
+                                                                          unsigned pos, unsigned max_seq, unsigned head_dim) {
+  __shared__ LlMergeShared sh;
+  unsigned live = ll_live_splits(min(pos, max_seq - 1) + 1, splits);
+  OST_ENTRY();
+  if (head_dim == 128) ll_merge_groups<128>(sh, out, part, heads, kv_heads, splits, live);
+  else ll_merge_groups<64>(sh, out, part, heads, kv_heads, splits, live);
+  OST_EXIT();
+}
 
 // llama_ffn_in(act, ticket, x, ln, wgu, ffn, hidden, eps): rmsnorm(x)·ln, gate = Wg·xn, up = Wu·xn (wgu:
 // the ffn gate rows, then the ffn up rows), act = silu(gate) * up. A tile is P (gate, up) pairs: the P

@@ -170,6 +170,25 @@ pub fn o_sig(name: &str) -> KernelSig {
     )
 }
 
+/// `llama_attn_merge(out: write f32[heads*head_dim], part: read, heads, kv_heads, splits, pos, max_seq,
+/// head_dim)`: the attention output merged from the partials of the splits that got rows at `pos`, for
+/// an output projection that streams its weights (`llama_down` as `x += Wo out`).
+pub fn attn_merge_sig() -> KernelSig {
+    sig(
+        "llama_attn_merge",
+        &[
+            ("out", Some(W), U),
+            ("part", Some(R), U),
+            ("heads", None, U),
+            ("kv_heads", None, U),
+            ("splits", None, U),
+            ("pos", None, U),
+            ("max_seq", None, U),
+            ("head_dim", None, U),
+        ],
+    )
+}
+
 /// `llama_down(x: read_write f32[m], ticket: read_write u32, w: read bf16[m*k], v: read f32[k], m, k)`:
 /// `x += W v`; `ticket` is the kernel's work counter (zero before and after).
 pub fn down_sig() -> KernelSig {
@@ -356,42 +375,69 @@ fn live_splits(pos: u32, max_seq: u32, splits: u32) -> u32 {
     splits.min(splits.min(8).max(rows.div_ceil(64)))
 }
 
+/// The attention output (`heads * hd` floats) merged from the partials in `part` of the splits the
+/// position uses (`used`), and of them the ones with a row, as the CUDA kernels merge them.
+fn merged_attention(part: &Words<'_>, heads: usize, kvh: usize, splits: usize, hd: usize, used: usize) -> Result<Vec<f32>, String> {
+    if kvh == 0 || heads % kvh != 0 {
+        return Err(format!("{heads} query heads do not group over {kvh} KV heads"));
+    }
+    let (group, rec_floats) = (heads / kvh, partial_floats(hd as u32));
+    let mut attn = vec![0.0f32; heads * hd];
+    for hq in 0..heads {
+        let (h, g) = (hq / group, hq % group);
+        let rec = |s: usize| ((h * splits + s) * group + g) * rec_floats;
+        let live: Vec<usize> = (0..used).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
+        let mx = live.iter().map(|&s| part.f32(rec(s))).fold(f32::MIN, f32::max);
+        let scale: Vec<f32> = live.iter().map(|&s| (part.f32(rec(s)) - mx).exp()).collect();
+        let l: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 1) * c).sum();
+        for d in 0..hd {
+            let o: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 4 + d) * c).sum();
+            attn[hq * hd + d] = o / l;
+        }
+    }
+    Ok(attn)
+}
+
 pub fn o(name: &'static str) -> HostKernel {
     HostKernel::new(o_sig(name), move |cx| {
         let (m, heads, kvh, splits) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize);
         let (pos, max_seq) = (cx.u32(7)?, cx.u32(8)?);
         let hd = head_dim_of(&O_ENTRIES, name, cx.u32(9)?)?;
-        let rec_floats = partial_floats(hd as u32);
-        if kvh == 0 || heads % kvh != 0 {
-            return Err(format!("{name}: {heads} query heads do not group over {kvh} KV heads"));
-        }
         if max_seq == 0 {
             return Err(format!("{name}: max_seq is 0"));
         }
         let used = live_splits(pos, max_seq, splits as u32) as usize;
-        let group = heads / kvh;
         let (xv, pv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
         let x = xv.words(m, true)?;
-        let part = pv.words(kvh * splits * group * rec_floats, false)?;
+        let part = pv.words(heads * splits * partial_floats(hd as u32), false)?;
         let w = halves(&wv, m * heads * hd, false)?;
-        // Each query head's partials merged (the splits with rows only: those the position uses, and of
-        // them the ones with a row), as the CUDA kernel does.
-        let mut attn = vec![0.0f32; heads * hd];
-        for hq in 0..heads {
-            let (h, g) = (hq / group, hq % group);
-            let rec = |s: usize| ((h * splits + s) * group + g) * rec_floats;
-            let live: Vec<usize> = (0..used).filter(|&s| part.f32(rec(s) + 1) > 0.0).collect();
-            let mx = live.iter().map(|&s| part.f32(rec(s))).fold(f32::MIN, f32::max);
-            let scale: Vec<f32> = live.iter().map(|&s| (part.f32(rec(s)) - mx).exp()).collect();
-            let l: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 1) * c).sum();
-            for d in 0..hd {
-                let o: f32 = live.iter().zip(&scale).map(|(&s, c)| part.f32(rec(s) + 4 + d) * c).sum();
-                attn[hq * hd + d] = o / l;
-            }
-        }
+        let attn = merged_attention(&part, heads, kvh, splits, hd, used).map_err(|e| format!("{name}: {e}"))?;
         let y = project(&w, &attn, m, |r| r);
         for (i, yv) in y.iter().enumerate() {
             x.set_f32(i, x.f32(i) + yv);
+        }
+        Ok(())
+    })
+}
+
+pub fn attn_merge() -> HostKernel {
+    HostKernel::new(attn_merge_sig(), |cx| {
+        let (heads, kvh, splits) = (cx.u32(2)? as usize, cx.u32(3)? as usize, cx.u32(4)? as usize);
+        let (pos, max_seq, hd) = (cx.u32(5)?, cx.u32(6)?, cx.u32(7)?);
+        if hd != 64 && hd != 128 {
+            return Err(format!("llama_attn_merge: head_dim {hd} is neither 64 nor 128"));
+        }
+        if max_seq == 0 {
+            return Err("llama_attn_merge: max_seq is 0".into());
+        }
+        let hd = hd as usize;
+        let used = live_splits(pos, max_seq, splits as u32) as usize;
+        let (ov, pv) = (cx.buffer(0)?, cx.buffer(1)?);
+        let out = ov.words(heads * hd, true)?;
+        let part = pv.words(heads * splits * partial_floats(hd as u32), false)?;
+        let attn = merged_attention(&part, heads, kvh, splits, hd, used).map_err(|e| format!("llama_attn_merge: {e}"))?;
+        for (i, a) in attn.iter().enumerate() {
+            out.set_f32(i, *a);
         }
         Ok(())
     })
@@ -470,7 +516,7 @@ pub fn all() -> Vec<HostKernel> {
     out.extend(QKV_ENTRIES.iter().map(|(n, _)| qkv(n)));
     out.extend(ATTN_ENTRIES.iter().map(|(n, _)| attn(n)));
     out.extend(O_ENTRIES.iter().map(|(n, _)| o(n)));
-    out.extend([down(), ffn_in(), lm_head()]);
+    out.extend([attn_merge(), down(), ffn_in(), lm_head()]);
     out
 }
 

@@ -21,7 +21,7 @@ mod step;
 pub use checkpoint::load as load_checkpoint;
 pub use config::{LlamaConfig, RopeScaling};
 pub use reference::{agree, greedy_token, Reference};
-pub use step::{default_splits, record, LayerBuffers, LlamaStep, StepOptions};
+pub use step::{default_splits, record, LayerBuffers, LlamaStep, OutputProjection, StepOptions};
 
 /// What can go wrong building the step or reading a checkpoint.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_cuda::{CudaBackend, CudaOptions, Device, DeviceSelector, PdlMode, PdlPolicy, PdlTrigger};
-use ostinato_llama::{agree, greedy_token, pack, record, LlamaConfig, LlamaStep, Reference, StepOptions};
+use ostinato_llama::{agree, greedy_token, pack, record, LlamaConfig, LlamaStep, OutputProjection, Reference, StepOptions};
 
 /// The device, or `None` (with a message) where no CUDA driver or device is found.
 fn device_or_skip(test: &str) -> Option<Device> {
@@ -39,7 +39,8 @@ fn instantiate(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMod
     // The pack's kernels bind as a user's do: through the backend, from their references.
     let kernels: Vec<_> = plan.graph().kernels().iter().map(|k| backend.bind_kernel(k, &pack::cuda_ref(&k.name).unwrap()).unwrap()).collect();
     for k in &kernels {
-        let prefetches = k.name != "llama_embed";
+        // The gather and the merge read only what the kernel before wrote.
+        let prefetches = k.name != "llama_embed" && k.name != "llama_attn_merge";
         assert!(k.pdl_capable, "{}", k.name);
         assert_eq!(!k.pre_wait_reads.is_empty(), prefetches, "{}: pre-wait reads {:?}", k.name, k.pre_wait_reads);
     }
@@ -93,7 +94,12 @@ fn run(device: &Device, step: &LlamaStep, init: &[Vec<u8>], mode: PdlMode, pos0:
 /// Records `config`'s step and runs `steps` teacher-forced steps from `pos0` under each PDL mode of
 /// `modes` (with its own step count), each against the reference.
 fn agrees(device: &Device, config: &LlamaConfig, pos0: u32, modes: &[(PdlMode, u32)]) {
-    let step = record(config, StepOptions::default()).unwrap_or_else(|e| panic!("{config:?}: {e}"));
+    agrees_with(device, config, StepOptions::default(), pos0, modes);
+}
+
+/// [`agrees`] with the step recorded under `options`.
+fn agrees_with(device: &Device, config: &LlamaConfig, options: StepOptions, pos0: u32, modes: &[(PdlMode, u32)]) {
+    let step = record(config, options).unwrap_or_else(|e| panic!("{config:?}: {e}"));
     let init = step.initial_bytes();
     for &(mode, steps) in modes {
         run(device, &step, &init, mode, pos0, steps);
@@ -136,6 +142,23 @@ fn every_head_group_and_dim_on_cuda_agrees_with_the_reference() {
 fn llama_3_2_3b_on_cuda_agrees_with_the_reference() {
     let Some(device) = device_or_skip("llama_3_2_3b_on_cuda_agrees_with_the_reference") else { return };
     agrees(&device, &LlamaConfig::llama_3_2_3b(128), 40, &[(PdlMode::Auto, 16), (PdlMode::Off, 4)]);
+}
+
+/// The output projection as the merge kernel and the streaming projection (`llama_down` over W_o): every
+/// head shape at shrunk dims, then Llama-3.2-3B.
+#[test]
+fn the_streamed_output_projection_on_cuda_agrees_with_the_reference() {
+    let Some(device) = device_or_skip("the_streamed_output_projection_on_cuda_agrees_with_the_reference") else { return };
+    let o = StepOptions { o_proj: OutputProjection::MergeThenStream, ..StepOptions::default() };
+    for head_dim in [64, 128] {
+        for group in [1, 3, 8] {
+            let heads = 2 * group;
+            let c = LlamaConfig { hidden: heads * head_dim, heads, kv_heads: 2, head_dim, ..LlamaConfig::shrunk(96) };
+            print!("streamed, head dim {head_dim}, group {group}: ");
+            agrees_with(&device, &c, o, 40, &[(PdlMode::Auto, 6)]);
+        }
+    }
+    agrees_with(&device, &LlamaConfig::llama_3_2_3b(128), o, 40, &[(PdlMode::Auto, 16), (PdlMode::Off, 4)]);
 }
 
 #[test]

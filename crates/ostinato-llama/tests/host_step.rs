@@ -5,7 +5,7 @@
 
 use ostinato::{Backend, Exec, Plan, Scalar};
 use ostinato_host::HostBackend;
-use ostinato_llama::{agree, greedy_token, record, LlamaConfig, Reference, StepOptions};
+use ostinato_llama::{agree, greedy_token, record, LlamaConfig, OutputProjection, Reference, StepOptions};
 
 /// Largest |Δlogit| allowed, relative to the largest |logit|: the kernels round the KV cache to bf16
 /// and sum in another order.
@@ -13,17 +13,31 @@ const TOL: f32 = 1e-2;
 
 #[test]
 fn host_step_agrees_with_the_f32_reference_under_teacher_forcing() {
-    teacher_forced(LlamaConfig::shrunk(96));
+    teacher_forced(LlamaConfig::shrunk(96), StepOptions::default());
 }
 
 /// Llama-3.2-3B's attention shape (head dim 128, 3 query heads a KV head) at shrunk dims.
 #[test]
 fn host_step_of_the_3b_head_shape_agrees_with_the_f32_reference() {
-    teacher_forced(LlamaConfig { hidden: 384, heads: 3, kv_heads: 1, head_dim: 128, ..LlamaConfig::shrunk(96) });
+    teacher_forced(shrunk_3b_heads(), StepOptions::default());
 }
 
-fn teacher_forced(config: LlamaConfig) {
-    let step = record(&config, StepOptions::default()).unwrap();
+/// The output projection as a merge kernel and the streaming projection, at both head shapes.
+#[test]
+fn the_streamed_output_projection_agrees_with_the_f32_reference() {
+    let o = StepOptions { o_proj: OutputProjection::MergeThenStream, ..StepOptions::default() };
+    let step = record(&LlamaConfig::shrunk(96), o).unwrap();
+    assert_eq!(step.dispatches, record(&LlamaConfig::shrunk(96), StepOptions::default()).unwrap().dispatches + step.config.layers as usize);
+    teacher_forced(LlamaConfig::shrunk(96), o);
+    teacher_forced(shrunk_3b_heads(), o);
+}
+
+fn shrunk_3b_heads() -> LlamaConfig {
+    LlamaConfig { hidden: 384, heads: 3, kv_heads: 1, head_dim: 128, ..LlamaConfig::shrunk(96) }
+}
+
+fn teacher_forced(config: LlamaConfig, options: StepOptions) {
+    let step = record(&config, options).unwrap();
     let plan = Plan::compile(&step.graph).unwrap();
     let backend = HostBackend::serial();
     let kernels = ostinato_llama::pack::host_kernels(&step.graph).unwrap();
@@ -50,7 +64,7 @@ fn teacher_forced(config: LlamaConfig) {
         exec.read_buffer(step.token, 0, &mut t).unwrap();
         assert_eq!(u32::from_le_bytes(t) as usize, greedy_token(&got));
     }
-    println!("host step ({config:?}) vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps");
+    println!("host step ({config:?}, {:?}) vs f32 reference: max |Δlogit| / max |logit| {worst:.3e} over 24 steps", options.o_proj);
     assert!(worst > 0.0, "the reference keeps an f32 cache: some difference is expected");
 }
 

@@ -13,14 +13,16 @@ use ostinato_cuda_code::compile;
 use ostinato_cuda_code::contract::{read_ptx, verify};
 use ostinato_cuda_code::ptx::ModuleInfo;
 use ostinato_cuda_code::PdlTrigger;
-use ostinato_llama::{pack, record, LlamaConfig, StepOptions};
+use ostinato_llama::{pack, record, LlamaConfig, OutputProjection, StepOptions};
 
-/// The pack's signatures, as the steps declare them (the shrunk model's and Llama-3.2-3B's: between
-/// them every entry, by width and head dim).
+/// The pack's signatures, as the steps declare them (the shrunk model's and Llama-3.2-3B's, each with
+/// both forms of the output projection: between them every entry, by width and head dim).
 fn declared() -> BTreeMap<String, KernelSig> {
+    let forms = [OutputProjection::MergeInRegisters, OutputProjection::MergeThenStream];
     [LlamaConfig::shrunk(64), LlamaConfig::llama_3_2_3b(64)]
         .iter()
-        .flat_map(|c| record(c, StepOptions::default()).expect("the Llama step records").graph.kernels().to_vec())
+        .flat_map(|c| forms.map(|o_proj| (c, StepOptions { o_proj, ..StepOptions::default() })))
+        .flat_map(|(c, o)| record(c, o).expect("the Llama step records").graph.kernels().to_vec())
         .map(|s| (s.name.clone(), s))
         .collect()
 }

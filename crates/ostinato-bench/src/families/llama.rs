@@ -22,8 +22,19 @@ pub const LLAMA_REFERENCE_TOL: f32 = 2e-2;
 /// The Llama decode step (`ostinato-llama`: Llama-3.2-1B on the GPU, the shrunk model on the host)
 /// at position `pos` of a random context: one step per replay, the greedy token and logits checked.
 pub fn llama(config: ostinato_llama::LlamaConfig, pos: u32, replays: usize) -> Workload {
-    let step = ostinato_llama::record(&config, ostinato_llama::StepOptions { pos, ..Default::default() }).expect("the built-in configs are valid");
-    let id = format!("llama/{}/pos{pos}", model_name(&config));
+    llama_with(config, pos, ostinato_llama::OutputProjection::default(), replays)
+}
+
+/// [`llama`] with the output projection in form `o_proj`; a form other than the default adds
+/// `/o-stream` to the row's id.
+pub fn llama_with(config: ostinato_llama::LlamaConfig, pos: u32, o_proj: ostinato_llama::OutputProjection, replays: usize) -> Workload {
+    let options = ostinato_llama::StepOptions { pos, o_proj, ..Default::default() };
+    let step = ostinato_llama::record(&config, options).expect("the built-in configs are valid");
+    let form = match o_proj {
+        ostinato_llama::OutputProjection::MergeInRegisters => "",
+        ostinato_llama::OutputProjection::MergeThenStream => "/o-stream",
+    };
+    let id = format!("llama/{}/pos{pos}{form}", model_name(&config));
     Workload {
         checked: vec![step.logits, step.token],
         bytes_per_replay: Some(step.bytes_read(pos)),
@@ -158,7 +169,7 @@ pub const RUN_STEPS: u32 = 127;
 
 /// The family's rows for `s`: one KV cache size for every row, the position patched in the slot; then
 /// the greedy run (on the host, the shrunk model's 32 steps); on CUDA, Llama-3.2-3B's step at 1,024
-/// too.
+/// too; and (not `--quick`) a step at one position with the streamed output projection.
 pub fn rows(s: &super::Scope) -> Vec<Workload> {
     use crate::BenchBackend;
     let (config, positions, run): (_, &[u32], _) = match (s.backend, s.quick) {
@@ -169,8 +180,17 @@ pub fn rows(s: &super::Scope) -> Vec<Workload> {
     };
     let mut rows: Vec<Workload> = positions.iter().map(|&pos| llama(config, pos, s.replays(1))).collect();
     rows.extend(run.map(|steps| greedy_run(config, RUN_FROM, steps)));
+    let streamed = ostinato_llama::OutputProjection::MergeThenStream;
     if s.backend == BenchBackend::Cuda && !s.quick {
-        rows.push(llama(ostinato_llama::LlamaConfig::llama_3_2_3b(LLAMA_MAX_SEQ), 1024, s.replays(1)));
+        let three = ostinato_llama::LlamaConfig::llama_3_2_3b(LLAMA_MAX_SEQ);
+        rows.push(llama(three, 1024, s.replays(1)));
+        // The output projection streamed (a merge kernel, then W_o through the bulk-copy pipeline)
+        // beside the rows above: the 3B's W_o does not fit the register file.
+        rows.push(llama_with(config, 1024, streamed, s.replays(1)));
+        rows.push(llama_with(three, 1024, streamed, s.replays(1)));
+    }
+    if s.backend == BenchBackend::Host && !s.quick {
+        rows.push(llama_with(config, 100, streamed, s.replays(1)));
     }
     rows
 }
