@@ -58,7 +58,7 @@ __all__ = ["Error", "GraphError", "FileError", "PlanError", "ArgumentError", "St
            "llama_step", "adopt", "Adoption", "AllocationRecord", "record_allocations"]
 
 
-def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None):
+def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None, o_proj="registers"):
     """Records one Llama decode step as a graph (Ostinato's Llama kernels; Llama-3.2-1B by default).
 
     `config`: a Hugging Face config (a dict, e.g. `LlamaConfig.to_dict()`, or config.json text).
@@ -67,10 +67,13 @@ def llama_step(config=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=Non
     wqkv is q, k, v rows stacked; wgu gate then up), `layers.{l}.{kcache,vcache}` (bf16,
     [kv_head][max_seq][head_dim]), `token` (u32), `logits` (f32); slot `pos`. `attn_splits` 0 picks
     the attention's blocks per KV head (32, the most); `gemv_blocks` caps each projection's grid (None:
-    the step's default, one block per SM of an H200)."""
+    the step's default, one block per SM of an H200); `o_proj` the output projection's form:
+    `"registers"` (one kernel merging the attention's partials, its weights in registers) or
+    `"stream"` (a merge kernel, then the weights streamed through shared memory: for a W_o larger than
+    the register file holds)."""
     import json as _json
     text = config if isinstance(config, str) or config is None else _json.dumps(config)
-    graph, data = _llama_step(text, max_seq, seed, attn_splits, gemv_blocks)
+    graph, data = _llama_step(text, max_seq, seed, attn_splits, gemv_blocks, o_proj)
     return graph, dict(data)
 
 

@@ -627,16 +627,26 @@ type StepData = Vec<(String, Py<PyBytes>)>;
 /// positions. Returns the graph (buffers named `embed`, `norm`,
 /// `layers.{l}.{ln1,wqkv,wo,ln2,wgu,wd,kcache,vcache}`, `token`, `history` (the greedy token of the step
 /// at position p in u32 word p), `logits`; slot `pos`) and the buffers whose initial bytes are data, as
-/// (name, bytes): write them after instantiating.
+/// (name, bytes): write them after instantiating. `o_proj`: the output projection's form by name
+/// (`ostinato_llama::OutputProjection`: `registers`, `stream`).
 #[pyfunction]
-#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None))]
-fn llama_step(py: Python<'_>, config_json: Option<&str>, max_seq: u32, seed: u64, attn_splits: u32, gemv_blocks: Option<u32>) -> PyResult<(PyGraph, StepData)> {
+#[pyo3(signature = (config_json=None, max_seq=1024, seed=1, attn_splits=0, gemv_blocks=None, o_proj="registers"))]
+fn llama_step(
+    py: Python<'_>,
+    config_json: Option<&str>,
+    max_seq: u32,
+    seed: u64,
+    attn_splits: u32,
+    gemv_blocks: Option<u32>,
+    o_proj: &str,
+) -> PyResult<(PyGraph, StepData)> {
     let config = match config_json {
         Some(text) => ostinato_llama::LlamaConfig::from_hf_json(text, max_seq).map_err(err)?,
         None => ostinato_llama::LlamaConfig::llama_3_2_1b(max_seq),
     };
     let defaults = ostinato_llama::StepOptions::default();
-    let options = ostinato_llama::StepOptions { seed, attn_splits, gemv_blocks: gemv_blocks.unwrap_or(defaults.gemv_blocks), ..defaults };
+    let o_proj = o_proj.parse().map_err(err)?;
+    let options = ostinato_llama::StepOptions { seed, attn_splits, gemv_blocks: gemv_blocks.unwrap_or(defaults.gemv_blocks), o_proj, ..defaults };
     let step = ostinato_llama::record(&config, options).map_err(err)?;
     // The Llama pack's kernels: its CUDA source by reference, its host twins as functions.
     let impls = step

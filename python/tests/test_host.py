@@ -141,6 +141,24 @@ def test_llama_step_runs_on_the_host_and_writes_the_greedy_token():
     assert not np.array_equal(outs[0], outs[1]), "the step depends on token and position"
 
 
+def test_llama_step_takes_the_streamed_output_projection_with_the_same_logits():
+    logits = {}
+    for form in ["registers", "stream"]:
+        g, data = ostinato.llama_step(SHRUNK_LLAMA, max_seq=32, o_proj=form)
+        ex = g.plan().instantiate("host")
+        for name, bytes_ in data.items():
+            ex.write(name, bytes_)
+        ex.write("token", struct.pack("<I", 17))
+        ex.set_slot("pos", 3)
+        ex.replay()
+        ex.wait()
+        logits[form] = np.frombuffer(ex.read("logits"), dtype=np.float32).copy()
+    # The same twins' arithmetic either way: the merge and the projection in the same order.
+    np.testing.assert_array_equal(logits["registers"], logits["stream"])
+    with pytest.raises(ostinato.Error, match="o_proj"):
+        ostinato.llama_step(SHRUNK_LLAMA, o_proj="sideways")
+
+
 def test_llama_step_refuses_a_config_the_kernels_do_not_support_naming_the_field():
     with pytest.raises(ostinato.Error, match="head_dim"):
         ostinato.llama_step(dict(SHRUNK_LLAMA, head_dim=96))

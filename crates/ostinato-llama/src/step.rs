@@ -62,6 +62,28 @@ pub enum OutputProjection {
     MergeThenStream,
 }
 
+impl ostinato::Named for OutputProjection {
+    const ALL: &'static [Self] = &[OutputProjection::MergeInRegisters, OutputProjection::MergeThenStream];
+    fn name(self) -> &'static str {
+        match self {
+            OutputProjection::MergeInRegisters => "registers",
+            OutputProjection::MergeThenStream => "stream",
+        }
+    }
+}
+
+impl std::str::FromStr for OutputProjection {
+    type Err = LlamaError;
+    /// The form called `s` (`registers`, `stream`), or a config error naming the choices.
+    fn from_str(s: &str) -> Result<Self, LlamaError> {
+        use ostinato::Named;
+        Self::from_name(s).ok_or_else(|| LlamaError::Config {
+            field: "o_proj".into(),
+            reason: format!("`{s}` is not a form of the output projection ({})", Self::names().join(", ")),
+        })
+    }
+}
+
 /// Attention splits per KV head when the options leave it to the step: the most, 32, whatever the
 /// cache. The kernels use as many as the position needs (one per 64 rows, at least 8) and the output
 /// projection reads only those, so an unused split costs an empty block; measured on an H200 (docs/llama.md),
@@ -258,7 +280,9 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     // The streamed form's merged attention output and its projection's work counter.
     let streamed = match o.o_proj {
         OutputProjection::MergeInRegisters => None,
-        OutputProjection::MergeThenStream => Some((buf(&mut g, "attn_out".into(), 4 * q, BufferInit::Zero)?, buf(&mut g, "o_ticket".into(), 4, BufferInit::Zero)?)),
+        OutputProjection::MergeThenStream => {
+            Some((buf(&mut g, "attn_out".into(), 4 * q, BufferInit::Zero)?, buf(&mut g, "o_ticket".into(), 4, BufferInit::Zero)?))
+        }
     };
     let pos = g.add_slot("pos", Scalar::u32(o.pos))?;
     let u = |n: u32| Arg::Scalar(Scalar::u32(n));
@@ -301,13 +325,13 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         match streamed {
             None => {
                 let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
-                let args = [b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
+                let args =
+                    [b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
                 launch(&mut g, k_o, o_launch, &args)?;
             }
             Some((attn_out, o_ticket)) => {
                 let merge_launch = Launch::new([c.kv_heads, (group * c.head_dim).div_ceil(256), 1], [256, 1, 1]);
-                let args =
-                    [b(attn_out), b(attn_part), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
+                let args = [b(attn_out), b(attn_part), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
                 launch(&mut g, k_o, merge_launch, &args)?;
                 let qn = c.heads * c.head_dim;
                 let o_tiles = stream_tiles(c.hidden, 2 * qn, 64 / quarters(qn));
