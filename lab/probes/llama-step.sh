@@ -19,10 +19,11 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the script runs from D
 LOG=$OUT/run.log
 # Build variants: "suffix:nvcc flags" separated by ';' (none by default); each is checked and timed on VCOMBOS.
 VARIANTS=${VARIANTS-""}
-VCOMBOS=${VCOMBOS:-0,6}
+VCOMBOS=${VCOMBOS:-0,f6}
 IFS=';' read -ra VDEFS <<<"$VARIANTS"
-# Combos: rounds of gate/up's first tiles attention asks L2 for (llama_attn_pf; 0 is the pack's attention).
-COMBOS=${COMBOS:-0,2,4,6}
+# Combos: rounds of gate/up's first tiles attention asks L2 for (llama_attn_pf; 0 is the pack's attention),
+# after an f for gate/up + down as one kernel (llama_ffn_fused).
+COMBOS=${COMBOS:-0,2,4,6,f0,f6}
 SPLITS=${SPLITS:-32}
 say() { echo "== $*" | tee -a "$LOG"; }
 cd "$D"

@@ -9,7 +9,7 @@
 //            back with PDL, µs per launch and TB/s; pairs and triples of consecutive kernels too.
 //   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
 //            position, attention splits and variant (combos: rounds of gate/up tiles attention asks L2
-//            for, 0 for the pack's attention).
+//            for, 0 for the pack's attention; after an `f`, gate/up + down as llama_ffn_fused).
 // Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
 // machine (lab/probes/llama-step.sh):
 //   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
@@ -49,7 +49,7 @@ static void rnd(ll_bf16* p, size_t n, unsigned seed, float lo, float hi) { fill_
 struct Model {
   ll_bf16 *wqkv[L], *wo[L], *wgu[L], *wd[L], *kc[L], *vc[L], *ln1[L], *ln2[L], *emb, *norm, *kv_new;
   float *x, *q, *apart, *act, *logits, *hpart, *freq;
-  unsigned *tickets, *hcount, *token, *history;
+  unsigned *tickets, *hcount, *token, *history, *fsync;
 };
 
 static Model make_model() {
@@ -74,7 +74,7 @@ static Model make_model() {
   std::vector<float> f(HD / 2);
   for (unsigned j = 0; j < HD / 2; j++) f[j] = 1.0f / powf(500000.0f, 2.0f * j / HD);
   CK(cudaMemcpy(m.freq, f.data(), 4 * f.size(), cudaMemcpyHostToDevice));
-  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.history = dev<unsigned>(SEQ);
+  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.history = dev<unsigned>(SEQ); m.fsync = dev<unsigned>(4);
   CK(cudaDeviceSynchronize());
   return m;
 }
@@ -92,10 +92,12 @@ struct Launcher {
     CK(cudaLaunchKernelEx(&c, k, ((P)a)...));
   }
 };
-// The choices: attention splits, the streaming projections' blocks, and the rounds of gate/up's first
-// tiles attention asks L2 for (0: the pack's llama_attn; else llama_attn_pf).
+// The choices: attention splits, the streaming projections' blocks, the rounds of gate/up's first
+// tiles attention asks L2 for (0: the pack's llama_attn; else llama_attn_pf), and gate/up + down as
+// llama_ffn_fused.
 struct Opts {
   unsigned splits = 32, bblocks = 132, pf_rounds = 0;
+  bool fused = false;
 };
 static const unsigned PAIRS = QKV / 2;
 // The streaming projections' dynamic shared memory: the stages, then (gate/up, LM head) x ⊙ ln.
@@ -127,13 +129,21 @@ static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
 static void k_down(Launcher& g, Model& m, unsigned l, Opts o) {
   g.go(llama_down, dim3(bgrid(DOWN_TILES, o)), LB_THREADS, STAGES, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
 }
+static void k_ffn_fused(Launcher& g, Model& m, unsigned l, Opts o) {
+  g.go(llama_ffn_fused, dim3(bgrid(FFN_TILES + DOWN_TILES, o)), LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
+}
+// The FFN: gate/up then down, or both in one kernel.
+static void k_mlp(Launcher& g, Model& m, unsigned l, Opts o) {
+  if (o.fused) k_ffn_fused(g, m, l, o);
+  else { k_ffn(g, m, l, o); k_down(g, m, l, o); }
+}
 static void k_head(Launcher& g, Model& m, unsigned pos, Opts o) {
   g.go(llama_lm_head, dim3(bgrid(head_tiles(), o)), LB_THREADS, NORM_SMEM, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.history, m.x, m.norm,
        m.emb, V, H, EPS, pos, SEQ);
 }
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
-  for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); }
+  for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_mlp(g, m, l, o); }
   k_head(g, m, pos, o);
 }
 
@@ -238,6 +248,17 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   for (unsigned r = 0; r < H; r++) x2[r] = x1g[r] + dot(&wd[(size_t)r * F], actg, F);
   auto x2g = get(m.x, H);
   compare("down: x", x2, x2g.data(), H, 1e-4);
+  // gate/up + down as one kernel, from the same x: the same act, and x within the same tolerance
+  CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
+  poison(m.act, F);
+  k_ffn_fused(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+  auto actf = get(m.act, F);
+  compare("ffn_fused: act", act, actf.data(), F, 1e-4);
+  auto x2f = get(m.x, H);
+  compare("ffn_fused: x", x2, x2f.data(), H, 1e-4);
+  auto fs = get(m.fsync, 4);
+  printf("  %-34s %u %u %u %s\n", "ffn_fused: sync after", fs[0], fs[1], fs[2], fs[0] + fs[1] + fs[2] ? "FAIL" : "ok");
+  if (fs[0] + fs[1] + fs[2]) failures++;
   auto tk = get(m.tickets, 4);
   printf("  %-34s %u %u %u %s\n", "tickets after", tk[0], tk[1], tk[2], tk[0] + tk[1] + tk[2] ? "FAIL" : "ok");
   if (tk[0] + tk[1] + tk[2]) failures++;
@@ -329,23 +350,32 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   row("ffn_in", fb, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); });
   row("down", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, o); });
   row("ffn_in+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); k_down(g, m, l, o); });
+  row("ffn_fused", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn_fused(g, m, l, o); });
+  row("o+ffn_in+down", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); });
+  row("o+ffn_fused", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn_fused(g, m, l, o); });
   row("lm_head", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, pos, o); });
   CK(cudaStreamDestroy(st));
 }
 
-// A combo: the rounds of gate/up's first tiles attention asks L2 for (0: the pack's attention).
-static void time_step(Model& m, std::vector<unsigned> splits, Opts base, std::vector<unsigned> combos, std::vector<unsigned> positions) {
+// A combo: the rounds of gate/up's first tiles attention asks L2 for (0: the pack's attention), after
+// an `f` for gate/up + down as one kernel: "0", "6", "f0", "f6".
+static Opts combo(const std::string& c, Opts o) {
+  o.fused = !c.empty() && c[0] == 'f';
+  o.pf_rounds = (unsigned)atoi(c.c_str() + (o.fused ? 1 : 0));
+  return o;
+}
+static void time_step(Model& m, std::vector<unsigned> splits, Opts base, std::vector<std::string> combos, std::vector<unsigned> positions) {
   cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   warm(m, st);
   double weights = 2.0 * (L * ((double)QKV * H + H * Q + 2.0 * F * H + H * F + 2.0 * H) + H + (double)V * H);
   for (unsigned pos : positions)
     for (unsigned s : splits)
-      for (unsigned c : combos) {
-        Opts o = base; o.splits = s; o.pf_rounds = c;
+      for (auto& c : combos) {
+        Opts o = combo(c, base); o.splits = s;
         float t[2];
         for (int pdl = 0; pdl < 2; pdl++) { Launcher g{st, pdl == 1}; t[pdl] = graph_us(st, 30, [&] { step(g, m, pos, o); }); }
         double bytes = weights + 4.0 * L * KV * (pos + 1);
-        printf("step pf%u pos %4u splits %2u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", c, pos, s, t[1], bytes / t[1] / 1e6,
+        printf("step %-4s pos %4u splits %2u: PDL %7.1f us (%.2f TB/s, %2.0f%% of 4.8)  no PDL %7.1f us  PDL gain %.3fx\n", c.c_str(), pos, s, t[1], bytes / t[1] / 1e6,
                bytes / t[1] / 1e6 / 4.8 * 100, t[0], t[0] / t[1]);
       }
   CK(cudaStreamDestroy(st));
@@ -366,7 +396,7 @@ template <class T> static std::vector<T> list(const char* s, std::vector<T> def)
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "step";
   int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head})
+  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head, (const void*)llama_ffn_fused})
     CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)NORM_SMEM));
   cudaFuncAttributes fa;
   int bulk_occ = 0;
@@ -375,7 +405,7 @@ int main(int argc, char** argv) {
            {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0},
            {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"o", (const void*)llama_o, 256, 0},
            {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, NORM_SMEM}, {"down", (const void*)llama_down, LB_THREADS, STAGES},
-           {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}}) {
+           {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}, {"ffn_fused", (const void*)llama_ffn_fused, LB_THREADS, NORM_SMEM}}) {
     CK(cudaFuncGetAttributes(&fa, f));
     int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, threads, smem));
     if (smem) bulk_occ = occ;
@@ -388,7 +418,7 @@ int main(int argc, char** argv) {
   auto splits = list<unsigned>(argc > 2 ? argv[2] : nullptr, {32});
   Opts base;
   base.bblocks = argc > 3 && atoi(argv[3]) > 0 ? (unsigned)atoi(argv[3]) : (unsigned)std::max(1, bulk_occ * sms);
-  auto combos = list<unsigned>(argc > 4 ? argv[4] : nullptr, {0, 6});
+  auto combos = list<std::string>(argc > 4 ? argv[4] : nullptr, {"0", "6", "f0", "f6"});
   if (what == "check" || what == "sanitize") {
     std::vector<unsigned> poss = what == "check" ? std::vector<unsigned>{0, 1, 37, 1024, 4095} : std::vector<unsigned>{5, 300};
     for (unsigned s : splits)
