@@ -20,6 +20,8 @@ mkdir -p .cuda
 for w in "$wheels"/*.whl; do
   "$py" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$w" .cuda
 done
+# NVRTC's alternative builds (`*.alt.*`, 110 MB) are not loaded by anything here.
+rm -f .cuda/nvidia/cu13/lib/*.alt.*
 # zipfile keeps no modes: the programs are made executable again.
 chmod +x .cuda/nvidia/cu13/bin/* .cuda/nvidia/cu13/nvvm/bin/* 2>/dev/null || true
 echo "CUDA tools in .cuda/nvidia/cu13: $(ls .cuda/nvidia/cu13/bin .cuda/nvidia/cu13/lib 2>/dev/null | grep -v ':$' | tr '\n' ' ')"
