@@ -2,7 +2,8 @@
 //! split attention with the KV append, the merge of its partials + output projection + residual, fused
 //! norm + gate/up + SiLU·mul, down projection + residual; then the fused final norm + LM head + greedy
 //! argmax, whose token the next step's gather reads and the history keeps by position. Five kernels per
-//! layer, 82 for Llama-3.2-1B; the position is a slot patched per token.
+//! layer, 82 for Llama-3.2-1B (six with the streamed output projection, [`OutputProjection`]); the
+//! position is a slot patched per token.
 //!
 //! Fusion choices (docs/llama.md): every RMS norm runs inside the projection that consumes it (each
 //! block recomputes the 8 KB sum of squares of its input — cheaper than a kernel boundary), its scale
