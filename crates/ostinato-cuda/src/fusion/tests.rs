@@ -570,3 +570,66 @@ fn a_group_of_components_runs_each_members_blocks_of_its_component_in_a_loop_ove
         assert!(ptx.contains(".shared") && ptx.contains("%ctaid.x"), "{define}: the view in shared memory, the component from the block");
     }
 }
+
+/// The fused kernels of random one-block programs (mix over views and offsets, copies, fills, a slot;
+/// grouped as `auto` and `on` over 1, 2 and 4 lanes) compile with NVRTC in the three PDL builds, wait
+/// before touching memory where they wait, and pass the kernel contract against their fused signature:
+/// what instantiation compiles on a GPU, checked without one (skips where NVRTC is not found).
+#[test]
+fn random_programs_fused_kernels_compile_and_pass_the_contract() {
+    use ostinato_cuda_code::contract::{read_ptx, verify};
+    use ostinato_cuda_code::{compile, PdlTrigger};
+    if ostinato_cuda_code::nvrtc::version().is_err() {
+        ostinato_testkit::skip("random_programs_fused_kernels_compile_and_pass_the_contract: NVRTC not found (set OSTINATO_NVRTC)");
+        return;
+    }
+    let (mut compiled, mut failures) = (0, Vec::new());
+    for seed in 0..12u64 {
+        let prog = random_one_block_program(1000 + seed, 8 + (seed as usize * 5) % 30);
+        for max_lanes in [1, 4] {
+            let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes }).unwrap();
+            for mode in [FusionMode::Auto, FusionMode::On] {
+                for (i, gr) in groups(&plan, &all_fusable(&plan), mode).iter().enumerate() {
+                    let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
+                    let f = generate(
+                        &plan,
+                        gr,
+                        &format!("ostinato_fused_{i}"),
+                        crate::module::BUILTIN_SOURCE,
+                        &bars,
+                        &|k| plan.graph().kernel(k).name.clone(),
+                        None,
+                    );
+                    for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled] {
+                        let what = format!("seed {seed}, {max_lanes} lanes, {mode:?}, group {i}, {}", trigger.as_str());
+                        let c = match compile::compile(&f.sig.name, &f.source, "compute_90", trigger) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                failures.push(format!("{what}: {e}\n{}", f.source));
+                                continue;
+                            }
+                        };
+                        compiled += 1;
+                        if trigger != PdlTrigger::Disabled {
+                            let reads = ostinato_cuda_code::ptx::pre_wait(&c.ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads);
+                            if reads != Ok(vec![]) {
+                                failures.push(format!("{what}: not certified PDL-capable: {reads:?}"));
+                            }
+                        }
+                        match read_ptx(&c.ptx, &f.sig.name, &[], f.entry, &f.sig) {
+                            Ok(mut report) => {
+                                if let Err(e) = verify(&f.sig, &mut report) {
+                                    failures.push(format!("{what}: {e}"));
+                                }
+                            }
+                            Err(e) => failures.push(format!("{what}: {e}")),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{compiled} fused builds compiled and checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compiled > 50, "only {compiled} fused builds: the programs barely fused");
+}
