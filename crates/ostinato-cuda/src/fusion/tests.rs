@@ -571,14 +571,47 @@ fn a_group_of_components_runs_each_members_blocks_of_its_component_in_a_loop_ove
     }
 }
 
+/// Compiles fused kernel `f` with NVRTC in the three PDL builds and checks each: certified PDL-capable
+/// where it waits, and the contract against its fused signature; returns the builds compiled, each
+/// failure pushed to `failures` with `what`.
+fn compile_and_check(f: &FusedKernel, what: &str, failures: &mut Vec<String>) -> usize {
+    use ostinato_cuda_code::contract::{read_ptx, verify};
+    use ostinato_cuda_code::{compile, PdlTrigger};
+    let mut compiled = 0;
+    for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled] {
+        let what = format!("{what}, {}", trigger.as_str());
+        let c = match compile::compile(&f.sig.name, &f.source, "compute_90", trigger) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{what}: {e}\n{}", f.source));
+                continue;
+            }
+        };
+        compiled += 1;
+        if trigger != PdlTrigger::Disabled {
+            let reads = ostinato_cuda_code::ptx::pre_wait(&c.ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads);
+            if reads != Ok(vec![]) {
+                failures.push(format!("{what}: not certified PDL-capable: {reads:?}"));
+            }
+        }
+        match read_ptx(&c.ptx, &f.sig.name, &[], f.entry, &f.sig) {
+            Ok(mut report) => {
+                if let Err(e) = verify(&f.sig, &mut report) {
+                    failures.push(format!("{what}: {e}"));
+                }
+            }
+            Err(e) => failures.push(format!("{what}: {e}")),
+        }
+    }
+    compiled
+}
+
 /// The fused kernels of random one-block programs (mix over views and offsets, copies, fills, a slot;
 /// grouped as `auto` and `on` over 1, 2 and 4 lanes) compile with NVRTC in the three PDL builds, wait
 /// before touching memory where they wait, and pass the kernel contract against their fused signature:
 /// what instantiation compiles on a GPU, checked without one (skips where NVRTC is not found).
 #[test]
 fn random_programs_fused_kernels_compile_and_pass_the_contract() {
-    use ostinato_cuda_code::contract::{read_ptx, verify};
-    use ostinato_cuda_code::{compile, PdlTrigger};
     if ostinato_cuda_code::nvrtc::version().is_err() {
         ostinato_testkit::skip("random_programs_fused_kernels_compile_and_pass_the_contract: NVRTC not found (set OSTINATO_NVRTC)");
         return;
@@ -600,31 +633,7 @@ fn random_programs_fused_kernels_compile_and_pass_the_contract() {
                         &|k| plan.graph().kernel(k).name.clone(),
                         None,
                     );
-                    for trigger in [PdlTrigger::AfterWait, PdlTrigger::AtEntry, PdlTrigger::Disabled] {
-                        let what = format!("seed {seed}, {max_lanes} lanes, {mode:?}, group {i}, {}", trigger.as_str());
-                        let c = match compile::compile(&f.sig.name, &f.source, "compute_90", trigger) {
-                            Ok(c) => c,
-                            Err(e) => {
-                                failures.push(format!("{what}: {e}\n{}", f.source));
-                                continue;
-                            }
-                        };
-                        compiled += 1;
-                        if trigger != PdlTrigger::Disabled {
-                            let reads = ostinato_cuda_code::ptx::pre_wait(&c.ptx, source::FUSED_ENTRY, |_| true).map(|p| p.reads);
-                            if reads != Ok(vec![]) {
-                                failures.push(format!("{what}: not certified PDL-capable: {reads:?}"));
-                            }
-                        }
-                        match read_ptx(&c.ptx, &f.sig.name, &[], f.entry, &f.sig) {
-                            Ok(mut report) => {
-                                if let Err(e) = verify(&f.sig, &mut report) {
-                                    failures.push(format!("{what}: {e}"));
-                                }
-                            }
-                            Err(e) => failures.push(format!("{what}: {e}")),
-                        }
-                    }
+                    compiled += compile_and_check(&f, &format!("seed {seed}, {max_lanes} lanes, {mode:?}, group {i}"), &mut failures);
                 }
             }
         }
@@ -632,4 +641,44 @@ fn random_programs_fused_kernels_compile_and_pass_the_contract() {
     eprintln!("{compiled} fused builds compiled and checked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compiled > 50, "only {compiled} fused builds: the programs barely fused");
+}
+
+/// The same for random tiled programs (`mix` on 1-D and 2-D grids over views at any offset): each
+/// block-local group generated with every tile staged that the rules allow (the maps taken as
+/// verified) and without staging, and each group of components.
+#[test]
+fn random_tiled_programs_fused_kernels_compile_and_pass_the_contract() {
+    if ostinato_cuda_code::nvrtc::version().is_err() {
+        ostinato_testkit::skip("random_tiled_programs_fused_kernels_compile_and_pass_the_contract: NVRTC not found (set OSTINATO_NVRTC)");
+        return;
+    }
+    let (mut compiled, mut staged, mut components, mut failures) = (0, 0, 0, Vec::new());
+    for seed in 0..24u64 {
+        let prog = ostinato_testkit::tiled_graphs::random_tiled_program(2000 + seed, 6 + (seed as usize * 3) % 12);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        let fusable = launches_fusable(&plan);
+        for mode in [FusionMode::Auto, FusionMode::On] {
+            let gs = groups(&plan, &fusable, mode);
+            let mut taken = vec![false; plan.node_count()];
+            for (i, gr) in gs.iter().enumerate() {
+                gr.nodes().for_each(|v| taken[v.index()] = true);
+                for budget in [0, 32 * 1024] {
+                    let f = staged_for(&plan, gr, &|_, _| true, budget);
+                    staged += f.staged.len();
+                    compiled += compile_and_check(&f, &format!("seed {seed}, {mode:?}, group {i}, staging budget {budget}"), &mut failures);
+                }
+            }
+            for (i, gr) in component_groups(&plan, &fusable, &taken, mode).iter().enumerate() {
+                let bars = barriers(&plan, &gr.lanes[0], |_| false);
+                let f = components::generate_components(&plan, gr, "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|_| false, &|k| {
+                    plan.graph().kernel(k).name.clone()
+                });
+                components += 1;
+                compiled += compile_and_check(&f, &format!("seed {seed}, {mode:?}, components {i}"), &mut failures);
+            }
+        }
+    }
+    eprintln!("{compiled} fused builds compiled and checked ({staged} tiles staged, {components} groups of components)");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compiled > 50 && staged > 0, "only {compiled} fused builds, {staged} staged tiles: the programs barely fused");
 }
