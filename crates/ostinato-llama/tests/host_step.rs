@@ -125,3 +125,12 @@ fn a_greedy_run_is_recorded_in_the_history_and_checked_against_the_reference() {
     assert!(long.contains(&format!("passes the cache's {max} positions")), "{long}");
     assert!(Reference::new(&step, init).check_greedy_run(first, pos0, &[], TOL).unwrap_err().contains("no steps"));
 }
+
+#[test]
+fn the_output_projection_forms_go_by_name_and_an_unknown_one_is_a_config_error() {
+    assert_eq!("registers".parse::<OutputProjection>().unwrap(), OutputProjection::MergeInRegisters);
+    assert_eq!("stream".parse::<OutputProjection>().unwrap(), OutputProjection::MergeThenStream);
+    let e = "sideways".parse::<OutputProjection>().unwrap_err();
+    assert_eq!(e.kind(), ostinato::ErrorKind::Argument);
+    assert!(e.to_string().contains("o_proj") && e.to_string().contains("registers, stream"), "{e}");
+}
