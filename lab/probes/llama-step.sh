@@ -22,8 +22,9 @@ VARIANTS=${VARIANTS-""}
 VCOMBOS=${VCOMBOS:-0,f6}
 IFS=';' read -ra VDEFS <<<"$VARIANTS"
 # Combos: rounds of gate/up's first tiles attention asks L2 for (llama_attn_pf; 0 is the pack's attention),
-# after an f for gate/up + down as one kernel (llama_ffn_fused).
-COMBOS=${COMBOS:-0,2,4,6,f0,f6}
+# after an f for gate/up + down as one kernel (llama_ffn_fused), after a c for that kernel launched
+# cooperative (last: the coop stage says first whether the driver takes it with PDL in a graph).
+COMBOS=${COMBOS:-0,2,4,6,f0,f6,c6}
 SPLITS=${SPLITS:-32}
 say() { echo "== $*" | tee -a "$LOG"; }
 cd "$D"
@@ -41,6 +42,8 @@ fi
 say check
 timeout 150 bin/llama_kernels check "$SPLITS" >>"$LOG" 2>&1; rc=$?; echo "check rc $rc" | tee -a "$LOG"
 if [[ $rc == 124 ]]; then say "check hung: stopping"; grep -E "^== |FAIL|rc [0-9]" "$LOG"; exit 1; fi
+say coop
+timeout 30 bin/llama_kernels coop "$SPLITS" >>"$LOG" 2>&1; echo "coop rc $?" | tee -a "$LOG"
 say kernels
 timeout 45 bin/llama_kernels kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels rc $?" | tee -a "$LOG"
 say step
@@ -58,4 +61,4 @@ timeout 60 compute-sanitizer --tool memcheck --leak-check no bin/llama_kernels s
 say racecheck
 timeout 60 compute-sanitizer --tool racecheck bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "racecheck rc $?" | tee -a "$LOG"
 say summary
-grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^  (llama_|attn|ffn_in|down|lm_head)|^bulk" "$LOG" | grep -v "^  .* ok$" | tail -120
+grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^cooperative|^  (llama_|attn|ffn_|o\+|down|lm_head)|^bulk" "$LOG" | grep -v "^  .* ok$" | tail -120

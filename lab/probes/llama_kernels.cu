@@ -9,11 +9,13 @@
 //            back with PDL, µs per launch and TB/s; pairs and triples of consecutive kernels too.
 //   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
 //            position, attention splits and variant (combos: rounds of gate/up tiles attention asks L2
-//            for, 0 for the pack's attention; after an `f`, gate/up + down as llama_ffn_fused).
+//            for, 0 for the pack's attention; after an `f`, gate/up + down as llama_ffn_fused; after
+//            a `c`, that kernel launched cooperative).
+//   coop   : whether a cooperative launch of llama_ffn_fused, with PDL and in a captured graph, runs.
 // Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
 // machine (lab/probes/llama-step.sh):
 //   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
-//   ./llama_kernels attrs|check|sanitize|kernels|step [splits,...] [blocks] [combos,...] [positions,...]
+//   ./llama_kernels attrs|check|sanitize|coop|kernels|step [splits,...] [blocks] [combos,...] [positions,...]
 #include "../../kernels/ostinato.cu"
 #include "../../crates/ostinato-llama/kernels/llama_common.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
@@ -83,21 +85,26 @@ static Model make_model() {
 struct Launcher {
   cudaStream_t st;
   bool pdl;
-  template <class... P, class... A> void go(void (*k)(P...), dim3 grid, unsigned threads, size_t smem, A... a) {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+  // A launch with the PDL attribute where `pdl`, and the cooperative attribute where `coop` (the
+  // driver then guarantees every block of the grid resident at once, or refuses the launch).
+  template <class... P, class... A> cudaError_t try_go(bool coop, void (*k)(P...), dim3 grid, unsigned threads, size_t smem, A... a) {
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (pdl) { at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[n].val.programmaticStreamSerializationAllowed = 1; n++; }
+    if (coop) { at[n].id = cudaLaunchAttributeCooperative; at[n].val.cooperative = 1; n++; }
     cudaLaunchConfig_t c = {};
-    c.gridDim = grid; c.blockDim = dim3(threads); c.dynamicSmemBytes = smem; c.stream = st; c.attrs = at; c.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&c, k, ((P)a)...));
+    c.gridDim = grid; c.blockDim = dim3(threads); c.dynamicSmemBytes = smem; c.stream = st; c.attrs = at; c.numAttrs = n;
+    return cudaLaunchKernelEx(&c, k, ((P)a)...);
   }
+  template <class... P, class... A> void go(void (*k)(P...), dim3 grid, unsigned threads, size_t smem, A... a) { CK(try_go(false, k, grid, threads, smem, a...)); }
+  template <class... P, class... A> void go_coop(void (*k)(P...), dim3 grid, unsigned threads, size_t smem, A... a) { CK(try_go(true, k, grid, threads, smem, a...)); }
 };
 // The choices: attention splits, the streaming projections' blocks, the rounds of gate/up's first
 // tiles attention asks L2 for (0: the pack's llama_attn; else llama_attn_pf), and gate/up + down as
 // llama_ffn_fused.
 struct Opts {
   unsigned splits = 32, bblocks = 132, pf_rounds = 0;
-  bool fused = false;
+  bool fused = false, coop = false;  // coop: llama_ffn_fused launched cooperative
 };
 static const unsigned PAIRS = QKV / 2;
 // The streaming projections' dynamic shared memory: the stages, then (gate/up, LM head) x ⊙ ln.
@@ -130,7 +137,31 @@ static void k_down(Launcher& g, Model& m, unsigned l, Opts o) {
   g.go(llama_down, dim3(bgrid(DOWN_TILES, o)), LB_THREADS, STAGES, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
 }
 static void k_ffn_fused(Launcher& g, Model& m, unsigned l, Opts o) {
-  g.go(llama_ffn_fused, dim3(bgrid(FFN_TILES + DOWN_TILES, o)), LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
+  dim3 grid(bgrid(FFN_TILES + DOWN_TILES, o));
+  if (o.coop) g.go_coop(llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
+  else g.go(llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
+}
+// Whether a cooperative launch of llama_ffn_fused, with PDL and without, launches and captures into a
+// graph on this device (printed; combos starting `c` need it).
+static void try_coop(Model& m, Opts o) {
+  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  dim3 grid(bgrid(FFN_TILES + DOWN_TILES, o));
+  for (int pdl = 0; pdl < 2; pdl++) {
+    Launcher g{st, pdl == 1};
+    cudaError_t e = g.try_go(true, llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[0], m.wgu[0], m.wd[0], F, H, EPS);
+    cudaError_t s = e == cudaSuccess ? cudaStreamSynchronize(st) : e;
+    printf("cooperative launch%s: %s\n", pdl ? " + PDL" : "", cudaGetErrorString(s));
+    cudaGraph_t gr; cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    cudaError_t c = g.try_go(true, llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[0], m.wgu[0], m.wd[0], F, H, EPS);
+    cudaError_t end = cudaStreamEndCapture(st, &gr);
+    cudaError_t inst = c == cudaSuccess && end == cudaSuccess ? cudaGraphInstantiate(&ge, gr, 0) : (c != cudaSuccess ? c : end);
+    if (inst == cudaSuccess) { inst = cudaGraphLaunch(ge, st); if (inst == cudaSuccess) inst = cudaStreamSynchronize(st); cudaGraphExecDestroy(ge); }
+    if (end == cudaSuccess) cudaGraphDestroy(gr);
+    printf("cooperative launch%s in a captured graph: %s\n", pdl ? " + PDL" : "", cudaGetErrorString(inst));
+    cudaGetLastError();
+  }
+  CK(cudaStreamDestroy(st));
 }
 // The FFN: gate/up then down, or both in one kernel.
 static void k_mlp(Launcher& g, Model& m, unsigned l, Opts o) {
@@ -358,9 +389,11 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
 }
 
 // A combo: the rounds of gate/up's first tiles attention asks L2 for (0: the pack's attention), after
-// an `f` for gate/up + down as one kernel: "0", "6", "f0", "f6".
+// an `f` for gate/up + down as one kernel, after a `c` for that kernel launched cooperative: "0",
+// "6", "f0", "f6", "c6".
 static Opts combo(const std::string& c, Opts o) {
-  o.fused = !c.empty() && c[0] == 'f';
+  o.coop = !c.empty() && c[0] == 'c';
+  o.fused = o.coop || (!c.empty() && c[0] == 'f');
   o.pf_rounds = (unsigned)atoi(c.c_str() + (o.fused ? 1 : 0));
   return o;
 }
@@ -427,6 +460,10 @@ int main(int argc, char** argv) {
     check_head(m, base);
     printf("%s: %d failures\n", what.c_str(), failures);
     return failures ? 1 : 0;
+  }
+  if (what == "coop") {
+    try_coop(m, base);
+    return 0;
   }
   if (what == "kernels") {
     for (unsigned pos : {1024u, 128u, 4096u}) { Opts o = base; o.splits = splits[0]; time_kernels(m, pos, o, pos == 1024); }
