@@ -384,6 +384,10 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   row("ffn_fused", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn_fused(g, m, l, o); });
   row("o+ffn_in+down", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); });
   row("o+ffn_fused", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn_fused(g, m, l, o); });
+  Opts both = o;
+  both.pf_rounds = 6;
+  row("attn+o+ffn_in+down", ab + ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); });
+  row("attn_pf6+o+ffn_fused", ab + ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, both); k_o(g, m, l, pos, both); k_ffn_fused(g, m, l, both); });
   row("lm_head", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, pos, o); });
   CK(cudaStreamDestroy(st));
 }
