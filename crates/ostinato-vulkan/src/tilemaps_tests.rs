@@ -319,12 +319,17 @@ fn touched(ix: &Ix, wid: [u32; 2], block: [u32; 2], counter_end: u32, stride_gri
 }
 
 /// Random kernels and maps checked, each verdict against brute force: (maps verified and held,
-/// wrong maps refused, maps verified that a workgroup leaves).
+/// wrong maps refused, maps verified that a workgroup leaves). 600 kernels from a fixed seed, or
+/// `VK_TILE_PROPS_KERNELS` from `VK_TILE_PROPS_SEED` for a longer campaign (`VK_TILE_PROPS_SEED=7
+/// VK_TILE_PROPS_KERNELS=100000 cargo test --release -p ostinato-vulkan --lib brute_force -- --nocapture`).
 fn random_kernels_against_brute_force() -> (usize, usize, usize) {
     let sig = KernelSig::new("k").buffer("x", Access::Write);
-    let mut rng = Rng(ostinato::rng::XorShift64::seeded(0x9e37_79b9_7f4a_7c15));
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let seed = var("VK_TILE_PROPS_SEED").unwrap_or(0x9e37_79b9_7f4a_7c15);
+    let kernels = var("VK_TILE_PROPS_KERNELS").map_or(600, |n| n.clamp(1, 10_000_000));
+    let mut rng = Rng(ostinato::rng::XorShift64::seeded(seed));
     let (mut verified, mut refused_wrong, mut broken) = (0, 0, 0);
-    for _ in 0..600 {
+    for _ in 0..kernels {
         let ix = rng.ix(3);
         let block = [[4, 1], [8, 2], [16, 1], [4, 4]][rng.next(4) as usize];
         let grid = [1 + rng.next(5), 1 + rng.next(3)];
@@ -379,7 +384,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
             (0..grid[1]).all(|y| (0..grid[0]).all(|x| touched(&ix, [x, y], block, counter_end, stride_grid).iter().all(|&o| map.covers([x, y, 0], o, o + 4))));
         match (verdict, inside) {
             (Ok(()), true) => verified += 1,
-            (Ok(()), false) => broken += 1,
+            (Ok(()), false) => {
+                broken += 1;
+                eprintln!("VERIFIED BUT LEFT: grid {grid:?} block {block:?} map {map:?}\n{src}");
+            }
             (Err(_), false) => refused_wrong += 1,
             (Err(_), true) => {}
         }
