@@ -386,7 +386,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
             (Ok(()), true) => verified += 1,
             (Ok(()), false) => {
                 broken += 1;
-                eprintln!("VERIFIED BUT LEFT: grid {grid:?} block {block:?} map {map:?}\n{src}");
+                if !IGNORE_STRIDES.with(|c| c.get()) {
+                    eprintln!("VERIFIED BUT LEFT: grid {grid:?} block {block:?} map {map:?}\n{src}");
+                }
             }
             (Err(_), false) => refused_wrong += 1,
             (Err(_), true) => {}
