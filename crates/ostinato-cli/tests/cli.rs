@@ -176,6 +176,40 @@ fn run_with_a_trace_writes_json_and_svg_and_passes_its_check() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `plan --explain` names each mapped param of a kernel once, however many nodes map it: a WGSL kernel
+/// with two mapped params launched three times.
+#[test]
+fn plan_explain_lists_each_mapped_param_once() {
+    let dir = std::env::temp_dir().join(format!("ostinato-cli-pair-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("kernels")).unwrap();
+    std::fs::write(
+        dir.join("kernels/pair.wgsl"),
+        "struct Params { n: u32 }\n@group(0) @binding(0) var<storage, read> x: array<f32>;\n@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+         var<immediate> p: Params;\n@compute @workgroup_size(256)\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {\n    let i = wid.x * 256u + l.x;\n\
+         \x20   if (i < p.n) { y[i] = y[i] + x[i]; }\n}\n",
+    )
+    .unwrap();
+    let map = "tile = { stride = [1024], len = 1024 }";
+    std::fs::write(
+        dir.join("pair.toml"),
+        format!(
+            "[[buffer]]\nname = \"x\"\nsize = 131072\ninit = \"zero\"\n\n[[buffer]]\nname = \"y\"\nsize = 131072\ninit = \"zero\"\n\n\
+             [[kernel]]\nname = \"pair\"\nparams = [{{ name = \"x\", access = \"read\", {map} }}, {{ name = \"y\", access = \"read_write\", {map} }}, {{ name = \"n\", scalar = \"u32\" }}]\n\
+             vulkan = {{ source = \"kernels/pair.wgsl\", entry = \"main\" }}\n\n\
+             [[node]]\nkernel = \"pair\"\ngrid = [128]\nblock = [256]\nargs = {{ x = \"x\", y = \"y\", n = 32768 }}\nrepeat = 3\n"
+        ),
+    )
+    .unwrap();
+    let o = bin().args(["plan", "pair.toml", "--explain"]).current_dir(&dir).output().expect("binary runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for p in ["x", "y"] {
+        let line = format!("kernel `pair` param `{p}` (vulkan): 3 tile maps kept (3 verified from the code)");
+        assert_eq!(out.matches(&line).count(), 1, "{line}\n{out}");
+    }
+}
+
 /// A user's WGSL kernel with a declared tile map: on Vulkan the map is verified from the shader, so the
 /// 64-launch chain is one dispatch, equal to the host oracle; a copy of the kernel that also touches
 /// the next workgroup's words keeps the result right (64 dispatches) and the run says why the map was

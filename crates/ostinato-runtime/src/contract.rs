@@ -213,8 +213,13 @@ pub fn explain_vulkan_tiles(graph: &Graph, impls: &[BTreeMap<String, KernelRef>]
                 continue;
             }
         };
-        let mut params: Vec<&str> = uses.iter().map(|u| u.param.as_str()).collect();
-        params.dedup();
+        // Each param once, in the order the uses first name it (they come node by node).
+        let mut params: Vec<&str> = Vec::new();
+        for u in &uses {
+            if !params.contains(&u.param.as_str()) {
+                params.push(&u.param);
+            }
+        }
         for p in params {
             let of: Vec<&ostinato_vulkan::MapUse> = uses.iter().filter(|u| u.param == p).collect();
             let count = |want: ostinato_vulkan::MapKept| of.iter().filter(|u| u.kept == Ok(want)).count();
