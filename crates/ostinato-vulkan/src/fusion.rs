@@ -170,7 +170,7 @@ pub(crate) fn map_kept_by(
     g: &ostinato::Graph,
     node: &ostinato::Node,
     builtin: bool,
-    tiles: &Result<Arc<crate::tilemaps::TileCode>, String>,
+    tiles: &Result<Arc<TileCode>, String>,
     t: &ostinato::ParamTile,
 ) -> Result<MapKept, String> {
     let NodeOp::Kernel { kernel, launch, args } = &node.op else { return Err("not a kernel launch".into()) };
@@ -235,7 +235,7 @@ pub fn tile_maps_of(graph: &ostinato::Graph, kernel: ostinato::KernelId, referen
             naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&code.module).map_err(|e| format!("{:?}", e.into_inner()))?;
         let n_buf = crate::kernel::n_buffers(sig);
         let at = if code.source.is_some() { ParamsAt::Immediate } else { ParamsAt::Binding(n_buf) };
-        TileCode::new(&code.module, info, sig, &code.entry, &crate::kernel::params_layout(sig).0, at, code.source.as_deref()).map(Arc::new)
+        crate::kernel::tile_code(sig, &code.module, &info, &code.entry, at, code.source.as_deref())
     };
     // The checks recurse over the code's expressions: on a stack of their own.
     crate::wgsl::with_stack(|| uses_where(graph, |k| k == kernel, |node, _, t| map_kept_by(graph, node, builtin, &tiles, t)))

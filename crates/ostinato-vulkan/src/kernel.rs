@@ -205,7 +205,7 @@ fn compile_wgsl_here(sig: &KernelSig, source: &str, entry: &str) -> Result<Compi
 }
 
 /// The module (as written, before the offset rewrite) as the tile check reads it.
-fn tile_code(
+pub(crate) fn tile_code(
     sig: &KernelSig,
     module: &naga::Module,
     info: &naga::valid::ModuleInfo,
