@@ -375,13 +375,19 @@ fn live_splits(pos: u32, max_seq: u32, splits: u32) -> u32 {
     splits.min(splits.min(8).max(rows.div_ceil(64)))
 }
 
-/// The attention output (`heads * hd` floats) merged from the partials in `part` of the splits the
-/// position uses (`used`), and of them the ones with a row, as the CUDA kernels merge them.
-fn merged_attention(part: &Words<'_>, heads: usize, kvh: usize, splits: usize, hd: usize, used: usize) -> Result<Vec<f32>, String> {
+/// The attention output (`heads * hd` floats) merged from attention's partials in `part`: those of the
+/// splits that got rows at `pos` (of a cache of `max_seq`), and of them the ones with a row, as the CUDA
+/// kernels merge them.
+fn merged_attention(part: &BufView<'_>, heads: usize, kvh: usize, splits: usize, hd: usize, pos: u32, max_seq: u32) -> Result<Vec<f32>, String> {
+    if max_seq == 0 {
+        return Err("max_seq is 0".into());
+    }
     if kvh == 0 || heads % kvh != 0 {
         return Err(format!("{heads} query heads do not group over {kvh} KV heads"));
     }
+    let used = live_splits(pos, max_seq, splits as u32) as usize;
     let (group, rec_floats) = (heads / kvh, partial_floats(hd as u32));
+    let part = part.words(heads * splits * rec_floats, false)?;
     let mut attn = vec![0.0f32; heads * hd];
     for hq in 0..heads {
         let (h, g) = (hq / group, hq % group);
@@ -403,15 +409,10 @@ pub fn o(name: &'static str) -> HostKernel {
         let (m, heads, kvh, splits) = (cx.u32(3)? as usize, cx.u32(4)? as usize, cx.u32(5)? as usize, cx.u32(6)? as usize);
         let (pos, max_seq) = (cx.u32(7)?, cx.u32(8)?);
         let hd = head_dim_of(&O_ENTRIES, name, cx.u32(9)?)?;
-        if max_seq == 0 {
-            return Err(format!("{name}: max_seq is 0"));
-        }
-        let used = live_splits(pos, max_seq, splits as u32) as usize;
         let (xv, pv, wv) = (cx.buffer(0)?, cx.buffer(1)?, cx.buffer(2)?);
+        let attn = merged_attention(&pv, heads, kvh, splits, hd, pos, max_seq).map_err(|e| format!("{name}: {e}"))?;
         let x = xv.words(m, true)?;
-        let part = pv.words(heads * splits * partial_floats(hd as u32), false)?;
         let w = halves(&wv, m * heads * hd, false)?;
-        let attn = merged_attention(&part, heads, kvh, splits, hd, used).map_err(|e| format!("{name}: {e}"))?;
         let y = project(&w, &attn, m, |r| r);
         for (i, yv) in y.iter().enumerate() {
             x.set_f32(i, x.f32(i) + yv);
@@ -427,15 +428,10 @@ pub fn attn_merge() -> HostKernel {
         if hd != 64 && hd != 128 {
             return Err(format!("llama_attn_merge: head_dim {hd} is neither 64 nor 128"));
         }
-        if max_seq == 0 {
-            return Err("llama_attn_merge: max_seq is 0".into());
-        }
         let hd = hd as usize;
-        let used = live_splits(pos, max_seq, splits as u32) as usize;
         let (ov, pv) = (cx.buffer(0)?, cx.buffer(1)?);
+        let attn = merged_attention(&pv, heads, kvh, splits, hd, pos, max_seq).map_err(|e| format!("llama_attn_merge: {e}"))?;
         let out = ov.words(heads * hd, true)?;
-        let part = pv.words(heads * splits * partial_floats(hd as u32), false)?;
-        let attn = merged_attention(&part, heads, kvh, splits, hd, used).map_err(|e| format!("llama_attn_merge: {e}"))?;
         for (i, a) in attn.iter().enumerate() {
             out.set_f32(i, *a);
         }
