@@ -285,10 +285,18 @@ fn reaches(plan: &Plan, from: NodeId, to: NodeId) -> bool {
     false
 }
 
+/// Whether NVRTC is found; where not, `test` is noted as skipped.
+fn nvrtc_found(test: &str) -> bool {
+    let found = ostinato_cuda_code::nvrtc::version().is_ok();
+    if !found {
+        ostinato_testkit::skip(&format!("{test}: NVRTC not found (set OSTINATO_NVRTC)"));
+    }
+    found
+}
+
 /// NVRTC's PTX of `source` for sm_90 with `defines`, or `None` (with a note) where NVRTC is missing.
 fn nvrtc_ptx(test: &str, source: &str, defines: &[&str]) -> Option<String> {
-    if ostinato_cuda_code::nvrtc::version().is_err() {
-        ostinato_testkit::skip(&format!("{test}: NVRTC not found (set OSTINATO_NVRTC)"));
+    if !nvrtc_found(test) {
         return None;
     }
     let mut opts: Vec<String> = vec!["--gpu-architecture=compute_90".into(), "-default-device".into(), "--std=c++17".into()];
@@ -607,13 +615,12 @@ fn compile_and_check(f: &FusedKernel, what: &str, failures: &mut Vec<String>) ->
 }
 
 /// The fused kernels of random one-block programs (mix over views and offsets, copies, fills, a slot;
-/// grouped as `auto` and `on` over 1, 2 and 4 lanes) compile with NVRTC in the three PDL builds, wait
+/// grouped as `auto` and `on` over 1 and 4 lanes) compile with NVRTC in the three PDL builds, wait
 /// before touching memory where they wait, and pass the kernel contract against their fused signature:
 /// what instantiation compiles on a GPU, checked without one (skips where NVRTC is not found).
 #[test]
 fn random_programs_fused_kernels_compile_and_pass_the_contract() {
-    if ostinato_cuda_code::nvrtc::version().is_err() {
-        ostinato_testkit::skip("random_programs_fused_kernels_compile_and_pass_the_contract: NVRTC not found (set OSTINATO_NVRTC)");
+    if !nvrtc_found("random_programs_fused_kernels_compile_and_pass_the_contract") {
         return;
     }
     let (mut compiled, mut failures) = (0, Vec::new());
@@ -648,8 +655,7 @@ fn random_programs_fused_kernels_compile_and_pass_the_contract() {
 /// verified) and without staging, and each group of components.
 #[test]
 fn random_tiled_programs_fused_kernels_compile_and_pass_the_contract() {
-    if ostinato_cuda_code::nvrtc::version().is_err() {
-        ostinato_testkit::skip("random_tiled_programs_fused_kernels_compile_and_pass_the_contract: NVRTC not found (set OSTINATO_NVRTC)");
+    if !nvrtc_found("random_tiled_programs_fused_kernels_compile_and_pass_the_contract") {
         return;
     }
     let (mut compiled, mut staged, mut components, mut failures) = (0, 0, 0, Vec::new());
