@@ -23,8 +23,9 @@ VCOMBOS=${VCOMBOS:-0,f6}
 IFS=';' read -ra VDEFS <<<"$VARIANTS"
 # Combos: rounds of gate/up's first tiles attention asks L2 for (llama_attn_pf; 0 is the pack's attention),
 # after an f for gate/up + down as one kernel (llama_ffn_fused), after a c for that kernel launched
-# cooperative (last: the coop stage says first whether the driver takes it with PDL in a graph).
-COMBOS=${COMBOS:-0,2,4,6,f0,f6,c6}
+# cooperative (last: the coop stage says first whether the driver takes it with PDL in a graph), after a
+# t for it with every tile by ticket (llama_ffn_fused_t, no residency needed).
+COMBOS=${COMBOS:-0,2,4,6,f0,f6,t0,t6,c6}
 SPLITS=${SPLITS:-32}
 say() { echo "== $*" | tee -a "$LOG"; }
 cd "$D"

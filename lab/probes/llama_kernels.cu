@@ -10,7 +10,8 @@
 //   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
 //            position, attention splits and variant (combos: rounds of gate/up tiles attention asks L2
 //            for, 0 for the pack's attention; after an `f`, gate/up + down as llama_ffn_fused; after
-//            a `c`, that kernel launched cooperative).
+//            a `c`, that kernel launched cooperative; after a `t`, llama_ffn_fused_t, every tile by
+//            ticket, which needs no residency: the check runs it on grids larger than fit, too).
 //   coop   : whether a cooperative launch of llama_ffn_fused, with PDL and in a captured graph, runs.
 // Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
 // machine (lab/probes/llama-step.sh):
@@ -105,6 +106,8 @@ struct Launcher {
 struct Opts {
   unsigned splits = 32, bblocks = 132, pf_rounds = 0;
   bool fused = false, coop = false;  // coop: llama_ffn_fused launched cooperative
+  bool ticketed = false;             // llama_ffn_fused_t (every tile by ticket) for the fused FFN
+  unsigned fused_grid = 0;           // the fused FFN's grid (0: as the other streaming kernels)
 };
 static const unsigned PAIRS = QKV / 2;
 // The streaming projections' dynamic shared memory: the stages, then (gate/up, LM head) x ⊙ ln.
@@ -137,8 +140,9 @@ static void k_down(Launcher& g, Model& m, unsigned l, Opts o) {
   g.go(llama_down, dim3(bgrid(DOWN_TILES, o)), LB_THREADS, STAGES, m.x, m.tickets + 1, m.wd[l], m.act, H, F);
 }
 static void k_ffn_fused(Launcher& g, Model& m, unsigned l, Opts o) {
-  dim3 grid(bgrid(FFN_TILES + DOWN_TILES, o));
-  if (o.coop) g.go_coop(llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
+  dim3 grid(o.fused_grid ? o.fused_grid : bgrid(FFN_TILES + DOWN_TILES, o));
+  if (o.ticketed) g.go(llama_ffn_fused_t, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
+  else if (o.coop) g.go_coop(llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
   else g.go(llama_ffn_fused, grid, LB_THREADS, NORM_SMEM, m.act, m.fsync, m.x, m.ln2[l], m.wgu[l], m.wd[l], F, H, EPS);
 }
 // Whether a cooperative launch of llama_ffn_fused, with PDL and without, launches and captures into a
@@ -279,17 +283,29 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   for (unsigned r = 0; r < H; r++) x2[r] = x1g[r] + dot(&wd[(size_t)r * F], actg, F);
   auto x2g = get(m.x, H);
   compare("down: x", x2, x2g.data(), H, 1e-4);
-  // gate/up + down as one kernel, from the same x: the same act, and x within the same tolerance
-  CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
-  poison(m.act, F);
-  k_ffn_fused(g, m, l, o); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
-  auto actf = get(m.act, F);
-  compare("ffn_fused: act", act, actf.data(), F, 1e-4);
-  auto x2f = get(m.x, H);
-  compare("ffn_fused: x", x2, x2f.data(), H, 1e-4);
-  auto fs = get(m.fsync, 4);
-  printf("  %-34s %u %u %u %s\n", "ffn_fused: sync after", fs[0], fs[1], fs[2], fs[0] + fs[1] + fs[2] ? "FAIL" : "ok");
-  if (fs[0] + fs[1] + fs[2]) failures++;
+  // gate/up + down as one kernel, from the same x: the same act, and x within the same tolerance; the
+  // ticketed form also with grids of 4 and 16 blocks an SM, more than fit at once (the residency it
+  // does without: llama_ffn_fused would trap there).
+  auto fused = [&](const char* name, Opts f) {
+    CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
+    poison(m.act, F);
+    k_ffn_fused(g, m, l, f); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    auto actf = get(m.act, F);
+    compare((std::string(name) + ": act").c_str(), act, actf.data(), F, 1e-4);
+    auto x2f = get(m.x, H);
+    compare((std::string(name) + ": x").c_str(), x2, x2f.data(), H, 1e-4);
+    auto fs = get(m.fsync, 4);
+    printf("  %-34s %u %u %u %s\n", (std::string(name) + ": sync after").c_str(), fs[0], fs[1], fs[2], fs[0] + fs[1] + fs[2] ? "FAIL" : "ok");
+    if (fs[0] + fs[1] + fs[2]) failures++;
+  };
+  fused("ffn_fused", o);
+  Opts t = o;
+  t.ticketed = true;
+  fused("ffn_fused_t", t);
+  for (unsigned per_sm : {4u, 16u}) {
+    t.fused_grid = std::min(FFN_TILES + DOWN_TILES, per_sm * o.bblocks);
+    fused(per_sm == 4 ? "ffn_fused_t 4 blocks/SM" : "ffn_fused_t 16 blocks/SM", t);
+  }
   auto tk = get(m.tickets, 4);
   printf("  %-34s %u %u %u %s\n", "tickets after", tk[0], tk[1], tk[2], tk[0] + tk[1] + tk[2] ? "FAIL" : "ok");
   if (tk[0] + tk[1] + tk[2]) failures++;
@@ -382,22 +398,29 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   row("down", 2.0 * H * F, [&](Launcher& g, unsigned l) { k_down(g, m, l, o); });
   row("ffn_in+down", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn(g, m, l, o); k_down(g, m, l, o); });
   row("ffn_fused", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn_fused(g, m, l, o); });
+  Opts t = o;
+  t.ticketed = true;
+  row("ffn_fused_t", 6.0 * F * H, [&](Launcher& g, unsigned l) { k_ffn_fused(g, m, l, t); });
   row("o+ffn_in+down", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); });
   row("o+ffn_fused", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn_fused(g, m, l, o); });
+  row("o+ffn_fused_t", ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); k_ffn_fused(g, m, l, t); });
   Opts both = o;
   both.pf_rounds = 6;
   row("attn+o+ffn_in+down", ab + ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_ffn(g, m, l, o); k_down(g, m, l, o); });
   row("attn_pf6+o+ffn_fused", ab + ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, both); k_o(g, m, l, pos, both); k_ffn_fused(g, m, l, both); });
+  both.ticketed = true;
+  row("attn_pf6+o+ffn_fused_t", ab + ob + 6.0 * F * H, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, both); k_o(g, m, l, pos, both); k_ffn_fused(g, m, l, both); });
   row("lm_head", 2.0 * V * H, [&](Launcher& g, unsigned) { k_head(g, m, pos, o); });
   CK(cudaStreamDestroy(st));
 }
 
 // A combo: the rounds of gate/up's first tiles attention asks L2 for (0: the pack's attention), after
-// an `f` for gate/up + down as one kernel, after a `c` for that kernel launched cooperative: "0",
-// "6", "f0", "f6", "c6".
+// an `f` for gate/up + down as one kernel, after a `c` for that kernel launched cooperative, after a
+// `t` for it with every tile by ticket (llama_ffn_fused_t): "0", "6", "f0", "f6", "c6", "t6".
 static Opts combo(const std::string& c, Opts o) {
   o.coop = !c.empty() && c[0] == 'c';
-  o.fused = o.coop || (!c.empty() && c[0] == 'f');
+  o.ticketed = !c.empty() && c[0] == 't';
+  o.fused = o.coop || o.ticketed || (!c.empty() && c[0] == 'f');
   o.pf_rounds = (unsigned)atoi(c.c_str() + (o.fused ? 1 : 0));
   return o;
 }
@@ -433,7 +456,8 @@ template <class T> static std::vector<T> list(const char* s, std::vector<T> def)
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "step";
   int sms = 0; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head, (const void*)llama_ffn_fused})
+  for (const void* f : {(const void*)llama_ffn_in, (const void*)llama_down, (const void*)llama_lm_head, (const void*)llama_ffn_fused,
+                        (const void*)llama_ffn_fused_t})
     CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)NORM_SMEM));
   cudaFuncAttributes fa;
   int bulk_occ = 0;
@@ -442,7 +466,8 @@ int main(int argc, char** argv) {
            {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0},
            {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"o", (const void*)llama_o, 256, 0},
            {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, NORM_SMEM}, {"down", (const void*)llama_down, LB_THREADS, STAGES},
-           {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}, {"ffn_fused", (const void*)llama_ffn_fused, LB_THREADS, NORM_SMEM}}) {
+           {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}, {"ffn_fused", (const void*)llama_ffn_fused, LB_THREADS, NORM_SMEM},
+           {"ffn_fused_t", (const void*)llama_ffn_fused_t, LB_THREADS, NORM_SMEM}}) {
     CK(cudaFuncGetAttributes(&fa, f));
     int occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, threads, smem));
     if (smem) bulk_occ = occ;

@@ -157,3 +157,127 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   }
   OST_EXIT();
 }
+
+// llama_ffn_fused_t: llama_ffn_fused without its residency condition, so a grid of any size, next to
+// any other kernel, under MPS or on a smaller GPU, cannot deadlock. Every tile is drawn by ticket (no
+// static tiles owned by a block index), and each block asks L2 before the wait for the tiles it would
+// have owned statically (tiles b, b + G, ... for LB_STAGES rounds: the first 6 G tickets' bytes, whoever
+// draws them), so the weights still stream during the previous kernel's tail, into L2 instead of shared
+// memory. The norm of x is taken at a block's first gate/up tile, and not at all by a block that draws
+// none. Why no wait can last for ever: a consumer waits only at its block's first down tile, for the
+// count of finished gate/up tiles to reach TA. Every gate/up ticket (0 .. TA-1) is drawn before any down
+// ticket, by a block that is running when it draws; a block takes its tiles in ticket order, so a block
+// holding a gate/up tile holds only gate/up tiles before it and finishes that tile (its consumers' dot
+// products, then its producer's epilogue when the stage comes round again or at the end) without waiting
+// for anything outside the block. So the count reaches TA whichever blocks are resident, and in what
+// order the rest are scheduled. The x reads come before any add: a block reads x at its first gate/up
+// tile, whose epilogue (and so the count's TA) follows that read. sync = [ticket, done, finished]: zero
+// before and after.
+extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ffn_fused_t(float* act, unsigned* sync, float* x, const ll_bf16* ln,
+                                                                                       const ll_bf16* wgu, const ll_bf16* wd, unsigned ffn, unsigned hidden,
+                                                                                       float eps) {
+  extern __shared__ __align__(128) unsigned char lb_stages[];
+  __shared__ LbShared sh;
+  float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
+  const unsigned row_a = hidden * 2, P = min(LB_MAX_UNITS / 2u, LB_STAGE_BYTES / (2 * row_a)), TA = (ffn + P - 1) / P;
+  const unsigned row_d = ffn * 2, Qd = ffn <= 2048 ? 1 : ffn <= 4096 ? 2 : 4, R = min(LB_MAX_UNITS / Qd, LB_STAGE_BYTES / row_d);
+  const unsigned TB = (hidden + R - 1) / R, units = max(2 * P, R * Qd);
+  unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
+  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
+    if (t < TA) {
+      unsigned p0 = t * P, bytes = min(P, ffn - p0) * row_a;
+      lb_expect(bar, 2 * bytes);
+      lb_copy(st, wgu + (unsigned long long)p0 * hidden, bytes, bar);
+      lb_copy(st + P * row_a, wgu + (unsigned long long)(ffn + p0) * hidden, bytes, bar);
+    } else {
+      unsigned td = t - TA, bytes = min(R, hidden - td * R) * row_d;
+      lb_expect(bar, bytes);
+      lb_copy(st, wd + (unsigned long long)td * R * ffn, bytes, bar);
+    }
+  };
+  lb_init(sh);
+  bool producer = threadIdx.x >= LB_CONSUMERS * 32;
+  unsigned lane = threadIdx.x & 31;
+  if (producer) {
+    // Before the wait: lane r asks L2 for tile b + r G (gate's and up's rows; a down tile whole), r < LB_STAGES.
+    unsigned t = blockIdx.x + lane * gridDim.x;
+    if (lane < LB_STAGES && t < TA + TB) {
+      if (t < TA) {
+        unsigned p0 = t * P, bytes = min(P, ffn - p0) * row_a;
+        for (unsigned off = 0; off < bytes; off += LV_PF_PIECE) {
+          unsigned n = min(LV_PF_PIECE, bytes - off);
+          lv_prefetch_bulk_l2((const char*)(wgu + (unsigned long long)p0 * hidden) + off, n);
+          lv_prefetch_bulk_l2((const char*)(wgu + (unsigned long long)(ffn + p0) * hidden) + off, n);
+        }
+      } else {
+        unsigned td = t - TA, bytes = min(R, hidden - td * R) * row_d;
+        for (unsigned off = 0; off < bytes; off += LV_PF_PIECE)
+          lv_prefetch_bulk_l2((const char*)(wd + (unsigned long long)td * R * ffn) + off, min(LV_PF_PIECE, bytes - off));
+      }
+    }
+  }
+  OST_ENTRY();
+  if (producer) {
+    lb_produce_after(sh, lb_stages, TA + TB, 0u, ticket, issue, [&](unsigned t, const float* red) {
+      if (t < TA) {
+        if (lane < P && t * P + lane < ffn) {
+          float g = red[lane], u = red[P + lane];
+          act[t * P + lane] = g / (1.0f + expf(-g)) * u;
+          __threadfence();
+        }
+        __syncwarp();
+        if (lane == 0) lv_red_release(done, 1);
+      } else {
+        unsigned td = t - TA;
+        for (unsigned r = lane; r < R && td * R + r < hidden; r += 32) {
+          float s = 0.0f;
+          for (unsigned q = 0; q < Qd; q++) s += red[r * Qd + q];
+          atomicAdd(x + td * R + r, s);
+        }
+      }
+    });
+  } else {
+    // lb_consume with two steps between a tile's arrival and its dot products, taken by every consumer
+    // warp at the same tile: the norm at the first gate/up tile, the wait and act at the first down tile.
+    const unsigned warp = threadIdx.x >> 5, q = warp % Qd, lim = ffn > q * LL_CHUNK ? ffn - q * LL_CHUNK : 0;
+    float xr[64], scale = 0.0f;
+    bool normed = false, down = false;
+    for (unsigned i = 0;; i++) {
+      unsigned s = i % LB_STAGES;
+      lb_wait(&sh.full[s], (i / LB_STAGES) & 1);
+      int ti = *(volatile int*)&sh.tile[s];
+      if (ti < 0) break;
+      unsigned t = (unsigned)ti;
+      if (t < TA && !normed) {
+        scale = lb_norm_input<1>(xr, xs, sh, x, ln, hidden, eps, 0);
+        normed = true;
+      }
+      if (t >= TA && !down) {
+        lv_wait_at_least(done, TA);
+        lb_input(xr, act + q * LL_CHUNK, lim);
+        down = true;
+      }
+      for (unsigned u = warp; u < units; u += LB_CONSUMERS) {
+        float d = 0.0f;
+        bool valid;
+        if (t < TA) {
+          valid = u < 2 * P && t * P + u % P < ffn;
+          if (valid) d = lb_dot((lb_stages + s * LB_STAGE_BYTES) + u * row_a, xr, hidden) * scale;
+        } else {
+          unsigned td = t - TA, r = u / Qd;  // u % Qd == q
+          valid = r < R && td * R + r < hidden;
+          if (valid) d = lb_dot((lb_stages + s * LB_STAGE_BYTES) + r * row_d + q * LL_CHUNK * 2, xr, lim);
+        }
+        if (valid && lane == 0) sh.red[i % (2 * LB_STAGES)][u] = d;
+      }
+      __syncwarp();
+      if (lane == 0) lb_arrive(&sh.empty[s]);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && lv_atom_acq_rel(finished, 1u) == gridDim.x - 1) {
+    *done = 0;
+    *finished = 0;
+  }
+  OST_EXIT();
+}

@@ -282,10 +282,12 @@ __device__ __forceinline__ void lb_prologue(LbShared& sh, unsigned char* stages,
 }
 
 // After the wait, the producer warp: the ticketed tiles, then every tile's epilogue. epi(tile, red) runs
-// on all 32 lanes once the consumers are done with the tile.
+// on all 32 lanes once the consumers are done with the tile. `rounds`: the static rounds lb_prologue
+// issued (lb_produce: lb_rounds(n_tiles); 0: every tile by ticket).
 template <class Issue, class Epi>
-__device__ __forceinline__ void lb_produce(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned* ticket, Issue issue, Epi epi) {
-  unsigned lane = threadIdx.x & 31, rounds = lb_rounds(n_tiles), base = rounds * gridDim.x, n_dyn = n_tiles - base;
+__device__ __forceinline__ void lb_produce_after(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned rounds, unsigned* ticket, Issue issue,
+                                                 Epi epi) {
+  unsigned lane = threadIdx.x & 31, base = rounds * gridDim.x, n_dyn = n_tiles - base;
   unsigned raw = lane == 0 ? atomicAdd(ticket, 1u) : 0u, i = rounds;
   while (true) {
     unsigned v = __shfl_sync(LL_FULL, raw, 0), s = i % LB_STAGES;
@@ -317,6 +319,11 @@ __device__ __forceinline__ void lb_produce(LbShared& sh, unsigned char* stages, 
     lb_wait(&sh.empty[s], (j / LB_STAGES) & 1);
     epi((unsigned)sh.tile[s], sh.red[j % (2 * LB_STAGES)]);
   }
+}
+
+template <class Issue, class Epi>
+__device__ __forceinline__ void lb_produce(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned* ticket, Issue issue, Epi epi) {
+  lb_produce_after(sh, stages, n_tiles, lb_rounds(n_tiles), ticket, issue, epi);
 }
 
 // A consumer warp: for each tile, unit(tile, u, stage) -> dot product for its units u = warp, warp +
