@@ -81,80 +81,116 @@ __device__ __forceinline__ void lv_wait_at_least(const unsigned* p, unsigned tar
   }
 }
 
+// The fused FFN's tiles (both forms below): gate/up's as llama_ffn_in cuts them (Q = 1: P (gate, up)
+// row pairs a tile), then the down projection's as llama_down does (R rows of Qd quarters a tile).
+struct LvFfn {
+  const ll_bf16 *wgu, *wd;
+  unsigned ffn, hidden, row_a, P, TA, row_d, Qd, R, TB, units;
+  __device__ LvFfn(const ll_bf16* wgu_, const ll_bf16* wd_, unsigned ffn_, unsigned hidden_) : wgu(wgu_), wd(wd_), ffn(ffn_), hidden(hidden_) {
+    row_a = hidden * 2, P = min(LB_MAX_UNITS / 2u, LB_STAGE_BYTES / (2 * row_a)), TA = (ffn + P - 1) / P;
+    row_d = ffn * 2, Qd = ffn <= 2048 ? 1 : ffn <= 4096 ? 2 : 4, R = min(LB_MAX_UNITS / Qd, LB_STAGE_BYTES / row_d);
+    TB = (hidden + R - 1) / R, units = max(2 * P, R * Qd);
+  }
+  __device__ unsigned tiles() const { return TA + TB; }
+  // The global ranges of tile t (gate's rows and up's rows; a down tile is one range): each(src, bytes, at).
+  template <class Each> __device__ void ranges(unsigned t, Each each) const {
+    if (t < TA) {
+      unsigned p0 = t * P, bytes = min(P, ffn - p0) * row_a;
+      each(wgu + (unsigned long long)p0 * hidden, bytes, 0u);
+      each(wgu + (unsigned long long)(ffn + p0) * hidden, bytes, P * row_a);
+    } else {
+      unsigned td = t - TA;
+      each(wd + (unsigned long long)td * R * ffn, min(R, hidden - td * R) * row_d, 0u);
+    }
+  }
+  // Producer lane 0: tile t's copies into stage st, completing on bar.
+  __device__ void issue(unsigned t, unsigned char* st, unsigned long long* bar) const {
+    unsigned bytes = 0;
+    ranges(t, [&](const ll_bf16*, unsigned b, unsigned) { bytes += b; });
+    lb_expect(bar, bytes);
+    ranges(t, [&](const ll_bf16* src, unsigned b, unsigned at) { lb_copy(st + at, src, b, bar); });
+  }
+  // Tile t's bytes asked of L2.
+  __device__ void prefetch_l2(unsigned t) const {
+    ranges(t, [&](const ll_bf16* src, unsigned b, unsigned) {
+      for (unsigned off = 0; off < b; off += LV_PF_PIECE) lv_prefetch_bulk_l2((const char*)src + off, min(LV_PF_PIECE, b - off));
+    });
+  }
+  // The producer warp's epilogue of tile t: act = silu(g)·u and one more finished gate/up tile in
+  // *done (release), or the down rows' sums added into x.
+  __device__ void epilogue(unsigned t, const float* red, float* act, unsigned* done, float* x) const {
+    unsigned lane = threadIdx.x & 31;
+    if (t < TA) {
+      if (lane < P && t * P + lane < ffn) {
+        float g = red[lane], u = red[P + lane];
+        act[t * P + lane] = g / (1.0f + expf(-g)) * u;
+        __threadfence();
+      }
+      __syncwarp();
+      if (lane == 0) lv_red_release(done, 1);
+    } else {
+      unsigned td = t - TA;
+      for (unsigned r = lane; r < R && td * R + r < hidden; r += 32) {
+        float s = 0.0f;
+        for (unsigned q = 0; q < Qd; q++) s += red[r * Qd + q];
+        atomicAdd(x + td * R + r, s);
+      }
+    }
+  }
+  // Consumer warp: unit u of tile t from stage st (x ⊙ ln or act in xr), into d; false for no unit.
+  __device__ bool unit(unsigned t, unsigned u, const unsigned char* st, const float (&xr)[64], float scale, unsigned q, unsigned lim,
+                       float& d) const {
+    if (t < TA) {
+      if (u >= 2 * P || t * P + u % P >= ffn) return false;
+      d = lb_dot(st + u * row_a, xr, hidden) * scale;
+      return true;
+    }
+    unsigned td = t - TA, r = u / Qd;  // u % Qd == q
+    if (r >= R || td * R + r >= hidden) return false;
+    d = lb_dot(st + r * row_d + q * LL_CHUNK * 2, xr, lim);
+    return true;
+  }
+};
+
+// The last block to finish sets sync's hand-off count and its own count back to zero.
+__device__ __forceinline__ void lv_ffn_finish(unsigned* done, unsigned* finished) {
+  __syncthreads();
+  if (threadIdx.x == 0 && lv_atom_acq_rel(finished, 1u) == gridDim.x - 1) {
+    *done = 0;
+    *finished = 0;
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ffn_fused(float* act, unsigned* sync, float* x, const ll_bf16* ln,
                                                                                      const ll_bf16* wgu, const ll_bf16* wd, unsigned ffn, unsigned hidden,
                                                                                      float eps) {
   extern __shared__ __align__(128) unsigned char lb_stages[];
   __shared__ LbShared sh;
   float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
-  // Gate/up as llama_ffn_in (Q = 1): P pairs a tile; down as llama_down: R rows of Qd quarters a tile.
-  const unsigned row_a = hidden * 2, P = min(LB_MAX_UNITS / 2u, LB_STAGE_BYTES / (2 * row_a)), TA = (ffn + P - 1) / P;
-  const unsigned row_d = ffn * 2, Qd = ffn <= 2048 ? 1 : ffn <= 4096 ? 2 : 4, R = min(LB_MAX_UNITS / Qd, LB_STAGE_BYTES / row_d);
-  const unsigned TB = (hidden + R - 1) / R, units = max(2 * P, R * Qd);
+  const LvFfn f(wgu, wd, ffn, hidden);
   unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
-  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
-    if (t < TA) {
-      unsigned p0 = t * P, bytes = min(P, ffn - p0) * row_a;
-      lb_expect(bar, 2 * bytes);
-      lb_copy(st, wgu + (unsigned long long)p0 * hidden, bytes, bar);
-      lb_copy(st + P * row_a, wgu + (unsigned long long)(ffn + p0) * hidden, bytes, bar);
-    } else {
-      unsigned td = t - TA, bytes = min(R, hidden - td * R) * row_d;
-      lb_expect(bar, bytes);
-      lb_copy(st, wd + (unsigned long long)td * R * ffn, bytes, bar);
-    }
-  };
+  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar); };
   lb_init(sh);
   bool producer = threadIdx.x >= LB_CONSUMERS * 32;
-  if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, TA + TB, issue);
+  if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, f.tiles(), issue);
   OST_ENTRY();
   if (producer) {
-    lb_produce(sh, lb_stages, TA + TB, ticket, issue, [&](unsigned t, const float* red) {
-      unsigned lane = threadIdx.x & 31;
-      if (t < TA) {
-        if (lane < P && t * P + lane < ffn) {
-          float g = red[lane], u = red[P + lane];
-          act[t * P + lane] = g / (1.0f + expf(-g)) * u;
-          __threadfence();
-        }
-        __syncwarp();
-        if (lane == 0) lv_red_release(done, 1);
-      } else {
-        unsigned td = t - TA;
-        for (unsigned r = lane; r < R && td * R + r < hidden; r += 32) {
-          float s = 0.0f;
-          for (unsigned q = 0; q < Qd; q++) s += red[r * Qd + q];
-          atomicAdd(x + td * R + r, s);
-        }
-      }
-    });
+    lb_produce(sh, lb_stages, f.tiles(), ticket, issue, [&](unsigned t, const float* red) { f.epilogue(t, red, act, done, x); });
   } else {
-    const unsigned q = (threadIdx.x >> 5) % Qd, lim = ffn > q * LL_CHUNK ? ffn - q * LL_CHUNK : 0;
+    const unsigned q = (threadIdx.x >> 5) % f.Qd, lim = ffn > q * LL_CHUNK ? ffn - q * LL_CHUNK : 0;
     float xr[64];
     float scale = lb_norm_input<1>(xr, xs, sh, x, ln, hidden, eps, 0);
     bool down = false;
-    lb_consume(sh, lb_stages, units, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
-      if (t < TA) {
-        if (u >= 2 * P || t * P + u % P >= ffn) return false;
-        d = lb_dot(st + u * row_a, xr, hidden) * scale;
-        return true;
-      }
-      if (!down) {  // the first down tile: every gate/up tile's act is out
-        lv_wait_at_least(done, TA);
+    lb_consume(sh, lb_stages, f.units, [&](unsigned t, unsigned u, const unsigned char* st, float& d) {
+      if (t >= f.TA && !down) {  // the first down tile: every gate/up tile's act is out
+        lv_wait_at_least(done, f.TA);
         lb_input(xr, act + q * LL_CHUNK, lim);
         down = true;
       }
-      unsigned td = t - TA, r = u / Qd;  // u % Qd == q
-      if (r >= R || td * R + r >= hidden) return false;
-      d = lb_dot(st + r * row_d + q * LL_CHUNK * 2, xr, lim);
-      return true;
+      return f.unit(t, u, st, xr, scale, q, lim, d);
     });
   }
-  __syncthreads();
-  if (threadIdx.x == 0 && lv_atom_acq_rel(finished, 1u) == gridDim.x - 1) {
-    *done = 0;
-    *finished = 0;
-  }
+  lv_ffn_finish(done, finished);
   OST_EXIT();
 }
 
@@ -179,67 +215,21 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   extern __shared__ __align__(128) unsigned char lb_stages[];
   __shared__ LbShared sh;
   float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
-  const unsigned row_a = hidden * 2, P = min(LB_MAX_UNITS / 2u, LB_STAGE_BYTES / (2 * row_a)), TA = (ffn + P - 1) / P;
-  const unsigned row_d = ffn * 2, Qd = ffn <= 2048 ? 1 : ffn <= 4096 ? 2 : 4, R = min(LB_MAX_UNITS / Qd, LB_STAGE_BYTES / row_d);
-  const unsigned TB = (hidden + R - 1) / R, units = max(2 * P, R * Qd);
+  const LvFfn f(wgu, wd, ffn, hidden);
   unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
-  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
-    if (t < TA) {
-      unsigned p0 = t * P, bytes = min(P, ffn - p0) * row_a;
-      lb_expect(bar, 2 * bytes);
-      lb_copy(st, wgu + (unsigned long long)p0 * hidden, bytes, bar);
-      lb_copy(st + P * row_a, wgu + (unsigned long long)(ffn + p0) * hidden, bytes, bar);
-    } else {
-      unsigned td = t - TA, bytes = min(R, hidden - td * R) * row_d;
-      lb_expect(bar, bytes);
-      lb_copy(st, wd + (unsigned long long)td * R * ffn, bytes, bar);
-    }
-  };
   lb_init(sh);
   bool producer = threadIdx.x >= LB_CONSUMERS * 32;
   unsigned lane = threadIdx.x & 31;
-  if (producer) {
-    // Before the wait: lane r asks L2 for tile b + r G (gate's and up's rows; a down tile whole), r < LB_STAGES.
-    unsigned t = blockIdx.x + lane * gridDim.x;
-    if (lane < LB_STAGES && t < TA + TB) {
-      if (t < TA) {
-        unsigned p0 = t * P, bytes = min(P, ffn - p0) * row_a;
-        for (unsigned off = 0; off < bytes; off += LV_PF_PIECE) {
-          unsigned n = min(LV_PF_PIECE, bytes - off);
-          lv_prefetch_bulk_l2((const char*)(wgu + (unsigned long long)p0 * hidden) + off, n);
-          lv_prefetch_bulk_l2((const char*)(wgu + (unsigned long long)(ffn + p0) * hidden) + off, n);
-        }
-      } else {
-        unsigned td = t - TA, bytes = min(R, hidden - td * R) * row_d;
-        for (unsigned off = 0; off < bytes; off += LV_PF_PIECE)
-          lv_prefetch_bulk_l2((const char*)(wd + (unsigned long long)td * R * ffn) + off, min(LV_PF_PIECE, bytes - off));
-      }
-    }
-  }
+  // Before the wait: producer lane r asks L2 for tile b + r G, r < LB_STAGES.
+  if (producer && lane < LB_STAGES && blockIdx.x + lane * gridDim.x < f.tiles()) f.prefetch_l2(blockIdx.x + lane * gridDim.x);
   OST_ENTRY();
   if (producer) {
-    lb_produce_after(sh, lb_stages, TA + TB, 0u, ticket, issue, [&](unsigned t, const float* red) {
-      if (t < TA) {
-        if (lane < P && t * P + lane < ffn) {
-          float g = red[lane], u = red[P + lane];
-          act[t * P + lane] = g / (1.0f + expf(-g)) * u;
-          __threadfence();
-        }
-        __syncwarp();
-        if (lane == 0) lv_red_release(done, 1);
-      } else {
-        unsigned td = t - TA;
-        for (unsigned r = lane; r < R && td * R + r < hidden; r += 32) {
-          float s = 0.0f;
-          for (unsigned q = 0; q < Qd; q++) s += red[r * Qd + q];
-          atomicAdd(x + td * R + r, s);
-        }
-      }
-    });
+    lb_produce_after(sh, lb_stages, f.tiles(), 0u, ticket, [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar); },
+                     [&](unsigned t, const float* red) { f.epilogue(t, red, act, done, x); });
   } else {
     // lb_consume with two steps between a tile's arrival and its dot products, taken by every consumer
     // warp at the same tile: the norm at the first gate/up tile, the wait and act at the first down tile.
-    const unsigned warp = threadIdx.x >> 5, q = warp % Qd, lim = ffn > q * LL_CHUNK ? ffn - q * LL_CHUNK : 0;
+    const unsigned warp = threadIdx.x >> 5, q = warp % f.Qd, lim = ffn > q * LL_CHUNK ? ffn - q * LL_CHUNK : 0;
     float xr[64], scale = 0.0f;
     bool normed = false, down = false;
     for (unsigned i = 0;; i++) {
@@ -248,36 +238,23 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
       int ti = *(volatile int*)&sh.tile[s];
       if (ti < 0) break;
       unsigned t = (unsigned)ti;
-      if (t < TA && !normed) {
+      if (t < f.TA && !normed) {
         scale = lb_norm_input<1>(xr, xs, sh, x, ln, hidden, eps, 0);
         normed = true;
       }
-      if (t >= TA && !down) {
-        lv_wait_at_least(done, TA);
+      if (t >= f.TA && !down) {
+        lv_wait_at_least(done, f.TA);
         lb_input(xr, act + q * LL_CHUNK, lim);
         down = true;
       }
-      for (unsigned u = warp; u < units; u += LB_CONSUMERS) {
-        float d = 0.0f;
-        bool valid;
-        if (t < TA) {
-          valid = u < 2 * P && t * P + u % P < ffn;
-          if (valid) d = lb_dot((lb_stages + s * LB_STAGE_BYTES) + u * row_a, xr, hidden) * scale;
-        } else {
-          unsigned td = t - TA, r = u / Qd;  // u % Qd == q
-          valid = r < R && td * R + r < hidden;
-          if (valid) d = lb_dot((lb_stages + s * LB_STAGE_BYTES) + r * row_d + q * LL_CHUNK * 2, xr, lim);
-        }
-        if (valid && lane == 0) sh.red[i % (2 * LB_STAGES)][u] = d;
+      for (unsigned u = warp; u < f.units; u += LB_CONSUMERS) {
+        float d;
+        if (f.unit(t, u, lb_stages + s * LB_STAGE_BYTES, xr, scale, q, lim, d) && lane == 0) sh.red[i % (2 * LB_STAGES)][u] = d;
       }
       __syncwarp();
       if (lane == 0) lb_arrive(&sh.empty[s]);
     }
   }
-  __syncthreads();
-  if (threadIdx.x == 0 && lv_atom_acq_rel(finished, 1u) == gridDim.x - 1) {
-    *done = 0;
-    *finished = 0;
-  }
+  lv_ffn_finish(done, finished);
   OST_EXIT();
 }
