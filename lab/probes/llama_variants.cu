@@ -52,8 +52,8 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
 // calibration's down projection alone reached 8.7 us against the pack's 11.2 (its fill and drain). For
 // hidden <= 2,048 (one chunk a gate/up row).
 //
-// The hand-off: every gate/up tile's epilogue (the producer's, act = silu(g)·u) releases a count in
-// sync[1]; a consumer warp's first down tile waits (acquire) until it reaches TA, then loads its quarter
+// The hand-off: gate/up tiles' epilogues (the producer's, act = silu(g)·u) release their count in
+// sync[1], once a block (lv_hand_off); a consumer warp's first down tile waits (acquire) until it reaches TA, then loads its quarter
 // of act. Deadlock-free while every block of the grid is resident at once (grid <= one block per SM, as
 // launched): tickets are drawn in order, so every gate/up tile is drawn before any down tile, by a
 // running block whose consumers take their tiles in order and whose producer finishes each gate/up
@@ -79,6 +79,36 @@ __device__ __forceinline__ void lv_wait_at_least(const unsigned* p, unsigned tar
     if (n > (1u << 26)) __trap();
     __nanosleep(100);
   }
+}
+
+// The hand-off of finished gate/up tiles, in the producer warp. Released tile by tile (the form first
+// measured; built with -DLV_RELEASE_PER_TILE), the pair took 42.5 us back to back where the two kernels
+// take 27.6 (H200, 2026-12-05): each release puts a fence on the producer's path, 15-16 times a block, and
+// the producer is the block's only copier. So a block releases its count once, when its last gate/up
+// tile is finished: the tile after it in the block's order is a down tile (lane 0 saw one drawn:
+// `drawn.past`) and every gate/up tile it drew is finished; or, where the block drew no down tile, once
+// its producer loop ends. No wait grows by this: a block's consumers wait only at its first down tile,
+// and its producer reaches every gate/up epilogue before it can stall on a down tile's stage (the
+// argument in the kernels' comments).
+struct LvDrawn {
+  unsigned count;  // gate/up tiles the block drew (lane 0 of the producer)
+  int past;        // the block drew a down tile
+};
+struct LvHandOff {
+  unsigned finished = 0, released = 0;  // gate/up epilogues run, and counted in *done (warp-uniform)
+};
+__device__ __forceinline__ void lv_hand_off(LvHandOff& h, const LvDrawn& drawn, unsigned* done, bool last) {
+#ifdef LV_RELEASE_PER_TILE
+  bool now = h.finished > h.released;
+#else
+  __syncwarp();  // lane 0's `drawn` writes
+  bool now = h.finished > h.released && (last || (*(volatile const int*)&drawn.past && h.finished == *(volatile const unsigned*)&drawn.count));
+#endif
+  if (!now) return;
+  __threadfence();  // every lane's act stores, before the count
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) lv_red_release(done, h.finished - h.released);
+  h.released = h.finished;
 }
 
 // The fused FFN's tiles (both forms below): gate/up's as llama_ffn_in cuts them (Q = 1: P (gate, up)
@@ -116,18 +146,17 @@ struct LvFfn {
       for (unsigned off = 0; off < b; off += LV_PF_PIECE) lv_prefetch_bulk_l2((const char*)src + off, min(LV_PF_PIECE, b - off));
     });
   }
-  // The producer warp's epilogue of tile t: act = silu(g)·u and one more finished gate/up tile in
-  // *done (release), or the down rows' sums added into x.
-  __device__ void epilogue(unsigned t, const float* red, float* act, unsigned* done, float* x) const {
+  // The producer warp's epilogue of tile t: act = silu(g)·u, or the down rows' sums added into x. A
+  // finished gate/up tile is counted in `h` and handed off (released into *done) by lv_hand_off.
+  __device__ void epilogue(unsigned t, const float* red, float* act, float* x, LvHandOff& h, const LvDrawn& drawn, unsigned* done) const {
     unsigned lane = threadIdx.x & 31;
     if (t < TA) {
       if (lane < P && t * P + lane < ffn) {
         float g = red[lane], u = red[P + lane];
         act[t * P + lane] = g / (1.0f + expf(-g)) * u;
-        __threadfence();
       }
-      __syncwarp();
-      if (lane == 0) lv_red_release(done, 1);
+      h.finished++;
+      lv_hand_off(h, drawn, done, false);
     } else {
       unsigned td = t - TA;
       for (unsigned r = lane; r < R && td * R + r < hidden; r += 32) {
@@ -169,13 +198,21 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
   const LvFfn f(wgu, wd, ffn, hidden);
   unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
-  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar); };
+  __shared__ LvDrawn drawn;
+  if (threadIdx.x == 0) drawn = {0u, 0};
+  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
+    if (t < f.TA) drawn.count++;
+    else drawn.past = 1;
+    f.issue(t, st, bar);
+  };
   lb_init(sh);
   bool producer = threadIdx.x >= LB_CONSUMERS * 32;
   if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, f.tiles(), issue);
   OST_ENTRY();
   if (producer) {
-    lb_produce(sh, lb_stages, f.tiles(), ticket, issue, [&](unsigned t, const float* red) { f.epilogue(t, red, act, done, x); });
+    LvHandOff h;
+    lb_produce(sh, lb_stages, f.tiles(), ticket, issue, [&](unsigned t, const float* red) { f.epilogue(t, red, act, x, h, drawn, done); });
+    lv_hand_off(h, drawn, done, true);
   } else {
     const unsigned q = (threadIdx.x >> 5) % f.Qd, lim = ffn > q * LL_CHUNK ? ffn - q * LL_CHUNK : 0;
     float xr[64];
@@ -217,6 +254,8 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
   const LvFfn f(wgu, wd, ffn, hidden);
   unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
+  __shared__ LvDrawn drawn;
+  if (threadIdx.x == 0) drawn = {0u, 0};
   lb_init(sh);
   bool producer = threadIdx.x >= LB_CONSUMERS * 32;
   unsigned lane = threadIdx.x & 31;
@@ -224,8 +263,14 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   if (producer && lane < LB_STAGES && blockIdx.x + lane * gridDim.x < f.tiles()) f.prefetch_l2(blockIdx.x + lane * gridDim.x);
   OST_ENTRY();
   if (producer) {
-    lb_produce_after(sh, lb_stages, f.tiles(), 0u, ticket, [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar); },
-                     [&](unsigned t, const float* red) { f.epilogue(t, red, act, done, x); });
+    LvHandOff h;
+    auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
+      if (t < f.TA) drawn.count++;
+      else drawn.past = 1;
+      f.issue(t, st, bar);
+    };
+    lb_produce_after(sh, lb_stages, f.tiles(), 0u, ticket, issue, [&](unsigned t, const float* red) { f.epilogue(t, red, act, x, h, drawn, done); });
+    lv_hand_off(h, drawn, done, true);
   } else {
     // lb_consume with two steps between a tile's arrival and its dot products, taken by every consumer
     // warp at the same tile: the norm at the first gate/up tile, the wait and act at the first down tile.

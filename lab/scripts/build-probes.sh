@@ -35,6 +35,7 @@ build lab/probes/fused_loop_forms.cu "${nv[@]}"
 build lab/probes/fused_softmax.cu "${nv[@]}" -Ikernels -Icrates/ostinato-bench/kernels
 build lab/probes/fused_thread_local.cu "${nv[@]}"
 build lab/probes/llama_kernels.cu "${nv[@]}" -Ikernels -DOST_TRIGGER=3
+build lab/probes/llama_stream_shapes.cu "${nv[@]}" -Ikernels -DOST_TRIGGER=3
 build lab/probes/driver_api_chain.cpp g++ -O2 -std=c++17 -I"$inc"
 # A probe added without a line above is a failure too.
 for f in lab/probes/*.cu lab/probes/*.cpp; do
