@@ -53,8 +53,8 @@ extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
 // hidden <= 2,048 (one chunk a gate/up row).
 //
 // The hand-off: gate/up tiles' epilogues (the producer's, act = silu(g)·u) release their count in
-// sync[1], once a block (lv_hand_off); a consumer warp's first down tile waits (acquire) until it reaches TA, then loads its quarter
-// of act. Deadlock-free while every block of the grid is resident at once (grid <= one block per SM, as
+// sync[1], once a block (lv_hand_off); a consumer warp's first down tile waits (acquire) until it
+// reaches TA, then loads its quarter of act. Deadlock-free while every block of the grid is resident at once (grid <= one block per SM, as
 // launched): tickets are drawn in order, so every gate/up tile is drawn before any down tile, by a
 // running block whose consumers take their tiles in order and whose producer finishes each gate/up
 // tile's epilogue before it can stall on a later one; the static first tiles (blocks b, b + G, ...:
@@ -133,8 +133,10 @@ struct LvFfn {
       each(wd + (unsigned long long)td * R * ffn, min(R, hidden - td * R) * row_d, 0u);
     }
   }
-  // Producer lane 0: tile t's copies into stage st, completing on bar.
-  __device__ void issue(unsigned t, unsigned char* st, unsigned long long* bar) const {
+  // Producer lane 0: tile t's copies into stage st, completing on bar; the draw counted in `drawn`.
+  __device__ void issue(unsigned t, unsigned char* st, unsigned long long* bar, LvDrawn& drawn) const {
+    if (t < TA) drawn.count++;
+    else drawn.past = 1;
     unsigned bytes = 0;
     ranges(t, [&](const ll_bf16*, unsigned b, unsigned) { bytes += b; });
     lb_expect(bar, bytes);
@@ -200,11 +202,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
   __shared__ LvDrawn drawn;
   if (threadIdx.x == 0) drawn = {0u, 0};
-  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
-    if (t < f.TA) drawn.count++;
-    else drawn.past = 1;
-    f.issue(t, st, bar);
-  };
+  auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar, drawn); };
   lb_init(sh);
   bool producer = threadIdx.x >= LB_CONSUMERS * 32;
   if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, f.tiles(), issue);
@@ -264,11 +262,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   OST_ENTRY();
   if (producer) {
     LvHandOff h;
-    auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) {
-      if (t < f.TA) drawn.count++;
-      else drawn.past = 1;
-      f.issue(t, st, bar);
-    };
+    auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar, drawn); };
     lb_produce_after(sh, lb_stages, f.tiles(), 0u, ticket, issue, [&](unsigned t, const float* red) { f.epilogue(t, red, act, x, h, drawn, done); });
     lv_hand_off(h, drawn, done, true);
   } else {
