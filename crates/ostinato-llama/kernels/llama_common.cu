@@ -200,12 +200,16 @@ __device__ __forceinline__ float ll_norm_input(float* xs, float* red, const floa
 // draws number tiles + G; the producer whose draw returns the last value resets the counter to zero.
 #define LB_CONSUMERS 8
 #define LB_THREADS ((LB_CONSUMERS + 1) * 32)
-// One block per SM with six 32 KiB stages measured 2-3% faster per step on the H200 than two of three.
+// One block per SM with five 36 KiB stages (180 KiB in flight). Five stages of 36 KiB hold three
+// (gate, up) pairs of 6 KiB rows (hidden 3,072), where 32 KiB stages hold two: on the H200 the 3B's gate/up
+// streams at 82% of 4.8 TB/s instead of 75%, and the 1B's kernels (four 4 KiB pairs a tile either way)
+// are unchanged (lab/llama-decode.md, version 13). One block of six 32 KiB stages had measured 2-3% a step
+// faster than two blocks of three.
 #ifndef LB_STAGES
-#define LB_STAGES 6
+#define LB_STAGES 5
 #endif
 #ifndef LB_STAGE_BYTES
-#define LB_STAGE_BYTES 32768
+#define LB_STAGE_BYTES 36864
 #endif
 // Blocks per SM the streaming kernels are built for (registers), and so launched with at most.
 #ifndef LB_MIN_BLOCKS

@@ -35,7 +35,7 @@ pub struct StepOptions {
     pub token: u32,
     /// Blocks of each streaming projection (gate/up, down, LM head: persistent bulk-copy pipelines whose
     /// tiles after the first rounds go by ticket): one per SM of an H200 by default, the most that fit
-    /// (192 KiB of shared-memory stages each). More than fit at once slows the step: a block that starts
+    /// (180 KiB of shared-memory stages each). More than fit at once slows the step: a block that starts
     /// late still owns its first tiles.
     pub gemv_blocks: u32,
     /// How the output projection takes the attention's partials.
@@ -102,8 +102,8 @@ const QKV_WARPS: u32 = 4;
 const STREAM_THREADS: u32 = 288;
 /// A streaming projection's shared-memory stages (LB_STAGES x LB_STAGE_BYTES), its dynamic shared
 /// memory: past the 48 KiB a block gets by default, so the backend sets the opt-in.
-const STREAM_STAGE_BYTES: u32 = 32 * 1024;
-const STREAM_SHARED: u32 = 6 * STREAM_STAGE_BYTES;
+const STREAM_STAGE_BYTES: u32 = 36 * 1024;
+const STREAM_SHARED: u32 = 5 * STREAM_STAGE_BYTES;
 /// Columns of an input chunk (LL_CHUNK): a unit of a streaming projection is a row's chunk.
 const CHUNK: u32 = 2048;
 
