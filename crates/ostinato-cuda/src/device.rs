@@ -18,7 +18,10 @@ pub struct DeviceInfo {
     pub compute_capability: (i32, i32),
     /// Maximum SM clock (kHz) the driver reports.
     pub sm_clock_khz: i32,
+    /// Peak memory clock (kHz) the driver reports.
     pub mem_clock_khz: i32,
+    /// Width of the global memory bus, in bits.
+    pub mem_bus_bits: i32,
     pub total_mem: usize,
     /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0.
     pub driver_version: i32,
@@ -30,6 +33,14 @@ impl DeviceInfo {
     /// `sm_90`-style architecture name.
     pub fn arch(&self) -> String {
         format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+    }
+
+    /// The memory's peak bandwidth in bytes a second from what the driver reports: the memory clock
+    /// times the bus width, twice a clock (HBM and GDDR both move data on both edges). `None` where
+    /// the driver reports either as zero. It is the hardware's arithmetic, not a datasheet's figure
+    /// (an H200: 3,201 MHz × 6,144 bits = 4.92 TB/s, where the datasheet says 4.8).
+    pub fn memory_peak_bytes_per_s(&self) -> Option<f64> {
+        (self.mem_clock_khz > 0 && self.mem_bus_bits > 0).then(|| 2.0 * self.mem_clock_khz as f64 * 1e3 * self.mem_bus_bits as f64 / 8.0)
     }
 }
 
@@ -50,6 +61,7 @@ fn info(ordinal: i32) -> Result<(DeviceInfo, cudarc::driver::sys::CUdevice)> {
         compute_capability: (a(attr::CC_MAJOR)?, a(attr::CC_MINOR)?),
         sm_clock_khz: a(attr::CLOCK_KHZ)?,
         mem_clock_khz: a(attr::MEM_CLOCK_KHZ)?,
+        mem_bus_bits: a(attr::MEM_BUS_BITS)?,
         total_mem: ffi::device_total_mem(raw.handle)?,
         driver_version: ffi::driver_version()?,
         limits: crate::LaunchLimits {
@@ -175,6 +187,7 @@ mod tests {
             compute_capability: (9, 0),
             sm_clock_khz: 1_980_000,
             mem_clock_khz: 3_201_000,
+            mem_bus_bits: 6144,
             total_mem: 1 << 37,
             driver_version: 13000,
             limits: crate::LaunchLimits::SM90,
@@ -195,5 +208,17 @@ mod tests {
         assert!(!DeviceSelector::parse("1a:00.0").unwrap().matches(&d));
         assert!(matches!(DeviceSelector::parse("the big one"), Err(CudaError::NoDevice(_))));
         assert_eq!(d.arch(), "sm_90");
+    }
+
+    #[test]
+    fn memory_peak_is_clock_times_bus_on_both_edges() {
+        let mut d = info(0, "GPU-65df6068-dc13-5bd7-7c78-3cae160f2772", "00000000:19:00.0");
+        let peak = d.memory_peak_bytes_per_s().unwrap();
+        assert!((peak - 4.917e12).abs() < 1e9, "H200: {peak}");
+        (d.mem_clock_khz, d.mem_bus_bits) = (2_619_000, 5120);
+        let peak = d.memory_peak_bytes_per_s().unwrap();
+        assert!((peak - 3.352e12).abs() < 1e9, "H100 SXM: {peak}");
+        d.mem_bus_bits = 0;
+        assert_eq!(d.memory_peak_bytes_per_s(), None, "a driver that reports no bus width");
     }
 }

@@ -59,9 +59,10 @@ fn describe_cuda(s: &mut String) {
         }
         Ok(list) => {
             for d in list {
+                let peak = d.memory_peak_bytes_per_s().map_or(String::new(), |b| format!(", {:.2} TB/s memory peak", b / 1e12));
                 let _ = writeln!(
                     s,
-                    "cuda:{} {} {} {} {} SMs, {:.1} GiB, {} (driver {}.{})",
+                    "cuda:{} {} {} {} {} SMs, {:.1} GiB{peak}, {} (driver {}.{})",
                     d.ordinal,
                     d.name,
                     d.uuid,
