@@ -370,7 +370,9 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
     // varying.
     let flags = naga::valid::ValidationFlags::all() - naga::valid::ValidationFlags::BINDINGS - naga::valid::ValidationFlags::CONTROL_FLOW_UNIFORMITY;
     let info = naga::valid::Validator::new(flags, FLOAT_ATOMICS).validate(&module).map_err(|e| refuse(&sig, format!("{:?}", e.into_inner())))?;
-    let words = spirv_words(&sig, &module, &info, "main")?;
+    let mut words = spirv_words(&sig, &module, &info, "main")?;
+    // The entry's barriers order calls of one workgroup: workgroup memory scope, not naga's device scope.
+    crate::barrier_scope::entry_barriers_to_workgroup_scope(&mut words, "main").map_err(|e| refuse(&sig, e))?;
     let pipeline = Pipeline::with_entry(ctx, &words, bindings, 0, c"main").map_err(|e| refuse(&sig, e.to_string()))?;
     Ok(VulkanKernel {
         pipeline: Arc::new(pipeline),

@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 
 pub mod access;
+mod barrier_scope;
 mod build;
 pub mod commands;
 mod error;
