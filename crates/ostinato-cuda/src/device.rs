@@ -38,7 +38,7 @@ impl DeviceInfo {
     /// The memory's peak bandwidth in bytes a second from what the driver reports: the memory clock
     /// times the bus width, twice a clock (HBM and GDDR both move data on both edges). `None` where
     /// the driver reports either as zero. It is the hardware's arithmetic, not a datasheet's figure
-    /// (an H200: 3,201 MHz × 6,144 bits = 4.92 TB/s, where the datasheet says 4.8).
+    /// (an H200 of the pool: 4.81 TB/s, where the datasheet says 4.8).
     pub fn memory_peak_bytes_per_s(&self) -> Option<f64> {
         (self.mem_clock_khz > 0 && self.mem_bus_bits > 0).then(|| 2.0 * self.mem_clock_khz as f64 * 1e3 * self.mem_bus_bits as f64 / 8.0)
     }
@@ -214,10 +214,10 @@ mod tests {
     fn memory_peak_is_clock_times_bus_on_both_edges() {
         let mut d = info(0, "GPU-65df6068-dc13-5bd7-7c78-3cae160f2772", "00000000:19:00.0");
         let peak = d.memory_peak_bytes_per_s().unwrap();
-        assert!((peak - 4.917e12).abs() < 1e9, "H200: {peak}");
+        assert!((peak - 4.917e12).abs() < 1e9, "3,201 MHz × 6,144 bits: {peak}");
         (d.mem_clock_khz, d.mem_bus_bits) = (2_619_000, 5120);
         let peak = d.memory_peak_bytes_per_s().unwrap();
-        assert!((peak - 3.352e12).abs() < 1e9, "H100 SXM: {peak}");
+        assert!((peak - 3.352e12).abs() < 1e9, "2,619 MHz × 5,120 bits: {peak}");
         d.mem_bus_bits = 0;
         assert_eq!(d.memory_peak_bytes_per_s(), None, "a driver that reports no bus width");
     }
