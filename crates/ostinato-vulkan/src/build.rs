@@ -135,9 +135,11 @@ pub(crate) fn build(
     let (tile_maps, fused) = crate::wgsl::with_stack(|| (crate::fusion::map_uses(plan, &kernels), crate::fusion::fuse(ctx, plan, &kernels, options.fusion)))
         .map_err(|reason| VkError::Internal { op: "fusion", reason })?;
     let fused = fused?;
-    let (run_plan, kernels, dispatches, fused_nodes, units) = match fused {
-        Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes, units }) => (Some(plan), all, dispatches, fused_nodes, units),
-        None => (None, kernels, Vec::new(), 0, ostinato::trace::unit_per_node(plan.node_count())),
+    let (run_plan, kernels, dispatches, fused_nodes, fused_barriers, units) = match fused {
+        Some(FusedPlan { plan, kernels: all, dispatches, fused_nodes, fused_barriers, units }) => {
+            (Some(plan), all, dispatches, fused_nodes, fused_barriers, units)
+        }
+        None => (None, kernels, Vec::new(), 0, 0, ostinato::trace::unit_per_node(plan.node_count())),
     };
     let runs = run_plan.as_ref().unwrap_or(plan);
     let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches)?;
@@ -155,6 +157,7 @@ pub(crate) fn build(
         fault: None,
         pushed,
         fused_nodes,
+        fused_barriers,
         tile_maps,
         slot_uses,
         cmds,

@@ -146,6 +146,8 @@ pub struct VulkanExec {
     pub(crate) pushed: usize,
     /// How many of the user's nodes run inside fused dispatches.
     pub(crate) fused_nodes: usize,
+    /// Barriers between bodies inside the fused dispatches.
+    pub(crate) fused_barriers: usize,
     /// How each declared tile map was taken.
     pub(crate) tile_maps: Vec<crate::MapUse>,
     /// Per slot: the byte offsets in `params` of every use, with the value's size.
@@ -213,6 +215,13 @@ impl VulkanExec {
     /// How many of the user's nodes run inside fused dispatches (0: fusion off or nothing fused).
     pub fn fused_nodes(&self) -> usize {
         self.fused_nodes
+    }
+
+    /// How many barriers the fused dispatches have between their bodies, all of them together: one
+    /// before a body that depends on an earlier body of its workgroup, unless every byte the two touch
+    /// is one invocation's in both (the built-ins' per-invocation footprint).
+    pub fn fused_barriers(&self) -> usize {
+        self.fused_barriers
     }
 
     /// How each tile map the plan declares was taken, node by node: verified from the kernel's code,

@@ -1,8 +1,11 @@
 //! Chain fusion on Vulkan: a group of dependent one-workgroup dispatches of one workgroup shape (the
 //! core's `ostinato::fusion::groups`, the rules CUDA uses) becomes one dispatch whose workgroup `b`
 //! runs lane `b`'s bodies in plan order, with `workgroupBarrier` and `storageBarrier` (one control
-//! barrier with workgroup and storage memory semantics) before a body that depends on a body since the
-//! last barrier (or where bodies share workgroup memory). The plan is recorded again with each group
+//! barrier with workgroup and storage memory semantics, at workgroup scope: `crate::barrier_scope`)
+//! before a body that depends on a body since the last barrier (or where bodies share workgroup
+//! memory), unless every byte the two touch is one invocation's in both: the built-ins' stated
+//! per-invocation footprint (`ostinato::builtins::thread_footprint`, which their WGSL twins' loops
+//! follow), as on CUDA (`ostinato::fusion::barriers_with`). The plan is recorded again with each group
 //! as one node (`ostinato::fusion::rewrite`), so its barriers come from the same hazards.
 //!
 //! The bodies are merged at the naga IR level (`build_module`): each kernel's module (its bindings
@@ -31,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use naga::{AddressSpace, BuiltIn, GlobalVariable, Handle, Module, ResourceBinding, Span, Type, TypeInner};
-use ostinato::fusion::{barriers, groups, Fusable, FuseKey, FusedLaunch, FusionMode, Group};
+use ostinato::fusion::{barriers_with, groups, thread_local_pair, Fusable, FuseKey, FusedLaunch, FusionMode, Group};
 use ostinato::{Access, Arg, BufferId, KernelSig, Launch, NodeId, NodeOp, ParamKind, Plan, Slice};
 
 use crate::build::{NodeLayout, Params};
@@ -123,6 +126,9 @@ pub(crate) struct FusedPlan {
     pub(crate) kernels: Vec<VulkanKernel>,
     pub(crate) dispatches: Vec<Option<FusedDispatch>>,
     pub(crate) fused_nodes: usize,
+    /// Barriers between bodies inside the fused dispatches (a body ordered after another only through
+    /// bytes one invocation touches in both needs none).
+    pub(crate) fused_barriers: usize,
     /// The user's nodes each node of `plan` runs (a trace's units).
     pub(crate) units: Vec<Vec<NodeId>>,
 }
@@ -162,7 +168,7 @@ fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Op
 /// core), declared `vouched`, or verified from the code with the node's scalars (a scalar from a slot,
 /// patchable later, is not taken as known); why not.
 pub(crate) fn map_kept(g: &ostinato::Graph, node: &ostinato::Node, k: &VulkanKernel, t: &ostinato::ParamTile) -> Result<MapKept, String> {
-    map_kept_by(g, node, k.builtin, &k.tiles, t)
+    map_kept_by(g, node, k.builtin.is_some(), &k.tiles, t)
 }
 
 /// [`map_kept`] for a kernel that is a built-in or not, whose code the check reads as `tiles`.
@@ -247,11 +253,14 @@ pub(crate) fn fuse(ctx: &Arc<Context>, plan: &Plan, kernels: &[VulkanKernel], mo
         return Ok(None);
     }
     let fusable: Vec<Option<Fusable>> = (0..plan.node_count()).map(|v| fusable(ctx, plan, v, kernels)).collect();
-    let (mut picked, mut made) = (Vec::new(), Vec::new());
+    let (mut picked, mut made, mut fused_barriers) = (Vec::new(), Vec::new(), 0);
     for gr in groups(plan, &fusable, mode) {
-        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(plan, l, |v| fusable[v.index()].is_some_and(|f| f.uses_shared))).collect();
+        let uses_shared = |v: NodeId| fusable[v.index()].is_some_and(|f| f.uses_shared);
+        let thread_local = |u, v| thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
+        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
         // A group past the device's binding limit stays unfused (its nodes run as they are).
         if let Some(f) = Fused::new(ctx, plan, kernels, &gr, &bars, &format!("ostinato_fused_{}", made.len()))? {
+            fused_barriers += bars.iter().flatten().filter(|&&b| b).count();
             made.push(f);
             picked.push(gr);
         }
@@ -272,7 +281,16 @@ pub(crate) fn fuse(ctx: &Arc<Context>, plan: &Plan, kernels: &[VulkanKernel], mo
     }
     let fused_nodes = picked.iter().map(Group::len).sum();
     let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
-    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, dispatches, fused_nodes, units }))
+    Ok(Some(FusedPlan { plan: fused_plan, kernels: all, dispatches, fused_nodes, fused_barriers, units }))
+}
+
+/// The bytes each invocation of node `v` touches through param `p`, where its kernel is a built-in
+/// whose WGSL twin follows the core's stated per-invocation footprint: invocation `L` of `N` (the
+/// dispatch's linear invocation index: `ost_group` × 256 + the local index, the stride `ost_groups` ×
+/// 256) touches only the elements `L + k·N`; a user's kernel states none.
+fn builtin_thread_footprint(plan: &Plan, kernels: &[VulkanKernel], v: NodeId, p: usize) -> Option<u64> {
+    let NodeOp::Kernel { kernel, .. } = &plan.graph().node(v).op else { return None };
+    kernels[kernel.index()].builtin.as_deref().and_then(|name| ostinato::builtins::thread_footprint(name, p))
 }
 
 /// One distinct body function of a fused dispatch: a kernel on its roots, and the fused dispatch's

@@ -47,9 +47,10 @@ pub struct VulkanKernel {
     pub(crate) body_stride: u32,
     /// The code as the tile check reads it ([`crate::tilemaps`]), or why it cannot.
     pub(crate) tiles: Result<Arc<TileCode>, String>,
-    /// One of the generic built-ins (`builtin:NAME`): its per-workgroup footprint is the core's stated
-    /// one (`ostinato::builtins::block_footprint`), against which a node's tile maps are checked.
-    pub(crate) builtin: bool,
+    /// The generic built-in this is (`builtin:NAME`, its WGSL twin), by name: its per-workgroup
+    /// footprint is the core's stated one (`ostinato::builtins::block_footprint`), against which a
+    /// node's tile maps are checked, and so is its per-invocation one (`thread_footprint`).
+    pub(crate) builtin: Option<String>,
 }
 
 impl std::fmt::Debug for VulkanKernel {
@@ -271,11 +272,9 @@ fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Comp
 pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -> Result<VulkanKernel, VkError> {
     reference.check_options("vulkan", &[]).map_err(|m| refuse(sig, m))?;
     // A kernel the backend has no code for is not applicable here, before its code is verified.
-    let builtin = match reference.builtin_name() {
-        Some(b) => {
-            let name = if b.is_empty() { sig.name.as_str() } else { b };
-            Some(crate::shaders::wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?)
-        }
+    let builtin_name = reference.builtin_name().map(|b| if b.is_empty() { sig.name.as_str() } else { b });
+    let builtin = match builtin_name {
+        Some(name) => Some(crate::shaders::wgsl(name).ok_or_else(|| VkError::NotApplicable(format!("no WGSL version of kernel `{name}`")))?),
         None => None,
     };
     if builtin.is_none() && reference.code.is_none() {
@@ -311,8 +310,7 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
             }
         }
     };
-    let is_builtin = reference.builtin_name().is_some();
-    pipelines(ctx, sig, compiled, &entry).map(|k| VulkanKernel { builtin: is_builtin, ..k })
+    pipelines(ctx, sig, compiled, &entry).map(|k| VulkanKernel { builtin: builtin_name.map(str::to_string), ..k })
 }
 
 /// The kernel's pipelines from its compiled SPIR-V.
@@ -353,7 +351,7 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         body: compiled.body,
         body_stride: compiled.body_stride,
         tiles: compiled.tiles,
-        builtin: false,
+        builtin: None,
     })
 }
 
@@ -387,7 +385,7 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
         body: Err("a fused dispatch".into()),
         body_stride: 0,
         tiles: Err("a fused dispatch".into()),
-        builtin: false,
+        builtin: None,
     })
 }
 

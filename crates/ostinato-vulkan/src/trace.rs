@@ -58,7 +58,12 @@ pub(crate) fn trace(exec: &mut VulkanExec, replays: usize) -> Result<Trace, VkEr
         ));
     }
     if runs.node_count() != exec.plan.node_count() {
-        notes.push(format!("{} of {} nodes run inside fused dispatches: one bar each dispatch, naming its members", exec.fused_nodes, exec.plan.node_count()));
+        notes.push(format!(
+            "{} of {} nodes run inside fused dispatches, with {} barriers between bodies: one bar each dispatch, naming its members",
+            exec.fused_nodes,
+            exec.plan.node_count(),
+            exec.fused_barriers
+        ));
     }
     Ok(Trace {
         backend: "vulkan".into(),

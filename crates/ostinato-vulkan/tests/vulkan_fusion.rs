@@ -3,7 +3,8 @@
 //! `auto` give the host's bits; a long chain becomes one dispatch; independent chains become the
 //! workgroups of one; a body with barriers of its own fuses (and matches the host), one launched on
 //! several workgroups without tile maps is not fused, and a plan where nothing fuses records what the
-//! unfused exec records. (User kernels of many workgroups fused on maps verified from their WGSL:
+//! unfused exec records; built-in bodies ordered only through one invocation's elements fuse without
+//! a barrier between them, and keep it through a view one element apart. (User kernels of many workgroups fused on maps verified from their WGSL:
 //! `vulkan_tile_maps.rs`.)
 //! Skips without a Vulkan device.
 
@@ -246,4 +247,60 @@ fn a_block_local_chain_of_many_workgroups_is_one_dispatch_of_its_grid() {
     let plan = Plan::compile(&g2).unwrap();
     let exec = vk.instantiate(&plan, ostinato::bind_builtins(&vk, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
     assert_eq!(exec.fused_nodes(), 0);
+}
+
+/// A built-in body ordered after another only through elements one invocation touches in both needs
+/// no barrier; through a view one element apart, or `mix`'s `inp` (read at `i % n_in`), it keeps it.
+/// Each case runs and matches the host oracle.
+#[test]
+fn bodies_ordered_only_through_one_invocations_elements_fuse_without_barriers() {
+    let Some(vk) = backend_or_skip("bodies_ordered_only_through_one_invocations_elements_fuse_without_barriers") else { return };
+    let host = HostBackend::serial();
+    let on = with_fusion(&vk, FusionMode::On);
+    // (graph, barriers the fused dispatch must keep)
+    let mut cases: Vec<(Graph, usize)> = Vec::new();
+    // 64 add_one on one buffer: every element is one invocation's throughout.
+    let (plan, _) = chains(1, 64, 1);
+    cases.push((plan.graph().clone(), 0));
+    // Alternating between x[0..256] and x[1..257]: element i is invocation i's in one body and
+    // invocation i - 1's in the next.
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 4 * 257).unwrap();
+    let k = add_one(&mut g);
+    let views = [g.add_view("x0", x, 0, 1024).unwrap(), g.add_view("x1", x, 4, 1024).unwrap()];
+    for i in 0..20 {
+        g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(views[i % 2]), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+    }
+    cases.push((g, 19));
+    // add_one on x, then mix reading x as `inp` at i % 7: out[i] reads another invocation's x.
+    let mut g = Graph::new();
+    let (x, y) = (g.add_buffer("x", 1024).unwrap(), g.add_buffer("y", 1024).unwrap());
+    let k = add_one(&mut g);
+    let mix = g.add_kernel(ostinato_host::builtins::lookup("mix").unwrap().sig).unwrap();
+    let mix_args = |salt: u32| [Arg::Whole(y), Arg::Whole(x), Arg::Scalar(Scalar::u32(256)), Arg::Scalar(Scalar::u32(7)), Arg::Scalar(Scalar::u32(salt))];
+    g.add_launch(k, Launch::linear(1, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(256))], &[]).unwrap();
+    g.add_launch(mix, Launch::linear(1, 256), &mix_args(3), &[]).unwrap();
+    // mix again: `out` is y, invocation i's in both; nothing else in common but reads of x.
+    g.add_launch(mix, Launch::linear(1, 256), &mix_args(5), &[]).unwrap();
+    cases.push((g, 1));
+    for (i, (g, kept)) in cases.into_iter().enumerate() {
+        let plan = Plan::compile(&g).unwrap();
+        let mut exec = on.instantiate(&plan, ostinato::bind_builtins(&on, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!((exec.run_plan().node_count(), exec.fused_barriers()), (1, kept), "case {i}: one dispatch, {kept} barriers");
+        let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
+        // Iota: small integers (as f32, values add_one moves exactly on every device).
+        let inits: Vec<Option<ostinato::file::BufferInit>> = vec![Some(ostinato::file::BufferInit::Iota); g.buffers().len()];
+        let outs = [replay_twice(&mut exec, &inits), replay_twice(&mut oracle, &inits)];
+        assert_eq!(outs[0], outs[1], "case {i}");
+    }
+}
+
+fn replay_twice<E: Exec>(exec: &mut E, inits: &[Option<ostinato::file::BufferInit>]) -> Vec<(BufferId, Vec<u8>)>
+where
+    E::Error: std::fmt::Debug,
+{
+    write_inits(exec, inits).unwrap();
+    exec.replay().unwrap();
+    exec.replay().unwrap();
+    read_roots(exec).unwrap()
 }
