@@ -230,6 +230,8 @@ pub struct Decisions {
     /// The user's nodes and how many run inside fused kernels.
     pub nodes: usize,
     pub fused_nodes: usize,
+    /// Barriers between bodies inside the fused dispatches, where the exec counts them (Vulkan).
+    pub fused_barriers: Option<usize>,
     /// Why the other nodes run by themselves.
     pub unfused: Vec<(String, usize)>,
     /// Graph mode: how many submissions the exec measured over its first replays (1: none to
@@ -253,6 +255,7 @@ impl Decisions {
             full_edges: Self::count(d.full_edges.iter().map(|(_, _, why)| why.to_string())),
             nodes: exec.plan().node_count(),
             fused_nodes: d.fused_nodes,
+            fused_barriers: None,
             unfused: Self::count(d.unfused.into_iter().map(|(_, why)| why)),
             candidates: d.candidates,
             confirmation: d.tuned.as_ref().and_then(|t| t.confirmation.map(|(c, [auto, pick])| (t.candidates[c].0.clone(), pick, auto))),

@@ -188,6 +188,7 @@ impl Arm for OstinatoVulkan {
             full_edges: Vec::new(),
             nodes: plan.node_count(),
             fused_nodes: self.exec.fused_nodes(),
+            fused_barriers: Some(self.exec.fused_barriers()),
             unfused,
             candidates: 1,
             measured: None,

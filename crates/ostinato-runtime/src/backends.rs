@@ -109,7 +109,13 @@ impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
         let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
         let mut notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
         if exec.fused_nodes() > 0 {
-            notes.push(format!("{} of {} nodes fused: {} dispatches per replay", exec.fused_nodes(), plan.node_count(), exec.run_plan().node_count()));
+            notes.push(format!(
+                "{} of {} nodes fused: {} dispatches per replay, {} barriers between fused bodies",
+                exec.fused_nodes(),
+                plan.node_count(),
+                exec.run_plan().node_count(),
+                exec.fused_barriers()
+            ));
         }
         // Tile maps the backend could not keep (those nodes are ordered as wholes): the first few, why.
         let dropped: Vec<&ostinato_vulkan::MapUse> = exec.tile_maps().iter().filter(|m| m.kept.is_err()).collect();

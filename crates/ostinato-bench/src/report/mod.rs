@@ -548,7 +548,8 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
 }
 
 /// `REPORT.md`'s account of what Ostinato's Vulkan exec fused: per row where it fused something or
-/// did not keep a tile map, the nodes inside fused dispatches and the maps' reasons.
+/// did not keep a tile map, the nodes inside fused dispatches, the barriers between their bodies and the
+/// maps' reasons.
 fn vulkan_fusion_section(rows: &[RowResult]) -> String {
     let mut lines = Vec::new();
     for r in rows {
@@ -558,12 +559,19 @@ fn vulkan_fusion_section(rows: &[RowResult]) -> String {
         }
         let why: Vec<String> = d.unfused.iter().map(|(w, n)| format!("{n}: {w}")).collect();
         let maps = if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) };
-        lines.push(format!("- {}: {} of {} nodes fused{maps}", r.id, d.fused_nodes, d.nodes));
+        let barriers = match d.fused_barriers {
+            Some(b) if d.fused_nodes > 0 => format!(", {b} barriers between bodies"),
+            _ => String::new(),
+        };
+        lines.push(format!("- {}: {} of {} nodes fused{barriers}{maps}", r.id, d.fused_nodes, d.nodes));
     }
     if lines.is_empty() {
         return String::new();
     }
-    format!("\n## What Ostinato on Vulkan fused (nodes inside fused dispatches; tile maps it did not keep, and why)\n\n{}\n", lines.join("\n"))
+    format!(
+        "\n## What Ostinato on Vulkan fused (nodes inside fused dispatches, barriers between their bodies; tile maps it did not keep, and why)\n\n{}\n",
+        lines.join("\n")
+    )
 }
 
 /// Whether any arm timed the device (CUDA events, Vulkan timestamps): only then is the host's

@@ -143,6 +143,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         full_edges: vec![("the smaller grid has 1024 blocks, more than auto's 512".into(), 9)],
         nodes: 10,
         fused_nodes: 0,
+        fused_barriers: None,
         unfused: vec![("kernel `reduce_tree_f32` is not declared fusable".into(), 10)],
         candidates: 2,
         measured: Some(vec![("auto".into(), 10.0), ("pdl on".into(), 10.1)]),
@@ -156,6 +157,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         full_edges: vec![],
         nodes: 10,
         fused_nodes: 10,
+        fused_barriers: None,
         unfused: vec![],
         candidates: 1,
         measured: None,
@@ -170,6 +172,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         full_edges: vec![("PDL off".into(), 9)],
         nodes: 10,
         fused_nodes: 10,
+        fused_barriers: None,
         unfused: vec![],
         candidates: 2,
         measured: Some(vec![("pdl off".into(), 230.0), ("auto".into(), 344.5)]),
@@ -203,6 +206,7 @@ fn the_report_says_what_ostinato_on_vulkan_fused_and_which_maps_it_did_not_keep(
         full_edges: vec![],
         nodes: 12,
         fused_nodes: fused,
+        fused_barriers: Some(if fused == 0 { 0 } else { fused - 1 }),
         unfused,
         candidates: 1,
         measured: None,
@@ -220,7 +224,7 @@ fn the_report_says_what_ostinato_on_vulkan_fused_and_which_maps_it_did_not_keep(
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
     let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
     assert!(md.contains("## What Ostinato on Vulkan fused"), "{md}");
-    assert!(md.contains("- tiles/rms/r64x256/l4: 12 of 12 nodes fused\n"), "{md}");
+    assert!(md.contains("- tiles/rms/r64x256/l4: 12 of 12 nodes fused, 11 barriers between bodies\n"), "{md}");
     assert!(md.contains("- tiles/user/r64: 0 of 12 nodes fused (12: its tile map on `x` is not kept: kernel `k`, the access at line 9: …)"), "{md}");
     assert!(!md.contains("- geom/serial/b256/g1:"), "{md}");
 }
