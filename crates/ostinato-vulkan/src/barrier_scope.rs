@@ -168,7 +168,7 @@ mod tests {
         assert!(after.contains(&(SCOPE_WORKGROUP, SCOPE_DEVICE, false)), "the helper keeps device scope: {after:?}");
         assert!(!after.contains(&(SCOPE_WORKGROUP, SCOPE_DEVICE, true)), "{after:?}");
         // Still a module naga reads back and validates.
-        let back = naga::front::spv::parse_u8_slice(bytemuck_words(&words).as_slice(), &naga::front::spv::Options::default()).expect("parses");
+        let back = naga::front::spv::parse_u8_slice(le_bytes(&words).as_slice(), &naga::front::spv::Options::default()).expect("parses");
         naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty()).validate(&back).expect("validates");
         // A second pass finds nothing left to change.
         assert_eq!(entry_barriers_to_workgroup_scope(&mut words, "main"), Ok(0));
@@ -184,7 +184,7 @@ mod tests {
         assert!(entry_barriers_to_workgroup_scope(&mut words, "main").unwrap_err().contains("malformed instruction"));
     }
 
-    fn bytemuck_words(words: &[u32]) -> Vec<u8> {
+    fn le_bytes(words: &[u32]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 }
