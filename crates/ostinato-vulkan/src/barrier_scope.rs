@@ -184,6 +184,29 @@ mod tests {
         assert!(entry_barriers_to_workgroup_scope(&mut words, "main").unwrap_err().contains("malformed instruction"));
     }
 
+    proptest::proptest! {
+        /// Any words after a SPIR-V header, or naga's module with any word changed: an answer or an
+        /// error, never a panic, and nothing outside an `OpControlBarrier`'s memory scope changes.
+        #[test]
+        fn any_words_are_an_answer_or_an_error(body in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..64), at in 0usize..4096, word in proptest::prelude::any::<u32>()) {
+            let mut words = vec![MAGIC, 0x0001_0300, 0, 100, 0];
+            words.extend(body);
+            let _ = entry_barriers_to_workgroup_scope(&mut words, "main");
+            let mut words = spirv();
+            let i = 5 + at % (words.len() - 5);
+            words[i] = word;
+            let before = words.clone();
+            if entry_barriers_to_workgroup_scope(&mut words, "main").is_ok() {
+                let changed: Vec<usize> = (0..words.len()).filter(|&j| words[j] != before[j]).collect();
+                let list = instructions(&before).unwrap();
+                for j in changed {
+                    let barrier = list.iter().any(|(op, r)| *op == OP_CONTROL_BARRIER && r.start + 1 == j);
+                    proptest::prop_assert!(barrier, "word {j} changed outside a barrier's memory scope");
+                }
+            }
+        }
+    }
+
     fn le_bytes(words: &[u32]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
