@@ -112,6 +112,19 @@ fn shrunk_step_on_cuda_agrees_with_the_reference() {
     agrees(&device, &LlamaConfig::shrunk(96), 40, &[(PdlMode::Auto, 24), (PdlMode::Off, 24)]);
 }
 
+/// The streaming projections on one and two blocks at shrunk dims: each block takes its static tiles
+/// and then the rest by ticket, so the ring of stages wraps many times and the ticket counter resets
+/// at every launch (on 132 blocks these dims give each block at most one tile). What the sanitize
+/// stage runs racecheck on for the ring's reuse.
+#[test]
+fn shrunk_step_on_few_streaming_blocks_agrees_with_the_reference() {
+    let Some(device) = device_or_skip("shrunk_step_on_few_streaming_blocks_agrees_with_the_reference") else { return };
+    for gemv_blocks in [1, 2] {
+        print!("{gemv_blocks} streaming blocks: ");
+        agrees_with(&device, &LlamaConfig::shrunk(96), StepOptions { gemv_blocks, ..StepOptions::default() }, 40, &[(PdlMode::Auto, 6), (PdlMode::Off, 2)]);
+    }
+}
+
 /// Llama-3.2-3B's head shape (head dim 128, three query heads a KV head: 48 columns of the output
 /// projection's rows a KV head, which a warp's lanes do not share evenly) at shrunk dims.
 #[test]

@@ -48,6 +48,15 @@ fn every_head_group_and_dim_agrees_with_the_f32_reference_in_both_forms() {
     }
 }
 
+/// The streaming projections recorded on one and two blocks (every tile past a block's static ones
+/// by ticket): the step and its plan as `gpu_llama` runs them on CUDA, the twins held to the reference.
+#[test]
+fn few_streaming_blocks_agree_with_the_f32_reference() {
+    for gemv_blocks in [1, 2] {
+        teacher_forced_steps(LlamaConfig::shrunk(96), StepOptions { gemv_blocks, ..StepOptions::default() }, 4);
+    }
+}
+
 fn shrunk_3b_heads() -> LlamaConfig {
     LlamaConfig { hidden: 384, heads: 3, kv_heads: 1, head_dim: 128, ..LlamaConfig::shrunk(96) }
 }
