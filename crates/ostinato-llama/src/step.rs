@@ -106,6 +106,8 @@ const STREAM_STAGE_BYTES: u32 = 36 * 1024;
 const STREAM_SHARED: u32 = 5 * STREAM_STAGE_BYTES;
 /// Columns of an input chunk (LL_CHUNK): a unit of a streaming projection is a row's chunk.
 const CHUNK: u32 = 2048;
+/// Dot products (units) a streaming projection's tile holds at most (LB_MAX_UNITS).
+const MAX_UNITS: u32 = 64;
 
 /// The 2,048-column chunks of an input of `k` columns.
 fn chunks(k: u32) -> u32 {
@@ -238,9 +240,9 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
     let stream = |tiles: u32, shared: u32| Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(shared);
     // Units: a 2,048-column chunk of a (gate, up) pair's rows, of a row of the down projection (1, 2 or
     // 4 of them), of an LM-head row; at most 64 units a tile.
-    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, 32 / chunks(c.hidden));
-    let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, 64 / quarters(c.ffn));
-    let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, 64 / chunks(c.hidden));
+    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, MAX_UNITS / (2 * chunks(c.hidden)));
+    let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, MAX_UNITS / quarters(c.ffn));
+    let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, MAX_UNITS / chunks(c.hidden));
     let head_blocks = head_tiles.min(o.gemv_blocks);
     let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
     let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
@@ -335,7 +337,7 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
                 let args = [b(attn_out), b(attn_part), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
                 launch(&mut g, k_o, merge_launch, &args)?;
                 let qn = c.heads * c.head_dim;
-                let o_tiles = stream_tiles(c.hidden, 2 * qn, 64 / quarters(qn));
+                let o_tiles = stream_tiles(c.hidden, 2 * qn, MAX_UNITS / quarters(qn));
                 launch(&mut g, k_down, stream(o_tiles, STREAM_SHARED), &[b(x), b(o_ticket), b(lb.wo), b(attn_out), u(c.hidden), u(qn)])?;
             }
         }
@@ -394,5 +396,31 @@ impl LlamaStep {
             out[id.index()] = bytes.clone();
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of `#define name …` in the pack's CUDA source (the first definition: the build's
+    /// default where an `#ifndef` guards it).
+    fn define(name: &str) -> u32 {
+        let prefix = format!("#define {name} ");
+        let line = crate::pack::CUDA_SOURCE.lines().find_map(|l| l.trim().strip_prefix(prefix.as_str())).unwrap_or_else(|| panic!("no #define {name}"));
+        line.trim().parse().unwrap_or_else(|e| panic!("#define {name} {line}: {e}"))
+    }
+
+    /// The step sizes launches and tiles by these constants, the kernels by their defines: a change to
+    /// one side alone would launch too little shared memory or cut tiles the kernels do not.
+    #[test]
+    fn the_constants_the_step_mirrors_equal_the_kernels_defines() {
+        assert_eq!(MAX_SPLITS, define("LL_MAX_SPLITS"));
+        assert_eq!(QKV_WARPS, define("LL_QKV_WARPS"));
+        assert_eq!(CHUNK, define("LL_CHUNK"));
+        assert_eq!(STREAM_THREADS, (define("LB_CONSUMERS") + 1) * 32);
+        assert_eq!(STREAM_STAGE_BYTES, define("LB_STAGE_BYTES"));
+        assert_eq!(STREAM_SHARED, define("LB_STAGES") * define("LB_STAGE_BYTES"));
+        assert_eq!(MAX_UNITS, define("LB_MAX_UNITS"));
     }
 }
