@@ -9,7 +9,8 @@
 #                         crates/ostinato-llama/kernels/llama{_common,}.cu, lab/probes/llama_{kernels,variants}.cu
 # Stages: attributes; the per-kernel check against double precision (a failure is reported, the timing
 # still runs); kernels alone and back to back; the step per combo and position; the build variants;
-# then compute-sanitizer memcheck and racecheck on a one-layer model. Everything goes to $OUT/run.log;
+# then compute-sanitizer memcheck and racecheck on a one-layer model (RACECHECK_VARIANTS=1: racecheck on
+# each variant too). Everything goes to $OUT/run.log;
 # a summary is printed last.
 #   bash llama-step.sh D
 set -u
@@ -61,5 +62,13 @@ say memcheck
 timeout 60 compute-sanitizer --tool memcheck --leak-check no bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "memcheck rc $?" | tee -a "$LOG"
 say racecheck
 timeout 60 compute-sanitizer --tool racecheck bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "racecheck rc $?" | tee -a "$LOG"
+# RACECHECK_VARIANTS=1: racecheck on each build variant too (variants that change the kernels' synchronisation).
+if [[ ${RACECHECK_VARIANTS:-0} == 1 ]]; then
+  for vd in "${VDEFS[@]}"; do
+    v=${vd%%:*}
+    say "racecheck$v"
+    timeout 60 compute-sanitizer --tool racecheck bin/llama_kernels$v sanitize "$SPLITS" >>"$LOG" 2>&1; echo "racecheck$v rc $?" | tee -a "$LOG"
+  done
+fi
 say summary
 grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^cooperative|^  (llama_|attn|ffn_|o\+|down|lm_head)|^bulk" "$LOG" | grep -v "^  .* ok$" | tail -120

@@ -291,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
         if (f.unit(t, u, lb_stages + s * LB_STAGE_BYTES, xr, scale, q, lim, d) && lane == 0) sh.red[i % (2 * LB_STAGES)][u] = d;
       }
       __syncwarp();
-      if (lane == 0) lb_arrive(&sh.empty[s]);
+      if (LB_LANES_ARRIVING > 1 || lane == 0) lb_arrive(&sh.empty[s]);
     }
   }
   lv_ffn_finish(done, finished);
