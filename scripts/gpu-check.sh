@@ -11,7 +11,7 @@
 # families and the tiles rows; llama = the Llama steps; vk-a and vk-b, Ostinato on Vulkan against raw
 # Vulkan on the dispatch and tiles rows and on the kernel families, need .gl carried; vk-b in parts that
 # each fit a short call: vk-geom, vk-reduce, vk-memlat-dot, vk-gemv),
-# BENCH_ARGS="--tune-edge-types median" adds options.
+# BENCH_ARGS="--tune-edge-types median" adds options; OUT_PACK=1 leaves $OUT as one archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -212,5 +212,11 @@ fi
 if want quick-bench; then
   step "quick bench"
   $BIN/ostinato bench --quick --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+# OUT_PACK=1: everything under $OUT in one archive, $OUT/gpu-check.tar.gz (the device tool returns at most
+# eight files from a call); the charts' SVGs and the results' JSON stay in it too.
+if [[ ${OUT_PACK:-0} == 1 ]]; then
+  tar -C "$OUT" -czf /tmp/gpu-check.tar.gz . && find "$OUT" -mindepth 1 -delete && mv /tmp/gpu-check.tar.gz "$OUT/" \
+    || fail "packing $OUT"
 fi
 exit $status
