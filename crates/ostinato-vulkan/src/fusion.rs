@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use naga::{AddressSpace, BuiltIn, GlobalVariable, Handle, Module, ResourceBinding, Span, Type, TypeInner};
-use ostinato::fusion::{barriers_with, groups, thread_local_pair, Fusable, FuseKey, FusedLaunch, FusionMode, Group};
+use ostinato::fusion::{groups, lane_barriers, Fusable, FuseKey, FusedLaunch, FusionMode, Group};
 use ostinato::{Access, Arg, BufferId, KernelSig, Launch, NodeId, NodeOp, ParamKind, Plan, Slice};
 
 use crate::build::{NodeLayout, Params};
@@ -256,8 +256,9 @@ pub(crate) fn fuse(ctx: &Arc<Context>, plan: &Plan, kernels: &[VulkanKernel], mo
     let (mut picked, mut made, mut fused_barriers) = (Vec::new(), Vec::new(), 0);
     for gr in groups(plan, &fusable, mode) {
         let uses_shared = |v: NodeId| fusable[v.index()].is_some_and(|f| f.uses_shared);
-        let thread_local = |u, v| thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
-        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
+        // A built-in's WGSL twin loops over the dispatch's linear invocation index (`ost_group` × 256 + the
+        // local index, the stride `ost_groups` × 256), as its CUDA C does over the thread index.
+        let bars = lane_barriers(plan, &gr, uses_shared, |k| kernels[k.index()].builtin.as_deref());
         // A group past the device's binding limit stays unfused (its nodes run as they are).
         if let Some(f) = Fused::new(ctx, plan, kernels, &gr, &bars, &format!("ostinato_fused_{}", made.len()))? {
             fused_barriers += bars.iter().flatten().filter(|&&b| b).count();
@@ -282,15 +283,6 @@ pub(crate) fn fuse(ctx: &Arc<Context>, plan: &Plan, kernels: &[VulkanKernel], mo
     let fused_nodes = picked.iter().map(Group::len).sum();
     let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
     Ok(Some(FusedPlan { plan: fused_plan, kernels: all, dispatches, fused_nodes, fused_barriers, units }))
-}
-
-/// The bytes each invocation of node `v` touches through param `p`, where its kernel is a built-in
-/// whose WGSL twin follows the core's stated per-invocation footprint: invocation `L` of `N` (the
-/// dispatch's linear invocation index: `ost_group` × 256 + the local index, the stride `ost_groups` ×
-/// 256) touches only the elements `L + k·N`; a user's kernel states none.
-fn builtin_thread_footprint(plan: &Plan, kernels: &[VulkanKernel], v: NodeId, p: usize) -> Option<u64> {
-    let NodeOp::Kernel { kernel, .. } = &plan.graph().node(v).op else { return None };
-    kernels[kernel.index()].builtin.as_deref().and_then(|name| ostinato::builtins::thread_footprint(name, p))
 }
 
 /// One distinct body function of a fused dispatch: a kernel on its roots, and the fused dispatch's

@@ -9,7 +9,7 @@ use ostinato::{NodeOp, Plan};
 use super::components::{generate_components, VIEW_BYTES_PER_THREAD};
 use super::source::{generate, Staging, FUSED_ENTRY};
 use super::stage::{Bodies, STAGE_BUDGET_BYTES};
-use super::{all_groups, barriers, barriers_with, Fusable, FuseKey, FusionMode, Group};
+use super::{all_groups, barriers, lane_barriers, Fusable, FuseKey, FusionMode, Group};
 use crate::device::Device;
 use crate::error::{CudaError, Result};
 use crate::lower::{helper_dims, Dims};
@@ -60,20 +60,6 @@ fn body_of<'a>(
     let (block, dynamic) = (dims.block, dims.shared);
     let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
     Ok((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
-}
-
-/// Node `v`'s per-thread footprint through its kernel param `p` (`ostinato::builtins::thread_footprint`):
-/// stated for the built-ins, whose CUDA C runs the kernel header's grid-stride loop over the linear
-/// thread index; `None` for every other kernel (a user's body keeps its barriers) and for copies and
-/// fills.
-fn builtin_thread_footprint(plan: &Plan, kernels: &[CudaKernel], v: ostinato::NodeId, p: usize) -> Option<u64> {
-    let NodeOp::Kernel { kernel, .. } = &plan.graph().node(v).op else { return None };
-    let k = &kernels[kernel.index()];
-    if k.build.builtin {
-        ostinato::builtins::thread_footprint(&k.entry, p)
-    } else {
-        None
-    }
 }
 
 /// What fusion made of a plan: the fused plan (`None`: nothing fused), and why each of the user's
@@ -199,8 +185,9 @@ pub fn fuse(
         // unrolled, an H200 ran 941-deep `add_one` chains of 1,024 and 8,192 blocks 10% and 7% faster
         // without them (with the loop rolled they had run slower there; docs/tiles.md, "Barriers
         // between bodies").
-        let thread_local = |u, v| ostinato::fusion::thread_local_pair(plan, u, v, |w, p| builtin_thread_footprint(plan, kernels, w, p));
-        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers_with(plan, l, uses_shared, thread_local)).collect();
+        // A built-in's CUDA C runs the kernel header's grid-stride loop over the linear thread index.
+        let builtin = |k: ostinato::KernelId| kernels[k.index()].build.builtin.then_some(kernels[k.index()].entry.as_str());
+        let bars = lane_barriers(plan, gr, uses_shared, builtin);
         let staging = Staging { bodies: Bodies { plain: &plain, attributed: &attributed }, budget: (*budget).min(STAGE_BUDGET_BYTES) };
         let staging = verified.is_some().then_some(&staging);
         fused.push(generate(plan, gr, &format!("ostinato_fused_{i}"), &body.source, &bars, &entry, staging));

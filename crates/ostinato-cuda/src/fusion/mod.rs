@@ -27,7 +27,9 @@ pub mod rewrite;
 pub mod source;
 pub mod stage;
 
-pub use ostinato::fusion::{all_groups, barriers, barriers_with, component_groups, groups, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS};
+pub use ostinato::fusion::{
+    all_groups, barriers, barriers_with, component_groups, groups, lane_barriers, Fusable, FuseKey, FusionMode, Group, MAX_FUSED_BLOCKS,
+};
 
 #[cfg(test)]
 mod tests;

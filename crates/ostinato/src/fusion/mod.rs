@@ -322,6 +322,20 @@ pub fn barriers_with(plan: &Plan, run: &[NodeId], uses_shared: impl Fn(NodeId) -
     out
 }
 
+/// The barriers of every lane of `gr` ([`barriers_with`]), where an ordering between two built-ins is
+/// thread-local by their kernels' stated per-thread footprints ([`crate::builtins::thread_footprint`]:
+/// each built-in's code, CUDA C or WGSL, runs its grid-stride loop over the launch's linear thread
+/// index). `builtin(k)` names the built-in kernel `k` runs, `None` for a user's kernel (whose bodies
+/// keep their barriers). One list per lane, one flag per node, as [`barriers_with`] gives.
+pub fn lane_barriers<'k>(plan: &Plan, gr: &Group, uses_shared: impl Fn(NodeId) -> bool, builtin: impl Fn(KernelId) -> Option<&'k str>) -> Vec<Vec<bool>> {
+    let footprint = |v: NodeId, p: usize| match &plan.graph().node(v).op {
+        NodeOp::Kernel { kernel, .. } => builtin(*kernel).and_then(|name| crate::builtins::thread_footprint(name, p)),
+        _ => None,
+    };
+    let thread_local = |u, v| thread_local_pair(plan, u, v, footprint);
+    gr.lanes.iter().map(|l| barriers_with(plan, l, &uses_shared, thread_local)).collect()
+}
+
 /// Whether two nodes of one fused run touch their common bytes thread by thread (see
 /// [`barriers_with`]), from a per-thread footprint of each node's params: `footprint(v, p)` is
 /// `Some(e)` where thread `L` (the launch's linear thread index, of `N` threads in all) touches
