@@ -26,6 +26,9 @@ pub(crate) enum Params {
     None,
     /// Push constants, these bytes (every scalar a constant).
     Pushed(Vec<u8>),
+    /// The kernel as written ([`VulkanKernel::as_written`]), these scalar bytes pushed (every scalar a
+    /// constant, every element offset 0).
+    AsWritten(Vec<u8>),
     /// This byte offset of the params buffer (the node takes a slot, or its kernel has no push build).
     Buffer(u64),
 }
@@ -278,7 +281,10 @@ fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, a
         bindings.push((root, at, (end - at).max(4)));
     }
     let slotted = args.iter().any(|a| matches!(a, Arg::Slot(_)));
+    let scalar_bytes = crate::kernel::params_layout(sig).1 as usize;
+    let offsets_zero = k.offsets_at.is_none_or(|at| block[at as usize..].iter().all(|&b| b == 0));
     let params = match (k.params_bytes, &k.push) {
+        _ if !slotted && offsets_zero && k.as_written.is_some() => Params::AsWritten(block[..scalar_bytes].to_vec()),
         (0, _) => Params::None,
         (_, Some(_)) if !slotted => Params::Pushed(block.clone()),
         _ => Params::Buffer(0),
@@ -518,11 +524,12 @@ impl Recorder<'_> {
                                 bindings.extend(l.params_bindings.iter().map(|&(o, range)| (self.params, at + o, range)));
                                 rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
                             }
-                            Params::Pushed(bytes) => {
-                                let push = k
-                                    .push
-                                    .as_ref()
-                                    .ok_or_else(|| VkError::Internal { op: "record", reason: format!("node n{n}: no push-constant pipeline") })?;
+                            Params::Pushed(bytes) | Params::AsWritten(bytes) => {
+                                let (push, which) = match &l.params {
+                                    Params::Pushed(_) => (k.push.as_ref(), "push-constant"),
+                                    _ => (k.as_written.as_ref(), "as-written"),
+                                };
+                                let push = push.ok_or_else(|| VkError::Internal { op: "record", reason: format!("node n{n}: no {which} pipeline") })?;
                                 let mut words = bytes.clone();
                                 words.resize(bytes.len().div_ceil(4) * 4, 0);
                                 rec.dispatch(push, &bindings, &words, launch.grid)?;

@@ -8,7 +8,10 @@
 //! command buffer, no memory read) and one with them moved to that storage buffer by rewriting the
 //! module's address space before validation (for nodes that take a slot). A `.spv` kernel follows the
 //! storage-buffer convention only. After the scalars, the params block holds each buffer binding's
-//! element offset ([`crate::offsets`]), so a slice may start at any byte.
+//! element offset ([`crate::offsets`]), so a slice may start at any byte. Where that rewrite changed a
+//! WGSL module, a third pipeline runs the module as written (push constants, no offsets): a node whose
+//! scalars are all constants and whose every slice starts on a binding boundary runs it, the same code
+//! a Vulkan user records by hand, without an add per index.
 
 use std::ffi::CString;
 use std::sync::Arc;
@@ -28,6 +31,10 @@ pub struct VulkanKernel {
     pub(crate) pipeline: Arc<Pipeline>,
     /// Scalars as push constants (WGSL kernels with scalars): what a node without slots launches.
     pub(crate) push: Option<Arc<Pipeline>>,
+    /// The WGSL module as written (its scalars as push constants, no element offsets), where the offset
+    /// rewrite changed it: what a node without slots whose every element offset is 0 launches, pushing
+    /// the scalars alone.
+    pub(crate) as_written: Option<Arc<Pipeline>>,
     pub name: String,
     /// Storage-buffer params, in order.
     pub buffers: u32,
@@ -83,6 +90,8 @@ fn refuse(sig: &KernelSig, message: impl Into<String>) -> VkError {
 pub(crate) struct Compiled {
     pub(crate) words: Vec<u32>,
     pub(crate) push_words: Option<Vec<u32>>,
+    /// The module as written, where the offset rewrite changed it (WGSL only).
+    pub(crate) as_written_words: Option<Vec<u32>>,
     pub(crate) workgroup: Option<[u32; 3]>,
     pub(crate) offsets: Offsets,
     pub(crate) body: Result<Arc<Body>, String>,
@@ -191,7 +200,9 @@ fn compile_wgsl_here(sig: &KernelSig, source: &str, entry: &str) -> Result<Compi
     let float_atomics = uses_float_atomics(&module);
     let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?;
     let tiles = tile_code(sig, &module, &info, entry, ParamsAt::Immediate, Some(source));
+    let written = spirv_words(sig, &module, &info, entry)?;
     let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
+    let as_written_words = offsets.at.is_some().then_some(written);
     let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate, Some(source));
     let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
     let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?) } else { None };
@@ -202,7 +213,7 @@ fn compile_wgsl_here(sig: &KernelSig, source: &str, entry: &str) -> Result<Compi
         }
     }
     let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
-    Ok(Compiled { words, push_words, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
+    Ok(Compiled { words, push_words, as_written_words, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
 }
 
 /// The module (as written, before the offset rewrite) as the tile check reads it.
@@ -234,6 +245,7 @@ fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Comp
         Compiled {
             words,
             push_words: None,
+            as_written_words: None,
             workgroup,
             offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes },
             body: Err(why.clone()),
@@ -263,7 +275,7 @@ fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Comp
         return Ok(Compiled { offsets, body, body_stride, tiles, float_atomics, ..as_given(String::new(), Some(workgroup)) });
     }
     let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
-    Ok(Compiled { words, push_words: None, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
+    Ok(Compiled { words, push_words: None, as_written_words: None, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
 }
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
@@ -316,7 +328,7 @@ pub(crate) fn bind(ctx: &Arc<Context>, sig: &KernelSig, reference: &KernelRef) -
 /// The kernel's pipelines from its compiled SPIR-V.
 fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &str) -> Result<VulkanKernel, VkError> {
     let n_buf = n_buffers(sig);
-    let (scalar_offsets, _) = params_layout(sig);
+    let (scalar_offsets, scalar_bytes) = params_layout(sig);
     let params_bytes = compiled.offsets.params_bytes;
     let bindings = n_buf + u32::from(params_bytes > 0);
     let c_entry = CString::new(entry).map_err(|_| refuse(sig, "the entry name holds a NUL byte"))?;
@@ -338,9 +350,14 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         Some(w) => Some(Arc::new(Pipeline::with_entry(ctx, w, n_buf, push_bytes, &c_entry).map_err(named)?)),
         None => None,
     };
+    let as_written = match &compiled.as_written_words {
+        Some(w) => Some(Arc::new(Pipeline::with_entry(ctx, w, n_buf, scalar_bytes.div_ceil(4) * 4, &c_entry).map_err(named)?)),
+        None => None,
+    };
     Ok(VulkanKernel {
         pipeline: Arc::new(pipeline),
         push,
+        as_written,
         name: sig.name.clone(),
         buffers: n_buf,
         scalar_offsets,
@@ -375,6 +392,7 @@ pub(crate) fn fused_kernel(ctx: &Arc<Context>, name: &str, module: naga::Module,
     Ok(VulkanKernel {
         pipeline: Arc::new(pipeline),
         push: None,
+        as_written: None,
         name: name.to_string(),
         buffers: bindings,
         scalar_offsets: Vec::new(),

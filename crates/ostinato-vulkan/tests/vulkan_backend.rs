@@ -102,7 +102,7 @@ fn random_programs_match_the_host_oracle_bit_for_bit() {
     // Every node its own dispatch (fusion off: the fused programs are `vulkan_fusion`'s).
     let vk = vk.with_options(ostinato_vulkan::VulkanOptions { fusion: ostinato_vulkan::FusionMode::Off, ..Default::default() });
     let host = HostBackend::serial();
-    let (mut barriers, mut nodes, mut pushed, mut slotted) = (0, 0, 0, 0);
+    let (mut barriers, mut nodes, mut pushed, mut written, mut slotted) = (0, 0, 0, 0, 0);
     for seed in 0..60u64 {
         let plan = Plan::compile(&program(seed, 4 + seed as usize % 40)).unwrap();
         let kernels = ostinato::bind_builtins(&vk, &plan).unwrap();
@@ -116,13 +116,30 @@ fn random_programs_match_the_host_oracle_bit_for_bit() {
             .clone()
             .filter(|n| matches!(&n.op, ostinato::NodeOp::Kernel { args, .. } if args.iter().any(|a| matches!(a, ostinato::Arg::Slot(_)))))
             .count();
-        assert_eq!(exec.pushed_dispatches(), kernel_nodes.count() - with_slot, "seed {seed}");
+        assert_eq!(exec.pushed_dispatches(), kernel_nodes.clone().count() - with_slot, "seed {seed}");
+        // Of those, the nodes whose every slice starts on a binding boundary run the kernel as written.
+        let align = vk.context().storage_alignment();
+        let g = plan.graph();
+        let as_written = kernel_nodes
+            .filter(|n| match &n.op {
+                ostinato::NodeOp::Kernel { args, .. } => {
+                    !args.iter().any(|a| matches!(a, ostinato::Arg::Slot(_)))
+                        && args.iter().all(|a| !matches!(a, ostinato::Arg::Buffer(s) if g.root_extent(*s).1 % align != 0))
+                }
+                _ => false,
+            })
+            .count();
+        assert_eq!(exec.as_written_dispatches(), as_written, "seed {seed}");
         pushed += exec.pushed_dispatches();
+        written += as_written;
         slotted += with_slot;
         let mut oracle = host.instantiate(&plan, ostinato::bind_builtins(&host, &plan).unwrap(), ostinato::allocate_all(&plan)).unwrap();
         assert_eq!(run(&mut exec, &plan, seed, 3, true), run(&mut oracle, &plan, seed, 3, true), "seed {seed}");
     }
-    eprintln!("compared 60 random programs ({nodes} nodes, {barriers} barriers, {pushed} dispatches with push constants, {slotted} with a slot) bitwise with the host oracle");
+    eprintln!(
+        "compared 60 random programs ({nodes} nodes, {barriers} barriers, {pushed} dispatches with push constants ({written} of them as written), {slotted} with a slot) bitwise with the host oracle"
+    );
+    assert!(written > 0 && written < pushed, "both pushed pipelines exercised: {written} of {pushed} as written");
     // The plan's lanes on separate queues where the device has several; on a device of one queue,
     // the lanes' segments and semaphores all on it (the same submissions, run one after another).
     let queues = vk.context().queue_count();
