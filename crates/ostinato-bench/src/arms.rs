@@ -66,6 +66,9 @@ pub enum ArmKind {
     OstinatoVulkanEvents,
     /// Ablation: Ostinato's Vulkan backend without chain fusion.
     OstinatoVulkanUnfused,
+    /// Ablation: every node's kernel with element offsets added to its indices, even where its slices
+    /// start on binding boundaries (`VulkanOptions::as_written` off).
+    OstinatoVulkanOffsets,
 }
 
 impl ArmKind {
@@ -102,10 +105,11 @@ impl ArmKind {
             ArmKind::OstinatoVulkanTimeline => "ostinato-vulkan-timeline",
             ArmKind::OstinatoVulkanEvents => "ostinato-vulkan-events",
             ArmKind::OstinatoVulkanUnfused => "ostinato-vulkan-unfused",
+            ArmKind::OstinatoVulkanOffsets => "ostinato-vulkan-offsets",
         }
     }
     /// The Vulkan arms: the raw baseline, Ostinato's Vulkan backend and its ablations.
-    pub const VULKAN: [ArmKind; 7] = [
+    pub const VULKAN: [ArmKind; 8] = [
         ArmKind::Vulkan,
         ArmKind::OstinatoVulkan,
         ArmKind::OstinatoVulkanLanes,
@@ -113,8 +117,9 @@ impl ArmKind {
         ArmKind::OstinatoVulkanTimeline,
         ArmKind::OstinatoVulkanEvents,
         ArmKind::OstinatoVulkanUnfused,
+        ArmKind::OstinatoVulkanOffsets,
     ];
-    pub const CUDA: [ArmKind; 19] = [
+    pub const CUDA: [ArmKind; 20] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
@@ -125,6 +130,7 @@ impl ArmKind {
         ArmKind::OstinatoVulkanTimeline,
         ArmKind::OstinatoVulkanEvents,
         ArmKind::OstinatoVulkanUnfused,
+        ArmKind::OstinatoVulkanOffsets,
         ArmKind::Ostinato,
         ArmKind::OstinatoUnfused,
         ArmKind::OstinatoFusionOn,
@@ -138,7 +144,7 @@ impl ArmKind {
     pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
     /// The arms `--arms` may pick in the host matrix: the host's and, on whatever Vulkan device is
     /// found (lavapipe on a machine without a GPU), the Vulkan arms.
-    pub const HOST_SELECTABLE: [ArmKind; 9] = [
+    pub const HOST_SELECTABLE: [ArmKind; 10] = [
         ArmKind::HostSerial,
         ArmKind::OstinatoHost,
         ArmKind::Vulkan,
@@ -148,6 +154,7 @@ impl ArmKind {
         ArmKind::OstinatoVulkanTimeline,
         ArmKind::OstinatoVulkanEvents,
         ArmKind::OstinatoVulkanUnfused,
+        ArmKind::OstinatoVulkanOffsets,
     ];
     /// The options of an Ostinato Vulkan arm (`None` for the raw baseline and non-Vulkan arms).
     pub fn vulkan_options(self) -> Option<ostinato_vulkan::VulkanOptions> {
@@ -160,6 +167,7 @@ impl ArmKind {
             ArmKind::OstinatoVulkanTimeline => VulkanOptions { ordering: ReplayOrdering::Timeline, ..base },
             ArmKind::OstinatoVulkanEvents => VulkanOptions { ordering: ReplayOrdering::Events, ..base },
             ArmKind::OstinatoVulkanUnfused => VulkanOptions { fusion: FusionMode::Off, ..base },
+            ArmKind::OstinatoVulkanOffsets => VulkanOptions { as_written: false, ..base },
             _ => return None,
         })
     }

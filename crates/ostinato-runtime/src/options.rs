@@ -241,6 +241,7 @@ impl ExecOptions {
                 WaitTimeout::Never => None,
                 WaitTimeout::After(d) => Some(d),
             },
+            ..defaults
         })
     }
 

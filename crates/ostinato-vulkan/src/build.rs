@@ -145,7 +145,7 @@ pub(crate) fn build(
         None => (None, kernels, Vec::new(), 0, 0, ostinato::trace::unit_per_node(plan.node_count())),
     };
     let runs = run_plan.as_ref().unwrap_or(plan);
-    let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches)?;
+    let mut layouts = layout_nodes(ctx, runs, &kernels, &dispatches, options.as_written)?;
     let (params, slot_uses) = write_params(ctx, runs, &mut layouts)?;
     let roots = allocate_roots(ctx, runs, buffers, options.wait_timeout)?;
     let cmds = commands(runs);
@@ -211,8 +211,15 @@ pub(crate) fn binding_start(start: u64, element: u64, align: u64) -> Option<(u64
     (0..=align).map(|k| k * element).take_while(|&back| back <= start).map(|back| start - back).find(|a| a % align == 0).map(|a| (a, (start - a) / element))
 }
 
-/// Each kernel node's bindings and params block (fused dispatches' from `dispatches`).
-fn layout_nodes(ctx: &Context, plan: &Plan, kernels: &[VulkanKernel], dispatches: &[Option<FusedDispatch>]) -> Result<Vec<Option<NodeLayout>>, VkError> {
+/// Each kernel node's bindings and params block (fused dispatches' from `dispatches`); `as_written`:
+/// whether a node that may run its kernel as written does ([`crate::VulkanOptions::as_written`]).
+fn layout_nodes(
+    ctx: &Context,
+    plan: &Plan,
+    kernels: &[VulkanKernel],
+    dispatches: &[Option<FusedDispatch>],
+    as_written: bool,
+) -> Result<Vec<Option<NodeLayout>>, VkError> {
     let g = plan.graph();
     let mut out = Vec::with_capacity(plan.node_count());
     for (i, node) in g.nodes().iter().enumerate() {
@@ -224,14 +231,15 @@ fn layout_nodes(ctx: &Context, plan: &Plan, kernels: &[VulkanKernel], dispatches
             out.push(Some(d.layout.clone()));
             continue;
         }
-        out.push(Some(layout_kernel_node(ctx, plan, NodeId(i as u32), &kernels[kernel.index()], args)?));
+        out.push(Some(layout_kernel_node(ctx, plan, NodeId(i as u32), &kernels[kernel.index()], args, as_written)?));
     }
     Ok(out)
 }
 
 /// One kernel node's layout: each buffer slice bound from the aligned byte at or below its start, the
-/// rest as an element offset in the params block.
-fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, args: &[Arg]) -> Result<NodeLayout, VkError> {
+/// rest as an element offset in the params block; a node with no slot and no element offset runs the
+/// kernel as written where it has that build and `as_written` allows.
+fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, args: &[Arg], as_written: bool) -> Result<NodeLayout, VkError> {
     let g = plan.graph();
     let sig = g.kernel(match &g.node(n).op {
         NodeOp::Kernel { kernel, .. } => *kernel,
@@ -284,7 +292,7 @@ fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, a
     let scalar_bytes = crate::kernel::params_layout(sig).1 as usize;
     let offsets_zero = k.offsets_at.is_none_or(|at| block[at as usize..].iter().all(|&b| b == 0));
     let params = match (k.params_bytes, &k.push) {
-        _ if !slotted && offsets_zero && k.as_written.is_some() => Params::AsWritten(block[..scalar_bytes].to_vec()),
+        _ if as_written && !slotted && offsets_zero && k.as_written.is_some() => Params::AsWritten(block[..scalar_bytes].to_vec()),
         (0, _) => Params::None,
         (_, Some(_)) if !slotted => Params::Pushed(block.clone()),
         _ => Params::Buffer(0),

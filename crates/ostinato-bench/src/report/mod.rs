@@ -226,6 +226,7 @@ fn arm_meaning(kind: ArmKind) -> &'static str {
         ArmKind::OstinatoVulkanTimeline => "Ostinato on Vulkan, each submission waiting on the previous one's timeline value",
         ArmKind::OstinatoVulkanEvents => "Ostinato on Vulkan, each replay waiting on an event the previous one sets",
         ArmKind::OstinatoVulkanUnfused => "Ostinato on Vulkan without chain fusion",
+        ArmKind::OstinatoVulkanOffsets => "Ostinato on Vulkan, every kernel with element offsets (none run as written)",
     }
 }
 
