@@ -9,7 +9,7 @@ use ostinato::{check_bindings, Arg, BufferBinding, BufferId, NodeId, NodeOp, Pla
 use crate::commands::{commands, Cmd};
 use crate::error::MisalignedSlice;
 use crate::exec::{Resources, Submission, VulkanExec, VulkanMemory};
-use crate::ffi::{Buffer, Context};
+use crate::ffi::{Buffer, Context, Pipeline};
 use crate::fusion::{FusedDispatch, FusedPlan};
 use crate::kernel::VulkanKernel;
 use crate::lane_run::LaneRun;
@@ -26,9 +26,6 @@ pub(crate) enum Params {
     None,
     /// Push constants, these bytes (every scalar a constant).
     Pushed(Vec<u8>),
-    /// The kernel as written ([`VulkanKernel::as_written`]), these scalar bytes pushed (every scalar a
-    /// constant, every element offset 0).
-    AsWritten(Vec<u8>),
     /// This byte offset of the params buffer (the node takes a slot, or its kernel has no push build).
     Buffer(u64),
 }
@@ -78,6 +75,9 @@ pub(crate) struct NodeLayout {
     /// The params block's bindings after the buffers': (offset in the block, range) each (one, the
     /// whole block, but for a fused dispatch: one per body function).
     pub(crate) params_bindings: Vec<(u64, u64)>,
+    /// The kernel's pipeline as written ([`crate::kernel::AsWritten`]) where the node runs it (every
+    /// element offset 0): pushed, its scalars alone; else `None`, the kernel's own pipelines.
+    pub(crate) as_written: Option<Arc<Pipeline>>,
 }
 
 /// A kernel node's params block with its scalars written (slots at their initial values), and where
@@ -214,7 +214,7 @@ pub(crate) fn binding_start(start: u64, element: u64, align: u64) -> Option<(u64
 /// Each kernel node's bindings and params block (fused dispatches' from `dispatches`); `as_written`:
 /// whether a node that may run its kernel as written does ([`crate::VulkanOptions::as_written`]).
 fn layout_nodes(
-    ctx: &Context,
+    ctx: &Arc<Context>,
     plan: &Plan,
     kernels: &[VulkanKernel],
     dispatches: &[Option<FusedDispatch>],
@@ -239,7 +239,7 @@ fn layout_nodes(
 /// One kernel node's layout: each buffer slice bound from the aligned byte at or below its start, the
 /// rest as an element offset in the params block; a node with no slot and no element offset runs the
 /// kernel as written where it has that build and `as_written` allows.
-fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, args: &[Arg], as_written: bool) -> Result<NodeLayout, VkError> {
+fn layout_kernel_node(ctx: &Arc<Context>, plan: &Plan, n: NodeId, k: &VulkanKernel, args: &[Arg], as_written: bool) -> Result<NodeLayout, VkError> {
     let g = plan.graph();
     let sig = g.kernel(match &g.node(n).op {
         NodeOp::Kernel { kernel, .. } => *kernel,
@@ -289,16 +289,23 @@ fn layout_kernel_node(ctx: &Context, plan: &Plan, n: NodeId, k: &VulkanKernel, a
         bindings.push((root, at, (end - at).max(4)));
     }
     let slotted = args.iter().any(|a| matches!(a, Arg::Slot(_)));
-    let scalar_bytes = crate::kernel::params_layout(sig).1 as usize;
-    let offsets_zero = k.offsets_at.is_none_or(|at| block[at as usize..].iter().all(|&b| b == 0));
     let params = match (k.params_bytes, &k.push) {
-        _ if as_written && !slotted && offsets_zero && k.as_written.is_some() => Params::AsWritten(block[..scalar_bytes].to_vec()),
         (0, _) => Params::None,
         (_, Some(_)) if !slotted => Params::Pushed(block.clone()),
         _ => Params::Buffer(0),
     };
+    let offsets_zero = k.offsets_at.is_none_or(|at| block[at as usize..].iter().all(|&b| b == 0));
+    let (params, as_written) = match (&k.as_written, params) {
+        (Some(w), Params::Pushed(bytes)) if as_written && offsets_zero => {
+            // The module as written takes the scalars alone.
+            let scalar_bytes = crate::kernel::params_layout(sig).1 as usize;
+            (Params::Pushed(bytes[..scalar_bytes].to_vec()), Some(w.pipeline(ctx, true)?))
+        }
+        (Some(w), Params::Buffer(at)) if as_written && offsets_zero => (Params::Buffer(at), Some(w.pipeline(ctx, false)?)),
+        (_, params) => (params, None),
+    };
     let params_bindings = vec![(0, block.len() as u64)];
-    Ok(NodeLayout { bindings, params, block, slot_uses, params_bindings })
+    Ok(NodeLayout { bindings, params, block, slot_uses, params_bindings, as_written })
 }
 
 /// The params buffer: each node's block that lives there, at the device's storage alignment; and per
@@ -530,14 +537,14 @@ impl Recorder<'_> {
                         match &l.params {
                             Params::Buffer(at) => {
                                 bindings.extend(l.params_bindings.iter().map(|&(o, range)| (self.params, at + o, range)));
-                                rec.dispatch(&k.pipeline, &bindings, &[], launch.grid)?;
+                                rec.dispatch(l.as_written.as_ref().unwrap_or(&k.pipeline), &bindings, &[], launch.grid)?;
                             }
-                            Params::Pushed(bytes) | Params::AsWritten(bytes) => {
-                                let (push, which) = match &l.params {
-                                    Params::Pushed(_) => (k.push.as_ref(), "push-constant"),
-                                    _ => (k.as_written.as_ref(), "as-written"),
-                                };
-                                let push = push.ok_or_else(|| VkError::Internal { op: "record", reason: format!("node n{n}: no {which} pipeline") })?;
+                            Params::Pushed(bytes) => {
+                                let push = l
+                                    .as_written
+                                    .as_ref()
+                                    .or(k.push.as_ref())
+                                    .ok_or_else(|| VkError::Internal { op: "record", reason: format!("node n{n}: no push-constant pipeline") })?;
                                 let mut words = bytes.clone();
                                 words.resize(bytes.len().div_ceil(4) * 4, 0);
                                 rec.dispatch(push, &bindings, &words, launch.grid)?;

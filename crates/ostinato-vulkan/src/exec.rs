@@ -266,11 +266,11 @@ impl VulkanExec {
         self.pushed
     }
 
-    /// How many of the pushed dispatches run their kernel as written (no element offsets: every slice
-    /// starts on a binding boundary), the code a hand-recorded command buffer runs.
+    /// How many dispatches run their kernel as written (no element offsets: every slice starts on a
+    /// binding boundary), the code a hand-recorded command buffer runs.
     pub fn as_written_dispatches(&self) -> usize {
         let layouts = self.res.as_ref().map_or(&[][..], |r| &r.layouts[..]);
-        layouts.iter().flatten().filter(|l| matches!(l.params, crate::build::Params::AsWritten(_))).count()
+        layouts.iter().flatten().filter(|l| l.as_written.is_some()).count()
     }
 
     pub fn device_name(&self) -> &str {

@@ -553,6 +553,12 @@ pub struct Pipeline {
     pub push_bytes: u32,
 }
 
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pipeline({} bindings, {} push-constant bytes)", self.bindings, self.push_bytes)
+    }
+}
+
 impl Pipeline {
     /// A pipeline of entry point `main`.
     pub fn new(ctx: &Arc<Context>, spirv: &[u32], bindings: u32, push_bytes: u32) -> Result<Pipeline, VkError> {

@@ -433,7 +433,7 @@ fn fused_layout(
         }
     }
     let params_bindings = vec![(0, (block.len() as u64).max(4))];
-    Ok((NodeLayout { bindings, params: Params::Buffer(0), block, slot_uses, params_bindings }, bases))
+    Ok((NodeLayout { bindings, params: Params::Buffer(0), block, slot_uses, params_bindings, as_written: None }, bases))
 }
 
 /// The fused module: every function's body imported, and an entry point `main` whose workgroup `b`

@@ -9,12 +9,11 @@
 //! module's address space before validation (for nodes that take a slot). A `.spv` kernel follows the
 //! storage-buffer convention only. After the scalars, the params block holds each buffer binding's
 //! element offset ([`crate::offsets`]), so a slice may start at any byte. Where that rewrite changed a
-//! WGSL module, a third pipeline runs the module as written (push constants, no offsets): a node whose
-//! scalars are all constants and whose every slice starts on a binding boundary runs it, the same code
-//! a Vulkan user records by hand, without an add per index.
+//! module, the module as written is kept too ([`AsWritten`]): a node whose every slice starts on a
+//! binding boundary runs it, the same code a Vulkan user records by hand, without an add per index.
 
 use std::ffi::CString;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ostinato::{KernelRef, KernelSig, ParamKind, ScalarType};
 
@@ -31,10 +30,9 @@ pub struct VulkanKernel {
     pub(crate) pipeline: Arc<Pipeline>,
     /// Scalars as push constants (WGSL kernels with scalars): what a node without slots launches.
     pub(crate) push: Option<Arc<Pipeline>>,
-    /// The WGSL module as written (its scalars as push constants, no element offsets), where the offset
-    /// rewrite changed it: what a node without slots whose every element offset is 0 launches, pushing
-    /// the scalars alone.
-    pub(crate) as_written: Option<Arc<Pipeline>>,
+    /// The module as written, where the offset rewrite changed it: what a node whose every element
+    /// offset is 0 launches.
+    pub(crate) as_written: Option<Arc<AsWritten>>,
     pub name: String,
     /// Storage-buffer params, in order.
     pub buffers: u32,
@@ -90,8 +88,8 @@ fn refuse(sig: &KernelSig, message: impl Into<String>) -> VkError {
 pub(crate) struct Compiled {
     pub(crate) words: Vec<u32>,
     pub(crate) push_words: Option<Vec<u32>>,
-    /// The module as written, where the offset rewrite changed it (WGSL only).
-    pub(crate) as_written_words: Option<Vec<u32>>,
+    /// The module as written, where the offset rewrite changed it.
+    pub(crate) as_written: Option<Builds>,
     pub(crate) workgroup: Option<[u32; 3]>,
     pub(crate) offsets: Offsets,
     pub(crate) body: Result<Arc<Body>, String>,
@@ -100,6 +98,45 @@ pub(crate) struct Compiled {
     /// The module adds f32 atomically (an `atomic<f32>`): the device must have
     /// [`Context::float32_atomic_add`].
     pub(crate) float_atomics: bool,
+}
+
+/// A module's SPIR-V: scalars in the storage buffer after the buffers, and as push constants where the
+/// module takes them.
+pub(crate) struct Builds {
+    pub(crate) storage: Vec<u32>,
+    pub(crate) push: Option<Vec<u32>>,
+}
+
+/// A kernel's module as written (no element offsets), where the offset rewrite changed it: its builds,
+/// each made a pipeline the first time a node runs it (most kernels never run at a boundary, or never
+/// take a slot, so the pipelines nobody runs are never made).
+pub(crate) struct AsWritten {
+    builds: Builds,
+    entry: CString,
+    /// The kernel's buffer params; the push-constant bytes of the push build.
+    n_buf: u32,
+    push_bytes: u32,
+    storage: OnceLock<Arc<Pipeline>>,
+    push: OnceLock<Arc<Pipeline>>,
+}
+
+impl AsWritten {
+    /// The pipeline of the push-constant build (`pushed`) or of the storage build, made on first use.
+    pub(crate) fn pipeline(&self, ctx: &Arc<Context>, pushed: bool) -> Result<Arc<Pipeline>, VkError> {
+        let (cell, words, bindings, push_bytes) = match (pushed, &self.builds.push) {
+            (true, Some(w)) => (&self.push, w, self.n_buf, self.push_bytes),
+            // A WGSL module without scalars: its one build reads no params, and nothing is pushed.
+            (true, None) => (&self.push, &self.builds.storage, self.n_buf, 0),
+            // The scalars in the params buffer, after the buffers.
+            (false, _) => (&self.storage, &self.builds.storage, self.n_buf + 1, 0),
+        };
+        if let Some(p) = cell.get() {
+            return Ok(p.clone());
+        }
+        let made = Arc::new(Pipeline::with_entry(ctx, words, bindings, push_bytes, &self.entry)?);
+        // Two threads may make it at once: the first one stored is kept.
+        Ok(cell.get_or_init(|| made).clone())
+    }
 }
 
 /// What naga accepts beyond the base language in every module it validates for this backend: f32
@@ -200,20 +237,26 @@ fn compile_wgsl_here(sig: &KernelSig, source: &str, entry: &str) -> Result<Compi
     let float_atomics = uses_float_atomics(&module);
     let info = validate(sig, &module, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?;
     let tiles = tile_code(sig, &module, &info, entry, ParamsAt::Immediate, Some(source));
-    let written = spirv_words(sig, &module, &info, entry)?;
+    let written = module.clone();
     let offsets = add_offsets(&mut module, &info, n_buf, params_layout(sig).1, ParamsVar::Immediate);
-    let as_written_words = offsets.at.is_some().then_some(written);
+    let as_written = if offsets.at.is_some() { Some(wgsl_builds(sig, written, entry, n_buf)?) } else { None };
     let (body, body_stride) = fusion_body(&module, entry, &offsets, n_buf, ParamsVar::Immediate, Some(source));
+    let Builds { storage: words, push: push_words } = wgsl_builds(sig, module, entry, n_buf)?;
+    Ok(Compiled { words, push_words, as_written, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
+}
+
+/// A WGSL module's builds: as it takes its scalars (push constants), where it takes any, and with them
+/// moved to the storage buffer at binding `n_buf` (by rewriting the address space before validation).
+fn wgsl_builds(sig: &KernelSig, mut module: naga::Module, entry: &str, n_buf: u32) -> Result<Builds, VkError> {
     let has_push = module.global_variables.iter().any(|(_, v)| v.space == naga::AddressSpace::Immediate);
-    let push_words = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?) } else { None };
+    let push = if has_push { Some(write_spirv(sig, &module, entry, naga::valid::Capabilities::IMMEDIATES | FLOAT_ATOMICS)?) } else { None };
     for (_, var) in module.global_variables.iter_mut() {
         if var.space == naga::AddressSpace::Immediate {
             var.space = naga::AddressSpace::Storage { access: naga::StorageAccess::LOAD };
             var.binding = Some(naga::ResourceBinding { group: 0, binding: n_buf });
         }
     }
-    let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
-    Ok(Compiled { words, push_words, as_written_words, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
+    Ok(Builds { storage: write_spirv(sig, &module, entry, FLOAT_ATOMICS)?, push })
 }
 
 /// The module (as written, before the offset rewrite) as the tile check reads it.
@@ -245,7 +288,7 @@ fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Comp
         Compiled {
             words,
             push_words: None,
-            as_written_words: None,
+            as_written: None,
             workgroup,
             offsets: Offsets { bindings, at: None, params_bytes: scalar_bytes },
             body: Err(why.clone()),
@@ -275,7 +318,9 @@ fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Comp
         return Ok(Compiled { offsets, body, body_stride, tiles, float_atomics, ..as_given(String::new(), Some(workgroup)) });
     }
     let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
-    Ok(Compiled { words, push_words: None, as_written_words: None, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
+    // The words as given run where every element offset of a node is 0.
+    let as_written = Some(Builds { storage: bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(), push: None });
+    Ok(Compiled { words, push_words: None, as_written, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
 }
 
 /// Binds `reference` for `sig`: `builtin:NAME` (the WGSL twins of the built-in kernels), a `.wgsl`
@@ -350,10 +395,9 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         Some(w) => Some(Arc::new(Pipeline::with_entry(ctx, w, n_buf, push_bytes, &c_entry).map_err(named)?)),
         None => None,
     };
-    let as_written = match &compiled.as_written_words {
-        Some(w) => Some(Arc::new(Pipeline::with_entry(ctx, w, n_buf, scalar_bytes.div_ceil(4) * 4, &c_entry).map_err(named)?)),
-        None => None,
-    };
+    let as_written = compiled.as_written.map(|builds| {
+        Arc::new(AsWritten { builds, entry: c_entry.clone(), n_buf, push_bytes: scalar_bytes.div_ceil(4) * 4, storage: OnceLock::new(), push: OnceLock::new() })
+    });
     Ok(VulkanKernel {
         pipeline: Arc::new(pipeline),
         push,
