@@ -237,8 +237,8 @@ fn layout_nodes(
 }
 
 /// One kernel node's layout: each buffer slice bound from the aligned byte at or below its start, the
-/// rest as an element offset in the params block; a node with no slot and no element offset runs the
-/// kernel as written where it has that build and `as_written` allows.
+/// rest as an element offset in the params block; a node whose element offsets are all 0 runs the
+/// kernel as written where the kernel keeps that module and `as_written` allows.
 fn layout_kernel_node(ctx: &Arc<Context>, plan: &Plan, n: NodeId, k: &VulkanKernel, args: &[Arg], as_written: bool) -> Result<NodeLayout, VkError> {
     let g = plan.graph();
     let sig = g.kernel(match &g.node(n).op {

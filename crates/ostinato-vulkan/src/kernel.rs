@@ -112,6 +112,8 @@ pub(crate) struct Builds {
 /// take a slot, so the pipelines nobody runs are never made).
 pub(crate) struct AsWritten {
     builds: Builds,
+    /// The kernel's name, which an error making a pipeline names.
+    kernel: String,
     entry: CString,
     /// The kernel's buffer params; the push-constant bytes of the push build.
     n_buf: u32,
@@ -133,7 +135,9 @@ impl AsWritten {
         if let Some(p) = cell.get() {
             return Ok(p.clone());
         }
-        let made = Arc::new(Pipeline::with_entry(ctx, words, bindings, push_bytes, &self.entry)?);
+        let made = Pipeline::with_entry(ctx, words, bindings, push_bytes, &self.entry)
+            .map_err(|e| VkError::Shader { kernel: self.kernel.clone(), message: format!("entry point `{}` as written: {e}", self.entry.to_string_lossy()) })?;
+        let made = Arc::new(made);
         // Two threads may make it at once: the first one stored is kept.
         Ok(cell.get_or_init(|| made).clone())
     }
@@ -396,7 +400,15 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         None => None,
     };
     let as_written = compiled.as_written.map(|builds| {
-        Arc::new(AsWritten { builds, entry: c_entry.clone(), n_buf, push_bytes: scalar_bytes.div_ceil(4) * 4, storage: OnceLock::new(), push: OnceLock::new() })
+        Arc::new(AsWritten {
+            builds,
+            kernel: sig.name.clone(),
+            entry: c_entry.clone(),
+            n_buf,
+            push_bytes: scalar_bytes.div_ceil(4) * 4,
+            storage: OnceLock::new(),
+            push: OnceLock::new(),
+        })
     });
     Ok(VulkanKernel {
         pipeline: Arc::new(pipeline),
