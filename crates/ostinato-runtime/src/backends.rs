@@ -108,6 +108,13 @@ impl RuntimeBackend for ostinato_vulkan::VulkanBackend {
     fn notes(&self, exec: &ostinato_vulkan::VulkanExec, plan: &Plan) -> Vec<String> {
         let barriers = exec.commands().iter().filter(|c| matches!(c, ostinato_vulkan::commands::Cmd::Barrier { .. })).count();
         let mut notes = vec![format!("{barriers} barriers for {} edges, on {}", plan.edges().len(), exec.device_name())];
+        let dispatches = exec.run_plan().graph().nodes().iter().filter(|n| matches!(n.op, ostinato::NodeOp::Kernel { .. })).count();
+        if dispatches > 0 {
+            notes.push(format!(
+                "{} of {dispatches} kernel dispatches run their kernel as written (every slice at a binding boundary; fused dispatches and slices off a boundary add an element offset to each index)",
+                exec.as_written_dispatches()
+            ));
+        }
         if exec.fused_nodes() > 0 {
             notes.push(format!(
                 "{} of {} nodes fused: {} dispatches per replay, {} barriers between fused bodies",
