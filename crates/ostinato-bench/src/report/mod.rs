@@ -518,13 +518,30 @@ fn decisions_section(backend: BenchBackend, rows: &[RowResult]) -> String {
             continue;
         }
         let why = |v: &[(String, usize)]| v.iter().map(|(w, n)| format!("{n}: {w}")).collect::<Vec<_>>().join("; ");
+        // The same exec's timed replays (its instance's median), beside what it measured while tuning:
+        // where the two part, the choice was made on conditions the timed replays did not see.
+        let timed = r
+            .arms
+            .iter()
+            .find(|a| a.arm == ours(backend))
+            .and_then(|a| a.instances.first())
+            .and_then(|i| i.median)
+            .map_or(String::new(), |m| format!(", then {:.3} in its timed replays", m * r.dispatches_per_replay as f64));
         let mut parts = Vec::new();
         match (switched, &d.measured) {
             (Some(m), _) => {
                 let auto = m.iter().find(|(label, _)| label == "auto").map_or(f64::NAN, |(_, t)| *t);
-                parts.push(format!("measured {} submissions, chose `{}` ({:.3} µs per replay; auto's own {auto:.3})", m.len(), m[0].0, m[0].1));
+                parts.push(format!("measured {} submissions, chose `{}` ({:.3} µs per replay{timed}; auto's own {auto:.3})", m.len(), m[0].0, m[0].1));
             }
-            (None, Some(m)) if m.len() > 1 => parts.push(format!("measured {} submissions, kept auto's own", m.len())),
+            (None, Some(m)) if m.len() > 1 => {
+                let auto = m.iter().find(|(label, _)| label == "auto").map_or(f64::NAN, |(_, t)| *t);
+                let (label, best) =
+                    m.iter().filter(|(label, _)| label != "auto").min_by(|a, b| a.1.total_cmp(&b.1)).map_or(("", f64::NAN), |(l, t)| (l.as_str(), *t));
+                parts.push(format!(
+                    "measured {} submissions, kept auto's own ({auto:.3} µs per replay{timed}; the fastest other, `{label}`, {best:.3})",
+                    m.len()
+                ));
+            }
             _ => {}
         }
         if let Some((label, pick, auto)) = &d.confirmation {

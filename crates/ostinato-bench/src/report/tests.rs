@@ -149,6 +149,9 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         measured: Some(vec![("auto".into(), 10.0), ("pdl on".into(), 10.1)]),
         confirmation: None,
     });
+    // The same exec's timed replays, beside its tuning: 1.05 µs a dispatch, ten a replay.
+    a.dispatches_per_replay = 10;
+    a.arms[0].instances = vec![crate::matrix::InstanceResult { median: Some(1.05), timed_samples: 9, decisions: None }];
     let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
     b.family = "geometry serial";
     b.arms[0].decisions = Some(crate::arms::Decisions {
@@ -185,7 +188,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     assert!(md.contains("| reduction serial | 1 | 0 | 1.50× (1/0/0) | 1.20× (1/0/0) | 3.00× (1/0/0) | 1 | 1 |"), "{md}");
     assert!(md.contains("| geometry serial | 1 | 0 | 3.00× (1/0/0) | 2.00× (1/0/0) | 5.00× (1/0/0) | 0 | 0 |"), "{md}");
     assert!(
-        md.contains("- reduce/tree-f32/serial/n1M: measured 2 submissions, kept auto's own; PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
+        md.contains("- reduce/tree-f32/serial/n1M: measured 2 submissions, kept auto's own (10.000 µs per replay, then 10.500 in its timed replays; the fastest other, `pdl on`, 10.100); PDL on 0 of 9 edges (9: the smaller grid has 1024 blocks, more than auto's 512); 0 of 10 nodes fused (10: kernel `reduce_tree_f32` is not declared fusable)"),
         "{md}"
     );
     assert!(!md.contains("- geom/serial/b256/g1:"), "a row where nothing was turned down gets no line: {md}");
