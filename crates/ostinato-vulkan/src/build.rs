@@ -248,6 +248,8 @@ fn layout_kernel_node(ctx: &Arc<Context>, plan: &Plan, n: NodeId, k: &VulkanKern
     let align = ctx.min_storage_align;
     let (mut block, slot_uses) = scalars_block(g, args, k, n)?;
     let mut bindings = Vec::new();
+    // Whether every binding starts on a boundary (no element offset): the node may run the kernel as written.
+    let mut offsets_zero = true;
     let buffers = sig.params.iter().zip(args).filter_map(|(p, a)| if let Arg::Buffer(s) = a { Some((p, *s)) } else { None });
     for (b, (p, s)) in buffers.enumerate() {
         let (root, start, end) = g.root_extent(s);
@@ -265,6 +267,7 @@ fn layout_kernel_node(ctx: &Arc<Context>, plan: &Plan, n: NodeId, k: &VulkanKern
         };
         let (at, off) = binding_start(start, info.element_size as u64, align).ok_or_else(misaligned)?;
         if off > 0 {
+            offsets_zero = false;
             if let Err(why) = &info.offsets {
                 return Err(VkError::NotApplicable(format!(
                     "node n{n} (kernel `{}`): param `{}` starts at byte {start} of its buffer, {off} elements past a {align}-byte binding boundary, but binding {b} cannot take an element offset: {why}",
@@ -294,12 +297,10 @@ fn layout_kernel_node(ctx: &Arc<Context>, plan: &Plan, n: NodeId, k: &VulkanKern
         (_, Some(_)) if !slotted => Params::Pushed(block.clone()),
         _ => Params::Buffer(0),
     };
-    let offsets_zero = k.offsets_at.is_none_or(|at| block[at as usize..].iter().all(|&b| b == 0));
     let (params, as_written) = match (&k.as_written, params) {
         (Some(w), Params::Pushed(bytes)) if as_written && offsets_zero => {
             // The module as written takes the scalars alone.
-            let scalar_bytes = crate::kernel::params_layout(sig).1 as usize;
-            (Params::Pushed(bytes[..scalar_bytes].to_vec()), Some(w.pipeline(ctx, true)?))
+            (Params::Pushed(bytes[..w.scalar_bytes as usize].to_vec()), Some(w.pipeline(ctx, true)?))
         }
         (Some(w), Params::Buffer(at)) if as_written && offsets_zero => (Params::Buffer(at), Some(w.pipeline(ctx, false)?)),
         (_, params) => (params, None),

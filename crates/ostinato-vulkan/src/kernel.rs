@@ -115,9 +115,9 @@ pub(crate) struct AsWritten {
     /// The kernel's name, which an error making a pipeline names.
     kernel: String,
     entry: CString,
-    /// The kernel's buffer params; the push-constant bytes of the push build.
+    /// The kernel's buffer params; the bytes of its scalars (what a node pushes to the push build).
     n_buf: u32,
-    push_bytes: u32,
+    pub(crate) scalar_bytes: u32,
     storage: OnceLock<Arc<Pipeline>>,
     push: OnceLock<Arc<Pipeline>>,
 }
@@ -126,7 +126,8 @@ impl AsWritten {
     /// The pipeline of the push-constant build (`pushed`) or of the storage build, made on first use.
     pub(crate) fn pipeline(&self, ctx: &Arc<Context>, pushed: bool) -> Result<Arc<Pipeline>, VkError> {
         let (cell, words, bindings, push_bytes) = match (pushed, &self.builds.push) {
-            (true, Some(w)) => (&self.push, w, self.n_buf, self.push_bytes),
+            // Push-constant ranges are whole 4-byte words.
+            (true, Some(w)) => (&self.push, w, self.n_buf, self.scalar_bytes.div_ceil(4) * 4),
             // A WGSL module without scalars: its one build reads no params, and nothing is pushed.
             (true, None) => (&self.push, &self.builds.storage, self.n_buf, 0),
             // The scalars in the params buffer, after the buffers.
@@ -286,11 +287,11 @@ pub(crate) fn compile_spirv(sig: &KernelSig, bytes: &[u8], entry: &str) -> Resul
 fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Compiled, VkError> {
     let n_buf = n_buffers(sig);
     let scalar_bytes = params_layout(sig).1;
+    let given: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let as_given = |why: String, workgroup: Option<[u32; 3]>| {
         let bindings = (0..n_buf).map(|_| BindingInfo { element_size: 1, element: "?".into(), offsets: Err(why.clone()) }).collect();
-        let words = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         Compiled {
-            words,
+            words: given.clone(),
             push_words: None,
             as_written: None,
             workgroup,
@@ -323,7 +324,7 @@ fn compile_spirv_here(sig: &KernelSig, bytes: &[u8], entry: &str) -> Result<Comp
     }
     let words = write_spirv(sig, &module, entry, FLOAT_ATOMICS)?;
     // The words as given run where every element offset of a node is 0.
-    let as_written = Some(Builds { storage: bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(), push: None });
+    let as_written = Some(Builds { storage: given, push: None });
     Ok(Compiled { words, push_words: None, as_written, workgroup: Some(workgroup), offsets, body, body_stride, tiles, float_atomics })
 }
 
@@ -400,15 +401,7 @@ fn pipelines(ctx: &Arc<Context>, sig: &KernelSig, compiled: Compiled, entry: &st
         None => None,
     };
     let as_written = compiled.as_written.map(|builds| {
-        Arc::new(AsWritten {
-            builds,
-            kernel: sig.name.clone(),
-            entry: c_entry.clone(),
-            n_buf,
-            push_bytes: scalar_bytes.div_ceil(4) * 4,
-            storage: OnceLock::new(),
-            push: OnceLock::new(),
-        })
+        Arc::new(AsWritten { builds, kernel: sig.name.clone(), entry: c_entry.clone(), n_buf, scalar_bytes, storage: OnceLock::new(), push: OnceLock::new() })
     });
     Ok(VulkanKernel {
         pipeline: Arc::new(pipeline),

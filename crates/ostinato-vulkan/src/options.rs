@@ -21,9 +21,10 @@ pub struct VulkanOptions {
     /// How long `wait` (and a drop, a `set_slot`, a read or write, which wait first) may wait for
     /// submitted replays; past it the exec is faulted. `None`: for ever.
     pub wait_timeout: Option<Duration>,
-    /// Whether a node whose scalars are all constants and whose every slice starts on a binding
-    /// boundary runs its WGSL kernel as written (`true`, the default), or, like every other node,
-    /// the build that adds an element offset to each index (`false`: an ablation, docs/fences.md).
+    /// Whether a node whose every slice starts on a binding boundary runs its kernel as written
+    /// (`true`, the default: the module before the element-offset rewrite, a `.spv` file's words as
+    /// given), or, like every other node, the build that adds an element offset to each index
+    /// (`false`: an ablation, docs/fences.md).
     pub as_written: bool,
 }
 
