@@ -41,6 +41,66 @@ pub struct StepTimeline {
     pub critical_bars: usize,
     /// The same exec's step untraced (two events around one replay), µs.
     pub untraced_step_us: f64,
+    /// The last step's edges between bars, grouped by producer and consumer kernel and edge kind: how
+    /// long after its producer ended each consumer's bar began (negative where its first block began
+    /// first, resident beside the producer and waiting).
+    pub handovers: Vec<Handover>,
+}
+
+/// The edges of one traced step between kernel `from` and kernel `to` kept as `kind`.
+#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+pub struct Handover {
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub edges: usize,
+    /// The consumer's start less the producer's end, µs: the median, least and most over the edges.
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+}
+
+/// `t`'s replay `r` edge gaps ([`ostinato::Trace::edge_gaps`]) grouped by the kernels at their ends
+/// (a fused bar by its first member's kernel, marked `+`) and their kind, in the order first met.
+pub fn handovers(t: &ostinato::Trace, plan: &ostinato::Plan, r: usize) -> Vec<Handover> {
+    let g = plan.graph();
+    let name = |v: ostinato::NodeId| match &g.node(v).op {
+        ostinato::NodeOp::Kernel { kernel, .. } => g.kernel(*kernel).name.clone(),
+        _ => format!("n{v}"),
+    };
+    let unit_of = t.unit_of(plan.node_count());
+    let label = |v: ostinato::NodeId| {
+        let fused = unit_of.get(v.index()).and_then(|&u| t.units.get(u)).is_some_and(|m| m.len() > 1);
+        let first = unit_of.get(v.index()).and_then(|&u| t.units.get(u)).and_then(|m| m.first().copied()).unwrap_or(v);
+        if fused {
+            format!("{}+", name(first))
+        } else {
+            name(v)
+        }
+    };
+    let mut groups: Vec<(Handover, Vec<f64>)> = Vec::new();
+    for (e, gap) in t.edge_gaps(r) {
+        let (from, to, kind) = (label(e.from), label(e.to), e.kind.as_str().to_string());
+        let us = gap as f64 / 1e3;
+        match groups.iter_mut().find(|(h, _)| h.from == from && h.to == to && h.kind == kind) {
+            Some((_, v)) => v.push(us),
+            None => groups.push((Handover { from, to, kind, ..Handover::default() }, vec![us])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut h, mut v)| {
+            v.sort_by(f64::total_cmp);
+            h.edges = v.len();
+            h.median_us = match v.len() % 2 {
+                1 => v[v.len() / 2],
+                _ => (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0,
+            };
+            h.min_us = v[0];
+            h.max_us = v[v.len() - 1];
+            h
+        })
+        .collect()
 }
 
 /// Whether `w` is the row whose step is traced.
@@ -87,6 +147,7 @@ pub fn trace_step(
         longest_gap_us: last.gaps.iter().map(|(a, b)| us(b - a)).fold(0.0, f64::max),
         critical_bars: t.critical_path(t.replays.len().saturating_sub(1)).len(),
         untraced_step_us,
+        handovers: handovers(&t, exec.plan(), t.replays.len().saturating_sub(1)),
     })
 }
 
@@ -140,12 +201,57 @@ pub fn markdown(rows: &[(&str, &Result<StepTimeline, String>)]) -> String {
             }
         }
     }
+    for (id, t) in rows.iter().filter_map(|(id, r)| r.as_ref().ok().map(|t| (id, t))).filter(|(_, t)| !t.handovers.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\n{id}: where each kernel's bar began against its producer's end, µs (negative: its first block was resident, and waiting, before the producer ended)\n"
+        );
+        let _ = writeln!(s, "| producer | consumer | edge | edges | median | least | most |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for h in &t.handovers {
+            let _ = writeln!(s, "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |", h.from, h.to, h.kind, h.edges, h.median_us, h.min_us, h.max_us);
+        }
+    }
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handovers_group_the_edges_by_their_kernels_and_kind() {
+        use ostinato::{Access, Arg, EdgeKind, Graph, KernelSig, Launch, Plan, Span, Trace};
+        // p -> q -> p -> q, each reading and writing x.
+        let mut g = Graph::new();
+        let x = g.add_buffer("x", 64).unwrap();
+        let p = g.add_kernel(KernelSig::new("p").buffer("x", Access::ReadWrite)).unwrap();
+        let q = g.add_kernel(KernelSig::new("q").buffer("x", Access::ReadWrite)).unwrap();
+        for k in [p, q, p, q] {
+            g.add_launch(k, Launch::linear(1, 32), &[Arg::Whole(x)], &[]).unwrap();
+        }
+        let plan = Plan::compile(&g).unwrap();
+        let unit_of: Vec<usize> = (0..4).collect();
+        let bars = [(0, 0, 10_000), (1, 9_000, 20_000), (2, 22_000, 30_000), (3, 27_000, 40_000)];
+        let t = Trace {
+            places: vec!["stream".into()],
+            units: ostinato::trace::unit_per_node(4),
+            edges: ostinato::trace::edges_of(&plan, &unit_of, |_| EdgeKind::Programmatic),
+            replays: vec![bars.iter().map(|&(unit, start_ns, end_ns)| Span { unit, place: 0, start_ns, end_ns }).collect()],
+            ..Trace::default()
+        };
+        let h = handovers(&t, &plan, 0);
+        let row = |from: &str, to: &str, edges, median_us, min_us, max_us| Handover {
+            from: from.into(),
+            to: to.into(),
+            kind: "programmatic".into(),
+            edges,
+            median_us,
+            min_us,
+            max_us,
+        };
+        assert_eq!(h, vec![row("p", "q", 2, -2.0, -3.0, -1.0), row("q", "p", 1, 2.0, 2.0, 2.0)]);
+    }
 
     #[test]
     fn the_report_section_gives_the_last_steps_sums_and_links_the_files() {
@@ -162,6 +268,15 @@ mod tests {
             longest_gap_us: 0.75,
             critical_bars: 82,
             untraced_step_us: 827.0,
+            handovers: vec![Handover {
+                from: "llama_o".into(),
+                to: "llama_ffn_in".into(),
+                kind: "programmatic".into(),
+                edges: 16,
+                median_us: -0.84,
+                min_us: -1.5,
+                max_us: 0.25,
+            }],
         };
         let ok = Ok(t);
         let failed = Err("CUPTI unavailable".to_string());
@@ -169,6 +284,7 @@ mod tests {
         assert!(md.contains("## One step, node by node"), "{md}");
         assert!(md.contains("| llama/1b/pos1024 | 82 | 81 | 830.5 (827.0) | 870.2 | 829.0 | 1.5 (3, 0.75) | 82 | [llama_1b_pos1024.trace.json](llama_1b_pos1024.trace.json)"), "{md}");
         assert!(md.contains("| llama/1b/pos1024@64 | trace failed: CUPTI unavailable |"), "{md}");
+        assert!(md.contains("| llama_o | llama_ffn_in | programmatic | 16 | -0.84 | -1.50 | 0.25 |"), "{md}");
         assert_eq!(markdown(&[]), "");
     }
 }

@@ -264,6 +264,36 @@ impl Trace {
         least
     }
 
+    /// Replay `r`'s edges between two units, each with the time from its producer's end to its
+    /// consumer's start, in ns: negative where the consumer's bar began first (a programmatic edge or a
+    /// hand-off whose consumer was resident, and waiting, before its producer ended). Edges inside one
+    /// unit and edges of a unit without a bar are left out; several edges between the same two units
+    /// give one entry (the first). Empty for a replay the trace lacks.
+    pub fn edge_gaps(&self, r: usize) -> Vec<(TraceEdge, i64)> {
+        let Some(spans) = self.replays.get(r) else { return Vec::new() };
+        let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
+        let unit_of = self.unit_of(nodes);
+        let mut bar_of: Vec<Option<Span>> = vec![None; self.units.len()];
+        for s in spans {
+            if let Some(slot) = bar_of.get_mut(s.unit as usize) {
+                *slot = Some(*s);
+            }
+        }
+        let mut seen: Vec<(usize, usize)> = Vec::new();
+        let mut out = Vec::new();
+        for e in &self.edges {
+            let (Some(&a), Some(&b)) = (unit_of.get(e.from.index()), unit_of.get(e.to.index())) else { continue };
+            if a == b || seen.contains(&(a, b)) {
+                continue;
+            }
+            if let (Some(Some(pa)), Some(Some(pb))) = (bar_of.get(a), bar_of.get(b)) {
+                seen.push((a, b));
+                out.push((*e, pb.start_ns as i64 - pa.end_ns as i64));
+            }
+        }
+        out
+    }
+
     /// The time of [`Trace::tightest_order_gap`] alone.
     pub fn tightest_order_gap_ns(&self) -> Option<i64> {
         self.tightest_order_gap().map(|(gap, _, _)| gap)
@@ -419,6 +449,23 @@ mod tests {
         // b ends last: a then b.
         let t = trace(&p, &[(2, 0, 5), (0, 0, 10), (1, 10, 20)]);
         assert_eq!(t.critical_path(0), vec![1, 2]);
+    }
+
+    #[test]
+    fn edge_gaps_give_each_edge_between_units_its_consumers_start_less_its_producers_end() {
+        let p = plan();
+        // a -> b: b starts 3 ns before a ends (a programmatic edge), then 4 ns after.
+        let mut t = trace(&p, &[(0, 0, 10), (1, 7, 20), (2, 5, 30)]);
+        t.edges[0].kind = EdgeKind::Programmatic;
+        assert_eq!(t.edge_gaps(0), vec![(t.edges[0], -3)]);
+        let t = trace(&p, &[(0, 0, 10), (1, 14, 20), (2, 5, 30)]);
+        assert_eq!(t.edge_gaps(0), vec![(t.edges[0], 4)]);
+        assert_eq!(t.edge_gaps(1), vec![], "a replay the trace lacks");
+        // Inside one fused unit there is no gap to give.
+        let mut t = trace(&p, &[(0, 0, 20), (1, 5, 30)]);
+        t.units = vec![vec![NodeId(0), NodeId(1)], vec![NodeId(2)]];
+        t.edges = edges_of(&p, &[0, 0, 1], |_| EdgeKind::Full);
+        assert_eq!(t.edge_gaps(0), vec![]);
     }
 
     #[test]
