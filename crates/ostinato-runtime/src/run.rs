@@ -152,8 +152,43 @@ fn trace_notes(t: &ostinato::Trace) -> Vec<String> {
     if n > 4 {
         out.insert(3, format!("trace: … {} more replays (the JSON has them all)", n - 4));
     }
+    out.extend(edge_gap_notes(t, n.saturating_sub(1)));
     out.extend(t.notes.iter().map(|n| format!("trace: {n}")));
     out
+}
+
+/// One line per kind of edge between two bars in replay `r`: how many, the median, least and most time
+/// from the producer's end to the consumer's start ([`ostinato::Trace::edge_gaps`]), and how many
+/// consumers began before their producer ended.
+fn edge_gap_notes(t: &ostinato::Trace, r: usize) -> Vec<String> {
+    let gaps = t.edge_gaps(r);
+    let mut kinds: Vec<ostinato::EdgeKind> = Vec::new();
+    for (e, _) in &gaps {
+        if !kinds.contains(&e.kind) {
+            kinds.push(e.kind);
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let mut v: Vec<i64> = gaps.iter().filter(|(e, _)| e.kind == kind).map(|(_, g)| *g).collect();
+            v.sort_unstable();
+            let us = |ns: i64| ns as f64 / 1e3;
+            let median = match v.len() % 2 {
+                1 => us(v[v.len() / 2]),
+                _ => (us(v[v.len() / 2 - 1]) + us(v[v.len() / 2])) / 2.0,
+            };
+            let early = v.iter().filter(|&&g| g < 0).count();
+            format!(
+                "trace: replay {r}: {} {} edges between bars, consumer start − producer end median {:.2} µs (least {:.2}, most {:.2}); {early} consumers began before their producer ended",
+                v.len(),
+                kind.as_str(),
+                median,
+                us(v[0]),
+                us(v[v.len() - 1]),
+            )
+        })
+        .collect()
 }
 
 /// Compares every root buffer of `got` with `want`'s, piece by piece; the first differing byte is

@@ -217,6 +217,9 @@ fn run_with_a_trace_passes_its_check_on_the_host() {
     assert!(r.checked);
     assert_eq!(validate(&json, 5, 3), Ok(15));
     assert!(r.notes.iter().any(|n| n.starts_with("trace: replay 2:")), "{:?}", r.notes);
+    // The host keeps every edge as a full dependency: each consumer starts after its producer ended.
+    let gaps = r.notes.iter().find(|n| n.contains("full edges between bars")).unwrap_or_else(|| panic!("{:?}", r.notes));
+    assert!(gaps.ends_with("; 0 consumers began before their producer ended"), "{gaps}");
     assert!(svg.contains("host: 5 nodes"));
 }
 
