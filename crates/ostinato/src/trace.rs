@@ -279,7 +279,7 @@ impl Trace {
                 *slot = Some(*s);
             }
         }
-        let mut seen: Vec<(usize, usize)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for e in &self.edges {
             let (Some(&a), Some(&b)) = (unit_of.get(e.from.index()), unit_of.get(e.to.index())) else { continue };
@@ -287,7 +287,7 @@ impl Trace {
                 continue;
             }
             if let (Some(Some(pa)), Some(Some(pb))) = (bar_of.get(a), bar_of.get(b)) {
-                seen.push((a, b));
+                seen.insert((a, b));
                 out.push((*e, pb.start_ns as i64 - pa.end_ns as i64));
             }
         }
