@@ -71,6 +71,9 @@ fn validate(json: &Value, n: usize, replays: usize) -> Result<usize, String> {
                 if !["full", "programmatic", "barrier", "handoff"].contains(&name) {
                     return Err(format!("flow named {name}"));
                 }
+                if !e["args"].get("gap_ns").is_some_and(Value::is_i64) {
+                    return Err(format!("a flow without its gap (consumer start less producer end) in ns: {e}"));
+                }
                 flows.entry(int(e, "id")?).or_default().push((ph.to_string(), int(e, "tid")?, num(e, "ts")?));
             }
             other => return Err(format!("unknown phase {other}")),
