@@ -53,6 +53,11 @@ def test_trace_returns_the_event_object_writes_both_files_and_changes_no_byte(ba
     assert got == want
     assert nodes_per_replay(out["traceEvents"]) == {0: [0, 1, 2], 1: [0, 1, 2], 2: [0, 1, 2]}
     assert out["otherData"]["backend"] == backend
+    # Each edge's flow carries the consumer's start less the producer's end; on these clocks (no
+    # slack) an edge that orders completion never has a consumer that began first.
+    flows = [e for e in out["traceEvents"] if e.get("cat") == "edge"]
+    assert flows and all(isinstance(e["args"]["gap_ns"], int) for e in flows)
+    assert all(e["args"]["gap_ns"] >= 0 for e in flows if e["name"] in ("full", "barrier"))
     flows = [e for e in out["traceEvents"] if e["ph"] == "s"]
     assert len(flows) == 3 and {f["name"] for f in flows} <= {"full", "barrier"}
     assert json.load(open(tmp_path / "t.json")) == out
