@@ -69,36 +69,24 @@ pub fn handovers(t: &ostinato::Trace, plan: &ostinato::Plan, r: usize) -> Vec<Ha
         _ => format!("n{v}"),
     };
     let unit_of = t.unit_of(plan.node_count());
-    let label = |v: ostinato::NodeId| {
-        let fused = unit_of.get(v.index()).and_then(|&u| t.units.get(u)).is_some_and(|m| m.len() > 1);
-        let first = unit_of.get(v.index()).and_then(|&u| t.units.get(u)).and_then(|m| m.first().copied()).unwrap_or(v);
-        if fused {
-            format!("{}+", name(first))
-        } else {
-            name(v)
-        }
+    let label = |v: ostinato::NodeId| match unit_of.get(v.index()).and_then(|&u| t.units.get(u)) {
+        Some(members) if members.len() > 1 => format!("{}+", name(members[0])),
+        _ => name(v),
     };
-    let mut groups: Vec<(Handover, Vec<f64>)> = Vec::new();
+    let mut groups: Vec<(Handover, Vec<i64>)> = Vec::new();
     for (e, gap) in t.edge_gaps(r) {
         let (from, to, kind) = (label(e.from), label(e.to), e.kind.as_str().to_string());
-        let us = gap as f64 / 1e3;
         match groups.iter_mut().find(|(h, _)| h.from == from && h.to == to && h.kind == kind) {
-            Some((_, v)) => v.push(us),
-            None => groups.push((Handover { from, to, kind, ..Handover::default() }, vec![us])),
+            Some((_, v)) => v.push(gap),
+            None => groups.push((Handover { from, to, kind, ..Handover::default() }, vec![gap])),
         }
     }
     groups
         .into_iter()
-        .map(|(mut h, mut v)| {
-            v.sort_by(f64::total_cmp);
-            h.edges = v.len();
-            h.median_us = match v.len() % 2 {
-                1 => v[v.len() / 2],
-                _ => (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0,
-            };
-            h.min_us = v[0];
-            h.max_us = v[v.len() - 1];
-            h
+        .filter_map(|(h, v)| {
+            let s = ostinato::GapSummary::of(&v)?;
+            let us = |ns: i64| ns as f64 / 1e3;
+            Some(Handover { edges: s.edges, median_us: s.median_ns / 1e3, min_us: us(s.least_ns), max_us: us(s.most_ns), ..h })
         })
         .collect()
 }

@@ -170,23 +170,19 @@ fn edge_gap_notes(t: &ostinato::Trace, r: usize) -> Vec<String> {
     }
     kinds
         .into_iter()
-        .map(|kind| {
-            let mut v: Vec<i64> = gaps.iter().filter(|(e, _)| e.kind == kind).map(|(_, g)| *g).collect();
-            v.sort_unstable();
+        .filter_map(|kind| {
+            let v: Vec<i64> = gaps.iter().filter(|(e, _)| e.kind == kind).map(|(_, g)| *g).collect();
+            let s = ostinato::GapSummary::of(&v)?;
             let us = |ns: i64| ns as f64 / 1e3;
-            let median = match v.len() % 2 {
-                1 => us(v[v.len() / 2]),
-                _ => (us(v[v.len() / 2 - 1]) + us(v[v.len() / 2])) / 2.0,
-            };
-            let early = v.iter().filter(|&&g| g < 0).count();
-            format!(
-                "trace: replay {r}: {} {} edges between bars, consumer start − producer end median {:.2} µs (least {:.2}, most {:.2}); {early} consumers began before their producer ended",
-                v.len(),
+            Some(format!(
+                "trace: replay {r}: {} {} edges between bars, consumer start − producer end median {:.2} µs (least {:.2}, most {:.2}); {} consumers began before their producer ended",
+                s.edges,
                 kind.as_str(),
-                median,
-                us(v[0]),
-                us(v[v.len() - 1]),
-            )
+                s.median_ns / 1e3,
+                us(s.least_ns),
+                us(s.most_ns),
+                s.early,
+            ))
         })
         .collect()
 }

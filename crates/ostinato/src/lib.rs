@@ -49,4 +49,4 @@ pub use lanes::Lanes;
 pub use named::Named;
 pub use plan::{direct_hazards, hazard_between, Edge, Hazards, Plan, PlanOptions};
 pub use tiles::{ParamTile, TileMap, TileRange, TileRelation};
-pub use trace::{EdgeKind, ReplaySummary, Span, Trace, TraceEdge, TraceError};
+pub use trace::{EdgeKind, GapSummary, ReplaySummary, Span, Trace, TraceEdge, TraceError};

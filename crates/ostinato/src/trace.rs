@@ -171,6 +171,29 @@ pub fn edges_of(plan: &Plan, unit_of: &[usize], kind_of: impl Fn(&crate::Edge) -
         .collect()
 }
 
+/// Edge gaps ([`Trace::edge_gaps`]) summed up: how many, their median, least and most, in ns, and how
+/// many consumers began before their producer ended (the negative ones).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GapSummary {
+    pub edges: usize,
+    pub median_ns: f64,
+    pub least_ns: i64,
+    pub most_ns: i64,
+    pub early: usize,
+}
+
+impl GapSummary {
+    /// The summary of `gaps` (ns), `None` for none.
+    pub fn of(gaps: &[i64]) -> Option<GapSummary> {
+        let mut v = gaps.to_vec();
+        v.sort_unstable();
+        let (&least_ns, &most_ns) = (v.first()?, v.last()?);
+        let m = v.len() / 2;
+        let median_ns = if v.len() % 2 == 1 { v[m] as f64 } else { (v[m - 1] as f64 + v[m] as f64) / 2.0 };
+        Some(GapSummary { edges: v.len(), median_ns, least_ns, most_ns, early: v.iter().filter(|&&g| g < 0).count() })
+    }
+}
+
 impl Trace {
     /// The unit that runs each node (`usize::MAX` for a node no unit names).
     pub fn unit_of(&self, nodes: usize) -> Vec<usize> {
@@ -183,6 +206,22 @@ impl Trace {
             }
         }
         out
+    }
+
+    /// [`Trace::unit_of`] over every node some unit names.
+    fn unit_of_named(&self) -> Vec<usize> {
+        self.unit_of(self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0))
+    }
+
+    /// Each unit's bar among `spans` (one replay's), `None` where it has none.
+    fn bar_of(&self, spans: &[Span]) -> Vec<Option<Span>> {
+        let mut bar_of = vec![None; self.units.len()];
+        for s in spans {
+            if let Some(slot) = bar_of.get_mut(s.unit as usize) {
+                *slot = Some(*s);
+            }
+        }
+        bar_of
     }
 
     /// Checks the trace against `plan`: every unit names nodes of the plan and every bar a unit and a
@@ -241,16 +280,10 @@ impl Trace {
     /// the edge; `None` without such an edge. How close the trace came to an order error, and how far
     /// a clock's stamps at two places disagreed.
     pub fn tightest_order_gap(&self) -> Option<(i64, usize, TraceEdge)> {
-        let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
-        let unit_of = self.unit_of(nodes);
+        let unit_of = self.unit_of_named();
         let mut least: Option<(i64, usize, TraceEdge)> = None;
         for (r, spans) in self.replays.iter().enumerate() {
-            let mut bar_of: Vec<Option<Span>> = vec![None; self.units.len()];
-            for s in spans {
-                if let Some(slot) = bar_of.get_mut(s.unit as usize) {
-                    *slot = Some(*s);
-                }
-            }
+            let bar_of = self.bar_of(spans);
             let bar = |v: NodeId| unit_of.get(v.index()).and_then(|&u| bar_of.get(u).copied().flatten());
             for e in self.edges.iter().filter(|e| e.kind.orders_completion()) {
                 if let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) {
@@ -271,14 +304,7 @@ impl Trace {
     /// give one entry (the first). Empty for a replay the trace lacks.
     pub fn edge_gaps(&self, r: usize) -> Vec<(TraceEdge, i64)> {
         let Some(spans) = self.replays.get(r) else { return Vec::new() };
-        let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
-        let unit_of = self.unit_of(nodes);
-        let mut bar_of: Vec<Option<Span>> = vec![None; self.units.len()];
-        for s in spans {
-            if let Some(slot) = bar_of.get_mut(s.unit as usize) {
-                *slot = Some(*s);
-            }
-        }
+        let (unit_of, bar_of) = (self.unit_of_named(), self.bar_of(spans));
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for e in &self.edges {
@@ -328,8 +354,7 @@ impl Trace {
     /// ended last — the one this bar waited for — until a bar with no predecessor.
     pub fn critical_path(&self, r: usize) -> Vec<usize> {
         let Some(spans) = self.replays.get(r) else { return Vec::new() };
-        let nodes = self.units.iter().flatten().map(|m| m.index() + 1).max().unwrap_or(0);
-        let unit_of = self.unit_of(nodes);
+        let unit_of = self.unit_of_named();
         let mut span_of = vec![usize::MAX; self.units.len()];
         for (i, s) in spans.iter().enumerate() {
             if let Some(slot) = span_of.get_mut(s.unit as usize) {
@@ -466,6 +491,13 @@ mod tests {
         t.units = vec![vec![NodeId(0), NodeId(1)], vec![NodeId(2)]];
         t.edges = edges_of(&p, &[0, 0, 1], |_| EdgeKind::Full);
         assert_eq!(t.edge_gaps(0), vec![]);
+    }
+
+    #[test]
+    fn a_gap_summary_gives_count_median_extremes_and_the_early_consumers() {
+        assert_eq!(GapSummary::of(&[]), None);
+        assert_eq!(GapSummary::of(&[5, -3, 1]), Some(GapSummary { edges: 3, median_ns: 1.0, least_ns: -3, most_ns: 5, early: 1 }));
+        assert_eq!(GapSummary::of(&[4, -2, -1, 7]), Some(GapSummary { edges: 4, median_ns: 1.5, least_ns: -2, most_ns: 7, early: 2 }));
     }
 
     #[test]
