@@ -53,7 +53,10 @@ def cuobjdump():
 
 def resources(binary):
     """{kernel: (registers, static shared bytes)} from cuobjdump --dump-resource-usage."""
-    out = subprocess.run([cuobjdump(), "--dump-resource-usage", binary], capture_output=True, text=True, check=True).stdout
+    run = subprocess.run([cuobjdump(), "--dump-resource-usage", binary], capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"cuobjdump --dump-resource-usage {binary}: {run.stderr.strip()}")
+    out = run.stdout
     found, name = {}, None
     for line in out.splitlines():
         m = re.search(r"Function ([A-Za-z_0-9]+):", line)
@@ -90,6 +93,9 @@ def main():
     res = resources(binary)
     blocks = []
     print(f"{'kernel':14} {'regs':>4} {'regs/block':>10} {'shared/block':>12} {'alone/SM':>8} {'grid':>5} {'per SM':>6}")
+    missing = sorted({name for name, *_ in STEP} - res.keys())
+    if missing:
+        sys.exit(f"{binary}: no resource usage for {', '.join(missing)} (is it a build of the pack's kernels?)")
     for name, grid, threads, dynamic in STEP:
         regs, static = res[name]
         b = (regs_per_block(regs, threads), shared_per_block(static, dynamic), threads)
