@@ -427,6 +427,10 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
 template <int HD>
 __device__ __forceinline__ void ll_o_groups(LlOShared<HD>& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned kv_heads,
                                             unsigned splits, unsigned pos, unsigned max_seq) {
+#ifdef LL_O_GROUP
+  if (heads / kv_heads != LL_O_GROUP) __trap();  // a build for another shape
+  ll_o<LL_O_GROUP, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq);
+#else
   switch (heads / kv_heads) {
     case 1: ll_o<1, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
     case 2: ll_o<2, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
@@ -434,9 +438,10 @@ __device__ __forceinline__ void ll_o_groups(LlOShared<HD>& sh, float* x, const f
     case 4: ll_o<4, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
     default: ll_o<8, HD>(sh, x, part, wo, m, heads, splits, pos, max_seq); break;
   }
+#endif
 }
 #define LL_O_ENTRY(NAME, HD)                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)                                                              \
+  extern "C" __global__ void LL_O_BOUNDS                                                                                               \
       NAME(float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned kv_heads, unsigned splits, unsigned pos, \
            unsigned max_seq, unsigned head_dim) {                                                                                       \
     __shared__ LlOShared<HD> sh;                                                                                                        \

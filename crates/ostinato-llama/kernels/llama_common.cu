@@ -26,6 +26,14 @@
 #ifndef LL_MIN_BLOCKS
 #define LL_MIN_BLOCKS 2
 #endif
+// The output projection's bounds. By default those of attention; LL_O_MAXNREG caps its registers
+// instead (__maxnreg__), so that a gate/up block fits on an SM beside two of its blocks. LL_O_GROUP builds
+// its path for one grouped-query group only (a shape's own build: its registers are that path's).
+#ifdef LL_O_MAXNREG
+#define LL_O_BOUNDS __maxnreg__(LL_O_MAXNREG)  // nvcc takes no __launch_bounds__ beside it
+#else
+#define LL_O_BOUNDS __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
+#endif
 // Columns per row chunk: a lane loads 8 x 16 bytes of it, each load instruction 512 contiguous bytes.
 #define LL_CHUNK 2048
 // Warps (one RoPE pair each) per block of the QKV projection.
