@@ -67,6 +67,12 @@ impl Span {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
+
+    /// This bar's start less `producer`'s end, in ns: the gap across an edge from `producer` to this
+    /// bar, negative where this bar began first.
+    pub fn gap_after(&self, producer: &Span) -> i64 {
+        self.start_ns as i64 - producer.end_ns as i64
+    }
 }
 
 /// Replays timed node by node.
@@ -287,7 +293,7 @@ impl Trace {
             let bar = |v: NodeId| unit_of.get(v.index()).and_then(|&u| bar_of.get(u).copied().flatten());
             for e in self.edges.iter().filter(|e| e.kind.orders_completion()) {
                 if let (Some(a), Some(b)) = (bar(e.from), bar(e.to)) {
-                    let gap = b.start_ns as i64 - a.end_ns as i64;
+                    let gap = b.gap_after(&a);
                     if least.is_none_or(|(l, _, _)| gap < l) {
                         least = Some((gap, r, *e));
                     }
@@ -314,7 +320,7 @@ impl Trace {
             }
             if let (Some(Some(pa)), Some(Some(pb))) = (bar_of.get(a), bar_of.get(b)) {
                 seen.insert((a, b));
-                out.push((*e, pb.start_ns as i64 - pa.end_ns as i64));
+                out.push((*e, pb.gap_after(pa)));
             }
         }
         out

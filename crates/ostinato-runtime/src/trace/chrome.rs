@@ -51,7 +51,7 @@ pub fn chrome_json(trace: &Trace, plan: &Plan) -> Result<Value, RuntimeError> {
             let (pa, pb) = (&spans[a], &spans[b]);
             let name = e.kind.as_str();
             // The consumer's start less the producer's end (negative where it began first).
-            let args = json!({"from": e.from.0, "to": e.to.0, "replay": r, "gap_ns": pb.start_ns as i64 - pa.end_ns as i64});
+            let args = json!({"from": e.from.0, "to": e.to.0, "replay": r, "gap_ns": pb.gap_after(pa)});
             events.push(json!({"ph": "s", "pid": PID, "tid": row_of[r][a], "id": flow_id, "cat": "edge", "name": name, "ts": us(pa.start_ns), "args": args}));
             events.push(
                 json!({"ph": "f", "bp": "e", "pid": PID, "tid": row_of[r][b], "id": flow_id, "cat": "edge", "name": name, "ts": us(pb.start_ns), "args": args}),
