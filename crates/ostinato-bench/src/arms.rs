@@ -38,6 +38,10 @@ pub enum ArmKind {
     /// Ablation: auto, but the exec trusts `auto`'s thresholds alone instead of measuring the other
     /// submissions it could have made (`Tune::Off`).
     OstinatoUntuned,
+    /// Study: auto, but the exec's first measurement passes a candidate that only changes edge types
+    /// on its median margin alone (`EdgeTypesRule::Median`); ranked against the baselines like the
+    /// default arm, so one run shows whether that rule could be the default.
+    OstinatoEdgesMedian,
     /// Ablation: Ostinato's unfused graph with PDL off.
     OstinatoPdlOff,
     /// Ablation: Ostinato's unfused graph with PDL on every capable edge.
@@ -92,6 +96,7 @@ impl ArmKind {
             ArmKind::OstinatoFusionOn => "ostinato-fusion-on",
             ArmKind::OstinatoUnstaged => "ostinato-unstaged",
             ArmKind::OstinatoUntuned => "ostinato-untuned",
+            ArmKind::OstinatoEdgesMedian => "ostinato-edges-median",
             ArmKind::OstinatoPdlOff => "ostinato-pdl-off",
             ArmKind::OstinatoPdlOn => "ostinato-pdl-on",
             ArmKind::OstinatoEager => "ostinato-eager",
@@ -119,7 +124,7 @@ impl ArmKind {
         ArmKind::OstinatoVulkanUnfused,
         ArmKind::OstinatoVulkanOffsets,
     ];
-    pub const CUDA: [ArmKind; 20] = [
+    pub const CUDA: [ArmKind; 21] = [
         ArmKind::Eager,
         ArmKind::Captured,
         ArmKind::CapturedPdl,
@@ -136,11 +141,15 @@ impl ArmKind {
         ArmKind::OstinatoFusionOn,
         ArmKind::OstinatoUnstaged,
         ArmKind::OstinatoUntuned,
+        ArmKind::OstinatoEdgesMedian,
         ArmKind::OstinatoPdlOff,
         ArmKind::OstinatoPdlOn,
         ArmKind::OstinatoThread,
         ArmKind::OstinatoEager,
     ];
+    /// The arms that run another policy Ostinato could take as its default (not an ablation): the
+    /// report ranks each against the same baselines as the default arm.
+    pub const POLICY_STUDIES: [ArmKind; 1] = [ArmKind::OstinatoEdgesMedian];
     pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
     /// The arms `--arms` may pick in the host matrix: the host's and, on whatever Vulkan device is
     /// found (lavapipe on a machine without a GPU), the Vulkan arms.
@@ -406,6 +415,9 @@ impl OstinatoCuda {
                 return Some(CudaOptions { mode: ExecMode::Graph, pdl: PdlPolicy { mode: PdlMode::Auto, ..base.pdl }, tile_staging: TileStaging::Off, ..base })
             }
             ArmKind::OstinatoUntuned => return Some(CudaOptions { tune: ostinato_cuda::Tune::Off, ..Self::options(ArmKind::Ostinato, base)? }),
+            ArmKind::OstinatoEdgesMedian => {
+                return Some(CudaOptions { tune_edge_types: ostinato_cuda::EdgeTypesRule::Median, ..Self::options(ArmKind::Ostinato, base)? })
+            }
             ArmKind::OstinatoPdlOff => (ExecMode::Graph, PdlMode::Off, LaunchOn::Caller, Off),
             ArmKind::OstinatoPdlOn => (ExecMode::Graph, PdlMode::On, LaunchOn::Caller, Off),
             ArmKind::OstinatoThread => (ExecMode::Graph, PdlMode::Auto, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }, Auto),

@@ -16,6 +16,7 @@ pub fn arm_manifest(kind: ArmKind, w: &Workload, modules: &BuiltinModules, backe
         | ArmKind::OstinatoFusionOn
         | ArmKind::OstinatoUnstaged
         | ArmKind::OstinatoUntuned
+        | ArmKind::OstinatoEdgesMedian
         | ArmKind::OstinatoPdlOff
         | ArmKind::OstinatoPdlOn
         | ArmKind::OstinatoEager

@@ -712,6 +712,7 @@ mod tests {
                 ArmKind::OstinatoFusionOn,
                 ArmKind::OstinatoUnstaged,
                 ArmKind::OstinatoUntuned,
+                ArmKind::OstinatoEdgesMedian,
                 ArmKind::OstinatoPdlOff,
                 ArmKind::OstinatoPdlOn,
                 ArmKind::OstinatoThread

@@ -56,13 +56,18 @@ pub(crate) fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
     a.metric().map(|s| (s.median, (s.ci_lo, s.ci_hi)))
 }
 
-/// Which arm is ranked against which: the backend's own Ostinato arm against every other arm, then
+/// Which arm is ranked against which: the backend's own Ostinato arm against every other arm, each
+/// policy study ([`ArmKind::POLICY_STUDIES`]) against the CUDA baselines the default arm faces, then
 /// each Ostinato-on-Vulkan arm against raw Vulkan where it ran (the comparison a Vulkan user makes;
 /// the CUDA arms are another API).
 fn rankings(backend: BenchBackend, rows: &[RowResult]) -> Vec<(&'static str, Vec<&'static str>)> {
     let us = ours(backend);
     let arms: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
     let mut out = vec![(us, arms.iter().copied().filter(|a| *a != us).collect())];
+    let baselines: Vec<&'static str> =
+        [ArmKind::Eager, ArmKind::Captured, ArmKind::CapturedPdl].iter().map(|k| k.name()).filter(|b| arms.contains(b)).collect();
+    let studies = arms.iter().copied().filter(|a| ArmKind::POLICY_STUDIES.iter().any(|k| k.name() == *a));
+    out.extend(studies.filter(|_| !baselines.is_empty()).map(|a| (a, baselines.clone())));
     let raw_vulkan = ArmKind::Vulkan.name();
     if arms.contains(&raw_vulkan) {
         let vulkan = arms.iter().copied().filter(|a| ArmKind::VULKAN.iter().any(|k| k.name() == *a) && *a != raw_vulkan);
@@ -208,6 +213,9 @@ fn arm_meaning(kind: ArmKind) -> &'static str {
         ArmKind::OstinatoUnstaged => "Ostinato on CUDA, block-local fused chains without tile staging (every member reads and writes device memory)",
         ArmKind::OstinatoUntuned => {
             "Ostinato on CUDA, auto's thresholds alone: the exec does not measure the other submissions it could have made (--tune off)"
+        }
+        ArmKind::OstinatoEdgesMedian => {
+            "Ostinato on CUDA, auto, with the exec's first measurement passing a candidate that only changes edge types on its median margin (--tune-edge-types median); ranked against the baselines as the default arm is"
         }
         ArmKind::OstinatoPdlOff => "Ostinato on CUDA, unfused, every edge a full dependency",
         ArmKind::OstinatoPdlOn => "Ostinato on CUDA, unfused, every capable edge programmatic",
@@ -386,9 +394,14 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
     comparison_table(&mut s, summary.iter().filter(|c| c.ours == us));
-    if summary.iter().any(|c| c.ours != us) {
+    let study = |c: &&Comparison| ArmKind::POLICY_STUDIES.iter().any(|k| k.name() == c.ours);
+    if summary.iter().any(|c| study(&c)) {
+        let _ = writeln!(s, "\n## Policy studies against the baselines (median speedup = baseline time / the study arm's time)\n");
+        comparison_table(&mut s, summary.iter().filter(study));
+    }
+    if summary.iter().any(|c| c.ours != us && !study(&c)) {
         let _ = writeln!(s, "\n## Ostinato on Vulkan against raw Vulkan (median speedup = raw Vulkan time / the arm's time)\n");
-        comparison_table(&mut s, summary.iter().filter(|c| c.ours != us));
+        comparison_table(&mut s, summary.iter().filter(|c| c.ours != us && !study(c)));
     }
     s.push_str(&family_section(backend, rows, &summary));
     s.push_str(&decisions_section(backend, rows));

@@ -133,6 +133,35 @@ fn ostinato_on_vulkan_is_ranked_against_raw_vulkan_with_its_losses_named() {
 }
 
 #[test]
+fn a_policy_study_is_ranked_against_the_baselines_apart_from_the_default_and_from_vulkan() {
+    use ArmKind::{Captured, CapturedPdl, Ostinato, OstinatoEdgesMedian, OstinatoUntuned, OstinatoVulkan, Vulkan};
+    let rows = [
+        timed("geom/serial/b512/g2048", &[(Captured, 4.0), (CapturedPdl, 3.8), (Ostinato, 4.0), (OstinatoEdgesMedian, 3.81), (OstinatoUntuned, 4.0)]),
+        timed("grid/serial/n941/b1", &[(Captured, 1.0), (CapturedPdl, 0.7), (Ostinato, 0.05), (OstinatoEdgesMedian, 0.05), (OstinatoUntuned, 0.05)]),
+    ];
+    let summary = summarize(BenchBackend::Cuda, &rows);
+    let all = |ours: &str, versus: &str| summary.iter().find(|c| c.family == "all" && c.ours == ours && c.versus == versus).map(|c| (c.wins, c.ties, c.losses));
+    assert_eq!(all("ostinato", "captured-pdl"), Some((1, 0, 1)), "4.0 against 3.8 loses");
+    assert_eq!(all("ostinato-edges-median", "captured-pdl"), Some((1, 1, 0)), "3.81 against 3.8 ties");
+    assert_eq!(all("ostinato-edges-median", "captured"), Some((2, 0, 0)));
+    assert_eq!(all("ostinato", "ostinato-edges-median"), Some((0, 1, 1)), "the default arm still faces every other arm");
+    assert_eq!(all("ostinato-edges-median", "ostinato-untuned"), None, "a study faces the baselines only");
+    assert_eq!(all("ostinato-untuned", "captured"), None, "an ablation is not a study");
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+    assert!(md.contains("## Policy studies against the baselines"), "{md}");
+    assert!(md.contains("| all | ostinato-edges-median | captured-pdl | 2 |"), "{md}");
+    assert!(!md.contains("against raw Vulkan"), "no Vulkan arm ran: {md}");
+    assert!(md.contains("- geom/serial/b512/g2048: captured-pdl is 1.05× faster than ostinato (3.800 vs 4.000 µs)"), "{md}");
+    // Beside Vulkan arms, each comparison lands in its own table.
+    let both = [timed("grid/serial/n1/b1", &[(CapturedPdl, 3.0), (Ostinato, 3.0), (OstinatoEdgesMedian, 3.0), (Vulkan, 4.0), (OstinatoVulkan, 3.9)])];
+    let md = markdown(BenchBackend::Cuda, &p, &args, &both);
+    let (studies, vulkan) = (md.find("## Policy studies").expect("studies"), md.find("## Ostinato on Vulkan against raw Vulkan").expect("vulkan"));
+    assert!(!md[studies..vulkan].contains("| ostinato-vulkan |") && !md[vulkan..].contains("| ostinato-edges-median | captured-pdl"), "{md}");
+}
+
+#[test]
 fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     use ArmKind::{Captured, CapturedPdl, Ostinato, Vulkan};
     let mut a = timed("reduce/tree-f32/serial/n1M", &[(Ostinato, 1.0), (Captured, 1.5), (CapturedPdl, 1.2), (Vulkan, 3.0)]);
