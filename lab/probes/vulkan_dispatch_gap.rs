@@ -15,7 +15,7 @@
 //!   cargo test --release -p ostinato-vulkan --test vulkan_dispatch_gap -- --nocapture
 //!
 //! (on the GPU machine: build the test binary here, carry it, run it after `source scripts/vulkan-env.sh`).
-//! What it found on the H200 is in docs/fences.md ("Replay ordering on Vulkan").
+//! What it found on the H200 is in docs/fences-vulkan.md ("Replay ordering on Vulkan").
 #![allow(unsafe_code)] // a probe: raw Vulkan calls through ash, as the bench's raw arm makes them
 use ash::vk;
 use ostinato_vulkan::{Buffer, Context, Pipeline};

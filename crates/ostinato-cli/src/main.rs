@@ -140,7 +140,7 @@ struct RunArgs {
     /// out of the default help.
     #[arg(long, default_value = "caller", value_parser = exec_choice("launch"), hide = true)]
     launch: String,
-    /// Vulkan: how a replay is ordered after the previous one (docs/fences.md; default: skip — no
+    /// Vulkan: how a replay is ordered after the previous one (docs/fences-vulkan.md; default: skip — no
     /// ordering where the exec knows the previous replay completed).
     #[arg(long, value_parser = exec_choice("ordering"), hide = true)]
     ordering: Option<String>,

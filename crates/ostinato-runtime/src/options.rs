@@ -104,7 +104,7 @@ pub const CHOICES: &[Choice] = &[
     #[cfg(feature = "vulkan")]
     Choice {
         key: "ordering",
-        help: "Vulkan: how a replay is ordered after the previous one (docs/fences.md)",
+        help: "Vulkan: how a replay is ordered after the previous one (docs/fences-vulkan.md)",
         backends: &[BackendKind::Vulkan],
         values: names::<ostinato_vulkan::ReplayOrdering>,
         study: true,

@@ -6,7 +6,7 @@
 //! (`OpControlBarrier Workgroup Device AcquireRelease|UniformMemory…`), which on an NVIDIA GPU waits for
 //! the workgroup's stores to reach L2 — about half a microsecond a call: a fused chain of 941
 //! one-workgroup calls took 0.54 µs a call on an H100 and 0.51 on an H200 where CUDA's took 0.05, and
-//! 0.21 on an H200 with workgroup scope (`docs/fences.md`, "Chain fusion on Vulkan"). The
+//! 0.21 on an H200 with workgroup scope (`docs/fences-vulkan.md`, "Chain fusion on Vulkan"). The
 //! calls a barrier orders are in one workgroup, and fusion never joins nodes whose blocks depend on
 //! other workgroups' blocks (only block-local tile maps fuse), so **workgroup** memory scope is what
 //! the ordering needs: the same acquire-release over uniform (storage) memory, made visible to the

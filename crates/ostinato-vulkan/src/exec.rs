@@ -179,7 +179,7 @@ impl VulkanExec {
 
     /// What each replay submits where the lanes run on several queues: `vkQueueSubmit` calls,
     /// batches, semaphore waits and those across queues (a cross-queue wait cost about 10 µs on the
-    /// H200's driver: docs/fences.md).
+    /// H200's driver: docs/fences-vulkan.md).
     pub fn lane_counts(&self) -> Option<LaneCounts> {
         match &self.queues {
             QueueUse::Lanes { plan, queues } => Some(plan.counts(*queues)),

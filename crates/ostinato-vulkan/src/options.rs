@@ -16,7 +16,7 @@ pub struct VulkanOptions {
     /// Chain fusion: lanes of dependent one-workgroup dispatches of one workgroup shape become one
     /// dispatch (`crate::fusion`).
     pub fusion: FusionMode,
-    /// How a replay is ordered after the previous one (`docs/fences.md`, "Vulkan and AMD").
+    /// How a replay is ordered after the previous one (`docs/fences-vulkan.md`).
     pub ordering: ReplayOrdering,
     /// How long `wait` (and a drop, a `set_slot`, a read or write, which wait first) may wait for
     /// submitted replays; past it the exec is faulted. `None`: for ever.
@@ -24,7 +24,7 @@ pub struct VulkanOptions {
     /// Whether a node whose every slice starts on a binding boundary runs its kernel as written
     /// (`true`, the default: the module before the element-offset rewrite, a `.spv` file's words as
     /// given), or, like every other node, the build that adds an element offset to each index
-    /// (`false`: an ablation, docs/fences.md).
+    /// (`false`: an ablation, docs/fences-vulkan.md).
     pub as_written: bool,
 }
 
@@ -51,7 +51,7 @@ pub enum QueueMode {
     /// one queue where the plan has one lane, or the device one queue or no timeline semaphores,
     /// with the reason in `VulkanExec::lanes_fallback`. Replays are ordered by the lanes'
     /// semaphores ([`ReplayOrdering`] does not apply). A study option: measured slower than one
-    /// queue on the H200 except for long independent lanes (docs/fences.md).
+    /// queue on the H200 except for long independent lanes (docs/fences-vulkan.md).
     Lanes,
 }
 

@@ -3,7 +3,7 @@
 //! bytes; a larger transfer goes through it in pieces. Allocating and freeing a staging buffer around
 //! every transfer cost the host 0.8 ms per 1 KiB upload on the H200's driver and slowed the next
 //! dispatch by 0.86 µs (`lab/probes/vulkan_dispatch_gap.rs`, `single_dispatch_after_host_work`;
-//! docs/fences.md, "Replay ordering on Vulkan").
+//! docs/fences-vulkan.md, "Replay ordering on Vulkan").
 
 use std::sync::Arc;
 use std::time::Duration;
