@@ -578,10 +578,10 @@ fn selected_rows(args: &BenchConfig, backend: BenchBackend) -> Result<Vec<Worklo
     Ok(rows)
 }
 
-/// A line for the log after each row of each pass: where the run is and how long the row took (the
-/// progress bar draws only on a terminal).
-fn progress(pb: &ProgressBar, pass: &str, row: usize, rows: usize, id: &str, started: std::time::Instant) {
-    pb.suspend(|| eprintln!("{pass}: row {}/{rows} {id} in {:.2} s", row + 1, started.elapsed().as_secs_f64()));
+/// A line for the log after each row of each pass ([`crate::report::progress_line`]; the progress
+/// bar draws only on a terminal).
+fn progress(pb: &ProgressBar, pass: &str, row: usize, rows: usize, id: &str, started: std::time::Instant, arms: &[ArmResult]) {
+    pb.suspend(|| eprintln!("{}", crate::report::progress_line(pass, row, rows, id, started.elapsed().as_secs_f64(), arms)));
 }
 
 /// Every row's arms in three passes (see [`passes`]), each row once per placement, and the rows'
@@ -625,7 +625,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, vulkan: None, decode: None, timeline: None };
         let started = std::time::Instant::now();
         run.arms(&rotated(&graph_arms, ri + study.rotate), w, contexts, protocol, &pb);
-        progress(&pb, "graph arms", ri, row_list.len(), id, started);
+        progress(&pb, "graph arms", ri, row_list.len(), id, started, &run.results);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
             pb.set_message(format!("{id} (kernel table)"));
@@ -641,20 +641,20 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         runs.push(run);
     }
     for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !direct.is_empty()) {
-        let started = std::time::Instant::now();
+        let (started, before) = (std::time::Instant::now(), run.results.len());
         run.arms(&rotated(&direct, ri + study.rotate), w, contexts, protocol, &pb);
         if !timeline::traced_row(w) {
             run.memory = Ok(None);
         }
-        progress(&pb, "direct launches", ri, row_list.len(), id, started);
+        progress(&pb, "direct launches", ri, row_list.len(), id, started, &run.results[before..]);
     }
     for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !later.is_empty()) {
-        let started = std::time::Instant::now();
+        let (started, before) = (std::time::Instant::now(), run.results.len());
         // One set of Vulkan buffers per row, bound by every Vulkan arm.
         run.vulkan = contexts.vulkan.as_ref().map(|vk| vulkan::VulkanRow::new(vk, w, &run.oracle.init));
         run.arms(&later, w, contexts, protocol, &pb);
         run.vulkan = None;
-        progress(&pb, "vulkan arms", ri, row_list.len(), id, started);
+        progress(&pb, "vulkan arms", ri, row_list.len(), id, started, &run.results[before..]);
     }
     // The Llama step at position 1,024, traced node by node on its row's memory (the report's
     // picture), after every measurement: a CUPTI trace leaves the process's later launches slower

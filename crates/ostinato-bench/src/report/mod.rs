@@ -314,6 +314,21 @@ pub fn failed_rows(rows: &[RowResult], out: &Path) -> Result<(), BenchError> {
     Err(BenchError::FailedRows { failed: failed.len(), rows: rows.len(), ids: failed.join(", "), report: out.join("REPORT.md").display().to_string() })
 }
 
+/// The log's line after row `row` (from 0) of `rows` in a pass: how long it took and the median of
+/// each arm the pass ran, so a run stopped before its report still leaves what it measured.
+pub(crate) fn progress_line(pass: &str, row: usize, rows: usize, id: &str, secs: f64, arms: &[ArmResult]) -> String {
+    let medians: Vec<String> = arms
+        .iter()
+        .map(|a| match (&a.skipped, a.ok, a.metric()) {
+            (Some(_), _, _) => format!("{} skipped", a.arm),
+            (None, false, _) => format!("{} FAILED", a.arm),
+            (None, true, Some(s)) => format!("{} {:.3}", a.arm, s.median),
+            (None, true, None) => format!("{} -", a.arm),
+        })
+        .collect();
+    format!("{pass}: row {}/{rows} {id} in {secs:.2} s; median µs per dispatch: {}", row + 1, medians.join(", "))
+}
+
 /// A one-paragraph headline for the terminal and the README.
 pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     let mut s = String::new();

@@ -319,3 +319,17 @@ fn inconclusive_rows_and_losses_show_each_instance_of_both_arms() {
         ["- geom/serial/b512/g2048: captured-pdl is 1.05× faster than ostinato (3.824 vs 4.019 µs); instances: ostinato 4.013 / 4.029 / 3.955, captured-pdl 3.824 / 3.933 / 3.818"]
     );
 }
+
+#[test]
+fn the_progress_line_gives_each_arms_median_and_names_a_failed_or_skipped_arm() {
+    use ArmKind::{Captured, CapturedPdl, Ostinato, OstinatoEdgesMedian};
+    let mut arms = timed("geom/serial/b512/g2048", &[(Ostinato, 4.0191), (CapturedPdl, 3.8243), (Captured, 1.0), (OstinatoEdgesMedian, 1.0)]).arms;
+    (arms[0].ok, arms[1].ok, arms[2].ok) = (true, true, false);
+    arms[3].skipped = Some("no CUDA device".into());
+    assert_eq!(
+        progress_line("graph arms", 57, 66, "geom/serial/b512/g2048", 12.345, &arms),
+        "graph arms: row 58/66 geom/serial/b512/g2048 in 12.35 s; median µs per dispatch: ostinato 4.019, captured-pdl 3.824, captured FAILED, ostinato-edges-median skipped"
+    );
+    arms[0].gpu_us_per_dispatch = None;
+    assert!(progress_line("vulkan arms", 0, 1, "r", 0.0, &arms[..1]).ends_with("median µs per dispatch: ostinato -"));
+}
