@@ -8,10 +8,12 @@
 # `matrix` runs the matrix against stream capture and the expert's PDL capture in parts, each its own report
 # under $OUT/matrix-<part> (a part that runs out of a call's time leaves the others' reports):
 # MATRIX_PARTS="a b llama" (default these three: a = grid, fusion, fan, decode, geometry; b = the kernel
-# families and the tiles rows; llama = the Llama steps; vk-a and vk-b, Ostinato on Vulkan against raw
+# families and the tiles rows; llama = the Llama steps; a in two, a-dispatch and a-geom, for short calls or
+# more arms; vk-a and vk-b, Ostinato on Vulkan against raw
 # Vulkan on the dispatch and tiles rows and on the kernel families, need .gl carried; vk-b in parts that
 # each fit a short call: vk-geom, vk-reduce, vk-memlat-dot, vk-gemv),
-# BENCH_ARGS="--tune-edge-types median" adds options; OUT_PACK=1 leaves $OUT as one archive.
+# BENCH_ARGS="--tune-edge-types median" adds options; MATRIX_ARMS (default captured,captured-pdl,ostinato)
+# sets the CUDA parts' arms, e.g. with the study arm ostinato-edges-median; OUT_PACK=1 leaves $OUT as one archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -182,12 +184,13 @@ if want bench; then
 fi
 if want matrix; then
   declare -A part_filter=([a]="grid/,fusion/,fan/,decode/,geom/" [b]="reduce,memlat/,dot/,gemv/,tiles/" [llama]="llama/"
+    [a-dispatch]="grid/,fusion/,fan/,decode/" [a-geom]="geom/"
     [vk-a]="grid/,fusion/,fan/,tiles/" [vk-b]="geom/,reduce,memlat/,dot/,gemv/"
     [vk-geom]="geom/" [vk-reduce]="reduce" [vk-memlat-dot]="memlat/,dot/" [vk-gemv]="gemv/")
   for part in ${MATRIX_PARTS:-a b llama}; do
-    [[ -n ${part_filter[$part]:-} ]] || { fail "matrix part $part (a, b, llama, vk-a, vk-b, vk-geom, vk-reduce, vk-memlat-dot or vk-gemv)"; continue; }
+    [[ -n ${part_filter[$part]:-} ]] || { fail "matrix part $part (a, a-dispatch, a-geom, b, llama, vk-a, vk-b, vk-geom, vk-reduce, vk-memlat-dot or vk-gemv)"; continue; }
     # The vk parts: Ostinato on Vulkan against a raw Vulkan command buffer (the Vulkan loader carried in .gl).
-    arms=captured,captured-pdl,ostinato
+    arms=${MATRIX_ARMS:-captured,captured-pdl,ostinato}
     [[ $part == vk-* ]] && arms=ostinato,vulkan,ostinato-vulkan
     step "matrix $part"
     start=$(date +%s)
