@@ -84,6 +84,10 @@ pub struct BenchConfig {
     pub arms: Option<Vec<String>>,
     /// Replays between the two timing events of every sample (default: 1; the decode stack 4).
     pub replays: Option<usize>,
+    /// Seconds after which no further row starts: the rows begun finish every pass, the rest are
+    /// reported as not run (every arm skipped, saying why), so a run under a time limit still writes
+    /// its report.
+    pub time_limit_s: Option<f64>,
     /// Study settings (docs/fences.md); the defaults are the measured policy.
     pub study: StudyConfig,
 }
@@ -152,6 +156,7 @@ impl Default for BenchConfig {
             out: PathBuf::from("bench-out"),
             arms: None,
             replays: None,
+            time_limit_s: None,
             study: StudyConfig::default(),
         }
     }
@@ -199,6 +204,9 @@ impl BenchConfig {
         }
         if !(1..=MAX_INSTANCES).contains(&self.instances) {
             return Err(config("instances", format!("{}: between 1 and {MAX_INSTANCES} instances of each arm", self.instances)));
+        }
+        if self.time_limit_s.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
+            return Err(config("time-limit", "a finite number of seconds, 0 or more"));
         }
         if let Some(n) = self.replays {
             if !(1..=MAX_REPLAYS).contains(&n) {

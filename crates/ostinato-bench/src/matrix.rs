@@ -332,10 +332,12 @@ struct Contexts {
     vulkan: Option<std::sync::Arc<ostinato_vulkan::Context>>,
 }
 
-/// How each row's arms are run: the sampling budget and where (if anywhere) graph descriptions go.
+/// How each row's arms are run: the sampling budget, where (if anywhere) graph descriptions go, and
+/// when no further row starts (`--time-limit`, from the run's start).
 struct Protocol<'a> {
     budget: rounds::Budget,
     dot_dir: Option<&'a Path>,
+    stop_at: Option<(std::time::Instant, f64)>,
 }
 
 /// A workload's buffers' initial bytes and the oracle's outputs: computed once, shared by every
@@ -364,6 +366,13 @@ struct RowRun {
 }
 
 impl RowRun {
+    /// A row the time limit kept from starting: every arm skipped with the limit named.
+    fn not_run(id: &str, kinds: &[ArmKind], limit_s: f64) -> RowRun {
+        let why = format!("not run: the time limit ({limit_s} s) was reached before the row began");
+        let results = kinds.iter().map(|&k| ArmResult { ok: true, skipped: Some(why.clone()), ..ArmResult::new(k) }).collect();
+        let oracle = std::rc::Rc::new(RowOracle { init: Vec::new(), want: Err(why) });
+        RowRun { id: id.into(), oracle, order: Vec::new(), results, addresses: Vec::new(), memory: Ok(None), vulkan: None, decode: None, timeline: None }
+    }
     /// Makes `kinds` in that order and samples them in rounds ([`rounds`]); an arm that could not be
     /// made (or the row's oracle) keeps its place with its error. One step of the progress bar an arm.
     fn arms(&mut self, kinds: &[ArmKind], w: &Workload, cx: &Contexts, p: &Protocol, pb: &ProgressBar) {
@@ -450,6 +459,7 @@ fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, 
 /// Runs the matrix and writes the three outputs under `args.out`. Returns the rows.
 pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     args.validate()?;
+    let begun = std::time::Instant::now();
     let backend = choose_backend(args)?;
     let arms = match backend {
         BenchBackend::Cuda => select_arms(args, &ArmKind::CUDA, ArmKind::Ostinato)?,
@@ -472,6 +482,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             instances: args.instances,
         },
         dot_dir: args.study.dot.as_deref(),
+        stop_at: args.time_limit_s.map(|s| (begun + std::time::Duration::from_secs_f64(s), s)),
     };
     let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));
     let rows_in = selected_rows(args, backend)?;
@@ -606,6 +617,10 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
     // The oracle runs once per workload; its placements follow each other in `row_list`.
     let mut last_oracle: Option<(&Workload, std::rc::Rc<RowOracle>)> = None;
     for (ri, &(w, offset, ref id)) in row_list.iter().enumerate() {
+        if protocol.stop_at.is_some_and(|(at, _)| std::time::Instant::now() >= at) {
+            pb.suspend(|| eprintln!("time limit: {ri} of {} rows begun; the others are reported as not run", row_list.len()));
+            break;
+        }
         let oracle = match &last_oracle {
             Some((prev, o)) if std::ptr::eq(*prev, w) => o.clone(),
             _ => {
@@ -670,6 +685,10 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         }
         run.memory = Ok(None);
     }
+    // Rows the time limit kept from starting: every arm skipped, saying why (never silently dropped).
+    let (limit, runs_len) = (protocol.stop_at.map_or(0.0, |(_, s)| s), runs.len());
+    let not_run = |(_, _, id): &(&Workload, u64, String)| RowRun::not_run(id, arms, limit);
+    let runs: Vec<RowRun> = runs.into_iter().chain(row_list[runs_len..].iter().map(not_run)).collect();
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.

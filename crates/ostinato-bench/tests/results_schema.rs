@@ -207,3 +207,33 @@ fn the_host_report_names_the_vulkan_device_and_runs_its_arms_when_asked() {
     );
     check(&out.join("results.json"));
 }
+
+#[test]
+fn a_run_past_its_time_limit_reports_the_rows_it_did_not_begin_and_writes_its_report() {
+    let out = std::env::temp_dir().join(format!("ostinato-bench-limit-{}", std::process::id()));
+    // At 0 s no row begins: every row is in the report, every arm skipped with the limit named.
+    let args = host_config(&out, |c| {
+        brief(c, "grid/serial/n1/,fan/");
+        c.time_limit_s = Some(0.0);
+    });
+    let rows = ostinato_bench::run(&args).expect("a run stopped by its time limit still succeeds");
+    assert!(rows.len() > 1 && rows.iter().all(|r| r.ok && r.arms.iter().all(|a| a.samples.is_empty())));
+    let why = "not run: the time limit (0 s) was reached before the row began";
+    assert!(rows.iter().all(|r| r.arms.iter().all(|a| a.skipped.as_deref() == Some(why))), "{:?}", rows[0].arms[0].skipped);
+    check(&out.join("results.json"));
+    assert!(ostinato_bench::report::headline(BenchBackend::Host, &rows)
+        .starts_with(&format!("{n} rows, 0 failed (an arm's error or an oracle mismatch); {n} not run (the time limit)", n = rows.len())));
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(report.contains(&format!("- grid/serial/n1/b1 / ostinato-host: {why}")), "{report}");
+    // A limit the run stays inside changes nothing.
+    let args = host_config(&out, |c| {
+        brief(c, "grid/serial/n1/");
+        c.time_limit_s = Some(3600.0);
+    });
+    assert!(ostinato_bench::run(&args).unwrap().iter().all(|r| r.arms.iter().all(|a| a.skipped.is_none() && !a.samples.is_empty())));
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        let args = host_config(&out, |c| c.time_limit_s = Some(bad));
+        assert!(matches!(ostinato_bench::run(&args), Err(ostinato_bench::BenchError::Config { setting: "time-limit", .. })), "{bad}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -235,6 +235,10 @@ struct BenchArgs {
     instances: usize,
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
+    /// Start no further row after this many seconds: the rows begun finish, the others are reported
+    /// as not run, and the report is written (for runs under a time limit).
+    #[arg(long, value_name = "SECONDS")]
+    time_limit: Option<f64>,
     #[arg(long, value_delimiter = ',', help = arms_help())]
     arms: Option<Vec<String>>,
     /// Replays between the two timing events of every sample (default 1; the decode stack 4).
@@ -298,6 +302,7 @@ impl BenchArgs {
             out: self.out,
             arms: self.arms,
             replays: self.replays,
+            time_limit_s: self.time_limit,
             study: StudyConfig {
                 trigger: self.trigger,
                 pdl_max_blocks: self.pdl_max_blocks,

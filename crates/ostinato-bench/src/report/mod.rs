@@ -333,7 +333,9 @@ pub(crate) fn progress_line(pass: &str, row: usize, rows: usize, id: &str, secs:
 pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     let mut s = String::new();
     let failed = rows.iter().filter(|r| !r.ok).count();
-    let _ = writeln!(s, "{} rows, {} failed (an arm's error or an oracle mismatch)", rows.len(), failed);
+    let not_run = rows.iter().filter(|r| r.arms.iter().all(|a| a.skipped.as_deref().is_some_and(|w| w.starts_with("not run")))).count();
+    let not_run = if not_run > 0 { format!("; {not_run} not run (the time limit)") } else { String::new() };
+    let _ = writeln!(s, "{} rows, {} failed (an arm's error or an oracle mismatch){not_run}", rows.len(), failed);
     for c in summarize(backend, rows).iter().filter(|c| c.family == "all") {
         let median = c.median_speedup.map_or("none (no row decided)".into(), |m| format!("{m:.2}x"));
         let _ = writeln!(
@@ -451,7 +453,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let skipped: Vec<String> =
         rows.iter().flat_map(|r| r.arms.iter().filter_map(move |a| a.skipped.as_ref().map(|w| format!("- {} / {}: {w}", r.id, a.arm)))).collect();
     if !skipped.is_empty() {
-        let _ = writeln!(s, "\n## Not applicable (neither failed nor ranked)\n\n{}", skipped.join("\n"));
+        let _ = writeln!(s, "\n## Not applicable or not run (neither failed nor ranked)\n\n{}", skipped.join("\n"));
     }
     let placed: Vec<String> =
         rows.iter().filter(|r| !r.buffer_addresses.is_empty()).map(|r| format!("- {}: {}", r.id, r.buffer_addresses.join(", "))).collect();
