@@ -12,7 +12,8 @@
 # more arms; vk-a and vk-b, Ostinato on Vulkan against raw
 # Vulkan on the dispatch and tiles rows and on the kernel families, need .gl carried; vk-b in parts that
 # each fit a short call: vk-geom, vk-reduce, vk-memlat-dot, vk-gemv),
-# BENCH_ARGS="--tune-edge-types median" adds options; MATRIX_ARMS (default captured,captured-pdl,ostinato)
+# BENCH_ARGS="--tune-edge-types median" adds options (e.g. "--time-limit 280", a part that still writes its report
+# inside a call's time); MATRIX_ARMS (default captured,captured-pdl,ostinato)
 # sets the CUDA parts' arms, e.g. with the study arm ostinato-edges-median; OUT_PACK=1 leaves $OUT as one archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
