@@ -368,7 +368,7 @@ struct RowRun {
 impl RowRun {
     /// A row the time limit kept from starting: every arm skipped with the limit named.
     fn not_run(id: &str, kinds: &[ArmKind], limit_s: f64) -> RowRun {
-        let why = format!("not run: the time limit ({limit_s} s) was reached before the row began");
+        let why = format!("{} ({limit_s} s) was reached before the row began", crate::report::NOT_RUN);
         let results = kinds.iter().map(|&k| ArmResult { ok: true, skipped: Some(why.clone()), ..ArmResult::new(k) }).collect();
         let oracle = std::rc::Rc::new(RowOracle { init: Vec::new(), want: Err(why) });
         RowRun { id: id.into(), oracle, order: Vec::new(), results, addresses: Vec::new(), memory: Ok(None), vulkan: None, decode: None, timeline: None }
