@@ -150,6 +150,8 @@ impl ArmKind {
     /// The arms that run another policy Ostinato could take as its default (not an ablation): the
     /// report ranks each against the same baselines as the default arm.
     pub const POLICY_STUDIES: [ArmKind; 1] = [ArmKind::OstinatoEdgesMedian];
+    /// The CUDA baselines: the kernels submitted the way a skilled user writes them by hand.
+    pub const CUDA_BASELINES: [ArmKind; 3] = [ArmKind::Eager, ArmKind::Captured, ArmKind::CapturedPdl];
     pub const HOST: [ArmKind; 2] = [ArmKind::HostSerial, ArmKind::OstinatoHost];
     /// The arms `--arms` may pick in the host matrix: the host's and, on whatever Vulkan device is
     /// found (lavapipe on a machine without a GPU), the Vulkan arms.

@@ -337,7 +337,7 @@ struct Contexts {
 struct Protocol<'a> {
     budget: rounds::Budget,
     dot_dir: Option<&'a Path>,
-    stop_at: Option<(std::time::Instant, f64)>,
+    stop_at: Option<std::time::Instant>,
 }
 
 /// A workload's buffers' initial bytes and the oracle's outputs: computed once, shared by every
@@ -482,7 +482,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
             instances: args.instances,
         },
         dot_dir: args.study.dot.as_deref(),
-        stop_at: args.time_limit_s.map(|s| (begun + std::time::Duration::from_secs_f64(s), s)),
+        stop_at: args.time_limit_s.map(|s| begun + std::time::Duration::from_secs_f64(s)),
     };
     let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));
     let rows_in = selected_rows(args, backend)?;
@@ -617,7 +617,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
     // The oracle runs once per workload; its placements follow each other in `row_list`.
     let mut last_oracle: Option<(&Workload, std::rc::Rc<RowOracle>)> = None;
     for (ri, &(w, offset, ref id)) in row_list.iter().enumerate() {
-        if protocol.stop_at.is_some_and(|(at, _)| std::time::Instant::now() >= at) {
+        if protocol.stop_at.is_some_and(|at| std::time::Instant::now() >= at) {
             pb.suspend(|| eprintln!("time limit: {ri} of {} rows begun; the others are reported as not run", row_list.len()));
             break;
         }
@@ -686,7 +686,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         run.memory = Ok(None);
     }
     // Rows the time limit kept from starting: every arm skipped, saying why (never silently dropped).
-    let (limit, runs_len) = (protocol.stop_at.map_or(0.0, |(_, s)| s), runs.len());
+    let (limit, runs_len) = (args.time_limit_s.unwrap_or(0.0), runs.len());
     let not_run = |(_, _, id): &(&Workload, u64, String)| RowRun::not_run(id, arms, limit);
     let runs: Vec<RowRun> = runs.into_iter().chain(row_list[runs_len..].iter().map(not_run)).collect();
     let mut rows = Vec::new();

@@ -64,9 +64,8 @@ fn rankings(backend: BenchBackend, rows: &[RowResult]) -> Vec<(&'static str, Vec
     let us = ours(backend);
     let arms: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
     let mut out = vec![(us, arms.iter().copied().filter(|a| *a != us).collect())];
-    let baselines: Vec<&'static str> =
-        [ArmKind::Eager, ArmKind::Captured, ArmKind::CapturedPdl].iter().map(|k| k.name()).filter(|b| arms.contains(b)).collect();
-    let studies = arms.iter().copied().filter(|a| ArmKind::POLICY_STUDIES.iter().any(|k| k.name() == *a));
+    let baselines: Vec<&'static str> = ArmKind::CUDA_BASELINES.iter().map(|k| k.name()).filter(|b| arms.contains(b)).collect();
+    let studies = arms.iter().copied().filter(|a| is_study(a));
     out.extend(studies.filter(|_| !baselines.is_empty()).map(|a| (a, baselines.clone())));
     let raw_vulkan = ArmKind::Vulkan.name();
     if arms.contains(&raw_vulkan) {
@@ -74,6 +73,11 @@ fn rankings(backend: BenchBackend, rows: &[RowResult]) -> Vec<(&'static str, Vec
         out.extend(vulkan.map(|a| (a, vec![raw_vulkan])));
     }
     out
+}
+
+/// Whether the arm of this name is a policy study ([`ArmKind::POLICY_STUDIES`]).
+fn is_study(name: &str) -> bool {
+    ArmKind::POLICY_STUDIES.iter().any(|k| k.name() == name)
 }
 
 /// Every ranking of [`rankings`], per family and over all rows.
@@ -414,7 +418,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
     comparison_table(&mut s, summary.iter().filter(|c| c.ours == us));
-    let study = |c: &&Comparison| ArmKind::POLICY_STUDIES.iter().any(|k| k.name() == c.ours);
+    let study = |c: &&Comparison| is_study(c.ours);
     if summary.iter().any(|c| study(&c)) {
         let _ = writeln!(s, "\n## Policy studies against the baselines (median speedup = baseline time / the study arm's time)\n");
         comparison_table(&mut s, summary.iter().filter(study));
