@@ -86,6 +86,10 @@ impl ArmKind {
     pub fn is_vulkan(self) -> bool {
         ArmKind::VULKAN.contains(&self)
     }
+    /// The arm of `name` (one of [`ArmKind::CUDA`] or [`ArmKind::HOST_SELECTABLE`]).
+    pub fn by_name(name: &str) -> Option<ArmKind> {
+        ArmKind::CUDA.iter().chain(ArmKind::HOST_SELECTABLE.iter()).copied().find(|k| k.name() == name)
+    }
     pub fn name(self) -> &'static str {
         match self {
             ArmKind::Eager => "eager",
@@ -239,7 +243,7 @@ pub trait Arm {
 
 /// What an Ostinato CUDA exec's policies turned down ([`ostinato_cuda::CudaExec::decisions`]), each
 /// reason with the number of edges or nodes it applies to.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Decisions {
     /// Edges of the submission (after fusion) and how many are programmatic.
     pub edges: usize,

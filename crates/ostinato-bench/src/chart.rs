@@ -20,7 +20,7 @@ const CHAR_PX: u32 = 6;
 
 /// Writes the chart of `rows` to `path`, titled `title`, its value axis named `axis`.
 pub(crate) fn write(path: &Path, title: &str, axis: &str, rows: &[RowResult]) -> Result<(), String> {
-    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let arms = super::report::arms_of(rows);
     let points = points(rows, &arms);
     let (lo, hi) = axis_range(points.iter().flat_map(|p| [p.lo, p.median, p.hi]));
     let names_px = 12 + CHAR_PX * rows.iter().map(|r| r.id.chars().count() as u32).max().unwrap_or(4);
@@ -176,7 +176,7 @@ mod tests {
             .collect();
         let r = RowResult {
             id: "grid/serial/n941/b1".into(),
-            family: "dispatch-grid serial",
+            family: "dispatch-grid serial".into(),
             dispatches_per_replay: 941,
             replays_per_sample: 1,
             check: "exact".into(),

@@ -9,7 +9,7 @@ use ostinato_cuda::{GraphBuild, PdlPolicy, PdlTrigger, StreamPriority};
 use serde::Serialize;
 
 /// Which backend the matrix runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BenchBackend {
     Cuda,

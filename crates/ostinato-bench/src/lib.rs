@@ -16,6 +16,7 @@ pub mod pack;
 pub mod profile;
 pub mod provenance;
 pub mod report;
+pub mod results;
 pub mod rounds;
 pub mod stats;
 pub mod timeline;

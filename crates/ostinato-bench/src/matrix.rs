@@ -5,16 +5,16 @@
 
 use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
-
 use crate::arms::{self, Arm, ArmKind, HostArm, OstinatoCuda};
 use crate::baseline::{self, Baseline};
 pub use crate::config::{BenchBackend, Regime, MAX_TIMED_SAMPLES};
 use crate::config::{BenchConfig, BenchError};
 use crate::families;
+pub(crate) use crate::results::stat_grouped;
+pub use crate::results::{ArmResult, InstanceResult, RowResult, SampleResult, Stat};
 use crate::workload::{Check, Workload};
-use crate::{manifests, profile, provenance, report, rounds, stats, timeline, vulkan};
+use crate::{manifests, profile, provenance, report, rounds, timeline, vulkan};
+use indicatif::{ProgressBar, ProgressStyle};
 
 /// The three passes of a run, in order: the graph arms (rotated per row), then the arms that launch
 /// kernels directly (plain launches on a second stream slow every later graph: docs/fences.md decision 7),
@@ -22,133 +22,6 @@ use crate::{manifests, profile, provenance, report, rounds, stats, timeline, vul
 pub fn passes(arms: &[ArmKind]) -> [Vec<ArmKind>; 3] {
     let pick = |f: &dyn Fn(ArmKind) -> bool| arms.iter().copied().filter(|&a| f(a)).collect::<Vec<_>>();
     [pick(&|a| !a.is_vulkan() && !a.launches_directly()), pick(&|a| a.launches_directly()), pick(&|a| a.is_vulkan())]
-}
-
-#[derive(Serialize, Clone, Copy, Debug)]
-pub struct Stat {
-    pub median: f64,
-    pub ci_lo: f64,
-    pub ci_hi: f64,
-}
-
-/// The median of every sample of an arm's instances (one group each) with the interval that
-/// resamples instances, then samples ([`stats::bootstrap_ci_grouped`]).
-pub(crate) fn stat_grouped<G: AsRef<[f64]>>(groups: &[G]) -> Option<Stat> {
-    let pooled: Vec<f64> = groups.iter().flat_map(|g| g.as_ref().iter().copied()).collect();
-    let median = stats::median(&pooled)?;
-    let (ci_lo, ci_hi) = stats::bootstrap_ci_grouped(groups)?;
-    Some(Stat { median, ci_lo, ci_hi })
-}
-
-#[derive(Serialize, Clone, Debug)]
-pub struct SampleResult {
-    pub warmup: bool,
-    /// Which instance of the arm took it (0 where the arm has one).
-    pub instance: usize,
-    pub gpu_us_per_dispatch: Option<f64>,
-    pub host_us_per_dispatch: f64,
-    /// Host µs per replay call (a burst of back-to-back calls), where the arm replays a retained graph.
-    pub replay_call_us: Option<f64>,
-    /// Host µs of one replay call on an idle GPU (median of the sample's single calls).
-    pub replay_single_us: Option<f64>,
-    pub oracle_ok: bool,
-    pub oracle_detail: Option<String>,
-}
-
-#[derive(Serialize, Clone, Debug)]
-pub struct ArmResult {
-    pub arm: &'static str,
-    pub ok: bool,
-    pub error: Option<String>,
-    /// Why the arm does not apply to this row (it is then neither failed nor ranked).
-    pub skipped: Option<String>,
-    pub samples: Vec<SampleResult>,
-    /// GPU time per dispatch (CUDA: events), timed samples only.
-    pub gpu_us_per_dispatch: Option<Stat>,
-    /// Host submission time per dispatch (host backend: wall time of the whole replay).
-    pub host_us_per_dispatch: Option<Stat>,
-    /// Host time of one replay call of the retained graph.
-    pub replay_call_us: Option<Stat>,
-    /// Host time of one replay call made on an idle GPU.
-    pub replay_single_us: Option<Stat>,
-    /// Warm-up samples run (each oracle-checked); the first `--warmups` are listed in `samples`, as is
-    /// any that failed its check.
-    pub warmup_samples: usize,
-    /// BLAKE3 over the build manifests of the kernels the arm launches (CUDA arms).
-    pub manifest: Option<String>,
-    /// What the exec's PDL and fusion policies turned down, and why (Ostinato's CUDA arms; its first
-    /// instance's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decisions: Option<arms::Decisions>,
-    /// Each instance's median of the ranked metric, where the arm was made more than once.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub instances: Vec<InstanceResult>,
-}
-
-/// One instance of an arm: the median of its timed samples (the ranked metric) and its exec's decisions.
-#[derive(Serialize, Clone, Debug)]
-pub struct InstanceResult {
-    pub median: Option<f64>,
-    pub timed_samples: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decisions: Option<arms::Decisions>,
-}
-
-impl ArmResult {
-    /// An arm's result before anything ran: not ok, no error, no samples.
-    pub(crate) fn new(kind: ArmKind) -> ArmResult {
-        ArmResult {
-            arm: kind.name(),
-            ok: false,
-            error: None,
-            skipped: None,
-            samples: Vec::new(),
-            gpu_us_per_dispatch: None,
-            host_us_per_dispatch: None,
-            replay_call_us: None,
-            replay_single_us: None,
-            warmup_samples: 0,
-            manifest: None,
-            decisions: None,
-            instances: Vec::new(),
-        }
-    }
-    /// An arm's result before anything ran, for the report's tests.
-    #[cfg(test)]
-    pub(crate) fn new_for_test(kind: ArmKind) -> ArmResult {
-        ArmResult::new(kind)
-    }
-    /// The metric rows are ranked by: GPU time on CUDA, wall time on the host backend.
-    pub fn metric(&self) -> Option<Stat> {
-        self.gpu_us_per_dispatch.or(self.host_us_per_dispatch)
-    }
-}
-
-#[derive(Serialize, Clone, Debug)]
-pub struct RowResult {
-    pub id: String,
-    pub family: &'static str,
-    pub dispatches_per_replay: usize,
-    pub replays_per_sample: usize,
-    pub check: String,
-    /// Every sample of every arm passed its oracle check.
-    pub ok: bool,
-    pub arm_order: Vec<&'static str>,
-    /// Where the row's root buffers lay (`name=0x…`), shared by every CUDA arm; empty on the host. A
-    /// 1-block chain's time depends on it (docs/fences.md, decision 8).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub buffer_addresses: Vec<String>,
-    pub arms: Vec<ArmResult>,
-    /// The row's own protocol minimums, where it has them (the kernel-family rows).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<crate::workload::RowProtocol>,
-    /// Decode rows on the GPU: bytes per step and the kernel table (or why it could not be made).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decode: Option<Result<profile::DecodeProfile, String>>,
-    /// The Llama row at position 1,024 on the GPU: its step traced node by node (files beside the
-    /// report), or why it could not be.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeline: Option<Result<timeline::StepTimeline, String>>,
 }
 
 /// The matrix for a backend: every family's rows ([`crate::families::FAMILIES`]).
@@ -695,7 +568,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         results.sort_by_key(|r| arms.iter().position(|a| a.name() == r.arm));
         rows.push(RowResult {
             id: id.clone(),
-            family: w.family,
+            family: w.family.to_string(),
             dispatches_per_replay: w.dispatches,
             replays_per_sample: w.replays,
             check: w.check.describe(),

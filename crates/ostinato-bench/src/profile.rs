@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::arms::{baseline_kernels, ArmKind, RowMemory};
 use super::baseline::Baseline;
 use super::workload::Workload;
 
 /// One kernel of the step (all its launches).
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct KernelTime {
     pub kernel: String,
     pub launches: usize,
@@ -30,7 +30,7 @@ pub struct KernelTime {
 }
 
 /// What a decode row reports beside its arms.
-#[derive(Serialize, Clone, Debug, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct DecodeProfile {
     /// Bytes of weights and KV cache one step reads.
     pub bytes_per_step: u64,

@@ -2,17 +2,17 @@
 //! its tree was dirty, the device, driver, NVRTC, SM clocks before and after (from NVML), the host CPU,
 //! the command.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::BenchConfig;
 use crate::BenchBackend;
 
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Provenance {
     pub backend: BenchBackend,
-    pub build_commit: &'static str,
+    pub build_commit: String,
     /// "true", "false" or "unknown" (git unavailable at build time).
-    pub build_dirty: &'static str,
+    pub build_dirty: String,
     pub date_utc: String,
     pub command_line: Vec<String>,
     /// The machine's name (`/proc/sys/kernel/hostname`; empty where unreadable).
@@ -87,8 +87,8 @@ pub fn collect(
     let after = dev.map(|d| nvml(&d.uuid));
     Provenance {
         backend,
-        build_commit: env!("OSTINATO_BUILD_COMMIT"),
-        build_dirty: env!("OSTINATO_BUILD_DIRTY"),
+        build_commit: env!("OSTINATO_BUILD_COMMIT").to_string(),
+        build_dirty: env!("OSTINATO_BUILD_DIRTY").to_string(),
         date_utc: now_utc(),
         command_line: std::env::args().collect(),
         host_name: std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default(),

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ostinato::Exec;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::arms::{bind_cuda, slot_value, OstinatoCuda, RowMemory};
 use super::workload::Workload;
@@ -20,7 +20,7 @@ pub const TRACED_POS: u32 = 1024;
 const STEPS: usize = 3;
 
 /// What the report says of the traced step.
-#[derive(Serialize, Clone, Debug, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct StepTimeline {
     /// The files written beside the report.
     pub json: String,
@@ -48,7 +48,7 @@ pub struct StepTimeline {
 }
 
 /// The edges of one traced step between kernel `from` and kernel `to` kept as `kind`.
-#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Handover {
     pub from: String,
     pub to: String,

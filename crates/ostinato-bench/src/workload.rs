@@ -106,7 +106,7 @@ impl Kernels {
 /// A row's own protocol minimums, where it runs shorter than the configured ones (each is the smaller of
 /// the two): the kernel-family rows, each of ten small ops, whose arms follow one another with the GPU
 /// busy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowProtocol {
     pub warmup_ms: u64,
     pub timed_ms: u64,

@@ -11,7 +11,12 @@ use super::arms::ArmKind;
 use super::provenance::Provenance;
 use super::stats::{self, Verdict};
 use crate::config::{BenchConfig, BenchError};
-use crate::{ArmResult, BenchBackend, Regime, RowResult, Stat};
+use crate::{ArmResult, BenchBackend, RowResult, Stat};
+
+mod protocol;
+pub use protocol::RunProtocol;
+#[cfg(test)]
+use protocol::{arm_order_text, regime_text};
 
 /// 2: inconclusive rows counted apart from ties (`docs/reproduce.md`).
 pub const SCHEMA_VERSION: u32 = 2;
@@ -36,8 +41,12 @@ struct Comparison {
 #[derive(Serialize)]
 struct Results<'a> {
     schema_version: u32,
+    /// The run's provenance; of runs merged from parts, the first's.
     provenance: &'a Provenance,
-    protocol: serde_json::Value,
+    /// Runs merged from parts: each run's provenance, in order.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    parts: &'a [Provenance],
+    protocol: &'a RunProtocol,
     rows: &'a [RowResult],
     summary: Vec<Comparison>,
     failed_rows: Vec<&'a str>,
@@ -51,6 +60,18 @@ pub fn ours(backend: BenchBackend) -> &'static str {
     }
 }
 
+/// Every arm some row has, in the order first met (a run's rows all have the same arms in the same
+/// order; runs merged from parts may add arms row by row).
+pub(crate) fn arms_of(rows: &[RowResult]) -> Vec<&'static str> {
+    let mut arms: Vec<&'static str> = Vec::new();
+    for a in rows.iter().flat_map(|r| r.arms.iter()) {
+        if !arms.contains(&a.arm) {
+            arms.push(a.arm);
+        }
+    }
+    arms
+}
+
 pub(crate) fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
     let a = row.arms.iter().find(|a| a.arm == arm)?;
     a.metric().map(|s| (s.median, (s.ci_lo, s.ci_hi)))
@@ -62,7 +83,7 @@ pub(crate) fn metric(row: &RowResult, arm: &str) -> Option<(f64, (f64, f64))> {
 /// the CUDA arms are another API).
 fn rankings(backend: BenchBackend, rows: &[RowResult]) -> Vec<(&'static str, Vec<&'static str>)> {
     let us = ours(backend);
-    let arms: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let arms = arms_of(rows);
     let mut out = vec![(us, arms.iter().copied().filter(|a| *a != us).collect())];
     let baselines: Vec<&'static str> = ArmKind::CUDA_BASELINES.iter().map(|k| k.name()).filter(|b| arms.contains(b)).collect();
     let studies = arms.iter().copied().filter(|a| is_study(a));
@@ -88,7 +109,7 @@ fn summarize(backend: BenchBackend, rows: &[RowResult]) -> Vec<Comparison> {
 /// `us` against each of `baselines`, per family and over all rows where both ran (rows that failed
 /// are never ranked).
 fn compare(rows: &[RowResult], us: &'static str, baselines: &[&'static str]) -> Vec<Comparison> {
-    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family.as_str()).collect();
     families.dedup();
     families.push("all");
     let mut out = Vec::new();
@@ -243,15 +264,11 @@ fn arm_meaning(kind: ArmKind) -> &'static str {
 }
 
 /// The arm of a name, among every arm a matrix runs.
-fn arm_kind(name: &str) -> Option<ArmKind> {
-    ArmKind::CUDA.iter().chain(ArmKind::HOST_SELECTABLE.iter()).copied().find(|k| k.name() == name)
-}
-
 /// The report's list of the arms its tables show, each with what it runs.
 fn arms_section(s: &mut String, arms: &[&str]) {
     let _ = writeln!(s, "Arms:\n");
     for a in arms {
-        let _ = writeln!(s, "- `{a}`: {}", arm_kind(a).map_or("(not described)", arm_meaning));
+        let _ = writeln!(s, "- `{a}`: {}", ArmKind::by_name(a).map_or("(not described)", arm_meaning));
     }
     let _ = writeln!(s);
 }
@@ -275,14 +292,6 @@ fn where_text(backend: BenchBackend, p: &Provenance) -> String {
         ),
         BenchBackend::Host => format!("Host {host}; no GPU (the host backend)."),
     }
-}
-
-/// The one-line tie rule, for the protocol line.
-fn tie_rule_text() -> String {
-    format!(
-        "a tie is a ratio of medians within ±{:.0}%; outside it, a win or a loss needs disjoint 95% intervals, and a row whose intervals overlap is inconclusive (counted apart, never as a win, tie or loss, and left out of the median speedup)",
-        stats::TIE_BAND * 100.0
-    )
 }
 
 /// The chart's value axis.
@@ -356,7 +365,7 @@ pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
             c.losses,
             c.inconclusive
         );
-        if let Some(k) = arm_kind(c.versus).filter(|k| *k == ArmKind::HostSerial) {
+        if let Some(k) = ArmKind::by_name(c.versus).filter(|k| *k == ArmKind::HostSerial) {
             let _ = writeln!(s, "  ({}: {})", c.versus, arm_meaning(k));
         }
     }
@@ -373,47 +382,45 @@ fn vulkan_device(p: &Provenance, rows: &[RowResult]) -> String {
     }
 }
 
-fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[RowResult]) -> String {
+/// Who made the rows: the run's command, date, build and machine; for runs merged from parts, each.
+fn made_text(backend: BenchBackend, parts: &[Provenance], rows: &[RowResult]) -> String {
+    let made = |p: &Provenance| {
+        format!("`{}` on {} from commit `{}` (dirty: {}). {}", p.command_line.join(" "), p.date_utc, p.build_commit, p.build_dirty, where_text(backend, p))
+    };
+    match parts {
+        [p] => format!("Made by {} Vulkan arm device: {}.\n", made(p), vulkan_device(p, rows)),
+        _ => {
+            let mut s = format!(
+                "Merged from {} runs of one build by `ostinato bench --merge`: every row is one run's, its arms measured side by side in that run (a row a run's time limit left is taken from the run that measured it). Vulkan arm device: {}.\n",
+                parts.len(),
+                parts.first().map_or("—".into(), |p| vulkan_device(p, rows))
+            );
+            for (i, p) in parts.iter().enumerate() {
+                let _ = writeln!(s, "- run {}: made by {}", i + 1, made(p));
+            }
+            s
+        }
+    }
+}
+
+fn markdown(backend: BenchBackend, parts: &[Provenance], protocol: &RunProtocol, rows: &[RowResult]) -> String {
     let us = ours(backend);
     let mut s = String::new();
     let unit = if backend == BenchBackend::Cuda { "GPU µs per dispatch (CUDA events)" } else { "wall µs per dispatch (host backend)" };
-    let _ = writeln!(s, "# Ostinato dispatch benchmark — {}\n", label(backend, p));
-    let _ = writeln!(
-        s,
-        "Made by `{}` on {} from commit `{}` (dirty: {}). {} Vulkan arm device: {}.\n",
-        p.command_line.join(" "),
-        p.date_utc,
-        p.build_commit,
-        p.build_dirty,
-        where_text(backend, p),
-        vulkan_device(p, rows)
-    );
-    let _ = writeln!(
-        s,
-        "Protocol: every arm of a row is made {} (each exec or recording anew over the row's buffers); the arms sample in rounds (each round one sample of every arm, in the row's order): at least {} warm-up samples of each instance and {} ms of warm-up rounds (longer where an Ostinato exec still measures its candidate submissions: warm-up ends once every instance has chosen, and past the warm-up time only the instances still warming are sampled), then at least {} timed samples each, round r on instance r mod {} (each right after an untimed lead-in sample of the same instance) and {} ms of timed rounds per arm (at most {} rounds), each sample {}; every sample (warm-ups too) is checked against the host backend's serial execution; arm order {}{}; medians over every instance's samples with 95% bootstrap intervals {}; {}. Metric: {unit}{}.\n",
-        instances_text(args.instances),
-        args.warmups,
-        args.warmup_ms,
-        args.min_timed_samples(),
-        args.instances,
-        args.timed_ms,
-        args.max_timed_samples(),
-        replays_text(args),
-        arm_order_text(backend, args),
-        regime_text(backend, args, p.regime_chain_us).map_or(String::new(), |r| format!("; CUDA driver state {r}")),
-        interval_text(args.instances),
-        tie_rule_text(),
-        if has_device_time(rows) { "; host submission time is a separate column" } else { "" }
-    );
+    if let Some(p) = parts.first() {
+        let _ = writeln!(s, "# Ostinato dispatch benchmark — {}\n", label(backend, p));
+    }
+    let _ = writeln!(s, "{}", made_text(backend, parts, rows));
+    let _ = writeln!(s, "{}\n", protocol.line(unit, has_device_time(rows)));
     if let Some(r) = rows.iter().find_map(|r| r.protocol) {
         let _ = writeln!(
             s,
             "The kernel-family rows (ten ops each) take at least {} ms of warm-up rounds and {} ms of timed rounds per arm where that is shorter (the sample counts stay).\n",
-            r.warmup_ms.min(args.warmup_ms),
-            r.timed_ms.min(args.timed_ms)
+            r.warmup_ms.min(protocol.warmup_ms),
+            r.timed_ms.min(protocol.timed_ms)
         );
     }
-    let arms: Vec<&str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let arms = arms_of(rows);
     arms_section(&mut s, &arms);
     let summary = summarize(backend, rows);
     let _ = writeln!(s, "## Headline: {us} against each arm (median speedup = arm time / {us} time)\n");
@@ -430,7 +437,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
     s.push_str(&family_section(backend, rows, &summary));
     s.push_str(&decisions_section(backend, rows));
     s.push_str(&vulkan_fusion_section(rows));
-    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family.as_str()).collect();
     families.dedup();
     for fam in families {
         let _ = writeln!(s, "\n## {fam}: {unit}, median [95% CI]\n");
@@ -489,7 +496,7 @@ fn markdown(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[R
 /// The baselines the per-family section ranks against: stream capture, the expert's PDL capture and
 /// raw Vulkan where they ran (the CUDA matrix), else every other arm.
 fn family_baselines(backend: BenchBackend, rows: &[RowResult]) -> Vec<&'static str> {
-    let ran: Vec<&'static str> = rows.first().map(|r| r.arms.iter().map(|a| a.arm).collect()).unwrap_or_default();
+    let ran = arms_of(rows);
     let picked: Vec<&'static str> = [ArmKind::Captured, ArmKind::CapturedPdl, ArmKind::Vulkan].iter().map(|k| k.name()).filter(|a| ran.contains(a)).collect();
     if picked.is_empty() {
         ran.into_iter().filter(|a| *a != ours(backend)).collect()
@@ -516,7 +523,7 @@ fn family_section(backend: BenchBackend, rows: &[RowResult], summary: &[Comparis
     let _ = writeln!(s, "\n## Per family: {us} against {} (median speedup, wins / ties / losses)\n", versus.join(", "));
     let _ = writeln!(s, "| family | rows | failed | {} |{policy_head}", versus.join(" | "));
     let _ = writeln!(s, "|---|---|---|{}{}", "---|".repeat(versus.len()), if decided { "---|---|" } else { "" });
-    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
+    let mut families: Vec<&str> = rows.iter().map(|r| r.family.as_str()).collect();
     families.dedup();
     families.push("all");
     for fam in families {
@@ -669,102 +676,21 @@ fn replay_table(s: &mut String, title: &str, rows: &[RowResult], arms: &[&'stati
     }
 }
 
-/// How the arms were ordered, and which ran, for the protocol line and `results.json`.
-fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> String {
-    let mut t = "rotated per row".to_string();
-    if args.study.rotate != 0 {
-        t += &format!(", shifted by {} (--rotate)", args.study.rotate);
-    }
-    let chosen: Option<Vec<&str>> = args.arms.as_ref().map(|list| list.iter().map(|a| a.trim()).collect());
-    let ran = |a: ArmKind| chosen.as_ref().is_none_or(|c| c.contains(&a.name()));
-    if backend == BenchBackend::Cuda {
-        let direct: Vec<&str> = ArmKind::CUDA.iter().filter(|a| a.launches_directly() && ran(**a)).map(|a| a.name()).collect();
-        if !direct.is_empty() {
-            t += &format!(
-                "; the arms that launch kernels directly ({}) in a second pass after every row's graph arms (plain launches on a second stream slow every later graph: docs/fences.md decision 7)",
-                direct.join(", ")
-            );
-        }
-        t += if args.study.priority == ostinato_cuda::StreamPriority::High {
-            "; every CUDA arm of a row on one stream the row makes, except Ostinato's (streams of its own at high priority, --priority high)"
-        } else {
-            "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
-        };
-    }
-    // The host matrix runs Vulkan arms only where `--arms` names them.
-    let vulkan_ran =
-        ArmKind::VULKAN.iter().any(|&a| if backend == BenchBackend::Cuda { ran(a) } else { chosen.as_ref().is_some_and(|c| c.contains(&a.name())) });
-    if vulkan_ran {
-        t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row";
-    }
-    if let Some(c) = chosen {
-        t += &format!("; only the arms {} (--arms)", c.join(","));
-    }
-    t
-}
-
-/// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`; None
-/// on the host backend. `chain_us`: what entering the multi-stream state measured (before, after).
-fn regime_text(backend: BenchBackend, args: &BenchConfig, chain_us: Option<[f64; 2]>) -> Option<String> {
-    match (backend, args.study.regime) {
-        (BenchBackend::Host, _) => None,
-        (_, Regime::MultiStream) => Some(format!(
-            "multi-stream: before the first row, the eager baseline on two streams between replays of a 941 × 1 chain, which took {} µs per dispatch before and {} after (--regime multi-stream; docs/fences.md decision 7)",
-            chain_us.map_or("—".into(), |c| format!("{:.3}", c[0])),
-            chain_us.map_or("—".into(), |c| format!("{:.3}", c[1]))
-        )),
-        _ => Some("fresh: no graph arm ran after plain launches on a second stream".into()),
-    }
-}
-
-/// How many times each arm is made, for the protocol line.
-fn instances_text(instances: usize) -> String {
-    match instances {
-        1 => "once (--instances 1)".into(),
-        n => format!("{n} times (--instances {n})"),
-    }
-}
-
-/// How the intervals resample, for the protocol line and `results.json`.
-fn interval_text(instances: usize) -> &'static str {
-    if instances > 1 {
-        "that resample the instances, then each drawn instance's samples (2,000 resamples): a win or a loss holds across an arm's instances"
-    } else {
-        "of the samples (2,000 resamples)"
-    }
-}
-
-/// What one timed sample is, for the protocol line and `results.json`.
-fn replays_text(args: &BenchConfig) -> String {
-    match args.replays {
-        Some(1) => "one replay between two events (--replays 1)".into(),
-        Some(n) => format!("{n} back-to-back replays between two events (--replays {n})"),
-        None => "one replay between two events (the decode stack: 4, one position each)".into(),
-    }
-}
-
+/// Writes `results.json`, `REPORT.md` and `chart.svg` of a run of `args` into `dir`.
 pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[RowResult]) -> Result<(), String> {
+    write_files(dir, backend, std::slice::from_ref(p), &RunProtocol::of(backend, args, p.regime_chain_us), rows)
+}
+
+/// Writes the three files of the rows of one or more runs (`parts`, each run's provenance; more than
+/// one where runs made in parts are reported as one) measured by `protocol`.
+pub(crate) fn write_files(dir: &Path, backend: BenchBackend, parts: &[Provenance], protocol: &RunProtocol, rows: &[RowResult]) -> Result<(), String> {
+    let first = parts.first().ok_or("no run to report")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let results = Results {
         schema_version: SCHEMA_VERSION,
-        provenance: p,
-        protocol: serde_json::json!({
-            "warmups": args.warmups,
-            "warmup_ms": args.warmup_ms,
-            "samples": args.min_timed_samples(),
-            "instances": args.instances,
-            "timed_ms": args.timed_ms,
-            "max_timed_samples": args.max_timed_samples(),
-            "replays_per_sample": replays_text(args),
-            "statistic": "median",
-            "interval": format!("95% percentile bootstrap of the median, {}", interval_text(args.instances)),
-            "tie_band": stats::TIE_BAND,
-            "oracle": "every sample, warm-ups included, against the host backend's serial execution",
-            "arm_order": arm_order_text(backend, args),
-            "sampling": "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds (every instance of every arm; past the warm-up time only those still warming) until every instance has its warm-ups and has settled, then timed rounds, round r on instance r mod instances of every arm, each timed sample right after an untimed lead-in sample of the same instance",
-            "regime": regime_text(backend, args, p.regime_chain_us),
-            "metric": if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" },
-        }),
+        provenance: first,
+        parts: if parts.len() > 1 { parts } else { &[] },
+        protocol,
         rows,
         summary: summarize(backend, rows),
         failed_rows: rows.iter().filter(|r| !r.ok).map(|r| r.id.as_str()).collect(),
@@ -773,8 +699,8 @@ pub fn write_all(dir: &Path, backend: BenchBackend, p: &Provenance, args: &Bench
     let json = serde_json::to_string(&results).map_err(|e| e.to_string())?;
     let w = |name: &str, data: &str| std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()));
     w("results.json", &json)?;
-    w("REPORT.md", &markdown(backend, p, args, rows))?;
-    super::chart::write(&dir.join("chart.svg"), &format!("Ostinato dispatch matrix — {}", label(backend, p)), unit_axis(backend), rows)
+    w("REPORT.md", &markdown(backend, parts, protocol, rows))?;
+    super::chart::write(&dir.join("chart.svg"), &format!("Ostinato dispatch matrix — {}", label(backend, first)), unit_axis(backend), rows)
 }
 
 #[cfg(test)]

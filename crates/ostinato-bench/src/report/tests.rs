@@ -4,6 +4,11 @@ use super::*;
 use crate::Regime;
 use ostinato_cuda::StreamPriority;
 
+/// The report of one run of `args`.
+fn report_of(backend: BenchBackend, p: &Provenance, args: &BenchConfig, rows: &[RowResult]) -> String {
+    markdown(backend, std::slice::from_ref(p), &RunProtocol::of(backend, args, p.regime_chain_us), rows)
+}
+
 fn cfg(f: impl FnOnce(&mut BenchConfig)) -> BenchConfig {
     let mut c = BenchConfig::default();
     f(&mut c);
@@ -13,7 +18,7 @@ fn cfg(f: impl FnOnce(&mut BenchConfig)) -> BenchConfig {
 fn row(id: &str, addresses: &[&str]) -> RowResult {
     RowResult {
         id: id.into(),
-        family: "dispatch-grid serial",
+        family: "dispatch-grid serial".into(),
         dispatches_per_replay: 941,
         replays_per_sample: 1,
         check: "exact".into(),
@@ -80,11 +85,11 @@ fn the_report_says_where_each_rows_buffers_lay_and_json_omits_it_when_unknown() 
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
     let placed = [row("grid/serial/n941/b1", &["x=0x7f0000e20400"]), row("grid/serial/n1/b1", &[])];
-    let md = markdown(BenchBackend::Cuda, &p, &args, &placed);
+    let md = report_of(BenchBackend::Cuda, &p, &args, &placed);
     assert!(md.contains("## Where each row's buffers lay"), "{md}");
     assert!(md.contains("- grid/serial/n941/b1: x=0x7f0000e20400\n"), "{md}");
     assert!(!md.contains("- grid/serial/n1/b1:"), "a row without addresses gets no line: {md}");
-    let host_only = markdown(BenchBackend::Host, &p, &args, &placed[1..]);
+    let host_only = report_of(BenchBackend::Host, &p, &args, &placed[1..]);
     assert!(!host_only.contains("buffers lay"), "no section without addresses: {host_only}");
     let json = serde_json::to_value(&placed[..]).unwrap();
     assert_eq!(json[0]["buffer_addresses"][0], "x=0x7f0000e20400");
@@ -120,7 +125,7 @@ fn ostinato_on_vulkan_is_ranked_against_raw_vulkan_with_its_losses_named() {
     assert_eq!(all("ostinato-vulkan", "ostinato-vulkan-unfused"), None, "Vulkan arms are ranked against raw Vulkan only");
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
-    let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+    let md = report_of(BenchBackend::Cuda, &p, &args, &rows);
     assert!(md.contains("## Ostinato on Vulkan against raw Vulkan"), "{md}");
     assert!(md.contains("| all | ostinato-vulkan | vulkan | 2 | 2.61× | 1 | 1 | 0 | 0 |"), "{md}");
     assert!(md.contains("- grid/serial/n1/b1: vulkan is 1.15× faster than ostinato-vulkan-unfused (4.000 vs 4.600 µs)"), "{md}");
@@ -129,7 +134,7 @@ fn ostinato_on_vulkan_is_ranked_against_raw_vulkan_with_its_losses_named() {
     // Without a raw Vulkan arm there is nothing to rank the Vulkan arms against.
     let no_raw = [timed("grid/serial/n1/b1", &[(Ostinato, 3.0), (OstinatoVulkan, 3.9)])];
     assert!(summarize(BenchBackend::Cuda, &no_raw).iter().all(|c| c.ours == "ostinato"));
-    assert!(!markdown(BenchBackend::Cuda, &p, &args, &no_raw).contains("against raw Vulkan"));
+    assert!(!report_of(BenchBackend::Cuda, &p, &args, &no_raw).contains("against raw Vulkan"));
 }
 
 #[test]
@@ -149,14 +154,14 @@ fn a_policy_study_is_ranked_against_the_baselines_apart_from_the_default_and_fro
     assert_eq!(all("ostinato-untuned", "captured"), None, "an ablation is not a study");
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
-    let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+    let md = report_of(BenchBackend::Cuda, &p, &args, &rows);
     assert!(md.contains("## Policy studies against the baselines"), "{md}");
     assert!(md.contains("| all | ostinato-edges-median | captured-pdl | 2 |"), "{md}");
     assert!(!md.contains("against raw Vulkan"), "no Vulkan arm ran: {md}");
     assert!(md.contains("- geom/serial/b512/g2048: captured-pdl is 1.05× faster than ostinato (3.800 vs 4.000 µs)"), "{md}");
     // Beside Vulkan arms, each comparison lands in its own table.
     let both = [timed("grid/serial/n1/b1", &[(CapturedPdl, 3.0), (Ostinato, 3.0), (OstinatoEdgesMedian, 3.0), (Vulkan, 4.0), (OstinatoVulkan, 3.9)])];
-    let md = markdown(BenchBackend::Cuda, &p, &args, &both);
+    let md = report_of(BenchBackend::Cuda, &p, &args, &both);
     let (studies, vulkan) = (md.find("## Policy studies").expect("studies"), md.find("## Ostinato on Vulkan against raw Vulkan").expect("vulkan"));
     assert!(!md[studies..vulkan].contains("| ostinato-vulkan |") && !md[vulkan..].contains("| ostinato-edges-median | captured-pdl"), "{md}");
 }
@@ -165,7 +170,7 @@ fn a_policy_study_is_ranked_against_the_baselines_apart_from_the_default_and_fro
 fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     use ArmKind::{Captured, CapturedPdl, Ostinato, Vulkan};
     let mut a = timed("reduce/tree-f32/serial/n1M", &[(Ostinato, 1.0), (Captured, 1.5), (CapturedPdl, 1.2), (Vulkan, 3.0)]);
-    a.family = "reduction serial";
+    a.family = "reduction serial".into();
     a.arms[0].decisions = Some(crate::arms::Decisions {
         edges: 9,
         programmatic_edges: 0,
@@ -182,7 +187,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     a.dispatches_per_replay = 10;
     a.arms[0].instances = vec![crate::matrix::InstanceResult { median: Some(1.05), timed_samples: 9, decisions: None }];
     let mut b = timed("geom/serial/b256/g1", &[(Ostinato, 0.1), (Captured, 0.3), (CapturedPdl, 0.2), (Vulkan, 0.5)]);
-    b.family = "geometry serial";
+    b.family = "geometry serial".into();
     b.arms[0].decisions = Some(crate::arms::Decisions {
         edges: 0,
         programmatic_edges: 0,
@@ -197,7 +202,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     });
     // A row whose exec measured PDL off faster than auto's programmatic edges: named, with both times.
     let mut c = timed("reduce/atomic-u32/serial/n8M", &[(Ostinato, 23.0), (Captured, 23.1), (CapturedPdl, 34.5), (Vulkan, 40.0)]);
-    c.family = "reduction independent";
+    c.family = "reduction independent".into();
     c.arms[0].decisions = Some(crate::arms::Decisions {
         edges: 9,
         programmatic_edges: 0,
@@ -212,7 +217,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
     });
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
-    let md = markdown(BenchBackend::Cuda, &p, &args, &[a, b, c]);
+    let md = report_of(BenchBackend::Cuda, &p, &args, &[a, b, c]);
     assert!(md.contains("## Per family: ostinato against captured, captured-pdl, vulkan"), "{md}");
     assert!(md.contains("| reduction serial | 1 | 0 | 1.50× (1/0/0) | 1.20× (1/0/0) | 3.00× (1/0/0) | 1 | 1 |"), "{md}");
     assert!(md.contains("| geometry serial | 1 | 0 | 3.00× (1/0/0) | 2.00× (1/0/0) | 5.00× (1/0/0) | 0 | 0 |"), "{md}");
@@ -254,7 +259,7 @@ fn the_report_says_what_ostinato_on_vulkan_fused_and_which_maps_it_did_not_keep(
     rows[2].arms[2].decisions = Some(vk(0, vec![]));
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
-    let md = markdown(BenchBackend::Cuda, &p, &args, &rows);
+    let md = report_of(BenchBackend::Cuda, &p, &args, &rows);
     assert!(md.contains("## What Ostinato on Vulkan fused"), "{md}");
     assert!(md.contains("- tiles/rms/r64x256/l4: 12 of 12 nodes fused, 11 barriers between bodies\n"), "{md}");
     assert!(md.contains("- tiles/user/r64: 0 of 12 nodes fused (12: its tile map on `x` is not kept: kernel `k`, the access at line 9: …)"), "{md}");
@@ -268,7 +273,7 @@ fn the_report_says_what_ostinato_on_vulkan_fused_and_which_maps_it_did_not_keep(
 fn the_host_report_explains_its_arms_names_its_host_and_never_ranks_an_inconclusive_row() {
     use ArmKind::{HostSerial, OstinatoHost};
     let mut wide = timed("decode/h256-l2", &[(HostSerial, 227.7), (OstinatoHost, 90.0)]);
-    wide.family = "decode-shaped";
+    wide.family = "decode-shaped".into();
     for a in &mut wide.arms {
         a.host_us_per_dispatch = a.gpu_us_per_dispatch.take();
     }
@@ -281,7 +286,7 @@ fn the_host_report_explains_its_arms_names_its_host_and_never_ranks_an_inconclus
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let mut p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
     p.host_name = "bench-box".into();
-    let md = markdown(BenchBackend::Host, &p, &args, &rows);
+    let md = report_of(BenchBackend::Host, &p, &args, &rows);
     assert!(!md.contains("Device —") && !md.contains("CUDA driver —"), "no empty device line: {md}");
     assert!(md.contains(&format!("Host bench-box: {} ({} threads); no GPU", p.host_cpu, p.host_threads)), "{md}");
     assert!(md.contains("- `host-serial`: the host backend replaying the same plan one node at a time in program order"), "{md}");
