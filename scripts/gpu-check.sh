@@ -14,7 +14,8 @@
 # each fit a short call: vk-geom, vk-reduce, vk-memlat-dot, vk-gemv),
 # BENCH_ARGS="--tune-edge-types median" adds options (e.g. "--time-limit 280", a part that still writes its report
 # inside a call's time); MATRIX_ARMS (default captured,captured-pdl,ostinato)
-# sets the CUDA parts' arms, e.g. with the study arm ostinato-edges-median; OUT_PACK=1 leaves $OUT as one archive.
+# sets the CUDA parts' arms, e.g. with the study arm ostinato-edges-median; two parts or more are also reported
+# as one (`ostinato bench --merge`: $OUT/matrix, and $OUT/matrix-vk for the vk parts); OUT_PACK=1 leaves $OUT as one archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -199,6 +200,20 @@ if want matrix; then
     $BIN/ostinato bench --filter "${part_filter[$part]}" --arms $arms ${BENCH_ARGS:-} \
       --out "$OUT/matrix-$part" 2>&1 | tee "$OUT/matrix-$part.log" || status=1
     echo "matrix $part took $(( $(date +%s) - start )) s" | tee -a "$OUT/matrix-$part.log"
+  done
+  # Two parts or more: one report of the CUDA parts ($OUT/matrix) and one of the Vulkan parts
+  # ($OUT/matrix-vk), every row ranked together (`ostinato bench --merge`).
+  for kind in cuda vk; do
+    runs=()
+    for part in ${MATRIX_PARTS:-a b llama}; do
+      [[ $kind == vk && $part != vk-* || $kind == cuda && $part == vk-* ]] && continue
+      [[ -f $OUT/matrix-$part/results.json ]] && runs+=("$OUT/matrix-$part")
+    done
+    merged=$OUT/matrix; [[ $kind == vk ]] && merged=$OUT/matrix-vk
+    if (( ${#runs[@]} > 1 )); then
+      step "matrix merged: ${runs[*]}"
+      $BIN/ostinato bench --merge "$(IFS=,; echo "${runs[*]}")" --out "$merged" 2>&1 | tee "$merged.log" || fail "merging ${runs[*]}"
+    fi
   done
 fi
 if want launch-floor; then

@@ -173,6 +173,9 @@ pub enum BenchError {
     Device(String),
     #[error("{path}: {message}")]
     Io { path: String, message: String },
+    /// A run's results that cannot be merged with the others (`crate::merge`), naming its file.
+    #[error("{path}: {reason}")]
+    Merge { path: String, reason: String },
     /// Rows whose arms failed or disagreed with the oracle (the reports were written).
     #[error("{failed} of {rows} rows failed: {ids} (why: {report}, section Failures)")]
     FailedRows { failed: usize, rows: usize, ids: String, report: String },

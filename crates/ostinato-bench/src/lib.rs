@@ -12,6 +12,7 @@ mod cuda_raw;
 pub mod families;
 pub mod manifests;
 pub mod matrix;
+pub mod merge;
 pub mod pack;
 pub mod profile;
 pub mod provenance;

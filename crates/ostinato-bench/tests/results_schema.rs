@@ -237,3 +237,72 @@ fn a_run_past_its_time_limit_reports_the_rows_it_did_not_begin_and_writes_its_re
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A matrix run in parts is reported as one: every part's rows ranked together, a row a part's time
+/// limit left taken from the part that ran it, and the parts that are not one matrix refused, naming
+/// the file and what differs.
+#[test]
+fn runs_in_parts_merge_into_one_report_and_runs_that_are_not_one_matrix_are_refused() {
+    use ostinato_bench::merge::merge;
+    use ostinato_bench::BenchError;
+    let base = std::env::temp_dir().join(format!("ostinato-bench-merge-{}", std::process::id()));
+    let part = |name: &str, f: &dyn Fn(&mut BenchConfig)| {
+        let out = base.join(name);
+        let args = host_config(&out, |c| f(c));
+        ostinato_bench::run(&args).expect("host bench runs");
+        out
+    };
+    let grid = part("grid", &|c| brief(c, "grid/serial/n1/"));
+    let fan = part("fan", &|c| brief(c, "fan/"));
+    // A run under a limit of 0 s begins no row: all of them are reported not run.
+    let limited = part("limited", &|c| {
+        brief(c, "grid/serial/n1/,fan/");
+        c.time_limit_s = Some(0.0);
+    });
+    let whole = base.join("whole");
+    let rows = merge(&[limited.clone(), grid.clone(), fan.join("results.json")], &whole).expect("the parts merge");
+    let ran = |r: &ostinato_bench::RowResult| r.arms.iter().all(|a| a.skipped.is_none() && !a.samples.is_empty());
+    assert!(rows.len() > 1 && rows.iter().all(ran), "each row the limited run left is taken from the part that ran it: {rows:?}");
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    assert!(ids.contains(&"grid/serial/n1/b1") && ids.iter().any(|i| i.starts_with("fan/")), "{ids:?}");
+    let v = check(&whole.join("results.json"));
+    assert_eq!(v["parts"].as_array().map(Vec::len), Some(3), "the merged file lists each part's provenance");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(rows.len()));
+    let report = std::fs::read_to_string(whole.join("REPORT.md")).unwrap();
+    assert!(report.contains("Merged from 3 runs of one build"), "{report}");
+    assert!((1..=3).all(|i| report.contains(&format!("- run {i}: made by `"))), "each run's command, build and machine: {report}");
+    let all = v["summary"].as_array().unwrap().iter().find(|c| c["family"] == "all" && c["versus"] == "host-serial").expect("an overall row");
+    assert_eq!(all["rows"].as_u64(), Some(rows.len() as u64), "the headline ranks every row of every part");
+
+    let refused = |parts: &[std::path::PathBuf]| match merge(parts, &base.join("refused")) {
+        Err(BenchError::Merge { path, reason }) => format!("{path}: {reason}"),
+        other => panic!("{parts:?} must be refused, got {other:?}"),
+    };
+    // A row measured in two parts: which to rank is not clear.
+    let twice = refused(&[grid.clone(), grid.clone()]);
+    assert!(twice.contains("row `grid/serial/n1/b1` is measured here and in"), "{twice}");
+    // Another protocol, another build, another schema, not a results file at all.
+    let once = part("once", &|c| {
+        brief(c, "decode");
+        c.instances = 1;
+    });
+    assert!(refused(&[grid.clone(), once]).contains("protocol"));
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(fan.join("results.json")).unwrap()).unwrap();
+        edit(&mut v);
+        let file = base.join(name);
+        std::fs::write(&file, v.to_string()).unwrap();
+        file
+    };
+    let other_build = edited("other-build.json", &|v| v["provenance"]["build_commit"] = "0000000".into());
+    let msg = refused(&[grid.clone(), other_build.clone()]);
+    assert!(msg.starts_with(&other_build.display().to_string()) && msg.contains("build (commit, dirty)"), "{msg}");
+    assert!(refused(&[edited("v1.json", &|v| v["schema_version"] = 1.into())]).contains("schema version 1, where this build reads 2"));
+    assert!(refused(&[edited("unknown-arm.json", &|v| v["rows"][0]["arms"][0]["arm"] = "warp-drive".into())]).contains("`warp-drive` is not an arm"));
+    std::fs::write(base.join("not.json"), "rows: none").unwrap();
+    assert!(refused(&[base.join("not.json")]).contains("not a results.json of `ostinato bench`"));
+    assert!(matches!(merge(&[base.join("missing")], &base.join("refused")), Err(BenchError::Io { .. })));
+    assert!(matches!(merge(&[], &base.join("refused")), Err(BenchError::Config { setting: "merge", .. })));
+    assert!(!base.join("refused").exists(), "a refused merge writes nothing");
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -224,7 +224,8 @@ struct BenchArgs {
     /// Keep taking timed samples (beyond --samples, up to 63) until this many milliseconds of them.
     #[arg(long, default_value_t = 10)]
     timed_ms: u64,
-    #[arg(long, default_value_t = 3)]
+    /// Warm-up samples of each instance, at least (hidden: --warmup-ms is the one to set).
+    #[arg(long, default_value_t = 3, hide = true)]
     warmups: usize,
     /// Keep warming each arm up until this many milliseconds have passed.
     #[arg(long, default_value_t = 50)]
@@ -235,6 +236,11 @@ struct BenchArgs {
     instances: usize,
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
+    /// Measure nothing: write one report into --out of the runs whose results these comma-separated
+    /// folders (or results.json files) hold, a matrix run in parts (one build, backend, device model
+    /// and protocol; a row one part left not run under its time limit is taken from the part that ran it).
+    #[arg(long, value_delimiter = ',', value_name = "RUNS", conflicts_with_all = ["backend", "quick", "filter", "samples", "timed_ms", "warmups", "warmup_ms", "instances", "time_limit", "arms", "replays"])]
+    merge: Vec<PathBuf>,
     /// Start no further row after this many seconds: the rows begun finish, the others are reported
     /// as not run, and the report is written (for runs under a time limit).
     #[arg(long, value_name = "SECONDS")]
@@ -360,6 +366,7 @@ fn dispatch(c: Command) -> Result<(), String> {
         }
         Command::Run(a) => run(*a),
         Command::Kernels { file, backend, json } => kernels(&file, backend, json),
+        Command::Bench(args) if !args.merge.is_empty() => ostinato_bench::merge::merge(&args.merge, &args.out).map(|_| ()).map_err(|e| e.to_string()),
         Command::Bench(args) => ostinato_bench::bench(&args.config()).map(|_| ()).map_err(|e| e.to_string()),
     }
 }
@@ -467,6 +474,18 @@ mod tests {
         assert_eq!(c.filter, ["grid", "fan"]);
         assert_eq!(c.study.blocks, Some(vec![1, 128]));
         assert_eq!(c.study.regime, Regime::MultiStream);
+    }
+
+    #[test]
+    fn bench_merge_takes_runs_and_refuses_the_options_of_a_measurement() {
+        let Ok(Cli { command: Command::Bench(a) }) = Cli::try_parse_from(["ostinato", "bench", "--merge", "a,b/results.json", "--out", "whole"]) else {
+            panic!("parses")
+        };
+        assert_eq!(a.merge, [PathBuf::from("a"), PathBuf::from("b/results.json")]);
+        for extra in [["--filter", "grid"], ["--time-limit", "60"], ["--instances", "5"]] {
+            let args = ["ostinato", "bench", "--merge", "a,b"].into_iter().chain(extra);
+            assert!(Cli::try_parse_from(args).is_err(), "--merge with {extra:?} measures nothing: refused");
+        }
     }
 
     #[test]
