@@ -90,7 +90,7 @@ fn check_alike(first: &Part, first_file: &Path, part: &Part, file: &Path) -> Res
 
 /// The rows of every part, in the order first met; a row a part left not run is taken from the part
 /// that measured it.
-fn merge_rows(parts: &[(PathBuf, Part)]) -> Result<Vec<RowResult>, BenchError> {
+fn merge_rows(parts: &[(PathBuf, Part)]) -> Result<Vec<(RowResult, &Path)>, BenchError> {
     let mut rows: Vec<(RowResult, &Path)> = Vec::new();
     for (file, part) in parts {
         for row in &part.rows {
@@ -107,11 +107,29 @@ fn merge_rows(parts: &[(PathBuf, Part)]) -> Result<Vec<RowResult>, BenchError> {
             }
         }
     }
-    Ok(rows.into_iter().map(|(r, _)| r).collect())
+    Ok(rows)
+}
+
+/// Copies the files a row's traced step names (beside its run's report) next to the merged report,
+/// so that its links hold; a name that is not a plain file name is not followed.
+fn copy_traces(rows: &[(RowResult, &Path)], out: &Path) -> Result<(), BenchError> {
+    for (row, file) in rows {
+        let Some(Ok(t)) = &row.timeline else { continue };
+        let dir = file.parent().unwrap_or(Path::new("."));
+        for name in [&t.json, &t.svg] {
+            let plain = Path::new(name).file_name().is_some_and(|f| f == name.as_str());
+            let from = dir.join(name);
+            if plain && from.is_file() {
+                std::fs::copy(&from, out.join(name)).map_err(|e| BenchError::Io { path: from.display().to_string(), message: e.to_string() })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads the `results.json` of each of `parts` (a file, or a folder holding one), checks they are one
-/// matrix, and writes `results.json`, `REPORT.md` and `chart.svg` of all their rows into `out`. The
+/// matrix, and writes `results.json`, `REPORT.md` and `chart.svg` of all their rows into `out`, with
+/// the traces of the rows' traced steps that lie beside their runs' reports. The
 /// merged file's `provenance` is the first part's and `parts` lists every part's. A failed row makes
 /// it an error after the files are written, as for a run.
 pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Vec<RowResult>, BenchError> {
@@ -127,7 +145,7 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Vec<RowResult>, BenchError
         }
         read.push((file, part));
     }
-    let rows = merge_rows(&read)?;
+    let sourced = merge_rows(&read)?;
     let mut protocol = read[0].1.protocol.clone();
     let mut orders: Vec<&str> = Vec::new();
     for (_, part) in &read {
@@ -139,8 +157,10 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Vec<RowResult>, BenchError
         protocol.arm_order = orders.iter().enumerate().map(|(i, o)| format!("({}) {o}", i + 1)).collect::<Vec<_>>().join("; ");
     }
     let backend = read[0].1.provenance.backend;
-    let provenances: Vec<Provenance> = read.into_iter().map(|(_, p)| p.provenance).collect();
+    let rows: Vec<RowResult> = sourced.iter().map(|(r, _)| r.clone()).collect();
+    let provenances: Vec<Provenance> = read.iter().map(|(_, p)| p.provenance.clone()).collect();
     report::write_files(out, backend, &provenances, &protocol, &rows)?;
+    copy_traces(&sourced, out)?;
     println!("{}", report::headline(backend, &rows));
     println!("wrote {}/results.json, REPORT.md, chart.svg (merged from {} runs)", out.display(), provenances.len());
     report::failed_rows(&rows, out)?;

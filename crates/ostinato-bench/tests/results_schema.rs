@@ -238,6 +238,15 @@ fn a_run_past_its_time_limit_reports_the_rows_it_did_not_begin_and_writes_its_re
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `fan`'s results.json with `edit` applied, written as `base/name`.
+fn edited_fan(base: &Path, fan: &Path, name: &str, edit: &dyn Fn(&mut Value)) -> PathBuf {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(fan.join("results.json")).unwrap()).unwrap();
+    edit(&mut v);
+    let file = base.join(name);
+    std::fs::write(&file, v.to_string()).unwrap();
+    file
+}
+
 /// A matrix run in parts is reported as one: every part's rows ranked together, a row a part's time
 /// limit left taken from the part that ran it, and the parts that are not one matrix refused, naming
 /// the file and what differs.
@@ -274,6 +283,20 @@ fn runs_in_parts_merge_into_one_report_and_runs_that_are_not_one_matrix_are_refu
     let all = v["summary"].as_array().unwrap().iter().find(|c| c["family"] == "all" && c["versus"] == "host-serial").expect("an overall row");
     assert_eq!(all["rows"].as_u64(), Some(rows.len() as u64), "the headline ranks every row of every part");
 
+    // A traced step's files lie beside its run's report: the merged report's links hold. A name
+    // that is not a plain file name is not followed.
+    let traced = edited_fan(&base, &fan, "traced.json", &|v| {
+        let step = serde_json::json!({"json": "t.trace.json", "svg": "sub/t.trace.svg", "bars": 1, "programmatic_edges": 0, "step_us": [1.0],
+            "sum_us": [1.0], "busy_us": [1.0], "idle_us": [0.0], "gaps": [0], "longest_gap_us": 0.0, "critical_bars": 1, "untraced_step_us": 1.0,
+            "handovers": []});
+        v["rows"][0]["timeline"] = serde_json::json!({ "Ok": step });
+    });
+    std::fs::write(base.join("t.trace.json"), "{}").unwrap();
+    std::fs::create_dir_all(base.join("sub")).unwrap();
+    std::fs::write(base.join("sub/t.trace.svg"), "<svg/>").unwrap();
+    merge(&[grid.clone(), traced], &base.join("traced")).expect("the parts merge");
+    assert!(base.join("traced/t.trace.json").is_file() && !base.join("traced/sub").exists());
+
     let refused = |parts: &[std::path::PathBuf]| match merge(parts, &base.join("refused")) {
         Err(BenchError::Merge { path, reason }) => format!("{path}: {reason}"),
         other => panic!("{parts:?} must be refused, got {other:?}"),
@@ -287,13 +310,7 @@ fn runs_in_parts_merge_into_one_report_and_runs_that_are_not_one_matrix_are_refu
         c.instances = 1;
     });
     assert!(refused(&[grid.clone(), once]).contains("protocol"));
-    let edited = |name: &str, edit: &dyn Fn(&mut Value)| {
-        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(fan.join("results.json")).unwrap()).unwrap();
-        edit(&mut v);
-        let file = base.join(name);
-        std::fs::write(&file, v.to_string()).unwrap();
-        file
-    };
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| edited_fan(&base, &fan, name, edit);
     let other_build = edited("other-build.json", &|v| v["provenance"]["build_commit"] = "0000000".into());
     let msg = refused(&[grid.clone(), other_build.clone()]);
     assert!(msg.starts_with(&other_build.display().to_string()) && msg.contains("build (commit, dirty)"), "{msg}");
