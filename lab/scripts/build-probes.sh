@@ -34,6 +34,7 @@ build lab/probes/fused_l1.cu "${nv[@]}"
 build lab/probes/fused_loop_forms.cu "${nv[@]}"
 build lab/probes/fused_softmax.cu "${nv[@]}" -Ikernels -Icrates/ostinato-bench/kernels
 build lab/probes/fused_thread_local.cu "${nv[@]}"
+build lab/probes/side_by_side.cu "${nv[@]}"
 build lab/probes/llama_kernels.cu "${nv[@]}" -Ikernels -DOST_TRIGGER=3
 build lab/probes/llama_stream_shapes.cu "${nv[@]}" -Ikernels -DOST_TRIGGER=3
 build lab/probes/driver_api_chain.cpp g++ -O2 -std=c++17 -I"$inc"
