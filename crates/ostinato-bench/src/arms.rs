@@ -30,7 +30,8 @@ pub enum ArmKind {
     Ostinato,
     /// Ablation: Ostinato's graph without chain fusion (every node its own launch), auto PDL.
     OstinatoUnfused,
-    /// Ablation: chain fusion on (independent neighbours on a lane fused too).
+    /// Ablation: chain fusion on (independent neighbours on a lane fused too; independent launches of
+    /// many blocks side by side in one kernel).
     OstinatoFusionOn,
     /// Ablation: auto, but block-local fused chains read and write device memory rather than staging
     /// their tiles in shared memory (`TileStaging::Off`).

@@ -177,3 +177,33 @@ fn every_block_hazard_inside_a_group_of_components_lies_within_one_component() {
     eprintln!("{checked} block pairs with a common byte, in {groups_seen} groups of components, each within one component");
     assert!(checked > 1000 && groups_seen > 100, "{checked} pairs in {groups_seen} groups");
 }
+
+/// Under `on`, unrelated multi-block runs of one grid share a kernel side by side (a CUDA fused
+/// kernel of `lanes × blocks` blocks): run with the fused blocks in any order, each running its lane's
+/// members' block, the bytes are the serial program's; under `auto` no multi-block group has two lanes.
+#[test]
+fn multi_block_runs_side_by_side_give_the_oracle_bits_in_any_block_order() {
+    let (mut side, mut lanes_seen) = (0, 0);
+    for seed in 0..300u64 {
+        let prog = random_tiled_program(seed, 4 + (seed as usize * 5) % 24);
+        for max_lanes in [1, 4] {
+            let plan = Plan::compile_with(&prog.graph, PlanOptions { max_lanes }).unwrap();
+            let want = serial_result(&plan, &prog, 1).unwrap();
+            for mode in [FusionMode::Auto, FusionMode::On] {
+                let gs = all_groups(&plan, &launches_fusable(&plan), mode);
+                let sided: Vec<&Group> = multi_block(&gs).filter(|g| g.components.is_none() && g.lanes.len() > 1).collect();
+                if mode == FusionMode::Auto {
+                    assert!(sided.is_empty(), "seed {seed}: auto keeps multi-block runs apart: {sided:?}");
+                }
+                side += sided.len();
+                lanes_seen += sided.iter().map(|g| g.lanes.len()).sum::<usize>();
+                for order in [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)] {
+                    let got = run_blockwise(&plan, &prog, &gs, order).unwrap();
+                    assert_eq!(got, want, "seed {seed}, {max_lanes} lanes, {mode:?}, {order:?}: {gs:?}");
+                }
+            }
+        }
+    }
+    eprintln!("{side} groups of multi-block runs side by side, {lanes_seen} lanes");
+    assert!(side >= 20, "only {side} groups side by side: the programs barely have unrelated runs of one grid");
+}

@@ -116,8 +116,9 @@ pub enum BlockOrder {
 
 /// Runs `plan` (a program of kernel launches whose host kernels run per block, e.g. a
 /// [`random_tiled_program`]) on host memory the way the plan fused into `groups` runs: units in a
-/// topological order of the contracted plan; a node alone, all its blocks; a group, for each block
-/// (of a multi-block group) or lane (of a group of one-block nodes) in `order`, its members in turn.
+/// topological order of the contracted plan; a node alone, all its blocks; a group, for each fused
+/// block in `order` — a lane's block `b` (of a multi-block group, its lanes side by side) or a lane
+/// (of a group of one-block nodes) — its members in turn.
 /// Returns every root buffer's bytes, as `random_graphs::serial_result` does, or the first kernel
 /// fault.
 pub fn run_blockwise(plan: &Plan, prog: &RandomProgram, groups: &[Group], order: BlockOrder) -> Result<Vec<(BufferId, Vec<u8>)>, String> {
@@ -200,11 +201,12 @@ pub fn run_blockwise_with(
                             }
                         }
                     }
-                } else if gr.lanes.len() == 1 && blocks_of(gr.lanes[0][0]).len() > 1 {
+                } else if blocks_of(gr.lanes[0][0]).len() > 1 {
+                    // Fused block `l · blocks + b` runs lane `l`'s members' block `b` in turn.
                     let blocks = blocks_of(gr.lanes[0][0]);
-                    for bi in arrange((0..blocks.len()).collect()) {
-                        for &v in &gr.lanes[0] {
-                            run_block(v, blocks[bi])?;
+                    for i in arrange((0..gr.lanes.len() * blocks.len()).collect()) {
+                        for &v in &gr.lanes[i / blocks.len()] {
+                            run_block(v, blocks[i % blocks.len()])?;
                         }
                     }
                 } else {

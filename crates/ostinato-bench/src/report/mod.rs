@@ -234,7 +234,9 @@ fn arm_meaning(kind: ArmKind) -> &'static str {
         ArmKind::CapturedPdl => "CUDA: a graph built by hand with programmatic (PDL) edges, as an expert would",
         ArmKind::Ostinato => "Ostinato on CUDA: the plan's edges only, its fence policy (auto) and chain fusion, one graph launch",
         ArmKind::OstinatoUnfused => "Ostinato on CUDA without chain fusion",
-        ArmKind::OstinatoFusionOn => "Ostinato on CUDA with chain fusion on (independent neighbours on a lane fused too)",
+        ArmKind::OstinatoFusionOn => {
+            "Ostinato on CUDA with chain fusion on (independent neighbours on a lane fused too; independent launches of many blocks side by side in one kernel)"
+        }
         ArmKind::OstinatoUnstaged => "Ostinato on CUDA, block-local fused chains without tile staging (every member reads and writes device memory)",
         ArmKind::OstinatoUntuned => {
             "Ostinato on CUDA, auto's thresholds alone: the exec does not measure the other submissions it could have made (--tune off)"

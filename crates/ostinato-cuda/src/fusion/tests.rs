@@ -688,3 +688,51 @@ fn random_tiled_programs_fused_kernels_compile_and_pass_the_contract() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compiled > 50 && staged > 0, "only {compiled} fused builds, {staged} staged tiles: the programs barely fused");
 }
+
+/// Ten independent `add_one` launches of 64 blocks each (own buffers): `auto` leaves each a launch of
+/// its own; `on` puts the plan's lanes of them side by side in one kernel of `lanes × 64` blocks whose
+/// block `l · 64 + b` runs lane `l`'s bodies as their block `b` through the per-thread view. The
+/// kernel compiles and passes the contract; random tiled programs' side-by-side groups too.
+#[test]
+fn independent_multi_block_launches_sit_side_by_side_in_one_kernel_under_on() {
+    let mut g = Graph::new();
+    let k = add_one(&mut g);
+    for i in 0..10 {
+        let x = g.add_buffer(format!("x{i}"), 64 * 1024).unwrap();
+        g.add_launch(k, Launch::linear(64, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(64 * 256))], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let fusable = launches_fusable(&plan);
+    assert!(all_groups(&plan, &fusable, FusionMode::Auto).is_empty(), "auto keeps independent multi-block launches apart");
+    let gs = all_groups(&plan, &fusable, FusionMode::On);
+    assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [10], "{gs:?}");
+    let lanes = gs[0].lanes.len();
+    assert!(lanes > 1, "{gs:?}");
+    let bars: Vec<Vec<bool>> = gs[0].lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
+    let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone(), None);
+    assert_eq!(f.launch.grid, [64 * lanes as u32, 1, 1]);
+    assert!(f.source.contains("ost_view_set((unsigned long long)blockIdx.x % 64ull, 64u, 1u, 1u);"), "{}", f.source);
+    assert!(f.source.contains("switch ((unsigned)((unsigned long long)blockIdx.x / 64ull))") && f.source.contains("#define blockIdx (ost_view_block"));
+    if !nvrtc_found("independent_multi_block_launches_sit_side_by_side_in_one_kernel_under_on") {
+        return;
+    }
+    let mut failures = Vec::new();
+    let mut compiled = compile_and_check(&f, "ten side by side", &mut failures);
+    let mut sided = 0;
+    for seed in 0..24u64 {
+        let prog = ostinato_testkit::tiled_graphs::random_tiled_program(3000 + seed, 6 + (seed as usize * 3) % 12);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        for (i, gr) in all_groups(&plan, &launches_fusable(&plan), FusionMode::On).iter().enumerate() {
+            if gr.components.is_some() || gr.key.grid == [1, 1, 1] || gr.lanes.len() < 2 {
+                continue;
+            }
+            sided += 1;
+            let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
+            let f = generate(&plan, gr, "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone(), None);
+            compiled += compile_and_check(&f, &format!("seed {seed}, group {i} side by side"), &mut failures);
+        }
+    }
+    eprintln!("{compiled} fused builds compiled and checked, {sided} random groups side by side");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(sided >= 5, "only {sided} random groups side by side");
+}

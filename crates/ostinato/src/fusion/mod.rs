@@ -8,6 +8,9 @@
 //! order. A run of multi-block nodes of one grid related block by block is one kernel of that grid.
 //! A run of multi-block nodes whose blocks depend on a few blocks of each other
 //! ([`component_groups`]) is one kernel of a block per connected component of those dependencies.
+//! Under [`FusionMode::On`], for a backend that runs each lane of a group on a range of its blocks
+//! ([`all_groups`]), unrelated multi-block runs of one grid sit side by side too: one kernel of
+//! `lanes × blocks` blocks, each block running its lane's bodies as their block `b`.
 //! What may fuse is the backend's to say, per node ([`Fusable`]): its bodies, its block shape.
 
 use std::cell::RefCell;
@@ -33,7 +36,9 @@ pub enum FusionMode {
     Auto,
     /// Fuse every run of fusable nodes along a lane, independent neighbours included (a block then
     /// runs them one after the other instead of side by side), and merge runs across lanes wherever
-    /// the result stays acyclic.
+    /// the result stays acyclic. For a backend that runs lanes on ranges of a kernel's blocks
+    /// ([`all_groups`]: CUDA), independent multi-block neighbours instead stay runs of their own, and
+    /// unrelated multi-block runs of one grid share one kernel side by side.
     On,
 }
 
@@ -85,7 +90,9 @@ pub struct Fusable {
     pub uses_shared: bool,
 }
 
-/// One fused kernel: block `b` runs `lanes[b]` in order; or, for a group of components
+/// One fused kernel: block `b` runs `lanes[b]` in order (one-block nodes); for nodes of a larger grid
+/// of `blocks` blocks, block `l · blocks + b` runs `lanes[l]`'s bodies as their block `b` (one lane, or
+/// several side by side: [`all_groups`] under [`FusionMode::On`]); or, for a group of components
 /// ([`component_groups`]), one lane whose members each run the blocks `components` assigns to the
 /// fused block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +118,9 @@ impl Group {
 /// The most blocks (lanes) one fused kernel gets.
 pub const MAX_FUSED_BLOCKS: usize = 1024;
 
+/// The most blocks a kernel of multi-block runs side by side gets (a launch's grid along x).
+pub const MAX_SIDE_BY_SIDE_BLOCKS: u64 = (1 << 31) - 1;
+
 /// The groups `mode` fuses in `plan`, given which nodes may fuse. Each group has at least two nodes;
 /// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
 /// joins two different lanes of a group.
@@ -118,10 +128,25 @@ pub fn groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec
     groups_by(plan, fusable, mode, &|u, v| plan.tile_relation(u, v).is_block_local())
 }
 
-/// Every group `mode` fuses in `plan`, as a backend that fuses by components takes them: the groups
-/// of components first ([`component_groups`]: runs whose blocks depend sparsely on each other, which
-/// would otherwise be cut where a block-local part of them fuses alone), then [`groups`] among the
-/// nodes they leave (one-block lanes, and runs of one grid related block by block).
+/// Whether multi-block runs may share a fused kernel side by side, each lane of the group on a
+/// range of its blocks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MultiBlockLanes {
+    /// A multi-block run is a kernel of its own grid.
+    Alone,
+    /// Unrelated multi-block runs of one grid share one kernel, lane after lane.
+    SideBySide,
+}
+
+/// Every group `mode` fuses in `plan`, as a backend that fuses by components and runs a group's lanes
+/// on ranges of its blocks takes them (CUDA): the groups of components first ([`component_groups`]:
+/// runs whose blocks depend sparsely on each other, which would otherwise be cut where a block-local
+/// part of them fuses alone), then [`groups`] among the nodes they leave (one-block lanes, and runs of
+/// one grid related block by block), where under [`FusionMode::On`] unrelated multi-block runs of one
+/// grid also share a kernel side by side (a group of several lanes of a grid of more than one block:
+/// block `l · blocks + b` runs lane `l`'s bodies as their block `b`). Independent launches of a few
+/// blocks each then take one launch instead of one each; `auto` keeps them apart until the exec's
+/// measurement can choose it.
 pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
     // Both passes ask for the tile relations of the same pairs (the runs of a block-local chain
     // above all, whose relations cost the analysis of every block): each is computed once.
@@ -134,7 +159,8 @@ pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) ->
             *f = None;
         }
     }
-    out.extend(groups_by(plan, &rest, mode, &|u, v| relation(u, v).is_block_local()));
+    let lanes = if mode == FusionMode::On { MultiBlockLanes::SideBySide } else { MultiBlockLanes::Alone };
+    out.extend(groups_with(plan, &rest, mode, &|u, v| relation(u, v).is_block_local(), lanes));
     out
 }
 
@@ -143,6 +169,16 @@ pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) ->
 /// tile dependency changes some program's bytes.
 #[doc(hidden)]
 pub fn groups_by(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode, block_local: &dyn Fn(NodeId, NodeId) -> bool) -> Vec<Group> {
+    groups_with(plan, fusable, mode, block_local, MultiBlockLanes::Alone)
+}
+
+fn groups_with(
+    plan: &Plan,
+    fusable: &[Option<Fusable>],
+    mode: FusionMode,
+    block_local: &dyn Fn(NodeId, NodeId) -> bool,
+    multi_block_lanes: MultiBlockLanes,
+) -> Vec<Group> {
     if mode == FusionMode::Off {
         return Vec::new();
     }
@@ -166,10 +202,13 @@ pub fn groups_by(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode, blo
                 flush(&mut cur, &mut runs);
                 continue;
             };
+            // Independent multi-block neighbours go side by side where they may (each its own range of
+            // the kernel's blocks) rather than one after the other in the same blocks.
+            let multi_side = k.grid != [1, 1, 1] && multi_block_lanes == MultiBlockLanes::SideBySide;
             let joins = cur.last().is_some_and(|&last| {
                 key(last) == Some(k)
                     && plan.preds(v).iter().all(|&u| run_of[u as usize] == runs.len())
-                    && (mode == FusionMode::On || plan.preds(v).contains(&last.0))
+                    && ((mode == FusionMode::On && !multi_side) || plan.preds(v).contains(&last.0))
                     && (k.grid == [1, 1, 1] || blockwise_in_run(plan, v, |u| run_of[u as usize] == runs.len(), block_local))
             });
             if !joins {
@@ -195,12 +234,15 @@ pub fn groups_by(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode, blo
     let mut open: Vec<usize> = Vec::new();
     for run in runs {
         let k = key(run[0]).expect("runs hold fusable nodes");
-        // A multi-block run is a kernel of its own grid: it never shares one with another run.
-        let side_by_side = k.grid == [1, 1, 1];
+        // A multi-block run is a kernel of its own grid, or (side by side) a range of a kernel's
+        // blocks after the other lanes' ranges.
+        let blocks = crate::tiles::block_count(k.grid);
+        let side_by_side = blocks == 1 || multi_block_lanes == MultiBlockLanes::SideBySide;
         let target = open.iter().rev().take(4).copied().filter(|_| side_by_side).find(|&gi| {
             let g: &Group = &out[gi];
             g.key == k
                 && g.lanes.len() < MAX_FUSED_BLOCKS
+                && (g.lanes.len() as u64 + 1).saturating_mul(blocks) <= MAX_SIDE_BY_SIDE_BLOCKS
                 && (mode == FusionMode::On || boundary(plan, &g.lanes[0]) == boundary(plan, &run))
                 && !related(plan, &member, &out, gi, &run)
         });
