@@ -129,9 +129,9 @@ fn copy_traces(rows: &[(RowResult, &Path)], out: &Path) -> Result<(), BenchError
 
 /// Reads the `results.json` of each of `parts` (a file, or a folder holding one), checks they are one
 /// matrix, and writes `results.json`, `REPORT.md` and `chart.svg` of all their rows into `out`, with
-/// the traces of the rows' traced steps that lie beside their runs' reports. The
-/// merged file's `provenance` is the first part's and `parts` lists every part's. A failed row makes
-/// it an error after the files are written, as for a run.
+/// the traces of the rows' traced steps that lie beside their runs' reports. The merged file's
+/// `provenance` is the first part's and `parts` lists every part's. A failed row makes it an error
+/// after the files are written, as for a run.
 pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Vec<RowResult>, BenchError> {
     if parts.is_empty() {
         return Err(BenchError::Config { setting: "merge", reason: "the results of one run or more (folders or results.json files)".into() });
@@ -147,14 +147,18 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Vec<RowResult>, BenchError
     }
     let sourced = merge_rows(&read)?;
     let mut protocol = read[0].1.protocol.clone();
-    let mut orders: Vec<&str> = Vec::new();
-    for (_, part) in &read {
-        if !orders.contains(&part.protocol.arm_order.as_str()) {
-            orders.push(&part.protocol.arm_order);
+    // Each distinct arm order with the runs (numbered as the report lists them) that had it.
+    let mut orders: Vec<(&str, Vec<String>)> = Vec::new();
+    for (i, (_, part)) in read.iter().enumerate() {
+        let text = part.protocol.arm_order.as_str();
+        match orders.iter_mut().find(|(o, _)| *o == text) {
+            Some((_, runs)) => runs.push((i + 1).to_string()),
+            None => orders.push((text, vec![(i + 1).to_string()])),
         }
     }
     if orders.len() > 1 {
-        protocol.arm_order = orders.iter().enumerate().map(|(i, o)| format!("({}) {o}", i + 1)).collect::<Vec<_>>().join("; ");
+        let each = orders.iter().map(|(o, runs)| format!("[in run {}: {o}]", runs.join(", ")));
+        protocol.arm_order = each.collect::<Vec<_>>().join(" ");
     }
     let backend = read[0].1.provenance.backend;
     let rows: Vec<RowResult> = sourced.iter().map(|(r, _)| r.clone()).collect();
