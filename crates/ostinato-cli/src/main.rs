@@ -123,7 +123,8 @@ struct RunArgs {
     /// (one workgroup), and chains whose tile maps relate block b only to block b as one kernel of their
     /// grid; on CUDA also chains whose blocks depend on a few blocks of each other, as one kernel of a
     /// block per connected component: where it cannot lose or costs little (auto), wherever the nodes
-    /// may fuse (on), or never (off).
+    /// may fuse (on; on CUDA also independent launches of many blocks side by side as one kernel), or
+    /// never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: tile hand-offs — a consumer block waits for exactly the producer blocks its tile maps
