@@ -2,8 +2,8 @@
 # Runs on the GPU machine (builds nothing; scripts/build-devbin.sh built .devbin/ on the developer
 # machine): every GPU test, CLI checks on the example graphs (CUDA and the GPU's Vulkan driver), the C
 # and Python checks, the Llama comparisons with transformers, and the benchmark. Logs go to $OUT
-# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|llama-probe|bench|quick-bench|matrix|full]...
-# (several stages may be named; `full` is all of them but quick-bench, matrix and llama-probe). TESTS="gpu_tiles gpu_llama" runs only
+# (default ./gpu-out). Usage: scripts/gpu-check.sh [tests|cli|sanitize|python|llama|llama-probe|bench|quick-bench|matrix|side-by-side|full]...
+# (several stages may be named; `full` is all of them but quick-bench, matrix, llama-probe and side-by-side). TESTS="gpu_tiles gpu_llama" runs only
 # those test binaries in the tests stage; SANITIZE_TOOLS="racecheck" only those tools in the sanitize stage.
 # `matrix` runs the matrix against stream capture and the expert's PDL capture in parts, each its own report
 # under $OUT/matrix-<part> (a part that runs out of a call's time leaves the others' reports):
@@ -26,7 +26,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 export OSTINATO_NVDISASM=${OSTINATO_NVDISASM:-/usr/local/cuda/bin/nvdisasm}
 status=0
 step() { echo "== $*"; }
-want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench && "$1" != matrix && "$1" != launch-floor && "$1" != llama-probe ) ]]; }
+want() { [[ "$STAGES" == *" $1 "* || ( "$STAGES" == *" full "* && "$1" != quick-bench && "$1" != matrix && "$1" != launch-floor && "$1" != llama-probe && "$1" != side-by-side ) ]]; }
 fail() { echo "FAILED: $*"; status=1; }
 source scripts/vulkan-env.sh
 # scripts/build-devbin.sh packs the test binaries.
@@ -215,6 +215,17 @@ if want matrix; then
       $BIN/ostinato bench --merge "$(IFS=,; echo "${runs[*]}")" --out "$merged" 2>&1 | tee "$merged.log" || fail "merging ${runs[*]}"
     fi
   done
+fi
+if want side-by-side; then
+  # Ten independent kernels in one launch (fusion `on`) against the graph shapes: the probe
+  # (lab/probes/side_by_side.cu, built here with the machine's nvcc), then the matrix's independent rows
+  # with the exec fused `on` beside the baselines and raw Vulkan (.gl carried).
+  step "side-by-side" | tee "$OUT/side-by-side.log"
+  { nvcc -O3 -arch=sm_90 -o /tmp/side_by_side lab/probes/side_by_side.cu && /tmp/side_by_side; } >>"$OUT/side-by-side.log" 2>&1 \
+    || fail "lab/probes/side_by_side.cu"
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+  $BIN/ostinato bench --filter /indep/ --arms captured,captured-pdl,ostinato,ostinato-fusion-on,vulkan ${BENCH_ARGS:-} \
+    --out "$OUT/side-by-side" 2>&1 | tee -a "$OUT/side-by-side.log" || status=1
 fi
 if want launch-floor; then
   # The one-dispatch rows at the launch floor, where Ostinato's graph of one kernel node has measured
