@@ -57,11 +57,6 @@ fn read_part(file: &Path) -> Result<Part, BenchError> {
     serde_json::from_str(&text).map_err(|e| refused(file, format!("not a results.json of `ostinato bench`: {e}")))
 }
 
-/// Whether every arm of `row` was left not run by its run's time limit.
-fn not_run(row: &RowResult) -> bool {
-    !row.arms.is_empty() && row.arms.iter().all(|a| a.skipped.as_deref().is_some_and(|w| w.starts_with(report::NOT_RUN)))
-}
-
 /// Refuses `part` (read from `file`) where it is not a run of the same build, backend, device model
 /// and protocol as `first` (read from `first_file`); the arms may differ.
 fn check_alike(first: &Part, first_file: &Path, part: &Part, file: &Path) -> Result<(), BenchError> {
@@ -97,10 +92,10 @@ fn merge_rows(parts: &[(PathBuf, Part)]) -> Result<Vec<(RowResult, &Path)>, Benc
             match rows.iter_mut().find(|(r, _)| r.id == row.id) {
                 None => rows.push((row.clone(), file)),
                 Some((kept, from)) => {
-                    if not_run(kept) {
+                    if report::not_run(kept) {
                         *kept = row.clone();
                         *from = file;
-                    } else if !not_run(row) {
+                    } else if !report::not_run(row) {
                         return Err(refused(file, format!("row `{}` is measured here and in {} too: which to rank is not clear", row.id, from.display())));
                     }
                 }

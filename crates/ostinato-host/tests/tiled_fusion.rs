@@ -191,7 +191,7 @@ fn multi_block_runs_side_by_side_give_the_oracle_bits_in_any_block_order() {
             let want = serial_result(&plan, &prog, 1).unwrap();
             for mode in [FusionMode::Auto, FusionMode::On] {
                 let gs = all_groups(&plan, &launches_fusable(&plan), mode);
-                let sided: Vec<&Group> = multi_block(&gs).filter(|g| g.components.is_none() && g.lanes.len() > 1).collect();
+                let sided: Vec<&Group> = gs.iter().filter(|g| g.is_side_by_side()).collect();
                 if mode == FusionMode::Auto {
                     assert!(sided.is_empty(), "seed {seed}: auto keeps multi-block runs apart: {sided:?}");
                 }

@@ -347,11 +347,16 @@ pub(crate) fn progress_line(pass: &str, row: usize, rows: usize, id: &str, secs:
 /// How the reason of an arm the time limit kept from running begins (`--time-limit`).
 pub(crate) const NOT_RUN: &str = "not run: the time limit";
 
+/// Whether the time limit kept every arm of `row` from running (a row without arms never counts).
+pub(crate) fn not_run(row: &RowResult) -> bool {
+    !row.arms.is_empty() && row.arms.iter().all(|a| a.skipped.as_deref().is_some_and(|w| w.starts_with(NOT_RUN)))
+}
+
 /// A one-paragraph headline for the terminal and the README.
 pub fn headline(backend: BenchBackend, rows: &[RowResult]) -> String {
     let mut s = String::new();
     let failed = rows.iter().filter(|r| !r.ok).count();
-    let not_run = rows.iter().filter(|r| !r.arms.is_empty() && r.arms.iter().all(|a| a.skipped.as_deref().is_some_and(|w| w.starts_with(NOT_RUN)))).count();
+    let not_run = rows.iter().filter(|r| not_run(r)).count();
     let not_run = if not_run > 0 { format!("; {not_run} not run (the time limit)") } else { String::new() };
     let _ = writeln!(s, "{} rows, {} failed (an arm's error or an oracle mismatch){not_run}", rows.len(), failed);
     for c in summarize(backend, rows).iter().filter(|c| c.family == "all") {

@@ -115,7 +115,7 @@ pub fn fuse(
         // A group of components, and multi-block lanes side by side, keep each thread's view of the
         // block its body runs as.
         let threads: u64 = gr.key.block.iter().map(|&d| u64::from(d)).product();
-        let viewed = gr.components.is_some() || (gr.key.grid != [1, 1, 1] && gr.lanes.len() > 1);
+        let viewed = gr.components.is_some() || gr.is_side_by_side();
         let mut shared = if viewed { VIEW_BYTES_PER_THREAD * threads } else { 0 };
         let mut dynamic = 0u64;
         for v in gr.nodes() {

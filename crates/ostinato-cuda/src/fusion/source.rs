@@ -342,7 +342,7 @@ pub fn generate(
     // Multi-block lanes side by side: fused block `l · blocks + b` runs lane `l`'s bodies as their
     // block `b`, each body seeing it through the per-thread view (`super::components`). Their tiles
     // are not staged (a staged tile's place follows the fused kernel's own block index).
-    let side_by_side = multi_block && lanes > 1;
+    let side_by_side = group.is_side_by_side();
     let staged = match staging {
         Some(st) if multi_block && !side_by_side => {
             let pointers: Vec<PointerParam> = calls

@@ -723,7 +723,7 @@ fn independent_multi_block_launches_sit_side_by_side_in_one_kernel_under_on() {
         let prog = ostinato_testkit::tiled_graphs::random_tiled_program(3000 + seed, 6 + (seed as usize * 3) % 12);
         let plan = Plan::compile(&prog.graph).unwrap();
         for (i, gr) in all_groups(&plan, &launches_fusable(&plan), FusionMode::On).iter().enumerate() {
-            if gr.components.is_some() || gr.key.grid == [1, 1, 1] || gr.lanes.len() < 2 {
+            if !gr.is_side_by_side() {
                 continue;
             }
             sided += 1;

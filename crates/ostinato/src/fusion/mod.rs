@@ -113,6 +113,11 @@ impl Group {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Whether the group's lanes are multi-block runs side by side, each on a range of the fused
+    /// kernel's blocks ([`all_groups`] under [`FusionMode::On`]).
+    pub fn is_side_by_side(&self) -> bool {
+        self.components.is_none() && self.key.grid != [1, 1, 1] && self.lanes.len() > 1
+    }
 }
 
 /// The most blocks (lanes) one fused kernel gets.
