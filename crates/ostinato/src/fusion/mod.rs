@@ -126,6 +126,15 @@ pub const MAX_FUSED_BLOCKS: usize = 1024;
 /// The most blocks a kernel of multi-block runs side by side gets (a launch's grid along x).
 pub const MAX_SIDE_BY_SIDE_BLOCKS: u64 = (1 << 31) - 1;
 
+/// The most threads (blocks × threads per block) each launch `auto` puts side by side with others
+/// may have ([`all_groups`]). On an H100 (`6f0ce7c`, GPU-8d8c0ee9, the matrix's 97 independent rows
+/// with fusion `on` beside `auto`; docs/fences.md, decision 15) ten independent launches of up to
+/// 2<sup>20</sup> threads each ran 1.07–1.99× faster side by side in one kernel on every geometry,
+/// reduction, memory-latency, packed-dot and quantized-GEMV row where they fused, or tied (within 2%);
+/// ten of 2,048 blocks of 1,024 threads (2<sup>21</sup> each) lost 6% (11.55 against 10.91 µs a
+/// dispatch), as in the probe `lab/probes/side_by_side.cu` (10.76 against 10.21).
+pub const AUTO_MAX_SIDE_BY_SIDE_THREADS: u64 = 1 << 20;
+
 /// The groups `mode` fuses in `plan`, given which nodes may fuse. Each group has at least two nodes;
 /// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
 /// joins two different lanes of a group.
@@ -141,6 +150,23 @@ enum MultiBlockLanes {
     Alone,
     /// Unrelated multi-block runs of one grid share one kernel, lane after lane.
     SideBySide,
+    /// As `SideBySide`, for runs of one launch of at most [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads
+    /// (`auto`): a run of several launches (a block-local chain) keeps its kernel of its own grid.
+    SingleSideBySide,
+}
+
+impl MultiBlockLanes {
+    /// Whether multi-block `run` (of `key`) may be a lane of a group side by side.
+    fn admits(self, run: &[NodeId], key: FuseKey) -> bool {
+        match self {
+            MultiBlockLanes::Alone => false,
+            MultiBlockLanes::SideBySide => true,
+            MultiBlockLanes::SingleSideBySide => {
+                let threads: u64 = key.block.iter().map(|&d| u64::from(d)).product();
+                run.len() == 1 && crate::tiles::block_count(key.grid).saturating_mul(threads) <= AUTO_MAX_SIDE_BY_SIDE_THREADS
+            }
+        }
+    }
 }
 
 /// Every group `mode` fuses in `plan`, as a backend that fuses by components and runs a group's lanes
@@ -150,8 +176,9 @@ enum MultiBlockLanes {
 /// one grid related block by block), where under [`FusionMode::On`] unrelated multi-block runs of one
 /// grid also share a kernel side by side (a group of several lanes of a grid of more than one block:
 /// block `l · blocks + b` runs lane `l`'s bodies as their block `b`). Independent launches of a few
-/// blocks each then take one launch instead of one each; `auto` keeps them apart until the exec's
-/// measurement can choose it.
+/// blocks each then take one launch instead of one each. `auto` puts side by side only launches that
+/// are runs of their own of at most [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads and wait for and feed
+/// the same nodes (as it groups one-block runs).
 pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
     // Both passes ask for the tile relations of the same pairs (the runs of a block-local chain
     // above all, whose relations cost the analysis of every block): each is computed once.
@@ -164,7 +191,7 @@ pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) ->
             *f = None;
         }
     }
-    let lanes = if mode == FusionMode::On { MultiBlockLanes::SideBySide } else { MultiBlockLanes::Alone };
+    let lanes = if mode == FusionMode::On { MultiBlockLanes::SideBySide } else { MultiBlockLanes::SingleSideBySide };
     out.extend(groups_with(plan, &rest, mode, &|u, v| relation(u, v).is_block_local(), lanes));
     out
 }
@@ -242,10 +269,11 @@ fn groups_with(
         // A multi-block run is a kernel of its own grid, or (side by side) a range of a kernel's
         // blocks after the other lanes' ranges.
         let blocks = crate::tiles::block_count(k.grid);
-        let side_by_side = blocks == 1 || multi_block_lanes == MultiBlockLanes::SideBySide;
-        let target = open.iter().rev().take(4).copied().filter(|_| side_by_side).find(|&gi| {
+        let side_by_side = |r: &[NodeId]| blocks == 1 || multi_block_lanes.admits(r, k);
+        let target = open.iter().rev().take(4).copied().filter(|_| side_by_side(&run)).find(|&gi| {
             let g: &Group = &out[gi];
             g.key == k
+                && side_by_side(&g.lanes[0])
                 && g.lanes.len() < MAX_FUSED_BLOCKS
                 && (g.lanes.len() as u64 + 1).saturating_mul(blocks) <= MAX_SIDE_BY_SIDE_BLOCKS
                 && (mode == FusionMode::On || boundary(plan, &g.lanes[0]) == boundary(plan, &run))
@@ -560,6 +588,65 @@ mod tests {
         let plan = block_chain(8, None, Some(5));
         let gs = groups(&plan, &every_multi(&plan), FusionMode::On);
         assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [5, 2]);
+    }
+
+    /// Every launch of `plan` fusable, keyed by its own grid and block.
+    fn keyed(plan: &Plan) -> Vec<Option<Fusable>> {
+        let g = plan.graph();
+        (0..plan.node_count())
+            .map(|v| match &g.nodes()[v].op {
+                crate::NodeOp::Kernel { launch, .. } => {
+                    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `auto` puts side by side the independent launches of many blocks that are runs of their own, of
+    /// at most [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads, waiting for and feeding the same nodes; `on`
+    /// puts every unrelated multi-block run of one grid side by side.
+    #[test]
+    fn auto_puts_single_launches_of_many_blocks_side_by_side_within_its_limits() {
+        // (name, grid, launches per buffer as a block-local chain, buffers, a consumer of buffer 0)
+        let cases: [(&str, u32, usize, usize, bool, usize, usize); 5] = [
+            // name, grid, chain length, buffers, consumer, auto's lanes side by side, on's
+            ("four single launches", 16, 1, 4, false, 4, 4),
+            ("a consumer of the first", 16, 1, 4, true, 3, 4),
+            ("at the thread limit", 4096, 1, 3, false, 3, 3),
+            ("over the thread limit", 4097, 1, 3, false, 0, 3),
+            ("block-local chains", 16, 2, 3, false, 0, 3),
+        ];
+        for (name, grid, len, bufs, consumer, auto_lanes, on_lanes) in cases {
+            let mut g = Graph::new();
+            let k = g.add_kernel(KernelSig::new("row").buffer("x", Access::ReadWrite)).unwrap();
+            let row = crate::TileMap::linear(1024, 1024).unwrap();
+            let xs: Vec<_> = (0..bufs).map(|i| g.add_buffer(format!("x{i}"), u64::from(grid) * 1024).unwrap()).collect();
+            for _ in 0..len {
+                for &x in &xs {
+                    g.add_launch_tiled(k, Launch::linear(grid, 256), &[Arg::Whole(x)], &[("x", row.clone())], &[]).unwrap();
+                }
+            }
+            if consumer {
+                let c = g.add_kernel(KernelSig::new("read").buffer("x", Access::Read)).unwrap();
+                g.add_launch(c, Launch::linear(1, 32), &[Arg::Whole(xs[0])], &[]).unwrap();
+            }
+            let plan = Plan::compile(&g).unwrap();
+            for (mode, want) in [(FusionMode::Auto, auto_lanes), (FusionMode::On, on_lanes)] {
+                let gs = all_groups(&plan, &keyed(&plan), mode);
+                let sided: Vec<&Group> = gs.iter().filter(|gr| gr.is_side_by_side()).collect();
+                let lanes = sided.iter().map(|gr| gr.lanes.len()).sum::<usize>();
+                assert_eq!(lanes, want, "{name}, {mode:?}: {gs:?}");
+                assert!(sided.len() <= 1, "{name}, {mode:?}: one group side by side at most: {gs:?}");
+                for gr in &sided {
+                    assert!(gr.lanes.iter().all(|l| l.len() == len), "{name}, {mode:?}: whole runs as lanes: {gs:?}");
+                }
+                if mode == FusionMode::Auto && len > 1 {
+                    // Each chain still fuses block by block into a kernel of its own grid.
+                    assert_eq!(gs.iter().map(|gr| (gr.lanes.len(), gr.len())).collect::<Vec<_>>(), vec![(1, len); bufs], "{name}");
+                }
+            }
+        }
     }
 
     #[test]
