@@ -127,13 +127,14 @@ pub const MAX_FUSED_BLOCKS: usize = 1024;
 pub const MAX_SIDE_BY_SIDE_BLOCKS: u64 = (1 << 31) - 1;
 
 /// The most threads (blocks × threads per block) each launch `auto` puts side by side with others
-/// may have ([`all_groups`]). On an H100 (`6f0ce7c`, GPU-8d8c0ee9, the matrix's 97 independent rows
-/// with fusion `on` beside `auto`; docs/fences.md, decision 15) ten independent launches of up to
-/// 2<sup>20</sup> threads each ran 1.07–1.99× faster side by side in one kernel on every geometry,
-/// reduction, memory-latency, packed-dot and quantized-GEMV row where they fused, or tied (within 2%);
-/// ten of 2,048 blocks of 1,024 threads (2<sup>21</sup> each) lost 6% (11.55 against 10.91 µs a
-/// dispatch), as in the probe `lab/probes/side_by_side.cu` (10.76 against 10.21).
-pub const AUTO_MAX_SIDE_BY_SIDE_THREADS: u64 = 1 << 20;
+/// may have ([`all_groups`]). On two H100s (GPU-8d8c0ee9 with fusion `on` beside `auto` at `6f0ce7c`,
+/// GPU-e9e86114 with this rule at 2<sup>20</sup>, `9aa73b8`; the matrix's 97 independent rows, docs/fences.md
+/// decision 15), ten independent launches of up to 2<sup>19</sup> threads each ran 1.07–2.0× faster
+/// side by side in one kernel, or tied, on every row where they fused. At 2<sup>20</sup> the sign
+/// depends on the block: 8,192 blocks of 128 threads gained 12%, 4,096 of 256 tied, 2,048 of 512
+/// lost 2% and, on the second GPU, 7% to the expert's PDL capture; at 2<sup>21</sup> (2,048 blocks of
+/// 1,024 threads) side by side lost 6%, as in the probe `lab/probes/side_by_side.cu`.
+pub const AUTO_MAX_SIDE_BY_SIDE_THREADS: u64 = 1 << 19;
 
 /// The groups `mode` fuses in `plan`, given which nodes may fuse. Each group has at least two nodes;
 /// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
@@ -613,8 +614,8 @@ mod tests {
             // name, grid, chain length, buffers, consumer, auto's lanes side by side, on's
             ("four single launches", 16, 1, 4, false, 4, 4),
             ("a consumer of the first", 16, 1, 4, true, 3, 4),
-            ("at the thread limit", 4096, 1, 3, false, 3, 3),
-            ("over the thread limit", 4097, 1, 3, false, 0, 3),
+            ("at the thread limit", 2048, 1, 3, false, 3, 3),
+            ("over the thread limit", 2049, 1, 3, false, 0, 3),
             ("block-local chains", 16, 2, 3, false, 0, 3),
         ];
         for (name, grid, len, bufs, consumer, auto_lanes, on_lanes) in cases {
