@@ -66,7 +66,12 @@ int main(void) {
             o.settings = settings[si];
             o.fusion = fusions[fi];
             for (int round = 0; round < 5; round++) {
-                CHECK(ost_exec_create_ex(plan, "vulkan", &o, NULL, 0, &e));
+                /* Which exec of the fifty could not be made (a driver that stops making instances). */
+                if (ost_exec_create_ex(plan, "vulkan", &o, NULL, 0, &e) != OST_OK) {
+                    fprintf(stderr, "%s:%d: exec %zu of 50 (%s, fusion %s): %s\n", __FILE__, __LINE__,
+                            10 * si + 5 * fi + (size_t)round + 1, settings[si], fusions[fi], ost_last_error());
+                    return 1;
+                }
                 CHECK(ost_exec_write(e, "a", 0, words, 4 * WORDS));
                 CHECK(ost_exec_write(e, "b", 0, words, 4 * WORDS));
                 CHECK(ost_exec_replay(e, 3));

@@ -17,6 +17,10 @@
 // Prediction (before any run): on the rows of 64-512 blocks, `side` at 0.3-0.5 us a dispatch against
 // 1.4-1.7 for the graph shapes (H100, matrix of 2026-12-06), below raw Vulkan's 0.69; on 2,048 and
 // 8,192 blocks no gain (the GPU is full either way).
+// Measured (H100 GPU-8d8c0ee9, 2026-12-06, `6f0ce7c`; docs/fences.md decision 15): `side` 0.464 /
+// 0.531 / 0.685 / 0.992 us a dispatch on the first four rows against 0.762-2.074 for the graph
+// shapes, below raw Vulkan's 0.69 on the first; 8,192x128 gained too (5.392 against 10.346-10.733,
+// where the prediction said none); 2,048x1,024 lost (10.755 against 10.205).
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -122,9 +122,10 @@ struct RunArgs {
     /// CUDA and Vulkan: chain fusion — runs of dependent 1-block nodes replayed as one resident block
     /// (one workgroup), and chains whose tile maps relate block b only to block b as one kernel of their
     /// grid; on CUDA also chains whose blocks depend on a few blocks of each other, as one kernel of a
-    /// block per connected component: where it cannot lose or costs little (auto), wherever the nodes
-    /// may fuse (on; on CUDA also independent launches of many blocks side by side as one kernel), or
-    /// never (off).
+    /// block per connected component, and independent launches of many blocks side by side as one
+    /// kernel: where it cannot lose or costs little (auto; side by side: single launches of at most
+    /// 2^19 threads that wait for and feed the same nodes), wherever the nodes may fuse (on), or never
+    /// (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: tile hand-offs — a consumer block waits for exactly the producer blocks its tile maps
