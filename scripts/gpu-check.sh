@@ -59,6 +59,9 @@ if want cli; then
     $BIN/ostinato run examples/fused_chain.toml --backend cuda --fusion $fu --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run fused_chain.toml --fusion $fu"
   done
   grep -q "64 of 64 nodes fused: 1 launches per replay" "$OUT/cli.log" || fail "fused_chain.toml did not fuse"
+  # Ten independent launches of 64 blocks: one kernel side by side under auto.
+  $BIN/ostinato run examples/side_by_side.toml --backend cuda --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run side_by_side.toml"
+  grep -q "10 of 10 nodes fused: 1 launches per replay" "$OUT/cli.log" || fail "side_by_side.toml did not run side by side"
   for b in in-order capture; do for pdl in auto on; do
     $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run mix.toml --graph-build $b --pdl $pdl"
   done; done
@@ -154,6 +157,7 @@ examples/add_one_serial_941.toml
 examples/own_kernel.toml
 examples/fused_chain.toml
 examples/tiled_chain.toml
+examples/side_by_side.toml
 examples/tile_sparse.toml --handoff on
 examples/tile_sparse.toml --fusion off --handoff on --mode eager
 LIST
