@@ -31,7 +31,10 @@ pub enum FusionMode {
     /// Fuse only where it cannot lose (`docs/fences.md`, chain fusion): runs in which each node depends on
     /// the one before it (in the unfused plan they run one after another anyway), merged across lanes
     /// only when the runs wait for the same nodes and the same nodes wait for them; groups of
-    /// components ([`component_groups`]) only where a fused block's serial work stays small.
+    /// components ([`component_groups`]) only where a fused block's serial work stays small; for a
+    /// backend that runs lanes on ranges of a kernel's blocks ([`all_groups`]: CUDA), single
+    /// multi-block launches side by side under the same rule of equal ends, each of at most
+    /// [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads.
     #[default]
     Auto,
     /// Fuse every run of fusable nodes along a lane, independent neighbours included (a block then
