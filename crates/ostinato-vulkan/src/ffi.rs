@@ -16,10 +16,46 @@ use crate::VkError;
 /// The most compute queues a context opens (the plan's lanes are at most 4 by default).
 pub const MAX_QUEUES: u32 = 4;
 
-/// Instance, device and its compute queues (one family; queue 0 takes single-queue submissions).
-pub struct Context {
+/// The process's Vulkan loader and instance ([`shared_instance`]).
+struct Instance {
     _entry: ash::Entry,
     instance: ash::Instance,
+}
+
+/// The instance every context makes its device from: made on the first call that succeeds and kept
+/// for the process (never destroyed; a failure is not kept, so a later call tries again). Why one:
+/// NVIDIA's Vulkan driver misbehaves across repeated `vkCreateInstance` / `vkDestroyInstance` in one
+/// process. A public report has subgroup invocation ids read wrong after about 11 cycles
+/// (Genesis-Embodied-AI/quadrants, pull request 465, which keeps one instance for that reason), and on
+/// an H200 (GPU-ae50bb66, driver 580.159.04, 2026-12-06) `examples/c/vulkan_free.c`, which makes and
+/// frees fifty execs, each with a context of its own then, saw `vkCreateInstance` answer
+/// `ERROR_INCOMPATIBLE_DRIVER` after its first execs had run.
+fn shared_instance() -> Result<Arc<Instance>, VkError> {
+    static SHARED: std::sync::Mutex<Option<Arc<Instance>>> = std::sync::Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(made) = shared.as_ref() {
+        return Ok(made.clone());
+    }
+    // SAFETY: loads the system Vulkan loader; no other precondition.
+    let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::NoLoader(e.to_string()))?;
+    let app = vk::ApplicationInfo::default().application_name(c"ostinato").api_version(vk::API_VERSION_1_2);
+    let ci = vk::InstanceCreateInfo::default().application_info(&app);
+    // SAFETY: valid create info with no layers or extensions.
+    let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|e| match e {
+        vk::Result::ERROR_INCOMPATIBLE_DRIVER => VkError::NoDevice(
+            "driver answers: the loader found no installable client driver (vkCreateInstance: ERROR_INCOMPATIBLE_DRIVER; see VK_DRIVER_FILES)".into(),
+        ),
+        other => vkr("vkCreateInstance")(other),
+    })?;
+    let made = Arc::new(Instance { _entry: entry, instance });
+    *shared = Some(made.clone());
+    Ok(made)
+}
+
+/// Device and its compute queues (one family; queue 0 takes single-queue submissions), made from the
+/// process's one instance ([`shared_instance`]).
+pub struct Context {
+    shared: Arc<Instance>,
     pdev: vk::PhysicalDevice,
     pub(crate) device: ash::Device,
     queue: vk::Queue,
@@ -89,33 +125,13 @@ impl Context {
     /// (`VkPhysicalDeviceIDProperties::deviceUUID`, 32 hex digits, dashes allowed) or a substring of its
     /// name; `None`: the best device with a compute queue (a discrete GPU first).
     pub fn open_matching(selector: Option<&str>) -> Result<Arc<Context>, VkError> {
-        // SAFETY: loads the system Vulkan loader; no other precondition.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::NoLoader(e.to_string()))?;
-        let app = vk::ApplicationInfo::default().application_name(c"ostinato").api_version(vk::API_VERSION_1_2);
-        let ci = vk::InstanceCreateInfo::default().application_info(&app);
-        // SAFETY: valid create info with no layers or extensions.
-        let instance = unsafe { entry.create_instance(&ci, None) }.map_err(|e| match e {
-            vk::Result::ERROR_INCOMPATIBLE_DRIVER => VkError::NoDevice(
-                "driver answers: the loader found no installable client driver (vkCreateInstance: ERROR_INCOMPATIBLE_DRIVER; see VK_DRIVER_FILES)".into(),
-            ),
-            other => vkr("vkCreateInstance")(other),
-        })?;
-        let picked = Self::pick(&instance, selector);
-        let (pdev, family) = match picked {
-            Ok(Some(p)) => p,
-            Ok(None) => {
-                // SAFETY: no child objects exist yet.
-                unsafe { instance.destroy_instance(None) };
-                return Err(VkError::NoDevice(match selector {
-                    Some(sel) => format!("with a compute queue matches `{sel}` (an index, a UUID or part of a name: `ostinato devices` lists them)"),
-                    None => "with a compute queue found".into(),
-                }));
-            }
-            Err(e) => {
-                // SAFETY: no child objects exist yet.
-                unsafe { instance.destroy_instance(None) };
-                return Err(e);
-            }
+        let shared = shared_instance()?;
+        let instance = &shared.instance;
+        let Some((pdev, family)) = Self::pick(instance, selector)? else {
+            return Err(VkError::NoDevice(match selector {
+                Some(sel) => format!("with a compute queue matches `{sel}` (an index, a UUID or part of a name: `ostinato devices` lists them)"),
+                None => "with a compute queue found".into(),
+            }));
         };
         // SAFETY: pdev comes from this instance.
         let props = unsafe { instance.get_physical_device_properties(pdev) };
@@ -165,25 +181,24 @@ impl Context {
         }
         let dci = dci.enabled_extension_names(&enabled_extensions);
         // SAFETY: valid create info for a queue family this device has.
-        let device = match unsafe { instance.create_device(pdev, &dci, None) } {
-            Ok(d) => d,
-            Err(e) => {
-                // SAFETY: no child objects exist.
-                unsafe { instance.destroy_instance(None) };
-                return Err(vkr("vkCreateDevice")(e));
-            }
-        };
+        let device = unsafe { instance.create_device(pdev, &dci, None) }.map_err(vkr("vkCreateDevice"))?;
         // SAFETY: queues 0..count of a family we created with that many.
         let queues: Vec<vk::Queue> = (0..count).map(|i| unsafe { device.get_device_queue(family, i) }).collect();
         let queue = queues[0];
         let pci = vk::CommandPoolCreateInfo::default().queue_family_index(family).flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
         // SAFETY: valid device.
-        let cmd_pool = unsafe { device.create_command_pool(&pci, None) }.map_err(vkr("vkCreateCommandPool"))?;
+        let cmd_pool = match unsafe { device.create_command_pool(&pci, None) } {
+            Ok(pool) => pool,
+            Err(e) => {
+                // SAFETY: the device has no child objects yet.
+                unsafe { device.destroy_device(None) };
+                return Err(vkr("vkCreateCommandPool")(e));
+            }
+        };
         // SAFETY: the name is a NUL-terminated array filled by the driver.
         let name = unsafe { CStr::from_ptr(props.device_name.as_ptr()) }.to_string_lossy().into_owned();
         Ok(Arc::new(Context {
-            _entry: entry,
-            instance,
+            shared: shared.clone(),
             pdev,
             device,
             queue,
@@ -354,7 +369,7 @@ impl Context {
 
     fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
         // SAFETY: pdev belongs to our instance.
-        let mp = unsafe { self.instance.get_physical_device_memory_properties(self.pdev) };
+        let mp = unsafe { self.shared.instance.get_physical_device_memory_properties(self.pdev) };
         (0..mp.memory_type_count).find(|&i| bits & (1 << i) != 0 && mp.memory_types[i as usize].property_flags.contains(flags))
     }
 
@@ -420,7 +435,6 @@ impl Drop for Context {
             let _ = self.device.device_wait_idle();
             self.device.destroy_command_pool(self.cmd_pool, None);
             self.device.destroy_device(None);
-            self.instance.destroy_instance(None);
         }
     }
 }
