@@ -53,7 +53,7 @@ fn shared_instance() -> Result<Arc<Instance>, VkError> {
 }
 
 /// Device and its compute queues (one family; queue 0 takes single-queue submissions), made from the
-/// process's one instance ([`shared_instance`]).
+/// process's one instance (`shared_instance` in this module says why one).
 pub struct Context {
     shared: Arc<Instance>,
     pdev: vk::PhysicalDevice,
