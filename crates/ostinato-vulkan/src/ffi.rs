@@ -198,7 +198,7 @@ impl Context {
         // SAFETY: the name is a NUL-terminated array filled by the driver.
         let name = unsafe { CStr::from_ptr(props.device_name.as_ptr()) }.to_string_lossy().into_owned();
         Ok(Arc::new(Context {
-            shared: shared.clone(),
+            shared,
             pdev,
             device,
             queue,

@@ -8,9 +8,10 @@
 //! order. A run of multi-block nodes of one grid related block by block is one kernel of that grid.
 //! A run of multi-block nodes whose blocks depend on a few blocks of each other
 //! ([`component_groups`]) is one kernel of a block per connected component of those dependencies.
-//! Under [`FusionMode::On`], for a backend that runs each lane of a group on a range of its blocks
-//! ([`all_groups`]), unrelated multi-block runs of one grid sit side by side too: one kernel of
-//! `lanes × blocks` blocks, each block running its lane's bodies as their block `b`.
+//! For a backend that runs each lane of a group on a range of its blocks ([`all_groups`]), unrelated
+//! multi-block runs of one grid sit side by side too (under `auto`, single launches within its
+//! limits): one kernel of `lanes × blocks` blocks, each block running its lane's bodies as their
+//! block `b`.
 //! What may fuse is the backend's to say, per node ([`Fusable`]): its bodies, its block shape.
 
 use std::cell::RefCell;
@@ -95,7 +96,7 @@ pub struct Fusable {
 
 /// One fused kernel: block `b` runs `lanes[b]` in order (one-block nodes); for nodes of a larger grid
 /// of `blocks` blocks, block `l · blocks + b` runs `lanes[l]`'s bodies as their block `b` (one lane, or
-/// several side by side: [`all_groups`] under [`FusionMode::On`]); or, for a group of components
+/// several side by side: [`all_groups`]); or, for a group of components
 /// ([`component_groups`]), one lane whose members each run the blocks `components` assigns to the
 /// fused block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,7 +118,7 @@ impl Group {
         self.len() == 0
     }
     /// Whether the group's lanes are multi-block runs side by side, each on a range of the fused
-    /// kernel's blocks ([`all_groups`] under [`FusionMode::On`]).
+    /// kernel's blocks ([`all_groups`]).
     pub fn is_side_by_side(&self) -> bool {
         self.components.is_none() && self.key.grid != [1, 1, 1] && self.lanes.len() > 1
     }
@@ -594,11 +595,12 @@ mod tests {
         assert_eq!(gs.iter().map(Group::len).collect::<Vec<_>>(), [5, 2]);
     }
 
-    /// Every launch of `plan` fusable, keyed by its own grid and block.
-    fn keyed(plan: &Plan) -> Vec<Option<Fusable>> {
-        let g = plan.graph();
-        (0..plan.node_count())
-            .map(|v| match &g.nodes()[v].op {
+    /// Every launch of `plan` fusable, keyed by its own grid and block (the components' tests too).
+    pub(super) fn keyed(plan: &Plan) -> Vec<Option<Fusable>> {
+        plan.graph()
+            .nodes()
+            .iter()
+            .map(|n| match &n.op {
                 crate::NodeOp::Kernel { launch, .. } => {
                     Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false })
                 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::fusion::tests::keyed;
 use crate::{Access, Graph, KernelSig, Launch, TileMap, TileRange};
 
 /// A spread over `fan × tiles` blocks of 64 threads (block `(i, j)` updates tile `i + fan·j` of x from
@@ -57,30 +58,19 @@ fn spread_gather(fan: u32, tiles: u32, rounds: u32) -> Plan {
     sg.plan()
 }
 
-fn every(plan: &Plan) -> Vec<Option<Fusable>> {
-    plan.graph()
-        .nodes()
-        .iter()
-        .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn a_spread_gather_chain_is_one_kernel_of_a_block_per_gather_block() {
     let plan = spread_gather(16, 8, 5);
     let none = vec![false; plan.node_count()];
-    let gs = component_groups(&plan, &every(&plan), &none, FusionMode::Auto);
+    let gs = component_groups(&plan, &keyed(&plan), &none, FusionMode::Auto);
     assert_eq!(gs.len(), 1, "{gs:?}");
     let c = gs[0].components.as_ref().unwrap();
     assert_eq!((c.count, gs[0].lanes[0].len(), gs[0].key.grid), (8, 10, [8, 1, 1]));
     assert_eq!(c.members[0], MemberBlocks { grid: [16, 8, 1], per: 16, step: 16, stride: 1 });
     assert_eq!(c.members[1], MemberBlocks { grid: [8, 1, 1], per: 1, step: 1, stride: 0 });
     // Fusion off: nothing; nodes another group took: not these.
-    assert!(component_groups(&plan, &every(&plan), &none, FusionMode::Off).is_empty());
-    assert!(component_groups(&plan, &every(&plan), &vec![true; plan.node_count()], FusionMode::Auto).is_empty());
+    assert!(component_groups(&plan, &keyed(&plan), &none, FusionMode::Off).is_empty());
+    assert!(component_groups(&plan, &keyed(&plan), &vec![true; plan.node_count()], FusionMode::Auto).is_empty());
 }
 
 #[test]
@@ -88,8 +78,8 @@ fn auto_keeps_each_fused_block_short_and_on_does_not() {
     // 32 spread blocks a component: past MAX_SERIAL_BLOCKS.
     let plan = spread_gather(32, 4, 3);
     let none = vec![false; plan.node_count()];
-    assert!(component_groups(&plan, &every(&plan), &none, FusionMode::Auto).is_empty());
-    let on = component_groups(&plan, &every(&plan), &none, FusionMode::On);
+    assert!(component_groups(&plan, &keyed(&plan), &none, FusionMode::Auto).is_empty());
+    let on = component_groups(&plan, &keyed(&plan), &none, FusionMode::On);
     assert_eq!(on.iter().map(|g| g.components.as_ref().unwrap().count).collect::<Vec<_>>(), [4]);
 }
 
@@ -102,7 +92,7 @@ fn a_dense_relation_cuts_the_run() {
         sg.gather(r == 2);
     }
     let plan = sg.plan();
-    let gs = component_groups(&plan, &every(&plan), &vec![false; plan.node_count()], FusionMode::Auto);
+    let gs = component_groups(&plan, &keyed(&plan), &vec![false; plan.node_count()], FusionMode::Auto);
     let sizes: Vec<usize> = gs.iter().map(Group::len).collect();
     // n5 depends on every block of n4 (cut); with n5, n6 and n7 are one component of 128 + 8 + 8
     // blocks (past `auto`'s serial bound), so n5 runs alone and n6, n7 fuse.
@@ -130,7 +120,7 @@ fn a_block_local_pair_inside_a_sparse_chain_fuses_with_it_and_a_block_local_chai
         sg.gather(false);
     }
     let plan = sg.plan();
-    let all = crate::fusion::all_groups(&plan, &every(&plan), FusionMode::Auto);
+    let all = crate::fusion::all_groups(&plan, &keyed(&plan), FusionMode::Auto);
     assert_eq!(all.iter().map(|gr| (gr.len(), gr.components.as_ref().map(|c| c.count))).collect::<Vec<_>>(), [(6, Some(8))], "{all:?}");
     // A chain related block by block throughout: the block-local fusion's, no components analysed.
     let mut g = Graph::new();
@@ -140,7 +130,7 @@ fn a_block_local_pair_inside_a_sparse_chain_fuses_with_it_and_a_block_local_chai
         g.add_launch_tiled(k, Launch::linear(128, 64), &[Arg::Whole(x)], &[("x", TileMap::linear(256, 256).unwrap())], &[]).unwrap();
     }
     let plan = Plan::compile(&g).unwrap();
-    assert!(component_groups(&plan, &every(&plan), &vec![false; plan.node_count()], FusionMode::On).is_empty());
-    let all = crate::fusion::all_groups(&plan, &every(&plan), FusionMode::Auto);
+    assert!(component_groups(&plan, &keyed(&plan), &vec![false; plan.node_count()], FusionMode::On).is_empty());
+    let all = crate::fusion::all_groups(&plan, &keyed(&plan), FusionMode::Auto);
     assert_eq!(all.iter().map(|gr| (gr.len(), gr.components.is_some())).collect::<Vec<_>>(), [(6, false)]);
 }
