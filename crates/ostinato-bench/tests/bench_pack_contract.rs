@@ -159,9 +159,11 @@ fn every_fused_chain_of_the_gpu_matrix_compiles_and_passes_the_contract() {
             .nodes()
             .iter()
             .map(|n| match &n.op {
-                NodeOp::Kernel { launch, .. } => {
-                    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: body.uses_shared })
-                }
+                NodeOp::Kernel { launch, .. } => Some(Fusable {
+                    key: FuseKey { block: launch.block, grid: launch.grid, source: 0 },
+                    uses_shared: body.uses_shared,
+                    alone: body.block_barrier.is_some(),
+                }),
                 _ => None,
             })
             .collect();

@@ -132,7 +132,11 @@ fn the_tiled_rows_fuse_hand_off_or_stay_whole_nodes_as_their_relations_say() {
                 let (k, code, launch) = code_of(v)?;
                 let body = fused_body(&ptx[&code], &k.sig.name).ok()?;
                 let source = codes.iter().position(|c| **c == code)?;
-                Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source }, uses_shared: body.uses_shared })
+                Some(Fusable {
+                    key: FuseKey { block: launch.block, grid: launch.grid, source },
+                    uses_shared: body.uses_shared,
+                    alone: body.block_barrier.is_some(),
+                })
             })
             .collect();
         // As the backend takes them: groups of components first, then the block-local ones.

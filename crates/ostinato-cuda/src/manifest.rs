@@ -34,7 +34,13 @@ pub fn of_kernel(k: &CudaKernel, device: bool, machine_code: bool) -> KernelMani
     m.analysis.insert("pre_wait".into(), manifest::pre_wait(&k.sig, &k.report, k.pdl_capable, k.pdl_evidence));
     let fused = match (&k.fusion, &k.fusion_refusal) {
         (Some(f), _) => {
-            json!({ "verdict": "fusable", "uses_shared": f.body.uses_shared, "noncoherent_reads": manifest::names(&k.sig, &f.body.noncoherent.iter().map(|(p, _)| *p).collect::<Vec<_>>()) })
+            json!({
+                "verdict": "fusable",
+                "uses_shared": f.body.uses_shared,
+                // A body with a block barrier fuses only as the one body of its block.
+                "block_barrier": f.body.block_barrier,
+                "noncoherent_reads": manifest::names(&k.sig, &f.body.noncoherent.iter().map(|(p, _)| *p).collect::<Vec<_>>())
+            })
         }
         (None, Some(why)) => json!({ "verdict": "not fusable", "reason": why }),
         (None, None) => json!({ "verdict": "not fusable", "reason": "not declared fusable" }),

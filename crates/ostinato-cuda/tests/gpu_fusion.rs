@@ -1,13 +1,15 @@
 //! On the GPU: chain fusion. Random programs of 1-block nodes (order-sensitive `mix`, copies, fills,
 //! views, explicit edges, a slot patched every replay) run fused bitwise equal to the host oracle in
 //! every mode; a serial chain and independent chains become one launch; a user's kernel declared
-//! fusable fuses, and a false declaration (a kernel that reads the grid) is refused naming it.
+//! fusable fuses, and a false declaration (a kernel that reads the grid) is refused naming it; kernels
+//! with a block barrier run alone in their blocks, side by side.
 
 mod common;
 
 use ostinato::{read_roots, write_inits, Access, Arg, Backend, Exec, Graph, KernelRef, KernelSig, Launch, Plan, PlanOptions, RefOption, Scalar, ScalarType};
 use ostinato_cuda::lower::PdlPolicy;
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaError, CudaOptions, ExecMode, FusionMode, PdlMode, PdlTrigger};
+use ostinato_testkit::barrier_bodies::{block_sum_sig, BarrierProgram, BLOCK_SUM_CU};
 use ostinato_testkit::random_graphs::random_one_block_program;
 
 #[test]
@@ -286,4 +288,39 @@ fn independent_multi_block_launches_run_side_by_side_as_one_launch() {
             assert!(v.iter().all(|x| *x == 3.0), "{fusion:?}: every element incremented once per replay: {:?}", &v[..4]);
         }
     }
+}
+
+/// Kernels with a block barrier fuse only as the one body of a block
+/// (`ostinato_testkit::barrier_bodies`): ten independent launches of 64 blocks sit side by side in one
+/// launch and six independent one-block launches in another (one block each), while a dependent pair
+/// never shares a block; every output equals the host's sums, fused or not.
+#[test]
+fn bodies_with_a_block_barrier_run_alone_in_their_blocks_side_by_side() {
+    let Some(device) = common::device_or_skip("bodies_with_a_block_barrier_run_alone_in_their_blocks_side_by_side") else { return };
+    let (dir, path) = source_file("block_sum", BLOCK_SUM_CU);
+    let prog = BarrierProgram::new();
+    let plan = Plan::compile(&prog.graph).unwrap();
+    let (inputs, want) = (prog.inputs(), prog.outputs());
+    // `on` also puts the pair's first launch beside the six (its lanes need no equal ends).
+    for (fusion, nodes, fused) in [(FusionMode::Auto, 4, 16), (FusionMode::On, 3, 17), (FusionMode::Off, 18, 0)] {
+        let backend = CudaBackend::new(&device, CudaOptions { fusion, ..CudaOptions::default() }).unwrap();
+        let reference = KernelRef::file(&path).with_entry("block_sum").with_option("fusable", RefOption::Bool(true));
+        let kernel = backend.bind_kernel(&block_sum_sig(), &reference).unwrap();
+        assert!(kernel.fusion.as_ref().is_some_and(|b| b.body.block_barrier.is_some()), "certified, with its block barrier");
+        let mut exec = backend.instantiate(&plan, vec![kernel], ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!((exec.run_plan().node_count(), exec.fused_nodes()), (nodes, fused), "{fusion:?}");
+        for (l, data) in prog.independent.iter().zip(&inputs) {
+            exec.write_buffer(l.x, 0, &data.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        }
+        for _ in 0..2 {
+            exec.replay().unwrap();
+        }
+        for (i, (l, w)) in prog.independent.iter().chain(&prog.pair).zip(&want).enumerate() {
+            let mut out = vec![0u8; 4 * l.blocks as usize];
+            exec.read_buffer(l.out, 0, &mut out).unwrap();
+            let got: Vec<u32> = out.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            assert_eq!(&got, w, "{fusion:?}: launch {i}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -212,3 +212,39 @@ fn multi_block_runs_side_by_side_give_the_oracle_bits_in_any_block_order() {
     eprintln!("{side} groups of multi-block runs side by side ({auto_side} under auto), {lanes_seen} lanes");
     assert!(side >= 20 && auto_side >= 5, "only {side} groups side by side, {auto_side} under auto: the programs barely have unrelated runs of one grid");
 }
+
+/// Bodies that need their block alone (`Fusable::alone`: on CUDA, a block barrier), drawn at random:
+/// each is a lane of its own wherever it fuses, in no group of components, and the groups still give
+/// the serial program's bytes in any block order.
+#[test]
+fn bodies_that_need_their_block_alone_fuse_only_as_lanes_of_their_own() {
+    let (mut alone_fused, mut alone_total) = (0, 0);
+    for seed in 0..300u64 {
+        let prog = random_tiled_program(seed, 4 + (seed as usize * 5) % 24);
+        let plan = Plan::compile(&prog.graph).unwrap();
+        let want = serial_result(&plan, &prog, 1).unwrap();
+        // Every third launch (from a seed-dependent start) needs its block alone.
+        let fusable: Vec<_> = launches_fusable(&plan)
+            .into_iter()
+            .enumerate()
+            .map(|(v, f)| f.map(|f| ostinato::fusion::Fusable { alone: (v as u64 + seed) % 3 == 0, ..f }))
+            .collect();
+        let alone = |v: NodeId| fusable[v.index()].is_some_and(|f| f.alone);
+        for mode in [FusionMode::Auto, FusionMode::On] {
+            let gs = all_groups(&plan, &fusable, mode);
+            for g in &gs {
+                for l in g.lanes.iter().filter(|l| l.iter().any(|&v| alone(v))) {
+                    assert!(l.len() == 1 && g.components.is_none() && g.lanes.len() > 1, "seed {seed}, {mode:?}: {g:?}");
+                    alone_fused += 1;
+                }
+            }
+            alone_total += (0..plan.node_count()).filter(|&v| alone(NodeId(v as u32))).count();
+            for order in [BlockOrder::Forward, BlockOrder::Backward, BlockOrder::Shuffled(seed)] {
+                let got = run_blockwise(&plan, &prog, &gs, order).unwrap();
+                assert_eq!(got, want, "seed {seed}, {mode:?}, {order:?}: {gs:?}");
+            }
+        }
+    }
+    eprintln!("{alone_fused} of {alone_total} bodies that need their block alone fused as lanes of their own");
+    assert!(alone_fused >= 20, "only {alone_fused} such bodies fused: the programs barely have unrelated launches of one shape");
+}

@@ -1,9 +1,11 @@
 //! Ostinato's shared test kit, used as a dev-dependency by the backends' and shells' tests: random
 //! order-sensitive programs and their serial oracle ([`random_graphs`]; with tile maps, and run block by
 //! block as a fused plan runs: [`tiled_graphs`]), a counting allocator for the
-//! zero-allocation tests ([`counting_alloc`]), how a device test says why it skips ([`skip`]), and
+//! zero-allocation tests ([`counting_alloc`]), a kernel with a block barrier and a program of its
+//! launches ([`barrier_bodies`]), how a device test says why it skips ([`skip`]), and
 //! where the repository is when a test runs from a copy of the tree at any path ([`repo_root`]).
 
+pub mod barrier_bodies;
 pub mod counting_alloc;
 pub mod random_graphs;
 mod repo_root;

@@ -99,7 +99,9 @@ pub fn launches_fusable(plan: &Plan) -> Vec<Option<Fusable>> {
         .nodes()
         .iter()
         .map(|n| match &n.op {
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+            NodeOp::Kernel { launch, .. } => {
+                Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false, alone: false })
+            }
             _ => None,
         })
         .collect()

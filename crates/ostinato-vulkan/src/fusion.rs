@@ -161,7 +161,9 @@ fn fusable(ctx: &Context, plan: &Plan, v: usize, kernels: &[VulkanKernel]) -> Op
             return None;
         }
     }
-    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: body.uses_shared })
+    // A body's barriers are certified where no invocation may have returned before them
+    // (`crate::kernel`), so any body may share its workgroup with others.
+    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: body.uses_shared, alone: false })
 }
 
 /// How node `node`'s map `t` holds for its kernel `k`: stated (a built-in's footprint, checked by the

@@ -209,9 +209,9 @@ pub fn kernel(variant: Variant, elem: Elem) -> PackKernel {
         Variant::Tree => include_str!("../../kernels/reduce_tree.wgsl"),
         Variant::Partials => include_str!("../../kernels/reduce_partials.wgsl"),
     };
-    // Bodies with a block barrier cannot be fused; the atomic and shuffle kernels can.
-    let fusable = matches!(variant, Variant::Atomic | Variant::Warp);
-    PackKernel::new(sig, CudaUnit::Reduce, fusable, wgsl(src, elem, true, variant.unordered()), reduce_host(variant, elem))
+    // Every variant is a fused body; the tree and the partials, with their block barriers, only as
+    // the one body of a fused block (side by side with others).
+    PackKernel::new(sig, CudaUnit::Reduce, true, wgsl(src, elem, true, variant.unordered()), reduce_host(variant, elem))
 }
 
 /// The input of `n` elements: random words (u32), random floats in [-1, 1) (f32, fixed order), or

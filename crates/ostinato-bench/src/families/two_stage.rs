@@ -16,7 +16,7 @@ pub fn partials(elem: Elem) -> PackKernel {
     let sig =
         KernelSig::new(format!("reduce2_partials_{}", elem.as_str())).buffer("part", Access::Write).buffer("x", Access::Read).scalar("n", ScalarType::U32);
     let src = wgsl(include_str!("../../kernels/reduce2_partials.wgsl"), elem, true, false);
-    PackKernel::new(sig, CudaUnit::Reduce, false, src, move |cx| {
+    PackKernel::new(sig, CudaUnit::Reduce, true, src, move |cx| {
         let (part, x) = (cx.buffer(0)?, cx.buffer(1)?);
         let n = cx.u32(2)? as usize;
         let grid = cx.launch.grid[0] as usize;
@@ -33,7 +33,7 @@ pub fn final_kernel(elem: Elem) -> PackKernel {
     let sig =
         KernelSig::new(format!("reduce2_final_{}", elem.as_str())).buffer("acc", Access::ReadWrite).buffer("part", Access::Read).scalar("m", ScalarType::U32);
     let src = wgsl(include_str!("../../kernels/reduce2_final.wgsl"), elem, false, false);
-    PackKernel::new(sig, CudaUnit::Reduce, false, src, move |cx| {
+    PackKernel::new(sig, CudaUnit::Reduce, true, src, move |cx| {
         let (acc, part) = (cx.buffer(0)?, cx.buffer(1)?);
         let m = cx.u32(2)? as usize;
         let p = part.words(m, false)?;

@@ -14,6 +14,11 @@ pub struct FusedBody {
     pub uses_shared: bool,
     /// Bytes of static shared memory the body's code refers to (its `__shared__` variables).
     pub static_shared_bytes: u64,
+    /// The body's first block barrier (`bar.sync`, `barrier.sync`, `bar.red`, ...), where it has one.
+    /// Such a body runs only as the one body of its fused block, with all the block's threads: its
+    /// barrier then counts the threads it counts in its own launch. Beside another body in one block, a
+    /// thread that returned from it early would wait at the next barrier of the block instead.
+    pub block_barrier: Option<String>,
     /// Params the body reads through the non-coherent path (`ld.global.nc` — `__ldg` —, `ldu`,
     /// texture and surface reads), each with the first such instruction. The ISA allows that path
     /// only on memory read-only for the whole kernel: such a body may not follow, in one fused
@@ -47,11 +52,11 @@ const GRID_REGISTERS: &[&str] = &[
 ];
 
 /// Certifies `entry` of `ptx` (the kernel compiled as fused) as a body that may run as a device
-/// function inside a fused block: it reads no grid or cluster register, synchronises no block or
-/// cluster (a body's barrier would also count the threads that already returned from it and wait at
-/// the next one), never exits the block, has no `griddepcontrol` of its own (the fused kernel waits and
-/// triggers for all its bodies), and calls nothing but printf and assert. An `Err` names the
-/// instruction. Its non-coherent reads are reported for the fusion to check against the group.
+/// function inside a fused block: it reads no grid or cluster register, synchronises no cluster,
+/// never exits the block, has no `griddepcontrol` of its own (the fused kernel waits and triggers for
+/// all its bodies), and calls nothing but printf and assert. An `Err` names the instruction. A block
+/// barrier is allowed and reported ([`FusedBody::block_barrier`]: such a body fuses only as the one
+/// body of its block), as are its non-coherent reads, for the fusion to check against the group.
 pub fn fused_body(ptx: &str, entry: &str) -> Result<FusedBody, String> {
     let module = ModuleInfo::read(ptx);
     let entry = super::parse::entry(ptx, entry)?;
@@ -63,13 +68,19 @@ pub fn fused_body(ptx: &str, entry: &str) -> Result<FusedBody, String> {
             return Err(format!("`{}` reads `{r}`: the kernel uses the grid", ins.text));
         }
         let refused = match ins.head() {
-            "bar" => !ins.op.starts_with("bar.warp"),
-            "barrier" | "exit" | "griddepcontrol" | "mapa" | "getctarank" => true,
+            "bar" | "barrier" if ins.op.contains("cluster") => true,
+            "bar" | "barrier" => {
+                if !ins.op.starts_with("bar.warp") && body.block_barrier.is_none() {
+                    body.block_barrier = Some(ins.text.clone());
+                }
+                false
+            }
+            "exit" | "griddepcontrol" | "mapa" | "getctarank" => true,
             "call" => !ins.operands.iter().any(|o| HARMLESS_CALLS.contains(&o.as_str())),
             _ => ins.op.contains("shared::cluster"),
         };
         if refused {
-            return Err(format!("`{}`: a fused body may not synchronise the block or cluster, exit, wait on its own grid dependencies, or call", ins.text));
+            return Err(format!("`{}`: a fused body may not synchronise its cluster, exit, wait on its own grid dependencies, or call", ins.text));
         }
         for o in &ins.operands {
             referenced.extend(names(o).into_iter().filter(|n| shared_syms.contains_key(n)));

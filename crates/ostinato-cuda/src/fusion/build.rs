@@ -59,7 +59,7 @@ fn body_of<'a>(
     // wait, no grid or cluster register but through `blockIdx`/`gridDim`) holds for either view.
     let (block, dynamic) = (dims.block, dims.shared);
     let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
-    Ok((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0 }))
+    Ok((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0, alone: body.body.block_barrier.is_some() }))
 }
 
 /// What fusion made of a plan: the fused plan (`None`: nothing fused), and why each of the user's

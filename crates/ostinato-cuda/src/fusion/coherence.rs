@@ -121,8 +121,8 @@ mod tests {
     fn check(reader: &str) -> Option<Conflict> {
         let (plan, b) = chain(reader);
         let key = FuseKey { block: [256, 1, 1], grid: [1, 1, 1], source: 1 };
-        let fusable = vec![Some(Fusable { key, uses_shared: false }); 2];
-        let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = b.iter().map(|b| Some((b, Fusable { key, uses_shared: false }))).collect();
+        let fusable = vec![Some(Fusable { key, uses_shared: false, alone: false }); 2];
+        let bodies: Vec<Option<(&Arc<FusionBody>, Fusable)>> = b.iter().map(|b| Some((b, Fusable { key, uses_shared: false, alone: false }))).collect();
         let gs = groups(&plan, &fusable, FusionMode::Auto);
         assert_eq!(gs.len(), 1, "the chain is one group");
         conflict(&plan, &gs[0], &bodies)

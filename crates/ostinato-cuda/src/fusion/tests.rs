@@ -16,8 +16,10 @@ fn all_fusable(plan: &Plan) -> Vec<Option<Fusable>> {
         .iter()
         .map(|n| match &n.op {
             NodeOp::Kernel { launch, .. } if launch.grid != [1, 1, 1] => None,
-            NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
-            _ => Some(Fusable { key: FuseKey { block: BLOCK, grid: [1, 1, 1], source: 0 }, uses_shared: false }),
+            NodeOp::Kernel { launch, .. } => {
+                Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false, alone: false })
+            }
+            _ => Some(Fusable { key: FuseKey { block: BLOCK, grid: [1, 1, 1], source: 0 }, uses_shared: false, alone: false }),
         })
         .collect()
 }
@@ -305,11 +307,12 @@ fn nvrtc_ptx(test: &str, source: &str, defines: &[&str]) -> Option<String> {
 }
 
 /// A kernel that reads the grid through inline PTX (invisible to the `blockIdx` binding), one with a
-/// block barrier, one with an early exit, and one that only uses `blockIdx`/`gridDim` from C (a 1-block
-/// launch's values, so it fuses).
+/// block barrier (a body alone in its block), one with a cluster barrier, one with an early exit, and
+/// one that only uses `blockIdx`/`gridDim` from C (a 1-block launch's values, so it fuses).
 const PLANTED: &str = r#"
 extern "C" __global__ void grid_asm(unsigned* x) { unsigned b; asm("mov.u32 %0, %%ctaid.x;" : "=r"(b)); x[threadIdx.x] = b; }
 extern "C" __global__ void barrier(unsigned* x) { __shared__ unsigned s[256]; s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[255 - threadIdx.x]; }
+extern "C" __global__ void cluster_bar(unsigned* x) { x[threadIdx.x] += 1; asm volatile("barrier.cluster.arrive;\n\tbarrier.cluster.wait;" ::: "memory"); }
 extern "C" __global__ void leaves(unsigned* x) { if (x[0] == 7) asm volatile("exit;"); x[threadIdx.x] += 1; }
 extern "C" __global__ void grid_c(unsigned* x, unsigned n) { for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] += 1; }
 extern "C" __global__ void scratch(unsigned* x) { __shared__ unsigned s[64]; s[threadIdx.x & 63] = x[threadIdx.x]; x[threadIdx.x] = s[threadIdx.x & 63] + 1; }
@@ -323,13 +326,19 @@ fn bodies_are_certified_from_their_ptx_as_fused() {
     for k in ["add_one", "mix", "ostinato_copy", "ostinato_fill", "add", "silu_mul", "rope", "kv_store"] {
         assert_eq!(ostinato_cuda_code::ptx::fused_body(&ptx, k).map(|b| b.uses_shared), Ok(false), "{k}");
     }
+    for k in ["add_one", "mix", "add"] {
+        assert_eq!(ostinato_cuda_code::ptx::fused_body(&ptx, k).map(|b| b.block_barrier), Ok(None), "{k}");
+    }
     for k in ["rmsnorm", "attention"] {
-        assert!(ostinato_cuda_code::ptx::fused_body(&ptx, k).unwrap_err().contains("bar.sync"), "{k}: a block barrier");
+        let body = ostinato_cuda_code::ptx::fused_body(&ptx, k).unwrap();
+        assert!(body.block_barrier.is_some_and(|b| b.contains("bar.sync")), "{k}: a block barrier, so a body alone in its block");
     }
     let Some(planted) = nvrtc_ptx("bodies_are_certified_from_their_ptx_as_fused", &source::check_source(PLANTED), &["-DOST_NO_PDL=1"]) else { return };
     let e = |k: &str| ostinato_cuda_code::ptx::fused_body(&planted, k).unwrap_err();
     assert!(e("grid_asm").contains("%ctaid") && e("grid_asm").contains("uses the grid"), "{}", e("grid_asm"));
-    assert!(e("barrier").contains("bar.sync"), "{}", e("barrier"));
+    let barrier = ostinato_cuda_code::ptx::fused_body(&planted, "barrier").unwrap();
+    assert!(barrier.uses_shared && barrier.block_barrier.is_some_and(|b| b.contains("bar.sync")), "a block barrier: a body alone in its block");
+    assert!(e("cluster_bar").contains("barrier.cluster"), "{}", e("cluster_bar"));
     assert!(e("leaves").contains("exit"), "{}", e("leaves"));
     assert_eq!(ostinato_cuda_code::ptx::fused_body(&planted, "grid_c").map(|b| b.uses_shared), Ok(false), "C's blockIdx and gridDim are a 1-block launch's");
     assert_eq!(
@@ -496,7 +505,9 @@ fn misaligned_tiles_are_not_staged() {
             .nodes()
             .iter()
             .map(|n| match &n.op {
-                NodeOp::Kernel { launch, .. } => Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false }),
+                NodeOp::Kernel { launch, .. } => {
+                    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false, alone: false })
+                }
                 _ => None,
             })
             .collect();
@@ -736,4 +747,31 @@ fn independent_multi_block_launches_sit_side_by_side_in_one_kernel() {
     eprintln!("{compiled} fused builds compiled and checked, {sided} random groups side by side");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(sided >= 5, "only {sided} random groups side by side");
+}
+
+/// Bodies with a block barrier (`ostinato_testkit::barrier_bodies`, certified as such from their PTX)
+/// fuse only alone in their blocks: ten independent launches of 64 blocks side by side, six one-block
+/// launches as six lanes, the dependent pair apart (under `on`, its first beside the six); each kernel
+/// compiles and passes the contract with its barriers.
+#[test]
+fn bodies_with_a_block_barrier_fuse_only_alone_in_their_blocks() {
+    use ostinato_testkit::barrier_bodies::{BarrierProgram, BLOCK_SUM_CU};
+    let plan = Plan::compile(&BarrierProgram::new().graph).unwrap();
+    let alone: Vec<Option<Fusable>> = launches_fusable(&plan).into_iter().map(|f| f.map(|f| Fusable { alone: true, ..f })).collect();
+    let shape = |gs: &[Group]| gs.iter().map(|g| (g.lanes.len(), g.key.grid[0], g.lanes.iter().all(|l| l.len() == 1))).collect::<Vec<_>>();
+    let (auto, on) = (all_groups(&plan, &alone, FusionMode::Auto), all_groups(&plan, &alone, FusionMode::On));
+    assert_eq!(shape(&auto), [(10, 64, true), (6, 1, true)], "{auto:?}");
+    assert_eq!(shape(&on), [(10, 64, true), (7, 1, true)], "{on:?}");
+    let Some(ptx) = nvrtc_ptx("bodies_with_a_block_barrier_fuse_only_alone_in_their_blocks", &source::check_source(BLOCK_SUM_CU), &["-DOST_NO_PDL=1"]) else {
+        return;
+    };
+    assert!(ostinato_cuda_code::ptx::fused_body(&ptx, "block_sum").unwrap().block_barrier.is_some_and(|b| b.contains("bar.sync")));
+    let mut failures = Vec::new();
+    for (i, gr) in auto.iter().chain(&on).enumerate() {
+        let bars: Vec<Vec<bool>> = gr.lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
+        let f = generate(&plan, gr, "ostinato_fused_0", BLOCK_SUM_CU, &bars, &|k| plan.graph().kernel(k).name.clone(), None);
+        assert!(!f.source.contains("__syncthreads(); block_sum"), "no barrier between bodies: {}", f.source);
+        assert_eq!(compile_and_check(&f, &format!("group {i}"), &mut failures), 3);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

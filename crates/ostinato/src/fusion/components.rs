@@ -64,7 +64,8 @@ struct Member {
 }
 
 /// The groups of components `mode` fuses among the multi-block nodes not `taken` by other groups:
-/// runs along a lane of one block shape and source (any grids), each node's every hazard with an
+/// runs along a lane of one block shape and source (any grids) of nodes that need no block alone
+/// ([`Fusable::alone`]), each node's every hazard with an
 /// earlier member (on the access frontier) a block-local or sparse tile relation, cut as
 /// [`super::groups`] cuts runs; each run split where the components stop being nameable or, under
 /// `auto`, where a fused block's serial work would pass [`MAX_SERIAL_BLOCKS`] or [`MAX_SERIAL_BYTES`].
@@ -93,7 +94,8 @@ pub fn component_groups_by(
         let f = fusable.get(v.index()).copied().flatten()?;
         let NodeOp::Kernel { launch, .. } = &g.node(v).op else { return None };
         let blocks = block_count(launch.grid);
-        (blocks > 1 && blocks <= MAX_TILE_BLOCKS && !taken.get(v.index()).copied().unwrap_or(true)).then_some((f.key, launch.grid))
+        // A fused block runs several members' blocks: no member may need its block alone.
+        (!f.alone && blocks > 1 && blocks <= MAX_TILE_BLOCKS && !taken.get(v.index()).copied().unwrap_or(true)).then_some((f.key, launch.grid))
     };
     let same = |a: FuseKey, b: FuseKey| a.block == b.block && a.source == b.source;
     let mut out = Vec::new();

@@ -92,6 +92,11 @@ pub struct Fusable {
     pub key: FuseKey,
     /// The body touches shared memory (static or dynamic).
     pub uses_shared: bool,
+    /// The body may only be the one body its fused block runs (on CUDA, a body with a block barrier,
+    /// which beside another body would count threads that returned from it early): it is a run of its
+    /// own, and fuses only as a lane of its own beside others ([`groups`], [`all_groups`]), never into
+    /// a group of components.
+    pub alone: bool,
 }
 
 /// One fused kernel: block `b` runs `lanes[b]` in order (one-block nodes); for nodes of a larger grid
@@ -242,8 +247,11 @@ fn groups_with(
             // Independent multi-block neighbours go side by side where they may (each its own range of
             // the kernel's blocks) rather than one after the other in the same blocks.
             let multi_side = k.grid != [1, 1, 1] && multi_block_lanes == MultiBlockLanes::SideBySide;
+            let alone = |u: NodeId| fusable.get(u.index()).copied().flatten().is_some_and(|f| f.alone);
             let joins = cur.last().is_some_and(|&last| {
                 key(last) == Some(k)
+                    && !alone(v)
+                    && !alone(last)
                     && plan.preds(v).iter().all(|&u| run_of[u as usize] == runs.len())
                     && ((mode == FusionMode::On && !multi_side) || plan.preds(v).contains(&last.0))
                     && (k.grid == [1, 1, 1] || blockwise_in_run(plan, v, |u| run_of[u as usize] == runs.len(), block_local))
@@ -556,7 +564,7 @@ mod tests {
     }
 
     fn every(plan: &Plan) -> Vec<Option<Fusable>> {
-        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], grid: [1, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], grid: [1, 1, 1], source: 0 }, uses_shared: false, alone: false }); plan.node_count()]
     }
 
     /// A chain of `len` nodes of 16 blocks over one buffer; node `halo` (if any) also reads its right
@@ -576,7 +584,7 @@ mod tests {
     }
 
     fn every_multi(plan: &Plan) -> Vec<Option<Fusable>> {
-        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], grid: [16, 1, 1], source: 0 }, uses_shared: false }); plan.node_count()]
+        vec![Some(Fusable { key: FuseKey { block: [256, 1, 1], grid: [16, 1, 1], source: 0 }, uses_shared: false, alone: false }); plan.node_count()]
     }
 
     #[test]
@@ -602,7 +610,7 @@ mod tests {
             .iter()
             .map(|n| match &n.op {
                 crate::NodeOp::Kernel { launch, .. } => {
-                    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false })
+                    Some(Fusable { key: FuseKey { block: launch.block, grid: launch.grid, source: 0 }, uses_shared: false, alone: false })
                 }
                 _ => None,
             })
@@ -652,6 +660,48 @@ mod tests {
                     assert_eq!(gs.iter().map(|gr| (gr.lanes.len(), gr.len())).collect::<Vec<_>>(), vec![(1, len); bufs], "{name}");
                 }
             }
+        }
+    }
+
+    /// A body that needs its block alone (`Fusable::alone`: a block barrier on CUDA) is a run of its
+    /// own in every mode, and fuses only as a lane of its own beside others.
+    #[test]
+    fn a_body_that_needs_its_block_alone_fuses_only_as_a_lane_of_its_own() {
+        let alone = |fs: Vec<Option<Fusable>>| fs.into_iter().map(|f| f.map(|f| Fusable { alone: true, ..f })).collect::<Vec<_>>();
+        let lane_lengths = |gs: &[Group]| gs.iter().flat_map(|g| g.lanes.iter().map(Vec::len)).collect::<Vec<_>>();
+        // Four chains of three: no chain fuses; `auto` finds no lanes with equal ends, `on` puts each
+        // level's four bodies side by side.
+        let plan = chains(4, 3);
+        assert!(groups(&plan, &alone(every(&plan)), FusionMode::Auto).is_empty());
+        let on = groups(&plan, &alone(every(&plan)), FusionMode::On);
+        assert_eq!(lane_lengths(&on), [1; 12], "{on:?}");
+        // A chain of five whose middle body needs its block alone: it cuts the chain in two.
+        let plan = chains(1, 5);
+        let mut f = every(&plan);
+        f[2] = f[2].map(|f| Fusable { alone: true, ..f });
+        let gs = groups(&plan, &f, FusionMode::Auto);
+        assert_eq!(gs.iter().map(|g| g.nodes().map(|v| v.0).collect::<Vec<_>>()).collect::<Vec<_>>(), [vec![0, 1], vec![3, 4]]);
+        // Four independent one-block launches: one fused launch of four blocks.
+        let plan = chains(4, 1);
+        let gs = groups(&plan, &alone(every(&plan)), FusionMode::Auto);
+        assert_eq!(lane_lengths(&gs), [1; 4]);
+        // Multi-block launches: single ones side by side, block-local chains neither fused nor, under
+        // `auto`, side by side.
+        for (len, auto_lanes, on_lanes) in [(1, vec![1; 3], vec![1; 3]), (2, vec![], vec![1; 6])] {
+            let mut g = Graph::new();
+            let k = g.add_kernel(KernelSig::new("row").buffer("x", Access::ReadWrite)).unwrap();
+            let row = crate::TileMap::linear(1024, 1024).unwrap();
+            let xs: Vec<_> = (0..3).map(|i| g.add_buffer(format!("x{i}"), 16 * 1024).unwrap()).collect();
+            for _ in 0..len {
+                for &x in &xs {
+                    g.add_launch_tiled(k, Launch::linear(16, 256), &[Arg::Whole(x)], &[("x", row.clone())], &[]).unwrap();
+                }
+            }
+            let plan = Plan::compile(&g).unwrap();
+            assert_eq!(lane_lengths(&all_groups(&plan, &alone(keyed(&plan)), FusionMode::Auto)), auto_lanes, "chains of {len}, auto");
+            assert_eq!(lane_lengths(&all_groups(&plan, &alone(keyed(&plan)), FusionMode::On)), on_lanes, "chains of {len}, on");
+            let fused = all_groups(&plan, &keyed(&plan), FusionMode::Auto);
+            assert!(fused.iter().any(|g| g.len() > 1), "the same bodies without a barrier fuse");
         }
     }
 

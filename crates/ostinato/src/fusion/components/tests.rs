@@ -71,6 +71,13 @@ fn a_spread_gather_chain_is_one_kernel_of_a_block_per_gather_block() {
     // Fusion off: nothing; nodes another group took: not these.
     assert!(component_groups(&plan, &keyed(&plan), &none, FusionMode::Off).is_empty());
     assert!(component_groups(&plan, &keyed(&plan), &vec![true; plan.node_count()], FusionMode::Auto).is_empty());
+    // A body that needs its block alone (a block barrier on CUDA) is in no group of components.
+    let alone = |f: Option<Fusable>| f.map(|f| Fusable { alone: true, ..f });
+    assert!(component_groups(&plan, &keyed(&plan).into_iter().map(alone).collect::<Vec<_>>(), &none, FusionMode::On).is_empty());
+    let mut one = keyed(&plan);
+    one[4] = alone(one[4]);
+    let gs = component_groups(&plan, &one, &none, FusionMode::On);
+    assert!(!gs.is_empty() && gs.iter().all(|g| g.nodes().all(|v| v.index() != 4)), "{gs:?}");
 }
 
 #[test]
