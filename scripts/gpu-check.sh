@@ -62,6 +62,9 @@ if want cli; then
   # Ten independent launches of 64 blocks: one kernel side by side under auto.
   $BIN/ostinato run examples/side_by_side.toml --backend cuda --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run side_by_side.toml"
   grep -q "10 of 10 nodes fused: 1 launches per replay" "$OUT/cli.log" || fail "side_by_side.toml did not run side by side"
+  # Sixteen independent launches of a user's kernel with block barriers: two kernels side by side.
+  $BIN/ostinato run examples/side_by_side_barrier.toml --backend cuda --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run side_by_side_barrier.toml"
+  grep -q "16 of 16 nodes fused: 2 launches per replay" "$OUT/cli.log" || fail "side_by_side_barrier.toml did not run side by side"
   for b in in-order capture; do for pdl in auto on; do
     $BIN/ostinato run examples/mix.toml --backend cuda --pdl $pdl --graph-build $b --replays 3 --check >>"$OUT/cli.log" 2>&1 || fail "run mix.toml --graph-build $b --pdl $pdl"
   done; done
@@ -158,6 +161,7 @@ examples/own_kernel.toml
 examples/fused_chain.toml
 examples/tiled_chain.toml
 examples/side_by_side.toml
+examples/side_by_side_barrier.toml
 examples/tile_sparse.toml --handoff on
 examples/tile_sparse.toml --fusion off --handoff on --mode eager
 LIST

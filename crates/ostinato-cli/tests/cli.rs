@@ -56,6 +56,9 @@ fn a_users_own_kernel_gets_full_edges_in() {
     // Ten independent launches (one kernel side by side on CUDA); the host runs them as they are.
     let (ok, out, err) = run(&["run", "examples/side_by_side.toml", "--backend", "host", "--replays", "3", "--check"]);
     assert!(ok && out.contains("10 nodes, 0 edges") && out.contains("check passed"), "{out}{err}");
+    // Sixteen independent launches of a kernel with block barriers (two kernels side by side on CUDA).
+    let (ok, out, err) = run(&["run", "examples/side_by_side_barrier.toml", "--backend", "host", "--replays", "3", "--check"]);
+    assert!(ok && out.contains("16 nodes, 0 edges") && out.contains("check passed"), "{out}{err}");
     // Two devices and an all-reduce: the host runs it (the oracle), x0 = 3 and x1 = 4 after it.
     let (ok, out, err) = run(&["run", "examples/two_devices.toml", "--backend", "host", "--check"]);
     assert!(ok && out.contains("5 nodes, 4 edges") && out.contains("check passed"), "{out}{err}");

@@ -113,8 +113,8 @@ impl BuiltinModules {
             fusion: Arc::new(FusionCheck::new(BUILTIN_SOURCE)),
         })
     }
-    /// The built-in `entry` as a fused body, where it is one (copy, fill, `add_one`, `mix`, the
-    /// element-wise decode kernels; not the ones with a block barrier or of the Llama step).
+    /// The built-in `entry` as a fused body (every built-in is one: `rmsnorm` and `attention`, with
+    /// their block barriers, alone in their block), or why not.
     fn fusion(&self, entry: &str) -> (Option<Arc<FusionBody>>, Option<String>) {
         match self.fusion.body(&self.device, entry) {
             Ok(b) => (Some(b), None),

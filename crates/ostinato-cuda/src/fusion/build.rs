@@ -55,8 +55,9 @@ fn body_of<'a>(
     };
     // A multi-block node fuses with neighbours of its grid where the plan's tile relations are
     // block-local (`ostinato::fusion::groups`): its body runs as its own block `b` inside fused block
-    // `b`, with the real grid. The body's certificate (no block barrier, no exit, no grid dependency
-    // wait, no grid or cluster register but through `blockIdx`/`gridDim`) holds for either view.
+    // `b`, with the real grid. The body's certificate (no exit, no grid dependency wait, no grid or
+    // cluster register but through `blockIdx`/`gridDim`) holds for either view; a body with a block
+    // barrier fuses only alone in its block (`Fusable::alone`).
     let (block, dynamic) = (dims.block, dims.shared);
     let key = FuseKey { block, grid: dims.grid, source: Arc::as_ptr(&body.source) as *const u8 as usize };
     Ok((body, Fusable { key, uses_shared: body.body.uses_shared || dynamic > 0, alone: body.body.block_barrier.is_some() }))
@@ -112,10 +113,9 @@ pub fn fuse(
     for gr in candidates {
         // Static shared memory: once per distinct body; dynamic: the largest member's.
         let mut entries: Vec<&str> = Vec::new();
-        // A group of components, and multi-block lanes side by side, keep each thread's view of the
-        // block its body runs as.
+        // A group of components keeps each thread's view of the block its body runs as.
         let threads: u64 = gr.key.block.iter().map(|&d| u64::from(d)).product();
-        let viewed = gr.components.is_some() || gr.is_side_by_side();
+        let viewed = gr.components.is_some();
         let mut shared = if viewed { VIEW_BYTES_PER_THREAD * threads } else { 0 };
         let mut dynamic = 0u64;
         for v in gr.nodes() {
