@@ -209,8 +209,11 @@ impl<'a> Calls<'a> {
         };
         format!("p{i}")
     }
-    /// The call node `v` makes, `entry(args...)` (`entry`: the kernel's name in its source), its
-    /// arguments apart.
+    /// The call node `v` makes: `entry(args...)` (`entry`: the kernel's name in its source).
+    fn call(&mut self, v: ostinato::NodeId, entry: &str) -> String {
+        self.call_of(v, entry).text(|_, x| literal(Scalar::u32(x)))
+    }
+    /// [`Calls::call`], its arguments apart.
     pub fn call_of(&mut self, v: ostinato::NodeId, entry: &str) -> Call {
         let g = self.plan.graph();
         let text = CallArg::Text;
@@ -298,17 +301,16 @@ pub fn generate(
     let mut calls = Calls::new(plan);
     let mut body = String::new();
     let lanes = group.lanes.len();
-    // The call of each lane that is one member (side by side, they may become one call).
-    let mut single: Vec<Option<Call>> = Vec::with_capacity(lanes);
     for (b, (lane, bar)) in group.lanes.iter().zip(barriers).enumerate() {
         // (barrier before, call) per member, then runs of equal steps as loops.
-        let mut members: Vec<(bool, Call)> = Vec::with_capacity(lane.len());
-        for (&v, &before) in lane.iter().zip(bar) {
-            let e = if let NodeOp::Kernel { kernel, .. } = &g.node(v).op { entry(*kernel) } else { String::new() };
-            members.push((before, calls.call_of(v, &e)));
-        }
-        single.push((members.len() == 1).then(|| members[0].1.clone()));
-        let steps: Vec<(bool, String)> = members.iter().map(|(before, c)| (*before, c.text(|_, x| literal(Scalar::u32(x))))).collect();
+        let steps: Vec<(bool, String)> = lane
+            .iter()
+            .zip(bar)
+            .map(|(&v, &before)| {
+                let e = if let NodeOp::Kernel { kernel, .. } = &g.node(v).op { entry(*kernel) } else { String::new() };
+                (before, calls.call(v, &e))
+            })
+            .collect();
         let indent = if lanes > 1 { "      " } else { "  " };
         if lanes > 1 {
             let _ = writeln!(body, "    case {b}: {{");
@@ -338,9 +340,8 @@ pub fn generate(
     let threads: u32 = group.key.block.iter().product();
     let multi_block = group.key.grid != [1, 1, 1];
     // Multi-block lanes side by side: fused block `l · blocks + b` runs lane `l`'s bodies as their
-    // block `b` of their grid, which the bodies' `blockIdx` and `gridDim` compute from the fused
-    // kernel's block (no state: the grid is the group's). Their tiles are not staged (a staged
-    // tile's place follows the fused kernel's own block index).
+    // block `b`, each body seeing it through the per-thread view (`super::components`). Their tiles
+    // are not staged (a staged tile's place follows the fused kernel's own block index).
     let side_by_side = group.is_side_by_side();
     let staged = match staging {
         Some(st) if multi_block && !side_by_side => {
@@ -366,7 +367,7 @@ pub fn generate(
             group.key.grid
         );
         src.push_str(PDL_PRELUDE);
-        src.push_str(&side_by_side_view(group.key.grid));
+        src.push_str(&super::components::view_prelude(threads));
     } else if multi_block {
         let _ = writeln!(
             src,
@@ -387,13 +388,9 @@ pub fn generate(
     let _ = writeln!(src, "extern \"C\" __global__ void __launch_bounds__({threads}) {FUSED_ENTRY}({}) {{", decls.join(", "));
     src.push_str("  if (OST_TRIGGER == 1) OSTINATO_FUSED_TRIGGER();\n  OSTINATO_FUSED_WAIT();\n  if (OST_TRIGGER == 3) OSTINATO_FUSED_TRIGGER();\n");
     let blocks = ostinato::tiles::block_count(group.key.grid);
-    // Lanes of one call each to one entry: one call, its arguments chosen by lane (fused block
-    // `l · blocks + b` side by side, block `l` of one-block lanes).
-    let one: Option<Vec<&Call>> = if lanes > 1 && (side_by_side || !multi_block) { single.iter().map(Option::as_ref).collect() } else { None };
-    if let Some(one) = one.filter(|c| c.iter().all(|x| x.entry == c[0].entry && x.args.len() == c[0].args.len())) {
-        let lane = if side_by_side { format!("(unsigned)((unsigned long long)blockIdx.x / {blocks}ull)") } else { "blockIdx.x".to_string() };
-        src.push_str(&one_call_by_lane(&one, &lane));
-    } else if side_by_side {
+    if side_by_side {
+        let [gx, gy, gz] = group.key.grid;
+        let _ = writeln!(src, "  ost_view_set((unsigned long long)blockIdx.x % {blocks}ull, {gx}u, {gy}u, {gz}u);");
         let _ = writeln!(src, "  switch ((unsigned)((unsigned long long)blockIdx.x / {blocks}ull)) {{");
         src.push_str(&body);
         src.push_str("  }\n");
@@ -419,59 +416,6 @@ pub fn generate(
     };
     let launch = Launch::new(grid, group.key.block).shared(shared);
     FusedKernel { entry: FUSED_ENTRY, source: src, sig, args, launch, staged }
-}
-
-/// What the bodies of a group side by side see of their grid `grid`: `blockIdx` computed from the
-/// fused kernel's block (fused block `l · blocks + b` runs lane `l`'s block `b`), `gridDim` the
-/// constant grid. Defined before the bodies, whose `blockIdx` and `gridDim` become these.
-fn side_by_side_view(grid: [u32; 3]) -> String {
-    let [gx, gy, gz] = grid;
-    let blocks = ostinato::tiles::block_count(grid);
-    let gxy = u64::from(gx) * u64::from(gy);
-    format!(
-        r#"__device__ __forceinline__ ::uint3 ost_side_block() {{
-  const unsigned long long i = (unsigned long long)blockIdx.x % {blocks}ull;
-  return ::make_uint3((unsigned)(i % {gx}ull), (unsigned)((i / {gx}ull) % {gy}ull), (unsigned)(i / {gxy}ull));
-}}
-#define blockIdx (ost_side_block())
-#define gridDim (::dim3({gx}u, {gy}u, {gz}u))
-"#
-    )
-}
-
-/// The body of a group whose lanes are one call each to one entry, lane `lane` (a C expression of
-/// the fused kernel's block): each argument the lanes disagree on is a local that a switch on the
-/// lane sets, then the one call (a single copy of the body in the kernel, however many lanes).
-fn one_call_by_lane(calls: &[&Call], lane: &str) -> String {
-    let text = |a: &CallArg| match a {
-        CallArg::Text(t) => t.clone(),
-        CallArg::U32(v) => literal(Scalar::u32(*v)),
-    };
-    let first = calls[0];
-    let varies: Vec<bool> = (0..first.args.len()).map(|i| calls.iter().any(|c| c.args[i] != first.args[i])).collect();
-    let mut s = String::new();
-    let _ = writeln!(s, "  {{\n    const unsigned ost_lane = {lane};");
-    for (i, a) in first.args.iter().enumerate().filter(|(i, _)| varies[*i]) {
-        match a {
-            CallArg::U32(_) => {
-                let _ = writeln!(s, "    unsigned ost_a{i};");
-            }
-            CallArg::Text(t) => {
-                let _ = writeln!(s, "    decltype({t}) ost_a{i};");
-            }
-        }
-    }
-    s.push_str("    switch (ost_lane) {\n");
-    for (l, c) in calls.iter().enumerate() {
-        // The last lane is also the default: every local is set on every path.
-        let label = if l + 1 == calls.len() { "default".to_string() } else { format!("case {l}") };
-        let sets: String = c.args.iter().enumerate().filter(|(i, _)| varies[*i]).map(|(i, a)| format!(" ost_a{i} = {};", text(a))).collect();
-        let _ = writeln!(s, "    {label}:{sets} break;");
-    }
-    s.push_str("    }\n");
-    let args: Vec<String> = first.args.iter().enumerate().map(|(i, a)| if varies[i] { format!("ost_a{i}") } else { text(a) }).collect();
-    let _ = writeln!(s, "    {}({});\n  }}", first.entry, args.join(", "));
-    s
 }
 
 /// The members' calls `body` with the `staged` tiles copied into shared memory before them and back

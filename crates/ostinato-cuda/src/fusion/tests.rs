@@ -721,19 +721,8 @@ fn independent_multi_block_launches_sit_side_by_side_in_one_kernel() {
     let bars: Vec<Vec<bool>> = gs[0].lanes.iter().map(|l| barriers(&plan, l, |_| false)).collect();
     let f = generate(&plan, &gs[0], "ostinato_fused_0", crate::module::BUILTIN_SOURCE, &bars, &|k| plan.graph().kernel(k).name.clone(), None);
     assert_eq!(f.launch.grid, [64 * lanes as u32, 1, 1]);
-    // The bodies' block computed from the fused kernel's, the grid a constant; one call whose buffer
-    // and salt the lane picks.
-    assert!(f.source.contains("const unsigned long long i = (unsigned long long)blockIdx.x % 64ull;"), "{}", f.source);
-    assert!(f.source.contains("#define blockIdx (ost_side_block())\n#define gridDim (::dim3(64u, 1u, 1u))"), "{}", f.source);
-    assert!(f.source.contains("const unsigned ost_lane = (unsigned)((unsigned long long)blockIdx.x / 64ull);"), "{}", f.source);
-    assert!(
-        f.source.contains("    case 0: ost_a0 = ostinato_fused_ptr{p0}; break;\n")
-            && f.source.contains("    default: ost_a0 = ostinato_fused_ptr{p9}; break;\n"),
-        "{}",
-        f.source
-    );
-    assert_eq!(f.source.matches("add_one(").count(), 2, "one call (and the body's definition): {}", f.source);
-    assert!(f.source.contains("    add_one(ost_a0, 16384u);\n"), "{}", f.source);
+    assert!(f.source.contains("ost_view_set((unsigned long long)blockIdx.x % 64ull, 64u, 1u, 1u);"), "{}", f.source);
+    assert!(f.source.contains("switch ((unsigned)((unsigned long long)blockIdx.x / 64ull))") && f.source.contains("#define blockIdx (ost_view_block"));
     if !nvrtc_found("independent_multi_block_launches_sit_side_by_side_in_one_kernel") {
         return;
     }

@@ -35,7 +35,8 @@ pub enum FusionMode {
     /// components ([`component_groups`]) only where a fused block's serial work stays small; for a
     /// backend that runs lanes on ranges of a kernel's blocks ([`all_groups`]: CUDA), single
     /// multi-block launches side by side under the same rule of equal ends, each of at most
-    /// [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads.
+    /// [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads ([`AUTO_MAX_ALONE_SIDE_BY_SIDE_THREADS`] where its
+    /// body needs its block alone).
     #[default]
     Auto,
     /// Fuse every run of fusable nodes along a lane, independent neighbours included (a block then
@@ -145,6 +146,14 @@ pub const MAX_SIDE_BY_SIDE_BLOCKS: u64 = (1 << 31) - 1;
 /// 1,024 threads) side by side lost 6%, as in the probe `lab/probes/side_by_side.cu`.
 pub const AUTO_MAX_SIDE_BY_SIDE_THREADS: u64 = 1 << 19;
 
+/// The most threads each launch `auto` puts side by side may have where its body needs its block
+/// alone ([`Fusable::alone`]: on CUDA, a block barrier). On an H100 (GPU-57aaf604, `25bae1b`, the
+/// independent tree and per-block-partials reductions, docs/fences.md decision 16), ten such launches
+/// of 1 and 64 blocks of 256 threads (2<sup>14</sup> threads) ran 1.8–2.2× faster side by side than
+/// stream capture, and of 1,024 blocks (2<sup>18</sup>) 4–8% slower with 4 elements a thread (tied
+/// with 32); none was measured between, so the limit is the largest that won.
+pub const AUTO_MAX_ALONE_SIDE_BY_SIDE_THREADS: u64 = 1 << 14;
+
 /// The groups `mode` fuses in `plan`, given which nodes may fuse. Each group has at least two nodes;
 /// no node is in two groups; contracting every group to one node leaves the plan acyclic, and no edge
 /// joins two different lanes of a group.
@@ -166,14 +175,16 @@ enum MultiBlockLanes {
 }
 
 impl MultiBlockLanes {
-    /// Whether multi-block `run` (of `key`) may be a lane of a group side by side.
-    fn admits(self, run: &[NodeId], key: FuseKey) -> bool {
+    /// Whether multi-block `run` (of `key`; `alone`: its body needs its block alone) may be a lane of
+    /// a group side by side.
+    fn admits(self, run: &[NodeId], key: FuseKey, alone: bool) -> bool {
         match self {
             MultiBlockLanes::Alone => false,
             MultiBlockLanes::SideBySide => true,
             MultiBlockLanes::SingleSideBySide => {
                 let threads: u64 = key.block.iter().map(|&d| u64::from(d)).product();
-                run.len() == 1 && crate::tiles::block_count(key.grid).saturating_mul(threads) <= AUTO_MAX_SIDE_BY_SIDE_THREADS
+                let limit = if alone { AUTO_MAX_ALONE_SIDE_BY_SIDE_THREADS } else { AUTO_MAX_SIDE_BY_SIDE_THREADS };
+                run.len() == 1 && crate::tiles::block_count(key.grid).saturating_mul(threads) <= limit
             }
         }
     }
@@ -282,7 +293,8 @@ fn groups_with(
         // A multi-block run is a kernel of its own grid, or (side by side) a range of a kernel's
         // blocks after the other lanes' ranges.
         let blocks = crate::tiles::block_count(k.grid);
-        let side_by_side = |r: &[NodeId]| blocks == 1 || multi_block_lanes.admits(r, k);
+        let alone = |r: &[NodeId]| r.iter().any(|v| fusable.get(v.index()).copied().flatten().is_some_and(|f| f.alone));
+        let side_by_side = |r: &[NodeId]| blocks == 1 || multi_block_lanes.admits(r, k, alone(r));
         let target = open.iter().rev().take(4).copied().filter(|_| side_by_side(&run)).find(|&gi| {
             let g: &Group = &out[gi];
             g.key == k
@@ -687,19 +699,21 @@ mod tests {
         assert_eq!(lane_lengths(&gs), [1; 4]);
         // Multi-block launches: single ones side by side, block-local chains neither fused nor, under
         // `auto`, side by side.
-        for (len, auto_lanes, on_lanes) in [(1, vec![1; 3], vec![1; 3]), (2, vec![], vec![1; 6])] {
+        // (chain length, grid, auto's lanes, on's): 16 blocks of 256 threads are within the limit of
+        // a body alone, 65 are over it.
+        for (len, grid, auto_lanes, on_lanes) in [(1, 16, vec![1; 3], vec![1; 3]), (2, 16, vec![], vec![1; 6]), (1, 65, vec![], vec![1; 3])] {
             let mut g = Graph::new();
             let k = g.add_kernel(KernelSig::new("row").buffer("x", Access::ReadWrite)).unwrap();
             let row = crate::TileMap::linear(1024, 1024).unwrap();
-            let xs: Vec<_> = (0..3).map(|i| g.add_buffer(format!("x{i}"), 16 * 1024).unwrap()).collect();
+            let xs: Vec<_> = (0..3).map(|i| g.add_buffer(format!("x{i}"), u64::from(grid) * 1024).unwrap()).collect();
             for _ in 0..len {
                 for &x in &xs {
-                    g.add_launch_tiled(k, Launch::linear(16, 256), &[Arg::Whole(x)], &[("x", row.clone())], &[]).unwrap();
+                    g.add_launch_tiled(k, Launch::linear(grid, 256), &[Arg::Whole(x)], &[("x", row.clone())], &[]).unwrap();
                 }
             }
             let plan = Plan::compile(&g).unwrap();
-            assert_eq!(lane_lengths(&all_groups(&plan, &alone(keyed(&plan)), FusionMode::Auto)), auto_lanes, "chains of {len}, auto");
-            assert_eq!(lane_lengths(&all_groups(&plan, &alone(keyed(&plan)), FusionMode::On)), on_lanes, "chains of {len}, on");
+            assert_eq!(lane_lengths(&all_groups(&plan, &alone(keyed(&plan)), FusionMode::Auto)), auto_lanes, "chains of {len}, grid {grid}, auto");
+            assert_eq!(lane_lengths(&all_groups(&plan, &alone(keyed(&plan)), FusionMode::On)), on_lanes, "chains of {len}, grid {grid}, on");
             let fused = all_groups(&plan, &keyed(&plan), FusionMode::Auto);
             assert!(fused.iter().any(|g| g.len() > 1), "the same bodies without a barrier fuse");
         }
