@@ -238,6 +238,7 @@ fn groups_with(
     let n = plan.node_count();
     let lanes = plan.lanes();
     let key = |v: NodeId| fusable.get(v.index()).copied().flatten().map(|f| f.key);
+    let alone = |v: NodeId| fusable.get(v.index()).copied().flatten().is_some_and(|f| f.alone);
     // 1. Runs along each lane: consecutive fusable nodes of one key, cut where an edge enters a node
     //    from outside the run (but at its head) and after a node with an edge to another lane.
     let mut runs: Vec<Vec<NodeId>> = Vec::new();
@@ -258,7 +259,6 @@ fn groups_with(
             // Independent multi-block neighbours go side by side where they may (each its own range of
             // the kernel's blocks) rather than one after the other in the same blocks.
             let multi_side = k.grid != [1, 1, 1] && multi_block_lanes == MultiBlockLanes::SideBySide;
-            let alone = |u: NodeId| fusable.get(u.index()).copied().flatten().is_some_and(|f| f.alone);
             let joins = cur.last().is_some_and(|&last| {
                 key(last) == Some(k)
                     && !alone(v)
@@ -293,8 +293,7 @@ fn groups_with(
         // A multi-block run is a kernel of its own grid, or (side by side) a range of a kernel's
         // blocks after the other lanes' ranges.
         let blocks = crate::tiles::block_count(k.grid);
-        let alone = |r: &[NodeId]| r.iter().any(|v| fusable.get(v.index()).copied().flatten().is_some_and(|f| f.alone));
-        let side_by_side = |r: &[NodeId]| blocks == 1 || multi_block_lanes.admits(r, k, alone(r));
+        let side_by_side = |r: &[NodeId]| blocks == 1 || multi_block_lanes.admits(r, k, r.iter().any(|&v| alone(v)));
         let target = open.iter().rev().take(4).copied().filter(|_| side_by_side(&run)).find(|&gi| {
             let g: &Group = &out[gi];
             g.key == k
