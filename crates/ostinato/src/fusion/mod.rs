@@ -170,7 +170,8 @@ enum MultiBlockLanes {
     /// Unrelated multi-block runs of one grid share one kernel, lane after lane.
     SideBySide,
     /// As `SideBySide`, for runs of one launch of at most [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads
-    /// (`auto`): a run of several launches (a block-local chain) keeps its kernel of its own grid.
+    /// ([`AUTO_MAX_ALONE_SIDE_BY_SIDE_THREADS`] where its body needs its block alone) (`auto`): a run
+    /// of several launches (a block-local chain) keeps its kernel of its own grid.
     SingleSideBySide,
 }
 
@@ -198,8 +199,9 @@ impl MultiBlockLanes {
 /// grid also share a kernel side by side (a group of several lanes of a grid of more than one block:
 /// block `l · blocks + b` runs lane `l`'s bodies as their block `b`). Independent launches of a few
 /// blocks each then take one launch instead of one each. `auto` puts side by side only launches that
-/// are runs of their own of at most [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads and wait for and feed
-/// the same nodes (as it groups one-block runs).
+/// are runs of their own of at most [`AUTO_MAX_SIDE_BY_SIDE_THREADS`] threads
+/// ([`AUTO_MAX_ALONE_SIDE_BY_SIDE_THREADS`] where the body needs its block alone) and wait for and
+/// feed the same nodes (as it groups one-block runs).
 pub fn all_groups(plan: &Plan, fusable: &[Option<Fusable>], mode: FusionMode) -> Vec<Group> {
     // Both passes ask for the tile relations of the same pairs (the runs of a block-local chain
     // above all, whose relations cost the analysis of every block): each is computed once.
