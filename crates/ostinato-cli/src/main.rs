@@ -124,8 +124,8 @@ struct RunArgs {
     /// grid; on CUDA also chains whose blocks depend on a few blocks of each other, as one kernel of a
     /// block per connected component, and independent launches of many blocks side by side as one
     /// kernel: where it cannot lose or costs little (auto; side by side: single launches of at most
-    /// 2^19 threads that wait for and feed the same nodes), wherever the nodes may fuse (on), or never
-    /// (off).
+    /// 2^19 threads, 2^14 for a kernel with a block barrier, that wait for and feed the same nodes),
+    /// wherever the nodes may fuse (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,
     /// CUDA: tile hand-offs — a consumer block waits for exactly the producer blocks its tile maps
