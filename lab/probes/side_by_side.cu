@@ -11,9 +11,16 @@
 //   side       one kernel of 10 * grid blocks, block b running kernel b / grid's block b % grid: the
 //              ten side by side in one launch, what Ostinato could submit for independent nodes.
 // Every submission's result is checked against the host after one replay from zeroed outputs.
-// Build: nvcc -O3 -arch=sm_90 -o side_by_side side_by_side.cu
-// Run:   ./side_by_side [GRIDxBLOCK ...]   (default: the geometry rows 64x512 256x64 512x256 1024x128
-//        8192x128 2048x1024); prints GPU us per replay and per dispatch, median of 201 replays.
+// Timing (--timing, default idle): `idle` records an event, launches the replay and records the
+// second event on an idle stream, as the bench did up to 2026-12-06 (the first event is taken as soon
+// as the GPU reaches it, so the interval holds whatever part of the host's cuGraphLaunch call comes
+// after it); `gated` enqueues the same three behind a wait on a host-mapped flag and sets the flag
+// once all three are enqueued (the GPU runs them back to back, as a Vulkan command buffer's
+// timestamps bracket its dispatches); `all` prints both.
+// Build: nvcc -O3 -arch=sm_90 -o side_by_side side_by_side.cu -lcuda
+// Run:   ./side_by_side [--timing idle|gated|all] [GRIDxBLOCK ...]   (default: the geometry rows
+//        64x512 256x64 512x256 1024x128 8192x128 2048x1024); prints GPU us per replay and per
+//        dispatch, median of 201 replays.
 // Prediction (before any run): on the rows of 64-512 blocks, `side` at 0.3-0.5 us a dispatch against
 // 1.4-1.7 for the graph shapes (H100, matrix of 2026-12-06), below raw Vulkan's 0.69; on 2,048 and
 // 8,192 blocks no gain (the GPU is full either way).
@@ -21,11 +28,13 @@
 // 0.531 / 0.685 / 0.992 us a dispatch on the first four rows against 0.762-2.074 for the graph
 // shapes, below raw Vulkan's 0.69 on the first; 8,192x128 gained too (5.392 against 10.346-10.733,
 // where the prediction said none); 2,048x1,024 lost (10.755 against 10.205).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CHECK(x)                                                                  \
@@ -135,16 +144,33 @@ static bool check(cudaGraphExec_t exec, Row& r, cudaStream_t st) {
   return true;
 }
 
-static float median_us(cudaGraphExec_t exec, cudaStream_t st) {
+// A gate before the timed interval: the stream waits for a host-mapped word to reach a count the
+// host sets once the interval is enqueued.
+struct Gate {
+  volatile unsigned* host = nullptr;
+  CUdeviceptr dev = 0;
+  unsigned count = 0;
+};
+
+static float median_us(cudaGraphExec_t exec, cudaStream_t st, Gate* gate) {
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   std::vector<float> t;
   for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(exec, st));  // warm-up
   for (int i = 0; i < kReplays; ++i) {
+    CHECK(cudaStreamSynchronize(st));  // each interval starts on an idle GPU, as a bench sample does
+    if (gate) {
+      ++gate->count;
+      if (cuStreamWaitValue32(st, gate->dev, gate->count, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+        printf("cuStreamWaitValue32 failed\n");
+        exit(1);
+      }
+    }
     CHECK(cudaEventRecord(a, st));
     CHECK(cudaGraphLaunch(exec, st));
     CHECK(cudaEventRecord(b, st));
+    if (gate) *gate->host = gate->count;
     CHECK(cudaEventSynchronize(b));
     float ms;
     CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -158,10 +184,31 @@ static float median_us(cudaGraphExec_t exec, cudaStream_t st) {
 
 int main(int argc, char** argv) {
   std::vector<const char*> rows = {"64x512", "256x64", "512x256", "1024x128", "8192x128", "2048x1024"};
-  if (argc > 1) rows.assign(argv + 1, argv + argc);
+  const char* timing = "idle";
+  int first = 1;
+  if (argc > 2 && strcmp(argv[1], "--timing") == 0) {
+    timing = argv[2];
+    first = 3;
+  }
+  if (strcmp(timing, "idle") && strcmp(timing, "gated") && strcmp(timing, "all")) {
+    printf("--timing %s: idle, gated or all\n", timing);
+    return 1;
+  }
+  if (argc > first) rows.assign(argv + first, argv + argc);
   cudaStream_t st;
   CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  printf("row          us per replay (per dispatch): roots / lanes / lanes-pdl / serial / side\n");
+  Gate gate;
+  unsigned* flag = nullptr;
+  CHECK(cudaHostAlloc(&flag, sizeof(unsigned), cudaHostAllocMapped));
+  *flag = 0;
+  gate.host = flag;
+  void* dflag = nullptr;
+  CHECK(cudaHostGetDevicePointer(&dflag, flag, 0));
+  gate.dev = (CUdeviceptr)dflag;
+  std::vector<Gate*> modes;
+  if (strcmp(timing, "gated")) modes.push_back(nullptr);
+  if (strcmp(timing, "idle")) modes.push_back(&gate);
+  printf("row          timing  us per replay (per dispatch): roots / lanes / lanes-pdl / serial / side\n");
   for (const char* spec : rows) {
     Row r = {};
     if (sscanf(spec, "%ux%u", &r.grid, &r.block) != 2 || !r.grid || !r.block || r.block > 1024) {
@@ -180,17 +227,20 @@ int main(int argc, char** argv) {
       r.m.x[k] = r.x + (size_t)k * r.n;
       r.m.salt[k] = 1000u + k;
     }
-    printf("%-12s", spec);
-    for (Shape s : {ROOTS, LANES, LANES_PDL, SERIAL, SIDE}) {
-      cudaGraphExec_t exec = build(s, r);
-      bool ok = check(exec, r, st);
-      float us = median_us(exec, st);
-      printf(" %s %.3f (%.3f)%s", kNames[s], us, us / kKernels, ok ? "" : " WRONG");
-      CHECK(cudaGraphExecDestroy(exec));
+    for (Gate* g : modes) {
+      printf("%-12s %-6s ", spec, g ? "gated" : "idle");
+      for (Shape s : {ROOTS, LANES, LANES_PDL, SERIAL, SIDE}) {
+        cudaGraphExec_t exec = build(s, r);
+        bool ok = check(exec, r, st);
+        float us = median_us(exec, st, g);
+        printf(" %s %.3f (%.3f)%s", kNames[s], us, us / kKernels, ok ? "" : " WRONG");
+        CHECK(cudaGraphExecDestroy(exec));
+      }
+      printf("\n");
     }
-    printf("\n");
     CHECK(cudaFree(r.out));
     CHECK(cudaFree(r.x));
   }
+  CHECK(cudaFreeHost(flag));
   return 0;
 }

@@ -135,6 +135,70 @@ impl Drop for Stream {
     }
 }
 
+/// A gate in front of a sample's timed interval (`crate::CudaTiming::Gated`): the stream waits for a
+/// word of host memory the GPU reads in place to reach a count, and the host sets the count once the
+/// interval (its first event, the replays, its last event) is enqueued. The GPU then runs the interval
+/// back to back, as it runs a Vulkan command buffer whose timestamps bracket its dispatches, instead of
+/// taking the first event at once and waiting on the host's launch call. What the gate leaves out is
+/// the host's call, which the report's host column times. (The wait is the driver's stream memory
+/// operation, with no kernel and no second stream, so nothing of it lands inside the interval.)
+pub struct Gate {
+    stream: std::sync::Arc<Stream>,
+    /// Page-locked, mapped into the device's address space; written by the host, read by the GPU.
+    host: *mut u32,
+    device: sys::CUdeviceptr,
+    /// The count the last close waits for.
+    count: u32,
+    open: bool,
+}
+
+// SAFETY: the word is only written through `&mut self`; the handles never change after creation.
+unsafe impl Send for Gate {}
+
+impl Gate {
+    pub fn new(stream: std::sync::Arc<Stream>) -> Result<Gate, String> {
+        let mut host = std::ptr::null_mut();
+        // SAFETY: writes one pointer to 4 page-locked bytes mapped into the current context.
+        check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut host, 4, sys::CU_MEMHOSTALLOC_DEVICEMAP) })?;
+        // Owned from here on: freed on the failure below.
+        let mut gate = Gate { stream, host: host.cast(), device: 0, count: 0, open: true };
+        // SAFETY: `host` is the live mapped allocation just made; 4-byte aligned (page-aligned).
+        unsafe { gate.host.write_volatile(0) };
+        // SAFETY: writes the device address of that allocation.
+        check("cuMemHostGetDevicePointer_v2", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut gate.device, host, 0) })?;
+        Ok(gate)
+    }
+    /// Holds the stream: work enqueued after this waits until [`Gate::open`].
+    pub fn close(&mut self) -> Result<(), String> {
+        if !self.open {
+            return Err("the timing gate is already closed".into());
+        }
+        self.count = self.count.wrapping_add(1);
+        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+        // SAFETY: a stream of ours and the device address of our mapped word, which outlives every wait
+        // on it (`Drop` opens the gate and drains the stream before freeing it).
+        check("cuStreamWaitValue32_v2", unsafe { sys::cuStreamWaitValue32_v2(self.stream.0, self.device, self.count, geq) })?;
+        self.open = false;
+        Ok(())
+    }
+    /// Lets the stream run what was enqueued since [`Gate::close`].
+    pub fn open(&mut self) {
+        // SAFETY: our live mapped word (the comparison the wait makes is modular: the count wraps).
+        unsafe { self.host.write_volatile(self.count) };
+        self.open = true;
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+        // The GPU may still be reading the word: the stream drains before it is freed.
+        let _ = self.stream.synchronize();
+        // SAFETY: frees our own allocation once; no wait on it is pending.
+        let _ = unsafe { sys::cuMemFreeHost(self.host.cast()) };
+    }
+}
+
 /// An event of the current context.
 pub struct Event(sys::CUevent);
 
