@@ -229,7 +229,7 @@ if want side-by-side; then
   # (lab/probes/side_by_side.cu, built here with the machine's nvcc), then the matrix's independent rows
   # with the exec fused `on` beside the baselines and raw Vulkan (.gl carried).
   step "side-by-side" | tee "$OUT/side-by-side.log"
-  { nvcc -O3 -arch=sm_90 -o /tmp/side_by_side lab/probes/side_by_side.cu && /tmp/side_by_side; } >>"$OUT/side-by-side.log" 2>&1 \
+  { nvcc -O3 -arch=sm_90 -o /tmp/side_by_side lab/probes/side_by_side.cu -lcuda && /tmp/side_by_side --timing all; } >>"$OUT/side-by-side.log" 2>&1 \
     || fail "lab/probes/side_by_side.cu"
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
   $BIN/ostinato bench --filter /indep/ --arms captured,captured-pdl,ostinato,ostinato-fusion-on,vulkan ${BENCH_ARGS:-} \

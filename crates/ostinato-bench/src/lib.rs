@@ -8,7 +8,7 @@ pub mod arms;
 pub mod baseline;
 mod chart;
 pub mod config;
-mod cuda_raw;
+pub mod cuda_raw;
 pub mod families;
 pub mod manifests;
 pub mod matrix;
