@@ -124,7 +124,8 @@ struct RunArgs {
     /// grid; on CUDA also chains whose blocks depend on a few blocks of each other, as one kernel of a
     /// block per connected component, and independent launches of many blocks side by side as one
     /// kernel: where it cannot lose or costs little (auto; side by side: single launches of at most
-    /// 2^19 threads, 2^14 for a kernel with a block barrier, that wait for and feed the same nodes),
+    /// 2^19 threads, 2^14 for a kernel with a block barrier, that wait for and feed the same nodes, or
+    /// launches of one kernel that wait for the same nodes),
     /// wherever the nodes may fuse (on), or never (off).
     #[arg(long, default_value = "auto", value_parser = exec_choice("fusion"))]
     fusion: String,

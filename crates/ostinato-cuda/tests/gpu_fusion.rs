@@ -301,8 +301,8 @@ fn bodies_with_a_block_barrier_run_alone_in_their_blocks_side_by_side() {
     let prog = BarrierProgram::new();
     let plan = Plan::compile(&prog.graph).unwrap();
     let (inputs, want) = (prog.inputs(), prog.outputs());
-    // `on` also puts the pair's first launch beside the six (its lanes need no equal ends).
-    for (fusion, nodes, fused) in [(FusionMode::Auto, 4, 16), (FusionMode::On, 3, 17), (FusionMode::Off, 18, 0)] {
+    // Both put the pair's first launch beside the six (one kernel, waiting for nothing, as they do).
+    for (fusion, nodes, fused) in [(FusionMode::Auto, 3, 17), (FusionMode::On, 3, 17), (FusionMode::Off, 18, 0)] {
         let backend = CudaBackend::new(&device, CudaOptions { fusion, ..CudaOptions::default() }).unwrap();
         let reference = KernelRef::file(&path).with_entry("block_sum").with_option("fusable", RefOption::Bool(true));
         let kernel = backend.bind_kernel(&block_sum_sig(), &reference).unwrap();

@@ -159,7 +159,7 @@ pub fn fuse(
         .filter(|&v| !grouped[v])
         .map(|v| {
             let alone = || match mode {
-                FusionMode::Auto => "no neighbour to fuse with (auto fuses dependent runs on a lane, and runs waiting for and feeding the same nodes)",
+                FusionMode::Auto => "no neighbour to fuse with (auto fuses dependent runs on a lane, runs waiting for and feeding the same nodes, and single launches of one kernel waiting for the same nodes)",
                 _ => "no fusable neighbour on its lane",
             };
             (ostinato::NodeId(v as u32), why[v].clone().unwrap_or_else(|| alone().to_string()))
