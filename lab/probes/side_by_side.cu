@@ -12,11 +12,16 @@
 //              ten side by side in one launch, what Ostinato could submit for independent nodes.
 // Every submission's result is checked against the host after one replay from zeroed outputs.
 // Timing (--timing, default idle): `idle` records an event, launches the replay and records the
-// second event on an idle stream, as the bench did up to 2026-12-06 (the first event is taken as soon
-// as the GPU reaches it, so the interval holds whatever part of the host's cuGraphLaunch call comes
-// after it); `gated` enqueues the same three behind a wait on a host-mapped flag and sets the flag
-// once all three are enqueued (the GPU runs them back to back, as a Vulkan command buffer's
-// timestamps bracket its dispatches); `all` prints both.
+// second event on an idle stream, as the bench does (the first event is taken as soon as the GPU
+// reaches it, so the interval may hold part of the host's cuGraphLaunch call); `gated` enqueues the
+// same three behind a wait on a host-mapped flag and sets the flag once all three are enqueued (the
+// GPU runs them back to back, as a Vulkan command buffer's timestamps bracket its dispatches); `all`
+// prints both. The question it answers: is raw Vulkan's lead on the independent geometry rows the
+// host's launch call inside CUDA's interval? Prediction: gated 1-3 us a replay faster.
+// Measured (H100 GPU-6ef58bfb, 2026-12-06, `e0a0886`'s probe): no. Gated against idle, us a replay:
+// side 3.488 / 3.776 (1x32), 3.808 / 4.064 (64x256), 4.256 / 4.608 (64x512), 6.560 / 7.072
+// (512x256), 52.064 / 52.512 (2048x512); the graph shapes move by -1.5 to +1.4 either way (lanes
+// 8.416 gated / 7.584 idle at 1x32). What the event pair brackets is the GPU's own time.
 // Build: nvcc -O3 -arch=sm_90 -o side_by_side side_by_side.cu -lcuda
 // Run:   ./side_by_side [--timing idle|gated|all] [GRIDxBLOCK ...]   (default: the geometry rows
 //        64x512 256x64 512x256 1024x128 8192x128 2048x1024); prints GPU us per replay and per

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::cuda_raw::{Gate, Stream};
-use crate::CudaTiming;
+use crate::cuda_raw::Stream;
 use ostinato::{Backend, BufferBinding, BufferId, Exec, Plan, PlanOptions, Scalar};
 use ostinato_cuda::lower::{PdlPolicy, Variant};
 use ostinato_cuda::DeviceBuffer as Buffer;
@@ -329,9 +328,6 @@ pub struct RowMemory {
     /// GPU time by several percent between streams of one process (docs/fences.md decision 10), which is not the
     /// arms' difference.
     pub stream: Arc<Stream>,
-    /// The gate in front of every timed interval on `stream` (`CudaTiming::Gated`); None: intervals
-    /// start on an idle stream.
-    gate: Option<std::sync::Mutex<Gate>>,
 }
 
 /// A root buffer: `len` bytes starting `offset` bytes into its own allocation (the placement study's
@@ -368,7 +364,7 @@ impl RootSpan {
 impl RowMemory {
     /// The row's allocations, each root `offset` bytes into its own; the roots no node writes get
     /// their initial bytes here, once for every arm (the arms write the others before every sample).
-    pub fn new(device: &Device, w: &Workload, offset: u64, init: &[Option<Vec<u8>>], timing: CudaTiming) -> Result<Arc<RowMemory>, String> {
+    pub fn new(device: &Device, w: &Workload, offset: u64, init: &[Option<Vec<u8>>]) -> Result<Arc<RowMemory>, String> {
         let mut roots = Vec::new();
         for (i, b) in w.graph.buffers().iter().enumerate() {
             roots.push(if b.root.index() == i {
@@ -386,24 +382,7 @@ impl RowMemory {
                 root.write(0, bytes).map_err(err("init"))?;
             }
         }
-        let stream = Arc::new(Stream::new()?);
-        let gate = match timing {
-            CudaTiming::Gated => Some(std::sync::Mutex::new(Gate::new(stream.clone())?)),
-            CudaTiming::Idle => None,
-        };
-        Ok(Arc::new(RowMemory { roots, stream, gate }))
-    }
-    /// Runs `enqueue`, which enqueues a sample's timed interval on the row's stream (its first event,
-    /// the replays, its last event), behind the row's gate where there is one: the stream waits until
-    /// everything is enqueued, then runs it back to back. The gate opens whether `enqueue` succeeds or
-    /// not.
-    pub fn timed_interval<T>(&self, enqueue: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-        let Some(gate) = &self.gate else { return enqueue() };
-        let mut gate = gate.lock().map_err(|_| "the row's timing gate was poisoned by a panic".to_string())?;
-        gate.close()?;
-        let r = enqueue();
-        gate.open();
-        r
+        Ok(Arc::new(RowMemory { roots, stream: Arc::new(Stream::new()?) }))
     }
     /// `name=0x…` for each root buffer, in declaration order (the report's record of where they lay).
     pub fn addresses(&self, w: &Workload) -> Vec<String> {
@@ -422,7 +401,7 @@ impl RowMemory {
 
 pub struct OstinatoCuda {
     exec: CudaExec,
-    memory: Arc<RowMemory>,
+    _memory: Arc<RowMemory>,
     graph_mode: bool,
     written: Vec<bool>,
     probes: bool,
@@ -473,7 +452,7 @@ impl OstinatoCuda {
         let written = plan.graph().written_roots();
         reset(&mut exec, init, &written).map_err(err("init"))?;
         let graph_mode = backend.options().mode == ExecMode::Graph;
-        Ok(OstinatoCuda { written, exec, memory: memory.clone(), graph_mode, probes: true })
+        Ok(OstinatoCuda { written, exec, _memory: memory.clone(), graph_mode, probes: true })
     }
 }
 
@@ -522,21 +501,16 @@ impl Arm for OstinatoCuda {
         // Every sample from the initial bytes: the row's other arms write the same buffers between
         // this arm's samples (they are taken in rounds).
         reset(&mut self.exec, init, &self.written).map_err(err("reset"))?;
-        let exec = &mut self.exec;
-        let host_us = self.memory.timed_interval(|| {
-            exec.timer_start().map_err(err("timer"))?;
-            let t = Instant::now();
-            for r in 0..w.replays {
-                if let Some((s, v)) = slot_value(w, r) {
-                    exec.set_slot(s, v).map_err(err("set_slot"))?;
-                }
-                exec.replay().map_err(err("replay"))?;
+        self.exec.timer_start().map_err(err("timer"))?;
+        let t = Instant::now();
+        for r in 0..w.replays {
+            if let Some((s, v)) = slot_value(w, r) {
+                self.exec.set_slot(s, v).map_err(err("set_slot"))?;
             }
-            let host_us = t.elapsed().as_secs_f64() * 1e6;
-            exec.timer_stop().map_err(err("timer"))?;
-            Ok(host_us)
-        })?;
-        let gpu_us = self.exec.timer_elapsed_ms().map_err(err("timer"))? * 1e3;
+            self.exec.replay().map_err(err("replay"))?;
+        }
+        let host_us = t.elapsed().as_secs_f64() * 1e6;
+        let gpu_us = self.exec.timer_stop_ms().map_err(err("timer"))? * 1e3;
         let outputs = read_checked(&mut self.exec, w).map_err(err("read"))?;
         if !self.probes {
             return Ok(RawSample { gpu_us: Some(gpu_us), host_us, outputs, replay_call_us: None, replay_single_us: None });

@@ -8,7 +8,6 @@ use std::time::Instant;
 use crate::arms::{baseline_kernels, bind_cuda, err, median_gpu_us, single_call_us, slot_value, Arm, ArmKind, OstinatoCuda, RawSample, RowMemory, CALL_BURST};
 use crate::cuda_raw::{allow_dynamic_shared, Args, CapturedGraph, Event, Stream};
 use crate::workload::Workload;
-use crate::CudaTiming;
 use ostinato::{Arg, NodeOp, Plan};
 use ostinato_cuda::lower::{lower, ArgValue, PdlPolicy};
 use ostinato_cuda::{BuiltinModules, CudaBackend, CudaKernel, Device, PdlMode};
@@ -238,26 +237,24 @@ impl Arm for Baseline {
                 self.memory.root(i)?.write(0, bytes).map_err(err("reset"))?;
             }
         }
-        let memory = self.memory.clone();
-        let host_us = memory.timed_interval(|| {
-            self.streams[0].record(&self.timer.0).map_err(err("timer"))?;
-            let t = Instant::now();
-            for r in 0..w.replays {
-                match self.kind {
-                    ArmKind::Eager => {
-                        self.set_slot(w, r);
-                        self.enqueue(w, false)?;
-                    }
-                    _ => {
-                        let gi = if self.graphs.len() > 1 { r % self.graphs.len() } else { 0 };
-                        self.graphs[gi].launch(&self.streams[0]).map_err(err("graph launch"))?;
-                    }
+        let s0 = &self.streams[0];
+        s0.record(&self.timer.0).map_err(err("timer"))?;
+        let t = Instant::now();
+        for r in 0..w.replays {
+            match self.kind {
+                ArmKind::Eager => {
+                    self.set_slot(w, r);
+                    self.enqueue(w, false)?;
+                }
+                _ => {
+                    let gi = if self.graphs.len() > 1 { r % self.graphs.len() } else { 0 };
+                    self.graphs[gi].launch(&self.streams[0]).map_err(err("graph launch"))?;
                 }
             }
-            let host_us = t.elapsed().as_secs_f64() * 1e6;
-            self.streams[0].record(&self.timer.1).map_err(err("timer"))?;
-            Ok(host_us)
-        })?;
+        }
+        let host_us = t.elapsed().as_secs_f64() * 1e6;
+        let s0 = &self.streams[0];
+        s0.record(&self.timer.1).map_err(err("timer"))?;
         self.timer.1.synchronize().map_err(err("sync"))?;
         let gpu_us = self.timer.1.elapsed_ms_since(&self.timer.0).map_err(err("timer"))? * 1e3;
         let mut outputs = Vec::new();
@@ -292,7 +289,7 @@ impl Arm for Baseline {
 pub fn enter_multi_stream_regime(device: &Device, modules: &BuiltinModules, backend: &CudaBackend) -> Result<[f64; 2], String> {
     let w = crate::families::grid::dispatch_grid(941, 1, false, 1);
     let init = crate::matrix::init_bytes(&w);
-    let memory = RowMemory::new(device, &w, 0, &init, CudaTiming::Idle)?;
+    let memory = RowMemory::new(device, &w, 0, &init)?;
     let plan = Plan::compile(&w.graph).map_err(err("plan"))?;
     let mut chain = OstinatoCuda::new(backend, &w, bind_cuda(backend, &w, &plan)?, &memory, &init)?;
     let before = median_gpu_us(&mut chain, &w, &init, 7)?;

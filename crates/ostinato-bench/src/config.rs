@@ -36,28 +36,6 @@ impl ostinato::Named for Regime {
     }
 }
 
-/// Where a CUDA sample's timed interval starts (`--cuda-timing`): the GPU time between its two events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CudaTiming {
-    /// Behind a gate the host opens once the interval is enqueued (`cuda_raw::Gate`): the GPU runs the
-    /// first event, the replays and the last event back to back, as it runs a Vulkan command buffer
-    /// between its timestamps. The host's launch call is left out (the host column times it).
-    Gated,
-    /// On an idle stream: the first event is taken as soon as the GPU reaches it, so the interval
-    /// also holds the part of the host's launch call after it (the protocol up to 2026-12-06).
-    Idle,
-}
-
-impl ostinato::Named for CudaTiming {
-    const ALL: &'static [Self] = &[CudaTiming::Gated, CudaTiming::Idle];
-    fn name(self) -> &'static str {
-        match self {
-            CudaTiming::Gated => "gated",
-            CudaTiming::Idle => "idle",
-        }
-    }
-}
-
 impl ostinato::Named for BenchBackend {
     const ALL: &'static [Self] = &[BenchBackend::Cuda, BenchBackend::Host];
     fn name(self) -> &'static str {
@@ -110,8 +88,6 @@ pub struct BenchConfig {
     /// reported as not run (every arm skipped, saying why), so a run under a time limit still writes
     /// its report.
     pub time_limit_s: Option<f64>,
-    /// Where a CUDA sample's timed interval starts.
-    pub cuda_timing: CudaTiming,
     /// Study settings (docs/fences.md); the defaults are the measured policy.
     pub study: StudyConfig,
 }
@@ -181,7 +157,6 @@ impl Default for BenchConfig {
             arms: None,
             replays: None,
             time_limit_s: None,
-            cuda_timing: CudaTiming::Gated,
             study: StudyConfig::default(),
         }
     }

@@ -8,7 +8,7 @@ pub mod arms;
 pub mod baseline;
 mod chart;
 pub mod config;
-pub mod cuda_raw;
+mod cuda_raw;
 pub mod families;
 pub mod manifests;
 pub mod matrix;
@@ -25,7 +25,7 @@ pub mod vulkan;
 pub mod vulkan_raw;
 pub mod workload;
 
-pub use config::{BenchBackend, BenchConfig, BenchError, CudaTiming, Regime, StudyConfig, MAX_TIMED_SAMPLES};
+pub use config::{BenchBackend, BenchConfig, BenchError, Regime, StudyConfig, MAX_TIMED_SAMPLES};
 pub use matrix::{run, ArmResult, RowResult, SampleResult, Stat};
 
 /// The values of the fence-policy studies' knobs ([`StudyConfig`]): the CUDA backend's own.

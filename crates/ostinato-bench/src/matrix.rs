@@ -505,7 +505,7 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             }
         };
         // One set of device buffers per row, bound by every CUDA arm at the same addresses.
-        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset, &oracle.init, args.cuda_timing)).transpose();
+        let memory: SharedMemory = contexts.cuda.as_ref().map(|c| arms::RowMemory::new(&c.device, w, offset, &oracle.init)).transpose();
         let addresses = match &memory {
             Ok(Some(m)) => m.addresses(w),
             _ => Vec::new(),

@@ -8,7 +8,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use ostinato::Named;
 use ostinato_bench::study::{EdgeTypesRule, GraphBuild, MixedBuilds, PdlTrigger, ShapeMode, StreamPriority};
-use ostinato_bench::{BenchBackend, CudaTiming, Regime};
+use ostinato_bench::{BenchBackend, Regime};
 use ostinato_bench::{BenchConfig, StudyConfig};
 use ostinato_runtime::options::CHOICES;
 use ostinato_runtime::{BackendKind, ExecOptions, PlanReport, RunOptions, WaitTimeout};
@@ -242,7 +242,7 @@ struct BenchArgs {
     /// Measure nothing: write one report into --out of the runs whose results these comma-separated
     /// folders (or results.json files) hold, a matrix run in parts (one build, backend, device model
     /// and protocol; a row one part left not run under its time limit is taken from the part that ran it).
-    #[arg(long, value_delimiter = ',', value_name = "RUNS", conflicts_with_all = ["backend", "quick", "filter", "samples", "timed_ms", "warmups", "warmup_ms", "instances", "time_limit", "arms", "replays", "cuda_timing"])]
+    #[arg(long, value_delimiter = ',', value_name = "RUNS", conflicts_with_all = ["backend", "quick", "filter", "samples", "timed_ms", "warmups", "warmup_ms", "instances", "time_limit", "arms", "replays"])]
     merge: Vec<PathBuf>,
     /// Start no further row after this many seconds: the rows begun finish, the others are reported
     /// as not run, and the report is written (for runs under a time limit).
@@ -253,12 +253,6 @@ struct BenchArgs {
     /// Replays between the two timing events of every sample (default 1; the decode stack 4).
     #[arg(long)]
     replays: Option<usize>,
-    /// Where a CUDA sample's timed interval starts: gated (the stream waits until the first event, the
-    /// replays and the last event are all enqueued, then runs them back to back, as a Vulkan command
-    /// buffer runs between its timestamps) or idle (the first event taken at once on an idle stream,
-    /// so the interval also holds part of the host's launch call).
-    #[arg(long, default_value = "gated", value_parser = choice::<CudaTiming>(), hide = true)]
-    cuda_timing: CudaTiming,
     // Fence-policy studies (docs/fences.md); hidden from --help.
     #[arg(long, default_value = "after-wait", value_parser = choice::<PdlTrigger>(), hide = true)]
     trigger: PdlTrigger,
@@ -318,7 +312,6 @@ impl BenchArgs {
             arms: self.arms,
             replays: self.replays,
             time_limit_s: self.time_limit,
-            cuda_timing: self.cuda_timing,
             study: StudyConfig {
                 trigger: self.trigger,
                 pdl_max_blocks: self.pdl_max_blocks,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::arms::ArmKind;
 use crate::config::BenchConfig;
-use crate::{stats, BenchBackend, CudaTiming, Regime};
+use crate::{stats, BenchBackend, Regime};
 
 /// What `results.json`'s `protocol` holds (the field names are the file's).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -31,10 +31,6 @@ pub struct RunProtocol {
     pub sampling: String,
     /// The CUDA driver state the rows ran in; none on the host backend.
     pub regime: Option<String>,
-    /// Where a CUDA sample's timed interval starts (`--cuda-timing`); none on the host backend. Runs
-    /// recorded before the option existed have none and started on an idle stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cuda_timing: Option<String>,
     pub metric: String,
 }
 
@@ -57,7 +53,6 @@ impl RunProtocol {
             arm_order: arm_order_text(backend, args),
             sampling: "in rounds: each round one sample of every arm of the pass, in the row's order; warm-up rounds (every instance of every arm; past the warm-up time only those still warming) until every instance has its warm-ups and has settled, then timed rounds, round r on instance r mod instances of every arm, each timed sample right after an untimed lead-in sample of the same instance".into(),
             regime: regime_text(backend, args, chain_us),
-            cuda_timing: cuda_timing_text(backend, args.cuda_timing),
             metric: if backend == BenchBackend::Cuda { "gpu_us_per_dispatch" } else { "host_us_per_dispatch" }.into(),
         }
     }
@@ -78,7 +73,7 @@ impl RunProtocol {
             self.max_timed_samples,
             self.replays_per_sample,
             self.arm_order,
-            self.regime.as_ref().map_or(String::new(), |r| format!("; CUDA driver state {r}")) + &self.cuda_timing.as_ref().map_or(String::new(), |t| format!("; CUDA samples {t}")),
+            self.regime.as_ref().map_or(String::new(), |r| format!("; CUDA driver state {r}")),
             interval_text(self.instances),
             tie_rule_text(),
             if device_time { "; host submission time is a separate column" } else { "" }
@@ -140,16 +135,6 @@ pub(super) fn regime_text(backend: BenchBackend, args: &BenchConfig, chain_us: O
             chain_us.map_or("—".into(), |c| format!("{:.3}", c[1]))
         )),
         _ => Some("fresh: no graph arm ran after plain launches on a second stream".into()),
-    }
-}
-
-/// Where a CUDA sample's timed interval starts (`--cuda-timing`), for the protocol line and
-/// `results.json`; None on the host backend.
-pub(super) fn cuda_timing_text(backend: BenchBackend, timing: CudaTiming) -> Option<String> {
-    match (backend, timing) {
-        (BenchBackend::Host, _) => None,
-        (_, CudaTiming::Gated) => Some("gated: the stream waits on a host-mapped word until the first event, the replays and the last event are all enqueued, then runs them back to back (the host's launch calls left out, as a Vulkan command buffer's timestamps leave out its submission; --cuda-timing gated)".into()),
-        (_, CudaTiming::Idle) => Some("from an idle stream: the first event is taken as soon as the GPU reaches it, so the interval holds the part of the host's launch call that follows it (--cuda-timing idle)".into()),
     }
 }
 

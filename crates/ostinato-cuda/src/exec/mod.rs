@@ -637,18 +637,8 @@ impl CudaExec {
     }
     /// Records the stop event, waits for it, and returns the GPU milliseconds since `timer_start`.
     pub fn timer_stop_ms(&mut self) -> Result<f64> {
-        self.timer_stop()?;
-        self.timer_elapsed_ms()
-    }
-    /// Records the stop event without waiting for it (the caller may let the stream run, e.g. open a
-    /// gate it holds, before [`CudaExec::timer_elapsed_ms`]).
-    pub fn timer_stop(&mut self) -> Result<()> {
-        self.on_stream("timer_stop", Command::Record(1), false)
-    }
-    /// Waits for the stop event recorded by [`CudaExec::timer_stop`] and returns the GPU milliseconds
-    /// since `timer_start`.
-    pub fn timer_elapsed_ms(&mut self) -> Result<f64> {
-        self.on_stream("timer_elapsed_ms", Command::Synchronize, true)?;
+        self.on_stream("timer_stop_ms", Command::Record(1), false)?;
+        self.on_stream("timer_stop_ms", Command::Synchronize, true)?;
         Ok(self.timer[1].elapsed_ms_since(&self.timer[0])? as f64)
     }
 
