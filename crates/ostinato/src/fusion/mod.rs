@@ -366,10 +366,11 @@ fn one_level(plan: &Plan, member: &[usize], group: &Group, run: &[NodeId]) -> bo
             })
             .collect()
     };
-    let [v] = run else { return false };
+    let ([v], [first, ..]) = (run, group.lanes.as_slice()) else { return false };
     let Some(k) = kernel(*v) else { return false };
-    let preds = waits_for(*v);
-    group.lanes.iter().all(|l| matches!(l.as_slice(), [u] if kernel(*u) == Some(k) && waits_for(*u) == preds))
+    // Every lane of a group waits for what its first waits for (both rules that join a lane say so,
+    // and a node's group never changes once given): the first lane's waits stand for all of them.
+    group.lanes.iter().all(|l| matches!(l.as_slice(), [u] if kernel(*u) == Some(k))) && first.first().is_some_and(|&u| waits_for(u) == waits_for(*v))
 }
 
 /// Whether `run` may not join group `gi`: an edge joins it to the group, or a path leaves the two and
