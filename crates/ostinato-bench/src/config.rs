@@ -88,6 +88,11 @@ pub struct BenchConfig {
     /// reported as not run (every arm skipped, saying why), so a run under a time limit still writes
     /// its report.
     pub time_limit_s: Option<f64>,
+    /// Only the rows the run whose results this folder (or `results.json`) holds left not run under its
+    /// time limit, with that run's arms unless `arms` names others and its backend unless `backend`
+    /// does; refused, naming the file, where the two runs would not merge into one matrix (another
+    /// build, backend, quick flag or protocol). The two then merge with `--merge`.
+    pub rest_of: Option<PathBuf>,
     /// Study settings (docs/fences.md); the defaults are the measured policy.
     pub study: StudyConfig,
 }
@@ -157,6 +162,7 @@ impl Default for BenchConfig {
             arms: None,
             replays: None,
             time_limit_s: None,
+            rest_of: None,
             study: StudyConfig::default(),
         }
     }
@@ -202,6 +208,9 @@ fn config(setting: &'static str, reason: impl Into<String>) -> BenchError {
 impl BenchConfig {
     /// Checks every value's range before anything runs.
     pub fn validate(&self) -> Result<(), BenchError> {
+        if self.rest_of.is_some() && !self.filter.is_empty() {
+            return Err(config("rest-of", "measures exactly the rows the earlier run left not run: give no --filter with it"));
+        }
         if self.samples < 1 {
             return Err(config("samples", "at least 1"));
         }

@@ -17,6 +17,7 @@ pub mod pack;
 pub mod profile;
 pub mod provenance;
 pub mod report;
+mod rest;
 pub mod results;
 pub mod rounds;
 pub mod stats;

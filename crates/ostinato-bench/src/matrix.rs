@@ -333,6 +333,10 @@ fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, 
 pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
     args.validate()?;
     let begun = std::time::Instant::now();
+    // The rest of an earlier run: its rows left not run, its arms and backend, checked to merge with it.
+    let rest = args.rest_of.as_deref().map(crate::rest::read).transpose()?;
+    let rested = rest.as_ref().map(|r| r.config(args)).transpose()?;
+    let args = rested.as_ref().unwrap_or(args);
     let backend = choose_backend(args)?;
     let arms = match backend {
         BenchBackend::Cuda => select_arms(args, &ArmKind::CUDA, ArmKind::Ostinato)?,
@@ -358,7 +362,7 @@ pub fn run(args: &BenchConfig) -> Result<Vec<RowResult>, BenchError> {
         stop_at: args.time_limit_s.map(|s| begun + std::time::Duration::from_secs_f64(s)),
     };
     let clock_before = contexts.cuda.as_ref().and_then(|c| provenance::sm_clock_mhz(&c.device.info().uuid));
-    let rows_in = selected_rows(args, backend)?;
+    let rows_in = selected_rows(args, backend, rest.as_ref())?;
     let rows = run_rows(args, &rows_in, &arms, &contexts, &protocol)?;
     let mut prov = provenance::collect(backend, contexts.cuda.as_ref().map(|c| c.device.info()), vulkan_device, clock_before, args);
     prov.regime_chain_us = regime_chain_us;
@@ -450,9 +454,14 @@ fn enter_regime(contexts: &Contexts, regime: Regime) -> Result<Option<[f64; 2]>,
     }
 }
 
-/// The matrix's rows the filter keeps (an error when it keeps none).
-fn selected_rows(args: &BenchConfig, backend: BenchBackend) -> Result<Vec<Workload>, BenchError> {
+/// The matrix's rows the filter keeps (an error when it keeps none), or those `rest`'s run left not run.
+fn selected_rows(args: &BenchConfig, backend: BenchBackend, rest: Option<&crate::rest::Rest>) -> Result<Vec<Workload>, BenchError> {
     let mut rows = matrix(backend, args.quick, args.study.blocks.as_deref(), args.study.fans.as_deref(), args.replays);
+    if let Some(rest) = rest {
+        rest.check_rows(rows.iter().map(|w| w.id.as_str()))?;
+        rows.retain(|w| rest.left(&w.id));
+        return Ok(rows);
+    }
     if !args.filter.is_empty() {
         rows.retain(|w| args.filter.iter().any(|p| w.id.contains(p.trim())));
         if rows.is_empty() {

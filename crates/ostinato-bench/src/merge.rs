@@ -23,10 +23,10 @@ use crate::RowResult;
 /// What a part's `results.json` holds that a merge reads (its version is checked first, its summary
 /// computed again).
 #[derive(Deserialize)]
-struct Part {
-    provenance: Provenance,
-    protocol: RunProtocol,
-    rows: Vec<RowResult>,
+pub(crate) struct Part {
+    pub(crate) provenance: Provenance,
+    pub(crate) protocol: RunProtocol,
+    pub(crate) rows: Vec<RowResult>,
 }
 
 fn refused(path: &Path, reason: impl Into<String>) -> BenchError {
@@ -34,7 +34,7 @@ fn refused(path: &Path, reason: impl Into<String>) -> BenchError {
 }
 
 /// A part's `results.json`: `path` itself, or the file of that name in the folder `path`.
-fn results_file(path: &Path) -> PathBuf {
+pub(crate) fn results_file(path: &Path) -> PathBuf {
     if path.is_dir() {
         path.join("results.json")
     } else {
@@ -42,7 +42,7 @@ fn results_file(path: &Path) -> PathBuf {
     }
 }
 
-fn read_part(file: &Path) -> Result<Part, BenchError> {
+pub(crate) fn read_part(file: &Path) -> Result<Part, BenchError> {
     let text = std::fs::read_to_string(file).map_err(|e| BenchError::Io { path: file.display().to_string(), message: e.to_string() })?;
     // The version first, so that a file of another schema is named as such rather than by the first
     // field it lacks.

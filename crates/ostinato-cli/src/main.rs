@@ -248,10 +248,16 @@ struct BenchArgs {
     /// as not run, and the report is written (for runs under a time limit).
     #[arg(long, value_name = "SECONDS")]
     time_limit: Option<f64>,
+    /// Only the rows an earlier run under --time-limit left not run (its folder or results.json), with
+    /// its arms unless --arms names others; refused where the two would not merge into one matrix
+    /// (another build, backend, --quick or protocol). Then --merge EARLIER,THIS.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["filter", "merge"])]
+    rest_of: Option<PathBuf>,
     #[arg(long, value_delimiter = ',', help = arms_help())]
     arms: Option<Vec<String>>,
-    /// Replays between the two timing events of every sample (default 1; the decode stack 4).
-    #[arg(long)]
+    /// Replays between the two timing events of every sample (default 1; the decode stack 4; hidden:
+    /// a protocol study setting, and --help keeps to twelve options).
+    #[arg(long, hide = true)]
     replays: Option<usize>,
     // Fence-policy studies (docs/fences.md); hidden from --help.
     #[arg(long, default_value = "after-wait", value_parser = choice::<PdlTrigger>(), hide = true)]
@@ -312,6 +318,7 @@ impl BenchArgs {
             arms: self.arms,
             replays: self.replays,
             time_limit_s: self.time_limit,
+            rest_of: self.rest_of,
             study: StudyConfig {
                 trigger: self.trigger,
                 pdl_max_blocks: self.pdl_max_blocks,
@@ -477,6 +484,19 @@ mod tests {
         assert_eq!(c.filter, ["grid", "fan"]);
         assert_eq!(c.study.blocks, Some(vec![1, 128]));
         assert_eq!(c.study.regime, Regime::MultiStream);
+    }
+
+    #[test]
+    fn bench_rest_of_takes_an_earlier_run_and_refuses_a_filter_or_a_merge_beside_it() {
+        let Ok(Cli { command: Command::Bench(a) }) = Cli::try_parse_from(["ostinato", "bench", "--rest-of", "part-a", "--time-limit", "60"]) else {
+            panic!("parses")
+        };
+        let c = a.config();
+        assert_eq!((c.rest_of, c.time_limit_s), (Some(PathBuf::from("part-a")), Some(60.0)));
+        for extra in [["--filter", "grid"], ["--merge", "a,b"]] {
+            let args = ["ostinato", "bench", "--rest-of", "part-a"].into_iter().chain(extra);
+            assert!(Cli::try_parse_from(args).is_err(), "--rest-of picks its rows: {extra:?} beside it is refused");
+        }
     }
 
     #[test]

@@ -93,6 +93,7 @@ fn bench_refuses_bad_lists_and_names_the_option() {
         (["--instances", "0"], "instances: 0: between 1 and 16 instances of each arm"),
         (["--instances", "17"], "instances: 17: between 1 and 16 instances of each arm"),
         (["--filter", "nomatch"], "filter: nomatch matches no row"),
+        (["--rest-of", "no-such-run"], "no-such-run: No such file"),
     ] {
         let (ok, _, err) = run(&["bench", "--backend", "host", "--quick", args[0], args[1]]);
         assert!(!ok && err.contains(want) && !err.contains("panicked"), "{args:?}: {err}");
