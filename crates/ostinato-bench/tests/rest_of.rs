@@ -2,7 +2,9 @@
 //! under its time limit are measured, with its arms, and the two merge into the whole; an earlier run
 //! that would not merge with this one is refused before anything is measured, naming its file.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 use ostinato_bench::merge::merge;
 use ostinato_bench::{BenchBackend, BenchConfig, BenchError, RowResult};
@@ -27,15 +29,6 @@ fn config(out: &Path, filter: &str, f: impl FnOnce(&mut BenchConfig)) -> BenchCo
 
 fn ran(r: &RowResult) -> bool {
     r.arms.iter().all(|a| a.skipped.is_none() && !a.samples.is_empty())
-}
-
-/// `run`'s results.json with `edit` applied, written as `dir/name`.
-fn edited(dir: &Path, run: &Path, name: &str, edit: &dyn Fn(&mut Value)) -> PathBuf {
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
-    edit(&mut v);
-    let file = dir.join(name);
-    std::fs::write(&file, v.to_string()).unwrap();
-    file
 }
 
 /// Marks row `i` of a results file as a time limit leaves it: every arm skipped, no samples.
@@ -75,7 +68,7 @@ fn the_rest_of_a_run_measures_exactly_the_rows_it_left_with_its_arms_and_the_two
     let i = measured.iter().position(|r| r.id == "grid/serial/n1/b1").expect("the row");
     let one = base.join("one");
     std::fs::create_dir_all(&one).unwrap();
-    edited(&one, &partial, "results.json", &|v| left_not_run(v, i));
+    common::edited_results(&one, &partial, "results.json", &|v| left_not_run(v, i));
     let (_, rows) = run("one-rest", "", &|c| c.rest_of = Some(one.clone())).expect("the rest runs");
     assert_eq!(ids(&rows), ["grid/serial/n1/b1"]);
     assert!(ran(&rows[0]) && rows[0].arms.len() == measured[i].arms.len(), "with the earlier run's arms");
@@ -108,7 +101,7 @@ fn the_rest_of_a_run_measures_exactly_the_rows_it_left_with_its_arms_and_the_two
     let dir = |name: &str, edit: &dyn Fn(&mut Value)| {
         let d = base.join(name);
         std::fs::create_dir_all(&d).unwrap();
-        edited(&d, &one, "results.json", edit);
+        common::edited_results(&d, &one, "results.json", edit);
         d
     };
     let build = dir("other-build", &|v| v["provenance"]["build_commit"] = "0000000".into());

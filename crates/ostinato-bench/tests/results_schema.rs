@@ -1,6 +1,8 @@
 //! `results.json` as the benchmark writes it, validated against its schema (`docs/results.schema.json`)
 //! with the `jsonschema` crate, and the protocol settings as they land in the file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use ostinato_bench::BenchBackend;
@@ -238,15 +240,6 @@ fn a_run_past_its_time_limit_reports_the_rows_it_did_not_begin_and_writes_its_re
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// `fan`'s results.json with `edit` applied, written as `base/name`.
-fn edited_fan(base: &Path, fan: &Path, name: &str, edit: &dyn Fn(&mut Value)) -> PathBuf {
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(fan.join("results.json")).unwrap()).unwrap();
-    edit(&mut v);
-    let file = base.join(name);
-    std::fs::write(&file, v.to_string()).unwrap();
-    file
-}
-
 /// A matrix run in parts is reported as one: every part's rows ranked together, a row a part's time
 /// limit left taken from the part that ran it, and the parts that are not one matrix refused, naming
 /// the file and what differs.
@@ -285,7 +278,7 @@ fn runs_in_parts_merge_into_one_report_and_runs_that_are_not_one_matrix_are_refu
 
     // A traced step's files lie beside its run's report: the merged report's links hold. A name
     // that is not a plain file name is not followed.
-    let traced = edited_fan(&base, &fan, "traced.json", &|v| {
+    let traced = common::edited_results(&base, &fan, "traced.json", &|v| {
         let step = serde_json::json!({"json": "t.trace.json", "svg": "sub/t.trace.svg", "bars": 1, "programmatic_edges": 0, "step_us": [1.0],
             "sum_us": [1.0], "busy_us": [1.0], "idle_us": [0.0], "gaps": [0], "longest_gap_us": 0.0, "critical_bars": 1, "untraced_step_us": 1.0,
             "handovers": []});
@@ -310,7 +303,7 @@ fn runs_in_parts_merge_into_one_report_and_runs_that_are_not_one_matrix_are_refu
         c.instances = 1;
     });
     assert!(refused(&[grid.clone(), once]).contains("protocol"));
-    let edited = |name: &str, edit: &dyn Fn(&mut Value)| edited_fan(&base, &fan, name, edit);
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| common::edited_results(&base, &fan, name, edit);
     let other_build = edited("other-build.json", &|v| v["provenance"]["build_commit"] = "0000000".into());
     let msg = refused(&[grid.clone(), other_build.clone()]);
     assert!(msg.starts_with(&other_build.display().to_string()) && msg.contains("build (commit, dirty)"), "{msg}");
