@@ -1,14 +1,14 @@
 //! The rest of a run under a time limit (`ostinato bench --rest-of RUN`): exactly the rows an earlier
 //! run left not run when its `--time-limit` came, measured now with that run's arms, so that
 //! `--merge RUN,THIS` is the whole matrix. A GPU job limited in time runs the matrix in parts; without
-//! this, the rows a part left had to be typed back in as a `--filter`, which matches by substring
-//! (`b1024/g256` also picks `b1024/g2560`) and loses the arms unless they are typed again.
+//! this, the rows a part left had to be typed back in as a `--filter`, which matches by substring (one
+//! row's id may lie inside another's) and loses the arms unless they are typed again.
 //!
 //! What makes the two one matrix is checked before anything is measured, with the same rules as
 //! `--merge` ([`crate::merge`]): this build's commit and dirty flag, the backend, the quick flag and
-//! the protocol (samples, warm-up, instances, replays) must be the earlier
-//! run's; each refusal names the earlier run's file. The arms are the earlier run's unless `--arms`
-//! names others (a rest run may add a study arm; the merge accepts arms that differ).
+//! the protocol (samples, warm-up, instances, replays) must be the earlier run's; each refusal names
+//! the earlier run's file. The arms are the earlier run's unless `--arms` names others (a rest run may
+//! add a study arm; the merge accepts arms that differ).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
