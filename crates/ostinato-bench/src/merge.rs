@@ -29,7 +29,9 @@ pub(crate) struct Part {
     pub(crate) rows: Vec<RowResult>,
 }
 
-fn refused(path: &Path, reason: impl Into<String>) -> BenchError {
+/// A refusal naming the results file `path` it is about (a part of a merge, or the run `--rest-of`
+/// completes).
+pub(crate) fn refused(path: &Path, reason: impl Into<String>) -> BenchError {
     BenchError::Merge { path: path.display().to_string(), reason: reason.into() }
 }
 

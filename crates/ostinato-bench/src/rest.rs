@@ -14,19 +14,15 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::config::{BenchBackend, BenchConfig, BenchError};
-use crate::merge::{read_part, results_file, Part};
+use crate::merge::{read_part, refused, results_file, Part};
 use crate::report::{self, RunProtocol};
 
-/// The earlier run a rest run completes: its file, the rows it left not run, and the arms they had.
+/// The earlier run a rest run completes: its file, the rows it left not run, and what it holds.
 pub(crate) struct Rest {
     file: PathBuf,
     /// The ids of the rows left not run, in the earlier run's order.
-    pub(crate) ids: Vec<String>,
+    ids: Vec<String>,
     part: Part,
-}
-
-fn refused(file: &Path, reason: impl Into<String>) -> BenchError {
-    BenchError::Merge { path: file.display().to_string(), reason: reason.into() }
 }
 
 /// Reads the earlier run `path` (a folder holding `results.json`, or the file) and the rows it left
@@ -62,7 +58,10 @@ impl Rest {
             ));
         }
         if earlier.quick != out.quick {
-            return Err(refused(&self.file, format!("a run with --quick {}, this one {}: the rows differ", earlier.quick, out.quick)));
+            return Err(refused(
+                &self.file,
+                format!("a run with --quick {}, this one {}: the rows differ (give the earlier run's --quick)", earlier.quick, out.quick),
+            ));
         }
         if out.arms.is_none() {
             // A row left not run lists every arm of its run (each skipped, saying why).
