@@ -144,3 +144,88 @@ fn with_tuning_off_or_a_fixed_policy_there_is_one_submission() {
     let eager = CudaOptions { mode: ostinato_cuda::ExecMode::Eager, ..CudaOptions::default() };
     assert_eq!(candidates(eager), 0, "eager mode submits no graph");
 }
+
+/// Ten independent `add_one` launches of 64 blocks with their length `n` a slot: `auto` runs them as
+/// one launch side by side and measures the unfused plan's submissions beside it. Every replay, while
+/// it measures and after it has chosen, gives what the launches' own arithmetic gives with the slot
+/// patched before it and one buffer rebound mid-measurement, on the caller's thread and through a
+/// launch thread; once chosen, the exec reports the chosen plan (its launches, what it fused, the
+/// driver's edges).
+#[test]
+fn side_by_side_launches_are_measured_against_the_unfused_plan_and_patched_in_both() {
+    let Some(device) = common::device_or_skip("side_by_side_launches_are_measured_against_the_unfused_plan_and_patched_in_both") else { return };
+    let modules = BuiltinModules::load(&device, PdlTrigger::AfterWait).expect("built-in modules compile");
+    const N: u32 = 64 * 256;
+    let mut g = ostinato::Graph::new();
+    let k = g.add_kernel(ostinato::KernelSig::new("add_one").buffer("x", ostinato::Access::ReadWrite).scalar("n", ostinato::ScalarType::U32)).unwrap();
+    let n = g.add_slot("n", Scalar::u32(N)).unwrap();
+    let bufs: Vec<BufferId> = (0..10).map(|i| g.add_buffer(format!("x{i}"), 4 * u64::from(N)).unwrap()).collect();
+    for &b in &bufs {
+        g.add_launch(k, ostinato::Launch::linear(64, 256), &[ostinato::Arg::Whole(b), ostinato::Arg::Slot(n)], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    for launch in [LaunchOn::Caller, LaunchOn::Thread { spin: LaunchOn::DEFAULT_SPIN }] {
+        let backend = CudaBackend::with_builtins(&device, &modules, CudaOptions { launch, ..CudaOptions::default() }).unwrap();
+        let kernels = plan.graph().kernels().iter().map(|k| modules.kernel(&k.name, k).unwrap()).collect();
+        let mut exec = backend.instantiate(&plan, kernels, ostinato::allocate_all(&plan)).unwrap();
+        assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (10, 1), "{launch:?}: auto's own runs them side by side");
+        let candidates = exec.decisions().candidates;
+        assert!(exec.measuring() && candidates > 1, "{launch:?}: {candidates} candidates");
+        // What each element holds: incremented at every replay whose `n` covers it.
+        let mut want = vec![vec![0f32; N as usize]; bufs.len()];
+        let first = ostinato_cuda::tuning_replays(candidates) - ostinato_cuda::CONFIRM_REPLAYS;
+        let bound = 4 * ostinato_cuda::tuning_replays(candidates) + 64;
+        let mut mine: Option<DeviceBuffer> = None;
+        let check = |exec: &mut ostinato_cuda::CudaExec, want: &[Vec<f32>], r: usize| {
+            for (b, w) in bufs.iter().zip(want) {
+                let mut out = vec![0u8; 4 * N as usize];
+                exec.read_buffer(*b, 0, &mut out).unwrap();
+                let got: Vec<f32> = out.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                assert!(got == *w, "{launch:?}: replay {r}, buffer {b:?} differs");
+            }
+        };
+        let (mut r, mut after) = (0, 0);
+        while after < 6 && r < bound {
+            if r == first / 2 {
+                // Mid-measurement: both plans' launches must follow the buffer to its new memory.
+                exec.wait().unwrap();
+                let mut bytes = vec![0u8; 4 * N as usize];
+                exec.read_buffer(bufs[3], 0, &mut bytes).unwrap();
+                let buf = DeviceBuffer::new(&device, bytes.len()).unwrap();
+                buf.write(0, &bytes).unwrap();
+                exec.rebind(bufs[3], buf.memory()).unwrap();
+                mine = Some(buf);
+            }
+            if r >= first && exec.measuring() {
+                exec.wait().unwrap();
+            }
+            let len = N - (r as u32 % 5) * 3001;
+            exec.set_slot(n, Scalar::u32(len)).unwrap();
+            exec.replay().unwrap();
+            for w in &mut want {
+                w[..len as usize].iter_mut().for_each(|x| *x += 1.0);
+            }
+            if r % 9 == 4 {
+                check(&mut exec, &want, r);
+            }
+            after += usize::from(!exec.measuring());
+            r += 1;
+        }
+        check(&mut exec, &want, r);
+        let d = exec.decisions();
+        let tuned = d.tuned.expect("the measurement chose");
+        let unfused: Vec<&str> = tuned.candidates.iter().map(|(l, _)| l.as_str()).filter(|l| l.starts_with("unfused, ")).collect();
+        assert!(!unfused.is_empty() && tuned.candidates.len() == candidates, "{launch:?}: {tuned:?}");
+        let chose_unfused = tuned.candidates[tuned.chosen].0.starts_with("unfused, ");
+        match chose_unfused {
+            true => assert_eq!((exec.fused_nodes(), exec.run_plan().node_count(), d.unfused.len()), (0, 10, 10), "{launch:?}: {tuned:?}"),
+            false => assert_eq!((exec.fused_nodes(), exec.run_plan().node_count()), (10, 1), "{launch:?}: {tuned:?}"),
+        }
+        let mut edges: Vec<(usize, usize, bool)> = exec.lowering().edges.iter().map(|e| (e.from.index(), e.to.index(), e.programmatic)).collect();
+        edges.sort_unstable();
+        assert_eq!(exec.submitted_edges().unwrap(), edges, "{launch:?}: the submitted graph is not the chosen lowering's");
+        eprintln!("{launch:?}: {candidates} candidates ({} unfused), chose `{}` after {r} replays", unfused.len(), tuned.candidates[tuned.chosen].0);
+        drop(exec);
+        drop(mine);
+    }
+}

@@ -8,7 +8,8 @@ use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, NodeO
 use crate::captured::CapturedGraph;
 use ostinato_cuda_code::tilemaps::{KernelCode, TileChecks};
 
-use super::{CudaBackend, CudaExec, Placement, Replayer, Work};
+use super::shape::RunShape;
+use super::{CudaBackend, CudaExec, Launches, Placement, Replayer, Work};
 use crate::error::{CudaError, Result};
 use crate::ffi::{DeviceAlloc, Event, Function, KernelArgs, Stream};
 use crate::graph_build::{build_graph, CollectiveCall, Collectives};
@@ -51,6 +52,9 @@ impl CudaBackend {
         let staging = (self.options.tile_staging == crate::options::TileStaging::Auto).then_some(&verified as &dyn Fn(NodeId, usize) -> bool);
         let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion, staging)?;
         let (fused, unfused) = (fusion.fused, fusion.unfused);
+        // Launches side by side may run slower than apart (kernels whose overlap costs them more than
+        // the launches save): graph mode then measures the unfused plan too.
+        let user_kernels = fused.as_ref().is_some_and(|f| f.side_by_side > 0).then(|| kernels.clone());
         let (plan, kernels, fused_nodes, units) = match &fused {
             Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes, f.units.clone()),
             None => (plan, kernels, 0, ostinato::trace::unit_per_node(plan.node_count())),
@@ -63,8 +67,15 @@ impl CudaBackend {
             Some(h) => (&h.plan, h.kernels.clone(), h.inits.as_slice()),
             None => (plan, kernels, &[][..]),
         };
-        let handoffs = handed.as_ref().map_or(0, |h| h.consumers);
-        let handoff_pairs = handed.as_ref().map_or_else(Vec::new, |h| h.pairs.clone());
+        let shape = RunShape {
+            run_plan: Arc::new(plan.clone()),
+            fused_nodes,
+            staged_tiles,
+            handoffs: handed.as_ref().map_or(0, |h| h.consumers),
+            unfused,
+            handoff_pairs: handed.as_ref().map_or_else(Vec::new, |h| h.pairs.clone()),
+            units,
+        };
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl)?;
@@ -82,57 +93,70 @@ impl CudaBackend {
         // on its lane in eager mode.
         let captured: Vec<Option<Arc<CapturedGraph>>> =
             lowering.launches.iter().map(|l| if let Callee::Kernel(k) = l.callee { kernels[k.index()].captured.clone() } else { None }).collect();
-        let mut args = launch_arg_values(plan, &lowering, &base);
+        let args = launch_arg_values(plan, &lowering, &base);
         let main = Arc::new(match external {
             Some(e) => Stream::external(&self.ctx, e.handle())?,
             None => self.new_stream()?,
         });
         let helpers = (&copy_k, &fill_k);
-        let (work, graphs, lowerings, children) = match self.options.mode {
+        let mut run = Launches { plan: shape.run_plan.clone(), lowering: Arc::new(lowering.clone()), args, calls };
+        let mut shapes = vec![shape];
+        let (work, parts, other, children) = match self.options.mode {
             ExecMode::Graph => {
-                let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx, captured: &captured };
-                let candidates = self.graph_candidates(plan, &kernel_pdl, helpers_pdl, lowering);
-                let (mut subs, mut graphs) = (Vec::with_capacity(candidates.len()), Vec::with_capacity(candidates.len()));
-                for (_, low) in &candidates {
-                    let funcs = self.launch_funcs(low, &kernels, helpers);
-                    self.opt_in_shared(plan, low, &funcs)?;
-                    let (graph, exec, nodes) = build_graph(plan, low, &funcs, &mut args, &main, self.options.build, &collectives)?;
-                    subs.push(Some(super::Submission { exec, nodes: nodes.clone(), funcs }));
-                    graphs.push((graph, nodes));
-                }
-                let tuning = match candidates.len() {
-                    1 => None,
-                    _ => Some(Box::new(super::tune::Tuning::new(
-                        candidates.iter().map(|(label, _)| label.clone()).collect(),
-                        super::tune::margins(&candidates),
-                        super::tune::first_quartiles(&candidates, self.options.tune_edge_types),
-                    )?)),
+                let collectives = Collectives { calls: &run.calls, comm: comm.as_ref(), ctx: &self.ctx, captured: &captured };
+                let measured = self.measures(&lowering);
+                let candidates = match measured {
+                    true => super::tune::candidates(plan, &kernel_pdl, helpers_pdl, self.options.pdl, lowering),
+                    false => vec![("auto".to_string(), lowering)],
                 };
-                let lowerings = candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
-                (Work::Graph { subs, tuning }, graphs, lowerings, Vec::new())
+                let mut parts = GraphParts::default();
+                let target = Target { plan, kernels: &kernels, shape: 0, collectives: &collectives };
+                self.add_submissions(&mut parts, &target, helpers, candidates, &mut run.args, &main)?;
+                let mut other = None;
+                if let Some(user_kernels) = user_kernels.filter(|_| measured) {
+                    if let Some(UnfusedPlan { mut launches, candidates, shape }) = self.unfused_plan(user_plan, &user_kernels, helpers_pdl, &base) {
+                        let none = vec![None; launches.calls.len()];
+                        let collectives = Collectives { calls: &launches.calls, comm: None, ctx: &self.ctx, captured: &none };
+                        let target = Target { plan: user_plan, kernels: &user_kernels, shape: 1, collectives: &collectives };
+                        self.add_submissions(&mut parts, &target, helpers, candidates, &mut launches.args, &main)?;
+                        other = Some(Box::new(launches));
+                        shapes.push(shape);
+                    }
+                }
+                let tuning = match parts.candidates.len() {
+                    1 => None,
+                    _ => {
+                        let own = parts.shape_of.iter().filter(|&&s| s == 0).count();
+                        Some(Box::new(super::tune::Tuning::new(
+                            parts.candidates.iter().map(|(label, _)| label.clone()).collect(),
+                            super::tune::margins(&parts.candidates, own),
+                            super::tune::first_quartiles(&parts.candidates, self.options.tune_edge_types, own),
+                        )?))
+                    }
+                };
+                let subs = std::mem::take(&mut parts.subs);
+                (Work::Graph { subs, tuning }, parts, other, Vec::new())
             }
             ExecMode::Eager => {
                 let funcs = self.launch_funcs(&lowering, &kernels, helpers);
                 self.opt_in_shared(plan, &lowering, &funcs)?;
                 let children = captured.iter().map(|c| c.as_ref().map(|c| c.instance(&main)).transpose()).collect::<Result<Vec<_>>>()?;
-                (self.eager_work(plan, funcs)?, Vec::new(), vec![Arc::new(lowering)], children)
+                let parts = GraphParts { candidates: vec![("auto".to_string(), lowering)], shape_of: vec![0], ..GraphParts::default() };
+                (self.eager_work(plan, funcs)?, parts, None, children)
             }
         };
+        let lowerings: Vec<Arc<Lowering>> = parts.candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
         let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
-        let names = nvtx_names(user_plan, plan, &units);
+        let names = nvtx_names(user_plan, plan, &shapes[0].units);
         let traced = Arc::new(std::sync::Mutex::new(None));
         let tuned: super::tune::Chosen = Arc::default();
-        let run_plan = Arc::new(plan.clone());
-        let plan = Arc::new(user_plan.clone());
         let replayer = Replayer {
-            calls,
+            run,
+            other,
             children,
             comm,
             ctx: self.ctx.clone(),
-            plan: run_plan.clone(),
-            lowering: lowerings[0].clone(),
-            args,
             work,
             tuned: tuned.clone(),
             main: main.clone(),
@@ -149,17 +173,13 @@ impl CudaBackend {
         };
         Ok(CudaExec {
             tile_checks,
-            fixed_roots: fixed_roots(&run_plan, &lowerings[0]),
+            fixed_roots: fixed_roots(&shapes[0].run_plan, &lowerings[0]),
             captured: captured.into_iter().flatten().collect(),
-            plan,
-            run_plan,
-            fused_nodes,
-            staged_tiles,
-            handoffs,
-            unfused,
-            handoff_pairs,
+            plan: Arc::new(user_plan.clone()),
+            shapes,
+            shape_of: parts.shape_of,
             lowerings,
-            graphs,
+            graphs: parts.graphs,
             tuned,
             ctx: self.ctx.clone(),
             allocs,
@@ -168,10 +188,64 @@ impl CudaBackend {
             timer,
             replayer,
             label,
-            units,
             traced,
             fault: None,
         })
+    }
+
+    /// Builds each of `candidates` (lowerings of `target`'s plan, with `args` its launches' argument
+    /// values) as a graph exec, and adds it to `parts`.
+    fn add_submissions(
+        &self,
+        parts: &mut GraphParts,
+        target: &Target,
+        helpers: (&CudaKernel, &CudaKernel),
+        candidates: Vec<(String, Lowering)>,
+        args: &mut [KernelArgs],
+        main: &Stream,
+    ) -> Result<()> {
+        let Target { plan, kernels, shape, collectives } = *target;
+        for (label, low) in candidates {
+            let funcs = self.launch_funcs(&low, kernels, helpers);
+            self.opt_in_shared(plan, &low, &funcs)?;
+            let (graph, exec, nodes) = build_graph(plan, &low, &funcs, args, main, self.options.build, collectives)?;
+            parts.subs.push(Some(super::Submission { exec, nodes: nodes.clone(), funcs, shape }));
+            parts.graphs.push((graph, nodes));
+            parts.candidates.push((label, low));
+            parts.shape_of.push(shape);
+        }
+        Ok(())
+    }
+
+    /// The unfused plan graph mode measures beside a fused one that runs launches side by side: the
+    /// user's plan with the user's kernels, without fusion or hand-offs (so with no buffer of the
+    /// exec's own: its arguments point into the same roots, `base`), its launches, its candidate
+    /// submissions (labelled `unfused, …`) and its shape. `None` where `auto`'s policy refuses to lower
+    /// it, or where it launches a child graph (which the exec does not measure).
+    fn unfused_plan(&self, plan: &Plan, kernels: &[CudaKernel], helpers_pdl: bool, base: &[u64]) -> Option<UnfusedPlan> {
+        let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
+        let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl).ok()?;
+        if lowering.launches.iter().any(|l| l.child_graph) {
+            return None;
+        }
+        let candidates: Vec<(String, Lowering)> = super::tune::candidates(plan, &kernel_pdl, helpers_pdl, self.options.pdl, lowering.clone())
+            .into_iter()
+            .map(|(label, l)| (format!("unfused, {label}"), l))
+            .collect();
+        let args = launch_arg_values(plan, &lowering, base);
+        let calls = lowering.launches.iter().map(|_| None).collect();
+        let run_plan = Arc::new(plan.clone());
+        let why = "the exec measured its unfused submission faster than its launches side by side";
+        let shape = RunShape {
+            run_plan: run_plan.clone(),
+            fused_nodes: 0,
+            staged_tiles: (0, 0),
+            handoffs: 0,
+            unfused: (0..plan.node_count()).map(|v| (NodeId(v as u32), why.to_string())).collect(),
+            handoff_pairs: Vec::new(),
+            units: ostinato::trace::unit_per_node(plan.node_count()),
+        };
+        Some(UnfusedPlan { launches: Launches { plan: run_plan, lowering: Arc::new(lowering), args, calls }, candidates, shape })
     }
 
     /// What instantiation requires of its inputs: bindings of the plan's shape, every buffer on this
@@ -224,20 +298,15 @@ impl CudaBackend {
         Ok((allocs, base))
     }
 
-    /// Graph mode's submissions: `auto`'s lowering and, where the exec measures them (`exec/tune.rs`:
-    /// the `auto` policy and shape, tuning on, no child graphs), each other lowering that submits
-    /// another graph, each with its label.
-    fn graph_candidates(&self, plan: &Plan, kernel_pdl: &[KernelPdl], helpers_pdl: bool, lowering: Lowering) -> Vec<(String, Lowering)> {
+    /// Whether graph mode measures its candidate submissions of `lowering`'s plan (`exec/tune.rs`): the
+    /// `auto` policy and shape, tuning on, no child graphs.
+    fn measures(&self, lowering: &Lowering) -> bool {
         let p = self.options.pdl;
-        let measured = self.options.tune == super::Tune::Auto
+        self.options.tune == super::Tune::Auto
             && p.mode == PdlMode::Auto
             && p.shape == ShapeMode::Auto
             && p.mixed_builds == MixedBuilds::Off
-            && !lowering.launches.iter().any(|l| l.child_graph);
-        match measured {
-            true => super::tune::candidates(plan, kernel_pdl, helpers_pdl, p, lowering),
-            false => vec![("auto".to_string(), lowering)],
-        }
+            && !lowering.launches.iter().any(|l| l.child_graph)
     }
 
     /// Each launch's function: the build its edges call for.
@@ -311,6 +380,34 @@ impl CudaBackend {
         let lane_end = (0..side.len()).map(|_| Event::new(false)).collect::<Result<Vec<_>>>()?;
         Ok(Work::Eager { funcs, side, done, start: Event::new(false)?, lane_end })
     }
+}
+
+/// What graph mode submits, as it is built: each candidate submission (`auto`'s first) with its
+/// label and lowering, its graph exec, its graph with the node of each launch, and which plan's
+/// launches it submits.
+#[derive(Default)]
+struct GraphParts {
+    candidates: Vec<(String, Lowering)>,
+    subs: Vec<Option<super::Submission>>,
+    graphs: Vec<(crate::ffi::Graph, Vec<crate::ffi::GraphNode>)>,
+    shape_of: Vec<usize>,
+}
+
+/// The plan whose submissions [`add_submissions`](CudaBackend::add_submissions) builds: its kernels,
+/// which of the exec's shapes it is, and its collectives' calls.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    plan: &'a Plan,
+    kernels: &'a [CudaKernel],
+    shape: usize,
+    collectives: &'a Collectives<'a>,
+}
+
+/// The unfused plan graph mode measures beside a fused one ([`CudaBackend::unfused_plan`]).
+struct UnfusedPlan {
+    launches: Launches,
+    candidates: Vec<(String, Lowering)>,
+    shape: RunShape,
 }
 
 /// Each launch's argument values (the same in every submission: only builds and edges differ).

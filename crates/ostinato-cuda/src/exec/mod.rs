@@ -17,6 +17,7 @@ use crate::options::{DeviceMemory, ExternalStream};
 mod backend;
 mod instantiate;
 mod records;
+mod shape;
 mod trace;
 mod tune;
 
@@ -24,12 +25,14 @@ pub use backend::CudaBackend;
 pub use trace::CUPTI_ORDER_SLACK_NS;
 pub use tune::{tuning_replays, EdgeTypesRule, Tune, Tuned, CONFIRM_REPLAYS, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES};
 
-/// One way graph mode submits the run plan: a graph exec, the graph node of each launch (for
-/// patching) and the function each launch runs (its build).
+/// One way graph mode submits a run plan: a graph exec, the graph node of each launch (for patching),
+/// the function each launch runs (its build), and which plan's launches these are (`0`: the
+/// replayer's `run`, `1`: its `other`).
 struct Submission {
     exec: GraphExec,
     nodes: Vec<GraphNode>,
     funcs: Vec<Function>,
+    shape: usize,
 }
 
 /// What a replay submits, past the shared stream.
@@ -44,11 +47,11 @@ enum Work {
 }
 
 impl Work {
-    /// Gives launch `i`'s node in every graph exec the arguments `args` (eager mode: nothing to do, the
-    /// next launch reads them).
-    fn patch(&self, i: usize, dims: crate::lower::Dims, args: &mut KernelArgs) -> Result<()> {
+    /// Gives launch `i` of plan `shape` its node in every graph exec of that plan the arguments `args`
+    /// (eager mode: nothing to do, the next launch reads them).
+    fn patch(&self, shape: usize, i: usize, dims: crate::lower::Dims, args: &mut KernelArgs) -> Result<()> {
         if let Work::Graph { subs, .. } = self {
-            for s in subs.iter().flatten() {
+            for s in subs.iter().flatten().filter(|s| s.shape == shape) {
                 s.exec.set_kernel_params(s.nodes[i], &s.funcs[i], dims, args)?;
             }
         }
@@ -59,16 +62,16 @@ impl Work {
 /// Everything `replay` and `set_slot` touch: the caller's thread owns it, or the exec's launch thread
 /// (a graph exec must not be used from two threads at once, so it lives on exactly one).
 struct Replayer {
-    /// Per launch: the NCCL call of a collective node (`None`: a kernel).
-    calls: Vec<Option<CollectiveCall>>,
+    /// The launches a replay submits (until the measurement has chosen: those of `auto`'s plan).
+    run: Launches,
+    /// While graph mode measures submissions of a second plan (the unfused one,
+    /// `exec/instantiate.rs`): its launches, patched as `run`'s; once the measurement has chosen,
+    /// gone (or, where it chose a submission of this plan, swapped into `run`).
+    other: Option<Box<Launches>>,
     /// Eager mode, per launch: the instance of captured work it launches (empty in graph mode).
     children: Vec<Option<GraphExec>>,
     comm: Option<Communicator>,
     ctx: Arc<Context>,
-    plan: Arc<Plan>,
-    /// `auto`'s lowering: each launch's geometry and arguments (the same in every submission).
-    lowering: Arc<Lowering>,
-    args: Vec<KernelArgs>,
     work: Work,
     /// What the measurement of graph mode's submissions chose, once it has.
     tuned: tune::Chosen,
@@ -82,6 +85,53 @@ struct Replayer {
     /// What tracing and NVTX need (behind a pointer: the plain replay path never reads it but for
     /// NVTX's one check).
     observe: Box<Observe>,
+}
+
+/// The launches of one plan the exec may submit, as the replayer patches them.
+struct Launches {
+    plan: Arc<Plan>,
+    /// `auto`'s lowering of `plan`: each launch's geometry and arguments (the same in every
+    /// submission of this plan).
+    lowering: Arc<Lowering>,
+    args: Vec<KernelArgs>,
+    /// Per launch: the NCCL call of a collective node (`None`: a kernel).
+    calls: Vec<Option<CollectiveCall>>,
+}
+
+impl Launches {
+    /// Gives every use of `slot` the value `bits`; `work` patches only the nodes whose argument
+    /// changed, in its submissions of plan `shape`.
+    fn set_slot_bits(&mut self, work: &Work, shape: usize, slot: SlotId, bits: u64) -> Result<()> {
+        for &(node, arg) in self.plan.slot_uses(slot) {
+            let i = node.index();
+            if self.args[i].get(arg) == bits {
+                continue;
+            }
+            self.args[i].set(arg, bits);
+            work.patch(shape, i, self.lowering.launches[i].dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
+        }
+        Ok(())
+    }
+
+    /// Points every launch argument into root buffer `root` at `base` (plus the argument's offset);
+    /// `work` patches only the nodes whose argument changed, in its submissions of plan `shape`.
+    fn rebind_bits(&mut self, work: &Work, shape: usize, root: BufferId, base: u64) -> Result<()> {
+        for (i, l) in self.lowering.launches.iter().enumerate() {
+            let mut changed = false;
+            for (a, value) in l.args.iter().enumerate() {
+                if let ArgValue::Pointer { root: r, offset } = value {
+                    if *r == root && self.args[i].get(a) != base + offset {
+                        self.args[i].set(a, base + offset);
+                        changed = true;
+                    }
+                }
+            }
+            if changed {
+                work.patch(shape, i, l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The replayer's side of observing replays.
@@ -186,25 +236,18 @@ pub struct CudaExec {
     /// Its launches' tile maps as checked against their code (checked again when a slot they read is
     /// patched).
     tile_checks: ostinato_cuda_code::tilemaps::TileChecks,
-    /// The plan that runs: `plan`, or `plan` with its fused groups as single nodes.
-    run_plan: Arc<Plan>,
-    /// How many of the user's nodes run inside fused kernels.
-    fused_nodes: usize,
-    /// The tiles staged in shared memory by the fused kernels: (params, bytes a block) in all.
-    staged_tiles: (usize, u64),
-    /// How many nodes wait for their producers tile by tile (`crate::handoff`).
-    handoffs: usize,
-    /// The user's nodes that run by themselves, with why (fusion's decision).
-    unfused: Vec<(NodeId, String)>,
-    /// Each (producer, consumer) pair of `run_plan` whose consumer waits tile by tile (a trace's
-    /// hand-off edges).
-    handoff_pairs: Vec<(NodeId, NodeId)>,
+    /// The plans that run (`auto`'s first; a second where graph mode measures the unfused plan too):
+    /// `plan`, or `plan` with its fused groups as single nodes, with what fusion and hand-offs made of
+    /// each.
+    shapes: Vec<shape::RunShape>,
+    /// Which of `shapes` each of `lowerings` lowers.
+    shape_of: Vec<usize>,
     /// Root buffers a child graph uses (a collective's NCCL call, captured work: the addresses live in
     /// the captured calls, so they are not rebindable), with the node that uses each.
     fixed_roots: Vec<(BufferId, String)>,
     /// The captured work the exec runs: what keeps its memory alive, held until the exec's work is done.
     captured: Vec<Arc<crate::captured::CapturedGraph>>,
-    /// The lowerings of `run_plan` graph mode may submit (`auto`'s first; eager mode: `auto`'s only),
+    /// The lowerings graph mode may submit (`auto`'s first; eager mode: `auto`'s only),
     /// and each one's graph as built (read back by the tests and `ostinato run --dot`) with the node
     /// of each launch (graph mode only).
     lowerings: Vec<Arc<Lowering>>,
@@ -222,8 +265,6 @@ pub struct CudaExec {
     replayer: Placement,
     /// The exec's name in errors: its plan's fingerprint and size.
     label: Arc<str>,
-    /// The user's nodes each node of `run_plan` runs (a trace's units).
-    units: Vec<Vec<NodeId>>,
     /// Shared with the replayer: the graph a trace instantiates again (graph mode, during a trace).
     traced: Arc<Mutex<Option<GraphExec>>>,
     /// Set by a wait that timed out or a sticky driver error: every later call is refused.
@@ -289,6 +330,14 @@ impl Replayer {
                         *s = None;
                     }
                 }
+                // A submission of the other plan: its launches are the ones patched from now on.
+                if let (Some(Some(kept)), Some(other)) = (subs.get_mut(chosen.chosen), self.other.as_mut()) {
+                    if kept.shape == 1 {
+                        std::mem::swap(&mut self.run, &mut **other);
+                        kept.shape = 0;
+                    }
+                }
+                self.other = None;
                 *tuning = None;
                 // Set once: this is the only place that sets it, and `tuning` is gone now.
                 let _ = self.tuned.set(chosen);
@@ -318,9 +367,10 @@ impl Replayer {
         let sub = launched(subs, tune::active(&self.tuned))?;
         let traced = self.observe.traced.lock().unwrap_or_else(|p| p.into_inner());
         let exec = traced.as_ref().ok_or(CudaError::Internal { op: "trace", reason: "no traced graph to patch".into() })?;
-        for (i, l) in self.lowering.launches.iter().enumerate() {
-            if self.calls[i].is_none() {
-                exec.set_kernel_params(sub.nodes[i], &sub.funcs[i], l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
+        let run = &mut self.run;
+        for (i, l) in run.lowering.launches.iter().enumerate() {
+            if run.calls[i].is_none() {
+                exec.set_kernel_params(sub.nodes[i], &sub.funcs[i], l.dims, &mut run.args[i]).map_err(|e| e.at(run.plan.graph().describe_node(l.node)))?;
             }
         }
         Ok(())
@@ -331,14 +381,15 @@ impl Replayer {
         match &self.work {
             Work::Graph { .. } => Err(CudaError::Internal { op: "replay", reason: "an eager replay of a graph exec".into() }),
             Work::Eager { funcs, side, done, start, lane_end } => {
-                let lanes = self.plan.lanes();
+                let run = &mut self.run;
+                let lanes = run.plan.lanes();
                 if !side.is_empty() {
                     start.record(&self.main)?;
                 }
                 for s in side {
                     s.wait_event(start)?;
                 }
-                for &v in self.plan.order() {
+                for &v in run.plan.order() {
                     let lane = lanes.lane_of(v);
                     let s = if lane == 0 { &*self.main } else { &side[lane - 1] };
                     for w in lanes.waits(v) {
@@ -347,12 +398,12 @@ impl Replayer {
                         }
                     }
                     let i = v.index();
-                    let pdl = self.lowering.eager_pdl[i] && lanes.waits(v).is_empty();
+                    let pdl = run.lowering.eager_pdl[i] && lanes.waits(v).is_empty();
                     marks.before(i)?;
-                    match (&self.calls[i], &self.comm, self.children.get(i).and_then(Option::as_ref)) {
+                    match (&run.calls[i], &self.comm, self.children.get(i).and_then(Option::as_ref)) {
                         (Some(call), Some(comm), _) => call.enqueue(comm, s)?,
                         (_, _, Some(child)) => child.launch(s)?,
-                        _ => s.launch(&funcs[i], self.lowering.launches[i].dims, &mut self.args[i], pdl)?,
+                        _ => s.launch(&funcs[i], run.lowering.launches[i].dims, &mut run.args[i], pdl)?,
                     }
                     marks.after(i)?;
                     if let Some(e) = &done[i] {
@@ -368,38 +419,25 @@ impl Replayer {
         }
     }
 
-    /// Gives every use of `slot` the value `bits` from the next launch on; graph mode patches only the
-    /// nodes whose argument changed.
+    /// Gives every use of `slot` the value `bits` from the next launch on, in every plan a replay may
+    /// submit; graph mode patches only the nodes whose argument changed.
     fn set_slot_bits(&mut self, slot: SlotId, bits: u64) -> Result<()> {
-        for &(node, arg) in self.plan.slot_uses(slot) {
-            let i = node.index();
-            if self.args[i].get(arg) == bits {
-                continue;
-            }
-            self.args[i].set(arg, bits);
-            self.work.patch(i, self.lowering.launches[i].dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(node)))?;
+        self.run.set_slot_bits(&self.work, 0, slot, bits)?;
+        match &mut self.other {
+            Some(other) => other.set_slot_bits(&self.work, 1, slot, bits),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// Points every launch argument into root buffer `root` at `base` (plus the argument's offset);
-    /// graph mode patches only the nodes whose argument changed, no rebuild.
+    /// Points every launch argument into root buffer `root` at `base` (plus the argument's offset), in
+    /// every plan a replay may submit; graph mode patches only the nodes whose argument changed, no
+    /// rebuild.
     fn rebind_bits(&mut self, root: BufferId, base: u64) -> Result<()> {
-        for (i, l) in self.lowering.launches.iter().enumerate() {
-            let mut changed = false;
-            for (a, value) in l.args.iter().enumerate() {
-                if let ArgValue::Pointer { root: r, offset } = value {
-                    if *r == root && self.args[i].get(a) != base + offset {
-                        self.args[i].set(a, base + offset);
-                        changed = true;
-                    }
-                }
-            }
-            if changed {
-                self.work.patch(i, l.dims, &mut self.args[i]).map_err(|e| e.at(self.plan.graph().describe_node(l.node)))?;
-            }
+        self.run.rebind_bits(&self.work, 0, root, base)?;
+        match &mut self.other {
+            Some(other) => other.rebind_bits(&self.work, 1, root, base),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Returns once everything submitted on the main stream has finished (every replay ends there:
@@ -469,68 +507,6 @@ fn from_thread(op: &'static str) -> impl Fn(LaunchFault<CudaError>) -> CudaError
 }
 
 impl CudaExec {
-    /// The lowering this exec submits (what the golden tests pin).
-    /// The plan that runs: the user's plan, or with its fused groups as single nodes (the
-    /// [`lowering`](Self::lowering) is this plan's; its node ids are this plan's).
-    pub fn run_plan(&self) -> &Plan {
-        &self.run_plan
-    }
-
-    /// How many of the user's nodes run inside fused kernels (0: fusion off or nothing fused).
-    pub fn fused_nodes(&self) -> usize {
-        self.fused_nodes
-    }
-
-    /// The tiles the fused kernels stage in shared memory (`crate::fusion::stage`): how many params,
-    /// and how many bytes a block in all ((0, 0): none).
-    pub fn staged_tiles(&self) -> (usize, u64) {
-        self.staged_tiles
-    }
-
-    /// How many nodes wait for exactly the producer blocks they need instead of whole producers
-    /// (0: hand-offs off or none chosen).
-    pub fn handoffs(&self) -> usize {
-        self.handoffs
-    }
-
-    /// Every tile map of the plan's launches, as it was accepted: verified from the PTX, or vouched
-    /// (with why it could not be verified). Built-ins are checked by their stated footprints instead.
-    pub fn tile_maps(&self) -> &[ostinato_cuda_code::tilemaps::Accepted] {
-        &self.tile_checks.accepted
-    }
-
-    /// The lowering a replay submits: `auto`'s, or in graph mode, once the exec has measured its
-    /// submissions ([`Decisions::tuned`]), the chosen one.
-    pub fn lowering(&self) -> &Lowering {
-        &self.lowerings[self.active()]
-    }
-    /// Which of `lowerings` (and `graphs`) a replay submits.
-    fn active(&self) -> usize {
-        tune::active(&self.tuned)
-    }
-    /// Graph mode: the submitted graph and the node of each launch.
-    fn graph(&self) -> Option<&(Graph, Vec<GraphNode>)> {
-        self.graphs.get(self.active())
-    }
-    /// What the exec's policies turned down, and why: each full edge of the graph-mode submission (its
-    /// nodes the [`run_plan`](Self::run_plan)'s), each of the user's nodes that runs unfused, and what
-    /// measuring the candidate submissions chose.
-    pub fn decisions(&self) -> Decisions {
-        let lowering = self.lowering();
-        Decisions {
-            full_edges: lowering.edges.iter().filter_map(|e| e.full.map(|why| (e.from, e.to, why))).collect(),
-            programmatic_edges: lowering.edges.iter().filter(|e| e.programmatic).count(),
-            fused_nodes: self.fused_nodes,
-            unfused: self.unfused.clone(),
-            candidates: self.graphs.len(),
-            tuned: self.tuned.get().cloned(),
-        }
-    }
-    /// Whether replays still measure the candidate submissions (graph mode, `exec/tune.rs`): true
-    /// until the exec has chosen; false where there was nothing to measure.
-    pub fn measuring(&self) -> bool {
-        self.graphs.len() > 1 && self.tuned.get().is_none()
-    }
     /// Number of programmatic (PDL) edges in the submission.
     pub fn programmatic_edges(&self) -> usize {
         match self.graph() {

@@ -103,7 +103,7 @@ impl CudaExec {
                         op: "trace",
                         reason: format!(
                             "replay {r}: {} has no CUPTI record ({} records, {ours} of these replays, {unnamed} naming no node of the exec; {} external ids, {} graph-node clones seen, {} records dropped{})",
-                            self.run_plan.graph().describe_node(NodeId(i as u32)),
+                            self.run_plan().graph().describe_node(NodeId(i as u32)),
                             c.activities.len(),
                             c.external.len(),
                             c.clones.len(),
@@ -134,7 +134,7 @@ impl CudaExec {
             backend: "cuda".into(),
             clock: "CUPTI activity timestamps (the GPU's clock as CUPTI reports it), ns".into(),
             places: streams.iter().map(|s| format!("stream {s}")).collect(),
-            units: self.units.clone(),
+            units: self.shape().units.clone(),
             edges: self.edge_kinds(),
             replays: spans,
             slots: Vec::new(),
@@ -143,7 +143,7 @@ impl CudaExec {
         };
         if let Some((gap, r, e)) = trace.tightest_order_gap() {
             let place = |v: NodeId| {
-                let unit = self.units.iter().position(|m| m.contains(&v));
+                let unit = self.shape().units.iter().position(|m| m.contains(&v));
                 let bar = unit.and_then(|u| trace.replays[r].iter().find(|s| s.unit as usize == u));
                 bar.map_or("?".to_string(), |b| trace.places[b.place as usize].clone())
             };
@@ -166,10 +166,10 @@ impl CudaExec {
     /// no such edge, programmatic unless full edges alone reach it; eager mode: a launch made with the
     /// programmatic attribute after its producer on one stream) or a full one.
     fn edge_kinds(&self) -> Vec<ostinato::TraceEdge> {
-        let run = &self.run_plan;
+        let run = self.run_plan();
         let unit_of = {
             let mut u = vec![usize::MAX; self.plan.node_count()];
-            for (i, members) in self.units.iter().enumerate() {
+            for (i, members) in self.shape().units.iter().enumerate() {
                 for m in members {
                     u[m.index()] = i;
                 }
@@ -199,7 +199,7 @@ impl CudaExec {
             false
         };
         let lanes = run.lanes();
-        let handoff = |a: usize, b: usize| self.handoff_pairs.contains(&(NodeId(a as u32), NodeId(b as u32)));
+        let handoff = |a: usize, b: usize| self.shape().handoff_pairs.contains(&(NodeId(a as u32), NodeId(b as u32)));
         ostinato::trace::edges_of(&self.plan, &unit_of, |e| {
             let (a, b) = (unit_of[e.from.index()], unit_of[e.to.index()]);
             let is_programmatic = match self.graph() {

@@ -11,6 +11,12 @@
 //! stays faster in a second measurement of the two alone ([`CONFIRM_REPLAYS`]). The events are read
 //! without waiting, at later replays; the losing graph execs are destroyed once every launch of theirs
 //! has completed.
+//!
+//! Where the fused plan runs launches side by side (several independent kernels' blocks as one
+//! launch), the candidates also include the unfused plan's submissions (`exec/instantiate.rs`), each
+//! to beat `auto`'s by [`TUNE_MARGIN`]: kernels that run slower the more they overlap (64 loads in
+//! flight per thread into a 128 MB table: side by side 50.12 µs a dispatch against stream capture's
+//! four chains' 45.08 on an H100, `ac63517`) are then submitted apart.
 
 use std::sync::OnceLock;
 
@@ -210,8 +216,10 @@ fn same_dependencies(a: &Lowering, b: &Lowering) -> bool {
 
 /// The margin by which each of `candidates` (`auto`'s first, whose own is 0) must beat `auto`'s:
 /// [`PDL_MARGIN`] where it submits `auto`'s dependencies (with other edge types, or the same
-/// submission in a second exec), else [`TUNE_MARGIN`].
-pub(crate) fn margins(candidates: &[(String, Lowering)]) -> Vec<f64> {
+/// submission in a second exec), else [`TUNE_MARGIN`]. The candidates from `other_plan` on lower
+/// another plan (the unfused one, `exec/instantiate.rs`): their node ids are not `auto`'s, and each
+/// gets [`TUNE_MARGIN`].
+pub(crate) fn margins(candidates: &[(String, Lowering)], other_plan: usize) -> Vec<f64> {
     let Some((_, auto)) = candidates.first() else { return Vec::new() };
     candidates
         .iter()
@@ -219,7 +227,7 @@ pub(crate) fn margins(candidates: &[(String, Lowering)]) -> Vec<f64> {
         .map(|(i, (_, l))| {
             if i == 0 {
                 0.0
-            } else if same_dependencies(l, auto) {
+            } else if i < other_plan && same_dependencies(l, auto) {
                 PDL_MARGIN
             } else {
                 TUNE_MARGIN
@@ -231,13 +239,14 @@ pub(crate) fn margins(candidates: &[(String, Lowering)]) -> Vec<f64> {
 /// Whether the first measurement applies the quartile test to each of `candidates` (`auto`'s first):
 /// everywhere under [`EdgeTypesRule::Quartiles`]; under [`EdgeTypesRule::Median`] not to a candidate
 /// that submits `auto`'s dependencies with other edge types (a second exec of the same submission
-/// keeps the test: what differs there is the instance, not the graph).
-pub(crate) fn first_quartiles(candidates: &[(String, Lowering)], rule: EdgeTypesRule) -> Vec<bool> {
+/// keeps the test: what differs there is the instance, not the graph). A candidate from `other_plan`
+/// on (another plan's, [`margins`]) always keeps it.
+pub(crate) fn first_quartiles(candidates: &[(String, Lowering)], rule: EdgeTypesRule, other_plan: usize) -> Vec<bool> {
     let Some((_, auto)) = candidates.first() else { return Vec::new() };
     candidates
         .iter()
         .enumerate()
-        .map(|(i, (_, l))| !(rule == EdgeTypesRule::Median && i > 0 && same_dependencies(l, auto) && !same_submission(l, auto)))
+        .map(|(i, (_, l))| !(rule == EdgeTypesRule::Median && i > 0 && i < other_plan && same_dependencies(l, auto) && !same_submission(l, auto)))
         .collect()
 }
 
@@ -631,12 +640,12 @@ mod tests {
         let chain = nodes(10, 1024, false);
         let auto = lower_with(&chain, &kernels, true, PdlPolicy::default()).unwrap();
         let found = candidates(&chain, &kernels, true, PdlPolicy::default(), auto);
-        assert_eq!(margins(&found), [0.0, PDL_MARGIN]);
+        assert_eq!(margins(&found, found.len()), [0.0, PDL_MARGIN]);
         // Independent nodes: a change of shape needs the larger one.
         let plan = nodes(10, 32, true);
         let auto = lower_with(&plan, &kernels, true, PdlPolicy::default()).unwrap();
         let found = candidates(&plan, &kernels, true, PdlPolicy::default(), auto);
-        let m = margins(&found);
+        let m = margins(&found, found.len());
         assert!(m.contains(&TUNE_MARGIN), "{m:?}");
         for ((label, l), m) in found.iter().zip(&m).skip(1) {
             assert_eq!(*m, if same_dependencies(l, &found[0].1) { PDL_MARGIN } else { TUNE_MARGIN }, "{label}");
@@ -650,13 +659,13 @@ mod tests {
         let chain = nodes(10, 1024, false);
         let auto = lower_with(&chain, &kernels, true, PdlPolicy::default()).unwrap();
         let found = candidates(&chain, &kernels, true, PdlPolicy::default(), auto);
-        assert_eq!(first_quartiles(&found, EdgeTypesRule::Quartiles), [true, true]);
-        assert_eq!(first_quartiles(&found, EdgeTypesRule::Median), [true, false]);
+        assert_eq!(first_quartiles(&found, EdgeTypesRule::Quartiles, found.len()), [true, true]);
+        assert_eq!(first_quartiles(&found, EdgeTypesRule::Median, found.len()), [true, false]);
         // Side by side: a change of shape, and a second exec of the same submission, keep the test.
         let plan = nodes(10, 256, true);
         let auto = lower_with(&plan, &kernels, true, PdlPolicy::default()).unwrap();
         let found = candidates(&plan, &kernels, true, PdlPolicy::default(), auto);
-        let q = first_quartiles(&found, EdgeTypesRule::Median);
+        let q = first_quartiles(&found, EdgeTypesRule::Median, found.len());
         for ((label, l), q) in found.iter().zip(&q) {
             let types_only = same_dependencies(l, &found[0].1) && !same_submission(l, &found[0].1);
             assert_eq!(*q, !types_only, "{label}");
@@ -664,6 +673,24 @@ mod tests {
                 assert!(*q, "a second exec of auto's own keeps the test");
             }
         }
+    }
+
+    #[test]
+    fn another_plans_candidates_need_the_larger_margin_and_the_quartiles_whatever_their_edges() {
+        let kernels = [KernelPdl::plain(true)];
+        // A chain measured under PDL on and off, listed twice: the second copy stands for another
+        // plan's candidates, whose node ids may well coincide with `auto`'s.
+        let chain = nodes(10, 1024, false);
+        let auto = lower_with(&chain, &kernels, true, PdlPolicy::default()).unwrap();
+        let mut found = candidates(&chain, &kernels, true, PdlPolicy::default(), auto);
+        let own = found.len();
+        found.extend(found.clone());
+        let m = margins(&found, own);
+        assert_eq!(m[..own], [0.0, PDL_MARGIN]);
+        assert!(m[own..].iter().all(|&m| m == TUNE_MARGIN), "{m:?}");
+        let q = first_quartiles(&found, EdgeTypesRule::Median, own);
+        assert_eq!(q[..own], [true, false]);
+        assert!(q[own..].iter().all(|&q| q), "{q:?}");
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct FusedPlan {
     pub staged: Vec<Vec<(usize, u64)>>,
     /// The user's nodes each node of `plan` runs (a trace's units).
     pub units: Vec<Vec<ostinato::NodeId>>,
+    /// How many of the groups run multi-block launches side by side (one launch of several
+    /// independent kernels' blocks).
+    pub side_by_side: usize,
 }
 
 /// The body node `v` runs when fused, where it may fuse: a kernel certified as a body launched as one
@@ -208,7 +211,8 @@ pub fn fuse(
         all.push(main.with_variants(Some(&early), Some(&plain)));
     }
     let fused_nodes = picked.iter().map(Group::len).sum();
+    let side_by_side = picked.iter().filter(|gr| gr.is_side_by_side()).count();
     let staged = fused.iter().map(|f| f.staged.iter().map(|t| (t.param, t.len)).collect()).collect();
     let units = ostinato::trace::units_from(&rewritten.node_of, fused_plan.node_count());
-    Ok(Fusion { fused: Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, staged, units }), unfused })
+    Ok(Fusion { fused: Some(FusedPlan { plan: fused_plan, kernels: all, groups: picked.len(), fused_nodes, staged, units, side_by_side }), unfused })
 }
