@@ -114,26 +114,12 @@ impl CudaBackend {
                 self.add_submissions(&mut parts, &target, helpers, candidates, &mut run.args, &main)?;
                 let mut other = None;
                 if let Some(user_kernels) = user_kernels.filter(|_| measured) {
-                    if let Some(UnfusedPlan { mut launches, candidates, shape }) = self.unfused_plan(user_plan, &user_kernels, helpers_pdl, &base) {
-                        let none = vec![None; launches.calls.len()];
-                        let collectives = Collectives { calls: &launches.calls, comm: None, ctx: &self.ctx, captured: &none };
-                        let target = Target { plan: user_plan, kernels: &user_kernels, shape: 1, collectives: &collectives };
-                        self.add_submissions(&mut parts, &target, helpers, candidates, &mut launches.args, &main)?;
-                        other = Some(Box::new(launches));
+                    if let Some((launches, shape)) = self.add_unfused(&mut parts, user_plan, &user_kernels, helpers_pdl, &base, &main)? {
+                        other = Some(launches);
                         shapes.push(shape);
                     }
                 }
-                let tuning = match parts.candidates.len() {
-                    1 => None,
-                    _ => {
-                        let own = parts.shape_of.iter().filter(|&&s| s == 0).count();
-                        Some(Box::new(super::tune::Tuning::new(
-                            parts.candidates.iter().map(|(label, _)| label.clone()).collect(),
-                            super::tune::margins(&parts.candidates, own),
-                            super::tune::first_quartiles(&parts.candidates, self.options.tune_edge_types, own),
-                        )?))
-                    }
-                };
+                let tuning = parts.tuning(self.options.tune_edge_types)?;
                 let subs = std::mem::take(&mut parts.subs);
                 (Work::Graph { subs, tuning }, parts, other, Vec::new())
             }
@@ -215,6 +201,27 @@ impl CudaBackend {
             parts.shape_of.push(shape);
         }
         Ok(())
+    }
+
+    /// Adds the submissions of the unfused plan ([`unfused_plan`](Self::unfused_plan)) of `plan`, the
+    /// user's, to `parts`; returns its launches and shape (`None`: it has none to measure).
+    fn add_unfused(
+        &self,
+        parts: &mut GraphParts,
+        plan: &Plan,
+        kernels: &[CudaKernel],
+        helpers_pdl: bool,
+        base: &[u64],
+        main: &Stream,
+    ) -> Result<Option<(Box<Launches>, RunShape)>> {
+        let Some(UnfusedPlan { mut launches, candidates, shape }) = self.unfused_plan(plan, kernels, helpers_pdl, base) else { return Ok(None) };
+        // No collective and no captured work: every launch is a kernel node of the graph.
+        let none = vec![None; launches.calls.len()];
+        let collectives = Collectives { calls: &launches.calls, comm: None, ctx: &self.ctx, captured: &none };
+        let target = Target { plan, kernels, shape: 1, collectives: &collectives };
+        let (copy_k, fill_k) = (&self.helpers.0, &self.helpers.1);
+        self.add_submissions(parts, &target, (copy_k, fill_k), candidates, &mut launches.args, main)?;
+        Ok(Some((Box::new(launches), shape)))
     }
 
     /// The unfused plan graph mode measures beside a fused one that runs launches side by side: the
@@ -408,6 +415,22 @@ struct UnfusedPlan {
     launches: Launches,
     candidates: Vec<(String, Lowering)>,
     shape: RunShape,
+}
+
+impl GraphParts {
+    /// The measurement of the candidates (`None`: one submission, nothing to measure); those of the
+    /// unfused plan (shape 1) are another plan's ([`super::tune::margins`]).
+    fn tuning(&self, rule: super::tune::EdgeTypesRule) -> Result<Option<Box<super::tune::Tuning>>> {
+        if self.candidates.len() < 2 {
+            return Ok(None);
+        }
+        let own = self.shape_of.iter().filter(|&&s| s == 0).count();
+        Ok(Some(Box::new(super::tune::Tuning::new(
+            self.candidates.iter().map(|(label, _)| label.clone()).collect(),
+            super::tune::margins(&self.candidates, own),
+            super::tune::first_quartiles(&self.candidates, rule, own),
+        )?)))
+    }
 }
 
 /// Each launch's argument values (the same in every submission: only builds and edges differ).
