@@ -48,13 +48,15 @@ impl CudaBackend {
         // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
         // fused groups as single nodes (same buffers and slots).
         let user_plan = plan;
+        let user_arc = Arc::new(plan.clone());
         let verified = |v: NodeId, p: usize| tile_map_verified(plan, &kernels, &tile_checks, v, p);
         let staging = (self.options.tile_staging == crate::options::TileStaging::Auto).then_some(&verified as &dyn Fn(NodeId, usize) -> bool);
         let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion, staging)?;
         let (fused, unfused) = (fusion.fused, fusion.unfused);
         // Launches side by side may run slower than apart (kernels whose overlap costs them more than
-        // the launches save): graph mode then measures the unfused plan too.
-        let user_kernels = fused.as_ref().is_some_and(|f| f.side_by_side > 0).then(|| kernels.clone());
+        // the launches save): graph mode then measures the unfused plan too, with the user's kernels.
+        let side_by_side = fused.as_ref().is_some_and(|f| f.side_by_side > 0);
+        let user_kernels = (side_by_side && self.options.mode == ExecMode::Graph && self.policy_measures()).then(|| kernels.clone());
         let (plan, kernels, fused_nodes, units) = match &fused {
             Some(f) => (&f.plan, f.kernels.clone(), f.fused_nodes, f.units.clone()),
             None => (plan, kernels, 0, ostinato::trace::unit_per_node(plan.node_count())),
@@ -93,17 +95,16 @@ impl CudaBackend {
         // on its lane in eager mode.
         let captured: Vec<Option<Arc<CapturedGraph>>> =
             lowering.launches.iter().map(|l| if let Callee::Kernel(k) = l.callee { kernels[k.index()].captured.clone() } else { None }).collect();
-        let args = launch_arg_values(plan, &lowering, &base);
         let main = Arc::new(match external {
             Some(e) => Stream::external(&self.ctx, e.handle())?,
             None => self.new_stream()?,
         });
+        let mut args = launch_arg_values(plan, &lowering, &base);
         let helpers = (&copy_k, &fill_k);
-        let mut run = Launches { plan: shape.run_plan.clone(), lowering: Arc::new(lowering.clone()), args, calls };
         let mut shapes = vec![shape];
         let (work, parts, other, children) = match self.options.mode {
             ExecMode::Graph => {
-                let collectives = Collectives { calls: &run.calls, comm: comm.as_ref(), ctx: &self.ctx, captured: &captured };
+                let collectives = Collectives { calls: &calls, comm: comm.as_ref(), ctx: &self.ctx, captured: &captured };
                 let measured = self.measures(&lowering);
                 let candidates = match measured {
                     true => super::tune::candidates(plan, &kernel_pdl, helpers_pdl, self.options.pdl, lowering),
@@ -111,12 +112,12 @@ impl CudaBackend {
                 };
                 let mut parts = GraphParts::default();
                 let target = Target { plan, kernels: &kernels, shape: 0, collectives: &collectives };
-                self.add_submissions(&mut parts, &target, helpers, candidates, &mut run.args, &main)?;
+                self.add_submissions(&mut parts, &target, helpers, candidates, &mut args, &main)?;
                 let mut other = None;
                 if let Some(user_kernels) = user_kernels.filter(|_| measured) {
-                    if let Some((launches, shape)) = self.add_unfused(&mut parts, user_plan, &user_kernels, helpers_pdl, &base, &main)? {
-                        other = Some(launches);
-                        shapes.push(shape);
+                    if let Some(mut unfused) = self.unfused_plan(&user_arc, &user_kernels, helpers_pdl, &base) {
+                        self.add_unfused(&mut parts, &user_kernels, &mut unfused, &main)?;
+                        other = Some(unfused);
                     }
                 }
                 let tuning = parts.tuning(self.options.tune_edge_types)?;
@@ -132,6 +133,17 @@ impl CudaBackend {
             }
         };
         let lowerings: Vec<Arc<Lowering>> = parts.candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
+        // Each plan's launches, with its `auto` lowering: the first candidate of its shape.
+        let run = Launches { plan: shapes[0].run_plan.clone(), lowering: lowerings[0].clone(), args, calls };
+        let other = match other {
+            Some(u) => {
+                let first = parts.shape_of.iter().position(|&s| s == 1);
+                let first = first.ok_or_else(|| CudaError::Internal { op: "instantiate", reason: "the unfused plan has no submission".into() })?;
+                shapes.push(u.shape);
+                Some(Box::new(Launches { plan: user_arc.clone(), lowering: lowerings[first].clone(), args: u.args, calls: u.calls }))
+            }
+            None => None,
+        };
         let timer = [Arc::new(Event::new(true)?), Arc::new(Event::new(true)?)];
         let label: Arc<str> = format!("exec of plan {:016x} ({} nodes)", user_plan.fingerprint(), user_plan.node_count()).into();
         let names = nvtx_names(user_plan, plan, &shapes[0].units);
@@ -161,7 +173,7 @@ impl CudaBackend {
             tile_checks,
             fixed_roots: fixed_roots(&shapes[0].run_plan, &lowerings[0]),
             captured: captured.into_iter().flatten().collect(),
-            plan: Arc::new(user_plan.clone()),
+            plan: user_arc,
             shapes,
             shape_of: parts.shape_of,
             lowerings,
@@ -203,48 +215,40 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Adds the submissions of the unfused plan ([`unfused_plan`](Self::unfused_plan)) of `plan`, the
-    /// user's, to `parts`; returns its launches and shape (`None`: it has none to measure).
-    fn add_unfused(
-        &self,
-        parts: &mut GraphParts,
-        plan: &Plan,
-        kernels: &[CudaKernel],
-        helpers_pdl: bool,
-        base: &[u64],
-        main: &Stream,
-    ) -> Result<Option<(Box<Launches>, RunShape)>> {
-        let Some(UnfusedPlan { mut launches, candidates, shape }) = self.unfused_plan(plan, kernels, helpers_pdl, base) else { return Ok(None) };
+    /// Adds the submissions of `unfused` ([`unfused_plan`](Self::unfused_plan), run with the user's
+    /// `kernels`) to `parts`, as shape 1; its candidates move into `parts`.
+    fn add_unfused(&self, parts: &mut GraphParts, kernels: &[CudaKernel], unfused: &mut UnfusedPlan, main: &Stream) -> Result<()> {
         // No collective and no captured work: every launch is a kernel node of the graph.
-        let none = vec![None; launches.calls.len()];
-        let collectives = Collectives { calls: &launches.calls, comm: None, ctx: &self.ctx, captured: &none };
-        let target = Target { plan, kernels, shape: 1, collectives: &collectives };
+        let none = vec![None; unfused.calls.len()];
+        let collectives = Collectives { calls: &unfused.calls, comm: None, ctx: &self.ctx, captured: &none };
+        let plan = unfused.shape.run_plan.clone();
+        let target = Target { plan: &plan, kernels, shape: 1, collectives: &collectives };
+        let candidates = std::mem::take(&mut unfused.candidates);
         let (copy_k, fill_k) = (&self.helpers.0, &self.helpers.1);
-        self.add_submissions(parts, &target, (copy_k, fill_k), candidates, &mut launches.args, main)?;
-        Ok(Some((Box::new(launches), shape)))
+        self.add_submissions(parts, &target, (copy_k, fill_k), candidates, &mut unfused.args, main)
     }
 
     /// The unfused plan graph mode measures beside a fused one that runs launches side by side: the
-    /// user's plan with the user's kernels, without fusion or hand-offs (so with no buffer of the
-    /// exec's own: its arguments point into the same roots, `base`), its launches, its candidate
-    /// submissions (labelled `unfused, …`) and its shape. `None` where `auto`'s policy refuses to lower
-    /// it, or where it launches a child graph (which the exec does not measure).
-    fn unfused_plan(&self, plan: &Plan, kernels: &[CudaKernel], helpers_pdl: bool, base: &[u64]) -> Option<UnfusedPlan> {
+    /// user's `plan` with the user's kernels, without fusion or hand-offs (so with no buffer of the
+    /// exec's own: its arguments point into the same roots, `base`), its candidate submissions
+    /// (labelled `unfused, …`; `auto`'s own first), its launches' arguments and its shape. `None`
+    /// where `auto`'s policy refuses to lower it, or where it launches a child graph (which the exec
+    /// does not measure).
+    fn unfused_plan(&self, plan: &Arc<Plan>, kernels: &[CudaKernel], helpers_pdl: bool, base: &[u64]) -> Option<UnfusedPlan> {
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl).ok()?;
         if lowering.launches.iter().any(|l| l.child_graph) {
             return None;
         }
-        let candidates: Vec<(String, Lowering)> = super::tune::candidates(plan, &kernel_pdl, helpers_pdl, self.options.pdl, lowering.clone())
+        let args = launch_arg_values(plan, &lowering, base);
+        let calls = lowering.launches.iter().map(|_| None).collect();
+        let candidates: Vec<(String, Lowering)> = super::tune::candidates(plan, &kernel_pdl, helpers_pdl, self.options.pdl, lowering)
             .into_iter()
             .map(|(label, l)| (format!("unfused, {label}"), l))
             .collect();
-        let args = launch_arg_values(plan, &lowering, base);
-        let calls = lowering.launches.iter().map(|_| None).collect();
-        let run_plan = Arc::new(plan.clone());
         let why = "the exec measured its unfused submission faster than its launches side by side";
         let shape = RunShape {
-            run_plan: run_plan.clone(),
+            run_plan: plan.clone(),
             fused_nodes: 0,
             staged_tiles: (0, 0),
             handoffs: 0,
@@ -252,7 +256,7 @@ impl CudaBackend {
             handoff_pairs: Vec::new(),
             units: ostinato::trace::unit_per_node(plan.node_count()),
         };
-        Some(UnfusedPlan { launches: Launches { plan: run_plan, lowering: Arc::new(lowering), args, calls }, candidates, shape })
+        Some(UnfusedPlan { candidates, args, calls, shape })
     }
 
     /// What instantiation requires of its inputs: bindings of the plan's shape, every buffer on this
@@ -306,14 +310,16 @@ impl CudaBackend {
     }
 
     /// Whether graph mode measures its candidate submissions of `lowering`'s plan (`exec/tune.rs`): the
-    /// `auto` policy and shape, tuning on, no child graphs.
+    /// options allow it ([`policy_measures`](Self::policy_measures)) and no launch is a child graph.
     fn measures(&self, lowering: &Lowering) -> bool {
+        self.policy_measures() && !lowering.launches.iter().any(|l| l.child_graph)
+    }
+
+    /// Whether the options let graph mode measure its candidate submissions: the `auto` policy and
+    /// shape, tuning on.
+    fn policy_measures(&self) -> bool {
         let p = self.options.pdl;
-        self.options.tune == super::Tune::Auto
-            && p.mode == PdlMode::Auto
-            && p.shape == ShapeMode::Auto
-            && p.mixed_builds == MixedBuilds::Off
-            && !lowering.launches.iter().any(|l| l.child_graph)
+        self.options.tune == super::Tune::Auto && p.mode == PdlMode::Auto && p.shape == ShapeMode::Auto && p.mixed_builds == MixedBuilds::Off
     }
 
     /// Each launch's function: the build its edges call for.
@@ -412,8 +418,9 @@ struct Target<'a> {
 
 /// The unfused plan graph mode measures beside a fused one ([`CudaBackend::unfused_plan`]).
 struct UnfusedPlan {
-    launches: Launches,
     candidates: Vec<(String, Lowering)>,
+    args: Vec<KernelArgs>,
+    calls: Vec<Option<CollectiveCall>>,
     shape: RunShape,
 }
 
