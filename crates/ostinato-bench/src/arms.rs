@@ -401,6 +401,7 @@ impl RowMemory {
 
 pub struct OstinatoCuda {
     exec: CudaExec,
+    /// The row's allocations the exec is bound to, held as long as it is.
     _memory: Arc<RowMemory>,
     graph_mode: bool,
     written: Vec<bool>,

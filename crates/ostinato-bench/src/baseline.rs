@@ -237,8 +237,7 @@ impl Arm for Baseline {
                 self.memory.root(i)?.write(0, bytes).map_err(err("reset"))?;
             }
         }
-        let s0 = &self.streams[0];
-        s0.record(&self.timer.0).map_err(err("timer"))?;
+        self.streams[0].record(&self.timer.0).map_err(err("timer"))?;
         let t = Instant::now();
         for r in 0..w.replays {
             match self.kind {
@@ -253,8 +252,7 @@ impl Arm for Baseline {
             }
         }
         let host_us = t.elapsed().as_secs_f64() * 1e6;
-        let s0 = &self.streams[0];
-        s0.record(&self.timer.1).map_err(err("timer"))?;
+        self.streams[0].record(&self.timer.1).map_err(err("timer"))?;
         self.timer.1.synchronize().map_err(err("sync"))?;
         let gpu_us = self.timer.1.elapsed_ms_since(&self.timer.0).map_err(err("timer"))? * 1e3;
         let mut outputs = Vec::new();
