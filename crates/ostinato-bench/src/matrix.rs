@@ -305,8 +305,12 @@ fn make_for_row(kind: ArmKind, w: &Workload, row: RowInputs<'_>, cx: &Contexts, 
     let k = p.budget.instances.max(1);
     let mut instances = Vec::with_capacity(k);
     for i in 0..k {
+        let begun = std::time::Instant::now();
         match make_arm(kind, w, cx, memory, &row) {
-            Ok(a) => instances.push(a),
+            Ok(a) => {
+                out.setup_ms.push(begun.elapsed().as_secs_f64() * 1e3);
+                instances.push(a);
+            }
             Err(SetupError::Skip(why)) => {
                 out.ok = true;
                 out.skipped = Some(why);

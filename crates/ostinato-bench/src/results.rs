@@ -85,6 +85,13 @@ pub struct ArmResult {
     /// Each instance's median of the ranked metric, where the arm was made more than once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<InstanceResult>,
+    /// Wall milliseconds each instance took to make, from the run's compiled modules: binding its
+    /// kernels and what the arm submits from (Ostinato: compiling and instantiating the plan, its
+    /// candidate submissions included; stream capture: lowering, capturing, instantiating and
+    /// uploading each graph; raw Vulkan: recording its command buffer). Empty in results from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_ms: Vec<f64>,
 }
 
 /// One instance of an arm: the median of its timed samples (the ranked metric) and its exec's decisions.
@@ -113,6 +120,7 @@ impl ArmResult {
             manifest: None,
             decisions: None,
             instances: Vec::new(),
+            setup_ms: Vec::new(),
         }
     }
     /// An arm's result before anything ran, for the report's tests.

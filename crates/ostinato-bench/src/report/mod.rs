@@ -14,6 +14,7 @@ use crate::config::{BenchConfig, BenchError};
 use crate::{ArmResult, BenchBackend, RowResult, Stat};
 
 mod protocol;
+mod setup;
 pub use protocol::RunProtocol;
 #[cfg(test)]
 use protocol::{arm_order_text, regime_text};
@@ -464,6 +465,7 @@ fn markdown(backend: BenchBackend, parts: &[Provenance], protocol: &RunProtocol,
     replay_table(&mut s, &burst, rows, &arms, |a| a.replay_call_us);
     let single = format!("Host µs of one replay call on an idle GPU (median of {} calls per sample, median over samples)", super::arms::SINGLE_CALLS);
     replay_table(&mut s, &single, rows, &arms, |a| a.replay_single_us);
+    s.push_str(&setup::markdown(rows, &arms));
     let _ = writeln!(s, "\n## Losses (outside the tie band)\n");
     let lost: Vec<String> = rankings(backend, rows).iter().flat_map(|(us, baselines)| losses(rows, us, baselines)).collect();
     let _ = writeln!(s, "{}", if lost.is_empty() { "none".to_string() } else { lost.join("\n") });

@@ -338,3 +338,30 @@ fn the_progress_line_gives_each_arms_median_and_names_a_failed_or_skipped_arm() 
     arms[0].gpu_us_per_dispatch = None;
     assert!(progress_line("vulkan arms", 0, 1, "r", 0.0, &arms[..1]).ends_with("median µs per dispatch: ostinato -"));
 }
+
+/// The setup section: each arm's rows, Ostinato's split by whether its exec measured the unfused
+/// plan, the largest row named; absent where no arm recorded its setup (older results).
+#[test]
+fn the_setup_section_names_each_arms_cost_and_the_unfused_plans_share() {
+    use ArmKind::{Captured, Ostinato};
+    let before = [timed("grid/serial/n10/b1", &[(Ostinato, 1.0), (Captured, 1.5)])];
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    assert!(!report_of(BenchBackend::Cuda, &p, &args, &before).contains("## Setup"));
+    let with = |id: &str, ours: &[f64], captured: &[f64], unfused: bool| {
+        let mut r = timed(id, &[(Ostinato, 1.0), (Captured, 1.5)]);
+        r.dispatches_per_replay = 10;
+        r.arms[0].setup_ms = ours.to_vec();
+        r.arms[1].setup_ms = captured.to_vec();
+        let label = if unfused { "unfused, auto" } else { "pdl on" };
+        r.arms[0].decisions = Some(crate::arms::Decisions { measured: Some(vec![("auto".into(), 1.0), (label.into(), 1.2)]), ..Default::default() });
+        r
+    };
+    let rows = [with("a", &[9.0, 2.0, 3.0], &[1.0], true), with("b", &[1.0, 1.0, 1.0], &[0.5], false), with("c", &[2.0], &[0.8], false)];
+    let md = report_of(BenchBackend::Cuda, &p, &args, &rows);
+    let setup = &md[md.find("## Setup").expect("setup section")..];
+    assert!(setup.contains("| ostinato | 3 | 2.00 | 3.00 | 3.00 (`a`) | 200.0 |"), "{setup}");
+    assert!(setup.contains("| ostinato, rows that measured the unfused plan | 1 | 3.00 | 3.00 | 3.00 (`a`) | 300.0 |"), "{setup}");
+    assert!(setup.contains("| ostinato, the other rows | 2 | 1.50 | 2.00 | 2.00 (`c`) | 150.0 |"), "{setup}");
+    assert!(setup.contains("| captured | 3 | 0.80 | 1.00 | 1.00 (`a`) | 80.0 |"), "{setup}");
+}
