@@ -143,6 +143,29 @@ impl TileMap {
         }
         true
     }
+    /// Whether no two blocks of `grid` may touch a common byte, proven in closed form as a mixed-radix
+    /// layout: pieces of width `W` at `Σ stride·index` over dimensions of `count` indices never meet
+    /// where, from the smallest stride up, each stride is at least `W` plus all that the smaller ones
+    /// reach (`stride·(count − 1)` each). Two forms are tried: one range, its rows a dimension of
+    /// their own (pitch, rows) beside the grid's, `W` its length (2-D tiles of a row-major array); and
+    /// ranges that all move with one stride vector, `W` the span of one block's ranges (a row and its
+    /// trailing words). False where neither holds, though the blocks may still be disjoint.
+    pub fn blocks_disjoint(&self, grid: [u32; 3]) -> bool {
+        let Some(first) = self.ranges.first() else { return true };
+        let block_dims = |stride: [u64; 3]| (0..3).filter(|&d| grid[d] > 1).map(move |d| (u128::from(stride[d]), u128::from(grid[d])));
+        if let [r] = self.ranges.as_slice() {
+            let rows = (r.rows > 1).then_some((u128::from(r.pitch), u128::from(r.rows)));
+            if mixed_radix(block_dims(r.stride).chain(rows).collect(), u128::from(r.len)) {
+                return true;
+            }
+        }
+        if self.ranges.iter().any(|r| r.stride != first.stride) {
+            return false;
+        }
+        let lo = self.ranges.iter().map(|r| u128::from(r.base)).min().unwrap_or(0);
+        let hi = self.ranges.iter().map(|r| r.extent([0; 3]).1).max().unwrap_or(0);
+        mixed_radix(block_dims(first.stride).collect(), hi - lo)
+    }
     /// Whether block `block` may touch byte `offset` of the slice.
     pub fn touches(&self, block: [u32; 3], offset: u64) -> bool {
         let b = [u64::from(block[0]), u64::from(block[1]), u64::from(block[2])];
@@ -327,6 +350,12 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     if conflicts.is_empty() {
         return TileRelation::Dense(DenseReason::Explicit);
     }
+    // Every conflict the same map over the same bytes on the same grid, its blocks pairwise disjoint:
+    // block b meets block b only, known without a pass over the blocks (which takes about 60 ns a block:
+    // 0.5 ms an edge at 8,192 blocks, seconds for a plan of thousands of such edges).
+    if gu == gv && conflicts.iter().all(|c| c.producer_start == c.consumer_start && c.producer == c.consumer && c.producer.blocks_disjoint(gu)) {
+        return TileRelation::BlockLocal;
+    }
     let consumers = block_count(gv);
     let mut budget = RELATION_BUDGET;
     let mut offsets: Vec<u32> = Vec::with_capacity(consumers as usize + 1);
@@ -363,6 +392,20 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     } else {
         TileRelation::Sparse(TileDeps { offsets, producers })
     }
+}
+
+/// Whether pieces `width` bytes wide at `Σ stride·index` (each index below its dimension's count) are
+/// pairwise disjoint by the mixed-radix rule ([`TileMap::blocks_disjoint`]). `dims`: (stride, count).
+fn mixed_radix(mut dims: Vec<(u128, u128)>, width: u128) -> bool {
+    dims.sort_unstable();
+    let mut reach = 0u128;
+    for (stride, count) in dims {
+        if stride < reach + width {
+            return false;
+        }
+        reach += stride * (count - 1);
+    }
+    true
 }
 
 /// The grid of a kernel launch.

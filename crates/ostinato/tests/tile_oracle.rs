@@ -161,6 +161,52 @@ proptest! {
     }
 }
 
+/// A map's blocks over a grid, with the bytes of each (within `len` bytes of the slice).
+fn block_bytes(m: &TileMap, grid: [u32; 3], len: u64) -> Vec<Vec<u64>> {
+    (0..block_count(grid)).map(|i| (0..len).filter(|&o| m.touches(block_at(grid, i), o)).collect()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    /// `blocks_disjoint` (the relation's closed form for a map against itself) claims disjoint blocks
+    /// only where no two blocks share a byte, counted byte by byte; and a map over the same bytes on
+    /// the same grid is then block-local.
+    #[test]
+    fn blocks_claimed_disjoint_share_no_byte(grid in [1u32..6, 1u32..4, 1u32..3], ranges in proptest::collection::vec(range([5, 3, 2], 2048), 1..4)) {
+        let rs: Vec<TileRange> = ranges.into_iter().flatten().collect();
+        let Ok(m) = TileMap::new(rs) else { return Ok(()) };
+        prop_assume!(m.check_within(grid, 2048).is_ok());
+        if m.blocks_disjoint(grid) {
+            let bytes = block_bytes(&m, grid, 2048);
+            for (i, a) in bytes.iter().enumerate() {
+                for b in &bytes[i + 1..] {
+                    prop_assert!(a.iter().all(|x| !b.contains(x)), "blocks share a byte: {:?}", m);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn row_major_rows_and_tiles_are_proven_disjoint_and_overlaps_are_not() {
+    let span = |base, stride, len| TileRange::span(base, stride, len);
+    // Rows of a row-major array, one per block, of any length up to the stride.
+    assert!(TileMap::linear(1024, 1024).unwrap().blocks_disjoint([8192, 1, 1]));
+    assert!(TileMap::linear(1024, 512).unwrap().blocks_disjoint([64, 1, 1]));
+    // 16 × 16-float tiles of a 64 × 64-float row-major array: x steps 64 bytes, y 16 rows of 256.
+    let tile = TileMap::new(vec![span(0, [64, 4096, 0], 64).with_rows(16, 256)]).unwrap();
+    assert!(tile.blocks_disjoint([4, 4, 1]));
+    // Two ranges moving together (a row and its trailing flags), inside one stride.
+    assert!(TileMap::new(vec![span(0, [1024, 0, 0], 1000), span(1000, [1024, 0, 0], 24)]).unwrap().blocks_disjoint([16, 1, 1]));
+    // A halo (a range past the stride), ranges with different strides, a zero stride: not proven.
+    assert!(!TileMap::new(vec![span(0, [1024, 0, 0], 1024), span(1024, [1024, 0, 0], 4)]).unwrap().blocks_disjoint([16, 1, 1]));
+    assert!(!TileMap::new(vec![span(0, [1024, 0, 0], 512), span(512, [512, 0, 0], 4)]).unwrap().blocks_disjoint([16, 1, 1]));
+    assert!(!TileMap::linear(0, 64).unwrap().blocks_disjoint([2, 1, 1]));
+    assert!(TileMap::linear(0, 64).unwrap().blocks_disjoint([1, 1, 1]));
+    // y's stride inside x's reach: blocks (4, 0) and (0, 1) would meet.
+    assert!(!TileMap::new(vec![span(0, [64, 128, 0], 64)]).unwrap().blocks_disjoint([4, 2, 1]));
+}
+
 #[test]
 fn a_chain_of_row_kernels_is_block_local_and_a_shifted_read_is_sparse() {
     let mut g = Graph::new();
