@@ -19,6 +19,9 @@
 use crate::graph::{Graph, NodeId, NodeOp};
 use crate::plan::hazard_between;
 
+mod search;
+use search::Search;
+
 /// The most ranges one param's map may have.
 pub const MAX_TILE_RANGES: usize = 8;
 /// The most blocks a launch may have for its maps to be analysed; a larger launch orders as a whole.
@@ -312,7 +315,7 @@ struct Conflict<'a> {
     lo: u64,
     hi: u64,
     /// The producer's ranges prepared for the block search.
-    search: Vec<RangeSearch>,
+    search: Search,
 }
 
 /// Which blocks of `to` depend on which blocks of `from` (`from` earlier in recording order, or ordered
@@ -346,7 +349,7 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
                 consumer_start: b.start,
                 lo: a.start.max(b.start),
                 hi: a.end.min(b.end),
-                search: RangeSearch::of(pm, gu, a.start),
+                search: Search::of(pm, gu, a.start, a.end.min(b.end)),
             });
         }
     }
@@ -374,7 +377,7 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
             c.consumer.for_each_piece(block, |s, e| {
                 let (s, e) = ((c.consumer_start + s).max(c.lo), (c.consumer_start + e).min(c.hi));
                 if s < e && !over {
-                    over = !producer_blocks(&c.search, gu, s, e, &mut budget, &mut set);
+                    over = !c.search.producer_blocks(gu, s, e, &mut budget, &mut set);
                 }
             });
             if over {
@@ -419,106 +422,6 @@ fn launch_grid(g: &Graph, v: NodeId) -> Option<[u32; 3]> {
     }
 }
 
-/// One producer range prepared for the block search: its first piece's offset on the root, its piece
-/// length, and its dimensions of more than one index (count, stride, which index: the block's x, y,
-/// z, then the row) largest stride first, each with what the dimensions after it reach (`Σ
-/// stride·(count − 1)`); a dimension of one index is always 0 and is left out. Made once a relation,
-/// not once a consumer piece.
-struct RangeSearch {
-    base: i128,
-    len: i128,
-    dims: Vec<(u64, u64, usize)>,
-    reach: Vec<i128>,
-}
-
-impl RangeSearch {
-    fn of(map: &TileMap, grid: [u32; 3], start: u64) -> Vec<RangeSearch> {
-        map.ranges()
-            .iter()
-            .map(|r| {
-                let all = [
-                    (u64::from(grid[0]), r.stride[0], 0usize),
-                    (u64::from(grid[1]), r.stride[1], 1),
-                    (u64::from(grid[2]), r.stride[2], 2),
-                    (r.rows, r.pitch, 3),
-                ];
-                let mut dims: Vec<(u64, u64, usize)> = all.into_iter().filter(|d| d.0 > 1).collect();
-                // Largest stride first: each level then narrows the next one's range.
-                dims.sort_by_key(|d| std::cmp::Reverse(d.1));
-                let mut reach = vec![0i128; dims.len()];
-                for l in (0..dims.len().saturating_sub(1)).rev() {
-                    let (count, stride, _) = dims[l + 1];
-                    reach[l] = reach[l + 1] + i128::from(stride) * i128::from(count - 1);
-                }
-                RangeSearch { base: i128::from(start) + i128::from(r.base), len: i128::from(r.len), dims, reach }
-            })
-            .collect()
-    }
-}
-
-/// Adds to `out` every block of `grid` whose pieces of the producer's ranges (`ranges`, prepared by
-/// [`RangeSearch::of`]) meet root bytes `[lo, hi)`. False when the budget ran out.
-fn producer_blocks(ranges: &[RangeSearch], grid: [u32; 3], lo: u64, hi: u64, budget: &mut u64, out: &mut Vec<u32>) -> bool {
-    for r in ranges {
-        // A piece at offset o meets [lo, hi) iff lo - len < o < hi, i.e. o in [lo - len + 1, hi - 1].
-        let (wlo, whi) = (i128::from(lo) - r.len + 1, i128::from(hi) - 1);
-        let mut idx = [0u64; 4];
-        let mut emit = |i: &[u64; 4]| {
-            let lin = i[0] + u64::from(grid[0]) * (i[1] + u64::from(grid[1]) * i[2]);
-            out.push(lin as u32);
-        };
-        if !solve(r, 0, r.base, wlo, whi, &mut idx, &mut emit, budget) {
-            return false;
-        }
-        if out.len() > 4 * MAX_TILE_DEPS {
-            out.sort_unstable();
-            out.dedup();
-        }
-    }
-    true
-}
-
-/// Every index vector of `r`'s dimensions from `level` on with `cur + Σ stride·index` in `[lo, hi]`.
-#[allow(clippy::too_many_arguments)] // the recursion's state, passed down level by level
-fn solve(r: &RangeSearch, level: usize, cur: i128, lo: i128, hi: i128, idx: &mut [u64; 4], emit: &mut impl FnMut(&[u64; 4]), budget: &mut u64) -> bool {
-    if *budget == 0 {
-        return false;
-    }
-    *budget -= 1;
-    let Some(&(count, stride, which)) = r.dims.get(level) else {
-        if lo <= cur && cur <= hi {
-            emit(idx);
-        }
-        return true;
-    };
-    let reach = r.reach[level];
-    let (first, last) = if stride == 0 {
-        if cur > hi || cur + reach < lo {
-            return true;
-        }
-        (0, i128::from(count) - 1)
-    } else {
-        let s = i128::from(stride);
-        // cur + s·i ≤ hi and cur + s·i + reach ≥ lo.
-        let first = div_ceil(lo - reach - cur, s).max(0);
-        let last = (hi - cur).div_euclid(s).min(i128::from(count) - 1);
-        (first, last)
-    };
-    let mut i = first;
-    while i <= last {
-        idx[which] = i as u64;
-        if !solve(r, level + 1, cur + i128::from(stride) * i, lo, hi, idx, emit, budget) {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-fn div_ceil(a: i128, b: i128) -> i128 {
-    -((-a).div_euclid(b))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,10 +461,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn div_ceil_rounds_towards_positive_infinity() {
-        assert_eq!((div_ceil(7, 2), div_ceil(-7, 2), div_ceil(6, 3), div_ceil(-6, 3), div_ceil(0, 5)), (4, -3, 2, -2, 0));
     }
 }
