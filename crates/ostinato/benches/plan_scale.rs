@@ -4,7 +4,8 @@
 //! memory (an allocator that tracks it) and the edge count, or the planner's refusal past its budget.
 //! Then the tile relations a backend derives at `instantiate` along chains of 941 tiled launches of
 //! 128 to 8,192 blocks: each block its own row (the same disjoint map every node, block-local in
-//! closed form) and each block its row plus its neighbour's first word (a halo: solved block by block).
+//! closed form), its row plus its neighbour's first word (a halo: the same offsets at every block,
+//! found once), and rows against pairs of rows on half the grid (solved block by block).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,20 +83,35 @@ fn chain(nodes: usize) -> Graph {
     g
 }
 
-/// A chain of 941 launches of `blocks` blocks over one buffer of rows (1 KiB a block), each block
-/// declaring its row, and with `halo` also the next row's first word (the last block reads none past
-/// the buffer: one block fewer than rows).
-fn tiled_chain(blocks: u32, halo: bool) -> Graph {
+/// What each block of a [`tiled_chain`] declares.
+#[derive(Clone, Copy)]
+enum Tiles {
+    /// Its row.
+    Row,
+    /// Its row and the next row's first word (one block fewer than rows).
+    Halo,
+    /// Every other launch takes two rows a block on half the grid (grids that differ: the relation is
+    /// solved block by block).
+    Pairs,
+}
+
+/// A chain of 941 launches of `blocks` blocks over one buffer of rows (1 KiB a block), each declaring
+/// `tiles`.
+fn tiled_chain(blocks: u32, tiles: Tiles) -> Graph {
     let mut g = Graph::new();
     let x = g.add_buffer("x", 1024 * u64::from(blocks)).unwrap();
     let k = g.add_kernel(KernelSig::new("row").buffer("x", Access::ReadWrite)).unwrap();
-    let map = match halo {
-        false => TileMap::linear(1024, 1024).unwrap(),
-        true => TileMap::new(vec![TileRange::span(0, [1024, 0, 0], 1024), TileRange::span(1024, [1024, 0, 0], 4)]).unwrap(),
-    };
-    let grid = if halo { blocks - 1 } else { blocks };
-    for _ in 0..941 {
-        g.add_launch_tiled(k, Launch::linear(grid, 256), &[Arg::Whole(x)], &[("x", map.clone())], &[]).unwrap();
+    let row = (blocks, TileMap::linear(1024, 1024).unwrap());
+    let pair = (blocks / 2, TileMap::linear(2048, 2048).unwrap());
+    let halo = (blocks - 1, TileMap::new(vec![TileRange::span(0, [1024, 0, 0], 1024), TileRange::span(1024, [1024, 0, 0], 4)]).unwrap());
+    for i in 0..941 {
+        let (grid, map) = match tiles {
+            Tiles::Row => &row,
+            Tiles::Halo => &halo,
+            Tiles::Pairs if i % 2 == 1 => &pair,
+            Tiles::Pairs => &row,
+        };
+        g.add_launch_tiled(k, Launch::linear(*grid, 256), &[Arg::Whole(x)], &[("x", map.clone())], &[]).unwrap();
     }
     g
 }
@@ -140,9 +156,8 @@ fn main() {
         measure(&format!("{nodes:>7}-node chain                 "), &chain(nodes), runs);
     }
     for blocks in [128, 1024, 8192] {
-        for halo in [false, true] {
-            let what = if halo { "row + halo" } else { "row       " };
-            measure_relations(&format!("941 × {blocks:>4} blocks, {what}"), &tiled_chain(blocks, halo));
+        for (tiles, what) in [(Tiles::Row, "row         "), (Tiles::Halo, "row + halo  "), (Tiles::Pairs, "rows / pairs")] {
+            measure_relations(&format!("941 × {blocks:>4} blocks, {what}"), &tiled_chain(blocks, tiles));
         }
     }
 }

@@ -311,6 +311,7 @@ struct Conflict<'a> {
     producer_start: u64,
     consumer: &'a TileMap,
     consumer_start: u64,
+    consumer_end: u64,
     /// The bytes both slices cover, on the root.
     lo: u64,
     hi: u64,
@@ -347,6 +348,7 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
                 producer_start: a.start,
                 consumer: cm,
                 consumer_start: b.start,
+                consumer_end: b.end,
                 lo: a.start.max(b.start),
                 hi: a.end.min(b.end),
                 search: Search::of(pm, gu, a.start, a.end.min(b.end)),
@@ -362,8 +364,11 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     if gu == gv && conflicts.iter().all(|c| c.producer_start == c.consumer_start && c.producer == c.consumer && c.producer.blocks_disjoint(gu)) {
         return TileRelation::BlockLocal;
     }
-    let consumers = block_count(gv);
     let mut budget = RELATION_BUDGET;
+    if let Some(rel) = by_offsets(&conflicts, gu, gv, &mut budget) {
+        return rel;
+    }
+    let consumers = block_count(gv);
     let mut offsets: Vec<u32> = Vec::with_capacity(consumers as usize + 1);
     let mut producers: Vec<u32> = Vec::new();
     let mut set: Vec<u32> = Vec::new();
@@ -398,6 +403,59 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     } else {
         TileRelation::Sparse(TileDeps { offsets, producers })
     }
+}
+
+/// The relation where it is the same at every block, moved: one grid, and in every conflict the
+/// producer's and the consumer's ranges all moving with one stride vector over a consumer slice inside
+/// the producer's (no piece cut at the overlap's ends). Consumer block `b` then depends on the
+/// producer blocks `b + d` inside the grid for the offsets `d` found once, from block 0's pieces
+/// against every offset (`search::block_offsets`): a pass over the blocks that only adds offsets, with
+/// the same results as the search block by block (`tests/tile_oracle.rs` compares both with brute
+/// force). `None` where that does not hold, where the offsets are too many to be worth it, or where
+/// the budget ran out (the search block by block then decides).
+fn by_offsets(conflicts: &[Conflict], gu: [u32; 3], gv: [u32; 3], budget: &mut u64) -> Option<TileRelation> {
+    let one_stride = |c: &Conflict| {
+        let s = c.producer.ranges().first().map(|r| r.stride);
+        c.producer.ranges().iter().chain(c.consumer.ranges()).all(|r| Some(r.stride) == s)
+    };
+    if gu != gv || !conflicts.iter().all(|c| one_stride(c) && c.lo == c.consumer_start && c.hi == c.consumer_end) {
+        return None;
+    }
+    let mut deltas: Vec<[i64; 3]> = Vec::new();
+    for c in conflicts {
+        let mut pieces = Vec::new();
+        c.consumer.for_each_piece([0; 3], |s, e| pieces.push((c.consumer_start + s, c.consumer_start + e)));
+        if !search::block_offsets(c.producer, c.producer_start, gu, &pieces, budget, &mut deltas) || deltas.len() > 8 * MAX_TILE_DEPS {
+            return None;
+        }
+    }
+    let g = gv.map(i64::from);
+    // Ordered by the linear index they add (the same order at every block; two offsets that add the
+    // same never both land inside the grid), each once.
+    deltas.sort_unstable_by_key(|d| (d[0] + g[0] * (d[1] + g[1] * d[2]), *d));
+    deltas.dedup();
+    let consumers = block_count(gv);
+    let mut offsets: Vec<u32> = Vec::with_capacity(consumers as usize + 1);
+    let mut producers: Vec<u32> = Vec::new();
+    let mut local = true;
+    offsets.push(0);
+    for j in 0..consumers {
+        let b = block_at(gv, j).map(i64::from);
+        let before = producers.len();
+        for d in &deltas {
+            let a = [b[0] + d[0], b[1] + d[1], b[2] + d[2]];
+            if (0..3).all(|k| (0..g[k]).contains(&a[k])) {
+                producers.push((a[0] + g[0] * (a[1] + g[1] * a[2])) as u32);
+            }
+        }
+        let n = producers.len() - before;
+        if n > MAX_TILE_DEPS {
+            return Some(TileRelation::Dense(DenseReason::TooDense { block: j, producers: n }));
+        }
+        local &= producers[before..].iter().all(|&p| u64::from(p) == j);
+        offsets.push(producers.len() as u32);
+    }
+    Some(if local { TileRelation::BlockLocal } else { TileRelation::Sparse(TileDeps { offsets, producers }) })
 }
 
 /// Whether pieces `width` bytes wide at `Σ stride·index` (each index below its dimension's count) are

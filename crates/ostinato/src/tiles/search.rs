@@ -93,15 +93,30 @@ pub(super) struct RangeSearch<T> {
 
 impl RangeSearch<i128> {
     fn of(map: &TileMap, grid: [u32; 3], start: u64) -> Vec<RangeSearch<i128>> {
+        Self::over(map, grid.map(u64::from), i128::from(start))
+    }
+
+    /// `map`'s ranges over block *offsets* in `grid`: index `i` of dimension `d` stands for the offset
+    /// `i − (grid[d] − 1)`, so the counts are `2·grid − 1` and the first piece moves down by
+    /// `stride·(grid − 1)`.
+    fn offsets(map: &TileMap, grid: [u32; 3], start: u64) -> Vec<RangeSearch<i128>> {
+        let counts = grid.map(|g| 2 * u64::from(g) - 1);
+        let ranges = Self::over(map, counts, i128::from(start));
+        ranges
+            .into_iter()
+            .zip(map.ranges())
+            .map(|(mut s, r)| {
+                s.base -= (0..3).map(|d| i128::from(r.stride[d]) * i128::from(grid[d] - 1)).sum::<i128>();
+                s
+            })
+            .collect()
+    }
+
+    fn over(map: &TileMap, counts: [u64; 3], start: i128) -> Vec<RangeSearch<i128>> {
         map.ranges()
             .iter()
             .map(|r| {
-                let all = [
-                    (u64::from(grid[0]), r.stride[0], 0usize),
-                    (u64::from(grid[1]), r.stride[1], 1),
-                    (u64::from(grid[2]), r.stride[2], 2),
-                    (r.rows, r.pitch, 3),
-                ];
+                let all = [(counts[0], r.stride[0], 0usize), (counts[1], r.stride[1], 1), (counts[2], r.stride[2], 2), (r.rows, r.pitch, 3)];
                 let mut dims: Vec<(u64, u64, usize)> = all.into_iter().filter(|d| d.0 > 1).collect();
                 // Largest stride first: each level then narrows the next one's range.
                 dims.sort_by_key(|d| std::cmp::Reverse(d.1));
@@ -110,7 +125,7 @@ impl RangeSearch<i128> {
                     let (count, stride, _) = dims[l + 1];
                     reach[l] = reach[l + 1] + i128::from(stride) * i128::from(count - 1);
                 }
-                RangeSearch { base: i128::from(start) + i128::from(r.base), len: i128::from(r.len), dims, reach }
+                RangeSearch { base: start + i128::from(r.base), len: i128::from(r.len), dims, reach }
             })
             .collect()
     }
@@ -127,6 +142,24 @@ impl RangeSearch<i128> {
     fn narrow(&self) -> RangeSearch<i64> {
         RangeSearch { base: self.base as i64, len: self.len as i64, dims: self.dims.clone(), reach: self.reach.iter().map(|&r| r as i64).collect() }
     }
+}
+
+/// Adds to `out` every block offset `d` (each component within `±(grid − 1)`) at which a piece of
+/// `producer` (its slice at `start` on the root) of block `b + d` meets one of consumer block `b`'s
+/// `pieces` (root bytes, of block 0: every block's are these moved by the same stride as the
+/// producer's, `relation` checks). False when the budget ran out.
+pub(super) fn block_offsets(producer: &TileMap, start: u64, grid: [u32; 3], pieces: &[(u64, u64)], budget: &mut u64, out: &mut Vec<[i64; 3]>) -> bool {
+    let ranges = RangeSearch::offsets(producer, grid, start);
+    for &(lo, hi) in pieces {
+        for r in &ranges {
+            let window = (i128::from(lo) - r.len + 1, i128::from(hi) - 1);
+            let mut emit = |i: &[u64; 4]| out.push([0, 1, 2].map(|d| i[d] as i64 - (i64::from(grid[d]) - 1)));
+            if !solve(r, 0, r.base, window, &mut [0u64; 4], &mut emit, budget) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Adds to `out` every block of `grid` whose pieces of `ranges` meet root bytes `[lo, hi)`. False when
