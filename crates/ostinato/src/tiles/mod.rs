@@ -14,7 +14,10 @@
 //! consumer block depends on the producer block of its own index only ([`TileRelation::BlockLocal`]),
 //! on a few producer blocks ([`TileRelation::Sparse`]), or the nodes stay ordered as wholes
 //! ([`TileRelation::Dense`], with why). Only what the maps prove is used: a param without a map, a
-//! relation too dense or too large to enumerate, makes the pair dense.
+//! relation too dense or too large to enumerate, makes the pair dense. Two common shapes skip the
+//! pass block by block: the same provably disjoint map on both sides ([`TileMap::blocks_disjoint`]:
+//! block-local at once), and a relation that repeats at every block, moved (one grid, one stride
+//! vector: its block offsets are solved once, from block 0).
 
 use crate::graph::{Graph, NodeId, NodeOp};
 use crate::plan::hazard_between;
