@@ -318,8 +318,6 @@ struct Conflict<'a> {
     /// The bytes both slices cover, on the root.
     lo: u64,
     hi: u64,
-    /// The producer's ranges prepared for the block search.
-    search: Search,
 }
 
 /// Which blocks of `to` depend on which blocks of `from` (`from` earlier in recording order, or ordered
@@ -354,7 +352,6 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
                 consumer_end: b.end,
                 lo: a.start.max(b.start),
                 hi: a.end.min(b.end),
-                search: Search::of(pm, gu, a.start, a.end.min(b.end)),
             });
         }
     }
@@ -362,8 +359,7 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
         return TileRelation::Dense(DenseReason::Explicit);
     }
     // Every conflict the same map over the same bytes on the same grid, its blocks pairwise disjoint:
-    // block b meets block b only, known without a pass over the blocks (which takes about 60 ns a block:
-    // 0.5 ms an edge at 8,192 blocks, seconds for a plan of thousands of such edges).
+    // block b meets block b only, known without a pass over the blocks.
     if gu == gv && conflicts.iter().all(|c| c.producer_start == c.consumer_start && c.producer == c.consumer && c.producer.blocks_disjoint(gu)) {
         return TileRelation::BlockLocal;
     }
@@ -371,6 +367,8 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     if let Some(rel) = by_offsets(&conflicts, gu, gv, &mut budget) {
         return rel;
     }
+    // The producers' ranges prepared once for the search block by block.
+    let searches: Vec<Search> = conflicts.iter().map(|c| Search::of(c.producer, gu, c.producer_start, c.hi)).collect();
     let consumers = block_count(gv);
     let mut offsets: Vec<u32> = Vec::with_capacity(consumers as usize + 1);
     let mut producers: Vec<u32> = Vec::new();
@@ -380,12 +378,12 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     for j in 0..consumers {
         set.clear();
         let block = block_at(gv, j);
-        for c in &conflicts {
+        for (c, search) in conflicts.iter().zip(&searches) {
             let mut over = false;
             c.consumer.for_each_piece(block, |s, e| {
                 let (s, e) = ((c.consumer_start + s).max(c.lo), (c.consumer_start + e).min(c.hi));
                 if s < e && !over {
-                    over = !c.search.producer_blocks(gu, s, e, &mut budget, &mut set);
+                    over = !search.producer_blocks(gu, s, e, &mut budget, &mut set);
                 }
             });
             if over {
@@ -415,7 +413,8 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
 /// against every offset (`search::block_offsets`): a pass over the blocks that only adds offsets, with
 /// the same results as the search block by block (`tests/tile_oracle.rs` compares both with brute
 /// force). `None` where that does not hold, where the offsets are too many to be worth it, or where
-/// the budget ran out (the search block by block then decides).
+/// the budget ran out; the search block by block then goes on with what is left of `budget`, so the
+/// two together take at most [`RELATION_BUDGET`] steps.
 fn by_offsets(conflicts: &[Conflict], gu: [u32; 3], gv: [u32; 3], budget: &mut u64) -> Option<TileRelation> {
     let one_stride = |c: &Conflict| {
         let s = c.producer.ranges().first().map(|r| r.stride);

@@ -147,7 +147,7 @@ impl RangeSearch<i128> {
 /// Adds to `out` every block offset `d` (each component within `±(grid − 1)`) at which a piece of
 /// `producer` (its slice at `start` on the root) of block `b + d` meets one of consumer block `b`'s
 /// `pieces` (root bytes, of block 0: every block's are these moved by the same stride as the
-/// producer's, `relation` checks). False when the budget ran out.
+/// producer's, as `by_offsets` checks). False when the budget ran out.
 pub(super) fn block_offsets(producer: &TileMap, start: u64, grid: [u32; 3], pieces: &[(u64, u64)], budget: &mut u64, out: &mut Vec<[i64; 3]>) -> bool {
     let ranges = RangeSearch::offsets(producer, grid, start);
     for &(lo, hi) in pieces {
