@@ -185,170 +185,49 @@ const WEIGHT_SCALE: f32 = 0.02 * 1.732_050_8;
 /// Records the step for `c`.
 pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> {
     c.validate()?;
+    let o = checked_options(c, o)?;
     let group = c.heads / c.kv_heads;
-    let o = StepOptions { attn_splits: if o.attn_splits == 0 { default_splits(c) } else { o.attn_splits }, ..o };
-    if o.attn_splits > MAX_SPLITS {
-        return Err(LlamaError::Config {
-            field: "attn_splits".into(),
-            reason: format!("{} is more than {MAX_SPLITS} (kernels/llama_common.cu: LL_MAX_SPLITS); 0 picks the default", o.attn_splits),
-        });
-    }
-    if o.gemv_blocks == 0 {
-        return Err(LlamaError::Config { field: "gemv_blocks".into(), reason: "must be positive".into() });
-    }
-    if o.o_proj == OutputProjection::MergeThenStream && c.heads * c.head_dim > DOWN_MAX_K {
-        return Err(LlamaError::Config {
-            field: "o_proj".into(),
-            reason: format!("the streamed output projection takes at most {DOWN_MAX_K} columns, not {} (heads × head_dim)", c.heads * c.head_dim),
-        });
-    }
-    if o.token >= c.vocab {
-        return Err(LlamaError::Config { field: "token".into(), reason: format!("{} is past the vocabulary of {}", o.token, c.vocab) });
-    }
     let (h, q, kv, f, v) = (c.hidden as u64, (c.heads * c.head_dim) as u64, (c.kv_heads * c.head_dim) as u64, c.ffn as u64, c.vocab as u64);
-    let mut g = Graph::new();
-    let mut inits: Vec<Option<BufferInit>> = Vec::new();
-    let base = o.seed.wrapping_mul(1000);
-    let mut seed = base;
-    let mut buf = |g: &mut Graph, name: String, bytes: u64, init: BufferInit| -> Result<BufferId, LlamaError> {
-        let b = g.add_buffer(name, bytes)?;
-        inits.push(Some(init));
-        Ok(b)
-    };
-    let mut random = || {
-        seed += 1;
-        BufferInit::RandomBf16 { seed, scale: WEIGHT_SCALE }
-    };
-    let embed = buf(&mut g, "embed".into(), 2 * v * h, random())?;
-    let norm = buf(&mut g, "norm".into(), 2 * h, BufferInit::Const(BF16_ONES))?;
-    let rope = buf(&mut g, "rope_freq".into(), 4 * (c.head_dim as u64 / 2), BufferInit::Zero)?;
-    let x = buf(&mut g, "x".into(), 4 * h, BufferInit::Zero)?;
-    let qb = buf(&mut g, "q".into(), 4 * q, BufferInit::Zero)?;
-    let kv_new = buf(&mut g, "kv_new".into(), 2 * 2 * kv, BufferInit::Zero)?;
-    let act = buf(&mut g, "act".into(), 4 * f, BufferInit::Zero)?;
-    let logits = buf(&mut g, "logits".into(), 4 * v, BufferInit::Zero)?;
-    let token = buf(&mut g, "token".into(), 4, BufferInit::Const(o.token))?;
-    let history = buf(&mut g, "history".into(), 4 * c.max_seq as u64, BufferInit::Zero)?;
-    let attn_part =
-        buf(&mut g, "attn_part".into(), 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::partial_floats(c.head_dim) as u64, BufferInit::Zero)?;
+    let mut r = Recorder::new(o.seed);
+    let init = r.random();
+    let embed = r.buffer("embed".into(), 2 * v * h, init)?;
+    let norm = r.buffer("norm".into(), 2 * h, BufferInit::Const(BF16_ONES))?;
+    let rope = r.buffer("rope_freq".into(), 4 * (c.head_dim as u64 / 2), BufferInit::Zero)?;
+    let x = r.buffer("x".into(), 4 * h, BufferInit::Zero)?;
+    let qb = r.buffer("q".into(), 4 * q, BufferInit::Zero)?;
+    let kv_new = r.buffer("kv_new".into(), 2 * 2 * kv, BufferInit::Zero)?;
+    let act = r.buffer("act".into(), 4 * f, BufferInit::Zero)?;
+    let logits = r.buffer("logits".into(), 4 * v, BufferInit::Zero)?;
+    let token = r.buffer("token".into(), 4, BufferInit::Const(o.token))?;
+    let history = r.buffer("history".into(), 4 * c.max_seq as u64, BufferInit::Zero)?;
+    let partials = 4 * (c.kv_heads * o.attn_splits * group) as u64 * sigs::partial_floats(c.head_dim) as u64;
+    let attn_part = r.buffer("attn_part".into(), partials, BufferInit::Zero)?;
     // The streaming projections' work counters (zero between launches: each launch resets its own).
-    let ffn_ticket = buf(&mut g, "ffn_ticket".into(), 4, BufferInit::Zero)?;
-    let down_ticket = buf(&mut g, "down_ticket".into(), 4, BufferInit::Zero)?;
-    let head_ticket = buf(&mut g, "head_ticket".into(), 4, BufferInit::Zero)?;
-    // Streaming projections (kernels/llama.cu): persistent grids of at most `gemv_blocks` blocks, at
-    // most one per tile. The LM head's blocks leave one (value, index) each in `head_part`.
-    let stream = |tiles: u32, shared: u32| Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(shared);
-    // Units: a 2,048-column chunk of a (gate, up) pair's rows, of a row of the down projection (1, 2 or
-    // 4 of them), of an LM-head row; at most 64 units a tile.
-    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, MAX_UNITS / (2 * chunks(c.hidden)));
-    let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, MAX_UNITS / quarters(c.ffn));
+    let ffn_ticket = r.buffer("ffn_ticket".into(), 4, BufferInit::Zero)?;
+    let down_ticket = r.buffer("down_ticket".into(), 4, BufferInit::Zero)?;
+    let head_ticket = r.buffer("head_ticket".into(), 4, BufferInit::Zero)?;
+    // The LM head's blocks leave one (value, index) each in `head_part`.
     let head_tiles = stream_tiles(c.vocab, 2 * c.hidden, MAX_UNITS / chunks(c.hidden));
-    let head_blocks = head_tiles.min(o.gemv_blocks);
-    let head_part = buf(&mut g, "head_part".into(), 8 * head_blocks as u64, BufferInit::Zero)?;
-    let head_count = buf(&mut g, "head_count".into(), 4, BufferInit::Zero)?;
-    let mut layers = Vec::with_capacity(c.layers as usize);
-    for l in 0..c.layers {
-        let mut w = |name: &str, bytes: u64, init: BufferInit| buf(&mut g, format!("layers.{l}.{name}"), bytes, init);
-        let ln1 = w("ln1", 2 * h, BufferInit::Const(BF16_ONES))?;
-        let wqkv = w("wqkv", 2 * (q + 2 * kv) * h, random())?;
-        let wo = w("wo", 2 * h * q, random())?;
-        let ln2 = w("ln2", 2 * h, BufferInit::Const(BF16_ONES))?;
-        let wgu = w("wgu", 2 * 2 * f * h, random())?;
-        let wd = w("wd", 2 * h * f, random())?;
-        // The cache starts random too: rows below the position stand for an earlier context.
-        let cache = (kv * c.max_seq as u64) * 2;
-        let kcache = w("kcache", cache, BufferInit::RandomBf16 { seed: base + 500 + 2 * l as u64, scale: 1.0 })?;
-        let vcache = w("vcache", cache, BufferInit::RandomBf16 { seed: base + 501 + 2 * l as u64, scale: 1.0 })?;
-        layers.push(LayerBuffers { ln1, wqkv, wo, ln2, wgu, wd, kcache, vcache });
-    }
-    let k = |g: &mut Graph, sig| -> Result<KernelId, LlamaError> { Ok(g.add_kernel(sig)?) };
-    // The entries built for this shape (validate() admits only shapes some entry is built for).
-    let entry = |entries: &[(&'static str, u32)], size: u32, exact: bool, field: &str| {
-        sigs::entry_for(entries, size, exact).ok_or_else(|| LlamaError::Config { field: field.into(), reason: format!("no kernel entry is built for {size}") })
-    };
-    let (qkv_name, attn_name, o_name) = (
-        entry(&sigs::QKV_ENTRIES, c.hidden, false, "hidden_size")?,
-        entry(&sigs::ATTN_ENTRIES, c.head_dim, true, "head_dim")?,
-        entry(&sigs::O_ENTRIES, c.head_dim, true, "head_dim")?,
-    );
-    // The output projection's first kernel: llama_o, or the merge before llama_down streams W_o.
-    let o_sig = match o.o_proj {
-        OutputProjection::MergeInRegisters => sigs::o_sig(o_name),
-        OutputProjection::MergeThenStream => sigs::attn_merge_sig(),
-    };
-    let [k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head] =
-        [sigs::embed_sig(), sigs::qkv_sig(qkv_name), sigs::attn_sig(attn_name), o_sig, sigs::ffn_in_sig(), sigs::down_sig(), sigs::lm_head_sig()]
-            .map(|s| k(&mut g, s));
-    let (k_embed, k_qkv, k_attn, k_o, k_ffn, k_down, k_head) = (k_embed?, k_qkv?, k_attn?, k_o?, k_ffn?, k_down?, k_head?);
+    let head_part = r.buffer("head_part".into(), 8 * head_tiles.min(o.gemv_blocks) as u64, BufferInit::Zero)?;
+    let head_count = r.buffer("head_count".into(), 4, BufferInit::Zero)?;
+    let layers = (0..c.layers).map(|l| LayerBuffers::add(&mut r, c, l, o.seed.wrapping_mul(1000))).collect::<Result<Vec<_>, _>>()?;
+    let k = Kernels::add(&mut r.g, c, o.o_proj)?;
     // The streamed form's merged attention output and its projection's work counter.
     let streamed = match o.o_proj {
         OutputProjection::MergeInRegisters => None,
-        OutputProjection::MergeThenStream => {
-            Some((buf(&mut g, "attn_out".into(), 4 * q, BufferInit::Zero)?, buf(&mut g, "o_ticket".into(), 4, BufferInit::Zero)?))
-        }
+        OutputProjection::MergeThenStream => Some((r.buffer("attn_out".into(), 4 * q, BufferInit::Zero)?, r.buffer("o_ticket".into(), 4, BufferInit::Zero)?)),
     };
-    let pos = g.add_slot("pos", Scalar::u32(o.pos))?;
-    let u = |n: u32| Arg::Scalar(Scalar::u32(n));
-    let eps = Arg::Scalar(Scalar::f32(c.rms_eps));
+    let a = Activations { x, q: qb, kv_new, rope, attn_part, act, ffn_ticket, down_ticket, streamed };
+    let pos = r.g.add_slot("pos", Scalar::u32(o.pos))?;
     let b = Arg::Whole;
-    let mut dispatches = 0;
-    let mut launch = |g: &mut Graph, kernel, l: Launch, args: &[Arg]| -> Result<(), LlamaError> {
-        g.add_launch(kernel, l, args, &[])?;
-        dispatches += 1;
-        Ok(())
-    };
-    launch(&mut g, k_embed, Launch::linear(c.hidden.div_ceil(256), 256), &[b(x), b(embed), b(token), u(c.hidden)])?;
-    let pairs = (c.heads + 2 * c.kv_heads) * c.head_dim / 2;
+    r.launch(k.embed, Launch::linear(c.hidden.div_ceil(256), 256), &[b(x), b(embed), b(token), u32_arg(c.hidden)])?;
     for lb in &layers {
-        launch(
-            &mut g,
-            k_qkv,
-            Launch::linear(pairs.div_ceil(QKV_WARPS), QKV_WARPS * 32),
-            &[b(qb), b(kv_new), b(x), b(lb.ln1), b(lb.wqkv), b(rope), Arg::Slot(pos), u(c.hidden), u(c.heads), u(c.kv_heads), u(c.head_dim), eps],
-        )?;
-        let attn_launch = Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]);
-        launch(
-            &mut g,
-            k_attn,
-            attn_launch,
-            &[
-                b(attn_part),
-                b(lb.kcache),
-                b(lb.vcache),
-                b(qb),
-                b(kv_new),
-                Arg::Slot(pos),
-                u(c.heads),
-                u(c.kv_heads),
-                u(c.max_seq),
-                u(o.attn_splits),
-                u(c.head_dim),
-            ],
-        )?;
-        match streamed {
-            None => {
-                let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
-                let args =
-                    [b(x), b(attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
-                launch(&mut g, k_o, o_launch, &args)?;
-            }
-            Some((attn_out, o_ticket)) => {
-                let merge_launch = Launch::new([c.kv_heads, (group * c.head_dim).div_ceil(256), 1], [256, 1, 1]);
-                let args = [b(attn_out), b(attn_part), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
-                launch(&mut g, k_o, merge_launch, &args)?;
-                let qn = c.heads * c.head_dim;
-                let o_tiles = stream_tiles(c.hidden, 2 * qn, MAX_UNITS / quarters(qn));
-                launch(&mut g, k_down, stream(o_tiles, STREAM_SHARED), &[b(x), b(o_ticket), b(lb.wo), b(attn_out), u(c.hidden), u(qn)])?;
-            }
-        }
-        let ffn_launch = stream(ffn_tiles, stream_norm_shared(c.hidden));
-        launch(&mut g, k_ffn, ffn_launch, &[b(act), b(ffn_ticket), b(x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
-        launch(&mut g, k_down, stream(down_tiles, STREAM_SHARED), &[b(x), b(down_ticket), b(lb.wd), b(act), u(c.hidden), u(c.ffn)])?;
+        record_layer(&mut r, c, &o, &k, &a, lb, pos)?;
     }
-    launch(
-        &mut g,
-        k_head,
-        stream(head_tiles, stream_norm_shared(c.hidden)),
+    let (u, eps) = (u32_arg, Arg::Scalar(Scalar::f32(c.rms_eps)));
+    r.launch(
+        k.head,
+        stream_launch(&o, head_tiles, stream_norm_shared(c.hidden)),
         &[
             b(logits),
             b(head_part),
@@ -367,7 +246,200 @@ pub fn record(c: &LlamaConfig, o: StepOptions) -> Result<LlamaStep, LlamaError> 
         ],
     )?;
     let freq: Vec<u8> = c.rope_freq().iter().flat_map(|f| f.to_le_bytes()).collect();
-    Ok(LlamaStep { config: *c, graph: g, inits, data: vec![(rope, freq)], pos, token, history, logits, x, embed, norm, layers, dispatches })
+    let Recorder { g: graph, inits, dispatches, .. } = r;
+    Ok(LlamaStep { config: *c, graph, inits, data: vec![(rope, freq)], pos, token, history, logits, x, embed, norm, layers, dispatches })
+}
+
+/// `o` with its attention splits resolved (0 picks [`default_splits`]), or the option `c` cannot take.
+fn checked_options(c: &LlamaConfig, o: StepOptions) -> Result<StepOptions, LlamaError> {
+    let o = StepOptions { attn_splits: if o.attn_splits == 0 { default_splits(c) } else { o.attn_splits }, ..o };
+    let refuse = |field: &str, reason: String| Err(LlamaError::Config { field: field.into(), reason });
+    if o.attn_splits > MAX_SPLITS {
+        return refuse("attn_splits", format!("{} is more than {MAX_SPLITS} (kernels/llama_common.cu: LL_MAX_SPLITS); 0 picks the default", o.attn_splits));
+    }
+    if o.gemv_blocks == 0 {
+        return refuse("gemv_blocks", "must be positive".into());
+    }
+    if o.o_proj == OutputProjection::MergeThenStream && c.heads * c.head_dim > DOWN_MAX_K {
+        return refuse("o_proj", format!("the streamed output projection takes at most {DOWN_MAX_K} columns, not {} (heads × head_dim)", c.heads * c.head_dim));
+    }
+    if o.token >= c.vocab {
+        return refuse("token", format!("{} is past the vocabulary of {}", o.token, c.vocab));
+    }
+    Ok(o)
+}
+
+/// The graph being recorded, each buffer's initial contents and the launches so far.
+struct Recorder {
+    g: Graph,
+    inits: Vec<Option<BufferInit>>,
+    /// The seed of the last random weight buffer (each takes the next).
+    seed: u64,
+    dispatches: usize,
+}
+
+impl Recorder {
+    fn new(seed: u64) -> Recorder {
+        Recorder { g: Graph::new(), inits: Vec::new(), seed: seed.wrapping_mul(1000), dispatches: 0 }
+    }
+    fn buffer(&mut self, name: String, bytes: u64, init: BufferInit) -> Result<BufferId, LlamaError> {
+        let b = self.g.add_buffer(name, bytes)?;
+        self.inits.push(Some(init));
+        Ok(b)
+    }
+    /// The next weight buffer's contents: random bf16 of the weights' scale, from the next seed.
+    fn random(&mut self) -> BufferInit {
+        self.seed += 1;
+        BufferInit::RandomBf16 { seed: self.seed, scale: WEIGHT_SCALE }
+    }
+    fn launch(&mut self, kernel: KernelId, l: Launch, args: &[Arg]) -> Result<(), LlamaError> {
+        self.g.add_launch(kernel, l, args, &[])?;
+        self.dispatches += 1;
+        Ok(())
+    }
+}
+
+impl LayerBuffers {
+    /// Layer `l`'s weights and KV cache in `r` (the cache's seeds follow `base`, the step's seed × 1000).
+    fn add(r: &mut Recorder, c: &LlamaConfig, l: u32, base: u64) -> Result<LayerBuffers, LlamaError> {
+        let (h, q, kv, f) = (c.hidden as u64, (c.heads * c.head_dim) as u64, (c.kv_heads * c.head_dim) as u64, c.ffn as u64);
+        let name = |part: &str| format!("layers.{l}.{part}");
+        let ln1 = r.buffer(name("ln1"), 2 * h, BufferInit::Const(BF16_ONES))?;
+        let init = r.random();
+        let wqkv = r.buffer(name("wqkv"), 2 * (q + 2 * kv) * h, init)?;
+        let init = r.random();
+        let wo = r.buffer(name("wo"), 2 * h * q, init)?;
+        let ln2 = r.buffer(name("ln2"), 2 * h, BufferInit::Const(BF16_ONES))?;
+        let init = r.random();
+        let wgu = r.buffer(name("wgu"), 2 * 2 * f * h, init)?;
+        let init = r.random();
+        let wd = r.buffer(name("wd"), 2 * h * f, init)?;
+        // The cache starts random too: rows below the position stand for an earlier context.
+        let cache = (kv * c.max_seq as u64) * 2;
+        let kcache = r.buffer(name("kcache"), cache, BufferInit::RandomBf16 { seed: base + 500 + 2 * l as u64, scale: 1.0 })?;
+        let vcache = r.buffer(name("vcache"), cache, BufferInit::RandomBf16 { seed: base + 501 + 2 * l as u64, scale: 1.0 })?;
+        Ok(LayerBuffers { ln1, wqkv, wo, ln2, wgu, wd, kcache, vcache })
+    }
+}
+
+/// The step's kernels, one per role (`o` is the merge before the streamed projection in that form).
+struct Kernels {
+    embed: KernelId,
+    qkv: KernelId,
+    attn: KernelId,
+    o: KernelId,
+    ffn: KernelId,
+    down: KernelId,
+    head: KernelId,
+}
+
+impl Kernels {
+    fn add(g: &mut Graph, c: &LlamaConfig, o_proj: OutputProjection) -> Result<Kernels, LlamaError> {
+        // The entries built for this shape (validate() admits only shapes some entry is built for).
+        let entry = |entries: &[(&'static str, u32)], size: u32, exact: bool, field: &str| {
+            sigs::entry_for(entries, size, exact)
+                .ok_or_else(|| LlamaError::Config { field: field.into(), reason: format!("no kernel entry is built for {size}") })
+        };
+        let (qkv_name, attn_name, o_name) = (
+            entry(&sigs::QKV_ENTRIES, c.hidden, false, "hidden_size")?,
+            entry(&sigs::ATTN_ENTRIES, c.head_dim, true, "head_dim")?,
+            entry(&sigs::O_ENTRIES, c.head_dim, true, "head_dim")?,
+        );
+        // The output projection's first kernel: llama_o, or the merge before llama_down streams W_o.
+        let o_sig = match o_proj {
+            OutputProjection::MergeInRegisters => sigs::o_sig(o_name),
+            OutputProjection::MergeThenStream => sigs::attn_merge_sig(),
+        };
+        Ok(Kernels {
+            embed: g.add_kernel(sigs::embed_sig())?,
+            qkv: g.add_kernel(sigs::qkv_sig(qkv_name))?,
+            attn: g.add_kernel(sigs::attn_sig(attn_name))?,
+            o: g.add_kernel(o_sig)?,
+            ffn: g.add_kernel(sigs::ffn_in_sig())?,
+            down: g.add_kernel(sigs::down_sig())?,
+            head: g.add_kernel(sigs::lm_head_sig())?,
+        })
+    }
+}
+
+/// The buffers every layer's launches share.
+struct Activations {
+    /// The residual stream.
+    x: BufferId,
+    q: BufferId,
+    /// The new K and V rows the attention appends to the cache.
+    kv_new: BufferId,
+    rope: BufferId,
+    attn_part: BufferId,
+    act: BufferId,
+    ffn_ticket: BufferId,
+    down_ticket: BufferId,
+    /// The streamed output projection's merged attention output and work counter.
+    streamed: Option<(BufferId, BufferId)>,
+}
+
+/// A u32 scalar argument.
+fn u32_arg(n: u32) -> Arg {
+    Arg::Scalar(Scalar::u32(n))
+}
+
+/// A streaming projection's launch: a persistent grid of at most `gemv_blocks` blocks, at most one per
+/// tile (kernels/llama.cu).
+fn stream_launch(o: &StepOptions, tiles: u32, shared: u32) -> Launch {
+    Launch::linear(tiles.min(o.gemv_blocks), STREAM_THREADS).shared(shared)
+}
+
+/// One layer's launches: QKV with RoPE, attention, the output projection (merged in registers, or the
+/// merge then the streamed projection), gate/up, down.
+fn record_layer(r: &mut Recorder, c: &LlamaConfig, o: &StepOptions, k: &Kernels, a: &Activations, lb: &LayerBuffers, pos: SlotId) -> Result<(), LlamaError> {
+    let (b, u, eps) = (Arg::Whole, u32_arg, Arg::Scalar(Scalar::f32(c.rms_eps)));
+    let group = c.heads / c.kv_heads;
+    let pairs = (c.heads + 2 * c.kv_heads) * c.head_dim / 2;
+    r.launch(
+        k.qkv,
+        Launch::linear(pairs.div_ceil(QKV_WARPS), QKV_WARPS * 32),
+        &[b(a.q), b(a.kv_new), b(a.x), b(lb.ln1), b(lb.wqkv), b(a.rope), Arg::Slot(pos), u(c.hidden), u(c.heads), u(c.kv_heads), u(c.head_dim), eps],
+    )?;
+    r.launch(
+        k.attn,
+        Launch::new([o.attn_splits, c.kv_heads, 1], [256, 1, 1]),
+        &[
+            b(a.attn_part),
+            b(lb.kcache),
+            b(lb.vcache),
+            b(a.q),
+            b(a.kv_new),
+            Arg::Slot(pos),
+            u(c.heads),
+            u(c.kv_heads),
+            u(c.max_seq),
+            u(o.attn_splits),
+            u(c.head_dim),
+        ],
+    )?;
+    match a.streamed {
+        None => {
+            let o_launch = Launch::new([c.hidden.div_ceil(64), c.kv_heads, 1], [256, 1, 1]);
+            let args =
+                [b(a.x), b(a.attn_part), b(lb.wo), u(c.hidden), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
+            r.launch(k.o, o_launch, &args)?;
+        }
+        Some((attn_out, o_ticket)) => {
+            let merge_launch = Launch::new([c.kv_heads, (group * c.head_dim).div_ceil(256), 1], [256, 1, 1]);
+            let args = [b(attn_out), b(a.attn_part), u(c.heads), u(c.kv_heads), u(o.attn_splits), Arg::Slot(pos), u(c.max_seq), u(c.head_dim)];
+            r.launch(k.o, merge_launch, &args)?;
+            let qn = c.heads * c.head_dim;
+            let o_tiles = stream_tiles(c.hidden, 2 * qn, MAX_UNITS / quarters(qn));
+            r.launch(k.down, stream_launch(o, o_tiles, STREAM_SHARED), &[b(a.x), b(o_ticket), b(lb.wo), b(attn_out), u(c.hidden), u(qn)])?;
+        }
+    }
+    // Units: a 2,048-column chunk of a (gate, up) pair's rows, of a row of the down projection (1, 2 or
+    // 4 of them), of an LM-head row; at most 64 units a tile.
+    let ffn_tiles = stream_tiles(c.ffn, 4 * c.hidden, MAX_UNITS / (2 * chunks(c.hidden)));
+    let down_tiles = stream_tiles(c.hidden, 2 * c.ffn, MAX_UNITS / quarters(c.ffn));
+    let ffn_launch = stream_launch(o, ffn_tiles, stream_norm_shared(c.hidden));
+    r.launch(k.ffn, ffn_launch, &[b(a.act), b(a.ffn_ticket), b(a.x), b(lb.ln2), b(lb.wgu), u(c.ffn), u(c.hidden), eps])?;
+    r.launch(k.down, stream_launch(o, down_tiles, STREAM_SHARED), &[b(a.x), b(a.down_ticket), b(lb.wd), b(a.act), u(c.hidden), u(c.ffn)])
 }
 
 impl LlamaStep {
