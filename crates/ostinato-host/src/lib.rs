@@ -150,114 +150,9 @@ impl Backend for HostBackend {
         if self.threads > MAX_THREADS {
             return Err(HostError::Usage { operation: "instantiate", reason: format!("{} worker threads asked, at most {MAX_THREADS}", self.threads) });
         }
-        // Everything the exec would allocate, checked before anything is.
-        let owned: u64 = g
-            .buffers()
-            .iter()
-            .zip(&buffers)
-            .enumerate()
-            .filter(|(i, (d, b))| d.root.index() == *i && matches!(b, BufferBinding::Allocate))
-            .map(|(_, (d, _))| d.size)
-            .sum();
-        if let Some(free) = memory::available_bytes() {
-            if owned > free {
-                let largest = g.buffers().iter().max_by_key(|d| d.size).map_or(String::new(), |d| format!(" (the largest, `{}`, {} bytes)", d.name, d.size));
-                return Err(HostError::OutOfMemory {
-                    operation: "instantiate",
-                    reason: format!("the buffers need {owned} bytes of host memory{largest}, {free} available"),
-                });
-            }
-        }
-        for (sig, k) in g.kernels().iter().zip(&kernels) {
-            k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
-        }
-        // A tile map is checked access by access, block by block: a body of the whole launch cannot be.
-        if let Some((v, t)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
-            NodeOp::Kernel { kernel, .. } if !kernels[kernel.index()].per_block => n.tiles.first().map(|t| (v, t)),
-            _ => None,
-        }) {
-            let v = ostinato::NodeId(v as u32);
-            return Err(HostError::Unsupported {
-                operation: "instantiate",
-                reason: format!(
-                    "{}: param `{}` declares a tile map, but its host kernel runs the whole launch in one call; a per-block body (HostKernel::per_block) lets the host check each block against its tile",
-                    g.describe_node(v),
-                    g.param_name(v, t.param)
-                ),
-            });
-        }
-        // A per-block body is called once per block: a grid past what the host runs one by one is refused
-        // here rather than left to run for hours (65,536³ blocks would be 2^48 calls).
-        if let Some((v, blocks)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
-            NodeOp::Kernel { kernel, launch, .. } if kernels[kernel.index()].per_block => {
-                Some((v, ostinato::tiles::block_count(launch.grid))).filter(|(_, b)| *b > MAX_PER_BLOCK_BLOCKS)
-            }
-            _ => None,
-        }) {
-            let v = ostinato::NodeId(v as u32);
-            return Err(HostError::Unsupported {
-                operation: "instantiate",
-                reason: format!(
-                    "{}: its host kernel runs block by block, and the grid has {blocks} blocks, more than the {MAX_PER_BLOCK_BLOCKS} the host runs one by one",
-                    g.describe_node(v)
-                ),
-            });
-        }
-        // Memory per root allocation; views resolve to their root and get an empty placeholder (a view
-        // at offset 0 used to get a full-size copy nobody read).
-        let memory: Vec<Arc<HostMemory>> = g
-            .buffers()
-            .iter()
-            .zip(buffers)
-            .enumerate()
-            .map(|(i, (decl, b))| match b {
-                BufferBinding::External(m) => Ok(m),
-                BufferBinding::Allocate => HostMemory::try_zeroed(if decl.root.index() == i { decl.size } else { 0 })
-                    .map(Arc::new)
-                    .map_err(|reason| HostError::OutOfMemory { operation: "instantiate", reason: format!("buffer `{}`: {reason}", decl.name) }),
-            })
-            .collect::<Result<_, HostError>>()?;
-        let root_of = |s: &ostinato::Slice| {
-            let (root, start, _) = g.root_extent(*s);
-            (root.index(), start)
-        };
-        let mut ops = Vec::with_capacity(plan.node_count());
-        for node in g.nodes() {
-            ops.push(match &node.op {
-                NodeOp::Kernel { kernel, launch, args } => {
-                    let sig = g.kernel(*kernel);
-                    let args = sig
-                        .params
-                        .iter()
-                        .zip(args)
-                        .map(|(p, a)| match (&p.kind, a) {
-                            (ParamKind::Buffer(access), Arg::Buffer(s)) => {
-                                let (root, start) = root_of(s);
-                                PreparedArg::Buffer { root, start, len: s.len, access: *access }
-                            }
-                            (_, Arg::Scalar(v)) => PreparedArg::Scalar(*v),
-                            (ParamKind::Scalar(ty), Arg::Slot(s)) => PreparedArg::Slot { index: s.index(), ty: *ty },
-                            _ => unreachable!("the graph resolved and type-checked every arg when recording"),
-                        })
-                        .collect();
-                    let tiles = if node.tiles.is_empty() {
-                        Vec::new()
-                    } else {
-                        (0..sig.params.len()).map(|p| node.tiles.iter().find(|t| t.param == p).map(|t| t.map.clone())).collect()
-                    };
-                    PreparedOp::Kernel { kernel: kernel.index(), args, launch: *launch, tiles }
-                }
-                NodeOp::Copy { src, dst } => PreparedOp::Copy { src: root_of(src), dst: root_of(dst), len: src.len },
-                NodeOp::Fill { dst, value } => PreparedOp::Fill { dst: root_of(dst), len: dst.len, value: *value },
-                NodeOp::Collective { op, dtype, send, recv } => {
-                    let extent = |s: &ostinato::Slice| {
-                        let (root, start) = root_of(s);
-                        (root, start, s.len)
-                    };
-                    PreparedOp::Collective { op: *op, ty: *dtype, send: send.iter().map(extent).collect(), recv: recv.iter().map(extent).collect() }
-                }
-            });
-        }
+        check_instantiable(g, &kernels, &buffers)?;
+        let memory = allocate(g, buffers)?;
+        let ops = prepare_ops(g);
         let slots = g.slots().iter().map(|s| AtomicU64::new(s.initial.bits)).collect();
         let checker = if self.check_races { Some(checker::RaceChecker::new(plan)?) } else { None };
         let shared = Arc::new(Shared::new(Arc::new(plan.clone()), ops, kernels, memory, slots, checker));
@@ -270,6 +165,128 @@ impl Backend for HostBackend {
         let workers = if pool.is_some() { self.threads } else { 0 };
         Ok(HostExec { shared, pool, in_flight: false, inline, workers })
     }
+}
+
+/// What `instantiate` refuses before it allocates anything: buffers past the host's free memory, a
+/// kernel whose signature differs from the graph's, a tile map on a body of the whole launch, a
+/// per-block body over more blocks than the host runs one by one.
+fn check_instantiable(g: &ostinato::Graph, kernels: &[HostKernel], buffers: &[BufferBinding<Arc<HostMemory>>]) -> Result<(), HostError> {
+    // Everything the exec would allocate, checked before anything is.
+    let owned: u64 = g
+        .buffers()
+        .iter()
+        .zip(buffers)
+        .enumerate()
+        .filter(|(i, (d, b))| d.root.index() == *i && matches!(b, BufferBinding::Allocate))
+        .map(|(_, (d, _))| d.size)
+        .sum();
+    if let Some(free) = memory::available_bytes() {
+        if owned > free {
+            let largest = g.buffers().iter().max_by_key(|d| d.size).map_or(String::new(), |d| format!(" (the largest, `{}`, {} bytes)", d.name, d.size));
+            return Err(HostError::OutOfMemory {
+                operation: "instantiate",
+                reason: format!("the buffers need {owned} bytes of host memory{largest}, {free} available"),
+            });
+        }
+    }
+    for (sig, k) in g.kernels().iter().zip(kernels) {
+        k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
+    }
+    // A tile map is checked access by access, block by block: a body of the whole launch cannot be.
+    if let Some((v, t)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
+        NodeOp::Kernel { kernel, .. } if !kernels[kernel.index()].per_block => n.tiles.first().map(|t| (v, t)),
+        _ => None,
+    }) {
+        let v = ostinato::NodeId(v as u32);
+        return Err(HostError::Unsupported {
+            operation: "instantiate",
+            reason: format!(
+                "{}: param `{}` declares a tile map, but its host kernel runs the whole launch in one call; a per-block body (HostKernel::per_block) lets the host check each block against its tile",
+                g.describe_node(v),
+                g.param_name(v, t.param)
+            ),
+        });
+    }
+    // A per-block body is called once per block: a grid past what the host runs one by one is refused
+    // here rather than left to run for hours (65,536³ blocks would be 2^48 calls).
+    if let Some((v, blocks)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
+        NodeOp::Kernel { kernel, launch, .. } if kernels[kernel.index()].per_block => {
+            Some((v, ostinato::tiles::block_count(launch.grid))).filter(|(_, b)| *b > MAX_PER_BLOCK_BLOCKS)
+        }
+        _ => None,
+    }) {
+        let v = ostinato::NodeId(v as u32);
+        return Err(HostError::Unsupported {
+            operation: "instantiate",
+            reason: format!(
+                "{}: its host kernel runs block by block, and the grid has {blocks} blocks, more than the {MAX_PER_BLOCK_BLOCKS} the host runs one by one",
+                g.describe_node(v)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Memory per root allocation: the caller's where bound, else zeroed; views resolve to their root and
+/// get an empty placeholder (a view at offset 0 used to get a full-size copy nobody read).
+fn allocate(g: &ostinato::Graph, buffers: Vec<BufferBinding<Arc<HostMemory>>>) -> Result<Vec<Arc<HostMemory>>, HostError> {
+    g.buffers()
+        .iter()
+        .zip(buffers)
+        .enumerate()
+        .map(|(i, (decl, b))| match b {
+            BufferBinding::External(m) => Ok(m),
+            BufferBinding::Allocate => HostMemory::try_zeroed(if decl.root.index() == i { decl.size } else { 0 })
+                .map(Arc::new)
+                .map_err(|reason| HostError::OutOfMemory { operation: "instantiate", reason: format!("buffer `{}`: {reason}", decl.name) }),
+        })
+        .collect()
+}
+
+/// Each node of `g` with its arguments resolved to root buffers and offsets, as the workers run it.
+fn prepare_ops(g: &ostinato::Graph) -> Vec<PreparedOp> {
+    let root_of = |s: &ostinato::Slice| {
+        let (root, start, _) = g.root_extent(*s);
+        (root.index(), start)
+    };
+    let mut ops = Vec::with_capacity(g.nodes().len());
+    for node in g.nodes() {
+        ops.push(match &node.op {
+            NodeOp::Kernel { kernel, launch, args } => {
+                let sig = g.kernel(*kernel);
+                let args = sig
+                    .params
+                    .iter()
+                    .zip(args)
+                    .map(|(p, a)| match (&p.kind, a) {
+                        (ParamKind::Buffer(access), Arg::Buffer(s)) => {
+                            let (root, start) = root_of(s);
+                            PreparedArg::Buffer { root, start, len: s.len, access: *access }
+                        }
+                        (_, Arg::Scalar(v)) => PreparedArg::Scalar(*v),
+                        (ParamKind::Scalar(ty), Arg::Slot(s)) => PreparedArg::Slot { index: s.index(), ty: *ty },
+                        _ => unreachable!("the graph resolved and type-checked every arg when recording"),
+                    })
+                    .collect();
+                let tiles = if node.tiles.is_empty() {
+                    Vec::new()
+                } else {
+                    (0..sig.params.len()).map(|p| node.tiles.iter().find(|t| t.param == p).map(|t| t.map.clone())).collect()
+                };
+                PreparedOp::Kernel { kernel: kernel.index(), args, launch: *launch, tiles }
+            }
+            NodeOp::Copy { src, dst } => PreparedOp::Copy { src: root_of(src), dst: root_of(dst), len: src.len },
+            NodeOp::Fill { dst, value } => PreparedOp::Fill { dst: root_of(dst), len: dst.len, value: *value },
+            NodeOp::Collective { op, dtype, send, recv } => {
+                let extent = |s: &ostinato::Slice| {
+                    let (root, start) = root_of(s);
+                    (root, start, s.len)
+                };
+                PreparedOp::Collective { op: *op, ty: *dtype, send: send.iter().map(extent).collect(), recv: recv.iter().map(extent).collect() }
+            }
+        });
+    }
+    ops
 }
 
 /// A retained host instantiation of a plan.
