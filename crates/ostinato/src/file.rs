@@ -419,8 +419,18 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         FileError { path: path.to_path_buf(), line, message: named }
     })?;
     let mut g = Graph::new();
+    let inits = add_buffers(&cx, &mut g, &spec.buffer)?;
+    add_slots(&cx, &mut g, &spec.slot)?;
+    let kernels = add_kernels(&cx, &mut g, &spec.kernel, impl_keys)?;
+    let node_lines = add_nodes(&cx, &mut g, &spec.node, &kernels.default_tiles)?;
+    let KernelsRead { impls, lines: kernel_lines, .. } = kernels;
+    Ok(GraphFile { path: path.to_path_buf(), graph: g, inits, impls, kernel_lines, node_lines })
+}
+
+/// Declares the file's buffers in `g`, in order; returns each one's initial contents (views: `None`).
+fn add_buffers(cx: &Ctx, g: &mut Graph, specs: &[Spanned<BufferSpec>]) -> Result<Vec<Option<BufferInit>>, FileError> {
     let mut inits = Vec::new();
-    for b in &spec.buffer {
+    for b in specs {
         let at = b.span().start;
         let b = b.get_ref();
         let (size, size_at) = (*b.size.get_ref(), b.size.span().start);
@@ -447,7 +457,12 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         debug_assert_eq!(id.index(), inits.len());
         inits.push(init);
     }
-    for s in &spec.slot {
+    Ok(inits)
+}
+
+/// Declares the file's slots in `g`, each with its initial value (0 where none is given).
+fn add_slots(cx: &Ctx, g: &mut Graph, specs: &[Spanned<SlotSpec>]) -> Result<(), FileError> {
+    for s in specs {
         let at = s.span().start;
         let s = s.get_ref();
         let ty = ScalarType::parse(&s.ty).ok_or_else(|| cx.err(at, format!("slot `{}`: unknown type `{}`", s.name, s.ty)))?;
@@ -457,10 +472,25 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         };
         g.add_slot(&s.name, v).map_err(|e| cx.err(at, e.to_string()))?;
     }
+    Ok(())
+}
+
+/// What the file's kernels declare beside their signatures, per kernel by id.
+struct KernelsRead {
+    /// Backend name → implementation reference.
+    impls: Vec<BTreeMap<String, KernelRef>>,
+    /// The line each kernel was declared on.
+    lines: Vec<usize>,
+    /// Per param, the tile map a launch takes unless its node declares another.
+    default_tiles: Vec<Vec<Option<TileMap>>>,
+}
+
+/// Declares the file's kernels in `g` with their implementations for `impl_keys`' backends.
+fn add_kernels(cx: &Ctx, g: &mut Graph, specs: &[Spanned<KernelSpec>], impl_keys: &[&str]) -> Result<KernelsRead, FileError> {
     let mut impls = Vec::new();
     let mut kernel_lines = Vec::new();
     let mut default_tiles: Vec<Vec<Option<TileMap>>> = Vec::new();
-    for k in &spec.kernel {
+    for k in specs {
         let at = k.span().start;
         let k = k.get_ref();
         let mut sig = KernelSig::new(&k.name);
@@ -493,10 +523,16 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
         impls.push(refs);
         kernel_lines.push(cx.line(at));
     }
+    Ok(KernelsRead { impls, lines: kernel_lines, default_tiles })
+}
+
+/// Records the file's nodes in `g` (`repeat` times each), then the `after` edges; returns the line
+/// of the `[[node]]` that recorded each node.
+fn add_nodes(cx: &Ctx, g: &mut Graph, specs: &[Spanned<NodeSpec>], default_tiles: &[Vec<Option<TileMap>>]) -> Result<Vec<usize>, FileError> {
     // `after` may name a later node; those edges are added once every node is recorded.
     let mut pending = Vec::new();
     let mut node_lines = Vec::new();
-    for n in &spec.node {
+    for n in specs {
         let at = n.span().start;
         let spec = n.get_ref();
         let repeat = spec.repeat.unwrap_or(1);
@@ -509,17 +545,17 @@ pub fn parse(src: &str, path: &Path, impl_keys: &[&str]) -> Result<GraphFile, Fi
             );
         }
         for _ in 0..repeat {
-            add_node(&mut g, spec, &cx, at, &mut pending, &default_tiles)?;
+            add_node(g, spec, cx, at, &mut pending, default_tiles)?;
             node_lines.push(cx.line(at));
         }
     }
     if g.nodes().is_empty() {
-        return Err(FileError { path: path.to_path_buf(), line: None, message: "the file records no node: nothing to plan or run (add a [[node]])".into() });
+        return Err(FileError { path: cx.path.to_path_buf(), line: None, message: "the file records no node: nothing to plan or run (add a [[node]])".into() });
     }
     for (id, before, at) in pending {
         g.add_edge(before, id).map_err(|e| cx.err(at, e.to_string()))?;
     }
-    Ok(GraphFile { path: path.to_path_buf(), graph: g, inits, impls, kernel_lines, node_lines })
+    Ok(node_lines)
 }
 
 /// One declared param: `access` (read, write, read_write, or infer: read from the code before
