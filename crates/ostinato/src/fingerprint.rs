@@ -1,7 +1,7 @@
 //! A stable fingerprint of a plan's shape: FNV-1a 64 over an explicit canonical encoding (independent of
 //! Rust's `Hash` layout, pointer values and slot values), so it is equal across runs, builds and hosts.
 
-use crate::graph::{Arg, Graph, NodeOp, ParamKind};
+use crate::graph::{Arg, Graph, Node, NodeOp, ParamKind, Slice};
 
 struct Fnv(u64);
 
@@ -52,85 +52,93 @@ pub(crate) fn fingerprint(g: &Graph, max_lanes: usize) -> u64 {
     }
     h.u64(g.nodes().len() as u64);
     for n in g.nodes() {
+        h.node(n);
+    }
+    h.0
+}
+
+impl Fnv {
+    fn slice(&mut self, s: &Slice) {
+        self.u64(s.buffer.0 as u64);
+        self.u64(s.offset);
+        self.u64(s.len);
+    }
+
+    fn arg(&mut self, a: &Arg) {
+        match a {
+            Arg::Buffer(s) => {
+                self.u64(1);
+                self.slice(s);
+            }
+            Arg::Whole(b) => {
+                self.u64(2);
+                self.u64(b.0 as u64);
+            }
+            Arg::Scalar(v) => {
+                self.u64(3);
+                self.str(v.ty.as_str());
+                self.u64(v.bits);
+            }
+            Arg::Slot(s) => {
+                self.u64(4);
+                self.u64(s.0 as u64);
+            }
+        }
+    }
+
+    /// A node: its operation, its tile maps, the nodes it is explicitly after.
+    fn node(&mut self, n: &Node) {
         match &n.op {
             NodeOp::Kernel { kernel, launch, args } => {
-                h.u64(1);
-                h.u64(kernel.0 as u64);
+                self.u64(1);
+                self.u64(kernel.0 as u64);
                 for d in launch.grid.iter().chain(&launch.block) {
-                    h.u64(*d as u64);
+                    self.u64(*d as u64);
                 }
-                h.u64(launch.shared_bytes as u64);
+                self.u64(launch.shared_bytes as u64);
                 for a in args {
-                    match a {
-                        Arg::Buffer(s) => {
-                            h.u64(1);
-                            h.u64(s.buffer.0 as u64);
-                            h.u64(s.offset);
-                            h.u64(s.len);
-                        }
-                        Arg::Whole(b) => {
-                            h.u64(2);
-                            h.u64(b.0 as u64);
-                        }
-                        Arg::Scalar(v) => {
-                            h.u64(3);
-                            h.str(v.ty.as_str());
-                            h.u64(v.bits);
-                        }
-                        Arg::Slot(s) => {
-                            h.u64(4);
-                            h.u64(s.0 as u64);
-                        }
-                    }
+                    self.arg(a);
                 }
             }
             NodeOp::Copy { src, dst } => {
-                h.u64(2);
-                for s in [src, dst] {
-                    h.u64(s.buffer.0 as u64);
-                    h.u64(s.offset);
-                    h.u64(s.len);
-                }
+                self.u64(2);
+                self.slice(src);
+                self.slice(dst);
             }
             NodeOp::Fill { dst, value } => {
-                h.u64(3);
-                h.u64(dst.buffer.0 as u64);
-                h.u64(dst.offset);
-                h.u64(dst.len);
-                h.u64(*value as u64);
+                self.u64(3);
+                self.slice(dst);
+                self.u64(*value as u64);
             }
             NodeOp::Collective { op, dtype, send, recv } => {
-                h.u64(4);
-                h.str(op.as_str());
-                h.str(dtype.as_str());
-                h.u64(send.len() as u64);
+                self.u64(4);
+                self.str(op.as_str());
+                self.str(dtype.as_str());
+                self.u64(send.len() as u64);
                 for s in send.iter().chain(recv) {
-                    h.u64(s.buffer.0 as u64);
-                    h.u64(s.offset);
-                    h.u64(s.len);
+                    self.slice(s);
                 }
             }
         }
         // Tile maps shape the plan's block dependencies; a node without any hashes as before they existed.
         if !n.tiles.is_empty() {
-            h.u64(5);
-            h.u64(n.tiles.len() as u64);
+            self.u64(5);
+            self.u64(n.tiles.len() as u64);
             for t in &n.tiles {
-                h.u64(t.param as u64);
-                h.u64(t.map.ranges().len() as u64);
+                self.u64(t.param as u64);
+                self.u64(t.map.ranges().len() as u64);
                 for r in t.map.ranges() {
                     for v in [r.base, r.stride[0], r.stride[1], r.stride[2], r.len, r.rows, r.pitch] {
-                        h.u64(v);
+                        self.u64(v);
                     }
                 }
             }
         }
         let mut after: Vec<u32> = n.after.iter().map(|a| a.0).collect();
         after.sort_unstable();
-        h.u64(after.len() as u64);
+        self.u64(after.len() as u64);
         for a in after {
-            h.u64(a as u64);
+            self.u64(a as u64);
         }
     }
-    h.0
 }
