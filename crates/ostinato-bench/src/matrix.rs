@@ -499,6 +499,45 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
     // no CUDA arm is measured right after a switch of API (that biased the next arm on tiny rows, by
     // the same measurement).
     let [graph_arms, direct, later] = passes(arms);
+    let mut runs = graph_pass(args, &row_list, &graph_arms, !direct.is_empty(), contexts, protocol, &pb);
+    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !direct.is_empty()) {
+        let (started, before) = (std::time::Instant::now(), run.results.len());
+        run.arms(&rotated(&direct, ri + study.rotate), w, contexts, protocol, &pb);
+        if !timeline::traced_row(w) {
+            run.memory = Ok(None);
+        }
+        progress(&pb, "direct launches", ri, row_list.len(), id, started, &run.results[before..]);
+    }
+    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !later.is_empty()) {
+        let (started, before) = (std::time::Instant::now(), run.results.len());
+        // One set of Vulkan buffers per row, bound by every Vulkan arm.
+        run.vulkan = contexts.vulkan.as_ref().map(|vk| vulkan::VulkanRow::new(vk, w, &run.oracle.init));
+        run.arms(&later, w, contexts, protocol, &pb);
+        run.vulkan = None;
+        progress(&pb, "vulkan arms", ri, row_list.len(), id, started, &run.results[before..]);
+    }
+    trace_pass(args, &row_list, &mut runs, contexts, &pb);
+    // Rows the time limit kept from starting: every arm skipped, saying why (never silently dropped).
+    let (limit, runs_len) = (args.time_limit_s.unwrap_or(0.0), runs.len());
+    let not_run = |(_, _, id): &(&Workload, u64, String)| RowRun::not_run(id, arms, limit);
+    let runs: Vec<RowRun> = runs.into_iter().chain(row_list[runs_len..].iter().map(not_run)).collect();
+    pb.finish_and_clear();
+    Ok(row_results(&row_list, runs, arms))
+}
+
+/// The first pass: per row (until the time limit) its oracle, its device memory and its graph arms,
+/// rotated per row; a decode row's kernel table. The memory stays for the direct-launch pass where
+/// one follows (`direct_follows`) and for the traced row.
+fn graph_pass(
+    args: &BenchConfig,
+    row_list: &[(&Workload, u64, String)],
+    graph_arms: &[ArmKind],
+    direct_follows: bool,
+    contexts: &Contexts,
+    protocol: &Protocol,
+    pb: &ProgressBar,
+) -> Vec<RowRun> {
+    let study = &args.study;
     let mut runs: Vec<RowRun> = Vec::new();
     // The oracle runs once per workload; its placements follow each other in `row_list`.
     let mut last_oracle: Option<(&Workload, std::rc::Rc<RowOracle>)> = None;
@@ -525,8 +564,8 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
         };
         let mut run = RowRun { id: id.clone(), oracle, order: Vec::new(), results: Vec::new(), addresses, memory, vulkan: None, decode: None, timeline: None };
         let started = std::time::Instant::now();
-        run.arms(&rotated(&graph_arms, ri + study.rotate), w, contexts, protocol, &pb);
-        progress(&pb, "graph arms", ri, row_list.len(), id, started, &run.results);
+        run.arms(&rotated(graph_arms, ri + study.rotate), w, contexts, protocol, pb);
+        progress(pb, "graph arms", ri, row_list.len(), id, started, &run.results);
         // A decode row's kernel table, on the row's memory, after its graph arms (it launches directly).
         if let (Some(c), Ok(Some(m)), Some(_)) = (&contexts.cuda, &run.memory, w.model) {
             pb.set_message(format!("{id} (kernel table)"));
@@ -536,45 +575,16 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             });
         }
         // The traced row keeps its memory for the trace, which runs after every measurement.
-        if direct.is_empty() && !timeline::traced_row(w) {
+        if !direct_follows && !timeline::traced_row(w) {
             run.memory = Ok(None);
         }
         runs.push(run);
     }
-    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !direct.is_empty()) {
-        let (started, before) = (std::time::Instant::now(), run.results.len());
-        run.arms(&rotated(&direct, ri + study.rotate), w, contexts, protocol, &pb);
-        if !timeline::traced_row(w) {
-            run.memory = Ok(None);
-        }
-        progress(&pb, "direct launches", ri, row_list.len(), id, started, &run.results[before..]);
-    }
-    for (ri, (&(w, _, ref id), run)) in row_list.iter().zip(&mut runs).enumerate().filter(|_| !later.is_empty()) {
-        let (started, before) = (std::time::Instant::now(), run.results.len());
-        // One set of Vulkan buffers per row, bound by every Vulkan arm.
-        run.vulkan = contexts.vulkan.as_ref().map(|vk| vulkan::VulkanRow::new(vk, w, &run.oracle.init));
-        run.arms(&later, w, contexts, protocol, &pb);
-        run.vulkan = None;
-        progress(&pb, "vulkan arms", ri, row_list.len(), id, started, &run.results[before..]);
-    }
-    // The Llama step at position 1,024, traced node by node on its row's memory (the report's
-    // picture), after every measurement: a CUPTI trace leaves the process's later launches slower
-    // (on an H200, after the traced step every row's host µs per replay call went from 1.2 to 3.8
-    // and its GPU µs per dispatch up 7-25%, for every arm).
-    for (&(w, _, ref id), run) in row_list.iter().zip(&mut runs) {
-        if let (Some(c), Ok(Some(m)), true) = (&contexts.cuda, &run.memory, timeline::traced_row(w)) {
-            pb.set_message(format!("{id} (trace)"));
-            run.timeline = Some(match c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato) {
-                Some((_, backend)) => timeline::trace_step(backend, w, m, &run.oracle.init, &args.out),
-                None => Err("the Ostinato arm is not among the arms run".into()),
-            });
-        }
-        run.memory = Ok(None);
-    }
-    // Rows the time limit kept from starting: every arm skipped, saying why (never silently dropped).
-    let (limit, runs_len) = (args.time_limit_s.unwrap_or(0.0), runs.len());
-    let not_run = |(_, _, id): &(&Workload, u64, String)| RowRun::not_run(id, arms, limit);
-    let runs: Vec<RowRun> = runs.into_iter().chain(row_list[runs_len..].iter().map(not_run)).collect();
+    runs
+}
+
+/// Each row's results as the report keeps them, its arms in the order of `arms`.
+fn row_results(row_list: &[(&Workload, u64, String)], runs: Vec<RowRun>, arms: &[ArmKind]) -> Vec<RowResult> {
     let mut rows = Vec::new();
     for (&(w, _, ref id), RowRun { mut results, order, addresses, decode, timeline, .. }) in row_list.iter().zip(runs) {
         // Report arms in a fixed order; the run order is kept in `arm_order`.
@@ -594,8 +604,24 @@ fn run_rows(args: &BenchConfig, rows_in: &[Workload], arms: &[ArmKind], contexts
             timeline,
         });
     }
-    pb.finish_and_clear();
-    Ok(rows)
+    rows
+}
+
+/// Traces the Llama step at position 1,024 node by node on its row's memory (the report's picture),
+/// after every measurement: a CUPTI trace leaves the process's later launches slower (on an H200,
+/// after the traced step every row's host µs per replay call went from 1.2 to 3.8 and its GPU µs per
+/// dispatch up 7-25%, for every arm). Every row's device memory is dropped after it.
+fn trace_pass(args: &BenchConfig, row_list: &[(&Workload, u64, String)], runs: &mut [RowRun], contexts: &Contexts, pb: &ProgressBar) {
+    for (&(w, _, ref id), run) in row_list.iter().zip(runs.iter_mut()) {
+        if let (Some(c), Ok(Some(m)), true) = (&contexts.cuda, &run.memory, timeline::traced_row(w)) {
+            pb.set_message(format!("{id} (trace)"));
+            run.timeline = Some(match c.backends.iter().find(|(k, _)| *k == ArmKind::Ostinato) {
+                Some((_, backend)) => timeline::trace_step(backend, w, m, &run.oracle.init, &args.out),
+                None => Err("the Ostinato arm is not among the arms run".into()),
+            });
+        }
+        run.memory = Ok(None);
+    }
 }
 
 #[cfg(test)]
