@@ -192,37 +192,26 @@ fn check_instantiable(g: &ostinato::Graph, kernels: &[HostKernel], buffers: &[Bu
     for (sig, k) in g.kernels().iter().zip(kernels) {
         k.check_signature(sig).map_err(|reason| BindError::Signature { kernel: sig.name.clone(), reason })?;
     }
-    // A tile map is checked access by access, block by block: a body of the whole launch cannot be.
-    if let Some((v, t)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
-        NodeOp::Kernel { kernel, .. } if !kernels[kernel.index()].per_block => n.tiles.first().map(|t| (v, t)),
-        _ => None,
-    }) {
+    for (v, n) in g.nodes().iter().enumerate() {
+        let NodeOp::Kernel { kernel, launch, .. } = &n.op else { continue };
         let v = ostinato::NodeId(v as u32);
-        return Err(HostError::Unsupported {
-            operation: "instantiate",
-            reason: format!(
-                "{}: param `{}` declares a tile map, but its host kernel runs the whole launch in one call; a per-block body (HostKernel::per_block) lets the host check each block against its tile",
-                g.describe_node(v),
+        let unsupported = |reason: String| Err(HostError::Unsupported { operation: "instantiate", reason: format!("{}: {reason}", g.describe_node(v)) });
+        let blocks = ostinato::tiles::block_count(launch.grid);
+        if kernels[kernel.index()].per_block {
+            // A per-block body is called once per block: a grid past what the host runs one by one is
+            // refused here rather than left to run for hours (65,536³ blocks would be 2^48 calls).
+            if blocks > MAX_PER_BLOCK_BLOCKS {
+                return unsupported(format!(
+                    "its host kernel runs block by block, and the grid has {blocks} blocks, more than the {MAX_PER_BLOCK_BLOCKS} the host runs one by one"
+                ));
+            }
+        } else if let Some(t) = n.tiles.first() {
+            // A tile map is checked access by access, block by block: a body of the whole launch cannot be.
+            return unsupported(format!(
+                "param `{}` declares a tile map, but its host kernel runs the whole launch in one call; a per-block body (HostKernel::per_block) lets the host check each block against its tile",
                 g.param_name(v, t.param)
-            ),
-        });
-    }
-    // A per-block body is called once per block: a grid past what the host runs one by one is refused
-    // here rather than left to run for hours (65,536³ blocks would be 2^48 calls).
-    if let Some((v, blocks)) = g.nodes().iter().enumerate().find_map(|(v, n)| match &n.op {
-        NodeOp::Kernel { kernel, launch, .. } if kernels[kernel.index()].per_block => {
-            Some((v, ostinato::tiles::block_count(launch.grid))).filter(|(_, b)| *b > MAX_PER_BLOCK_BLOCKS)
+            ));
         }
-        _ => None,
-    }) {
-        let v = ostinato::NodeId(v as u32);
-        return Err(HostError::Unsupported {
-            operation: "instantiate",
-            reason: format!(
-                "{}: its host kernel runs block by block, and the grid has {blocks} blocks, more than the {MAX_PER_BLOCK_BLOCKS} the host runs one by one",
-                g.describe_node(v)
-            ),
-        });
     }
     Ok(())
 }
