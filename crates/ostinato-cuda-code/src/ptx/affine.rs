@@ -102,6 +102,11 @@ struct Builder<'a> {
     params: HashMap<String, usize>,
 }
 
+/// The modifiers whose instruction's result the analysis does not follow as an integer: floating-point
+/// types and roundings (`add.rn.f32`, `cvt.rzi.s32.f32`), saturation, a carry (`add.cc`), `approx`, `ftz`.
+const FLOAT_MODIFIERS: [&str; 19] =
+    ["f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "tf32", "rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi", "sat", "cc", "approx", "ftz"];
+
 impl Builder<'_> {
     fn run(&mut self, blocks: &[Block]) {
         let n = blocks.len();
@@ -435,30 +440,7 @@ impl Builder<'_> {
     fn result(&mut self, ins: &Instr, item: usize, st: &State, n: usize) -> Vec<ExprId> {
         let opaque = |b: &mut Self| vec![b.opaque(Why::NotFollowed, item); n];
         let parts: Vec<&str> = ins.op.split('.').collect();
-        let float = parts.iter().skip(1).any(|p| {
-            matches!(
-                *p,
-                "f16"
-                    | "f16x2"
-                    | "bf16"
-                    | "bf16x2"
-                    | "f32"
-                    | "f64"
-                    | "tf32"
-                    | "rn"
-                    | "rz"
-                    | "rm"
-                    | "rp"
-                    | "rni"
-                    | "rzi"
-                    | "rmi"
-                    | "rpi"
-                    | "sat"
-                    | "cc"
-                    | "approx"
-                    | "ftz"
-            )
-        });
+        let float = parts.iter().skip(1).any(|p| FLOAT_MODIFIERS.contains(p));
         let ty = int_type(&parts);
         let arg = |b: &mut Self, k: usize| match ins.operands.get(k) {
             Some(o) => b.value(o, st, item),
