@@ -2,7 +2,7 @@
 //! per-token position slot.
 
 use ostinato::file::BufferInit;
-use ostinato::{Access, Arg, BufferId, Graph, KernelSig, Launch, Scalar, ScalarType, Slice};
+use ostinato::{Access, Arg, BufferId, Graph, KernelId, KernelSig, Launch, Scalar, ScalarType, Slice};
 
 use crate::workload::{Check, Kernels, UserLaunch, Workload};
 
@@ -26,6 +26,57 @@ impl DecodeShape {
     pub const HOST_SMALL: DecodeShape = DecodeShape { hidden: 256, layers: 4, heads: 4, kv_heads: 2, head_dim: 64, ffn: 1024, max_seq: 128, pos0: 64 };
 }
 
+/// The decode stack's kernels (the bench pack's built-ins), one id each.
+struct DecodeKernels {
+    rmsnorm: KernelId,
+    gemv: KernelId,
+    rope: KernelId,
+    kv_store: KernelId,
+    attention: KernelId,
+    add: KernelId,
+    silu: KernelId,
+}
+
+impl DecodeKernels {
+    fn add(g: &mut Graph) -> DecodeKernels {
+        let sig = |name: &str, ps: &[(&str, Option<Access>)]| {
+            let mut k = KernelSig::new(name);
+            for (p, a) in ps {
+                k = match a {
+                    Some(a) => k.buffer(*p, *a),
+                    None => k.scalar(*p, if *p == "eps" { ScalarType::F32 } else { ScalarType::U32 }),
+                };
+            }
+            k
+        };
+        use Access::{Read as R, ReadWrite as RW, Write as W};
+        let rmsnorm = g.add_kernel(sig("rmsnorm", &[("out", Some(W)), ("x", Some(R)), ("w", Some(R)), ("n", None), ("eps", None)])).expect("fresh");
+        let gemv = g.add_kernel(sig("gemv", &[("y", Some(W)), ("w", Some(R)), ("x", Some(R)), ("m", None), ("k", None)])).expect("fresh");
+        let rope = g.add_kernel(sig("rope", &[("qk", Some(RW)), ("pos", None), ("heads", None), ("head_dim", None)])).expect("fresh");
+        let kv_store = g
+            .add_kernel(sig("kv_store", &[("kcache", Some(RW)), ("vcache", Some(RW)), ("k", Some(R)), ("v", Some(R)), ("pos", None), ("kv", None)]))
+            .expect("fresh");
+        let attention = g
+            .add_kernel(sig(
+                "attention",
+                &[
+                    ("out", Some(W)),
+                    ("q", Some(R)),
+                    ("kcache", Some(R)),
+                    ("vcache", Some(R)),
+                    ("pos", None),
+                    ("heads", None),
+                    ("kv_heads", None),
+                    ("head_dim", None),
+                ],
+            ))
+            .expect("fresh");
+        let add = g.add_kernel(sig("add", &[("x", Some(RW)), ("y", Some(R)), ("n", None)])).expect("fresh");
+        let silu = g.add_kernel(sig("silu_mul", &[("out", Some(W)), ("gate_up", Some(R)), ("n", None)])).expect("fresh");
+        DecodeKernels { rmsnorm, gemv, rope, kv_store, attention, add, silu }
+    }
+}
+
 /// The decode-shaped layer stack: per layer rmsnorm, qkv gemv, rope (q and k), kv store, attention
 /// over the cache up to the position slot, o-proj gemv, residual add, rmsnorm, gate/up gemv, silu·mul,
 /// down gemv, residual add. f32, plain kernels; the position slot is patched every replay.
@@ -47,40 +98,7 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
     // x starts random; the seven scratch buffers start zeroed.
     let mut inits = vec![Some(BufferInit::RandomF32 { seed: 1, scale: 1.0 })];
     inits.extend(std::iter::repeat_n(Some(BufferInit::Zero), 7));
-    let sig = |name: &str, ps: &[(&str, Option<Access>)]| {
-        let mut k = KernelSig::new(name);
-        for (p, a) in ps {
-            k = match a {
-                Some(a) => k.buffer(*p, *a),
-                None => k.scalar(*p, if *p == "eps" { ScalarType::F32 } else { ScalarType::U32 }),
-            };
-        }
-        k
-    };
-    use Access::{Read as R, ReadWrite as RW, Write as W};
-    let rmsnorm = g.add_kernel(sig("rmsnorm", &[("out", Some(W)), ("x", Some(R)), ("w", Some(R)), ("n", None), ("eps", None)])).expect("fresh");
-    let gemv = g.add_kernel(sig("gemv", &[("y", Some(W)), ("w", Some(R)), ("x", Some(R)), ("m", None), ("k", None)])).expect("fresh");
-    let rope = g.add_kernel(sig("rope", &[("qk", Some(RW)), ("pos", None), ("heads", None), ("head_dim", None)])).expect("fresh");
-    let kv_store = g
-        .add_kernel(sig("kv_store", &[("kcache", Some(RW)), ("vcache", Some(RW)), ("k", Some(R)), ("v", Some(R)), ("pos", None), ("kv", None)]))
-        .expect("fresh");
-    let attention = g
-        .add_kernel(sig(
-            "attention",
-            &[
-                ("out", Some(W)),
-                ("q", Some(R)),
-                ("kcache", Some(R)),
-                ("vcache", Some(R)),
-                ("pos", None),
-                ("heads", None),
-                ("kv_heads", None),
-                ("head_dim", None),
-            ],
-        ))
-        .expect("fresh");
-    let add = g.add_kernel(sig("add", &[("x", Some(RW)), ("y", Some(R)), ("n", None)])).expect("fresh");
-    let silu = g.add_kernel(sig("silu_mul", &[("out", Some(W)), ("gate_up", Some(R)), ("n", None)])).expect("fresh");
+    let k = DecodeKernels::add(&mut g);
     let pos = g.add_slot("pos", Scalar::u32(s.pos0)).expect("fresh");
     let u = |v: u32| Arg::Scalar(Scalar::u32(v));
     let sl = |b: BufferId, off: u32, len: u32| Arg::Buffer(Slice { buffer: b, offset: f(off), len: f(len) });
@@ -101,32 +119,32 @@ pub fn decode(s: DecodeShape, replays: usize) -> Workload {
         let wd = weight(&mut g, "wdown", f(h) * ffn as u64, BufferInit::RandomF32 { seed: seed + 3, scale: 1.0 / (ffn as f32).sqrt() });
         let kc = weight(&mut g, "kcache", f(kv_len) * s.max_seq as u64, BufferInit::RandomF32 { seed: seed + 4, scale: 1.0 });
         let vc = weight(&mut g, "vcache", f(kv_len) * s.max_seq as u64, BufferInit::RandomF32 { seed: seed + 5, scale: 1.0 });
-        let mut k = |g: &mut Graph, kernel, launch: Launch, args: &[Arg]| {
+        let mut launch = |g: &mut Graph, kernel, launch: Launch, args: &[Arg]| {
             g.add_launch(kernel, launch, args, &[]).expect("valid by construction");
             dispatches += 1;
         };
-        k(&mut g, rmsnorm, Launch::linear(1, 1024), &[Arg::Whole(hbuf), Arg::Whole(x), Arg::Whole(ln1), u(h), Arg::Scalar(Scalar::f32(1e-5))]);
-        k(&mut g, gemv, gemv_launch(qkv_len), &[Arg::Whole(qkv), Arg::Whole(wqkv), Arg::Whole(hbuf), u(qkv_len), u(h)]);
-        k(&mut g, rope, Launch::linear((nh + nkv) * hd / 2 / 256 + 1, 256), &[sl(qkv, 0, q_len + kv_len), Arg::Slot(pos), u(nh + nkv), u(hd)]);
-        k(
+        launch(&mut g, k.rmsnorm, Launch::linear(1, 1024), &[Arg::Whole(hbuf), Arg::Whole(x), Arg::Whole(ln1), u(h), Arg::Scalar(Scalar::f32(1e-5))]);
+        launch(&mut g, k.gemv, gemv_launch(qkv_len), &[Arg::Whole(qkv), Arg::Whole(wqkv), Arg::Whole(hbuf), u(qkv_len), u(h)]);
+        launch(&mut g, k.rope, Launch::linear((nh + nkv) * hd / 2 / 256 + 1, 256), &[sl(qkv, 0, q_len + kv_len), Arg::Slot(pos), u(nh + nkv), u(hd)]);
+        launch(
             &mut g,
-            kv_store,
+            k.kv_store,
             Launch::linear(kv_len.div_ceil(256), 256),
             &[Arg::Whole(kc), Arg::Whole(vc), sl(qkv, q_len, kv_len), sl(qkv, q_len + kv_len, kv_len), Arg::Slot(pos), u(kv_len)],
         );
-        k(
+        launch(
             &mut g,
-            attention,
+            k.attention,
             Launch::linear(nh, 128).shared(4 * s.max_seq),
             &[Arg::Whole(att), sl(qkv, 0, q_len), Arg::Whole(kc), Arg::Whole(vc), Arg::Slot(pos), u(nh), u(nkv), u(hd)],
         );
-        k(&mut g, gemv, gemv_launch(h), &[Arg::Whole(o), Arg::Whole(wo), Arg::Whole(att), u(h), u(q_len)]);
-        k(&mut g, add, Launch::linear(h.div_ceil(256), 256), &[Arg::Whole(x), Arg::Whole(o), u(h)]);
-        k(&mut g, rmsnorm, Launch::linear(1, 1024), &[Arg::Whole(hbuf), Arg::Whole(x), Arg::Whole(ln2), u(h), Arg::Scalar(Scalar::f32(1e-5))]);
-        k(&mut g, gemv, gemv_launch(2 * ffn), &[Arg::Whole(gu), Arg::Whole(wgu), Arg::Whole(hbuf), u(2 * ffn), u(h)]);
-        k(&mut g, silu, Launch::linear(ffn.div_ceil(256), 256), &[Arg::Whole(act), Arg::Whole(gu), u(ffn)]);
-        k(&mut g, gemv, gemv_launch(h), &[Arg::Whole(d), Arg::Whole(wd), Arg::Whole(act), u(h), u(ffn)]);
-        k(&mut g, add, Launch::linear(h.div_ceil(256), 256), &[Arg::Whole(x), Arg::Whole(d), u(h)]);
+        launch(&mut g, k.gemv, gemv_launch(h), &[Arg::Whole(o), Arg::Whole(wo), Arg::Whole(att), u(h), u(q_len)]);
+        launch(&mut g, k.add, Launch::linear(h.div_ceil(256), 256), &[Arg::Whole(x), Arg::Whole(o), u(h)]);
+        launch(&mut g, k.rmsnorm, Launch::linear(1, 1024), &[Arg::Whole(hbuf), Arg::Whole(x), Arg::Whole(ln2), u(h), Arg::Scalar(Scalar::f32(1e-5))]);
+        launch(&mut g, k.gemv, gemv_launch(2 * ffn), &[Arg::Whole(gu), Arg::Whole(wgu), Arg::Whole(hbuf), u(2 * ffn), u(h)]);
+        launch(&mut g, k.silu, Launch::linear(ffn.div_ceil(256), 256), &[Arg::Whole(act), Arg::Whole(gu), u(ffn)]);
+        launch(&mut g, k.gemv, gemv_launch(h), &[Arg::Whole(d), Arg::Whole(wd), Arg::Whole(act), u(h), u(ffn)]);
+        launch(&mut g, k.add, Launch::linear(h.div_ceil(256), 256), &[Arg::Whole(x), Arg::Whole(d), u(h)]);
     }
     let user = (0..g.nodes().len()).map(|_| UserLaunch { stream: 0, waits: vec![] }).collect();
     let schedule = (0..replays).map(|r| Scalar::u32(s.pos0 + r as u32)).collect();
