@@ -3,7 +3,7 @@
 //! by one). Random maps (several ranges, rows, strides in x, y and z, zero strides), grids up to 3-D,
 //! views at any offset, every access mode.
 
-use ostinato::tiles::{block_at, block_count, relation, DenseReason, TileMap, TileRange, TileRelation, MAX_TILE_DEPS};
+use ostinato::tiles::{block_at, block_count, relation, DenseReason, TileDeps, TileMap, TileRange, TileRelation, MAX_TILE_DEPS};
 use ostinato::{hazard_between, Access, Arg, Graph, KernelSig, Launch, NodeId, Slice};
 use proptest::prelude::*;
 
@@ -169,8 +169,7 @@ fn block_bytes(m: &TileMap, grid: [u32; 3], len: u64) -> Vec<Vec<u64>> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
     /// `blocks_disjoint` (the relation's closed form for a map against itself) claims disjoint blocks
-    /// only where no two blocks share a byte, counted byte by byte; and a map over the same bytes on
-    /// the same grid is then block-local.
+    /// only where no two blocks share a byte, counted byte by byte.
     #[test]
     fn blocks_claimed_disjoint_share_no_byte(grid in [1u32..6, 1u32..4, 1u32..3], ranges in proptest::collection::vec(range([5, 3, 2], 2048), 1..4)) {
         let rs: Vec<TileRange> = ranges.into_iter().flatten().collect();
@@ -231,6 +230,50 @@ fn a_chain_of_row_kernels_is_block_local_and_a_shifted_read_is_sparse() {
     // Without a map on the consumer, whole nodes.
     let w = g.add_launch(k, Launch::linear(64, 256), &[Arg::Whole(x)], &[]).unwrap();
     assert!(matches!(relation(&g, c, w), TileRelation::Dense(DenseReason::NoMap { .. })));
+}
+
+/// A consumer block that reads only the row before its own depends on an earlier block: sparse, never
+/// block-local, whether the offsets are solved once (one grid, one slice) or the relation is searched
+/// block by block (slices that differ, grids that differ).
+#[test]
+fn a_read_of_the_row_before_is_sparse_on_either_path() {
+    let mut g = Graph::new();
+    let x = g.add_buffer("x", 65 * 1024).unwrap();
+    let w = g.add_kernel(KernelSig::new("row").buffer("x", Access::Write)).unwrap();
+    let r = g.add_kernel(KernelSig::new("rows").buffer("x", Access::Read)).unwrap();
+    let row = TileMap::linear(1024, 1024).unwrap();
+    let next_row = TileMap::new(vec![TileRange::span(1024, [1024, 0, 0], 1024)]).unwrap();
+    let (head, tail) = (Slice { buffer: x, offset: 0, len: 64 * 1024 }, Slice { buffer: x, offset: 1024, len: 64 * 1024 });
+    let before = |d: &TileDeps| {
+        assert_eq!(d.consumers(), 64);
+        assert_eq!(d.of(0), &[] as &[u32]);
+        assert_eq!(d.of(1), &[0]);
+        assert_eq!(d.of(63), &[62]);
+    };
+    // Producer block p writes root row p + 1, consumer block b reads root row b: by the maps on one
+    // slice, then by the slices.
+    let p = g.add_launch_tiled(w, Launch::linear(64, 256), &[Arg::Whole(x)], &[("x", next_row)], &[]).unwrap();
+    let c = g.add_launch_tiled(r, Launch::linear(64, 256), &[Arg::Whole(x)], &[("x", row.clone())], &[]).unwrap();
+    match relation(&g, p, c) {
+        TileRelation::Sparse(d) => before(&d),
+        other => panic!("one slice: {other:?}"),
+    }
+    let p = g.add_launch_tiled(w, Launch::linear(64, 256), &[Arg::Buffer(tail)], &[("x", row.clone())], &[]).unwrap();
+    let c = g.add_launch_tiled(r, Launch::linear(64, 256), &[Arg::Buffer(head)], &[("x", row)], &[]).unwrap();
+    match relation(&g, p, c) {
+        TileRelation::Sparse(d) => before(&d),
+        other => panic!("two slices: {other:?}"),
+    }
+    // Consumer block b reads root rows 2b and 2b + 1, on half the grid.
+    let c = g.add_launch_tiled(r, Launch::linear(32, 256), &[Arg::Buffer(head)], &[("x", TileMap::linear(2048, 2048).unwrap())], &[]).unwrap();
+    match relation(&g, p, c) {
+        TileRelation::Sparse(d) => {
+            assert_eq!(d.of(0), &[0]);
+            assert_eq!(d.of(1), &[1, 2]);
+            assert_eq!(d.of(31), &[61, 62]);
+        }
+        other => panic!("half the grid: {other:?}"),
+    }
 }
 
 #[test]

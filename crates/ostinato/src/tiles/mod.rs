@@ -370,11 +370,8 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
     // The producers' ranges prepared once for the search block by block.
     let searches: Vec<Search> = conflicts.iter().map(|c| Search::of(c.producer, gu, c.producer_start, c.hi)).collect();
     let consumers = block_count(gv);
-    let mut offsets: Vec<u32> = Vec::with_capacity(consumers as usize + 1);
-    let mut producers: Vec<u32> = Vec::new();
+    let mut deps = Collected::new(consumers, gu == gv);
     let mut set: Vec<u32> = Vec::new();
-    let mut local = gu == gv;
-    offsets.push(0);
     for j in 0..consumers {
         set.clear();
         let block = block_at(gv, j);
@@ -395,15 +392,11 @@ pub fn relation(g: &Graph, from: NodeId, to: NodeId) -> TileRelation {
                 return TileRelation::Dense(DenseReason::TooDense { block: j, producers: set.len() });
             }
         }
-        local &= set.iter().all(|&p| u64::from(p) == j);
-        producers.extend_from_slice(&set);
-        offsets.push(producers.len() as u32);
+        if let Err(dense) = deps.push(j, &set) {
+            return dense;
+        }
     }
-    if local {
-        TileRelation::BlockLocal
-    } else {
-        TileRelation::Sparse(TileDeps { offsets, producers })
-    }
+    deps.finish()
 }
 
 /// The relation where it is the same at every block, moved: one grid, and in every conflict the
@@ -437,27 +430,59 @@ fn by_offsets(conflicts: &[Conflict], gu: [u32; 3], gv: [u32; 3], budget: &mut u
     deltas.sort_unstable_by_key(|d| (d[0] + g[0] * (d[1] + g[1] * d[2]), *d));
     deltas.dedup();
     let consumers = block_count(gv);
-    let mut offsets: Vec<u32> = Vec::with_capacity(consumers as usize + 1);
-    let mut producers: Vec<u32> = Vec::new();
-    let mut local = true;
-    offsets.push(0);
+    let mut deps = Collected::new(consumers, true);
+    let mut set: Vec<u32> = Vec::new();
     for j in 0..consumers {
         let b = block_at(gv, j).map(i64::from);
-        let before = producers.len();
+        set.clear();
         for d in &deltas {
             let a = [b[0] + d[0], b[1] + d[1], b[2] + d[2]];
             if (0..3).all(|k| (0..g[k]).contains(&a[k])) {
-                producers.push((a[0] + g[0] * (a[1] + g[1] * a[2])) as u32);
+                set.push((a[0] + g[0] * (a[1] + g[1] * a[2])) as u32);
             }
         }
-        let n = producers.len() - before;
-        if n > MAX_TILE_DEPS {
-            return Some(TileRelation::Dense(DenseReason::TooDense { block: j, producers: n }));
+        if let Err(dense) = deps.push(j, &set) {
+            return Some(dense);
         }
-        local &= producers[before..].iter().all(|&p| u64::from(p) == j);
-        offsets.push(producers.len() as u32);
     }
-    Some(if local { TileRelation::BlockLocal } else { TileRelation::Sparse(TileDeps { offsets, producers }) })
+    Some(deps.finish())
+}
+
+/// A relation collected consumer block by consumer block, each block's producer blocks in turn
+/// (sorted, each once): block-local where the grids are one and every block's set is at most its own
+/// index, else sparse.
+struct Collected {
+    offsets: Vec<u32>,
+    producers: Vec<u32>,
+    local: bool,
+}
+
+impl Collected {
+    fn new(consumers: u64, same_grid: bool) -> Collected {
+        let mut offsets = Vec::with_capacity(consumers as usize + 1);
+        offsets.push(0);
+        Collected { offsets, producers: Vec::new(), local: same_grid }
+    }
+
+    /// Consumer block `j`'s producer blocks; the relation too dense to keep where they are more than
+    /// [`MAX_TILE_DEPS`].
+    fn push(&mut self, j: u64, set: &[u32]) -> Result<(), TileRelation> {
+        if set.len() > MAX_TILE_DEPS {
+            return Err(TileRelation::Dense(DenseReason::TooDense { block: j, producers: set.len() }));
+        }
+        self.local &= set.iter().all(|&p| u64::from(p) == j);
+        self.producers.extend_from_slice(set);
+        self.offsets.push(self.producers.len() as u32);
+        Ok(())
+    }
+
+    fn finish(self) -> TileRelation {
+        if self.local {
+            TileRelation::BlockLocal
+        } else {
+            TileRelation::Sparse(TileDeps { offsets: self.offsets, producers: self.producers })
+        }
+    }
 }
 
 /// Whether pieces `width` bytes wide at `Σ stride·index` (each index below its dimension's count) are
