@@ -23,9 +23,14 @@
 // (512x256), 52.064 / 52.512 (2048x512); the graph shapes move by -1.5 to +1.4 either way (lanes
 // 8.416 gated / 7.584 idle at 1x32). What the event pair brackets is the GPU's own time.
 // Build: nvcc -O3 -arch=sm_90 -o side_by_side side_by_side.cu -lcuda
-// Run:   ./side_by_side [--timing idle|gated|all] [GRIDxBLOCK ...]   (default: the geometry rows
-//        64x512 256x64 512x256 1024x128 8192x128 2048x1024); prints GPU us per replay and per
-//        dispatch, median of 201 replays.
+// Run:   ./side_by_side [--timing idle|gated|all] [--alloc malloc|pool|vmm|vmm-1g] [--shared-x] [--nc]
+//        [GRIDxBLOCK ...]   (default: the geometry rows 64x512 256x64 512x256 1024x128 8192x128
+//        2048x1024); prints GPU us per replay and per dispatch, median of 201 replays.
+// The second question, where raw Vulkan still beats every CUDA submission (256x1024, 1024x256 and
+// 8192x128 independent, x one buffer all ten read as in the bench: --shared-x): is it the memory or
+// the code? `--alloc` makes the buffers four ways, `--nc` reads x as a read-only storage buffer may
+// be read. Prediction (before the run): neither moves a row by more than 3%, so the gap is the
+// Vulkan driver's build or dispatch of the kernel, not CUDA's memory or load path.
 // Prediction (before any run): on the rows of 64-512 blocks, `side` at 0.3-0.5 us a dispatch against
 // 1.4-1.7 for the graph shapes (H100, matrix of 2026-12-06), below raw Vulkan's 0.69; on 2,048 and
 // 8,192 blocks no gain (the GPU is full either way).
@@ -54,9 +59,17 @@
 constexpr int kKernels = 10;
 constexpr int kReplays = 201;
 
+// With --nc, x is read through the non-coherent path (`ld.global.nc`), as a compiler may read a
+// storage buffer the shader declares read-only (WGSL `var<storage, read>`, SPIR-V NonWritable).
+__constant__ unsigned c_nc;
+
 __device__ __forceinline__ void body(unsigned* out, const unsigned* x, unsigned n, unsigned salt, unsigned b, unsigned blocks) {
   const unsigned bt = blockDim.x;
-  for (unsigned i = b * bt + threadIdx.x; i < n; i += bt * blocks) out[i] = out[i] * 3u + x[i] + salt;
+  if (c_nc) {
+    for (unsigned i = b * bt + threadIdx.x; i < n; i += bt * blocks) out[i] = out[i] * 3u + __ldg(x + i) + salt;
+  } else {
+    for (unsigned i = b * bt + threadIdx.x; i < n; i += bt * blocks) out[i] = out[i] * 3u + x[i] + salt;
+  }
 }
 
 __global__ void one(unsigned* out, const unsigned* x, unsigned n, unsigned salt) {
@@ -82,6 +95,7 @@ static const char* kNames[] = {"roots", "lanes", "lanes-pdl", "serial", "side"};
 struct Row {
   unsigned grid, block, n;
   unsigned *out, *x;
+  bool shared_x;  // every kernel reads x[0..n) (else kernel k reads its own slice)
   Members m;
 };
 
@@ -144,7 +158,7 @@ static bool check(cudaGraphExec_t exec, Row& r, cudaStream_t st) {
   CHECK(cudaMemcpyAsync(x.data(), r.x, total * sizeof(unsigned), cudaMemcpyDeviceToHost, st));
   CHECK(cudaStreamSynchronize(st));
   for (size_t i = 0; i < total; ++i) {
-    if (out[i] != x[i] + r.m.salt[i / r.n]) return false;
+    if (out[i] != x[r.shared_x ? i % r.n : i] + r.m.salt[i / r.n]) return false;
   }
   return true;
 }
@@ -187,13 +201,92 @@ static float median_us(cudaGraphExec_t exec, cudaStream_t st, Gate* gate) {
   return t[t.size() / 2];
 }
 
+// Where the rows' buffers come from (--alloc): `malloc` cudaMalloc (the bench's CUDA buffers are
+// cuMemAlloc); `pool` cudaMallocAsync from the device's default pool; `vmm` physical memory made by
+// cuMemCreate at the recommended granularity and mapped into a reserved range; `vmm-1g` the same in
+// one allocation rounded up to 1 GiB. A question the probe asks: does how the memory is made (its
+// pages, its physical placement) move the independent geometry rows, where raw Vulkan, on memory of
+// its own allocator, runs the same ten kernels faster than every CUDA submission.
+struct Alloc {
+  void* ptr = nullptr;
+  size_t size = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  bool vmm = false, pool = false;
+};
+
+static Alloc allocate(const char* how, size_t bytes, cudaStream_t st) {
+  Alloc a;
+  if (!strcmp(how, "malloc")) {
+    CHECK(cudaMalloc(&a.ptr, bytes));
+    return a;
+  }
+  if (!strcmp(how, "pool")) {
+    CHECK(cudaMallocAsync(&a.ptr, bytes, st));
+    CHECK(cudaStreamSynchronize(st));
+    a.pool = true;
+    return a;
+  }
+  int dev = 0;
+  CHECK(cudaGetDevice(&dev));
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0;
+  if (cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS) exit(2);
+  size_t unit = strcmp(how, "vmm-1g") ? gran : (size_t)1 << 30;
+  a.size = (bytes + unit - 1) / unit * unit;
+  CUdeviceptr va = 0;
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (cuMemCreate(&a.handle, a.size, &prop, 0) != CUDA_SUCCESS || cuMemAddressReserve(&va, a.size, unit, 0, 0) != CUDA_SUCCESS ||
+      cuMemMap(va, a.size, 0, a.handle, 0) != CUDA_SUCCESS || cuMemSetAccess(va, a.size, &access, 1) != CUDA_SUCCESS) {
+    printf("--alloc %s: the driver refused %zu bytes\n", how, a.size);
+    exit(1);
+  }
+  a.ptr = (void*)va;
+  a.vmm = true;
+  return a;
+}
+
+static void release(Alloc& a, cudaStream_t st) {
+  if (a.vmm) {
+    cuMemUnmap((CUdeviceptr)a.ptr, a.size);
+    cuMemAddressFree((CUdeviceptr)a.ptr, a.size);
+    cuMemRelease(a.handle);
+  } else if (a.pool) {
+    CHECK(cudaFreeAsync(a.ptr, st));
+    CHECK(cudaStreamSynchronize(st));
+  } else {
+    CHECK(cudaFree(a.ptr));
+  }
+}
+
 int main(int argc, char** argv) {
   std::vector<const char*> rows = {"64x512", "256x64", "512x256", "1024x128", "8192x128", "2048x1024"};
   const char* timing = "idle";
   int first = 1;
-  if (argc > 2 && strcmp(argv[1], "--timing") == 0) {
-    timing = argv[2];
-    first = 3;
+  const char* alloc = "malloc";
+  bool shared_x = false;
+  unsigned nc = 0;
+  for (;;) {
+    if (argc > first && strcmp(argv[first], "--shared-x") == 0) {
+      shared_x = true;
+      first += 1;
+    } else if (argc > first && strcmp(argv[first], "--nc") == 0) {
+      nc = 1;
+      first += 1;
+    } else if (argc > first + 1 && (strcmp(argv[first], "--timing") == 0 || strcmp(argv[first], "--alloc") == 0)) {
+      (strcmp(argv[first], "--timing") == 0 ? timing : alloc) = argv[first + 1];
+      first += 2;
+    } else {
+      break;
+    }
+  }
+  if (strcmp(alloc, "malloc") && strcmp(alloc, "pool") && strcmp(alloc, "vmm") && strcmp(alloc, "vmm-1g")) {
+    printf("--alloc %s: malloc, pool, vmm or vmm-1g\n", alloc);
+    return 1;
   }
   if (strcmp(timing, "idle") && strcmp(timing, "gated") && strcmp(timing, "all")) {
     printf("--timing %s: idle, gated or all\n", timing);
@@ -213,6 +306,9 @@ int main(int argc, char** argv) {
   std::vector<Gate*> modes;
   if (strcmp(timing, "gated")) modes.push_back(nullptr);
   if (strcmp(timing, "idle")) modes.push_back(&gate);
+  CHECK(cudaMemcpyToSymbol(c_nc, &nc, sizeof nc));
+  printf("alloc %s, x %s%s\n", alloc, shared_x ? "one buffer all ten read (the bench's geometry rows)" : "a slice each",
+         nc ? ", read by ld.global.nc" : "");
   printf("row          timing  us per replay (per dispatch): roots / lanes / lanes-pdl / serial / side\n");
   for (const char* spec : rows) {
     Row r = {};
@@ -221,15 +317,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     r.n = r.grid * r.block;
+    r.shared_x = shared_x;
     size_t total = (size_t)r.n * kKernels;
-    CHECK(cudaMalloc(&r.out, total * sizeof(unsigned)));
-    CHECK(cudaMalloc(&r.x, total * sizeof(unsigned)));
+    Alloc out_mem = allocate(alloc, total * sizeof(unsigned), st), x_mem = allocate(alloc, total * sizeof(unsigned), st);
+    r.out = (unsigned*)out_mem.ptr;
+    r.x = (unsigned*)x_mem.ptr;
     std::vector<unsigned> x(total);
     for (size_t i = 0; i < total; ++i) x[i] = (unsigned)(i * 2654435761u);
     CHECK(cudaMemcpy(r.x, x.data(), total * sizeof(unsigned), cudaMemcpyHostToDevice));
     for (int k = 0; k < kKernels; ++k) {
       r.m.out[k] = r.out + (size_t)k * r.n;
-      r.m.x[k] = r.x + (size_t)k * r.n;
+      r.m.x[k] = shared_x ? r.x : r.x + (size_t)k * r.n;
       r.m.salt[k] = 1000u + k;
     }
     for (Gate* g : modes) {
@@ -243,8 +341,8 @@ int main(int argc, char** argv) {
       }
       printf("\n");
     }
-    CHECK(cudaFree(r.out));
-    CHECK(cudaFree(r.x));
+    release(out_mem, st);
+    release(x_mem, st);
   }
   CHECK(cudaFreeHost(flag));
   return 0;
