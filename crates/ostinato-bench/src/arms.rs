@@ -267,12 +267,18 @@ pub struct Decisions {
     /// `auto`'s (µs per replay) measured again with the two alone (the switch stands only if it still
     /// wins: `ostinato_cuda::CONFIRM_REPLAYS`).
     pub confirmation: Option<(String, f64, f64)>,
+    /// Where making the arm went, stage by stage in wall milliseconds: the plan compiled, the exec's
+    /// instantiation stages (`ostinato_cuda::Decisions::setup`: checks, fusion, hand-offs, lowering,
+    /// memory, each candidate submission built) and the initial bytes written (Ostinato's CUDA arms).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_ms: Vec<(String, f64)>,
 }
 
 impl Decisions {
     /// The exec's decisions, each reason counted.
     pub fn of(exec: &CudaExec) -> Decisions {
         let d = exec.decisions();
+        let setup_ms = d.setup.iter().map(|(stage, t)| (stage.clone(), t.as_secs_f64() * 1e3)).collect();
         Decisions {
             edges: d.full_edges.len() + d.programmatic_edges,
             programmatic_edges: d.programmatic_edges,
@@ -288,6 +294,7 @@ impl Decisions {
                 c.swap(0, t.chosen);
                 c
             }),
+            setup_ms,
         }
     }
 }
@@ -401,6 +408,10 @@ impl RowMemory {
 
 pub struct OstinatoCuda {
     exec: CudaExec,
+    /// Wall milliseconds of compiling the plan and of writing the initial bytes, the setup stages
+    /// around the exec's own ([`Decisions::setup_ms`]).
+    plan_ms: f64,
+    init_ms: f64,
     /// The row's allocations the exec is bound to, held as long as it is.
     _memory: Arc<RowMemory>,
     graph_mode: bool,
@@ -441,7 +452,9 @@ impl OstinatoCuda {
     }
 
     pub fn new(backend: &CudaBackend, w: &Workload, kernels: Vec<CudaKernel>, memory: &Arc<RowMemory>, init: &[Option<Vec<u8>>]) -> Result<Self, String> {
+        let begun = Instant::now();
         let plan = Plan::compile_with(&w.graph, PlanOptions { max_lanes: 4 }).map_err(err("plan"))?;
+        let plan_ms = begun.elapsed().as_secs_f64() * 1e3;
         // On the row's stream, like every CUDA arm of the row; a high-priority study keeps the exec's own
         // high-priority stream (an external stream keeps its owner's priority).
         let mut exec = match backend.options().priority {
@@ -451,9 +464,11 @@ impl OstinatoCuda {
         .map_err(err("instantiate"))?;
         // The row's memory holds the roots no node writes; the written ones start each sample anew.
         let written = plan.graph().written_roots();
+        let begun = Instant::now();
         reset(&mut exec, init, &written).map_err(err("init"))?;
+        let init_ms = begun.elapsed().as_secs_f64() * 1e3;
         let graph_mode = backend.options().mode == ExecMode::Graph;
-        Ok(OstinatoCuda { written, exec, _memory: memory.clone(), graph_mode, probes: true })
+        Ok(OstinatoCuda { written, exec, plan_ms, init_ms, _memory: memory.clone(), graph_mode, probes: true })
     }
 }
 
@@ -496,7 +511,10 @@ impl Arm for OstinatoCuda {
         !self.exec.measuring()
     }
     fn decisions(&self) -> Option<Decisions> {
-        Some(Decisions::of(&self.exec))
+        let mut d = Decisions::of(&self.exec);
+        d.setup_ms.insert(0, ("plan".to_string(), self.plan_ms));
+        d.setup_ms.push(("initial bytes".to_string(), self.init_ms));
+        Some(d)
     }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {
         // Every sample from the initial bytes: the row's other arms write the same buffers between

@@ -193,6 +193,7 @@ impl Arm for OstinatoVulkan {
             candidates: 1,
             measured: None,
             confirmation: None,
+            setup_ms: Vec::new(),
         })
     }
     fn sample(&mut self, w: &Workload, init: &[Option<Vec<u8>>]) -> Result<RawSample, String> {

@@ -61,5 +61,58 @@ pub(super) fn markdown(rows: &[RowResult], arms: &[&str]) -> String {
             }
         }
     }
+    stages(&mut s, rows);
     s
+}
+
+/// A row's stages: its id, the median instance's setup (ms) and that instance's stages.
+type RowStages<'a> = (&'a str, f64, &'a [(String, f64)]);
+
+/// How many of Ostinato's slowest rows to make the stages of.
+const SLOWEST: usize = 3;
+
+/// The stages of making Ostinato's exec on its slowest rows, from the instance whose setup was the
+/// median (the first instance may also pay kernels' first builds).
+fn stages(s: &mut String, rows: &[RowResult]) {
+    let mut slow: Vec<RowStages> = rows
+        .iter()
+        .filter_map(|r| {
+            let a = r.arms.iter().find(|a| a.arm == "ostinato" && a.error.is_none() && a.skipped.is_none())?;
+            let mut order: Vec<usize> = (0..a.setup_ms.len()).collect();
+            order.sort_by(|&x, &y| a.setup_ms[x].total_cmp(&a.setup_ms[y]));
+            let i = *order.get(order.len() / 2)?;
+            let d = if a.instances.is_empty() { a.decisions.as_ref() } else { a.instances.get(i)?.decisions.as_ref() };
+            let laps = d.map(|d| d.setup_ms.as_slice()).filter(|l| !l.is_empty())?;
+            Some((r.id.as_str(), a.setup_ms[i], laps))
+        })
+        .collect();
+    if slow.is_empty() {
+        return;
+    }
+    slow.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let _ = writeln!(s, "\nWhere Ostinato's making went on its {} slowest rows (the median instance; ms):\n", SLOWEST.min(slow.len()));
+    for (row, ms, laps) in slow.into_iter().take(SLOWEST) {
+        let _ = writeln!(s, "- `{row}` ({ms:.2}): {}", stage_list(laps));
+    }
+}
+
+/// `laps` as a list, the candidate submissions' builds summed into one item (with the largest).
+fn stage_list(laps: &[(String, f64)]) -> String {
+    let mut items = Vec::new();
+    let subs: Vec<&(String, f64)> = laps.iter().filter(|(stage, _)| stage.starts_with("submission ")).collect();
+    let mut subs_said = false;
+    for (stage, ms) in laps {
+        if !stage.starts_with("submission ") {
+            items.push(format!("{stage} {ms:.2}"));
+        } else if !subs_said {
+            subs_said = true;
+            let total: f64 = subs.iter().map(|(_, ms)| ms).sum();
+            let (largest, most) = subs.iter().map(|(l, ms)| (l.trim_start_matches("submission "), *ms)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(("", 0.0));
+            items.push(match subs.len() {
+                1 => format!("{stage} {total:.2}"),
+                n => format!("{n} submissions {total:.2} (the largest {largest} {most:.2})"),
+            });
+        }
+    }
+    items.join(", ")
 }

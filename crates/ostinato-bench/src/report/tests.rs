@@ -182,6 +182,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         candidates: 2,
         measured: Some(vec![("auto".into(), 10.0), ("pdl on".into(), 10.1)]),
         confirmation: None,
+        setup_ms: Vec::new(),
     });
     // The same exec's timed replays, beside its tuning: 1.05 µs a dispatch, ten a replay.
     a.dispatches_per_replay = 10;
@@ -199,6 +200,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         candidates: 1,
         measured: None,
         confirmation: None,
+        setup_ms: Vec::new(),
     });
     // A row whose exec measured PDL off faster than auto's programmatic edges: named, with both times.
     let mut c = timed("reduce/atomic-u32/serial/n8M", &[(Ostinato, 23.0), (Captured, 23.1), (CapturedPdl, 34.5), (Vulkan, 40.0)]);
@@ -214,6 +216,7 @@ fn the_report_ranks_each_family_and_names_what_the_policy_turned_down() {
         candidates: 2,
         measured: Some(vec![("pdl off".into(), 230.0), ("auto".into(), 344.5)]),
         confirmation: Some(("pdl off".into(), 231.0, 340.0)),
+        setup_ms: Vec::new(),
     });
     let args = cfg(|c| c.backend = Some(BenchBackend::Host));
     let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
@@ -248,6 +251,7 @@ fn the_report_says_what_ostinato_on_vulkan_fused_and_which_maps_it_did_not_keep(
         candidates: 1,
         measured: None,
         confirmation: None,
+        setup_ms: Vec::new(),
     };
     let mut rows = [
         timed("tiles/rms/r64x256/l4", &[(Ostinato, 1.0), (Vulkan, 2.0), (OstinatoVulkan, 1.5)]),
@@ -364,4 +368,40 @@ fn the_setup_section_names_each_arms_cost_and_the_unfused_plans_share() {
     assert!(setup.contains("| ostinato, rows that measured the unfused plan | 1 | 3.00 | 3.00 | 3.00 (`a`) | 300.0 |"), "{setup}");
     assert!(setup.contains("| ostinato, the other rows | 2 | 1.50 | 2.00 | 2.00 (`c`) | 150.0 |"), "{setup}");
     assert!(setup.contains("| captured | 3 | 0.80 | 1.00 | 1.00 (`a`) | 80.0 |"), "{setup}");
+}
+
+/// The setup section's stages: Ostinato's slowest rows by their median instance's setup, each with
+/// that instance's stages (not the first's), the candidate submissions summed with the largest named.
+#[test]
+fn the_slowest_rows_list_the_median_instances_stages() {
+    use crate::arms::Decisions;
+    use crate::results::InstanceResult;
+    use ArmKind::{Captured, Ostinato};
+    let args = cfg(|c| c.backend = Some(BenchBackend::Host));
+    let p = crate::provenance::collect(BenchBackend::Host, None, None, None, &args);
+    let laps = |fusion: f64| -> Vec<(String, f64)> {
+        [("plan", 1.0), ("checks", 2.0), ("fusion", fusion), ("submission `auto`", 30.0), ("submission `pdl on`", 40.0), ("the rest", 0.5)]
+            .iter()
+            .map(|(s, ms)| (s.to_string(), *ms))
+            .collect()
+    };
+    let with = |id: &str, setups: &[f64]| {
+        let mut r = timed(id, &[(Ostinato, 1.0), (Captured, 1.5)]);
+        r.arms[0].setup_ms = setups.to_vec();
+        // Each instance's fusion lap is its setup, so the line says which instance it came from.
+        r.arms[0].instances = setups
+            .iter()
+            .map(|&ms| InstanceResult { median: Some(1.0), timed_samples: 1, decisions: Some(Decisions { setup_ms: laps(ms), ..Default::default() }) })
+            .collect();
+        r
+    };
+    let rows = [with("slow", &[900.0, 400.0, 450.0]), with("quick", &[3.0, 2.0, 1.0]), with("middle", &[50.0, 60.0, 70.0]), with("least", &[0.5, 0.4, 0.6])];
+    let md = report_of(BenchBackend::Cuda, &p, &args, &rows);
+    let setup = &md[md.find("## Setup").expect("setup section")..];
+    assert!(setup.contains("on its 3 slowest rows"), "{setup}");
+    let want = "- `slow` (450.00): plan 1.00, checks 2.00, fusion 450.00, 2 submissions 70.00 (the largest `pdl on` 40.00), the rest 0.50";
+    assert!(setup.contains(want), "{setup}");
+    let (slow, middle, quick) = (setup.find("- `slow`"), setup.find("- `middle` (60.00)"), setup.find("- `quick` (2.00)"));
+    assert!(slow < middle && middle < quick && quick.is_some(), "{setup}");
+    assert!(!setup.contains("- `least`"), "{setup}");
 }

@@ -8,6 +8,7 @@ use ostinato::{check_bindings, BindError, BufferBinding, BufferId, NodeId, NodeO
 use crate::captured::CapturedGraph;
 use ostinato_cuda_code::tilemaps::{KernelCode, TileChecks};
 
+use super::setup::Stopwatch;
 use super::shape::RunShape;
 use super::{CudaBackend, CudaExec, Launches, Placement, Replayer, Work};
 use crate::error::{CudaError, Result};
@@ -40,10 +41,12 @@ impl CudaBackend {
         buffers: Vec<BufferBinding<DeviceMemory>>,
         external: Option<ExternalStream>,
     ) -> Result<CudaExec> {
+        let mut clock = Stopwatch::start();
         self.ctx.bind()?;
         let _range = crate::nvtx::Range::new(|| format!("ostinato instantiate plan {:016x} ({} nodes)", plan.fingerprint(), plan.node_count()));
         self.check_instantiate(plan, &kernels, &buffers)?;
         let tile_checks = check_tile_maps(plan, &kernels)?;
+        clock.lap("checks");
         let (copy_k, fill_k) = self.helpers.clone();
         // The user's plan (buffers, slots, `Exec::plan`) and the plan that runs: the same, or with its
         // fused groups as single nodes (same buffers and slots).
@@ -53,6 +56,7 @@ impl CudaBackend {
         let staging = (self.options.tile_staging == crate::options::TileStaging::Auto).then_some(&verified as &dyn Fn(NodeId, usize) -> bool);
         let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion, staging)?;
         let (fused, unfused) = (fusion.fused, fusion.unfused);
+        clock.lap("fusion");
         // Launches side by side may run slower than apart (kernels whose overlap costs them more than
         // the launches save): graph mode then measures the unfused plan too, with the user's kernels.
         let side_by_side = fused.as_ref().is_some_and(|f| f.side_by_side > 0);
@@ -65,6 +69,7 @@ impl CudaBackend {
         // Tile hand-offs: the nodes that wait for exactly the producer blocks they need launch
         // wrappers of their bodies, with flags and wait tables as buffers of the exec's own.
         let handed = crate::handoff::build::handoff(&self.device, self.options.trigger, plan, &kernels, self.options.handoff)?;
+        clock.lap("hand-offs");
         let (plan, kernels, internal) = match &handed {
             Some(h) => (&h.plan, h.kernels.clone(), h.inits.as_slice()),
             None => (plan, kernels, &[][..]),
@@ -81,12 +86,14 @@ impl CudaBackend {
         let kernel_pdl: Vec<KernelPdl> = kernels.iter().map(CudaKernel::pdl).collect();
         let helpers_pdl = copy_k.pdl_capable && fill_k.pdl_capable;
         let lowering = lower_with(plan, &kernel_pdl, helpers_pdl, self.options.pdl)?;
+        clock.lap("lowering");
         let mut buffers = buffers;
         buffers.resize_with(plan.graph().buffers().len(), || BufferBinding::Allocate);
         let (allocs, base) = self.place_roots(plan, &buffers)?;
         for (b, bytes) in internal {
             crate::ffi::copy_to_device(base[b.index()], bytes)?;
         }
+        clock.lap("memory");
         // Collectives (one rank: every buffer is on this device): NCCL calls on the exec's streams,
         // captured into child graphs in graph mode.
         let calls: Vec<Option<CollectiveCall>> = lowering.launches.iter().map(|l| CollectiveCall::of(plan, l.node, &base)).collect();
@@ -101,6 +108,7 @@ impl CudaBackend {
         });
         let mut args = launch_arg_values(plan, &lowering, &base);
         let helpers = (&copy_k, &fill_k);
+        clock.lap("streams and arguments");
         let mut shapes = vec![shape];
         let (work, parts, other, children) = match self.options.mode {
             ExecMode::Graph => {
@@ -111,12 +119,13 @@ impl CudaBackend {
                     false => vec![("auto".to_string(), lowering)],
                 };
                 let mut parts = GraphParts::default();
-                let target = Target { plan, kernels: &kernels, shape: 0, collectives: &collectives };
-                self.add_submissions(&mut parts, &target, helpers, candidates, &mut args, &main)?;
+                let target = Target { plan, kernels: &kernels, shape: 0, collectives: &collectives, main: &main };
+                self.add_submissions(&mut parts, &target, helpers, candidates, &mut args, &mut clock)?;
                 let mut other = None;
                 if let Some(user_kernels) = user_kernels.filter(|_| measured) {
                     if let Some(mut unfused) = self.unfused_plan(&user_arc, &user_kernels, helpers_pdl, &base) {
-                        self.add_unfused(&mut parts, &user_kernels, &mut unfused, &main)?;
+                        clock.lap("lowering the unfused plan");
+                        self.add_unfused(&mut parts, &user_kernels, &mut unfused, &main, &mut clock)?;
                         other = Some(unfused);
                     }
                 }
@@ -129,7 +138,9 @@ impl CudaBackend {
                 self.opt_in_shared(plan, &lowering, &funcs)?;
                 let children = captured.iter().map(|c| c.as_ref().map(|c| c.instance(&main)).transpose()).collect::<Result<Vec<_>>>()?;
                 let parts = GraphParts { candidates: vec![("auto".to_string(), lowering)], shape_of: vec![0], ..GraphParts::default() };
-                (self.eager_work(plan, funcs)?, parts, None, children)
+                let work = self.eager_work(plan, funcs)?;
+                clock.lap("eager streams");
+                (work, parts, None, children)
             }
         };
         let lowerings: Vec<Arc<Lowering>> = parts.candidates.into_iter().map(|(_, l)| Arc::new(l)).collect();
@@ -188,11 +199,12 @@ impl CudaBackend {
             label,
             traced,
             fault: None,
+            setup: clock.finish("the rest"),
         })
     }
 
     /// Builds each of `candidates` (lowerings of `target`'s plan, with `args` its launches' argument
-    /// values) as a graph exec, and adds it to `parts`.
+    /// values) as a graph exec, and adds it to `parts`; each one's build is a lap of `clock`.
     fn add_submissions(
         &self,
         parts: &mut GraphParts,
@@ -200,13 +212,14 @@ impl CudaBackend {
         helpers: (&CudaKernel, &CudaKernel),
         candidates: Vec<(String, Lowering)>,
         args: &mut [KernelArgs],
-        main: &Stream,
+        clock: &mut Stopwatch,
     ) -> Result<()> {
-        let Target { plan, kernels, shape, collectives } = *target;
+        let Target { plan, kernels, shape, collectives, main } = *target;
         for (label, low) in candidates {
             let funcs = self.launch_funcs(&low, kernels, helpers);
             self.opt_in_shared(plan, &low, &funcs)?;
             let (graph, exec, nodes) = build_graph(plan, &low, &funcs, args, main, self.options.build, collectives)?;
+            clock.lap(format!("submission `{label}`"));
             parts.subs.push(Some(super::Submission { exec, nodes: nodes.clone(), funcs, shape }));
             parts.graphs.push((graph, nodes));
             parts.candidates.push((label, low));
@@ -217,15 +230,15 @@ impl CudaBackend {
 
     /// Adds the submissions of `unfused` ([`unfused_plan`](Self::unfused_plan), run with the user's
     /// `kernels`) to `parts`, as shape 1; its candidates move into `parts`.
-    fn add_unfused(&self, parts: &mut GraphParts, kernels: &[CudaKernel], unfused: &mut UnfusedPlan, main: &Stream) -> Result<()> {
+    fn add_unfused(&self, parts: &mut GraphParts, kernels: &[CudaKernel], unfused: &mut UnfusedPlan, main: &Stream, clock: &mut Stopwatch) -> Result<()> {
         // No collective and no captured work: every launch is a kernel node of the graph.
         let none = vec![None; unfused.calls.len()];
         let collectives = Collectives { calls: &unfused.calls, comm: None, ctx: &self.ctx, captured: &none };
         let plan = unfused.shape.run_plan.clone();
-        let target = Target { plan: &plan, kernels, shape: 1, collectives: &collectives };
+        let target = Target { plan: &plan, kernels, shape: 1, collectives: &collectives, main };
         let candidates = std::mem::take(&mut unfused.candidates);
         let (copy_k, fill_k) = (&self.helpers.0, &self.helpers.1);
-        self.add_submissions(parts, &target, (copy_k, fill_k), candidates, &mut unfused.args, main)
+        self.add_submissions(parts, &target, (copy_k, fill_k), candidates, &mut unfused.args, clock)
     }
 
     /// The unfused plan graph mode measures beside a fused one that runs launches side by side: the
@@ -407,13 +420,15 @@ struct GraphParts {
 }
 
 /// The plan whose submissions [`add_submissions`](CudaBackend::add_submissions) builds: its kernels,
-/// which of the exec's shapes it is, and its collectives' calls.
+/// which of the exec's shapes it is, its collectives' calls and the stream it builds on.
 #[derive(Clone, Copy)]
 struct Target<'a> {
     plan: &'a Plan,
     kernels: &'a [CudaKernel],
     shape: usize,
     collectives: &'a Collectives<'a>,
+    /// The stream the graphs are built and uploaded on.
+    main: &'a Stream,
 }
 
 /// The unfused plan graph mode measures beside a fused one ([`CudaBackend::unfused_plan`]).

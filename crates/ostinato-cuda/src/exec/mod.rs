@@ -17,6 +17,7 @@ use crate::options::{DeviceMemory, ExternalStream};
 mod backend;
 mod instantiate;
 mod records;
+mod setup;
 mod shape;
 mod trace;
 mod tune;
@@ -227,6 +228,9 @@ pub struct Decisions {
     /// edges above are the chosen submission's).
     pub candidates: usize,
     pub tuned: Option<Tuned>,
+    /// Where `instantiate`'s wall time went, stage by stage in order (checks, fusion, hand-offs,
+    /// lowering, memory, streams, each candidate submission's graph built and instantiated, the rest).
+    pub setup: Vec<(String, std::time::Duration)>,
 }
 
 /// A retained CUDA instantiation of a plan.
@@ -269,6 +273,8 @@ pub struct CudaExec {
     traced: Arc<Mutex<Option<GraphExec>>>,
     /// Set by a wait that timed out or a sticky driver error: every later call is refused.
     fault: Option<Fault>,
+    /// `instantiate`'s stages with their wall times ([`Decisions::setup`]).
+    setup: Vec<(String, std::time::Duration)>,
 }
 
 /// Why an exec refuses further use.

@@ -93,6 +93,7 @@ impl CudaExec {
             unfused: self.shape().unfused.clone(),
             candidates: self.graphs.len(),
             tuned: self.tuned.get().cloned(),
+            setup: self.setup.clone(),
         }
     }
     /// Whether replays still measure the candidate submissions (graph mode, `exec/tune.rs`): true
