@@ -37,7 +37,8 @@ pub use captured::CapturedWork;
 pub use device::{Device, DeviceInfo, DeviceSelector};
 pub use error::{CudaError, Result};
 pub use exec::{
-    tuning_replays, CudaBackend, CudaExec, Decisions, EdgeTypesRule, Tune, Tuned, CONFIRM_REPLAYS, CUPTI_ORDER_SLACK_NS, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES,
+    setup_stage_list, tuning_replays, CudaBackend, CudaExec, Decisions, EdgeTypesRule, Tune, Tuned, CONFIRM_REPLAYS, CUPTI_ORDER_SLACK_NS, PDL_MARGIN,
+    TUNE_MARGIN, TUNE_SAMPLES,
 };
 pub use fusion::FusionMode;
 pub use handoff::HandoffMode;

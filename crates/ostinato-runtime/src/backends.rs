@@ -98,6 +98,9 @@ impl RuntimeBackend for CudaOnStream {
             let launches = exec.run_plan().node_count();
             notes.push(format!("{} of {} nodes fused: {launches} launches per replay", exec.fused_nodes(), plan.node_count()));
         }
+        let laps: Vec<(String, f64)> = exec.decisions().setup.into_iter().map(|(stage, t)| (stage, t.as_secs_f64() * 1e3)).collect();
+        let total: f64 = laps.iter().map(|(_, ms)| ms).sum();
+        notes.push(format!("instantiated in {total:.2} ms: {}", ostinato_cuda::setup_stage_list(&laps)));
         notes
     }
 }

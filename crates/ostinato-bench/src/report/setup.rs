@@ -92,27 +92,6 @@ fn stages(s: &mut String, rows: &[RowResult]) {
     slow.sort_by(|a, b| b.1.total_cmp(&a.1));
     let _ = writeln!(s, "\nWhere Ostinato's making went on its {} slowest rows (the median instance; ms):\n", SLOWEST.min(slow.len()));
     for (row, ms, laps) in slow.into_iter().take(SLOWEST) {
-        let _ = writeln!(s, "- `{row}` ({ms:.2}): {}", stage_list(laps));
+        let _ = writeln!(s, "- `{row}` ({ms:.2}): {}", ostinato_cuda::setup_stage_list(laps));
     }
-}
-
-/// `laps` as a list, the candidate submissions' builds summed into one item (with the largest).
-fn stage_list(laps: &[(String, f64)]) -> String {
-    let mut items = Vec::new();
-    let subs: Vec<&(String, f64)> = laps.iter().filter(|(stage, _)| stage.starts_with("submission ")).collect();
-    let mut subs_said = false;
-    for (stage, ms) in laps {
-        if !stage.starts_with("submission ") {
-            items.push(format!("{stage} {ms:.2}"));
-        } else if !subs_said {
-            subs_said = true;
-            let total: f64 = subs.iter().map(|(_, ms)| ms).sum();
-            let (largest, most) = subs.iter().map(|(l, ms)| (l.trim_start_matches("submission "), *ms)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(("", 0.0));
-            items.push(match subs.len() {
-                1 => format!("{stage} {total:.2}"),
-                n => format!("{n} submissions {total:.2} (the largest {largest} {most:.2})"),
-            });
-        }
-    }
-    items.join(", ")
 }

@@ -23,6 +23,7 @@ mod trace;
 mod tune;
 
 pub use backend::CudaBackend;
+pub use setup::setup_stage_list;
 pub use trace::CUPTI_ORDER_SLACK_NS;
 pub use tune::{tuning_replays, EdgeTypesRule, Tune, Tuned, CONFIRM_REPLAYS, PDL_MARGIN, TUNE_MARGIN, TUNE_SAMPLES};
 

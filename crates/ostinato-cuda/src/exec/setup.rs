@@ -29,6 +29,29 @@ impl Stopwatch {
     }
 }
 
+/// `laps` (a stage and its milliseconds, as [`Decisions::setup`](super::Decisions::setup) gives them in
+/// order) as one line, the candidate submissions' builds summed into one item with the largest named:
+/// `checks 2.00, fusion 300.00, 6 submissions 140.00 (the largest `auto` 30.00), the rest 0.50`.
+pub fn setup_stage_list(laps: &[(String, f64)]) -> String {
+    let mut items = Vec::new();
+    let subs: Vec<&(String, f64)> = laps.iter().filter(|(stage, _)| stage.starts_with("submission ")).collect();
+    let mut subs_said = false;
+    for (stage, ms) in laps {
+        if !stage.starts_with("submission ") {
+            items.push(format!("{stage} {ms:.2}"));
+        } else if !subs_said {
+            subs_said = true;
+            let total: f64 = subs.iter().map(|(_, ms)| ms).sum();
+            let (largest, most) = subs.iter().map(|(l, ms)| (l.trim_start_matches("submission "), *ms)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(("", 0.0));
+            items.push(match subs.len() {
+                1 => format!("{stage} {total:.2}"),
+                n => format!("{n} submissions {total:.2} (the largest {largest} {most:.2})"),
+            });
+        }
+    }
+    items.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,5 +69,13 @@ mod tests {
         assert_eq!(names, ["first", "second", "rest"]);
         assert!(laps[0].1 >= Duration::from_millis(2));
         assert!(laps.iter().map(|(_, d)| *d).sum::<Duration>() <= whole);
+    }
+
+    #[test]
+    fn the_stage_list_sums_the_submissions_where_the_first_was_built() {
+        let laps: Vec<(String, f64)> =
+            [("checks", 2.0), ("submission `auto`", 30.0), ("memory", 1.0), ("submission `pdl on`", 40.0)].iter().map(|(s, ms)| (s.to_string(), *ms)).collect();
+        assert_eq!(setup_stage_list(&laps), "checks 2.00, 2 submissions 70.00 (the largest `pdl on` 40.00), memory 1.00");
+        assert_eq!(setup_stage_list(&laps[..2]), "checks 2.00, submission `auto` 30.00");
     }
 }
