@@ -1,9 +1,9 @@
 //! Built-in launches kept within their declared extents on every backend: checked when the plan is
 //! instantiated (with the slots' initial values) and again on every slot patch that a built-in launch
-//! reads (`ostinato::builtins`). A user's kernel keeps its declared extents (the host checks each of
-//! its accesses; a GPU kernel is its author's to keep).
+//! reads (`ostinato::builtins`), launches alike once (`LaunchChecks`). A user's kernel keeps its
+//! declared extents (the host checks each of its accesses; a GPU kernel is its author's to keep).
 
-use ostinato::builtins::check_launch;
+use ostinato::builtins::LaunchChecks;
 use ostinato::{Arg, NodeId, NodeOp, Plan, Scalar, SlotId};
 
 use crate::error::RuntimeError;
@@ -26,11 +26,12 @@ impl BuiltinExtents {
         let g = plan.graph();
         let values: Vec<Scalar> = g.slots().iter().map(|s| s.initial).collect();
         let mut readers = vec![Vec::new(); g.slots().len()];
+        let mut checks = LaunchChecks::default();
         for (i, node) in g.nodes().iter().enumerate() {
             let NodeOp::Kernel { kernel, args, .. } = &node.op else { continue };
             let Some(name) = &builtin_of[kernel.index()] else { continue };
             let v = NodeId(i as u32);
-            check_launch(g, v, name, &|s| values[s.index()])?;
+            checks.check(g, v, name, &|s| values[s.index()])?;
             for a in args {
                 if let Arg::Slot(s) = a {
                     if !readers[s.index()].contains(&v) {
@@ -49,10 +50,11 @@ impl BuiltinExtents {
         let g = plan.graph();
         let values = &self.values;
         let value_of = |s: SlotId| if s == slot { value } else { values[s.index()] };
+        let mut checks = LaunchChecks::default();
         for &v in readers {
             if let NodeOp::Kernel { kernel, .. } = &g.node(v).op {
                 if let Some(name) = &self.builtin_of[kernel.index()] {
-                    check_launch(g, v, name, &value_of)?;
+                    checks.check(g, v, name, &value_of)?;
                 }
             }
         }

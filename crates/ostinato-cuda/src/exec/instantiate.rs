@@ -52,7 +52,8 @@ impl CudaBackend {
         // fused groups as single nodes (same buffers and slots).
         let user_plan = plan;
         let user_arc = Arc::new(plan.clone());
-        let verified = |v: NodeId, p: usize| tile_map_verified(plan, &kernels, &tile_checks, v, p);
+        let verified_maps = VerifiedMaps::new(&tile_checks);
+        let verified = |v: NodeId, p: usize| verified_maps.holds(plan, &kernels, v, p);
         let staging = (self.options.tile_staging == crate::options::TileStaging::Auto).then_some(&verified as &dyn Fn(NodeId, usize) -> bool);
         let fusion = crate::fusion::build::fuse(&self.device, self.options.trigger, plan, &kernels, (&copy_k, &fill_k), self.options.fusion, staging)?;
         let (fused, unfused) = (fusion.fused, fusion.unfused);
@@ -481,23 +482,37 @@ fn check_tile_maps(plan: &Plan, kernels: &[CudaKernel]) -> Result<TileChecks> {
     Ok(TileChecks::check_graph(plan.graph(), &code)?)
 }
 
-/// Whether node `v`'s tile map on its kernel param `p` holds by the code: verified from the kernel's
-/// PTX (not vouched), or, for a built-in, covered by its stated footprint in every block
-/// (`ostinato::builtins::check_launch`, with the slots at their initial values; a patch that would
-/// break it is refused by the same check in the runtime).
-fn tile_map_verified(plan: &Plan, kernels: &[CudaKernel], checks: &TileChecks, v: NodeId, p: usize) -> bool {
-    let g = plan.graph();
-    let NodeOp::Kernel { kernel, .. } = &g.node(v).op else { return false };
-    if g.tile_map(v, p).is_none() {
-        return false;
+/// Whether a node's tile map on a kernel param holds by the code, asked of every member of every
+/// fused group: verified from the kernel's PTX (not vouched), or, for a built-in, covered by its
+/// stated footprint in every block (`ostinato::builtins`, with the slots at their initial values; a
+/// patch that would break it is refused by the same check in the runtime). Both answers are looked up,
+/// not searched: the maps verified by (node, param) once, and a built-in's check once per launch alike
+/// (it goes block by block: `LaunchChecks`).
+struct VerifiedMaps {
+    from_ptx: std::collections::HashSet<(NodeId, String)>,
+    builtins: std::cell::RefCell<ostinato::builtins::LaunchChecks>,
+}
+
+impl VerifiedMaps {
+    fn new(checks: &TileChecks) -> VerifiedMaps {
+        let from_ptx = checks.accepted.iter().filter(|a| a.vouched.is_none()).map(|a| (a.node, a.param.clone())).collect();
+        VerifiedMaps { from_ptx, builtins: Default::default() }
     }
-    let k = &kernels[kernel.index()];
-    if k.build.builtin {
-        let initial = |s: ostinato::SlotId| g.slots()[s.index()].initial;
-        return ostinato::builtins::check_launch(g, v, &k.entry, &initial).is_ok();
+
+    /// Whether node `v`'s tile map on its kernel param `p` holds by the code.
+    fn holds(&self, plan: &Plan, kernels: &[CudaKernel], v: NodeId, p: usize) -> bool {
+        let g = plan.graph();
+        let NodeOp::Kernel { kernel, .. } = &g.node(v).op else { return false };
+        if g.tile_map(v, p).is_none() {
+            return false;
+        }
+        let k = &kernels[kernel.index()];
+        if k.build.builtin {
+            let initial = |s: ostinato::SlotId| g.slots()[s.index()].initial;
+            return self.builtins.borrow_mut().check(g, v, &k.entry, &initial).is_ok();
+        }
+        self.from_ptx.contains(&(v, g.param_name(v, p)))
     }
-    let name = g.param_name(v, p);
-    checks.accepted.iter().any(|a| a.node == v && a.param == name && a.vouched.is_none())
 }
 
 /// The NVTX names of a replay and of each launch of `run_plan` (its node's, or its fused members'),
