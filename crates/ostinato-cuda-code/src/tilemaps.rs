@@ -139,7 +139,8 @@ impl TileChecks {
             let fed: Vec<usize> = (0..args.len()).filter(|i| fed.is_none_or(|f| f.contains(i))).collect();
             for i in fed {
                 if let Arg::Slot(s) = args[i] {
-                    if !checks.readers[s.index()].contains(&v) {
+                    // Nodes come in ascending order: one already listed is the last.
+                    if checks.readers[s.index()].last() != Some(&v) {
                         checks.readers[s.index()].push(v);
                     }
                 }

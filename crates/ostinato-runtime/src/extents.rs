@@ -34,7 +34,8 @@ impl BuiltinExtents {
             checks.check(g, v, name, &|s| values[s.index()])?;
             for a in args {
                 if let Arg::Slot(s) = a {
-                    if !readers[s.index()].contains(&v) {
+                    // Nodes come in ascending order: one already listed is the last.
+                    if readers[s.index()].last() != Some(&v) {
                         readers[s.index()].push(v);
                     }
                 }
