@@ -5,7 +5,9 @@
 //! Then the tile relations a backend derives at `instantiate` along chains of 941 tiled launches of
 //! 128 to 8,192 blocks: each block its own row (the same disjoint map every node, block-local in
 //! closed form), its row plus its neighbour's first word (a halo: the same offsets at every block,
-//! found once), and rows against pairs of rows on half the grid (solved block by block).
+//! found once), and rows against pairs of rows on half the grid (solved block by block). Last, the
+//! built-in `add_one`'s footprint checked against the tile maps of four such chains of 8,192 blocks
+//! (`ostinato::builtins`): node by node, block by block, and once per launch alike (`LaunchChecks`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,6 +150,35 @@ fn measure(label: &str, g: &Graph, runs: usize) {
     println!("plan {label}: median {:9.2} ms (min {:.2}, max {:.2}), peak {peak:8.1} MiB, {outcome}", times[runs / 2], times[0], times[runs - 1]);
 }
 
+/// Four chains of 941 launches of the built-in `add_one` over 8,192 blocks, each declaring its rows
+/// (the bench's `grid/indep/n941/b8192`), checked against its stated footprint both ways.
+fn measure_builtin_checks() {
+    use ostinato::builtins::{check_launch, LaunchChecks};
+    use ostinato::NodeId;
+    let mut g = Graph::new();
+    let n = 8192u32 * 256;
+    let xs: Vec<_> = (0..4).map(|i| g.add_buffer(format!("x{i}"), 4 * u64::from(n)).unwrap()).collect();
+    let k = g.add_kernel(KernelSig::new("add_one").buffer("x", Access::ReadWrite).scalar("n", ScalarType::U32)).unwrap();
+    let row = TileMap::linear(1024, 1024).unwrap();
+    for _ in 0..941 {
+        for &x in &xs {
+            g.add_launch_tiled(k, Launch::linear(8192, 256), &[Arg::Whole(x), Arg::Scalar(Scalar::u32(n))], &[("x", row.clone())], &[]).unwrap();
+        }
+    }
+    let nodes = (0..g.nodes().len() as u32).map(NodeId);
+    let t = Instant::now();
+    let each = nodes.clone().all(|v| check_launch(&g, v, "add_one", &|_| Scalar::u32(0)).is_ok());
+    let by_node = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let mut checks = LaunchChecks::default();
+    let alike = nodes.clone().all(|v| checks.check(&g, v, "add_one", &|_| Scalar::u32(0)).is_ok());
+    let once = t.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "built-in checks, 4 × 941 launches of 8,192 blocks: node by node {by_node:.2} ms, once per launch alike {once:.3} ms (all passed: {})",
+        each && alike
+    );
+}
+
 fn main() {
     for (nodes, buffers, runs) in [(1_000, 100, 7), (10_000, 1_000, 7), (20_000, 1_000, 7), (100_000, 10_000, 3), (200_000, 20_000, 1)] {
         measure(&format!("{nodes:>7} random nodes / {buffers:>6} buffers"), &build(nodes, buffers, 0x5eed), runs);
@@ -160,4 +191,5 @@ fn main() {
             measure_relations(&format!("941 × {blocks:>4} blocks, {what}"), &tiled_chain(blocks, tiles));
         }
     }
+    measure_builtin_checks();
 }
