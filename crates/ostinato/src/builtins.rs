@@ -195,8 +195,9 @@ pub fn check_launch(graph: &Graph, node: NodeId, builtin: &str, slot_value: &dyn
 /// buffer param's extent and its tile maps. Launches alike are then checked once: the tile check goes
 /// block by block, so four chains of 941 launches of 8,192 blocks took 449 ms checked node by node
 /// and take 0.86 ms this way (`cargo bench -p ostinato --bench plan_scale`, the 2-core developer
-/// machine): most chains repeat one launch. Only passes are kept: a
-/// launch that fails is checked anew, and its error names it.
+/// machine): most chains repeat one launch. Only passes are kept: a launch that fails is checked
+/// anew, and its error names it. Where no memory is left for another key, the pass is not kept
+/// (the next launch alike is checked again).
 #[derive(Debug, Default)]
 pub struct LaunchChecks {
     passed: std::collections::HashSet<LaunchKey>,
@@ -229,7 +230,9 @@ impl LaunchChecks {
             return Ok(());
         }
         check_launch(graph, node, builtin, slot_value)?;
-        self.passed.insert(key);
+        if self.passed.try_reserve(1).is_ok() {
+            self.passed.insert(key);
+        }
         Ok(())
     }
 }
