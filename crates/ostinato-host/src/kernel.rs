@@ -71,24 +71,9 @@ impl HostKernel {
     /// tool that executes kernels elsewhere (a simulated GPU) runs their host twins through this. An
     /// `Err` (or a panic of the body) is the kernel's fault, as a message.
     pub fn call(&self, args: &[CallArg], memory: &[Arc<HostMemory>], launch: Launch) -> Result<(), String> {
-        let prepared: Vec<PreparedArg> = args
-            .iter()
-            .map(|a| match *a {
-                CallArg::Buffer { memory: m, start, len, access } => PreparedArg::Buffer { root: m, start, len, access },
-                CallArg::Scalar(v) => PreparedArg::Scalar(v),
-            })
-            .collect();
-        if let Some(m) = args.iter().find_map(|a| match a {
-            CallArg::Buffer { memory: m, start, len, .. } if memory.get(*m).is_none_or(|mem| start.checked_add(*len).is_none_or(|e| e > mem.len())) => Some(*m),
-            _ => None,
-        }) {
-            return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
-        }
+        let prepared = self.prepare_call(args, memory)?;
         let cx = KernelCtx { args: &prepared, memory, slots: &[], launch, block: None, tiles: &[], names: Some(&self.sig) };
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(&cx))) {
-            Ok(r) => r,
-            Err(_) => Err(format!("kernel `{}` panicked", self.sig.name)),
-        }
+        self.unwound(|| self.run(&cx))
     }
 
     /// Runs block `block` of a launch of this per-block kernel, outside any exec, with `tiles` (per
@@ -102,24 +87,32 @@ impl HostKernel {
         if (0..3).any(|d| block[d] >= launch.grid[d]) {
             return Err(format!("block {block:?} is outside the grid {:?}", launch.grid));
         }
-        let prepared: Vec<PreparedArg> = args
+        let prepared = self.prepare_call(args, memory)?;
+        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch, block: Some(block), tiles, names: Some(&self.sig) };
+        self.unwound(|| (self.body)(&cx))
+    }
+
+    /// `args` as the body reads them, each buffer within its memory (else an error naming the memory).
+    fn prepare_call(&self, args: &[CallArg], memory: &[Arc<HostMemory>]) -> Result<Vec<PreparedArg>, String> {
+        let outside = |a: &CallArg| match *a {
+            CallArg::Buffer { memory: m, start, len, .. } => memory.get(m).is_none_or(|mem| start.checked_add(len).is_none_or(|e| e > mem.len())).then_some(m),
+            CallArg::Scalar(_) => None,
+        };
+        if let Some(m) = args.iter().find_map(outside) {
+            return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
+        }
+        Ok(args
             .iter()
             .map(|a| match *a {
                 CallArg::Buffer { memory: m, start, len, access } => PreparedArg::Buffer { root: m, start, len, access },
                 CallArg::Scalar(v) => PreparedArg::Scalar(v),
             })
-            .collect();
-        if let Some(m) = args.iter().find_map(|a| match a {
-            CallArg::Buffer { memory: m, start, len, .. } if memory.get(*m).is_none_or(|mem| start.checked_add(*len).is_none_or(|e| e > mem.len())) => Some(*m),
-            _ => None,
-        }) {
-            return Err(format!("kernel `{}`: a buffer argument lies outside memory {m}", self.sig.name));
-        }
-        let cx = KernelCtx { args: &prepared, memory, slots: &[], launch, block: Some(block), tiles, names: Some(&self.sig) };
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.body)(&cx))) {
-            Ok(r) => r,
-            Err(_) => Err(format!("kernel `{}` panicked", self.sig.name)),
-        }
+            .collect())
+    }
+
+    /// `body`'s result, or an error naming this kernel where it panicked.
+    fn unwound(&self, body: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|_| Err(format!("kernel `{}` panicked", self.sig.name)))
     }
 
     /// Runs the body over `cx`'s launch: once, or once per block (x fastest) for a per-block body.
