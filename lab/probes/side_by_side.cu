@@ -31,6 +31,13 @@
 // the code? `--alloc` makes the buffers four ways, `--nc` reads x as a read-only storage buffer may
 // be read. Prediction (before the run): neither moves a row by more than 3%, so the gap is the
 // Vulkan driver's build or dispatch of the kernel, not CUDA's memory or load path.
+// Measured (H100 GPU-57235208, 2026-12-07, `aa020dc`; malloc / vmm / pool / malloc --nc, `side` us a
+// dispatch): 256x1024 1.098 / 1.114 / 1.091 / 1.123, 1024x256 1.024 / 1.024 / 1.027 / 1.053, 8192x128
+// 5.392 / 5.386 / 5.395 / 5.389, 64x512 0.550 / 0.493 / 0.490 / 0.496 (the one move above 3%). Held:
+// neither is the gap. But the bench on the same machine ran geom/indep/b1024/g256 at 1.514 (Ostinato)
+// and 1.587 (stream capture) where this probe's side and roots take 1.098 and 1.331: the gap to raw
+// Vulkan (1.398 in the bench) lies in how the bench times or in Ostinato's fused kernel (fences,
+// "Where Ostinato still loses"), not in CUDA's memory or load path.
 // Prediction (before any run): on the rows of 64-512 blocks, `side` at 0.3-0.5 us a dispatch against
 // 1.4-1.7 for the graph shapes (H100, matrix of 2026-12-06), below raw Vulkan's 0.69; on 2,048 and
 // 8,192 blocks no gain (the GPU is full either way).
