@@ -116,11 +116,10 @@ pub fn fuse(
     for gr in candidates {
         // Static shared memory: once per distinct body; dynamic: the largest member's.
         let mut entries: Vec<&str> = Vec::new();
-        // A group of components, and multi-block lanes side by side, keep each thread's view of the
-        // block its body runs as.
+        // A group of components keeps each thread's view of the block its body runs as (lanes side
+        // by side work theirs out in registers).
         let threads: u64 = gr.key.block.iter().map(|&d| u64::from(d)).product();
-        let viewed = gr.components.is_some() || gr.is_side_by_side();
-        let mut shared = if viewed { VIEW_BYTES_PER_THREAD * threads } else { 0 };
+        let mut shared = if gr.components.is_some() { VIEW_BYTES_PER_THREAD * threads } else { 0 };
         let mut dynamic = 0u64;
         for v in gr.nodes() {
             let (body, _) = bodies[v.index()].expect("groups hold fusable nodes");

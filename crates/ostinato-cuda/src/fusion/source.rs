@@ -31,6 +31,28 @@ const ONE_BLOCK_VIEW: &str = r#"#define blockIdx (::uint3{0u, 0u, 0u})
 #define gridDim (::dim3(1u, 1u, 1u))
 "#;
 
+/// Where multi-block lanes sit side by side (fused block `l · blocks + b` runs lane `l`'s block `b`):
+/// each body sees block `b` of the lanes' common grid, worked out from the fused kernel's own block
+/// index. The view is the same for every thread of the block and every member, so it stays in
+/// registers: no shared memory, no stores before each call (the per-thread view a group of
+/// components needs, `super::components`, costs 24 bytes a thread and six shared stores at entry).
+fn side_by_side_view(grid: [u32; 3]) -> String {
+    let [gx, gy, gz] = grid;
+    // Lanes of one grid side by side fit a grid along x (`ostinato::fusion::MAX_SIDE_BY_SIDE_BLOCKS`),
+    // so every product below fits 32 bits.
+    let blocks = u64::from(gx) * u64::from(gy) * u64::from(gz);
+    let (y, z) = match (gy, gz) {
+        (1, 1) => ("0u".to_string(), "0u".to_string()),
+        _ => (format!("ost_side_block() / {gx}u % {gy}u"), format!("ost_side_block() / {}u", u64::from(gx) * u64::from(gy))),
+    };
+    format!(
+        r#"__device__ __forceinline__ unsigned ost_side_block() {{ return (unsigned)((unsigned long long)blockIdx.x % {blocks}ull); }}
+#define blockIdx (::make_uint3(ost_side_block() % {gx}u, {y}, {z}))
+#define gridDim (::dim3({gx}u, {gy}u, {gz}u))
+"#
+    )
+}
+
 /// Calls a loop of repeated calls runs per iteration (`#pragma unroll`): NVRTC leaves the loop rolled
 /// by itself, and its counter, compare and branch are three of the 19 instructions a staged `add_one`
 /// body takes per call (H200 SASS of the 941 × 8,192-block chain), whose issue bounds the chain. On an
@@ -340,8 +362,8 @@ pub fn generate(
     let threads: u32 = group.key.block.iter().product();
     let multi_block = group.key.grid != [1, 1, 1];
     // Multi-block lanes side by side: fused block `l · blocks + b` runs lane `l`'s bodies as their
-    // block `b`, each body seeing it through the per-thread view (`super::components`). Their tiles
-    // are not staged (a staged tile's place follows the fused kernel's own block index).
+    // block `b`, each body seeing it through `side_by_side_view`. Their tiles are not staged (a
+    // staged tile's place follows the fused kernel's own block index).
     let side_by_side = group.is_side_by_side();
     let staged = match staging {
         Some(st) if multi_block && !side_by_side => {
@@ -367,7 +389,7 @@ pub fn generate(
             group.key.grid
         );
         src.push_str(PDL_PRELUDE);
-        src.push_str(&super::components::view_prelude(threads));
+        src.push_str(&side_by_side_view(group.key.grid));
     } else if multi_block {
         let _ = writeln!(
             src,
@@ -389,8 +411,6 @@ pub fn generate(
     src.push_str("  if (OST_TRIGGER == 1) OSTINATO_FUSED_TRIGGER();\n  OSTINATO_FUSED_WAIT();\n  if (OST_TRIGGER == 3) OSTINATO_FUSED_TRIGGER();\n");
     let blocks = ostinato::tiles::block_count(group.key.grid);
     if side_by_side {
-        let [gx, gy, gz] = group.key.grid;
-        let _ = writeln!(src, "  ost_view_set((unsigned long long)blockIdx.x % {blocks}ull, {gx}u, {gy}u, {gz}u);");
         let _ = writeln!(src, "  switch ((unsigned)((unsigned long long)blockIdx.x / {blocks}ull)) {{");
         src.push_str(&body);
         src.push_str("  }\n");
