@@ -209,6 +209,67 @@ fn shared_memory_past_the_blocks_limit_stays_unfused_under_auto_and_is_refused_u
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A block of 1,024 threads reversing its own 32 KiB tile through shared memory, the tile named by the
+/// block's linear index in a 3-D grid (so the body reads `blockIdx` and `gridDim` in all three axes).
+const REV_TILE: &str = r#"
+extern "C" __global__ void rev_tile(unsigned* x, unsigned salt) {
+  __shared__ unsigned s[8192];
+  const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  unsigned* t = x + 8192u * b;
+  for (unsigned i = threadIdx.x; i < 8192u; i += blockDim.x) s[i] = t[i];
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < 8192u; i += blockDim.x) t[i] = s[8191u - i] * 3u + b + salt;
+}
+"#;
+
+/// Ten independent launches of `rev_tile` on 2×2×2 grids of 1,024 threads: side by side they take no
+/// shared memory beyond the body's 32 KiB (each body works out its block in registers; a per-thread
+/// view would add 24 KiB, past the 48 a block gets), so `auto` and `on` make them one launch of 80
+/// blocks, and every tile comes out as the unfused launches leave it.
+#[test]
+fn lanes_side_by_side_take_no_shared_memory_beyond_their_bodies() {
+    let Some(device) = common::device_or_skip("lanes_side_by_side_take_no_shared_memory_beyond_their_bodies") else { return };
+    let (dir, path) = source_file("rev_tile", REV_TILE);
+    let sig = KernelSig::new("rev_tile").buffer("x", Access::ReadWrite).scalar("salt", ScalarType::U32);
+    let mut g = Graph::new();
+    let k = g.add_kernel(sig.clone()).unwrap();
+    let bufs: Vec<_> = (0..10).map(|i| g.add_buffer(format!("x{i}"), 8 * 8192 * 4).unwrap()).collect();
+    let launch = Launch { grid: [2, 2, 2], block: [1024, 1, 1], shared_bytes: 0 };
+    for (i, &b) in bufs.iter().enumerate() {
+        g.add_launch(k, launch, &[Arg::Whole(b), Arg::Scalar(Scalar::u32(100 * i as u32))], &[]).unwrap();
+    }
+    let plan = Plan::compile(&g).unwrap();
+    let init = |i: usize| -> Vec<u32> { (0..8 * 8192u32).map(|k| k.wrapping_mul(2_654_435_761) ^ (i as u32)).collect() };
+    for (fusion, nodes) in [(FusionMode::On, 1), (FusionMode::Auto, 1), (FusionMode::Off, 10)] {
+        let backend = CudaBackend::new(&device, CudaOptions { fusion, ..CudaOptions::default() }).unwrap();
+        let kernel = backend.bind_kernel(&sig, &KernelRef::file(&path).with_entry("rev_tile").with_option("fusable", RefOption::Bool(true))).unwrap();
+        assert!(kernel.fusion.as_ref().is_some_and(|f| f.body.uses_shared && f.body.static_shared_bytes == 32768), "{kernel:?}");
+        let mut exec = backend.instantiate(&plan, vec![kernel], ostinato::allocate_all(&plan)).unwrap_or_else(|e| panic!("{fusion:?}: {e}"));
+        assert_eq!(exec.run_plan().node_count(), nodes, "{fusion:?}");
+        if fusion != FusionMode::Off {
+            assert_eq!(exec.fused_nodes(), 10);
+            assert_eq!(exec.lowering().launches[0].dims.grid, [80, 1, 1], "ten ranges of 8 blocks");
+        }
+        for (i, &b) in bufs.iter().enumerate() {
+            let bytes: Vec<u8> = init(i).iter().flat_map(|v| v.to_le_bytes()).collect();
+            exec.write_buffer(b, 0, &bytes).unwrap();
+        }
+        exec.replay().unwrap();
+        for (i, &b) in bufs.iter().enumerate() {
+            let mut out = vec![0u8; 8 * 8192 * 4];
+            exec.read_buffer(b, 0, &mut out).unwrap();
+            let got: Vec<u32> = out.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let x = init(i);
+            for (at, v) in got.iter().enumerate() {
+                let (blk, j) = (at / 8192, at % 8192);
+                let want = x[blk * 8192 + 8191 - j].wrapping_mul(3).wrapping_add(blk as u32 + 100 * i as u32);
+                assert_eq!(*v, want, "{fusion:?}: launch {i}, block {blk}, element {j}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn an_ldg_read_of_what_an_earlier_body_wrote_stays_unfused_under_auto_and_is_refused_under_on() {
     let Some(device) = common::device_or_skip("an_ldg_read_of_what_an_earlier_body_wrote_stays_unfused_under_auto_and_is_refused_under_on") else { return };
