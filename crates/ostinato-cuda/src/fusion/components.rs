@@ -16,7 +16,7 @@ use super::source::{literal, Call, CallArg, Calls, FusedKernel, FUSED_ENTRY, FUS
 use super::Group;
 
 /// The per-thread view of the block a body runs as (blocks and grids as `uint3`, one slot a thread).
-pub(super) fn view_prelude(threads: u32) -> String {
+fn view_prelude(threads: u32) -> String {
     format!(
         r#"__shared__ ::uint3 ost_view_block[{threads}];
 __shared__ ::uint3 ost_view_grid[{threads}];

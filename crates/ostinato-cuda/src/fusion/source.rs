@@ -40,7 +40,7 @@ fn side_by_side_view(grid: [u32; 3]) -> String {
     let [gx, gy, gz] = grid;
     // Lanes of one grid side by side fit a grid along x (`ostinato::fusion::MAX_SIDE_BY_SIDE_BLOCKS`),
     // so every product below fits 32 bits.
-    let blocks = u64::from(gx) * u64::from(gy) * u64::from(gz);
+    let blocks = ostinato::tiles::block_count(grid);
     let (y, z) = match (gy, gz) {
         (1, 1) => ("0u".to_string(), "0u".to_string()),
         _ => (format!("ost_side_block() / {gx}u % {gy}u"), format!("ost_side_block() / {}u", u64::from(gx) * u64::from(gy))),

@@ -702,8 +702,8 @@ fn random_tiled_programs_fused_kernels_compile_and_pass_the_contract() {
 
 /// Ten independent `add_one` launches of 64 blocks each (own buffers): `auto` and `on` put them side
 /// by side in one kernel of `10 × 64` blocks whose block `l · 64 + b` runs launch `l`'s body as its
-/// block `b`, worked out from the fused block index in registers. The kernel compiles and passes the contract; random tiled
-/// programs' side-by-side groups too, under both modes.
+/// block `b`, worked out from the fused block index in registers. The kernel compiles and passes the
+/// contract; random tiled programs' side-by-side groups too, under both modes.
 #[test]
 fn independent_multi_block_launches_sit_side_by_side_in_one_kernel() {
     let mut g = Graph::new();
