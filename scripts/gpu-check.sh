@@ -11,7 +11,8 @@
 # families and the tiles rows; llama = the Llama steps; a in two, a-dispatch and a-geom, for short calls or
 # more arms; vk-a and vk-b, Ostinato on Vulkan against raw
 # Vulkan on the dispatch and tiles rows and on the kernel families, need .gl carried; vk-b in parts that
-# each fit a short call: vk-geom, vk-reduce, vk-memlat-dot, vk-gemv),
+# each fit a short call: vk-geom, vk-reduce, vk-memlat-dot, vk-gemv; eight replays a sample, VK_REPLAYS:
+# on an H100 vk-a then needs about 200 s and vk-b 300),
 # BENCH_ARGS="--tune-edge-types median" adds options (e.g. "--time-limit 280", a part that still writes its report
 # inside a call's time); MATRIX_ARMS (default captured,captured-pdl,ostinato)
 # sets the CUDA parts' arms, e.g. with the study arm ostinato-edges-median; two parts or more are also reported
@@ -201,11 +202,16 @@ if want matrix; then
     [[ -n ${part_filter[$part]:-} ]] || { fail "matrix part $part (a, a-dispatch, a-geom, b, llama, vk-a, vk-b, vk-geom, vk-reduce, vk-memlat-dot or vk-gemv)"; continue; }
     # The vk parts: Ostinato on Vulkan against a raw Vulkan command buffer (the Vulkan loader carried in .gl).
     arms=${MATRIX_ARMS:-captured,captured-pdl,ostinato}
-    [[ $part == vk-* ]] && arms=ostinato,vulkan,ostinato-vulkan
+    # The vk parts time eight replays a sample (VK_REPLAYS): a Vulkan arm's time is the sum of its
+    # submissions' command-buffer timestamps, which leave out each submission's start, while a CUDA
+    # event pair around one launch from an idle stream holds that start (6-17 us a sample; docs/fences.md,
+    # "Where Ostinato still loses"). Back to back, the CUDA arm's starts overlap the replay before.
+    replays=()
+    [[ $part == vk-* ]] && arms=ostinato,vulkan,ostinato-vulkan && replays=(--replays "${VK_REPLAYS:-8}")
     step "matrix $part"
     start=$(date +%s)
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-    $BIN/ostinato bench --filter "${part_filter[$part]}" --arms $arms ${BENCH_ARGS:-} \
+    $BIN/ostinato bench --filter "${part_filter[$part]}" --arms $arms "${replays[@]}" ${BENCH_ARGS:-} \
       --out "$OUT/matrix-$part" 2>&1 | tee "$OUT/matrix-$part.log" || status=1
     echo "matrix $part took $(( $(date +%s) - start )) s" | tee -a "$OUT/matrix-$part.log"
   done
