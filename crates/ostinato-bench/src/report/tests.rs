@@ -71,6 +71,25 @@ fn the_arm_order_text_says_which_arms_ran_and_in_which_pass() {
 }
 
 #[test]
+fn the_sample_text_says_how_vulkan_arms_time_where_one_ran() {
+    let sample = |b: BenchBackend, c: BenchConfig| RunProtocol::of(b, &c, None).replays_per_sample;
+    let vulkan = "a Vulkan arm submits each replay alone, timed by timestamps its command buffer writes";
+    let cuda_only = sample(BenchBackend::Cuda, cfg(|c| c.arms = Some(vec!["captured".into(), "ostinato".into()])));
+    assert_eq!(cuda_only, "one replay between two events (the decode stack: 4, one position each)");
+    let eight = sample(
+        BenchBackend::Cuda,
+        cfg(|c| {
+            c.arms = Some(vec!["ostinato".into(), "vulkan".into(), "ostinato-vulkan".into()]);
+            c.replays = Some(8);
+        }),
+    );
+    assert!(eight.starts_with("8 back-to-back replays between two events (--replays 8); ") && eight.contains(vulkan), "{eight}");
+    assert!(sample(BenchBackend::Cuda, BenchConfig::default()).contains(vulkan), "every arm runs by default, raw Vulkan among them");
+    assert!(!sample(BenchBackend::Host, BenchConfig::default()).contains(vulkan), "the host matrix runs Vulkan arms only when named");
+    assert!(sample(BenchBackend::Host, cfg(|c| c.arms = Some(vec!["ostinato-host".into(), "ostinato-vulkan".into()]))).contains(vulkan));
+}
+
+#[test]
 fn a_run_with_a_failed_row_is_an_error_naming_it() {
     let mut bad = row("grid/indep/n1/b1", &[]);
     bad.ok = false;
