@@ -17,7 +17,7 @@ mod protocol;
 mod setup;
 pub use protocol::RunProtocol;
 #[cfg(test)]
-use protocol::{arm_order_text, regime_text};
+use protocol::{arm_order_text, regime_text, VULKAN_TIMING};
 
 /// 2: inconclusive rows counted apart from ties (`docs/reproduce.md`).
 pub const SCHEMA_VERSION: u32 = 2;

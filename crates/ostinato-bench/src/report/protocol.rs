@@ -45,7 +45,7 @@ impl RunProtocol {
             instances: args.instances,
             timed_ms: args.timed_ms,
             max_timed_samples: args.max_timed_samples(),
-            replays_per_sample: replays_text(args, vulkan_arms_ran(backend, args)),
+            replays_per_sample: replays_text(args),
             statistic: "median".into(),
             interval: format!("95% percentile bootstrap of the median, {}", interval_text(args.instances)),
             tie_band: stats::TIE_BAND,
@@ -113,13 +113,19 @@ pub(super) fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> Strin
         };
     }
     if vulkan_arms_ran(backend, args) {
-        t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row";
+        t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row, ";
+        // They time otherwise than the CUDA arms' event pair (docs/fences.md, "Where Ostinato still
+        // loses": one replay a sample on CUDA holds a launch's start, a Vulkan arm's time does not).
+        t += VULKAN_TIMING;
     }
     if let Some(c) = chosen {
         t += &format!("; only the arms {} (--arms)", c.join(","));
     }
     t
 }
+
+/// How a Vulkan arm's sample is timed, for the arm-order text where one ran.
+pub(super) const VULKAN_TIMING: &str = "each replay submitted alone and timed by timestamps its command buffer writes (where the device has them), a sample the sum: a Vulkan arm's time leaves out every submission's start, where a CUDA event pair around a launch from an idle stream holds that launch's start";
 
 /// Whether a Vulkan arm ran: in the CUDA matrix unless `--arms` leaves them out, in the host matrix
 /// only where `--arms` names one.
@@ -159,17 +165,11 @@ fn interval_text(instances: usize) -> &'static str {
     }
 }
 
-/// What one timed sample is, for the protocol line and `results.json`. A Vulkan arm times otherwise
-/// than the CUDA arms' event pair, and the line says how where one ran (docs/fences.md, "Where
-/// Ostinato still loses": one replay a sample on CUDA holds a launch's start, a Vulkan arm's does not).
-fn replays_text(args: &BenchConfig, vulkan_ran: bool) -> String {
-    let mut t = match args.replays {
-        Some(1) => "one replay between two events (--replays 1)".to_string(),
+/// What one timed sample is, for the protocol line and `results.json`.
+fn replays_text(args: &BenchConfig) -> String {
+    match args.replays {
+        Some(1) => "one replay between two events (--replays 1)".into(),
         Some(n) => format!("{n} back-to-back replays between two events (--replays {n})"),
-        None => "one replay between two events (the decode stack: 4, one position each)".to_string(),
-    };
-    if vulkan_ran {
-        t += "; a Vulkan arm submits each replay alone, timed by timestamps its command buffer writes where the device has them, and sums them: its time then leaves out every submission's start, where a CUDA event pair around a launch from an idle stream holds that launch's start";
+        None => "one replay between two events (the decode stack: 4, one position each)".into(),
     }
-    t
 }

@@ -40,7 +40,9 @@ fn the_arm_order_text_says_which_arms_ran_and_in_which_pass() {
     assert!(all.starts_with(&format!("rotated per row; {direct} (plain launches on a second stream")), "{all}");
     let shared = "every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)";
     assert!(
-        all.ends_with(&format!("docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row")),
+        all.ends_with(&format!(
+            "docs/fences.md decision 7); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row, {VULKAN_TIMING}"
+        )),
         "{all}"
     );
     let high = text(cfg(|c| c.study.priority = StreamPriority::High));
@@ -54,39 +56,21 @@ fn the_arm_order_text_says_which_arms_ran_and_in_which_pass() {
             c.study.rotate = 2;
         })),
         format!(
-            "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms vulkan,ostinato (--arms)"
+            "rotated per row, shifted by 2 (--rotate); {shared}; the Vulkan arms in a last pass after all rows, on one set of buffers per row, {VULKAN_TIMING}; only the arms vulkan,ostinato (--arms)"
         )
     );
     let host = arm_order_text(BenchBackend::Host, &cfg(|c| c.arms = Some(vec!["ostinato-host".into(), "vulkan".into()])));
     assert_eq!(
         host,
-        "rotated per row; the Vulkan arms in a last pass after all rows, on one set of buffers per row; only the arms ostinato-host,vulkan (--arms)"
+        format!("rotated per row; the Vulkan arms in a last pass after all rows, on one set of buffers per row, {VULKAN_TIMING}; only the arms ostinato-host,vulkan (--arms)")
     );
+    assert!(VULKAN_TIMING.contains("leaves out every submission's start"), "{VULKAN_TIMING}");
     assert_eq!(arm_order_text(BenchBackend::Host, &BenchConfig::default()), "rotated per row");
     let fresh = BenchConfig::default();
     assert!(regime_text(BenchBackend::Cuda, &fresh, None).unwrap_or_default().starts_with("fresh"));
     assert!(regime_text(BenchBackend::Host, &fresh, None).is_none());
     let multi = regime_text(BenchBackend::Cuda, &cfg(|c| c.study.regime = Regime::MultiStream), Some([0.5071, 0.6284])).unwrap_or_default();
     assert!(multi.starts_with("multi-stream") && multi.contains("took 0.507 µs per dispatch before and 0.628 after"), "{multi}");
-}
-
-#[test]
-fn the_sample_text_says_how_vulkan_arms_time_where_one_ran() {
-    let sample = |b: BenchBackend, c: BenchConfig| RunProtocol::of(b, &c, None).replays_per_sample;
-    let vulkan = "a Vulkan arm submits each replay alone, timed by timestamps its command buffer writes";
-    let cuda_only = sample(BenchBackend::Cuda, cfg(|c| c.arms = Some(vec!["captured".into(), "ostinato".into()])));
-    assert_eq!(cuda_only, "one replay between two events (the decode stack: 4, one position each)");
-    let eight = sample(
-        BenchBackend::Cuda,
-        cfg(|c| {
-            c.arms = Some(vec!["ostinato".into(), "vulkan".into(), "ostinato-vulkan".into()]);
-            c.replays = Some(8);
-        }),
-    );
-    assert!(eight.starts_with("8 back-to-back replays between two events (--replays 8); ") && eight.contains(vulkan), "{eight}");
-    assert!(sample(BenchBackend::Cuda, BenchConfig::default()).contains(vulkan), "every arm runs by default, raw Vulkan among them");
-    assert!(!sample(BenchBackend::Host, BenchConfig::default()).contains(vulkan), "the host matrix runs Vulkan arms only when named");
-    assert!(sample(BenchBackend::Host, cfg(|c| c.arms = Some(vec!["ostinato-host".into(), "ostinato-vulkan".into()]))).contains(vulkan));
 }
 
 #[test]
