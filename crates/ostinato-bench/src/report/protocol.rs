@@ -97,7 +97,8 @@ pub(super) fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> Strin
         t += &format!(", shifted by {} (--rotate)", args.study.rotate);
     }
     let chosen: Option<Vec<&str>> = args.arms.as_ref().map(|list| list.iter().map(|a| a.trim()).collect());
-    let ran = |a: ArmKind| chosen.as_ref().is_none_or(|c| c.contains(&a.name()));
+    // Without `--arms` the CUDA matrix runs every arm and the host matrix no Vulkan arm.
+    let ran = |a: ArmKind| chosen.as_ref().map_or(backend == BenchBackend::Cuda, |c| c.contains(&a.name()));
     if backend == BenchBackend::Cuda {
         let direct: Vec<&str> = ArmKind::CUDA.iter().filter(|a| a.launches_directly() && ran(**a)).map(|a| a.name()).collect();
         if !direct.is_empty() {
@@ -112,7 +113,7 @@ pub(super) fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> Strin
             "; every CUDA arm of a row replays on one stream the row makes (Ostinato's execs bound to it)"
         };
     }
-    if vulkan_arms_ran(backend, args) {
+    if ArmKind::VULKAN.iter().any(|&a| ran(a)) {
         t += "; the Vulkan arms in a last pass after all rows, on one set of buffers per row, ";
         // They time otherwise than the CUDA arms' event pair (docs/fences.md, "Where Ostinato still
         // loses": one replay a sample on CUDA holds a launch's start, a Vulkan arm's time does not).
@@ -126,13 +127,6 @@ pub(super) fn arm_order_text(backend: BenchBackend, args: &BenchConfig) -> Strin
 
 /// How a Vulkan arm's sample is timed, for the arm-order text where one ran.
 pub(super) const VULKAN_TIMING: &str = "each replay submitted alone and timed by timestamps its command buffer writes (where the device has them), a sample the sum: a Vulkan arm's time leaves out every submission's start, where a CUDA event pair around a launch from an idle stream holds that launch's start";
-
-/// Whether a Vulkan arm ran: in the CUDA matrix unless `--arms` leaves them out, in the host matrix
-/// only where `--arms` names one.
-fn vulkan_arms_ran(backend: BenchBackend, args: &BenchConfig) -> bool {
-    let named = |a: ArmKind| args.arms.as_ref().map(|list| list.iter().any(|n| n.trim() == a.name()));
-    ArmKind::VULKAN.iter().any(|&a| named(a).unwrap_or(backend == BenchBackend::Cuda))
-}
 
 /// The CUDA driver state the rows ran in (`--regime`), for the protocol line and `results.json`; None
 /// on the host backend. `chain_us`: what entering the multi-stream state measured (before, after).
