@@ -8,9 +8,9 @@
 #   D/src/                the sources, to build there when the binaries do not run: kernels/,
 #                         crates/ostinato-llama/kernels/llama{_common,}.cu, lab/probes/llama_{kernels,variants}.cu
 # Stages: attributes; the per-kernel check against double precision (a failure is reported, the timing
-# still runs); kernels alone and back to back; the step per combo and position; the build variants;
-# then compute-sanitizer memcheck and racecheck on a one-layer model (RACECHECK_VARIANTS=1: racecheck on
-# each variant too). Everything goes to $OUT/run.log;
+# still runs); the cooperative launch; gate/up with its own tiles already in L2 (l2); kernels alone and
+# back to back; the step per combo and position; the build variants; then compute-sanitizer memcheck
+# and racecheck on a one-layer model (RACECHECK_VARIANTS=1: racecheck on each variant too). Everything goes to $OUT/run.log;
 # a summary is printed last.
 #   bash llama-step.sh D
 set -u
@@ -28,6 +28,9 @@ IFS=';' read -ra VDEFS <<<"$VARIANTS"
 # t for it with every tile by ticket (llama_ffn_fused_t, no residency needed).
 COMBOS=${COMBOS:-0,2,4,6,f0,f6,t0,t6,c6}
 SPLITS=${SPLITS:-32}
+# Stages to run (default all): PROBE_STAGES="check l2 kernels step" leaves out the others.
+PROBE_STAGES=" ${PROBE_STAGES:-check coop l2 kernels step variants memcheck racecheck} "
+on() { [[ "$PROBE_STAGES" == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 cd "$D"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader >>"$LOG" 2>&1
@@ -41,15 +44,28 @@ if ! bin/llama_kernels attrs >>"$LOG" 2>&1; then
   wait
   bin/llama_kernels attrs >>"$LOG" 2>&1 || { say "BUILD FAILED"; tail -20 "$OUT/build.log"; exit 1; }
 fi
-say check
-timeout 150 bin/llama_kernels check "$SPLITS" >>"$LOG" 2>&1; rc=$?; echo "check rc $rc" | tee -a "$LOG"
-if [[ $rc == 124 ]]; then say "check hung: stopping"; grep -E "^== |FAIL|rc [0-9]" "$LOG"; exit 1; fi
-say coop
-timeout 30 bin/llama_kernels coop "$SPLITS" >>"$LOG" 2>&1; echo "coop rc $?" | tee -a "$LOG"
-say kernels
-timeout 45 bin/llama_kernels kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels rc $?" | tee -a "$LOG"
-say step
-timeout 60 bin/llama_kernels step "$SPLITS" 0 "$COMBOS" >>"$LOG" 2>&1; echo "step rc $?" | tee -a "$LOG"
+if on check; then
+  say check
+  timeout 150 bin/llama_kernels check "$SPLITS" >>"$LOG" 2>&1; rc=$?; echo "check rc $rc" | tee -a "$LOG"
+  if [[ $rc == 124 ]]; then say "check hung: stopping"; grep -E "^== |FAIL|rc [0-9]" "$LOG"; exit 1; fi
+fi
+if on coop; then
+  say coop
+  timeout 30 bin/llama_kernels coop "$SPLITS" >>"$LOG" 2>&1; echo "coop rc $?" | tee -a "$LOG"
+fi
+if on l2; then
+  say l2
+  timeout 60 bin/llama_kernels l2 "$SPLITS" >>"$LOG" 2>&1; echo "l2 rc $?" | tee -a "$LOG"
+fi
+if on kernels; then
+  say kernels
+  timeout 60 bin/llama_kernels kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels rc $?" | tee -a "$LOG"
+fi
+if on step; then
+  say step
+  timeout 90 bin/llama_kernels step "$SPLITS" 0 "$COMBOS" >>"$LOG" 2>&1; echo "step rc $?" | tee -a "$LOG"
+fi
+on variants || VDEFS=()
 for vd in "${VDEFS[@]}"; do
   v=${vd%%:*}
   say "variant $v (${vd#*:})"
@@ -58,10 +74,14 @@ for vd in "${VDEFS[@]}"; do
   timeout 30 bin/llama_kernels$v step "$SPLITS" 0 "$VCOMBOS" >>"$LOG" 2>&1; echo "step$v rc $?" | tee -a "$LOG"
   timeout 30 bin/llama_kernels$v kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels$v rc $?" | tee -a "$LOG"
 done
-say memcheck
-timeout 60 compute-sanitizer --tool memcheck --leak-check no bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "memcheck rc $?" | tee -a "$LOG"
-say racecheck
-timeout 60 compute-sanitizer --tool racecheck bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "racecheck rc $?" | tee -a "$LOG"
+if on memcheck; then
+  say memcheck
+  timeout 60 compute-sanitizer --tool memcheck --leak-check no bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "memcheck rc $?" | tee -a "$LOG"
+fi
+if on racecheck; then
+  say racecheck
+  timeout 60 compute-sanitizer --tool racecheck bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "racecheck rc $?" | tee -a "$LOG"
+fi
 # RACECHECK_VARIANTS=1: racecheck on each build variant too (variants that change the kernels' synchronisation).
 if [[ ${RACECHECK_VARIANTS:-0} == 1 ]]; then
   for vd in "${VDEFS[@]}"; do
@@ -71,4 +91,4 @@ if [[ ${RACECHECK_VARIANTS:-0} == 1 ]]; then
   done
 fi
 say summary
-grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^cooperative|^  (llama_|attn|ffn_|o\+|down|lm_head)|^bulk" "$LOG" | grep -v "^  .* ok$" | tail -120
+grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^cooperative|^  l2 |^  (llama_|attn|ffn_|o\+|down|lm_head)|^bulk" "$LOG" | grep -v "^  .* ok$" | tail -120

@@ -12,11 +12,12 @@
 //            for, 0 for the pack's attention; after an `f`, gate/up + down as llama_ffn_fused; after
 //            a `c`, that kernel launched cooperative; after a `t`, llama_ffn_fused_t, every tile by
 //            ticket, which needs no residency: the check runs it on grids larger than fit, too).
+//   l2     : gate/up alone with some of its tiles already in L2 against unrelated bytes there.
 //   coop   : whether a cooperative launch of llama_ffn_fused, with PDL and in a captured graph, runs.
 // Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
 // machine (lab/probes/llama-step.sh):
 //   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
-//   ./llama_kernels attrs|check|sanitize|coop|kernels|step [splits,...] [blocks] [combos,...] [positions,...]
+//   ./llama_kernels attrs|check|sanitize|coop|l2|kernels|step [splits,...] [blocks] [combos,...] [positions,...]
 #include "../../kernels/ostinato.cu"
 #include "../../crates/ostinato-llama/kernels/llama_common.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s at %d: %s\n", cudaGetErrorString(e_), __LINE__, #x); exit(1); } } while (0)
@@ -109,6 +111,10 @@ struct Opts {
   bool fused = false, coop = false;  // coop: llama_ffn_fused launched cooperative
   bool ticketed = false;             // llama_ffn_fused_t (every tile by ticket) for the fused FFN
   unsigned fused_grid = 0;           // the fused FFN's grid (0: as the other streaming kernels)
+  // opf: llama_o_pf for O (else the pack's llama_o), asking L2 for gate/up's rounds opf_round0 ..
+  // + opf_rounds before its wait, or after it where opf_after.
+  bool opf = false, opf_after = false;
+  unsigned opf_round0 = 0, opf_rounds = 0;
 };
 static const unsigned PAIRS = QKV / 2;
 // The streaming projections' dynamic shared memory: the stages, then (gate/up, LM head) x ⊙ ln.
@@ -121,6 +127,7 @@ static unsigned head_tiles() { return tiles(V, 2 * H, 64); }
 static unsigned bgrid(unsigned n_tiles, Opts o) { return std::min(o.bblocks, n_tiles); }
 // The (gate, up) pairs of gate/up's first `rounds` rounds of tiles (its static rounds when rounds <= LB_STATIC_ROUNDS).
 static unsigned pf_pairs(Opts o) { return std::min(F, o.pf_rounds * bgrid(FFN_TILES, o) * FFN_PAIRS_A_TILE); }
+static unsigned round_pairs(Opts o) { return bgrid(FFN_TILES, o) * FFN_PAIRS_A_TILE; }  // (gate, up) pairs in a round of tiles
 
 static void k_embed(Launcher& g, Model& m) { g.go(llama_embed, dim3(H / 256), 256, 0, m.x, m.emb, m.token, H); }
 static void k_qkv(Launcher& g, Model& m, unsigned l, unsigned pos) {
@@ -132,7 +139,10 @@ static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
   else g.go(llama_attn, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits, HD);
 }
 static void k_o(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
-  g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ, HD);
+  if (o.opf)
+    g.go(llama_o_pf, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ, HD, m.wgu[l], F, H, o.opf_round0 * round_pairs(o),
+         o.opf_rounds * round_pairs(o), (unsigned)o.opf_after);
+  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ, HD);
 }
 static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
   g.go(llama_ffn_in, dim3(bgrid(FFN_TILES, o)), LB_THREADS, NORM_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
@@ -267,6 +277,15 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
     std::string label = rounds ? "attn_pf" + std::to_string(rounds) + " + o: x" : std::string("attn + o: x");
     compare(label.c_str(), x1, xv.data(), H, 1e-4);
   }
+  for (auto [r0, n, after] : {std::tuple{0u, 2u, false}, {5u, 2u, false}, {5u, 4u, true}, {0u, 64u, false}}) {  // 64: clamped to the layer
+    Opts v = o; v.pf_rounds = 0; v.opf = true; v.opf_round0 = r0; v.opf_rounds = n; v.opf_after = after;
+    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
+    poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
+    k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    auto xv = get(m.x, H);
+    std::string label = "attn + o_pf" + std::to_string(r0) + "x" + std::to_string(n) + (after ? "a" : "") + ": x";
+    compare(label.c_str(), x1, xv.data(), H, 1e-4);
+  }
   CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
   // FFN in
   auto wgu = get(m.wgu[l], (size_t)2 * F * H);
@@ -397,6 +416,12 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
     row("attn_pf" + r, ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); });
     row("attn_pf" + r + "+o+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
   }
+  for (auto [r0, n, after] : {std::tuple{0u, 0u, false}, {0u, 2u, false}, {5u, 2u, false}, {5u, 4u, false}, {5u, 2u, true}, {5u, 4u, true}}) {
+    Opts v = o; v.opf = true; v.opf_round0 = r0; v.opf_rounds = n; v.opf_after = after;
+    std::string r = "o_pf" + std::to_string(r0) + "x" + std::to_string(n) + (after ? "a" : "");
+    row("attn+" + r, ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, v); });
+    row("attn+" + r + "+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
+  }
   if (!all) { CK(cudaStreamDestroy(st)); return; }
   row("llama_qkv", 2.0 * QKV * H, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); });
   row("llama_o", ob, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); });
@@ -420,10 +445,64 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   CK(cudaStreamDestroy(st));
 }
 
+// Whether gate/up reads its tiles faster where they are already in L2: gate/up alone (no PDL) right
+// after l2_touch has read rounds r0 .. r0 + n of its tiles (both the gate and the up rows of those
+// pairs), against right after l2_touch has read as many bytes of unrelated memory (the LM head's
+// weights, a different part each layer): the same kernel before it, the same L2 traffic, only the
+// residency of its own bytes differs. µs between an event after the touch and one after gate/up, median
+// over 16 layers x reps; the gain against the control beside what those bytes take at the peak.
+static void time_l2(Model& m, Opts o) {
+  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  warm(m, st);
+  unsigned* sink = dev<unsigned>(1);
+  const unsigned rp = round_pairs(o);
+  cudaEvent_t e1, e2; CK(cudaEventCreate(&e1)); CK(cudaEventCreate(&e2));
+  Launcher g{st, false};
+  auto run = [&](unsigned r0, unsigned n, bool control) {
+    unsigned p0 = std::min(F, r0 * rp), pairs = std::min(F - p0, n * rp);
+    unsigned long long half = (unsigned long long)pairs * H * 2, n16 = half / 16;  // bytes of each of the two ranges
+    std::vector<float> t;
+    for (int rep = 0; rep < 6; rep++)
+      for (unsigned l = 0; l < L; l++) {
+        const uint4 *a, *b;
+        if (control) {
+          const char* base = (const char*)m.emb + (((unsigned long long)l * 2 * half) % ((unsigned long long)V * H * 2 - 2 * half) & ~15ull);
+          a = (const uint4*)base; b = (const uint4*)(base + half);
+        } else {
+          a = (const uint4*)(m.wgu[l] + (size_t)p0 * H); b = (const uint4*)(m.wgu[l] + ((size_t)F + p0) * H);
+        }
+        l2_touch<<<1056, 256, 0, st>>>(a, b, n16, sink);
+        CK(cudaEventRecord(e1, st)); k_ffn(g, m, l, o); CK(cudaEventRecord(e2, st)); CK(cudaEventSynchronize(e2));
+        float ms; CK(cudaEventElapsedTime(&ms, e1, e2)); if (rep > 0) t.push_back(ms * 1e3f);
+      }
+    CK(cudaGetLastError());
+    return std::make_pair(median(t), 2.0 * half);
+  };
+  printf("l2: gate/up alone after its own tiles were read into L2, against after as many unrelated bytes (rounds of %u pairs, %.2f MB)\n", rp,
+         4.0 * rp * H / 1e6);
+  for (auto [r0, n] : {std::pair{0u, 2u}, {5u, 2u}, {0u, 5u}, {5u, 5u}, {0u, 10u}}) {
+    auto [own, bytes] = run(r0, n, false);
+    auto [other, _] = run(r0, n, true);
+    printf("  l2 rounds %2u..%2u %6.1f MB: own %7.2f us  control %7.2f us  gain %5.2f us (the bytes at peak: %5.2f us)\n", r0, r0 + n - 1, bytes / 1e6, own,
+           other, other - own, bytes / g_peak_tb / 1e6);
+  }
+  CK(cudaFree(sink)); CK(cudaEventDestroy(e1)); CK(cudaEventDestroy(e2)); CK(cudaStreamDestroy(st));
+}
+
 // A combo: the rounds of gate/up's first tiles attention asks L2 for (0: the pack's attention), after
 // an `f` for gate/up + down as one kernel, after a `c` for that kernel launched cooperative, after a
-// `t` for it with every tile by ticket (llama_ffn_fused_t): "0", "6", "f0", "f6", "c6", "t6".
+// `t` for it with every tile by ticket (llama_ffn_fused_t): "0", "6", "f0", "f6", "c6", "t6"; or
+// llama_o_pf asking L2 for gate/up's rounds r0 .. r0 + n - 1 before its wait ("o<r0>x<n>") or after it
+// ("O<r0>x<n>").
 static Opts combo(const std::string& c, Opts o) {
+  if (!c.empty() && (c[0] == 'o' || c[0] == 'O')) {  // "o5x2": O asks L2 for gate/up's rounds 5 and 6 before its wait; "O5x2" after it
+    const char* x = strchr(c.c_str(), 'x');
+    o.opf = true;
+    o.opf_round0 = (unsigned)atoi(c.c_str() + 1);
+    o.opf_rounds = x ? (unsigned)atoi(x + 1) : 1u;
+    o.opf_after = c[0] == 'O';
+    return o;
+  }
   o.coop = !c.empty() && c[0] == 'c';
   o.ticketed = !c.empty() && c[0] == 't';
   o.fused = o.coop || o.ticketed || (!c.empty() && c[0] == 'f');
@@ -501,6 +580,11 @@ int main(int argc, char** argv) {
     check_head(m, base);
     printf("%s: %d failures\n", what.c_str(), failures);
     return failures ? 1 : 0;
+  }
+  if (what == "l2") {
+    Opts o = base; o.splits = splits[0];
+    time_l2(m, o);
+    return 0;
   }
   if (what == "coop") {
     try_coop(m, base);

@@ -1,7 +1,9 @@
 // Variants of the Llama pack's kernels for the decode probe (llama_kernels.cu includes this after the
 // pack). Earlier variants (the merge in attention with a plain O, batched or lane-group softmax, gate/up
 // prefetching the down projection's tiles) were measured and not kept; they live in git history and
-// lab/llama-decode.md.
+// lab/llama-decode.md. The ones below were measured and not kept either (lab/llama-decode-boundaries.md:
+// attention's prefetch version 9, the fused FFN versions 11 and 12, O's prefetch version 16); they stay
+// as the probe's references for those boundaries, beside l2_touch, the `l2` stage's tool.
 //
 // llama_attn_pf: the pack's attention (head dim 64), and right after its wait the blocks ask L2 for the
 // first `pf_pairs` (gate, up) row pairs of the layer's gate/up weights (`wgu`: ffn gate rows, then ffn up
@@ -21,27 +23,66 @@ __device__ __forceinline__ void lv_prefetch_bulk_l2(const void* p, unsigned byte
 
 #define LV_PF_PIECE 16384u
 
+// Bulk prefetches into L2 of (gate, up) row pairs [pair0, pair0 + pairs) of a layer's gate/up weights
+// (`wgu`: ffn gate rows, then ffn up rows, `hidden` bf16 columns each): two contiguous ranges cut into
+// LV_PF_PIECE pieces; piece j goes to block j % blocks of the grid, lane j / blocks of its first warp.
+__device__ __forceinline__ void lv_prefetch_pairs(const ll_bf16* wgu, unsigned ffn, unsigned hidden, unsigned pair0, unsigned pairs) {
+  pair0 = min(pair0, ffn);
+  unsigned long long range = (unsigned long long)min(pairs, ffn - pair0) * hidden * 2;
+  unsigned per_range = (unsigned)((range + LV_PF_PIECE - 1) / LV_PF_PIECE), pieces = 2 * per_range;
+  unsigned blocks = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x >= 32) return;
+  for (unsigned j = b + threadIdx.x * blocks; j < pieces; j += 32 * blocks) {
+    unsigned r = j / per_range;
+    unsigned long long off = (unsigned long long)(j % per_range) * LV_PF_PIECE;
+    const char* base = (const char*)(wgu + ((unsigned long long)r * ffn + pair0) * hidden);
+    lv_prefetch_bulk_l2(base + off, (unsigned)min((unsigned long long)LV_PF_PIECE, range - off));
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
     llama_attn_pf(float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new, unsigned pos, unsigned heads,
                   unsigned kv_heads, unsigned max_seq, unsigned splits, unsigned head_dim, const ll_bf16* wgu, unsigned ffn, unsigned hidden,
                   unsigned pf_pairs) {
   __shared__ LlAttnShared<64> sh;
-  auto prefetch = [&] {
-    // Two ranges of pf_pairs rows (gate from row 0, up from row ffn), cut into LV_PF_PIECE pieces;
-    // piece j goes to block j % blocks, lane j / blocks of its first warp.
-    unsigned long long range = (unsigned long long)min(pf_pairs, ffn) * hidden * 2;
-    unsigned per_range = (unsigned)((range + LV_PF_PIECE - 1) / LV_PF_PIECE), pieces = 2 * per_range;
-    unsigned blocks = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
-    if (threadIdx.x >= 32) return;
-    for (unsigned j = b + threadIdx.x * blocks; j < pieces; j += 32 * blocks) {
-      unsigned r = j / per_range;
-      unsigned long long off = (unsigned long long)(j % per_range) * LV_PF_PIECE;
-      const char* base = (const char*)(wgu + (unsigned long long)r * ffn * hidden);
-      lv_prefetch_bulk_l2(base + off, (unsigned)min((unsigned long long)LV_PF_PIECE, range - off));
-    }
-  };
+  auto prefetch = [&] { lv_prefetch_pairs(wgu, ffn, hidden, 0, pf_pairs); };
   ll_attn_groups<64>(sh, part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits, prefetch);
   OST_EXIT();
+}
+
+// llama_o_pf: the pack's output projection (head dim 64, four query heads a KV head: the 1B's), asking
+// L2 for gate/up's (gate, up) pairs [pair0, pair0 + pairs) either before its wait, right after its own
+// weights' loads are issued (after = 0), or right after the wait (after = 1). Why: gate/up's blocks
+// land only as O's leave their SMs, and gate/up then streams its 67 MB from DRAM at 78% of 4.8 TB/s,
+// while DRAM idles through attention's tail and O's merge (QKV, attention and O move 23 MB in 11.2 us,
+// 2.1 TB/s). Pairs beyond gate/up's static rounds (pair0 = 5 rounds x 132 tiles x 4 pairs) are the ones
+// its blocks cannot request before their own wait. Attention asking for the static rounds (version 9)
+// slowed attention's own loads; O's loads are issued before its prefetch.
+extern "C" __global__ void LL_O_BOUNDS llama_o_pf(float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned kv_heads,
+                                                  unsigned splits, unsigned pos, unsigned max_seq, unsigned head_dim, const ll_bf16* wgu,
+                                                  unsigned ffn, unsigned hidden, unsigned pair0, unsigned pairs, unsigned after) {
+  __shared__ LlOShared<64> sh;
+  if (heads != 4 * kv_heads) __trap();  // the 1B's group only
+  auto early = [&] { if (!after) lv_prefetch_pairs(wgu, ffn, hidden, pair0, pairs); };
+  auto late = [&] { if (after) lv_prefetch_pairs(wgu, ffn, hidden, pair0, pairs); };
+  ll_o<4, 64>(sh, x, part, wo, m, heads, splits, pos, max_seq, early, late);
+  OST_EXIT();
+}
+
+// l2_touch: reads n16 16-byte words from each of two ranges a and b (b may be null) through L2 and adds
+// them into *sink (never taken: the sum only keeps the loads), so once it ends those bytes are in L2
+// (as far as L2 keeps them). The `l2` stage of the probe puts gate/up's tiles there before timing it.
+extern "C" __global__ void l2_touch(const uint4* a, const uint4* b, unsigned long long n16, unsigned* sink) {
+  unsigned acc = 0;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n16; i += (unsigned long long)gridDim.x * blockDim.x) {
+    uint4 v = __ldcg(a + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    if (b) {
+      uint4 w = __ldcg(b + i);
+      acc ^= w.x ^ w.y ^ w.z ^ w.w;
+    }
+  }
+  if (acc == 0x9e3779b9u) atomicAdd(sink, 1u);
 }
 
 // llama_ffn_fused(act, sync, x, ln, wgu, wd, ffn, hidden, eps): llama_ffn_in then llama_down (x += Wd·act)

@@ -369,9 +369,11 @@ struct LlWalk {
     }
   }
 };
-template <int G, int HD>
+// BeforeWait runs after the weights' loads are issued, AfterWait right after the wait (the pack passes
+// neither; the decode probe's variants do).
+template <int G, int HD, class BeforeWait = LlNoHook, class AfterWait = LlNoHook>
 __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* part, const ll_bf16* wo, unsigned m, unsigned heads, unsigned splits,
-                                     unsigned pos, unsigned max_seq) {
+                                     unsigned pos, unsigned max_seq, BeforeWait before_wait = BeforeWait(), AfterWait after_wait = AfterWait()) {
   constexpr int PER_ROW = G * HD / 8, E = PER_ROW / 4, REC = ll_rec(HD);
   constexpr bool EVEN = 32 % PER_ROW == 0 || PER_ROW % 32 == 0;  // every j's lanes share rows evenly
   constexpr int LPR = PER_ROW < 32 ? PER_ROW : 32;                // lanes that share a row at each j (EVEN)
@@ -387,7 +389,9 @@ __device__ __forceinline__ void ll_o(LlOShared<HD>& sh, float* x, const float* p
   }
   unsigned n = min(pos, max_seq - 1) + 1;
   unsigned live = ll_live_splits(n, splits);
+  before_wait();
   OST_ENTRY();
+  after_wait();
   ll_merge<G, HD, (G * HD + LL_THREADS - 1) / LL_THREADS>(sh.mg, sh.a, part + (unsigned long long)h * splits * G * REC, live, 0, G * HD);
   __syncthreads();
   if constexpr (EVEN) {
@@ -553,7 +557,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_do
   };
   lb_init(sh);
   bool producer = threadIdx.x >= LB_CONSUMERS * 32;
-  if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, n_tiles, issue);
+  if (producer && (threadIdx.x & 31) == 0) lb_prologue(sh, lb_stages, n_tiles, issue, LB_DOWN_STATIC_ROUNDS);
   OST_ENTRY();
   if (producer) {
     lb_produce(sh, lb_stages, n_tiles, ticket, issue, [&](unsigned t, const float* red) {
@@ -562,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_do
         for (unsigned q = 0; q < Q; q++) s += red[r * Q + q];
         atomicAdd(x + t * R + r, s);  // the row's only add: a fire-and-forget reduction
       }
-    });
+    }, LB_DOWN_STATIC_ROUNDS);
   } else {
     unsigned q = (threadIdx.x >> 5) % Q, lim = k > q * LL_CHUNK ? k - q * LL_CHUNK : 0;
     float xr[64];

@@ -211,7 +211,7 @@ __device__ __forceinline__ float ll_norm_input(float* xs, float* red, const floa
 // One block per SM with five 36 KiB stages (180 KiB in flight). Five stages of 36 KiB hold three
 // (gate, up) pairs of 6 KiB rows (hidden 3,072), where 32 KiB stages hold two: on the H200 the 3B's gate/up
 // streams at 82% of 4.8 TB/s instead of 75%, and the 1B's kernels (four 4 KiB pairs a tile either way)
-// are unchanged (lab/llama-decode.md, version 13). One block of six 32 KiB stages had measured 2-3% a step
+// are unchanged (lab/llama-decode-boundaries.md, version 13). One block of six 32 KiB stages had measured 2-3% a step
 // faster than two blocks of three.
 #ifndef LB_STAGES
 #define LB_STAGES 5
@@ -230,13 +230,17 @@ __device__ __forceinline__ float ll_norm_input(float* xs, float* red, const floa
 #ifndef LB_STATIC_ROUNDS
 #define LB_STATIC_ROUNDS LB_STAGES
 #endif
+// The down projection's (the probe builds it with fewer, lab/llama-decode-boundaries.md version 17).
+#ifndef LB_DOWN_STATIC_ROUNDS
+#define LB_DOWN_STATIC_ROUNDS LB_STATIC_ROUNDS
+#endif
 
 // Arrivals on a stage's barriers: every lane of a warp arrives, so each thread's own shared-memory accesses
 // (a consumer's reads of the stage, the producer's epilogue reads of `red`) are ordered by the mbarrier
 // itself. One arriving lane after `__syncwarp` orders the same accesses by the warp barrier, but
 // compute-sanitizer's racecheck does not follow that and reports the ring's reuse as races; with every
 // lane arriving it reports none, and the 1B step is unchanged (H100: 962.6 against 962.5 µs at position
-// 1,024; lab/llama-decode.md, version 14). -DLB_ARRIVE_ONE_LANE builds the one-lane form.
+// 1,024; lab/llama-decode-boundaries.md, version 14). -DLB_ARRIVE_ONE_LANE builds the one-lane form.
 #ifdef LB_ARRIVE_ONE_LANE
 #define LB_LANES_ARRIVING 1u
 #else
@@ -290,14 +294,14 @@ __device__ __forceinline__ void lb_init(LbShared& sh) {
   __syncthreads();
 }
 
-// Static rounds: full rounds of G tiles, at most LB_STATIC_ROUNDS.
-__device__ __forceinline__ unsigned lb_rounds(unsigned n_tiles) { return min((unsigned)LB_STATIC_ROUNDS, n_tiles / gridDim.x); }
+// Static rounds: full rounds of G tiles, at most `most` (at most LB_STAGES).
+__device__ __forceinline__ unsigned lb_rounds(unsigned n_tiles, unsigned most = LB_STATIC_ROUNDS) { return min(most, n_tiles / gridDim.x); }
 
 // Before the wait, lane 0 of the producer: the block's static tiles into stages 0, 1, ...
 // issue(tile, stage, bar) expects and copies the tile's bytes.
 template <class Issue>
-__device__ __forceinline__ void lb_prologue(LbShared& sh, unsigned char* stages, unsigned n_tiles, Issue issue) {
-  unsigned rounds = lb_rounds(n_tiles);
+__device__ __forceinline__ void lb_prologue(LbShared& sh, unsigned char* stages, unsigned n_tiles, Issue issue, unsigned most = LB_STATIC_ROUNDS) {
+  unsigned rounds = lb_rounds(n_tiles, most);
   for (unsigned r = 0; r < rounds; r++) {
     unsigned t = blockIdx.x + r * gridDim.x;
     sh.tile[r] = (int)t;
@@ -351,8 +355,9 @@ __device__ __forceinline__ void lb_produce_after(LbShared& sh, unsigned char* st
 }
 
 template <class Issue, class Epi>
-__device__ __forceinline__ void lb_produce(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned* ticket, Issue issue, Epi epi) {
-  lb_produce_after(sh, stages, n_tiles, lb_rounds(n_tiles), ticket, issue, epi);
+__device__ __forceinline__ void lb_produce(LbShared& sh, unsigned char* stages, unsigned n_tiles, unsigned* ticket, Issue issue, Epi epi,
+                                           unsigned most = LB_STATIC_ROUNDS) {
+  lb_produce_after(sh, stages, n_tiles, lb_rounds(n_tiles, most), ticket, issue, epi);
 }
 
 // A consumer warp: for each tile, unit(tile, u, stage) -> dot product for its units u = warp, warp +
