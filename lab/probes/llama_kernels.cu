@@ -56,6 +56,7 @@ struct Model {
   ll_bf16 *wqkv[L], *wo[L], *wgu[L], *wd[L], *kc[L], *vc[L], *ln1[L], *ln2[L], *emb, *norm, *kv_new;
   float *x, *q, *apart, *act, *logits, *hpart, *freq;
   unsigned *tickets, *hcount, *token, *history, *fsync;
+  unsigned *arrive, *seen;  // llama_qkv_attn's counters per KV head and its blocks' own words
 };
 
 static Model make_model() {
@@ -80,6 +81,7 @@ static Model make_model() {
   std::vector<float> f(HD / 2);
   for (unsigned j = 0; j < HD / 2; j++) f[j] = 1.0f / powf(500000.0f, 2.0f * j / HD);
   CK(cudaMemcpy(m.freq, f.data(), 4 * f.size(), cudaMemcpyHostToDevice));
+  m.arrive = dev<unsigned>(NKV); m.seen = dev<unsigned>((size_t)NKV * LL_MAX_SPLITS);
   m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.history = dev<unsigned>(SEQ); m.fsync = dev<unsigned>(4);
   CK(cudaDeviceSynchronize());
   return m;
@@ -115,7 +117,11 @@ struct Opts {
   // + opf_rounds before its wait, or after it where opf_after.
   bool opf = false, opf_after = false;
   unsigned opf_round0 = 0, opf_rounds = 0;
+  bool qa = false;  // QKV and attention as llama_qkv_attn (its S splits replace `splits`)
 };
+// llama_qkv_attn's blocks a KV head: the group's (G + 2) x 32 RoPE pairs, 8 a block.
+static const unsigned QA_SPLITS = (G + 2) * (HD / 2) / 8;
+static unsigned o_splits(Opts o) { return o.qa ? QA_SPLITS : o.splits; }
 static const unsigned PAIRS = QKV / 2;
 // The streaming projections' dynamic shared memory: the stages, then (gate/up, LM head) x ⊙ ln.
 static const size_t STAGES = (size_t)LB_STAGES * LB_STAGE_BYTES, NORM_SMEM = STAGES + 4 * LL_CHUNK;
@@ -140,9 +146,13 @@ static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
 }
 static void k_o(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
   if (o.opf)
-    g.go(llama_o_pf, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ, HD, m.wgu[l], F, H, o.opf_round0 * round_pairs(o),
+    g.go(llama_o_pf, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o_splits(o), pos, SEQ, HD, m.wgu[l], F, H, o.opf_round0 * round_pairs(o),
          o.opf_rounds * round_pairs(o), (unsigned)o.opf_after);
-  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o.splits, pos, SEQ, HD);
+  else g.go(llama_o, dim3(H / 64, NKV), 256, 0, m.x, m.apart, m.wo[l], H, NH, NKV, o_splits(o), pos, SEQ, HD);
+}
+static void k_qkv_attn(Launcher& g, Model& m, unsigned l, unsigned pos) {
+  g.go(llama_qkv_attn, dim3(QA_SPLITS, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, m.x, m.ln1[l], m.wqkv[l], m.freq, m.arrive, m.seen, pos, H,
+       NH, NKV, SEQ, EPS);
 }
 static void k_ffn(Launcher& g, Model& m, unsigned l, Opts o) {
   g.go(llama_ffn_in, dim3(bgrid(FFN_TILES, o)), LB_THREADS, NORM_SMEM, m.act, m.tickets + 0, m.x, m.ln2[l], m.wgu[l], F, H, EPS);
@@ -189,7 +199,11 @@ static void k_head(Launcher& g, Model& m, unsigned pos, Opts o) {
 }
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
-  for (unsigned l = 0; l < L; l++) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_mlp(g, m, l, o); }
+  for (unsigned l = 0; l < L; l++) {
+    if (o.qa) k_qkv_attn(g, m, l, pos);
+    else { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); }
+    k_o(g, m, l, pos, o); k_mlp(g, m, l, o);
+  }
   k_head(g, m, pos, o);
 }
 
@@ -285,6 +299,19 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
     auto xv = get(m.x, H);
     std::string label = "attn + o_pf" + std::to_string(r0) + "x" + std::to_string(n) + (after ? "a" : "") + ": x";
     compare(label.c_str(), x1, xv.data(), H, 1e-4);
+  }
+  {  // QKV and attention as one kernel per KV head (version 18), then O over its splits, from the same x0
+    Opts v = o; v.pf_rounds = 0; v.qa = true;
+    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
+    poison(m.q, Q); poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
+    k_qkv_attn(g, m, l, pos); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    auto qa = get(m.q, Q);
+    compare("qkv_attn: q", std::vector<double>(y.begin(), y.begin() + Q), qa.data(), Q, 1e-4);
+    auto xv = get(m.x, H);
+    compare("qkv_attn + o: x", x1, xv.data(), H, 1e-4);
+    unsigned err = 0; CK(cudaMemcpyFromSymbol(&err, lv_error, 4));
+    printf("  %-34s %u %s\n", "qkv_attn: gave up waiting", err, err ? "FAIL" : "ok");
+    if (err) failures++;
   }
   CK(cudaMemcpy(m.x, x1g.data(), 4 * H, cudaMemcpyHostToDevice));
   // FFN in
@@ -422,6 +449,14 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
     row("attn+" + r, ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, v); });
     row("attn+" + r + "+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
   }
+  {
+    Opts v = o; v.qa = true;
+    const double qb = 2.0 * QKV * H, lb = qb + ab + ob + 6.0 * F * H;
+    row("qkv+attn+o", qb + ab + ob, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); });
+    row("qkv_attn+o", qb + ab + ob, [&](Launcher& g, unsigned l) { k_qkv_attn(g, m, l, pos); k_o(g, m, l, pos, v); });
+    row("qkv+attn+o+ffn_in+down", lb, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_mlp(g, m, l, o); });
+    row("qkv_attn+o+ffn_in+down", lb, [&](Launcher& g, unsigned l) { k_qkv_attn(g, m, l, pos); k_o(g, m, l, pos, v); k_mlp(g, m, l, v); });
+  }
   if (!all) { CK(cudaStreamDestroy(st)); return; }
   row("llama_qkv", 2.0 * QKV * H, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); });
   row("llama_o", ob, [&](Launcher& g, unsigned l) { k_o(g, m, l, pos, o); });
@@ -495,6 +530,7 @@ static void time_l2(Model& m, Opts o) {
 // llama_o_pf asking L2 for gate/up's rounds r0 .. r0 + n - 1 before its wait ("o<r0>x<n>") or after it
 // ("O<r0>x<n>").
 static Opts combo(const std::string& c, Opts o) {
+  if (c == "q") { o.qa = true; return o; }  // QKV and attention as llama_qkv_attn
   if (!c.empty() && (c[0] == 'o' || c[0] == 'O')) {  // "o5x2": O asks L2 for gate/up's rounds 5 and 6 before its wait; "O5x2" after it
     const char* x = strchr(c.c_str(), 'x');
     o.opf = true;
@@ -555,7 +591,7 @@ int main(int argc, char** argv) {
   struct Fn { const char* name; const void* f; int threads; size_t smem; };
   for (auto [name, f, threads, smem] : std::vector<Fn>{
            {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0},
-           {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"o", (const void*)llama_o, 256, 0},
+           {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"qkv_attn", (const void*)llama_qkv_attn, 256, 0}, {"o", (const void*)llama_o, 256, 0},
            {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, NORM_SMEM}, {"down", (const void*)llama_down, LB_THREADS, STAGES},
            {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}, {"ffn_fused", (const void*)llama_ffn_fused, LB_THREADS, NORM_SMEM},
            {"ffn_fused_t", (const void*)llama_ffn_fused_t, LB_THREADS, NORM_SMEM}}) {

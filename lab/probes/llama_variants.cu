@@ -338,3 +338,104 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   lv_ffn_finish(done, finished);
   OST_EXIT();
 }
+
+// ---- Version 18: QKV and attention as one kernel, handing off per KV head --------------------------
+// llama_qkv_attn(part, kcache, vcache, q, kv_new, x, ln, wqkv, rope_freq, arrive, seen, pos, hidden,
+// heads, kv_heads, max_seq, eps): grid (S, kv_heads), S = (G + 2) x 32 / 8 (head dim 64), 8 warps.
+// Warp w of block (s, h) computes RoPE pair p = 8 s + w of KV head h's group (its G query heads, then
+// its K head, then its V head; 32 pairs each) as llama_qkv does (both rows in registers before the
+// wait, the norm after it; q to `q`, K and V to `kv_new`), then the block counts itself in arrive[h]
+// (every thread fences its stores, a barrier, one add), waits until all S blocks of head h have
+// (ld.acquire, polled by thread 0), and runs attention split s of S for head h (the pack's ll_attn,
+// its cache rows asked of L2 before the wait). So head h's attention starts when head h's 48 QKV rows
+// are written, not when the whole QKV grid has drained and a second grid has landed: the grid drain
+// and launch at the QKV -> attention boundary (attention ends 4.7 us after QKV on the H200) become one
+// counter per head. llama_o merges the S splits.
+// The counters only grow: block (s, h) keeps how many arrivals it has waited for in seen[h S + s] (its
+// own word), so a launch waits for S more than the last. A wait gives up after LV_SPIN_LIMIT polls and
+// sets lv_error (the probe reports it; a probe must not hang the machine). Every block waits for
+// others of its grid: all must be resident at once, which holds on the H100 and H200 (192 blocks,
+// two a SM fit) once the previous kernel has left; the pack could not ship this without a launch
+// that guarantees it (cooperative) or the occupancy checked at instantiate.
+#ifndef LV_SPIN_LIMIT
+#define LV_SPIN_LIMIT (1u << 24)
+#endif
+__device__ unsigned lv_error;
+
+template <int G>
+__device__ __forceinline__ void lv_qkv_attn(float* xs, float* red, LlAttnShared<64>& sh, float* part, ll_bf16* kcache, ll_bf16* vcache, float* q,
+                                            ll_bf16* kv_new, const float* x, const ll_bf16* ln, const ll_bf16* wqkv, const float* rope_freq,
+                                            unsigned* arrive, unsigned* seen, unsigned pos, unsigned hidden, unsigned heads, unsigned kv_heads,
+                                            unsigned max_seq, float eps) {
+  constexpr int T = LL_THREADS, HD = 64, HALF = HD / 2, N = 8;
+  unsigned h = blockIdx.y, s = blockIdx.x, S = gridDim.x, lane = threadIdx.x & 31;
+  unsigned p = s * LL_WARPS + (threadIdx.x >> 5), member = p / HALF, j = p % HALF;
+  bool mine = member < G + 2;  // the last block may have warps past the group's pairs
+  unsigned head = member < G ? h * G + member : member == G ? heads + h : heads + kv_heads + h;
+  uint4 wa[N], wb[N];
+  float freq = 0.0f;
+  if (mine) {
+    const ll_bf16* ra = wqkv + (unsigned long long)(head * HD + j) * hidden;
+    ll_load_chunk<N>(wa, ra, 0, hidden);
+    ll_load_chunk<N>(wb, ra + (unsigned long long)HALF * hidden, 0, hidden);
+    asm volatile("ld.global.f32 %0, [%1];" : "=f"(freq) : "l"(rope_freq + j));
+  }
+  LlNormWeights<T, N * 256> lw = ll_norm_weights<T, N * 256>(ln, hidden);
+  // Attention's rows of this split into L2 (cache rows below pos: nothing in the step writes them).
+  {
+    unsigned n = min(pos, max_seq - 1) + 1, live = ll_live_splits(n, S), chunk = (n + live - 1) / live;
+    unsigned t0 = min(n, s * chunk), t1 = min(n, t0 + chunk);
+    const char* kh = (const char*)(kcache + (unsigned long long)h * max_seq * HD);
+    const char* vh = (const char*)(vcache + (unsigned long long)h * max_seq * HD);
+    for (unsigned i = t0 * 2 + threadIdx.x; i < t1 * 2; i += T) ll_prefetch_l2(((i & 1) ? vh : kh) + (unsigned long long)(i >> 1) * HD * 2);
+  }
+  unsigned target = 0;
+  if (threadIdx.x == 0) target = seen[h * S + s] + S;
+  OST_ENTRY();
+  float scale = ll_norm_input<T, N * 256>(xs, red, x, hidden, lw, eps);
+  if (mine) {
+    float a = ll_warp_sum(ll_dot_chunk<N>(wa, xs, 0)) * scale, b = ll_warp_sum(ll_dot_chunk<N>(wb, xs, 0)) * scale;
+    if (lane == 0) {
+      if (member <= G) {  // q and k rotate
+        float sn, cs;
+        sincosf((float)pos * freq, &sn, &cs);
+        float ra = a * cs - b * sn, rb = b * cs + a * sn;
+        a = ra;
+        b = rb;
+      }
+      if (member < G) {
+        q[head * HD + j] = a;
+        q[head * HD + j + HALF] = b;
+      } else {
+        unsigned at = (head - heads) * HD + j;
+        kv_new[at] = ll_to_bf(a);
+        kv_new[at + HALF] = ll_to_bf(b);
+      }
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(arrive + h, 1u);
+    unsigned polls = 0, v;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(arrive + h) : "memory");
+    } while ((int)(v - target) < 0 && ++polls < LV_SPIN_LIMIT);
+    if ((int)(v - target) < 0) atomicExch(&lv_error, 1u);
+    seen[h * S + s] = target;
+  }
+  __syncthreads();
+  ll_attn<G, HD>(sh, part, kcache, vcache, q, kv_new, pos, kv_heads, max_seq, S);
+}
+
+extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
+    llama_qkv_attn(float* part, ll_bf16* kcache, ll_bf16* vcache, float* q, ll_bf16* kv_new, const float* x, const ll_bf16* ln, const ll_bf16* wqkv,
+                   const float* rope_freq, unsigned* arrive, unsigned* seen, unsigned pos, unsigned hidden, unsigned heads, unsigned kv_heads,
+                   unsigned max_seq, float eps) {
+  __shared__ __align__(16) float xs[8 * 256];
+  __shared__ float red[LL_WARPS];
+  __shared__ LlAttnShared<64> sh;
+  if (heads != 4 * kv_heads || hidden > 8 * 256) __trap();  // the 1B's shape only
+  lv_qkv_attn<4>(xs, red, sh, part, kcache, vcache, q, kv_new, x, ln, wqkv, rope_freq, arrive, seen, pos, hidden, heads, kv_heads, max_seq, eps);
+  OST_EXIT();
+}
