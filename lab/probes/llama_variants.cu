@@ -395,23 +395,7 @@ __device__ __forceinline__ void lv_qkv_attn(float* xs, float* red, LlAttnShared<
   float scale = ll_norm_input<T, N * 256>(xs, red, x, hidden, lw, eps);
   if (mine) {
     float a = ll_warp_sum(ll_dot_chunk<N>(wa, xs, 0)) * scale, b = ll_warp_sum(ll_dot_chunk<N>(wb, xs, 0)) * scale;
-    if (lane == 0) {
-      if (member <= G) {  // q and k rotate
-        float sn, cs;
-        sincosf((float)pos * freq, &sn, &cs);
-        float ra = a * cs - b * sn, rb = b * cs + a * sn;
-        a = ra;
-        b = rb;
-      }
-      if (member < G) {
-        q[head * HD + j] = a;
-        q[head * HD + j + HALF] = b;
-      } else {
-        unsigned at = (head - heads) * HD + j;
-        kv_new[at] = ll_to_bf(a);
-        kv_new[at + HALF] = ll_to_bf(b);
-      }
-    }
+    if (lane == 0) ll_qkv_pair_out(q, kv_new, a, b, head, j, pos, freq, heads, kv_heads, HD);
   }
   __threadfence();
   __syncthreads();

@@ -11,6 +11,28 @@ extern "C" __global__ void llama_embed(float* x, const ll_bf16* emb, const unsig
   OST_EXIT();
 }
 
+// A warp's pair of outputs, dims j and j + hd/2 of head `head` (query heads, then K heads, then V heads):
+// RoPE at angle pos * freq on query and K heads, then into q (f32) or kv_new (bf16). Lane 0 calls it.
+__device__ __forceinline__ void ll_qkv_pair_out(float* q, ll_bf16* kv_new, float a, float b, unsigned head, unsigned j, unsigned pos, float freq,
+                                                unsigned heads, unsigned kv_heads, unsigned head_dim) {
+  unsigned half = head_dim / 2;
+  if (head < heads + kv_heads) {
+    float s, c;
+    sincosf((float)pos * freq, &s, &c);
+    float ra = a * c - b * s, rb = b * c + a * s;
+    a = ra;
+    b = rb;
+  }
+  if (head < heads) {
+    q[head * head_dim + j] = a;
+    q[head * head_dim + j + half] = b;
+  } else {
+    unsigned at = (head - heads) * head_dim + j;  // K heads, then V heads
+    kv_new[at] = ll_to_bf(a);
+    kv_new[at + half] = ll_to_bf(b);
+  }
+}
+
 // llama_qkv(q, kv_new, x, ln, wqkv, rope_freq, pos, hidden, heads, kv_heads, head_dim, eps): rmsnorm(x)·ln,
 // then the fused q/k/v projection (wqkv: heads*hd + 2*kv_heads*hd rows), RoPE on q and k (the
 // rotate-half pairing: dims j and j + hd/2 of a head, angle pos * rope_freq[j]); q to `q` (f32), the new
@@ -36,23 +58,7 @@ __device__ __forceinline__ void ll_qkv(float* xs, float* red, float* q, ll_bf16*
   float scale = ll_norm_input<T, K>(xs, red, x, hidden, lw, eps);
   if (p < pairs) {
     float a = ll_warp_sum(ll_dot_chunk<N>(wa, xs, 0)) * scale, b = ll_warp_sum(ll_dot_chunk<N>(wb, xs, 0)) * scale;
-    if ((threadIdx.x & 31) == 0) {
-      if (head < heads + kv_heads) {  // q and k heads rotate
-        float s, c;
-        sincosf((float)pos * freq, &s, &c);
-        float ra = a * c - b * s, rb = b * c + a * s;
-        a = ra;
-        b = rb;
-      }
-      if (head < heads) {
-        q[head * head_dim + j] = a;
-        q[head * head_dim + j + half] = b;
-      } else {
-        unsigned at = (head - heads) * head_dim + j;  // K heads, then V heads
-        kv_new[at] = ll_to_bf(a);
-        kv_new[at + half] = ll_to_bf(b);
-      }
-    }
+    if ((threadIdx.x & 31) == 0) ll_qkv_pair_out(q, kv_new, a, b, head, j, pos, freq, heads, kv_heads, head_dim);
   }
 }
 // One entry per width class, each with the registers and shared memory of its own width (a kernel's
