@@ -14,6 +14,7 @@
 # a summary is printed last.
 #   bash llama-step.sh D
 set -u
+export PATH=/usr/local/cuda/bin:$PATH  # compute-sanitizer and ncu
 D=$(cd "${1:?folder}" && pwd)
 OUT=${OUT:-/tmp/llama-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)  # absolute: the script runs from D
@@ -28,7 +29,9 @@ IFS=';' read -ra VDEFS <<<"$VARIANTS"
 # t for it with every tile by ticket (llama_ffn_fused_t, no residency needed).
 COMBOS=${COMBOS:-0,2,4,6,f0,f6,t0,t6,c6}
 SPLITS=${SPLITS:-32}
-# Stages to run (default all): PROBE_STAGES="check l2 kernels step" leaves out the others.
+# Stages to run (default all but ncu): PROBE_STAGES="check l2 kernels step" leaves out the others. ncu:
+# Nsight Compute on the streaming kernels as the check launches them (plain launches, clocks left as
+# they are), the pack's build and each variant's, into $OUT/ncu<suffix>.txt.
 PROBE_STAGES=" ${PROBE_STAGES:-check coop l2 kernels step variants memcheck racecheck} "
 on() { [[ "$PROBE_STAGES" == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
@@ -65,6 +68,7 @@ if on step; then
   say step
   timeout 90 bin/llama_kernels step "$SPLITS" 0 "$COMBOS" >>"$LOG" 2>&1; echo "step rc $?" | tee -a "$LOG"
 fi
+ALL_VDEFS=("${VDEFS[@]}")  # the ncu stage profiles every build, the variants stage or not
 on variants || VDEFS=()
 for vd in "${VDEFS[@]}"; do
   v=${vd%%:*}
@@ -74,6 +78,15 @@ for vd in "${VDEFS[@]}"; do
   timeout 30 bin/llama_kernels$v step "$SPLITS" 0 "$VCOMBOS" >>"$LOG" 2>&1; echo "step$v rc $?" | tee -a "$LOG"
   timeout 30 bin/llama_kernels$v kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels$v rc $?" | tee -a "$LOG"
 done
+if on ncu; then
+  for b in "" $(for vd in "${ALL_VDEFS[@]}"; do echo "${vd%%:*}"; done); do
+    say "ncu$b"
+    timeout 120 ncu --clock-control none --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      bin/llama_kernels$b check "$SPLITS" >"$OUT/ncu$b.txt" 2>&1
+    echo "ncu$b rc $?" | tee -a "$LOG"
+  done
+fi
 if on memcheck; then
   say memcheck
   timeout 60 compute-sanitizer --tool memcheck --leak-check no bin/llama_kernels sanitize "$SPLITS" >>"$LOG" 2>&1; echo "memcheck rc $?" | tee -a "$LOG"
