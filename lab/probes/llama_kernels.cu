@@ -11,7 +11,9 @@
 //            position, attention splits and variant (combos: rounds of gate/up tiles attention asks L2
 //            for, 0 for the pack's attention; after an `f`, gate/up + down as llama_ffn_fused; after
 //            a `c`, that kernel launched cooperative; after a `t`, llama_ffn_fused_t, every tile by
-//            ticket, which needs no residency: the check runs it on grids larger than fit, too).
+//            ticket, which needs no residency: the check runs it on grids larger than fit, too;
+//            `o<r0>x<n>` / `O<r0>x<n>`, llama_o_pf asking L2 for gate/up's rounds before / after its
+//            wait; `q`, QKV and attention as llama_qkv_attn).
 //   l2     : gate/up alone with some of its tiles already in L2 against unrelated bytes there.
 //   coop   : whether a cooperative launch of llama_ffn_fused, with PDL and in a captured graph, runs.
 // Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
@@ -481,7 +483,7 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
 }
 
 // Whether gate/up reads its tiles faster where they are already in L2: gate/up alone (no PDL) right
-// after l2_touch has read rounds r0 .. r0 + n of its tiles (both the gate and the up rows of those
+// after l2_touch has read rounds r0 .. r0 + n - 1 of its tiles (both the gate and the up rows of those
 // pairs), against right after l2_touch has read as many bytes of unrelated memory (the LM head's
 // weights, a different part each layer): the same kernel before it, the same L2 traffic, only the
 // residency of its own bytes differs. µs between an event after the touch and one after gate/up, median
