@@ -283,34 +283,31 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
   for (unsigned r = 0; r < H; r++) x1[r] = x0[r] + dot(&wo[(size_t)r * Q], at, Q);
   auto x1g = get(m.x, H);
   compare(o.pf_rounds ? "attn_pf + o: x" : "attn + o: x", x1, x1g.data(), H, 1e-4);
+  // A variant of attention + O (or of QKV + attention, where v.qa) run from the same x0: x as the
+  // pack's reference.
+  auto attn_o_variant = [&](const std::string& label, Opts v) {
+    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
+    poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
+    if (v.qa) { poison(m.q, Q); k_qkv_attn(g, m, l, pos); }
+    else k_attn(g, m, l, pos, v);
+    k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    auto xv = get(m.x, H);
+    compare(label.c_str(), x1, xv.data(), H, 1e-4);
+  };
   for (unsigned rounds : {0u, 3u, 6u, 64u}) {  // 64: more pairs than the layer has (clamped to all of them)
     if (rounds == o.pf_rounds) continue;
     Opts v = o; v.pf_rounds = rounds;
-    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
-    poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
-    k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
-    auto xv = get(m.x, H);
-    std::string label = rounds ? "attn_pf" + std::to_string(rounds) + " + o: x" : std::string("attn + o: x");
-    compare(label.c_str(), x1, xv.data(), H, 1e-4);
+    attn_o_variant(rounds ? "attn_pf" + std::to_string(rounds) + " + o: x" : std::string("attn + o: x"), v);
   }
   for (auto [r0, n, after] : {std::tuple{0u, 2u, false}, {5u, 2u, false}, {5u, 4u, true}, {0u, 64u, false}}) {  // 64: clamped to the layer
     Opts v = o; v.pf_rounds = 0; v.opf = true; v.opf_round0 = r0; v.opf_rounds = n; v.opf_after = after;
-    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
-    poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
-    k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
-    auto xv = get(m.x, H);
-    std::string label = "attn + o_pf" + std::to_string(r0) + "x" + std::to_string(n) + (after ? "a" : "") + ": x";
-    compare(label.c_str(), x1, xv.data(), H, 1e-4);
+    attn_o_variant("attn + o_pf" + std::to_string(r0) + "x" + std::to_string(n) + (after ? "a" : "") + ": x", v);
   }
-  {  // QKV and attention as one kernel per KV head (version 18), then O over its splits, from the same x0
+  {  // QKV and attention as one kernel per KV head (version 18), then O over its splits
     Opts v = o; v.pf_rounds = 0; v.qa = true;
-    CK(cudaMemcpy(m.x, x0.data(), 4 * H, cudaMemcpyHostToDevice));
-    poison(m.q, Q); poison(m.apart, (size_t)NKV * LL_MAX_SPLITS * G * REC);
-    k_qkv_attn(g, m, l, pos); k_o(g, m, l, pos, v); CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+    attn_o_variant("qkv_attn + o: x", v);
     auto qa = get(m.q, Q);
     compare("qkv_attn: q", std::vector<double>(y.begin(), y.begin() + Q), qa.data(), Q, 1e-4);
-    auto xv = get(m.x, H);
-    compare("qkv_attn + o: x", x1, xv.data(), H, 1e-4);
     unsigned err = 0; CK(cudaMemcpyFromSymbol(&err, lv_error, 4));
     printf("  %-34s %u %s\n", "qkv_attn: gave up waiting", err, err ? "FAIL" : "ok");
     if (err) failures++;
