@@ -31,7 +31,7 @@ COMBOS=${COMBOS:-0,2,4,6,f0,f6,t0,t6,c6}
 SPLITS=${SPLITS:-32}
 # Stages to run (default all but ncu): PROBE_STAGES="check l2 kernels step" leaves out the others. ncu:
 # Nsight Compute on the streaming kernels as the check launches them (plain launches, clocks left as
-# they are), the pack's build and each variant's, into $OUT/ncu<suffix>.txt.
+# they are), the pack's build and each variant's, into $OUT/ncu<suffix>.{ncu-rep,txt,-sass.csv}.
 PROBE_STAGES=" ${PROBE_STAGES:-check coop l2 kernels step variants memcheck racecheck} "
 on() { [[ "$PROBE_STAGES" == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
@@ -81,11 +81,23 @@ done
 if on ncu; then
   for b in "" $(for vd in "${ALL_VDEFS[@]}"; do echo "${vd%%:*}"; done); do
     say "ncu$b"
-    timeout 120 ncu --clock-control none --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6 \
+    timeout 150 ncu --clock-control none --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6 \
       --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-      bin/llama_kernels$b check "$SPLITS" >"$OUT/ncu$b.txt" 2>&1
+      --section SourceCounters -f -o "$OUT/ncu$b" bin/llama_kernels$b check "$SPLITS" >"$OUT/ncu$b.log" 2>&1
     echo "ncu$b rc $?" | tee -a "$LOG"
+    # The sections as text, and each instruction's warp-state samples (SASS) to tell the producer warp's
+    # stalls from the consumers'.
+    ncu -i "$OUT/ncu$b.ncu-rep" >"$OUT/ncu$b.txt" 2>&1
+    ncu -i "$OUT/ncu$b.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu$b-sass.csv" 2>&1
   done
+  # The fused FFN (version 11, slower than the two kernels it replaces for a reason not yet measured).
+  say ncu-fused
+  timeout 120 ncu --clock-control none --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    --section SourceCounters -f -o "$OUT/ncu-fused" bin/llama_kernels check "$SPLITS" >"$OUT/ncu-fused.log" 2>&1
+  echo "ncu-fused rc $?" | tee -a "$LOG"
+  ncu -i "$OUT/ncu-fused.ncu-rep" >"$OUT/ncu-fused.txt" 2>&1
+  ncu -i "$OUT/ncu-fused.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-fused-sass.csv" 2>&1
 fi
 if on memcheck; then
   say memcheck

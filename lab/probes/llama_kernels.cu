@@ -84,7 +84,7 @@ static Model make_model() {
   for (unsigned j = 0; j < HD / 2; j++) f[j] = 1.0f / powf(500000.0f, 2.0f * j / HD);
   CK(cudaMemcpy(m.freq, f.data(), 4 * f.size(), cudaMemcpyHostToDevice));
   m.arrive = dev<unsigned>(NKV); m.seen = dev<unsigned>((size_t)NKV * LL_MAX_SPLITS);
-  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.history = dev<unsigned>(SEQ); m.fsync = dev<unsigned>(4);
+  m.tickets = dev<unsigned>(4); m.hcount = dev<unsigned>(1); m.token = dev<unsigned>(1); m.history = dev<unsigned>(SEQ); m.fsync = dev<unsigned>(3 * LV_SYNC_STRIDE);
   CK(cudaDeviceSynchronize());
   return m;
 }
@@ -340,9 +340,10 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
     compare((std::string(name) + ": act").c_str(), act, actf.data(), F, 1e-4);
     auto x2f = get(m.x, H);
     compare((std::string(name) + ": x").c_str(), x2, x2f.data(), H, 1e-4);
-    auto fs = get(m.fsync, 4);
-    printf("  %-34s %u %u %u %s\n", (std::string(name) + ": sync after").c_str(), fs[0], fs[1], fs[2], fs[0] + fs[1] + fs[2] ? "FAIL" : "ok");
-    if (fs[0] + fs[1] + fs[2]) failures++;
+    auto fs = get(m.fsync, 3 * LV_SYNC_STRIDE);
+    unsigned f0 = fs[0], f1 = fs[LV_SYNC_STRIDE], f2 = fs[2 * LV_SYNC_STRIDE];
+    printf("  %-34s %u %u %u %s\n", (std::string(name) + ": sync after").c_str(), f0, f1, f2, f0 + f1 + f2 ? "FAIL" : "ok");
+    if (f0 + f1 + f2) failures++;
   };
   fused("ffn_fused", o);
   Opts t = o;

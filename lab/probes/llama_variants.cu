@@ -94,7 +94,7 @@ extern "C" __global__ void l2_touch(const uint4* a, const uint4* b, unsigned lon
 // hidden <= 2,048 (one chunk a gate/up row).
 //
 // The hand-off: gate/up tiles' epilogues (the producer's, act = silu(g)·u) release their count in
-// sync[1], once a block (lv_hand_off); a consumer warp's first down tile waits (acquire) until it
+// sync[LV_SYNC_STRIDE], once a block (lv_hand_off); a consumer warp's first down tile waits (acquire) until it
 // reaches TA, then loads its quarter of act. Deadlock-free while every block of the grid is resident at once (grid <= one block per SM, as
 // launched): tickets are drawn in order, so every gate/up tile is drawn before any down tile, by a
 // running block whose consumers take their tiles in order and whose producer finishes each gate/up
@@ -114,13 +114,29 @@ __device__ __forceinline__ unsigned lv_atom_acq_rel(unsigned* p, unsigned v) {
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
-// Every lane spins until *p >= target (each lane's own acquire load).
+// Every lane spins until *p >= target (each lane's own acquire load). -DLV_POLL_LANE0: lane 0 alone
+// spins, then every lane takes its own acquire load (which finds the count there), so the grid's
+// waiting consumers poll the counter's line with a warp's one load instead of 32.
 __device__ __forceinline__ void lv_wait_at_least(const unsigned* p, unsigned target) {
+#ifdef LV_POLL_LANE0
+  if ((threadIdx.x & 31) == 0)
+    for (unsigned n = 0; lv_ld_acquire(p) < target; n++) {
+      if (n > (1u << 26)) __trap();
+      __nanosleep(100);
+    }
+  __syncwarp();
+#endif
   for (unsigned n = 0; lv_ld_acquire(p) < target; n++) {
     if (n > (1u << 26)) __trap();
     __nanosleep(100);
   }
 }
+// Words between the fused FFN's three counters (ticket, done, finished): 1 packs them in one 128-byte
+// line, where the ticket's atomics meet the consumers' polling of `done`; -DLV_SYNC_STRIDE=32 puts each
+// on its own line. The probe allocates 3 x LV_SYNC_STRIDE words.
+#ifndef LV_SYNC_STRIDE
+#define LV_SYNC_STRIDE 1
+#endif
 
 // The hand-off of finished gate/up tiles, in the producer warp. Released tile by tile (the form first
 // measured; built with -DLV_RELEASE_PER_TILE), the pair took 42.5 us back to back where the two kernels
@@ -240,7 +256,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   __shared__ LbShared sh;
   float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
   const LvFfn f(wgu, wd, ffn, hidden);
-  unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
+  unsigned *ticket = sync, *done = sync + LV_SYNC_STRIDE, *finished = sync + 2 * LV_SYNC_STRIDE;
   __shared__ LvDrawn drawn;
   if (threadIdx.x == 0) drawn = {0u, 0};
   auto issue = [&](unsigned t, unsigned char* st, unsigned long long* bar) { f.issue(t, st, bar, drawn); };
@@ -292,7 +308,7 @@ extern "C" __global__ void __launch_bounds__(LB_THREADS, LB_MIN_BLOCKS) llama_ff
   __shared__ LbShared sh;
   float* xs = (float*)(lb_stages + LB_STAGES * LB_STAGE_BYTES);
   const LvFfn f(wgu, wd, ffn, hidden);
-  unsigned *ticket = sync, *done = sync + 1, *finished = sync + 2;
+  unsigned *ticket = sync, *done = sync + LV_SYNC_STRIDE, *finished = sync + 2 * LV_SYNC_STRIDE;
   __shared__ LvDrawn drawn;
   if (threadIdx.x == 0) drawn = {0u, 0};
   lb_init(sh);
