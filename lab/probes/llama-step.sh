@@ -78,26 +78,26 @@ for vd in "${VDEFS[@]}"; do
   timeout 30 bin/llama_kernels$v step "$SPLITS" 0 "$VCOMBOS" >>"$LOG" 2>&1; echo "step$v rc $?" | tee -a "$LOG"
   timeout 30 bin/llama_kernels$v kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels$v rc $?" | tee -a "$LOG"
 done
+# profile NAME BUILD LIMIT NCU-ARGS...: the check under ncu into $OUT/NAME.ncu-rep, then the sections as
+# text (NAME.txt) and each SASS instruction's warp-state samples (NAME-sass.csv), which tell the
+# producer warp's stalls from the consumers'.
+profile() {
+  local name=$1 build=$2 limit=$3
+  shift 3
+  say "$name"
+  timeout "$limit" ncu --clock-control none "$@" \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    --section SourceCounters -f -o "$OUT/$name" "bin/llama_kernels$build" check "$SPLITS" >"$OUT/$name.log" 2>&1
+  echo "$name rc $?" | tee -a "$LOG"
+  ncu -i "$OUT/$name.ncu-rep" >"$OUT/$name.txt" 2>&1
+  ncu -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass >"$OUT/$name-sass.csv" 2>&1
+}
 if on ncu; then
   for b in "" $(for vd in "${ALL_VDEFS[@]}"; do echo "${vd%%:*}"; done); do
-    say "ncu$b"
-    timeout 150 ncu --clock-control none --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6 \
-      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-      --section SourceCounters -f -o "$OUT/ncu$b" bin/llama_kernels$b check "$SPLITS" >"$OUT/ncu$b.log" 2>&1
-    echo "ncu$b rc $?" | tee -a "$LOG"
-    # The sections as text, and each instruction's warp-state samples (SASS) to tell the producer warp's
-    # stalls from the consumers'.
-    ncu -i "$OUT/ncu$b.ncu-rep" >"$OUT/ncu$b.txt" 2>&1
-    ncu -i "$OUT/ncu$b.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu$b-sass.csv" 2>&1
+    profile "ncu$b" "$b" 150 --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6
   done
   # The fused FFN (version 11, slower than the two kernels it replaces for a reason not yet measured).
-  say ncu-fused
-  timeout 120 ncu --clock-control none --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2 \
-    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-    --section SourceCounters -f -o "$OUT/ncu-fused" bin/llama_kernels check "$SPLITS" >"$OUT/ncu-fused.log" 2>&1
-  echo "ncu-fused rc $?" | tee -a "$LOG"
-  ncu -i "$OUT/ncu-fused.ncu-rep" >"$OUT/ncu-fused.txt" 2>&1
-  ncu -i "$OUT/ncu-fused.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-fused-sass.csv" 2>&1
+  profile ncu-fused "" 120 --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2
 fi
 if on memcheck; then
   say memcheck

@@ -114,22 +114,22 @@ __device__ __forceinline__ unsigned lv_atom_acq_rel(unsigned* p, unsigned v) {
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
-// Every lane spins until *p >= target (each lane's own acquire load). -DLV_POLL_LANE0: lane 0 alone
-// spins, then every lane takes its own acquire load (which finds the count there), so the grid's
-// waiting consumers poll the counter's line with a warp's one load instead of 32.
-__device__ __forceinline__ void lv_wait_at_least(const unsigned* p, unsigned target) {
-#ifdef LV_POLL_LANE0
-  if ((threadIdx.x & 31) == 0)
-    for (unsigned n = 0; lv_ld_acquire(p) < target; n++) {
-      if (n > (1u << 26)) __trap();
-      __nanosleep(100);
-    }
-  __syncwarp();
-#endif
+// The calling thread spins until *p >= target (its own acquire loads).
+__device__ __forceinline__ void lv_spin_at_least(const unsigned* p, unsigned target) {
   for (unsigned n = 0; lv_ld_acquire(p) < target; n++) {
     if (n > (1u << 26)) __trap();
     __nanosleep(100);
   }
+}
+// Every lane waits until *p >= target (each lane's own acquire load). -DLV_POLL_LANE0: lane 0 alone
+// spins, then every lane takes its own acquire load (which finds the count there), so the grid's
+// waiting consumers poll the counter's line with a warp's one load instead of 32.
+__device__ __forceinline__ void lv_wait_at_least(const unsigned* p, unsigned target) {
+#ifdef LV_POLL_LANE0
+  if ((threadIdx.x & 31) == 0) lv_spin_at_least(p, target);
+  __syncwarp();
+#endif
+  lv_spin_at_least(p, target);
 }
 // Words between the fused FFN's three counters (ticket, done, finished): 1 packs them in one 128-byte
 // line, where the ticket's atomics meet the consumers' polling of `done`; -DLV_SYNC_STRIDE=32 puts each
@@ -418,9 +418,8 @@ __device__ __forceinline__ void lv_qkv_attn(float* xs, float* red, LlAttnShared<
   if (threadIdx.x == 0) {
     atomicAdd(arrive + h, 1u);
     unsigned polls = 0, v;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(arrive + h) : "memory");
-    } while ((int)(v - target) < 0 && ++polls < LV_SPIN_LIMIT);
+    do v = lv_ld_acquire(arrive + h);
+    while ((int)(v - target) < 0 && ++polls < LV_SPIN_LIMIT);
     if ((int)(v - target) < 0) atomicExch(&lv_error, 1u);
     seen[h * S + s] = target;
   }
