@@ -30,8 +30,9 @@ IFS=';' read -ra VDEFS <<<"$VARIANTS"
 COMBOS=${COMBOS:-0,2,4,6,f0,f6,t0,t6,c6}
 SPLITS=${SPLITS:-32}
 # Stages to run (default all but ncu): PROBE_STAGES="check l2 kernels step" leaves out the others. ncu:
-# Nsight Compute on the streaming kernels as the check launches them (plain launches, clocks left as
-# they are), the pack's build and each variant's, into $OUT/ncu<suffix>.{ncu-rep,txt,-sass.csv}.
+# Nsight Compute (clocks left as they are) on the streaming kernels as the check launches them, the
+# pack's build and each variant's, into $OUT/ncu<suffix>.{ncu-rep,txt,-sass.csv}; on the fused FFN; and
+# on one layer's kernels and the LM head as the step launches them (ncu-layer, ncu-head).
 PROBE_STAGES=" ${PROBE_STAGES:-check coop l2 kernels step variants memcheck racecheck} "
 on() { [[ "$PROBE_STAGES" == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
@@ -78,26 +79,31 @@ for vd in "${VDEFS[@]}"; do
   timeout 30 bin/llama_kernels$v step "$SPLITS" 0 "$VCOMBOS" >>"$LOG" 2>&1; echo "step$v rc $?" | tee -a "$LOG"
   timeout 30 bin/llama_kernels$v kernels "$SPLITS" >>"$LOG" 2>&1; echo "kernels$v rc $?" | tee -a "$LOG"
 done
-# profile NAME BUILD LIMIT NCU-ARGS...: the check under ncu into $OUT/NAME.ncu-rep, then the sections as
-# text (NAME.txt) and each SASS instruction's warp-state samples (NAME-sass.csv), which tell the
-# producer warp's stalls from the consumers'.
+# profile NAME BUILD LIMIT "PROBE ARGS" NCU-ARGS...: the probe (e.g. "check 32") under ncu into
+# $OUT/NAME.ncu-rep, then the sections as text (NAME.txt) and each SASS instruction's warp-state samples
+# (NAME-sass.csv), which tell the producer warp's stalls from the consumers'.
 profile() {
-  local name=$1 build=$2 limit=$3
-  shift 3
+  local name=$1 build=$2 limit=$3 args=$4
+  shift 4
   say "$name"
+  # shellcheck disable=SC2086 # the probe's arguments, split into words
   timeout "$limit" ncu --clock-control none "$@" \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-    --section SourceCounters -f -o "$OUT/$name" "bin/llama_kernels$build" check "$SPLITS" >"$OUT/$name.log" 2>&1
+    --section SourceCounters -f -o "$OUT/$name" "bin/llama_kernels$build" $args >"$OUT/$name.log" 2>&1
   echo "$name rc $?" | tee -a "$LOG"
   ncu -i "$OUT/$name.ncu-rep" >"$OUT/$name.txt" 2>&1
   ncu -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass >"$OUT/$name-sass.csv" 2>&1
 }
 if on ncu; then
   for b in "" $(for vd in "${ALL_VDEFS[@]}"; do echo "${vd%%:*}"; done); do
-    profile "ncu$b" "$b" 150 --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6
+    profile "ncu$b" "$b" 150 "check $SPLITS" --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6
   done
   # The fused FFN (version 11, slower than the two kernels it replaces for a reason not yet measured).
-  profile ncu-fused "" 120 --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2
+  profile ncu-fused "" 120 "check $SPLITS" --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2
+  # What bounds each kernel of the step: layer 7's five kernels of the second step at position 1,024
+  # (80 of them a step: skip a step and seven layers) and the second step's LM head.
+  profile ncu-layer "" 120 "profile $SPLITS 0 0 1024" --kernel-name regex:'^llama_(qkv|attn|o|ffn_in|down)$' --launch-skip 115 --launch-count 5
+  profile ncu-head "" 90 "profile $SPLITS 0 0 1024" --kernel-name llama_lm_head --launch-skip 1 --launch-count 1
 fi
 if on memcheck; then
   say memcheck

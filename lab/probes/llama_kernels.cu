@@ -13,13 +13,16 @@
 //            a `c`, that kernel launched cooperative; after a `t`, llama_ffn_fused_t, every tile by
 //            ticket, which needs no residency: the check runs it on grids larger than fit, too;
 //            `o<r0>x<n>` / `O<r0>x<n>`, llama_o_pf asking L2 for gate/up's rounds before / after its
-//            wait; `q`, QKV and attention as llama_qkv_attn).
+//            wait; `q`, QKV and attention as llama_qkv_attn; `w<n>` / `W<n>`, llama_attn_pfo asking L2
+//            for n quarters of the layer's W_o after / before its wait).
+//   profile: the step twice at one position (default 1,024) with one combo, each kernel its own
+//            launch with PDL, for Nsight Compute (the `ncu` stage of llama-step.sh).
 //   l2     : gate/up alone with some of its tiles already in L2 against unrelated bytes there.
 //   coop   : whether a cooperative launch of llama_ffn_fused, with PDL and in a captured graph, runs.
 // Build (a machine without a GPU builds it with scripts/fetch-cuda-tools.sh --lab) and run on the GPU
 // machine (lab/probes/llama-step.sh):
 //   nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -o llama_kernels lab/probes/llama_kernels.cu
-//   ./llama_kernels attrs|check|sanitize|coop|l2|kernels|step [splits,...] [blocks] [combos,...] [positions,...]
+//   ./llama_kernels attrs|check|sanitize|coop|l2|kernels|step|profile [splits,...] [blocks] [combos,...] [positions,...]
 #include "../../kernels/ostinato.cu"
 #include "../../crates/ostinato-llama/kernels/llama_common.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
@@ -120,6 +123,10 @@ struct Opts {
   bool opf = false, opf_after = false;
   unsigned opf_round0 = 0, opf_rounds = 0;
   bool qa = false;  // QKV and attention as llama_qkv_attn (its S splits replace `splits`)
+  // wo_quarters: llama_attn_pfo for attention, asking L2 for that many quarters of W_o after its wait,
+  // or before it where wo_before.
+  unsigned wo_quarters = 0;
+  bool wo_before = false;
 };
 // llama_qkv_attn's blocks a KV head: the group's (G + 2) x 32 RoPE pairs, 8 a block.
 static const unsigned QA_SPLITS = (G + 2) * (HD / 2) / 8;
@@ -142,7 +149,10 @@ static void k_qkv(Launcher& g, Model& m, unsigned l, unsigned pos) {
   g.go(llama_qkv, dim3((PAIRS + LL_QKV_WARPS - 1) / LL_QKV_WARPS), LL_QKV_WARPS * 32, 0, m.q, m.kv_new, m.x, m.ln1[l], m.wqkv[l], m.freq, pos, H, NH, NKV, HD, EPS);
 }
 static void k_attn(Launcher& g, Model& m, unsigned l, unsigned pos, Opts o) {
-  if (o.pf_rounds)
+  if (o.wo_quarters)
+    g.go(llama_attn_pfo, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits, HD, m.wo[l],
+         (unsigned long long)H * Q * 2 * std::min(4u, o.wo_quarters) / 4, (unsigned)o.wo_before);
+  else if (o.pf_rounds)
     g.go(llama_attn_pf, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits, HD, m.wgu[l], F, H, pf_pairs(o));
   else g.go(llama_attn, dim3(o.splits, NKV), 256, 0, m.apart, m.kc[l], m.vc[l], m.q, m.kv_new, pos, NH, NKV, SEQ, o.splits, HD);
 }
@@ -303,6 +313,10 @@ static void check_layer(Model& m, unsigned pos, Opts o, int rep) {
     Opts v = o; v.pf_rounds = 0; v.opf = true; v.opf_round0 = r0; v.opf_rounds = n; v.opf_after = after;
     attn_o_variant("attn + o_pf" + std::to_string(r0) + "x" + std::to_string(n) + (after ? "a" : "") + ": x", v);
   }
+  for (auto [quarters, before] : {std::pair{4u, false}, {2u, false}, {4u, true}, {9u, false}}) {  // 9: clamped to all of W_o
+    Opts v = o; v.pf_rounds = 0; v.wo_quarters = quarters; v.wo_before = before;
+    attn_o_variant(std::string(before ? "attn_W" : "attn_w") + std::to_string(quarters) + " + o: x", v);
+  }
   {  // QKV and attention as one kernel per KV head (version 18), then O over its splits
     Opts v = o; v.pf_rounds = 0; v.qa = true;
     attn_o_variant("qkv_attn + o: x", v);
@@ -449,6 +463,15 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
     row("attn+" + r, ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, v); });
     row("attn+" + r + "+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
   }
+  for (auto [quarters, before] : {std::pair{4u, false}, {2u, false}, {4u, true}}) {
+    Opts v = o; v.wo_quarters = quarters; v.wo_before = before;
+    std::string r = std::string(before ? "attn_W" : "attn_w") + std::to_string(quarters);
+    const double qb = 2.0 * QKV * H;
+    row(r, ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); });
+    row(r + "+o", ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); });
+    row(r + "+o+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
+    row("qkv+" + r + "+o", qb + ab + ob, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); });
+  }
   {
     Opts v = o; v.qa = true;
     const double qb = 2.0 * QKV * H, lb = qb + ab + ob + 6.0 * F * H;
@@ -531,6 +554,11 @@ static void time_l2(Model& m, Opts o) {
 // ("O<r0>x<n>").
 static Opts combo(const std::string& c, Opts o) {
   if (c == "q") { o.qa = true; return o; }  // QKV and attention as llama_qkv_attn
+  if (!c.empty() && (c[0] == 'w' || c[0] == 'W')) {  // "w4": attention asks L2 for all of W_o after its wait; "W4" before it
+    o.wo_quarters = (unsigned)atoi(c.c_str() + 1);
+    o.wo_before = c[0] == 'W';
+    return o;
+  }
   if (!c.empty() && (c[0] == 'o' || c[0] == 'O')) {  // "o5x2": O asks L2 for gate/up's rounds 5 and 6 before its wait; "O5x2" after it
     const char* x = strchr(c.c_str(), 'x');
     o.opf = true;
@@ -591,7 +619,7 @@ int main(int argc, char** argv) {
   struct Fn { const char* name; const void* f; int threads; size_t smem; };
   for (auto [name, f, threads, smem] : std::vector<Fn>{
            {"qkv", (const void*)llama_qkv, LL_QKV_WARPS * 32, 0}, {"attn", (const void*)llama_attn, 256, 0},
-           {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"qkv_attn", (const void*)llama_qkv_attn, 256, 0}, {"o", (const void*)llama_o, 256, 0},
+           {"attn_pf", (const void*)llama_attn_pf, 256, 0}, {"attn_pfo", (const void*)llama_attn_pfo, 256, 0}, {"qkv_attn", (const void*)llama_qkv_attn, 256, 0}, {"o", (const void*)llama_o, 256, 0},
            {"ffn_in", (const void*)llama_ffn_in, LB_THREADS, NORM_SMEM}, {"down", (const void*)llama_down, LB_THREADS, STAGES},
            {"lm_head", (const void*)llama_lm_head, LB_THREADS, NORM_SMEM}, {"ffn_fused", (const void*)llama_ffn_fused, LB_THREADS, NORM_SMEM},
            {"ffn_fused_t", (const void*)llama_ffn_fused_t, LB_THREADS, NORM_SMEM}}) {
@@ -631,6 +659,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto positions = list<unsigned>(argc > 5 ? argv[5] : nullptr, {128, 1024, 4096});
+  if (what == "profile") {  // the step twice at the first position with the first combo, launch by launch (for ncu)
+    cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    Opts o = combo(combos[0], base); o.splits = splits[0];
+    Launcher g{st, true};
+    for (int rep = 0; rep < 2; rep++) step(g, m, positions[0], o);
+    CK(cudaStreamSynchronize(st)); CK(cudaGetLastError()); CK(cudaStreamDestroy(st));
+    return 0;
+  }
   time_step(m, splits, base, combos, positions);
   return 0;
 }

@@ -2,7 +2,8 @@
 // pack). Earlier variants (the merge in attention with a plain O, batched or lane-group softmax, gate/up
 // prefetching the down projection's tiles) were measured and not kept; they live in git history and
 // lab/llama-decode.md. The ones below were measured and not kept either (lab/llama-decode-boundaries.md:
-// attention's prefetch version 9, the fused FFN versions 11 and 12, O's prefetch version 16); they stay
+// attention's prefetch version 9, the fused FFN versions 11 and 12, O's prefetch version 16, attention
+// prefetching O's weights version 20); they stay
 // as the probe's references for those boundaries, beside l2_touch, the `l2` stage's tool.
 //
 // llama_attn_pf: the pack's attention (head dim 64), and right after its wait the blocks ask L2 for the
@@ -40,12 +41,42 @@ __device__ __forceinline__ void lv_prefetch_pairs(const ll_bf16* wgu, unsigned f
   }
 }
 
+// Bulk prefetches into L2 of `bytes` (a multiple of 16) from p (16-byte aligned), in LV_PF_PIECE pieces:
+// piece j goes to block j % blocks of the grid, lane j / blocks of its first warp.
+__device__ __forceinline__ void lv_prefetch_range(const void* p, unsigned long long bytes) {
+  unsigned long long pieces = (bytes + LV_PF_PIECE - 1) / LV_PF_PIECE;
+  unsigned blocks = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x >= 32) return;
+  for (unsigned long long j = b + threadIdx.x * blocks; j < pieces; j += 32ull * blocks) {
+    unsigned long long off = j * LV_PF_PIECE;
+    lv_prefetch_bulk_l2((const char*)p + off, (unsigned)min((unsigned long long)LV_PF_PIECE, bytes - off));
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
     llama_attn_pf(float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new, unsigned pos, unsigned heads,
                   unsigned kv_heads, unsigned max_seq, unsigned splits, unsigned head_dim, const ll_bf16* wgu, unsigned ffn, unsigned hidden,
                   unsigned pf_pairs) {
   __shared__ LlAttnShared<64> sh;
   auto prefetch = [&] { lv_prefetch_pairs(wgu, ffn, hidden, 0, pf_pairs); };
+  ll_attn_groups<64>(sh, part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits, prefetch);
+  OST_EXIT();
+}
+
+// llama_attn_pfo: the pack's attention (head dim 64), whose blocks ask L2 for the first `wo_bytes` of
+// the layer's output-projection weights, before their wait (`before` = 1: while QKV streams) or right
+// after it. Why: two attention blocks take 57,344 of an SM's 65,536 registers and an O block needs
+// 32,768, so O's blocks land only as attention's leave, and only then ask DRAM for their 32 KiB of
+// weights each: on the H200 O ends 3.46 us after attention, about W_o's 8.4 MB at the stream rate. With
+// W_o in L2 those late blocks' loads are L2 hits (the `l2` stage: bytes a kernel would otherwise wait
+// for save about half their DRAM time from L2), and attention's own reads are 2.1 MB at 1,024.
+extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
+    llama_attn_pfo(float* part, ll_bf16* kcache, ll_bf16* vcache, const float* q, const ll_bf16* kv_new, unsigned pos, unsigned heads,
+                   unsigned kv_heads, unsigned max_seq, unsigned splits, unsigned head_dim, const ll_bf16* wo, unsigned long long wo_bytes,
+                   unsigned before) {
+  __shared__ LlAttnShared<64> sh;
+  if (before) lv_prefetch_range(wo, wo_bytes);
+  auto prefetch = [&] { if (!before) lv_prefetch_range(wo, wo_bytes); };
   ll_attn_groups<64>(sh, part, kcache, vcache, q, kv_new, pos, heads, kv_heads, max_seq, splits, prefetch);
   OST_EXIT();
 }
