@@ -94,16 +94,21 @@ profile() {
   ncu -i "$OUT/$name.ncu-rep" >"$OUT/$name.txt" 2>&1
   ncu -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass >"$OUT/$name-sass.csv" 2>&1
 }
+# NCU_PROFILES: which of the ncu stage's profiles run (default all).
+NCU_PROFILES=" ${NCU_PROFILES:-streaming fused layer head} "
+wants() { [[ "$NCU_PROFILES" == *" $1 "* ]]; }
 if on ncu; then
-  for b in "" $(for vd in "${ALL_VDEFS[@]}"; do echo "${vd%%:*}"; done); do
-    profile "ncu$b" "$b" 150 "check $SPLITS" --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6
-  done
-  # The fused FFN (version 11, slower than the two kernels it replaces for a reason not yet measured).
-  profile ncu-fused "" 120 "check $SPLITS" --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2
+  if wants streaming; then
+    for b in "" $(for vd in "${ALL_VDEFS[@]}"; do echo "${vd%%:*}"; done); do
+      profile "ncu$b" "$b" 150 "check $SPLITS" --kernel-name regex:'^llama_(ffn_in|down|lm_head)$' --launch-skip 6 --launch-count 6
+    done
+  fi
+  # The fused FFN (version 11, slower than the two kernels it replaces).
+  wants fused && profile ncu-fused "" 120 "check $SPLITS" --kernel-name llama_ffn_fused --launch-skip 2 --launch-count 2
   # What bounds each kernel of the step: layer 7's five kernels of the second step at position 1,024
   # (80 of them a step: skip a step and seven layers) and the second step's LM head.
-  profile ncu-layer "" 120 "profile $SPLITS 0 0 1024" --kernel-name regex:'^llama_(qkv|attn|o|ffn_in|down)$' --launch-skip 115 --launch-count 5
-  profile ncu-head "" 90 "profile $SPLITS 0 0 1024" --kernel-name llama_lm_head --launch-skip 1 --launch-count 1
+  wants layer && profile ncu-layer "" 120 "profile $SPLITS 0 0 1024" --kernel-name regex:'^llama_(qkv|attn|o|ffn_in|down)$' --launch-skip 115 --launch-count 5
+  wants head && profile ncu-head "" 90 "profile $SPLITS 0 0 1024" --kernel-name llama_lm_head --launch-skip 1 --launch-count 1
 fi
 if on memcheck; then
   say memcheck
