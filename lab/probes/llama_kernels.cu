@@ -446,7 +446,7 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
     printf("  %-20s %6.1f MB  alone %7.2f us %5.2f TB/s %3.0f%% | back-to-back PDL %7.2f us %3.0f%%\n", name.c_str(), bytes / 1e6, t[0], bytes / t[0] / 1e6,
            bytes / t[0] / 1e6 / g_peak_tb * 100, t[1], bytes / t[1] / 1e6 / g_peak_tb * 100);
   };
-  const double ab = 4.0 * KV * (pos + 1), ob = 2.0 * H * Q, fb = 4.0 * F * H;
+  const double ab = 4.0 * KV * (pos + 1), ob = 2.0 * H * Q, fb = 4.0 * F * H, qb = 2.0 * QKV * H;
   o.pf_rounds = 0;
   row("llama_attn", ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); });
   row("attn+o", ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); });
@@ -466,7 +466,6 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   for (auto [quarters, before] : {std::pair{4u, false}, {2u, false}, {4u, true}}) {
     Opts v = o; v.wo_quarters = quarters; v.wo_before = before;
     std::string r = std::string(before ? "attn_W" : "attn_w") + std::to_string(quarters);
-    const double qb = 2.0 * QKV * H;
     row(r, ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); });
     row(r + "+o", ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); });
     row(r + "+o+ffn_in", fb + ob + ab, [&](Launcher& g, unsigned l) { k_attn(g, m, l, pos, v); k_o(g, m, l, pos, v); k_ffn(g, m, l, v); });
@@ -474,7 +473,7 @@ static void time_kernels(Model& m, unsigned pos, Opts o, bool all) {
   }
   {
     Opts v = o; v.qa = true;
-    const double qb = 2.0 * QKV * H, lb = qb + ab + ob + 6.0 * F * H;
+    const double lb = qb + ab + ob + 6.0 * F * H;
     row("qkv+attn+o", qb + ab + ob, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); });
     row("qkv_attn+o", qb + ab + ob, [&](Launcher& g, unsigned l) { k_qkv_attn(g, m, l, pos); k_o(g, m, l, pos, v); });
     row("qkv+attn+o+ffn_in+down", lb, [&](Launcher& g, unsigned l) { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); k_o(g, m, l, pos, o); k_mlp(g, m, l, o); });
@@ -599,7 +598,7 @@ template <class T> static std::vector<T> list(const char* s, std::vector<T> def)
     if constexpr (std::is_same<T, unsigned>::value) v.push_back(strtoul(item.c_str(), nullptr, 10)); else v.push_back(item);
     p = e ? e + 1 : p + strlen(p);
   }
-  return v;
+  return v.empty() ? def : v;  // an empty argument takes the default: callers index the first item
 }
 
 int main(int argc, char** argv) {
@@ -658,15 +657,16 @@ int main(int argc, char** argv) {
     for (unsigned pos : {1024u, 128u, 4096u}) { Opts o = base; o.splits = splits[0]; time_kernels(m, pos, o, pos == 1024); }
     return 0;
   }
-  auto positions = list<unsigned>(argc > 5 ? argv[5] : nullptr, {128, 1024, 4096});
-  if (what == "profile") {  // the step twice at the first position with the first combo, launch by launch (for ncu)
+  if (what == "profile") {  // the step twice at one position (default 1,024) with the first combo, launch by launch (for ncu)
+    unsigned pos = list<unsigned>(argc > 5 ? argv[5] : nullptr, {1024})[0];
     cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     Opts o = combo(combos[0], base); o.splits = splits[0];
     Launcher g{st, true};
-    for (int rep = 0; rep < 2; rep++) step(g, m, positions[0], o);
+    for (int rep = 0; rep < 2; rep++) step(g, m, pos, o);
     CK(cudaStreamSynchronize(st)); CK(cudaGetLastError()); CK(cudaStreamDestroy(st));
     return 0;
   }
+  auto positions = list<unsigned>(argc > 5 ? argv[5] : nullptr, {128, 1024, 4096});
   time_step(m, splits, base, combos, positions);
   return 0;
 }

@@ -24,33 +24,37 @@ __device__ __forceinline__ void lv_prefetch_bulk_l2(const void* p, unsigned byte
 
 #define LV_PF_PIECE 16384u
 
+// Runs piece(j) for j in [0, pieces): piece j goes to block j % blocks of the grid, lane j / blocks of
+// its first warp.
+template <class Piece>
+__device__ __forceinline__ void lv_each_piece(unsigned pieces, Piece piece) {
+  unsigned blocks = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x >= 32) return;
+  for (unsigned j = b + threadIdx.x * blocks; j < pieces; j += 32 * blocks) piece(j);
+}
+
 // Bulk prefetches into L2 of (gate, up) row pairs [pair0, pair0 + pairs) of a layer's gate/up weights
 // (`wgu`: ffn gate rows, then ffn up rows, `hidden` bf16 columns each): two contiguous ranges cut into
-// LV_PF_PIECE pieces; piece j goes to block j % blocks of the grid, lane j / blocks of its first warp.
+// LV_PF_PIECE pieces, spread over the grid by lv_each_piece.
 __device__ __forceinline__ void lv_prefetch_pairs(const ll_bf16* wgu, unsigned ffn, unsigned hidden, unsigned pair0, unsigned pairs) {
   pair0 = min(pair0, ffn);
   unsigned long long range = (unsigned long long)min(pairs, ffn - pair0) * hidden * 2;
-  unsigned per_range = (unsigned)((range + LV_PF_PIECE - 1) / LV_PF_PIECE), pieces = 2 * per_range;
-  unsigned blocks = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
-  if (threadIdx.x >= 32) return;
-  for (unsigned j = b + threadIdx.x * blocks; j < pieces; j += 32 * blocks) {
+  unsigned per_range = (unsigned)((range + LV_PF_PIECE - 1) / LV_PF_PIECE);
+  lv_each_piece(2 * per_range, [&](unsigned j) {
     unsigned r = j / per_range;
     unsigned long long off = (unsigned long long)(j % per_range) * LV_PF_PIECE;
     const char* base = (const char*)(wgu + ((unsigned long long)r * ffn + pair0) * hidden);
     lv_prefetch_bulk_l2(base + off, (unsigned)min((unsigned long long)LV_PF_PIECE, range - off));
-  }
+  });
 }
 
-// Bulk prefetches into L2 of `bytes` (a multiple of 16) from p (16-byte aligned), in LV_PF_PIECE pieces:
-// piece j goes to block j % blocks of the grid, lane j / blocks of its first warp.
+// Bulk prefetches into L2 of `bytes` (a multiple of 16, under 2^46) from p (16-byte aligned), in
+// LV_PF_PIECE pieces spread over the grid by lv_each_piece.
 __device__ __forceinline__ void lv_prefetch_range(const void* p, unsigned long long bytes) {
-  unsigned long long pieces = (bytes + LV_PF_PIECE - 1) / LV_PF_PIECE;
-  unsigned blocks = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
-  if (threadIdx.x >= 32) return;
-  for (unsigned long long j = b + threadIdx.x * blocks; j < pieces; j += 32ull * blocks) {
-    unsigned long long off = j * LV_PF_PIECE;
+  lv_each_piece((unsigned)((bytes + LV_PF_PIECE - 1) / LV_PF_PIECE), [&](unsigned j) {
+    unsigned long long off = (unsigned long long)j * LV_PF_PIECE;
     lv_prefetch_bulk_l2((const char*)p + off, (unsigned)min((unsigned long long)LV_PF_PIECE, bytes - off));
-  }
+  });
 }
 
 extern "C" __global__ void __launch_bounds__(LL_THREADS, LL_MIN_BLOCKS)
