@@ -10,7 +10,7 @@
 //! flags are zeroed at instantiate, and every node runs once per replay), so nothing is reset between
 //! replays and no host call is made.
 //!
-//! Why it is correct (`docs/design.md`, "Tile hand-offs"): each byte's accesses are ordered along the
+//! Why it is correct (`docs/tiles.md`, "Tile hand-offs"): each byte's accesses are ordered along the
 //! access frontier, and a consumer waits on every frontier predecessor's blocks touching its bytes;
 //! each of those ran its body only after its own waits, so the ordering is transitive byte by byte,
 //! whatever the graph's edges are (a full edge just finds the flags already set). A wrapper executes
