@@ -48,8 +48,9 @@ __device__ __forceinline__ void lv_prefetch_pairs(const ll_bf16* wgu, unsigned f
   });
 }
 
-// Bulk prefetches into L2 of `bytes` (a multiple of 16, under 2^46) from p (16-byte aligned), in
-// LV_PF_PIECE pieces spread over the grid by lv_each_piece.
+// Bulk prefetches into L2 of `bytes` (a multiple of 16, at most 2^45, so that the piece count and
+// lv_each_piece's index fit 32 bits) from p (16-byte aligned), in LV_PF_PIECE pieces spread over the
+// grid by lv_each_piece.
 __device__ __forceinline__ void lv_prefetch_range(const void* p, unsigned long long bytes) {
   lv_each_piece((unsigned)((bytes + LV_PF_PIECE - 1) / LV_PF_PIECE), [&](unsigned j) {
     unsigned long long off = (unsigned long long)j * LV_PF_PIECE;
