@@ -40,7 +40,7 @@ rm .devbin/c/lib/libostinato.a   # the GPU machine links the shared library
 # scripts/fetch-cuda-tools.sh --lab, or the PATH), and the sources it builds from on the GPU machine if not.
 mkdir -p .devbin/llama/bin .devbin/llama/src/lab/probes .devbin/llama/src/crates/ostinato-llama
 cp -r kernels .devbin/llama/src/ && cp -r crates/ostinato-llama/kernels .devbin/llama/src/crates/ostinato-llama/
-cp lab/probes/llama_kernels.cu lab/probes/llama_variants.cu .devbin/llama/src/lab/probes/
+cp lab/probes/llama_kernels.cu lab/probes/llama_variants.cu lab/probes/llama_layers_mk.cu .devbin/llama/src/lab/probes/
 tools=.cuda/nvidia/cu13
 if PATH=$tools/bin:$PATH command -v nvcc >/dev/null; then
   PATH=$tools/bin:$PATH nvcc -O3 -arch=sm_90 -std=c++17 -Ikernels -DOST_TRIGGER=3 -L$tools/lib \

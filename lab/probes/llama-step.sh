@@ -6,7 +6,7 @@
 #                         -DOST_TRIGGER=3 (and -L.cuda/nvidia/cu13/lib with the fetched tools); variants with
 #                         their own defines (VARIANTS below)
 #   D/src/                the sources, to build there when the binaries do not run: kernels/,
-#                         crates/ostinato-llama/kernels/llama{_common,}.cu, lab/probes/llama_{kernels,variants}.cu
+#                         crates/ostinato-llama/kernels/llama{_common,}.cu, lab/probes/llama_{kernels,variants,layers_mk}.cu
 # Stages: attributes; the per-kernel check against double precision (a failure is reported, the timing
 # still runs); the cooperative launch; gate/up with its own tiles already in L2 (l2); kernels alone and
 # back to back; the step per combo and position; the build variants; then compute-sanitizer memcheck

@@ -4,7 +4,7 @@
 //   check  : one layer's kernels and the LM head, each against a double-precision CPU computation from
 //            the kernel's own inputs (random weights, norms and cache), at several positions and
 //            attention splits, twice each (the ticket counters must come back to zero); each variant
-//            on the same inputs.
+//            on the same inputs; then llama_layers_mk's step against the pack's (`mk check`).
 //   kernels: each kernel alone (a graph of 16 launches over 16 layers' weights, no PDL) and back to
 //            back with PDL, µs per launch and TB/s; pairs and triples of consecutive kernels too.
 //   step   : the whole step (82 launches) as one captured graph, PDL on every edge and off, per
@@ -14,7 +14,8 @@
 //            ticket, which needs no residency: the check runs it on grids larger than fit, too;
 //            `o<r0>x<n>` / `O<r0>x<n>`, llama_o_pf asking L2 for gate/up's rounds before / after its
 //            wait; `q`, QKV and attention as llama_qkv_attn; `w<n>` / `W<n>`, llama_attn_pfo asking L2
-//            for n quarters of the layer's W_o after / before its wait).
+//            for n quarters of the layer's W_o after / before its wait; `m`, every layer as one persistent
+//            kernel, llama_layers_mk of llama_layers_mk.cu, between the pack's embedding and LM head).
 //   profile: the step twice at one position (default 1,024) with one combo, each kernel its own
 //            launch with PDL, for Nsight Compute (the `ncu` stage of llama-step.sh).
 //   l2     : gate/up alone with some of its tiles already in L2 against unrelated bytes there.
@@ -27,6 +28,7 @@
 #include "../../crates/ostinato-llama/kernels/llama_common.cu"
 #include "../../crates/ostinato-llama/kernels/llama.cu"
 #include "llama_variants.cu"
+#include "llama_layers_mk.cu"
 
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -127,6 +129,7 @@ struct Opts {
   // or before it where wo_before.
   unsigned wo_quarters = 0;
   bool wo_before = false;
+  bool mk = false;  // every layer as llama_layers_mk (version 21), then the pack's LM head
 };
 // llama_qkv_attn's blocks a KV head: the group's (G + 2) x 32 RoPE pairs, 8 a block.
 static const unsigned QA_SPLITS = (G + 2) * (HD / 2) / 8;
@@ -209,8 +212,35 @@ static void k_head(Launcher& g, Model& m, unsigned pos, Opts o) {
   g.go(llama_lm_head, dim3(bgrid(head_tiles(), o)), LB_THREADS, NORM_SMEM, m.logits, m.hpart, m.hcount, m.tickets + 2, m.token, m.history, m.x, m.norm,
        m.emb, V, H, EPS, pos, SEQ);
 }
+// llama_layers_mk's W_o, laid out [KV head][row][256 columns] (woh[h][r][c] = wo[r][h * 256 + c]).
+__global__ void mk_relayout_wo(ll_bf16* dst, const ll_bf16* src) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)H * Q; i += (size_t)gridDim.x * blockDim.x) {
+    size_t h = i / ((size_t)H * 256), r = i / 256 % H, c = i % 256;
+    dst[i] = src[r * Q + h * 256 + c];
+  }
+}
+static MkParams g_mk;
+static unsigned g_mk_grid = 0;
+static void mk_setup(Model& m) {
+  if (g_mk_grid) return;
+  CK(cudaDeviceGetAttribute((int*)&g_mk_grid, cudaDevAttrMultiProcessorCount, 0));
+  for (unsigned l = 0; l < g_layers; l++) {
+    ll_bf16* woh = dev<ll_bf16>((size_t)H * Q);
+    mk_relayout_wo<<<1024, 256>>>(woh, m.wo[l]);
+    g_mk.wqkv[l] = m.wqkv[l]; g_mk.woh[l] = woh; g_mk.wgu[l] = m.wgu[l]; g_mk.wd[l] = m.wd[l]; g_mk.ln1[l] = m.ln1[l]; g_mk.ln2[l] = m.ln2[l];
+    g_mk.kc[l] = m.kc[l]; g_mk.vc[l] = m.vc[l];
+  }
+  g_mk.x = m.x; g_mk.q = m.q; g_mk.part = m.apart; g_mk.act = m.act; g_mk.kv_new = m.kv_new; g_mk.freq = m.freq;
+  g_mk.sync = dev<unsigned>(MK_SYNC_WORDS);
+  g_mk.layers = g_layers; g_mk.max_seq = SEQ; g_mk.eps = EPS;
+  CK(cudaDeviceSynchronize());
+}
+// Attention takes one block per (KV head, split): 8 x MK_S blocks, so one an SM needs that many SMs.
+static bool mk_fits() { return g_mk_grid >= MK_NKV * MK_S; }
+static void k_mk(Launcher& g, unsigned pos) { MkParams p = g_mk; p.pos = pos; g.go_coop(llama_layers_mk, dim3(g_mk_grid), MK_THREADS, MK_SMEM, p); }
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
+  if (o.mk) { k_mk(g, pos); k_head(g, m, pos, o); return; }
   for (unsigned l = 0; l < L; l++) {
     if (o.qa) k_qkv_attn(g, m, l, pos);
     else { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); }
@@ -552,6 +582,7 @@ static void time_l2(Model& m, Opts o) {
 // llama_o_pf asking L2 for gate/up's rounds r0 .. r0 + n - 1 before its wait ("o<r0>x<n>") or after it
 // ("O<r0>x<n>").
 static Opts combo(const std::string& c, Opts o) {
+  if (c == "m") { o.mk = true; return o; }  // every layer as llama_layers_mk
   if (c == "q") { o.qa = true; return o; }  // QKV and attention as llama_qkv_attn
   if (!c.empty() && (c[0] == 'w' || c[0] == 'W')) {  // "w4": attention asks L2 for all of W_o after its wait; "W4" before it
     o.wo_quarters = (unsigned)atoi(c.c_str() + 1);
@@ -580,12 +611,47 @@ static void time_step(Model& m, std::vector<unsigned> splits, Opts base, std::ve
     for (unsigned s : splits)
       for (auto& c : combos) {
         Opts o = combo(c, base); o.splits = s;
+        if (o.mk && !mk_fits()) continue;
         float t[2];
         for (int pdl = 0; pdl < 2; pdl++) { Launcher g{st, pdl == 1}; t[pdl] = graph_us(st, 30, [&] { step(g, m, pos, o); }); }
         double bytes = weights + 4.0 * L * KV * (pos + 1);
         printf("step %-4s pos %4u splits %2u: PDL %7.1f us (%.2f TB/s, %2.0f%% of %.2f)  no PDL %7.1f us  PDL gain %.3fx\n", c.c_str(), pos, s, t[1],
                bytes / t[1] / 1e6, bytes / t[1] / 1e6 / g_peak_tb * 100, g_peak_tb, t[0], t[0] / t[1]);
       }
+  CK(cudaStreamDestroy(st));
+}
+
+// llama_layers_mk's step against the pack's on the same inputs (the pack's kernels are checked against
+// double precision above): x after the layers, the logits and the token; its counters back at zero and
+// no wait given up.
+static void check_mk(Model& m) {
+  if (!mk_fits()) { printf("mk check skipped: %u SMs, llama_layers_mk needs %u\n", g_mk_grid, MK_NKV * MK_S); return; }
+  cudaStream_t st; CK(cudaStreamCreate(&st));
+  Launcher g{st, true};
+  std::vector<unsigned> poss = g_sanitize ? std::vector<unsigned>{5, 300} : std::vector<unsigned>{0, 1, 37, 129, 1024, 4095};
+  for (unsigned pos : poss)
+    for (int rep = 0; rep < 2; rep++) {
+      unsigned tok = (977u * pos + 31u * rep + 5u) % V, tr = 0;
+      std::vector<float> xr, lr;
+      for (int v = 0; v < 2; v++) {
+        Opts o; o.mk = v == 1;
+        CK(cudaMemcpy(m.token, &tok, 4, cudaMemcpyHostToDevice));
+        poison(m.logits, V);
+        step(g, m, pos, o);
+        CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
+        auto x = get(m.x, H); auto lg = get(m.logits, V); auto t = get(m.token, 1);
+        if (v == 0) { xr = x; lr = lg; tr = t[0]; continue; }
+        printf("mk check pos %u (run %d)\n", pos, rep);
+        compare("x after the layers (mk vs pack)", std::vector<double>(xr.begin(), xr.end()), x.data(), H, 1e-3);
+        compare("logits (mk vs pack)", std::vector<double>(lr.begin(), lr.end()), lg.data(), V, 1e-3);
+        printf("  token %u (pack %u)\n", t[0], tr);
+      }
+    }
+  auto sync = get(g_mk.sync, MK_SYNC_WORDS);
+  unsigned dirty = 0, gave = sync[(MK_MAX_LAYERS * MK_WORDS + 1) * MK_LINE];
+  for (unsigned c = 0; c < MK_MAX_LAYERS * MK_WORDS + 1; c++) dirty += sync[c * MK_LINE] != 0;
+  printf("mk counters left nonzero %u, waits given up %u: %s\n", dirty, gave, dirty || gave ? "FAIL" : "ok");
+  if (dirty || gave) failures++;
   CK(cudaStreamDestroy(st));
 }
 
@@ -627,10 +693,15 @@ int main(int argc, char** argv) {
     if (smem) bulk_occ = occ;
     printf("%-12s regs %3d smem %6zu + %6zu dynamic local %zu blocks/SM %d\n", name, fa.numRegs, fa.sharedSizeBytes, smem, fa.localSizeBytes, occ);
   }
+  CK(cudaFuncSetAttribute((const void*)llama_layers_mk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MK_SMEM));
+  CK(cudaFuncGetAttributes(&fa, (const void*)llama_layers_mk));
+  int mk_occ = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&mk_occ, (const void*)llama_layers_mk, MK_THREADS, MK_SMEM));
+  printf("%-12s regs %3d smem %6zu + %6zu dynamic local %zu blocks/SM %d\n", "layers_mk", fa.numRegs, fa.sharedSizeBytes, (size_t)MK_SMEM, fa.localSizeBytes, mk_occ);
   printf("bulk: %d stages x %d bytes, %d blocks/SM, static rounds %d\n", LB_STAGES, LB_STAGE_BYTES, bulk_occ, LB_STATIC_ROUNDS);
   if (what == "attrs") return bulk_occ > 0 ? 0 : 1;
   if (what == "sanitize") { g_layers = 1; V = 4099; g_sanitize = true; }
   Model m = make_model();
+  mk_setup(m);
   auto splits = list<unsigned>(argc > 2 ? argv[2] : nullptr, {32});
   Opts base;
   base.bblocks = argc > 3 && atoi(argv[3]) > 0 ? (unsigned)atoi(argv[3]) : (unsigned)std::max(1, bulk_occ * sms);
@@ -641,6 +712,7 @@ int main(int argc, char** argv) {
       for (unsigned pos : poss)
         for (int rep = 0; rep < 2; rep++) { Opts o = base; o.splits = s; check_layer(m, pos, o, rep); }
     check_head(m, base);
+    check_mk(m);
     printf("%s: %d failures\n", what.c_str(), failures);
     return failures ? 1 : 0;
   }

@@ -15,7 +15,7 @@ inc=$(dirname "$(command -v nvcc)")/../include
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failed=0
-built=(lab/probes/llama_variants.cu)  # included by llama_kernels.cu
+built=(lab/probes/llama_variants.cu lab/probes/llama_layers_mk.cu)  # included by llama_kernels.cu
 build() {
   local src=$1
   shift
