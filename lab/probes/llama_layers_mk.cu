@@ -89,9 +89,15 @@ __device__ __forceinline__ unsigned mk_load_acquire(const unsigned* c) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
   return v;
 }
-// Consumers: thread 0 polls until *a >= ta and *b >= tb, then the consumers' barrier.
+// Consumers: thread 0 polls until *a >= ta and *b >= tb, then the consumers' barrier. -DMK_NO_WAIT
+// builds a diagnostic that never polls: its results are wrong (its check fails), its time is what the
+// kernel streams with every hand-off free.
 __device__ __forceinline__ void mk_wait(const MkParams& p, const unsigned* a, unsigned ta, const unsigned* b = nullptr, unsigned tb = 0) {
+#ifdef MK_NO_WAIT
+  if (false) {
+#else
   if (threadIdx.x == 0) {
+#endif
     for (unsigned n = 0;; n++) {
       if (mk_load_acquire(a) >= ta && (!b || mk_load_acquire(b) >= tb)) break;
       if (n == MK_SPIN) { atomicAdd(mk_gave_up(p), 1u); break; }
