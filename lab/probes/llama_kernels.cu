@@ -15,7 +15,8 @@
 //            `o<r0>x<n>` / `O<r0>x<n>`, llama_o_pf asking L2 for gate/up's rounds before / after its
 //            wait; `q`, QKV and attention as llama_qkv_attn; `w<n>` / `W<n>`, llama_attn_pfo asking L2
 //            for n quarters of the layer's W_o after / before its wait; `m`, every layer as one persistent
-//            kernel, llama_layers_mk of llama_layers_mk.cu, between the pack's embedding and LM head).
+//            kernel, llama_layers_mk of llama_layers_mk.cu, between the pack's embedding and LM head;
+//            `M`, that kernel launched once a layer).
 //   profile: the step twice at one position (default 1,024) with one combo, each kernel its own
 //            launch with PDL, for Nsight Compute (the `ncu` stage of llama-step.sh).
 //   l2     : gate/up alone with some of its tiles already in L2 against unrelated bytes there.
@@ -129,7 +130,8 @@ struct Opts {
   // or before it where wo_before.
   unsigned wo_quarters = 0;
   bool wo_before = false;
-  bool mk = false;  // every layer as llama_layers_mk (version 21), then the pack's LM head
+  bool mk = false;        // every layer as llama_layers_mk (version 21), then the pack's LM head
+  bool mk_layer = false;  // with mk: one launch a layer (16 launches, PDL between them)
 };
 // llama_qkv_attn's blocks a KV head: the group's (G + 2) x 32 RoPE pairs, 8 a block.
 static const unsigned QA_SPLITS = (G + 2) * (HD / 2) / 8;
@@ -237,10 +239,20 @@ static void mk_setup(Model& m) {
 }
 // Attention takes one block per (KV head, split): 8 x MK_S blocks, so one an SM needs that many SMs.
 static bool mk_fits() { return g_mk_grid >= MK_NKV * MK_S; }
-static void k_mk(Launcher& g, unsigned pos) { MkParams p = g_mk; p.pos = pos; g.go_coop(llama_layers_mk, dim3(g_mk_grid), MK_THREADS, MK_SMEM, p); }
+static void k_mk(Launcher& g, unsigned pos, bool per_layer) {
+  MkParams p = g_mk;
+  p.pos = pos;
+  if (!per_layer) { g.go_coop(llama_layers_mk, dim3(g_mk_grid), MK_THREADS, MK_SMEM, p); return; }
+  p.layers = 1;
+  for (unsigned l = 0; l < g_layers; l++) {  // layer l's pointers in the first entries
+    p.wqkv[0] = g_mk.wqkv[l]; p.woh[0] = g_mk.woh[l]; p.wgu[0] = g_mk.wgu[l]; p.wd[0] = g_mk.wd[l]; p.ln1[0] = g_mk.ln1[l]; p.ln2[0] = g_mk.ln2[l];
+    p.kc[0] = g_mk.kc[l]; p.vc[0] = g_mk.vc[l];
+    g.go_coop(llama_layers_mk, dim3(g_mk_grid), MK_THREADS, MK_SMEM, p);
+  }
+}
 static void step(Launcher& g, Model& m, unsigned pos, Opts o) {
   k_embed(g, m);
-  if (o.mk) { k_mk(g, pos); k_head(g, m, pos, o); return; }
+  if (o.mk) { k_mk(g, pos, o.mk_layer); k_head(g, m, pos, o); return; }
   for (unsigned l = 0; l < L; l++) {
     if (o.qa) k_qkv_attn(g, m, l, pos);
     else { k_qkv(g, m, l, pos); k_attn(g, m, l, pos, o); }
@@ -582,7 +594,7 @@ static void time_l2(Model& m, Opts o) {
 // llama_o_pf asking L2 for gate/up's rounds r0 .. r0 + n - 1 before its wait ("o<r0>x<n>") or after it
 // ("O<r0>x<n>").
 static Opts combo(const std::string& c, Opts o) {
-  if (c == "m") { o.mk = true; return o; }  // every layer as llama_layers_mk
+  if (c == "m" || c == "M") { o.mk = true; o.mk_layer = c == "M"; return o; }  // llama_layers_mk: every layer in one launch, or one a layer
   if (c == "q") { o.qa = true; return o; }  // QKV and attention as llama_qkv_attn
   if (!c.empty() && (c[0] == 'w' || c[0] == 'W')) {  // "w4": attention asks L2 for all of W_o after its wait; "W4" before it
     o.wo_quarters = (unsigned)atoi(c.c_str() + 1);
@@ -633,15 +645,15 @@ static void check_mk(Model& m) {
     for (int rep = 0; rep < 2; rep++) {
       unsigned tok = (977u * pos + 31u * rep + 5u) % V, tr = 0;
       std::vector<float> xr, lr;
-      for (int v = 0; v < 2; v++) {
-        Opts o; o.mk = v == 1;
+      for (int v = 0; v < 3; v++) {
+        Opts o; o.mk = v > 0; o.mk_layer = v == 2;
         CK(cudaMemcpy(m.token, &tok, 4, cudaMemcpyHostToDevice));
         poison(m.logits, V);
         step(g, m, pos, o);
         CK(cudaStreamSynchronize(st)); CK(cudaGetLastError());
         auto x = get(m.x, H); auto lg = get(m.logits, V); auto t = get(m.token, 1);
         if (v == 0) { xr = x; lr = lg; tr = t[0]; continue; }
-        printf("mk check pos %u (run %d)\n", pos, rep);
+        printf("mk check pos %u (run %d%s)\n", pos, rep, v == 2 ? ", a launch a layer" : "");
         compare("x after the layers (mk vs pack)", std::vector<double>(xr.begin(), xr.end()), x.data(), H, 1e-3);
         compare("logits (mk vs pack)", std::vector<double>(lr.begin(), lr.end()), lg.data(), V, 1e-3);
         printf("  token %u (pack %u)\n", t[0], tr);
