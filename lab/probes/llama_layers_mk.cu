@@ -7,8 +7,8 @@
 // output projection, gate/up, down, then the next layer's QKV. Weights depend on nothing, so the producer
 // never waits on data, only for a free stage; only the consumers wait, on counters in global memory:
 //   - QKV (384 tiles of 4 RoPE pairs: rows j..j+3 and j+32..j+35 of a head): warp w takes row w, warps w
-//     and w + 4 meet on a named barrier, warp w applies RoPE and writes q or the new K/V row, then adds
-//     one to its KV head's counter (192 a layer: 6 heads x 8 tiles x 4 warps);
+//     and w + 4 meet on a named barrier, warp w applies RoPE and writes q or the new K/V row, then warp
+//     0 counts the tile on its KV head's counter (48 a layer: 6 heads x 8 tiles);
 //   - attention: block b < 8 x MK_S is split b % MK_S of KV head b / MK_S; it asks for its cache rows
 //     first, then waits for its head's QKV count only (per-head hand-off), writes its softmax record
 //     and counts it on the head's attention counter;
@@ -19,7 +19,8 @@
 //     all of `act`): a block counts itself once a phase; so does the next layer's QKV.
 // Tiles of a layer are numbered QKV, O, gate/up, down (3,712) and tile i of the step goes to block
 // i mod G, so a block's share differs by at most one a phase and evens out over phases.
-// Counters live one to a 128-byte line; the last block to finish zeroes them. A wait that polls more
+// Counts are release reductions, waits acquire loads by one thread a block. Counters live one to a
+// 128-byte line; the last block to finish zeroes them. A wait that polls more
 // than MK_SPIN rounds gives up and counts itself (the check fails on it), so a bug cannot hang the GPU.
 // Fixed shape: hidden 2048, 32 query heads over 8 KV heads of dim 64, FFN 8192 (the pack's 1B).
 
@@ -105,13 +106,15 @@ __device__ __forceinline__ void mk_wait(const MkParams& p, const unsigned* a, un
   }
   asm volatile("bar.sync 1, %0;" ::"r"(LB_CONSUMERS * 32) : "memory");
 }
-// Consumers: every consumer's writes so far, then one add to c.
+// One count on c, ordered after every write the calling thread has seen (its own, and those a barrier
+// ordered before it): a release reduction (MEMBAR.ALL.GPU then RED). Not __threadfence() then an add:
+// that fence is MEMBAR.SC.GPU with an L1 invalidation, and a fence a tile cost the fused FFN 9 µs a
+// layer (lab/llama-decode-boundaries.md, H100 run 5).
+__device__ __forceinline__ void mk_release_add(unsigned* c) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory"); }
+// Consumers: every consumer's writes so far, then one count on c.
 __device__ __forceinline__ void mk_signal(unsigned* c) {
   asm volatile("bar.sync 1, %0;" ::"r"(LB_CONSUMERS * 32) : "memory");
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(c, 1u);
-  }
+  if (threadIdx.x == 0) mk_release_add(c);
 }
 
 // The producer's lane 0: tile t of phase ph of layer l into a stage.
@@ -150,7 +153,7 @@ __device__ __forceinline__ void mk_attn(const MkParams& p, MkShared& sh, unsigne
   }
   for (unsigned i = (t0 + LB_CONSUMERS * LL_ATTN_UNROLL) * 2 + threadIdx.x; i < t1 * 2; i += LB_CONSUMERS * 32)
     ll_prefetch_l2(((i & 1) ? vh : kh) + (unsigned long long)(i / 2) * 32);
-  mk_wait(p, mk_ctr(p, l, h), 6 * 8 * 4);  // the head's (4 + 2) x 8 QKV tiles, 4 writer warps each
+  mk_wait(p, mk_ctr(p, l, h), (MK_GQ + 2) * 8);  // the KV head's (4 query + K + V heads) x 8 QKV tiles
   bool owns_fresh = fresh >= t0 && fresh < t1;
   unsigned knew = 0u, vnew = 0u;
   if (owns_fresh) {
@@ -284,17 +287,17 @@ __device__ __forceinline__ void mk_consume(const MkParams& p, MkShared& sh, cons
   for (unsigned l = 0; l < p.layers; l++) {
     if (l > 0) mk_wait(p, mk_ctr(p, l - 1, MK_DN_DONE), G);
     float scale = lb_norm_input<1>(xr, xs, sh.lb, p.x, p.ln1[l], MK_H, p.eps, 0);
-    if (threadIdx.x == 0) { __threadfence(); atomicAdd(mk_ctr(p, l, MK_X_READ), 1u); }  // after the norm's barrier
+    if (threadIdx.x == 0) mk_release_add(mk_ctr(p, l, MK_X_READ));  // after the norm's barrier: every read of x
     for (unsigned t = mk_first(l, 0); t < MK_QKV_TILES; t += G, i++) {
       float d = lb_dot(mk_take(sh, stages, i) + w * 4096, xr, MK_H) * scale;
       mk_free(sh, i);
       float b = mk_pair(sh, i, d);
-      if (w < 4 && lane == 0) {
+      if (w < 4) {  // warps 0-3 write the tile's four pairs, meet (named barrier 6), and warp 0 counts the tile
         unsigned head = t / 8, j = (t % 8) * 4 + w;
-        ll_qkv_pair_out(p.q, p.kv_new, d, b, head, j, p.pos, __ldg(p.freq + j), MK_NH, MK_NKV, MK_HD);
+        if (lane == 0) ll_qkv_pair_out(p.q, p.kv_new, d, b, head, j, p.pos, __ldg(p.freq + j), MK_NH, MK_NKV, MK_HD);
+        asm volatile("bar.sync 6, 128;" ::: "memory");
         unsigned grp = head < MK_NH ? head / MK_GQ : head < MK_NH + MK_NKV ? head - MK_NH : head - MK_NH - MK_NKV;
-        __threadfence();
-        atomicAdd(mk_ctr(p, l, grp), 1u);
+        if (w == 0 && lane == 0) mk_release_add(mk_ctr(p, l, grp));
       }
     }
     if (blockIdx.x < MK_NKV * MK_S && blockIdx.x % MK_S < live) mk_attn(p, sh, l, blockIdx.x / MK_S, blockIdx.x % MK_S, n, live);
@@ -330,10 +333,13 @@ __device__ __forceinline__ void mk_consume(const MkParams& p, MkShared& sh, cons
     mk_signal(mk_ctr(p, l, MK_DN_DONE));
   }
   // The last block to get here zeroes the counters: every block is past its last wait.
-  if (threadIdx.x == 0 && atomicAdd(mk_finished(p), 1u) == G - 1) {
-    for (unsigned c = 0; c < p.layers * MK_WORDS; c++) p.sync[c * MK_LINE] = 0u;
-    __threadfence();
-    *mk_finished(p) = 0u;
+  if (threadIdx.x == 0) {
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(mk_finished(p)) : "memory");
+    if (before == G - 1) {
+      for (unsigned c = 0; c < p.layers * MK_WORDS; c++) p.sync[c * MK_LINE] = 0u;
+      *mk_finished(p) = 0u;
+    }
   }
 }
 
