@@ -32,7 +32,8 @@ SPLITS=${SPLITS:-32}
 # Stages to run (default all but ncu): PROBE_STAGES="check l2 kernels step" leaves out the others. ncu:
 # Nsight Compute (clocks left as they are) on the streaming kernels as the check launches them, the
 # pack's build and each variant's, into $OUT/ncu<suffix>.{ncu-rep,txt,-sass.csv}; on the fused FFN; and
-# on one layer's kernels and the LM head as the step launches them (ncu-layer, ncu-head).
+# on one layer's kernels and the LM head as the step launches them (ncu-layer, ncu-head); on
+# llama_layers_mk (ncu-mk).
 PROBE_STAGES=" ${PROBE_STAGES:-check coop l2 kernels step variants memcheck racecheck} "
 on() { [[ "$PROBE_STAGES" == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
@@ -95,7 +96,7 @@ profile() {
   ncu -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass >"$OUT/$name-sass.csv" 2>&1
 }
 # NCU_PROFILES: which of the ncu stage's profiles run (default all).
-NCU_PROFILES=" ${NCU_PROFILES:-streaming fused layer head} "
+NCU_PROFILES=" ${NCU_PROFILES:-streaming fused layer head mk} "
 wants() { [[ "$NCU_PROFILES" == *" $1 "* ]]; }
 if on ncu; then
   if wants streaming; then
@@ -109,6 +110,8 @@ if on ncu; then
   # (80 of them a step: skip a step and seven layers) and the second step's LM head.
   wants layer && profile ncu-layer "" 120 "profile $SPLITS 0 0 1024" --kernel-name regex:'^llama_(qkv|attn|o|ffn_in|down)$' --launch-skip 115 --launch-count 5
   wants head && profile ncu-head "" 90 "profile $SPLITS 0 0 1024" --kernel-name llama_lm_head --launch-skip 1 --launch-count 1
+  # Every layer as one persistent kernel (version 21, combo m): the second step's launch.
+  wants mk && profile ncu-mk "" 150 "profile $SPLITS 0 m 1024" --kernel-name llama_layers_mk --launch-skip 1 --launch-count 1
 fi
 if on memcheck; then
   say memcheck
@@ -127,4 +130,4 @@ if [[ ${RACECHECK_VARIANTS:-0} == 1 ]]; then
   done
 fi
 say summary
-grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^cooperative|^  l2 |^  (llama_|attn|ffn_|o\+|down|lm_head)|^bulk" "$LOG" | grep -v "^  .* ok$" | tail -120
+grep -E "^== |failures|FAIL|rc [0-9]|ERROR SUMMARY|RACECHECK SUMMARY|^step |^cooperative|^  l2 |^  (llama_|attn|ffn_|o\+|down|lm_head)|^bulk|^mk counters|^layers_mk" "$LOG" | grep -v "^  .* ok$" | tail -120
