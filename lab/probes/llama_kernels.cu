@@ -654,8 +654,8 @@ static void check_mk(Model& m) {
         auto x = get(m.x, H); auto lg = get(m.logits, V); auto t = get(m.token, 1);
         if (v == 0) { xr = x; lr = lg; tr = t[0]; continue; }
         printf("mk check pos %u (run %d%s)\n", pos, rep, v == 2 ? ", a launch a layer" : "");
-        compare("x after the layers (mk vs pack)", std::vector<double>(xr.begin(), xr.end()), x.data(), H, 1e-3);
-        compare("logits (mk vs pack)", std::vector<double>(lr.begin(), lr.end()), lg.data(), V, 1e-3);
+        compare("x after the layers (mk vs pack)", std::vector<double>(xr.begin(), xr.end()), x.data(), H, 1e-4);
+        compare("logits (mk vs pack)", std::vector<double>(lr.begin(), lr.end()), lg.data(), V, 1e-4);
         printf("  token %u (pack %u)\n", t[0], tr);
       }
     }
