@@ -750,6 +750,7 @@ int main(int argc, char** argv) {
     unsigned pos = list<unsigned>(argc > 5 ? argv[5] : nullptr, {1024})[0];
     cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     Opts o = combo(combos[0], base); o.splits = splits[0];
+    if (o.mk && !mk_fits()) { printf("profile skipped: %u SMs, llama_layers_mk needs %u\n", g_mk_grid, MK_NKV * MK_S); return 0; }
     Launcher g{st, true};
     for (int rep = 0; rep < 2; rep++) step(g, m, pos, o);
     CK(cudaStreamSynchronize(st)); CK(cudaGetLastError()); CK(cudaStreamDestroy(st));
